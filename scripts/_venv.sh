@@ -1,0 +1,27 @@
+# Shared by scripts/demo and scripts/test: create or reuse .venv and install the project.
+# Usage: source scripts/_venv.sh [extras]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+extras="${1:-}"
+py="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "creating .venv" >&2
+  "$py" -m venv .venv
+fi
+# Reinstall only when pyproject.toml (or the extras asked for) changed.
+stamp=".venv/.ledgerscope-installed"
+want="$(sha256sum pyproject.toml | cut -c1-16)-${extras:-base}"
+if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
+  echo "installing ledgerscope into .venv (torch==2.13.0 first)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  # A bare `torch` would pull a multi-GB CUDA build: pin the CPU build first.
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+  if [ -n "$extras" ]; then
+    .venv/bin/python -m pip install -q -e ".[${extras}]"
+  else
+    .venv/bin/python -m pip install -q -e .
+  fi
+  echo "$want" >> "$stamp"
+fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

@@ -1,0 +1,120 @@
+"""Command-line entry point. Heavy imports (torch, textual, duckdb) stay inside commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .errors import LedgerscopeError
+
+app = typer.Typer(
+    name="ledgerscope",
+    help="Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+import_app = typer.Typer(help="Import public QA datasets as a corpus and canonical fixtures.",
+                         no_args_is_help=True)
+config_app = typer.Typer(help="Arm configuration files.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+app.add_typer(config_app, name="config")
+
+
+def _fail(exc: LedgerscopeError, code: int = 2) -> None:
+    """Print a user-facing error (one line per problem) and exit non-zero, no traceback."""
+    for line in str(exc).splitlines() or [type(exc).__name__]:
+        print(line, file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, markup=False, emoji=False)
+
+
+@app.command()
+def validate(
+    fixtures: Annotated[Path, typer.Argument(help="Fixtures file: seed 000 JSON, seed 002 gold, or canonical JSONL.")],
+    corpus: Annotated[Path | None, typer.Option(help="Corpus directory or JSONL.")] = None,
+) -> None:
+    """Check every fixture: sources resolve, digests match, spans slice to their quotes."""
+    from .validate import summarise, validate_fixtures
+
+    try:
+        fixture_list, merged, problems = validate_fixtures(fixtures, corpus)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if problems:
+        for p in problems:
+            print(str(p), file=sys.stderr)
+        print(f"{len(problems)} problem(s); nothing written.", file=sys.stderr)
+        raise typer.Exit(2)
+    _console().print(summarise(fixture_list, merged, str(fixtures)))
+
+
+@import_app.command("squad")
+def import_squad_cmd(
+    file: Annotated[Path, typer.Argument(help="A SQuAD-format JSON file.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")],
+    repair_offsets: Annotated[bool, typer.Option(
+        "--repair-offsets",
+        help="Repair answer offsets that are off by 1 to 3 characters; each change is written to repairs.jsonl.",
+    )] = False,
+) -> None:
+    """Import a SQuAD-format file (for example COVID-QA)."""
+    from .importers.squad import import_squad
+
+    try:
+        report = import_squad(file, out, repair=repair_offsets)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _print_import(report)
+
+
+@import_app.command("contractnli")
+def import_contractnli_cmd(
+    file: Annotated[Path, typer.Argument(help="A ContractNLI split (for example dev.json).")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")],
+) -> None:
+    """Import ContractNLI: hypotheses become support-only questions over evidence spans."""
+    from .importers.contractnli import import_contractnli
+
+    try:
+        report = import_contractnli(file, out)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _print_import(report)
+
+
+def _print_import(report) -> None:
+    console = _console()
+    for line in report.offset_mismatches:
+        console.print(f"offset: {line}")
+    for line in report.skipped:
+        console.print(f"skipped: {line}")
+    console.print(
+        f"{report.dataset}: {report.documents} documents, {report.questions} questions, "
+        f"{report.spans} spans, {len(report.offset_mismatches)} offset mismatches, "
+        f"{report.repaired} repaired, {len(report.skipped)} skipped"
+    )
+    console.print(f"corpus:   {report.corpus_path}")
+    console.print(f"fixtures: {report.fixtures_path}")
+    if report.repairs_path:
+        console.print(f"repairs:  {report.repairs_path}")
+
+
+def main() -> None:  # pragma: no cover - console script shim
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,33 @@
+"""Importers for public QA datasets.
+
+Each writes ``corpus.jsonl`` and ``fixtures.jsonl`` to a directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ImportReport:
+    """What an import did, for the CLI summary and for tests."""
+
+    dataset: str
+    documents: int = 0
+    questions: int = 0
+    spans: int = 0
+    #: upstream answers (SQuAD) or hypothesis annotations (ContractNLI) examined
+    answers: int = 0
+    #: upstream offsets that did not slice to their answer text (one line each)
+    offset_mismatches: list[str] = field(default_factory=list)
+    #: how many of those were repaired (only with an explicit repair option)
+    repaired: int = 0
+    #: items left out, with the reason (one line each)
+    skipped: list[str] = field(default_factory=list)
+    corpus_path: str = ""
+    fixtures_path: str = ""
+    repairs_path: str = ""
+    #: licence line per document where the source states one ("not stated" otherwise)
+    licenses: dict[str, str] = field(default_factory=dict)
+    #: other facts a reader of the import should know (one line each)
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,161 @@
+"""Phased chunking, exactly as DESIGN.md defines phases.
+
+Token window (capacity C, overlap O, stride S = C - O): phase ``p`` in
+``[0, S)`` puts the first interior cut at token ``p`` (at ``S`` when
+``p = 0``), later cuts every ``S`` tokens. Each core interval between cuts and
+the document edges is extended by up to ``O`` following tokens. Interior
+units have ``C`` tokens; shorter edge units are kept (``keep-short``) or
+folded into their neighbour when shorter than half a stride (``merge-short``).
+
+Tokens come from the embedding model's tokenizer with code point offsets into
+the source. A unit's source interval runs from its first token to the start
+of the token after its last (so characters the tokenizer drops stay inside a
+unit), with surrounding whitespace trimmed; its text is that slice.
+
+Structural (sentence) chunker: whole sentences packed greedily up to
+``capacity`` tokens; a sentence longer than ``capacity`` is split by token
+window. Its declared perturbation rule: phase ``k`` puts the first ``k``
+sentences of each document into a unit of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..sources import Source
+from .sentences import split_sentences
+from .units import Unit, unit_id_for
+
+
+@dataclass(frozen=True)
+class Boundaries:
+    """The actual cuts for one document at one phase (recorded in the ledger)."""
+
+    doc_id: str
+    cut_tokens: tuple[int, ...]
+    cut_chars: tuple[int, ...]
+    n_tokens: int
+
+
+def cut_tokens(n_tokens: int, stride: int, phase: int) -> list[int]:
+    """Interior cut positions (token indices) for one document."""
+    if stride < 1:
+        raise ValueError("stride must be at least 1")
+    if not 0 <= phase < stride:
+        raise ValueError(f"phase {phase} must lie in [0, {stride})")
+    first = phase if phase > 0 else stride
+    return list(range(first, n_tokens, stride))
+
+
+def token_ranges(n_tokens: int, capacity: int, overlap: int, phase: int,
+                 edge_policy: str = "keep-short") -> list[tuple[int, int, int, int]]:
+    """(unit_start, unit_end, core_start, core_end) token ranges for one document."""
+    if n_tokens == 0:
+        return []
+    stride = capacity - overlap
+    bounds = [0, *cut_tokens(n_tokens, stride, phase), n_tokens]
+    cores = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    if edge_policy == "merge-short" and len(cores) > 1:
+        half = max(1, stride // 2)
+        if cores[0][1] - cores[0][0] < half:
+            cores[1] = (cores[0][0], cores[1][1])
+            cores.pop(0)
+        if len(cores) > 1 and cores[-1][1] - cores[-1][0] < half:
+            cores[-2] = (cores[-2][0], cores[-1][1])
+            cores.pop()
+    return [(a, min(b + overlap, n_tokens), a, b) for a, b in cores]
+
+
+def _char_bounds(text: str, offsets: Sequence[tuple[int, int]], a: int, b: int) -> tuple[int, int]:
+    """Code point interval for tokens [a, b): to the next token's start, whitespace trimmed."""
+    start = 0 if a == 0 else offsets[a][0]
+    end = len(text) if b >= len(offsets) else offsets[b][0]
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _make_units(source: Source, offsets: Sequence[tuple[int, int]],
+                ranges: list[tuple[int, int, int, int]]) -> list[Unit]:
+    units = []
+    for i, (a, b, ca, cb) in enumerate(ranges):
+        s, e = _char_bounds(source.text, offsets, a, b)
+        cs, ce = _char_bounds(source.text, offsets, ca, cb)
+        if s >= e:
+            continue
+        units.append(Unit(unit_id_for(source.doc_id, s, e), source.doc_id, source.version, i, s, e,
+                          source.text[s:e], a, b, cs, ce, source.access))
+    return units
+
+
+def chunk_tokens(source: Source, offsets: Sequence[tuple[int, int]], capacity: int, overlap: int,
+                 phase: int, edge_policy: str = "keep-short") -> tuple[list[Unit], Boundaries]:
+    """Token-window units of one document at one phase."""
+    n = len(offsets)
+    if n == 0:
+        # Nothing the tokenizer keeps: one unit holds whatever non-whitespace there is.
+        units = _make_units(source, offsets, [(0, 0, 0, 0)]) if source.text.strip() else []
+        return units, Boundaries(source.doc_id, (), (), 0)
+    ranges = token_ranges(n, capacity, overlap, phase, edge_policy)
+    units = _make_units(source, offsets, ranges)
+    cuts = tuple(r[2] for r in ranges[1:])
+    return units, Boundaries(source.doc_id, cuts, tuple(offsets[c][0] for c in cuts), n)
+
+
+def chunk_sentences(source: Source, offsets: Sequence[tuple[int, int]], capacity: int,
+                    phase: int) -> tuple[list[Unit], Boundaries]:
+    """Sentence-packing units of one document; phase k isolates the first k sentences."""
+    n = len(offsets)
+    if n == 0:
+        return chunk_tokens(source, offsets, capacity, 0, 0)
+    starts = [o[0] for o in offsets]
+    # token index ranges per sentence
+    sent_ranges: list[tuple[int, int]] = []
+    import bisect
+
+    for s, e in split_sentences(source.text):
+        a = bisect.bisect_left(starts, s)
+        b = bisect.bisect_left(starts, e)
+        if b > a:
+            sent_ranges.append((a, b))
+    # merge gaps: make the sentence ranges tile [0, n)
+    tiled: list[list[int]] = []
+    for a, b in sent_ranges:
+        if tiled and a < tiled[-1][1]:
+            a = tiled[-1][1]
+        if tiled and a > tiled[-1][1]:
+            tiled[-1][1] = a
+        if b > a:
+            tiled.append([a, b])
+    if not tiled:
+        tiled = [[0, n]]
+    tiled[0][0], tiled[-1][1] = 0, n
+    groups: list[tuple[int, int]] = []
+    i = 0
+    if phase > 0:
+        k = min(phase, len(tiled))
+        groups.append((tiled[0][0], tiled[k - 1][1]))
+        i = k
+    cur: list[int] | None = None
+    for a, b in tiled[i:]:
+        if b - a > capacity:
+            if cur:
+                groups.append((cur[0], cur[1]))
+                cur = None
+            groups.extend((x, min(x + capacity, b)) for x in range(a, b, capacity))
+            continue
+        if cur and b - cur[0] <= capacity:
+            cur[1] = b
+        else:
+            if cur:
+                groups.append((cur[0], cur[1]))
+            cur = [a, b]
+    if cur:
+        groups.append((cur[0], cur[1]))
+    ranges = [(a, b, a, b) for a, b in groups]
+    units = _make_units(source, offsets, ranges)
+    cuts = tuple(r[0] for r in ranges[1:])
+    return units, Boundaries(source.doc_id, cuts, tuple(offsets[c][0] for c in cuts), n)

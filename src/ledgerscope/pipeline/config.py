@@ -1,0 +1,255 @@
+"""Arm configuration: one TOML file per arm, its ``name`` is the arm's name in the ledger.
+
+The keys users type most sit at the top level; everything else is grouped by
+stage. :data:`DEFAULT_TOML` is the documented default (``ledgerscope config
+default`` prints it) and every key has the value the code uses when it is
+absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, Problem
+
+DEFAULT_TOML = """\
+# ledgerscope arm configuration. One file per arm; `name` labels the arm in the ledger.
+name = "candidate"
+
+# --- the keys you will type most -------------------------------------------
+capacity = 96            # tokens per unit (embedding tokenizer), interior units have exactly this
+overlap = 0              # tokens each unit extends into the next core; stride = capacity - overlap
+phases = "auto:8"        # "auto:N" = N labels evenly spread over the stride, or a list of offsets
+edge_policy = "keep-short"   # keep-short: shorter edge units are kept | merge-short: folded into a neighbour
+budget_tokens = 320      # evidence budget (generator tokens, labels and separators included)
+top_k = 4                # the secondary view: a fixed number of reranked units
+rerank_depth = 30        # fused candidates handed to the reranker
+
+[chunker]
+kind = "token"           # token | sentence (structural: whole sentences packed up to `capacity`)
+# sentence chunker perturbation rule: phase k puts the first k sentences in a unit of their own
+
+[embedding]
+model = "bundled:all-MiniLM-L6-v2"   # any sentence-transformers name or path
+batch_size = 64
+
+[retrieval]
+bm25_top_n = 50          # exact BM25 depth
+dense_top_n = 50         # exact (numpy) dense depth, recorded for the exact-vs-ANN diagnosis
+ann_top_n = 50           # production dense depth (hnswlib)
+bm25_k1 = 1.5
+bm25_b = 0.75
+
+[retrieval.hnsw]
+M = 16
+ef_construction = 200
+ef_search = 64
+seed = 0
+
+[fusion]
+method = "rrf"           # rrf | combsum | combmnz
+rrf_k = 60
+weights = { bm25 = 1.0, dense = 1.0 }
+
+[rerank]
+kind = "maxsim"          # maxsim (token-level late interaction over the embedding model) | cross-encoder | none
+model = ""               # cross-encoder name or path (kind = "cross-encoder")
+selection_depth = 10     # the reranked list is cut here before selection
+
+[selection]
+mode = "budget"          # budget (primary view) | top-k; the other view is recorded too
+expansion = "none"       # none | neighbours (adds adjacent units of the same source version)
+neighbours = 1
+dedup = true             # identical source intervals are packed once
+
+[generator]
+kind = "extractive"      # extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP)
+abstain_threshold = 0.5  # extractive reader: abstain when the best sentence scores below this
+base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
+model = ""               # endpoint: model name
+api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
+max_tokens = 128
+temperature = 0.0
+
+[access]
+clearance = []           # labels this reader holds; a source is visible when all its labels are held
+"""
+
+_CHUNKERS = ("token", "sentence")
+_EDGE = ("keep-short", "merge-short")
+_FUSION = ("rrf", "combsum", "combmnz")
+_RERANK = ("maxsim", "cross-encoder", "none")
+_SELECTION = ("budget", "top-k")
+_EXPANSION = ("none", "neighbours")
+_GENERATORS = ("extractive", "endpoint")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A preregistered phase: a label shared across arms and this arm's offset in tokens."""
+
+    label: str
+    offset: int
+
+
+@dataclass
+class ArmConfig:
+    name: str = "candidate"
+    capacity: int = 96
+    overlap: int = 0
+    phases: Any = "auto:8"
+    edge_policy: str = "keep-short"
+    budget_tokens: int = 320
+    top_k: int = 4
+    rerank_depth: int = 30
+    chunker: dict = field(default_factory=lambda: {"kind": "token"})
+    embedding: dict = field(default_factory=lambda: {"model": "bundled:all-MiniLM-L6-v2", "batch_size": 64})
+    retrieval: dict = field(default_factory=dict)
+    fusion: dict = field(default_factory=dict)
+    rerank: dict = field(default_factory=dict)
+    selection: dict = field(default_factory=dict)
+    generator: dict = field(default_factory=dict)
+    access: dict = field(default_factory=dict)
+
+    @property
+    def stride(self) -> int:
+        return self.capacity - self.overlap
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def digest(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+    # convenience accessors with defaults --------------------------------
+    @property
+    def chunker_kind(self) -> str:
+        return self.chunker.get("kind", "token")
+
+    @property
+    def clearance(self) -> frozenset[str]:
+        return frozenset(self.access.get("clearance", []))
+
+    def phase_list(self) -> list[Phase]:
+        return resolve_phases(self.phases, self.stride if self.chunker_kind == "token" else None)
+
+
+def _defaults() -> dict:
+    return tomllib.loads(DEFAULT_TOML)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_arm(path: str | Path) -> ArmConfig:
+    """Read one arm's TOML over the defaults and validate it (all problems at once)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(Problem(str(path), None, "arm", "no such file")) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(Problem(str(path), None, "toml", str(exc))) from None
+    return arm_from_dict(data, str(path))
+
+
+def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
+    merged = _merge(_defaults(), data)
+    known = set(ArmConfig.__dataclass_fields__)
+    problems = [Problem(where, None, k, "unknown key") for k in merged if k not in known]
+    if problems:
+        raise InputError(problems)
+    cfg = ArmConfig(**merged)
+    check_arm(cfg, where)
+    return cfg
+
+
+def check_arm(cfg: ArmConfig, where: str) -> None:
+    p: list[Problem] = []
+
+    def need(cond: bool, key: str, reason: str) -> None:
+        if not cond:
+            p.append(Problem(where, None, key, reason))
+
+    need(isinstance(cfg.name, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", cfg.name or "") is not None,
+         "name", "must be letters, digits, '_', '.', '-'")
+    for key in ("capacity", "overlap", "budget_tokens", "top_k", "rerank_depth"):
+        v = getattr(cfg, key)
+        need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, key, "must be a non-negative integer")
+    if p:
+        raise InputError(p)
+    need(cfg.capacity >= 1, "capacity", "must be at least 1")
+    need(cfg.overlap < cfg.capacity, "overlap", "must be smaller than capacity")
+    need(cfg.top_k >= 1, "top_k", "must be at least 1")
+    need(cfg.rerank_depth >= 1, "rerank_depth", "must be at least 1")
+    need(cfg.chunker_kind in _CHUNKERS, "chunker.kind", f"must be one of {', '.join(_CHUNKERS)}")
+    need(cfg.edge_policy in _EDGE, "edge_policy", f"must be one of {', '.join(_EDGE)}")
+    need(cfg.fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")
+    need(cfg.rerank.get("kind") in _RERANK, "rerank.kind", f"must be one of {', '.join(_RERANK)}")
+    need(cfg.rerank.get("kind") != "cross-encoder" or bool(cfg.rerank.get("model")),
+         "rerank.model", "a cross-encoder needs a model name or path")
+    need(cfg.selection.get("mode") in _SELECTION, "selection.mode", f"must be one of {', '.join(_SELECTION)}")
+    need(cfg.selection.get("expansion") in _EXPANSION, "selection.expansion",
+         f"must be one of {', '.join(_EXPANSION)}")
+    need(cfg.generator.get("kind") in _GENERATORS, "generator.kind",
+         f"must be one of {', '.join(_GENERATORS)}")
+    if cfg.generator.get("kind") == "endpoint":
+        need(bool(cfg.generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
+    need(isinstance(cfg.access.get("clearance", []), list), "access.clearance", "must be a list of labels")
+    if not p:
+        try:
+            cfg.phase_list()
+        except ValueError as exc:
+            p.append(Problem(where, None, "phases", str(exc)))
+    if p:
+        raise InputError(p)
+
+
+def resolve_phases(spec: Any, stride: int | None) -> list[Phase]:
+    """Turn a phase spec into labelled offsets.
+
+    ``"auto:N"``: labels ``"0"``..``"N-1"``, label k at ``round(k * stride / N)``
+    (for the sentence chunker, label k means k leading sentences). A list of
+    integers: each offset is its own label. A table ``{label = offset}``:
+    explicit labels. Offsets must lie in ``[0, stride)``.
+    """
+    if isinstance(spec, str):
+        m = re.fullmatch(r"auto:(\d+)", spec.strip())
+        if not m or int(m.group(1)) < 1:
+            raise ValueError(f"phase spec {spec!r}: expected 'auto:N' with N >= 1 or a list of offsets")
+        n = int(m.group(1))
+        if stride is None:
+            return [Phase(str(k), k) for k in range(n)]
+        if n > stride:
+            raise ValueError(f"auto:{n} asks for more phases than the stride ({stride}) has offsets")
+        return [Phase(str(k), round(k * stride / n)) for k in range(n)]
+    if isinstance(spec, list):
+        pairs = [(str(o), o) for o in spec]
+    elif isinstance(spec, dict):
+        pairs = list(spec.items())
+    else:
+        raise ValueError("phases must be 'auto:N', a list of offsets or a table of label = offset")
+    out = []
+    for label, off in pairs:
+        if not isinstance(off, int) or isinstance(off, bool) or off < 0 or (stride is not None and off >= stride):
+            raise ValueError(f"phase {label!r}: offset {off!r} must be an integer in [0, {stride})")
+        out.append(Phase(str(label), off))
+    if len({p.label for p in out}) != len(out):
+        raise ValueError("phase labels must be unique")
+    if not out:
+        raise ValueError("at least one phase is needed")
+    return out

@@ -1,0 +1,66 @@
+"""Second-stage rerankers that read query and candidate jointly.
+
+* ``maxsim`` (default): token-level late interaction (ColBERT-style MaxSim)
+  over the embedding model's own token vectors: for each query token, its
+  best cosine against the unit's tokens, averaged over query tokens. It reuses
+  the forward pass that produced the unit's dense vector, so it costs no extra
+  model calls.
+* ``cross-encoder``: ``sentence_transformers.CrossEncoder`` for any model name
+  or path a user gives.
+* ``none``: the fused order passes through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def maxsim(query_tokens: np.ndarray, unit_tokens: np.ndarray) -> float:
+    """Mean over query tokens of the best cosine with any unit token."""
+    if len(query_tokens) == 0 or len(unit_tokens) == 0:
+        return 0.0
+    sims = query_tokens.astype(np.float32) @ unit_tokens.astype(np.float32).T
+    return float(sims.max(axis=1).mean())
+
+
+def maxsim_many(query_tokens: np.ndarray, units_tokens: Sequence[np.ndarray]) -> np.ndarray:
+    """MaxSim of one query against many units in one matrix product."""
+    if not units_tokens:
+        return np.zeros(0)
+    lengths = np.array([len(t) for t in units_tokens])
+    if len(query_tokens) == 0 or lengths.sum() == 0:
+        return np.zeros(len(units_tokens))
+    stacked = np.concatenate([t for t in units_tokens if len(t)]).astype(np.float32)
+    sims = query_tokens.astype(np.float32) @ stacked.T  # (m, total)
+    out = np.zeros(len(units_tokens))
+    bounds = np.concatenate([[0], np.cumsum(lengths[lengths > 0])])
+    nonempty = np.flatnonzero(lengths > 0)
+    for j, (a, b) in zip(nonempty, zip(bounds[:-1], bounds[1:], strict=True), strict=True):
+        out[j] = sims[:, a:b].max(axis=1).mean()
+    return out
+
+
+class CrossEncoderReranker:
+    """Any sentence-transformers cross-encoder (name or local path)."""
+
+    def __init__(self, model: str, batch_size: int = 32):
+        from sentence_transformers import CrossEncoder
+
+        self.name = model
+        self.model = CrossEncoder(model, device="cpu")
+        self.batch_size = batch_size
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros(0)
+        scores = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size,
+                                    show_progress_bar=False)
+        scores = np.asarray(scores, dtype=np.float64)
+        return scores if scores.ndim == 1 else scores[:, -1]
+
+
+def order_by(scores: np.ndarray, keys: Sequence[int]) -> list[int]:
+    """Positions sorted by score (desc), ties by the incoming order (stable)."""
+    return sorted(range(len(keys)), key=lambda i: (-scores[i], i))

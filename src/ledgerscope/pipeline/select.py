@@ -1,0 +1,90 @@
+"""Selection and packing under a fixed evidence-token budget (primary view) or a
+fixed top-k (secondary view).
+
+Declared packing rules:
+* rank order: units enter in reranked order (after the selection-depth cut);
+* expansion (optional, ``neighbours``): each selected unit is followed by its
+  adjacent units of the same document *version*; every expanded unit's access
+  labels are re-checked against the reader's clearance, and a unit the reader
+  may not see is dropped and logged;
+* dedup: a source interval already packed is not packed again;
+* overflow: first fit in rank order: a block that does not fit the remaining
+  budget is skipped and logged, later smaller blocks may still fit;
+* formatting: citation labels, document ids and separators are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .prompt import BLOCK_SEPARATOR, ContextBlock, render_context
+from .units import Unit
+
+
+@dataclass
+class Packed:
+    blocks: list[ContextBlock]
+    units: list[Unit]
+    evidence_tokens: int
+    overflow: list[dict] = field(default_factory=list)
+    dropped_access: list[dict] = field(default_factory=list)
+    considered: list[Unit] = field(default_factory=list)
+
+
+def visible(unit: Unit, clearance: frozenset[str]) -> bool:
+    """A reader sees a unit when it holds every access label of its source."""
+    return set(unit.access) <= clearance
+
+
+def expand(selected: Sequence[Unit], by_doc: dict[str, list[Unit]], neighbours: int,
+           clearance: frozenset[str]) -> tuple[list[Unit], list[dict]]:
+    """Selected units each followed by up to ``neighbours`` units either side (same version)."""
+    out: list[Unit] = []
+    dropped: list[dict] = []
+    for u in selected:
+        siblings = by_doc.get(u.doc_id, [])
+        lo, hi = max(0, u.ordinal - neighbours), min(len(siblings), u.ordinal + neighbours + 1)
+        for v in siblings[lo:hi]:
+            if v.version != u.version:
+                dropped.append({"unit_id": v.unit_id, "reason": "version differs from the hit"})
+                continue
+            if not visible(v, clearance):
+                dropped.append({"unit_id": v.unit_id, "reason": "access label not held by reader"})
+                continue
+            out.append(v)
+    return out, dropped
+
+
+def pack(units: Sequence[Unit], count_tokens: Callable[[str], int], budget: int | None,
+         top_k: int | None = None) -> Packed:
+    """Pack units into labelled blocks: under ``budget`` tokens, or the first ``top_k``."""
+    blocks: list[ContextBlock] = []
+    packed: list[Unit] = []
+    seen: set[tuple[str, int, int]] = set()
+    used = 0
+    overflow: list[dict] = []
+    sep = max(0, count_tokens("x" + BLOCK_SEPARATOR + "x") - 2 * count_tokens("x"))
+    for u in units:
+        key = (u.version, u.start, u.end)
+        if key in seen:
+            continue
+        if top_k is not None and len(packed) >= top_k:
+            break
+        block = ContextBlock(str(len(blocks) + 1), u.unit_id, u.doc_id, u.text)
+        cost = count_tokens(block.render()) + (sep if blocks else 0)
+        if budget is not None and used + cost > budget:
+            overflow.append({"unit_id": u.unit_id, "tokens": cost, "remaining": budget - used})
+            continue
+        seen.add(key)
+        blocks.append(block)
+        packed.append(u)
+        used += cost
+    # The literal context is what counts: re-measure it and shed from the tail if a
+    # tokenizer merged across a separator and pushed it over the budget.
+    while budget is not None and blocks and count_tokens(render_context(blocks)) > budget:
+        u = packed.pop()
+        blocks.pop()
+        overflow.append({"unit_id": u.unit_id, "tokens": None, "remaining": None, "reason": "re-measure"})
+    used = count_tokens(render_context(blocks)) if blocks else 0
+    return Packed(blocks, packed, used, overflow, [], list(units))

@@ -112,6 +112,82 @@ def _print_import(report) -> None:
         console.print(f"repairs:  {report.repairs_path}")
 
 
+@config_app.command("default")
+def config_default() -> None:
+    """Print the documented default arm configuration (TOML)."""
+    from .pipeline.config import DEFAULT_TOML
+
+    sys.stdout.write(DEFAULT_TOML)
+
+
+@app.command()
+def sweep(
+    fixtures: Annotated[Path, typer.Option("--fixtures", help="Fixtures file (any accepted form).")],
+    arm: Annotated[list[Path], typer.Option("--arm", help="Arm TOML; repeat for candidate and baseline.")],
+    out: Annotated[Path, typer.Option("--out", help="Ledger directory (created; resumed if it exists).")],
+    corpus: Annotated[Path | None, typer.Option(
+        "--corpus", help="Corpus directory or JSONL; optional when fixtures carry their sources inline.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+) -> None:
+    """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
+    from .fixtures import load_fixtures
+    from .pipeline.config import load_arm
+    from .sources import load_corpus
+
+    try:
+        arms = [load_arm(a) for a in arm]
+        base = load_corpus(corpus) if corpus else None
+        fixture_list, merged = load_fixtures(fixtures, base)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    from .pipeline.sweep import sweep as run_sweep
+    from .progress import RichSweepProgress
+
+    try:
+        if quiet:
+            result = run_sweep(fixture_list, merged, arms, out)
+        else:
+            with RichSweepProgress() as progress:
+                result = run_sweep(fixture_list, merged, arms, out, progress=progress)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    console = _console()
+    console.print(
+        f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
+        f"(resumed), {len(fixture_list)} questions, {result.encoded_texts} texts encoded, "
+        f"{result.seconds:.1f} s"
+    )
+
+
+@app.command()
+def rerun(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    arm: Annotated[str, typer.Option("--arm", help="Arm name.")],
+    qid: Annotated[str, typer.Option("--qid", help="Question id.")],
+    phase: Annotated[str, typer.Option("--phase", help="Phase label.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
+) -> None:
+    """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
+    import json
+
+    from .pipeline.rerun import rerun_record
+
+    try:
+        diff = rerun_record(ledger, arm, qid, phase)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        print(json.dumps(diff.to_json(), ensure_ascii=False, indent=2))
+    else:
+        console = _console()
+        for line in diff.lines():
+            console.print(line)
+    raise typer.Exit(0 if diff.identical else 1)
+
+
 def main() -> None:  # pragma: no cover - console script shim
     app()
 

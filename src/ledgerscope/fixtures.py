@@ -391,7 +391,10 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
         if not isinstance(sid, str) or not isinstance(doc, str):
             problems.append(Problem(file, line, where, "needs string id and doc_id"))
             continue
-        off = _offsets([s.get("start"), s.get("end")], file, line, f"{where}.start/end", problems)
+        if s.get("start") is None and s.get("end") is None and isinstance(s.get("quote"), str):
+            off = (-1, -1)  # a quote selector: resolved against the source by quote + prefix/suffix
+        else:
+            off = _offsets([s.get("start"), s.get("end")], file, line, f"{where}.start/end", problems)
         if off is None:
             continue
         spans.append(GoldSpan(
@@ -496,9 +499,14 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
             bad(f"{where}.version", f"span names {span.version} but the source's digest is {src.version}")
             continue
         try:
-            start, end = coords.to_codepoint_span(src.text, span.start, span.end, span.system)
+            if span.start < 0:  # quote selector
+                hit = coords.resolve_quote(src.text, span.quote or "", span.prefix, span.suffix)
+                start, end = hit.start, hit.end
+            else:
+                start, end = coords.to_codepoint_span(src.text, span.start, span.end, span.system)
         except CoordinateError as exc:
-            bad(where, f"[{span.start},{span.end}) {span.system}: {exc}")
+            pos = "quote" if span.start < 0 else f"[{span.start},{span.end}) {span.system}"
+            bad(where, f"{pos}: {exc}")
             continue
         if start == end:
             bad(where, "span is empty")

@@ -11,16 +11,19 @@ It is an abstention when:
 
 1. it is ``None``, empty or only whitespace/citation markers;
 2. it equals the prompt's :data:`~ledgerscope.pipeline.prompt.ABSTAIN_TEXT`;
-3. the whole text is a bare refusal word: ``unknown``, ``n/a``, ``none``,
+3. the whole text is a bare refusal: ``unknown``, ``n/a``, ``na``, ``none``,
    ``no answer``, ``unanswerable``, ``not specified``, ``not stated``,
-   ``not mentioned``, ``cannot be determined``;
-4. it contains a refusal phrase (``cannot answer``, ``can't answer``,
-   ``unable to answer``, ``not enough information``, ``insufficient
-   information``, ``I don't know`` / ``I do not know``, ``the (provided)
-   sources/context/documents do not (contain|say|mention|specify|state|provide|
-   include|indicate|give)``, ``no information about/on/regarding``, ``not
-   (specified|mentioned|stated|provided) in the (provided) sources/context``,
-   ``cannot be determined``)  **and** no quantity (see below) appears in it.
+   ``not mentioned``, ``cannot be determined``, ``I don't know``, ``idk``;
+4. it contains a refusal phrase **and** no quantity (see below) appears in it.
+   The phrases: ``cannot answer`` / ``can not answer`` / ``can't answer``;
+   ``unable to (answer|determine|find)``; ``not enough information``;
+   ``insufficient (information|context|evidence)``; ``I (don't|do not) know``;
+   ``the (provided|given) (source(s)|context|document(s)|passage(s)|text(s))
+   (do|does) not (contain|say|mention|specify|state|provide|include|indicate|
+   give|answer)``; ``no information (about|on|regarding|for)``; ``not
+   (specified|mentioned|stated|provided|given) in the (provided|given)
+   (sources|context|documents|passages|texts)``; ``cannot be determined``.
+   The word ``unknown`` inside a longer sentence is not a refusal.
 
    A refusal phrase next to a number ("the sources do not say, but probably
    30 days") is a hedged *assertion*, not an abstention: the number is a claim
@@ -52,11 +55,12 @@ Citation markers are removed first. A quantity is ``(value, unit)``:
   - rates: ``<n> <noun> per <time unit>`` or ``<n> <noun>/<time unit>`` ->
     unit ``<noun>/<time unit>`` with the noun singularised (``-ies`` -> ``-y``,
     final ``s`` dropped; ``req``/``reqs`` -> ``request``), so ``100 requests per
-    minute`` and ``100 req/min`` are both ``(100, "request/minute")``;
-    one extra word may precede the noun (``200 API calls per hour`` ->
-    ``call/hour``); ``<n> per <time unit>`` -> ``per-<time unit>``; the abbreviations ``rpm``,
-    ``rps``, ``qps`` map to ``request/minute``, ``request/second``,
-    ``query/second``. Rate denominators are not converted between time units.
+    minute`` and ``100 req/min`` are both ``(100, "request/minute")``; one
+    extra word may precede the noun (``200 API calls per hour`` ->
+    ``call/hour``); ``<n> per <time unit>`` -> ``per-<time unit>``; the
+    abbreviations ``rpm``, ``rps``, ``qps`` map to ``request/minute``,
+    ``request/second``, ``query/second``. Rate denominators are not converted
+    between time units. A count without ``per`` (``10k requests``) is unit-less.
 * a range or list shares its unit backwards: in ``7 to 10 days``, ``7-10
   days``, ``7 or 14 days``, ``between 7 and 30 days`` every number is in days.
 * a digit string with no unit is kept as ``(value, "")``; a bare number word is

@@ -14,10 +14,7 @@ import numpy as np
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if in
-    into is it its may might must not of on or our shall should so such than that the their them
-    then there these they this those to was we were what when where which while who whom why will
-    with would you your""".split()
+    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "may", "might", "must", "not", "of", "on", "or", "our", "shall", "should", "so", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your"]
 )
 
 

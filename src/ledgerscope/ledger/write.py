@@ -1,0 +1,90 @@
+"""Writing a ledger: manifest first, then one partition at a time, each renamed into place whole.
+
+A partition directory appears under ``partitions/`` only when all of its
+tables and its ``_SUCCESS.json`` are on disk, so an interrupted sweep leaves
+either a finished partition or nothing (stale temporaries are cleared on the
+next run) and a resumed sweep skips exactly the finished ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..atomic import atomic_path, atomic_write_text
+from ..errors import InputError, Problem
+from . import schema
+
+
+def partition_dir(ledger: Path, arm: str, phase: str) -> Path:
+    return ledger / "partitions" / f"arm={arm}" / f"phase={phase}"
+
+
+def is_done(ledger: Path, arm: str, phase: str) -> bool:
+    return (partition_dir(ledger, arm, phase) / "_SUCCESS.json").is_file()
+
+
+def write_table(path: Path, rows: list[dict], table_schema: pa.Schema) -> None:
+    table = pa.Table.from_pylist(rows, schema=table_schema)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[dict]], meta: dict) -> None:
+    """Write all tables of one (arm, phase) partition, then rename the directory into place."""
+    final = partition_dir(ledger, arm, phase)
+    staging_root = ledger / ".staging"
+    staging = staging_root / f"arm={arm}__phase={phase}.{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    for name, rows in tables.items():
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema.TABLES[name]),
+                       staging / f"{name}.parquet", compression="zstd")
+    meta = {**meta, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (staging / "_SUCCESS.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    _fsync_dir(staging)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():  # an unfinished leftover (no _SUCCESS) from an older layout
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    _fsync_dir(final.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def clear_staging(ledger: Path) -> None:
+    shutil.rmtree(ledger / ".staging", ignore_errors=True)
+
+
+def write_or_check_manifest(ledger: Path, manifest: dict) -> None:
+    """Write the manifest before any retrieval, or check a resumed sweep matches it."""
+    path = ledger / "manifest.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if old.get("identity") != manifest["identity"]:
+            raise InputError(Problem(
+                str(path), None, "manifest",
+                "this ledger was built from different fixtures, sources or arm configurations "
+                f"(identity {old.get('identity')} vs {manifest['identity']}); write to a new --out",
+            ))
+        return
+    ledger.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))

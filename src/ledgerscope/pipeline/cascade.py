@@ -1,0 +1,363 @@
+"""One arm at one phase: build the indexes, then run every question down the cascade.
+
+    chunk -> bm25 | dense exact | dense ANN -> union/dedup -> fuse -> rerank -> select/pack
+          -> generate -> judge
+
+Each stage's output is returned as ledger rows (candidates with ranks, scores
+and source intervals; one record per question with the packed context, the
+answer and the verdicts). Used by the sweep and by ``rerun`` alike, so a
+re-executed record goes through exactly the recorded code path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..fixtures import Fixture
+from ..sources import Source
+from . import judge as judging
+from . import support
+from .chunk import Boundaries, chunk_sentences, chunk_tokens
+from .config import ArmConfig, Phase
+from .dense import ExactIndex, HnswIndex
+from .encoder import Encoder, TokenCounter
+from .fuse import fuse
+from .generate import ExtractiveReader, oracle_blocks
+from .lexical import BM25Index
+from .prompt import GenerationResult, render_context
+from .rerank import CrossEncoderReranker, maxsim_many
+from .select import expand, pack, visible
+from .units import Unit
+
+
+@dataclass
+class ArmRuntime:
+    """Per-arm components that survive across phases (models load once)."""
+
+    config: ArmConfig
+    encoder: Encoder
+    chunk_counter: TokenCounter
+    count_tokens: Callable[[str], int]
+    generator: object
+    cross_encoder: CrossEncoderReranker | None = None
+    offsets_cache: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def describe(self) -> dict:
+        gen = self.generator.describe() if hasattr(self.generator, "describe") else {}
+        rr = self.config.rerank.get("kind")
+        reranker = {"kind": rr}
+        if rr == "maxsim":
+            reranker["name"] = "late-interaction MaxSim over the embedding model's token vectors"
+            reranker["model"] = self.encoder.name
+        elif rr == "cross-encoder":
+            reranker["model"] = self.config.rerank.get("model")
+        return {"embedding": self.encoder.describe(), "chunk_tokenizer": self.chunk_counter.describe(),
+                "reranker": reranker, "generator": gen}
+
+
+def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]) -> ArmRuntime:
+    emb = cfg.embedding
+    encoder = encoder_factory(emb.get("model"), int(emb.get("batch_size", 64)))
+    counter = TokenCounter(emb.get("model"))
+    gen_cfg = cfg.generator
+    if gen_cfg.get("kind") == "endpoint":
+        from .endpoint import EndpointGenerator
+
+        generator = EndpointGenerator(
+            gen_cfg["base_url"], gen_cfg.get("model", ""), api_key_env=gen_cfg.get("api_key_env") or None,
+            temperature=float(gen_cfg.get("temperature", 0.0)),
+            max_tokens=int(gen_cfg.get("max_tokens", 128)),
+        )
+        count = generator.count_tokens
+    else:
+        generator = ExtractiveReader(encoder.get, counter.count,
+                                     float(gen_cfg.get("abstain_threshold", 0.5)))
+        count = counter.count
+    cross = None
+    if cfg.rerank.get("kind") == "cross-encoder":
+        cross = CrossEncoderReranker(cfg.rerank["model"])
+    return ArmRuntime(cfg, encoder, counter, count, generator, cross)
+
+
+@dataclass
+class PhaseIndex:
+    arm: str
+    phase: Phase
+    units: list[Unit]
+    boundaries: list[Boundaries]
+    by_doc: dict[str, list[Unit]]
+    bm25: BM25Index
+    exact: ExactIndex
+    ann: HnswIndex
+
+
+def chunk_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source]) -> tuple[list[Unit], list[Boundaries]]:
+    cfg = rt.config
+    units: list[Unit] = []
+    bounds: list[Boundaries] = []
+    missing = [s.text for s in sources if s.version not in rt.offsets_cache]
+    if missing:
+        for s, offs in zip([s for s in sources if s.version not in rt.offsets_cache],
+                           rt.chunk_counter.offsets_many(missing), strict=True):
+            rt.offsets_cache[s.version] = offs
+    for src in sources:
+        offsets = rt.offsets_cache[src.version]
+        if cfg.chunker_kind == "sentence":
+            u, b = chunk_sentences(src, offsets, cfg.capacity, phase.offset)
+        else:
+            u, b = chunk_tokens(src, offsets, cfg.capacity, cfg.overlap, phase.offset, cfg.edge_policy)
+        units.extend(u)
+        bounds.append(b)
+    return units, bounds
+
+
+def build_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source],
+                on_stage: Callable[[str], None] | None = None) -> PhaseIndex:
+    """Chunk the visible sources and build BM25, exact and HNSW indexes for one phase."""
+    cfg = rt.config
+    visible_sources = [s for s in sources if set(s.access) <= cfg.clearance]
+    units, bounds = chunk_phase(rt, phase, visible_sources)
+    if on_stage:
+        on_stage("chunk")
+    texts = [u.text for u in units]
+    vectors = rt.encoder.vectors(texts)
+    if on_stage:
+        on_stage("embed")
+    r = cfg.retrieval
+    hnsw = r.get("hnsw", {})
+    by_doc: dict[str, list[Unit]] = {}
+    for u in units:
+        by_doc.setdefault(u.doc_id, []).append(u)
+    index = PhaseIndex(
+        cfg.name, phase, units, bounds, by_doc,
+        BM25Index(texts, float(r.get("bm25_k1", 1.5)), float(r.get("bm25_b", 0.75))),
+        ExactIndex(vectors),
+        HnswIndex(vectors, int(hnsw.get("M", 16)), int(hnsw.get("ef_construction", 200)),
+                  int(hnsw.get("ef_search", 64)), int(hnsw.get("seed", 0))),
+    )
+    if on_stage:
+        on_stage("index")
+    return index
+
+
+def _rows(arm: str, phase: str, qid: str, stage: str, units: Sequence[Unit],
+          scores: Sequence[float | None], lineage: Sequence[list[str]] | None = None) -> list[dict]:
+    return [
+        {"arm": arm, "phase": phase, "qid": qid, "stage": stage, "rank": i + 1, "unit_id": u.unit_id,
+         "score": None if s is None else float(s), "doc_id": u.doc_id, "start": u.start, "end": u.end,
+         "lineage": (lineage[i] if lineage else [])}
+        for i, (u, s) in enumerate(zip(units, scores, strict=True))
+    ]
+
+
+def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) -> int:
+    """Tokens the packed context spends on source characters it already contains (overlap)."""
+    total = 0
+    by_doc: dict[tuple[str, str], list[Unit]] = {}
+    for u in units:
+        by_doc.setdefault((u.doc_id, u.version), []).append(u)
+    for group in by_doc.values():
+        group.sort(key=lambda u: u.start)
+        reach = -1
+        text_of = {u.unit_id: u for u in group}
+        for u in group:
+            if u.start < reach:
+                overlap_end = min(reach, u.end)
+                total += count(u.text[: overlap_end - u.start])
+            reach = max(reach, u.end)
+        del text_of
+    return total
+
+
+def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
+                  texts: dict[str, str], oracle: dict[str, dict],
+                  on_question: Callable[[], None] | None = None) -> tuple[list[dict], list[dict]]:
+    """Every question down the cascade at this phase; returns (records, candidate rows)."""
+    cfg = rt.config
+    r = cfg.retrieval
+    units = index.units
+    qvecs = rt.encoder.vectors([f.question for f in fixtures])
+    exact_all = index.exact.search_many(qvecs, int(r.get("dense_top_n", 50)))
+    ann_all = index.ann.search_many(qvecs, int(r.get("ann_top_n", 50)))
+    records, cands = [], []
+    for fx, exact_hits, ann_hits in zip(fixtures, exact_all, ann_all, strict=True):
+        rec, rows = _run_one(rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}))
+        records.append(rec)
+        cands.extend(rows)
+        if on_question:
+            on_question()
+    del units
+    return records, cands
+
+
+def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, str],
+             exact_hits, ann_hits, oracle_row: dict) -> tuple[dict, list[dict]]:
+    cfg = rt.config
+    r = cfg.retrieval
+    arm, phase = cfg.name, index.phase.label
+    units = index.units
+    bm_idx, bm_sc = index.bm25.search(fx.question, int(r.get("bm25_top_n", 50)))
+    lists = {
+        "bm25": list(zip(bm_idx.tolist(), bm_sc.tolist(), strict=True)),
+        "dense_exact": list(zip(exact_hits[0].tolist(), exact_hits[1].tolist(), strict=True)),
+        "dense_ann": list(zip(ann_hits[0].tolist(), ann_hits[1].tolist(), strict=True)),
+    }
+    rows: list[dict] = []
+    for stage, hits in lists.items():
+        rows += _rows(arm, phase, fx.qid, stage, [units[i] for i, _ in hits], [s for _, s in hits])
+
+    # union of the production retrievers (BM25 + ANN), dedup by source interval, lineage kept
+    lineage: dict[tuple[str, int, int], list[str]] = {}
+    first: dict[tuple[str, int, int], tuple[int, int]] = {}
+    for name in ("bm25", "dense_ann"):
+        for rank, (i, _) in enumerate(lists[name]):
+            u = units[i]
+            key = (u.version, u.start, u.end)
+            lineage.setdefault(key, []).append(name)
+            if key not in first or rank < first[key][0]:
+                first[key] = (rank, i)
+    union_keys = sorted(first, key=lambda k: (first[k][0], first[k][1]))
+    union_units = [units[first[k][1]] for k in union_keys]
+    rows += _rows(arm, phase, fx.qid, "union", union_units, [None] * len(union_units),
+                  [lineage[k] for k in union_keys])
+
+    fusion = cfg.fusion
+    weights = fusion.get("weights", {})
+    fused = fuse({"bm25": lists["bm25"], "dense": lists["dense_ann"]}, fusion.get("method", "rrf"),
+                 int(fusion.get("rrf_k", 60)), weights)
+    fused = fused[: cfg.rerank_depth]
+    fused_units = [units[i] for i, _ in fused]
+    rows += _rows(arm, phase, fx.qid, "fused", fused_units, [s for _, s in fused])
+
+    kind = cfg.rerank.get("kind")
+    if kind == "maxsim" and fused_units:
+        q = rt.encoder.get(fx.question)
+        scores = maxsim_many(q.tokens, [rt.encoder.get(u.text).tokens for u in fused_units])
+    elif kind == "cross-encoder" and fused_units:
+        scores = rt.cross_encoder.score(fx.question, [u.text for u in fused_units])
+    else:
+        scores = np.array([s for _, s in fused], dtype=np.float64)
+    order = sorted(range(len(fused_units)), key=lambda i: (-float(scores[i]), i))
+    depth = int(cfg.rerank.get("selection_depth", 10))
+    reranked = [fused_units[i] for i in order][:depth]
+    rows += _rows(arm, phase, fx.qid, "reranked", reranked, [float(scores[i]) for i in order][:depth])
+
+    sel = cfg.selection
+    dropped: list[dict] = []
+    selected = [u for u in reranked if visible(u, cfg.clearance)]
+    if sel.get("expansion") == "neighbours":
+        selected, dropped = expand(selected, index.by_doc, int(sel.get("neighbours", 1)), cfg.clearance)
+    rows += _rows(arm, phase, fx.qid, "selected", selected, [None] * len(selected))
+    mode = sel.get("mode", "budget")
+    primary = pack(selected, rt.count_tokens, cfg.budget_tokens if mode == "budget" else None,
+                   cfg.top_k if mode == "top-k" else None)
+    secondary = pack(selected, rt.count_tokens, cfg.budget_tokens if mode == "top-k" else None,
+                     cfg.top_k if mode == "budget" else None)
+    rows += _rows(arm, phase, fx.qid, "packed", primary.units, [None] * len(primary.units))
+    rows += _rows(arm, phase, fx.qid, "topk", secondary.units, [None] * len(secondary.units))
+
+    gen: GenerationResult = rt.generator.generate(fx.question, primary.blocks)
+    by_label = {b.label: u for b, u in zip(primary.blocks, primary.units, strict=True)}
+    citations = []
+    for label in gen.citations:
+        u = by_label.get(label)
+        citations.append({"label": label, "unit_id": u.unit_id if u else None,
+                          "doc_id": u.doc_id if u else None, "start": u.start if u else None,
+                          "end": u.end if u else None})
+    cited_units = [by_label[c["label"]] for c in citations if c["label"] in by_label]
+    if gen.error:
+        verdict, reason = "infrastructure-failure", gen.error
+        cit_verdict, cit_reason = "not-applicable", "generator failed"
+    else:
+        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+        verdict, reason = aj.verdict, aj.reason
+        cj = judging.judge_citations([(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations],
+                                     fx, texts, verdict)
+        cit_verdict, cit_reason = cj.verdict, cj.reason
+
+    stage_units = {
+        "chunked": units,
+        "bm25": [units[i] for i, _ in lists["bm25"]],
+        "dense_exact": [units[i] for i, _ in lists["dense_exact"]],
+        "dense_ann": [units[i] for i, _ in lists["dense_ann"]],
+        "union": union_units, "fused": fused_units, "reranked": reranked, "selected": selected,
+        "packed": primary.units, "cited": cited_units, "topk": secondary.units,
+    }
+    stage_units["exact"] = stage_units["bm25"] + stage_units["dense_exact"]
+    stage_units["production"] = stage_units["bm25"] + stage_units["dense_ann"]
+    flags: dict[str, bool | None] = {}
+    answerable = fx.answerable and bool(fx.sufficient_sets)
+    gold_ok = all(s.doc_id in index.by_doc or s.doc_id in texts for s in fx.spans)
+    restricted = [s.doc_id for s in fx.spans if s.doc_id not in index.by_doc]
+    for name, us in stage_units.items():
+        flags[f"support_{name}"] = support.keeps(fx, us, texts) if answerable else None
+    covered = support.kept_set(fx, primary.units, texts) if answerable else None
+    record = {
+        "arm": arm, "phase": phase, "phase_offset": index.phase.offset, "qid": fx.qid,
+        "question": fx.question, "segment": fx.segment, "answerable": fx.answerable,
+        "support_only": fx.support_only, "stress_set": fx.stress_set, "doc_ids": list(fx.doc_ids),
+        "gold_status": "ok" if gold_ok and not restricted else
+        f"not in the authorized corpus: {', '.join(sorted(set(restricted)))}",
+        **flags,
+        "covered_set": covered,
+        "single_unit_complete": support.single_unit_complete(fx, primary.units, texts) if answerable else None,
+        "packed_context": render_context(primary.blocks),
+        "packed_unit_ids": [u.unit_id for u in primary.units],
+        "evidence_tokens": primary.evidence_tokens,
+        "prompt_tokens": gen.prompt_tokens,
+        "budget_tokens": cfg.budget_tokens,
+        "repeated_source_tokens": _repeated_source_tokens(primary.units, rt.count_tokens),
+        "topk_tokens": secondary.evidence_tokens,
+        "overflow_json": json.dumps(primary.overflow),
+        "expansion_dropped_json": json.dumps(dropped),
+        "answer": gen.answer, "abstained": gen.abstained,
+        "citations_json": json.dumps(citations, ensure_ascii=False),
+        "answer_verdict": verdict, "answer_reason": reason,
+        "citation_verdict": cit_verdict, "citation_reason": cit_reason,
+        "generator_error": gen.error, "attempts": gen.attempts,
+        "generator_detail_json": json.dumps(gen.detail, ensure_ascii=False, sort_keys=True),
+        "oracle_verdict": oracle_row.get("answer_verdict"),
+        "oracle_feasible": oracle_row.get("feasible"),
+        "config_digest": cfg.digest(),
+    }
+    return record, rows
+
+
+def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
+    """The same generator on an adjudicated sufficient set, under the production budget."""
+    cfg = rt.config
+    row = {"arm": cfg.name, "qid": fx.qid, "support_set": None, "feasible": None,
+           "evidence_tokens": None, "budget_tokens": cfg.budget_tokens, "context": None,
+           "answer": None, "abstained": None, "answer_verdict": "not-applicable",
+           "answer_reason": "no sufficient set (unanswerable control)", "generator_error": None,
+           "attempts": 0}
+    if not fx.sufficient_sets:
+        return row
+    options = []
+    for i, sset in enumerate(fx.sufficient_sets):
+        spans = [fx.span(sid) for sid in sset]
+        blocks = oracle_blocks([(s.span_id, s.doc_id, s.quote or "") for s in spans])
+        options.append((rt.count_tokens(render_context(blocks)), i, blocks))
+    tokens, set_index, blocks = min(options, key=lambda o: (o[0], o[1]))
+    feasible = tokens <= cfg.budget_tokens
+    if not feasible:  # pack what fits, in set order, and say so
+        fitted = []
+        for b in blocks:
+            if rt.count_tokens(render_context([*fitted, b])) <= cfg.budget_tokens:
+                fitted.append(b)
+        blocks = fitted
+    gen = rt.generator.generate(fx.question, blocks)
+    if gen.error:
+        verdict, reason = "infrastructure-failure", gen.error
+    else:
+        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+        verdict, reason = aj.verdict, aj.reason
+    row.update(support_set=set_index, feasible=feasible, evidence_tokens=tokens,
+               context=render_context(blocks), answer=gen.answer, abstained=gen.abstained,
+               answer_verdict=verdict, answer_reason=reason, generator_error=gen.error,
+               attempts=gen.attempts)
+    return row

@@ -1,0 +1,66 @@
+"""Does a set of units keep a question's support? (Pure functions.)
+
+A set of units *keeps* support when, for at least one sufficient set, the
+union of the units' source intervals covers every span of the set (joint
+evidence across units counts). Spans are resolved onto units at evaluation
+time, never stored as unit ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ..fixtures import Fixture, GoldSpan
+from .units import covers, merge_intervals
+
+
+def intervals_by_doc(units: Iterable) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Group unit intervals by (doc id, version); anything with doc_id, version, start, end works."""
+    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for u in units:
+        out.setdefault((u.doc_id, u.version), []).append((u.start, u.end))
+    return {k: merge_intervals(v) for k, v in out.items()}
+
+
+def span_kept(span: GoldSpan, by_doc: Mapping[tuple[str, str], list[tuple[int, int]]],
+              texts: Mapping[str, str]) -> bool:
+    intervals = by_doc.get((span.doc_id, span.version))
+    if not intervals:
+        return False
+    return covers(texts[span.doc_id], span.start, span.end, intervals)
+
+
+def kept_set(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> int | None:
+    """Index of the first sufficient set the units keep, or None (also for unanswerable)."""
+    by_doc = intervals_by_doc(units)
+    for i, sset in enumerate(fixture.sufficient_sets):
+        if all(span_kept(fixture.span(sid), by_doc, texts) for sid in sset):
+            return i
+    return None
+
+
+def keeps(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> bool:
+    return kept_set(fixture, units, texts) is not None
+
+
+def single_unit_complete(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> bool:
+    """Some sufficient set lies entirely inside one unit (a diagnostic flag only)."""
+    units = list(units)
+    for sset in fixture.sufficient_sets:
+        spans = [fixture.span(sid) for sid in sset]
+        for u in units:
+            if all(s.doc_id == u.doc_id and s.version == u.version
+                   and covers(texts[s.doc_id], s.start, s.end, [(u.start, u.end)]) for s in spans):
+                return True
+    return False
+
+
+def missing_spans(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> list[str]:
+    """Span ids of the closest sufficient set that the units do not cover."""
+    by_doc = intervals_by_doc(units)
+    best: list[str] | None = None
+    for sset in fixture.sufficient_sets:
+        miss = [sid for sid in sset if not span_kept(fixture.span(sid), by_doc, texts)]
+        if best is None or len(miss) < len(best):
+            best = miss
+    return best or []

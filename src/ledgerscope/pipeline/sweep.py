@@ -1,0 +1,172 @@
+"""The boundary-phase sweep: every arm x every preregistered phase, into a ledger.
+
+The manifest (arm configs, their digests, the phase list with labels and
+offsets, model ids, tokenizer, source digests, fixtures digest) is written
+before any retrieval runs. Each (arm, phase) partition is then written
+atomically; rerunning the same command skips finished partitions, so an
+interrupted sweep resumes without redoing or losing work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..atomic import atomic_write_text
+from ..fixtures import Fixture, write_fixtures
+from ..ledger import schema
+from ..ledger.write import (
+    clear_staging,
+    is_done,
+    write_or_check_manifest,
+    write_partition,
+    write_table,
+)
+from ..sources import Corpus
+from .cascade import ArmRuntime, build_phase, build_runtime, run_oracle, run_questions
+from .config import ArmConfig
+from .encoder import shared_encoder
+
+
+class Progress:
+    """Callbacks a front end implements (the CLI draws Rich bars); all optional."""
+
+    def start(self, plan: dict) -> None: ...
+    def stage(self, arm: str, phase: str, stage: str) -> None: ...
+    def question(self, arm: str, phase: str) -> None: ...
+    def partition_skipped(self, arm: str, phase: str) -> None: ...
+    def partition_done(self, arm: str, phase: str) -> None: ...
+
+
+@dataclass
+class SweepResult:
+    ledger: Path
+    written: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    encoded_texts: int = 0
+
+
+def fixtures_digest(fixtures: Sequence[Fixture]) -> str:
+    blob = "\n".join(json.dumps(f.to_json(), sort_keys=True, ensure_ascii=False) for f in fixtures)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def build_manifest(arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime],
+                   fixtures: Sequence[Fixture], corpus: Corpus) -> dict:
+    arm_entries = {}
+    for cfg in arms:
+        arm_entries[cfg.name] = {
+            "config": cfg.to_dict(),
+            "config_digest": cfg.digest(),
+            "phases": [{"label": p.label, "offset": p.offset} for p in cfg.phase_list()],
+            "stride": cfg.stride if cfg.chunker_kind == "token" else None,
+            "edge_policy": cfg.edge_policy,
+            "components": runtimes[cfg.name].describe(),
+        }
+    sources = {s.doc_id: s.version for s in corpus}
+    identity_blob = json.dumps(
+        {"arms": {k: v["config_digest"] for k, v in arm_entries.items()},
+         "fixtures": fixtures_digest(fixtures), "sources": sources}, sort_keys=True)
+    return {
+        "format": schema.FORMAT,
+        "ledgerscope_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "identity": "sha256:" + hashlib.sha256(identity_blob.encode()).hexdigest(),
+        "fixtures_digest": fixtures_digest(fixtures),
+        "fixture_count": len(fixtures),
+        "sources": sources,
+        "arms": arm_entries,
+        "stages": list(schema.STAGES),
+    }
+
+
+def check_arm_names(arms: Sequence[ArmConfig]) -> None:
+    from ..errors import InputError, Problem
+
+    names = [a.name for a in arms]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError(Problem("--arm", None, "name", f"arm names must be unique: {', '.join(dupes)}"))
+
+
+def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig], out: str | Path,
+          progress: Progress | None = None,
+          encoder_factory: Callable[[str, int], object] = shared_encoder) -> SweepResult:
+    """Run (or resume) a sweep into the ledger directory ``out``."""
+    t0 = time.perf_counter()
+    out = Path(out)
+    progress = progress or Progress()
+    check_arm_names(arms)
+    runtimes = {cfg.name: build_runtime(cfg, encoder_factory) for cfg in arms}
+    manifest = build_manifest(arms, runtimes, fixtures, corpus)
+    write_or_check_manifest(out, manifest)
+    clear_staging(out)
+    if not (out / "sources.parquet").is_file():
+        write_table(out / "sources.parquet",
+                    [{"doc_id": s.doc_id, "version": s.version, "text": s.text, "observed": s.observed,
+                      "access": list(s.access)} for s in corpus], schema.SOURCES)
+    if not (out / "fixtures.jsonl").is_file():
+        write_fixtures(list(fixtures), out / "fixtures.jsonl")
+    texts = {s.doc_id: s.text for s in corpus}
+    sources = list(corpus)
+    result = SweepResult(out)
+    plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
+    progress.start({"arms": plan, "questions": len(fixtures)})
+    for cfg in arms:
+        rt = runtimes[cfg.name]
+        oracle = _oracle_for_arm(out, rt, fixtures)
+        for phase in cfg.phase_list():
+            if is_done(out, cfg.name, phase.label):
+                result.skipped.append((cfg.name, phase.label))
+                progress.partition_skipped(cfg.name, phase.label)
+                continue
+            index = build_phase(rt, phase, sources,
+                                on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st))
+            records, cands = run_questions(
+                rt, index, fixtures, texts, oracle,
+                on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p))
+            progress.stage(cfg.name, phase.label, "retrieve+generate")
+            unit_rows = [
+                {"arm": cfg.name, "phase": phase.label, "unit_id": u.unit_id, "doc_id": u.doc_id,
+                 "version": u.version, "ordinal": u.ordinal, "start": u.start, "end": u.end,
+                 "core_start": u.core_start, "core_end": u.core_end, "token_start": u.token_start,
+                 "token_end": u.token_end, "n_tokens": u.token_end - u.token_start, "text": u.text,
+                 "access": list(u.access)} for u in index.units
+            ]
+            bound_rows = [
+                {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "doc_id": b.doc_id,
+                 "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
+                 "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)} for b in index.boundaries
+            ]
+            write_partition(out, cfg.name, phase.label,
+                            {"units": unit_rows, "boundaries": bound_rows, "candidates": cands,
+                             "records": records},
+                            {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset,
+                             "config_digest": cfg.digest(), "units": len(unit_rows),
+                             "records": len(records), "candidates": len(cands)})
+            progress.stage(cfg.name, phase.label, "write")
+            progress.partition_done(cfg.name, phase.label)
+            result.written.append((cfg.name, phase.label))
+    result.seconds = time.perf_counter() - t0
+    result.encoded_texts = sum({id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values())
+    atomic_write_text(out / "_SWEEP_DONE.json", json.dumps(
+        {"identity": manifest["identity"], "partitions": sum(len(v) for v in plan.values())}, indent=2))
+    return result
+
+
+def _oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> dict[str, dict]:
+    """Run (or load) the per-arm oracle table; it is written atomically like a partition."""
+    import pyarrow.parquet as pq
+
+    path = out / "oracle" / f"arm={rt.config.name}" / "oracle.parquet"
+    if path.is_file():
+        return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
+    rows = [run_oracle(rt, fx) for fx in fixtures]
+    write_table(path, rows, schema.ORACLE)
+    return {r["qid"]: r for r in rows}

@@ -9,7 +9,10 @@ Layout of a ledger directory::
         units.parquet  boundaries.parquet  candidates.parquet  records.parquet  _SUCCESS.json
     oracle/arm=A/oracle.parquet        the oracle run per question and arm
 
-Columns named ``*_json`` hold JSON text (lists of small objects) so that the
+Candidate lists are recorded whole: ``fused`` holds every fused unit (the
+reranker reads the first ``rerank_depth``), ``reranked`` every reranked unit
+(selection reads the first ``selection_depth``); both cutoffs are on each
+record. Columns named ``*_json`` hold JSON text (lists of small objects) so that the
 same rows round-trip through JSONL unchanged.
 """
 
@@ -57,6 +60,7 @@ RECORDS = pa.schema([
     ("covered_set", pa.int32()), ("single_unit_complete", pa.bool_()),
     ("packed_context", pa.string()), ("packed_unit_ids", pa.list_(pa.string())),
     ("evidence_tokens", pa.int32()), ("prompt_tokens", pa.int32()), ("budget_tokens", pa.int32()),
+    ("rerank_depth", pa.int32()), ("selection_depth", pa.int32()),
     ("repeated_source_tokens", pa.int32()), ("topk_tokens", pa.int32()),
     ("overflow_json", pa.string()), ("expansion_dropped_json", pa.string()),
     ("answer", pa.string()), ("abstained", pa.bool_()), ("citations_json", pa.string()),

@@ -227,11 +227,12 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
 
     fusion = cfg.fusion
     weights = fusion.get("weights", {})
-    fused = fuse({"bm25": lists["bm25"], "dense": lists["dense_ann"]}, fusion.get("method", "rrf"),
-                 int(fusion.get("rrf_k", 60)), weights)
-    fused = fused[: cfg.rerank_depth]
+    fused_all = fuse({"bm25": lists["bm25"], "dense": lists["dense_ann"]}, fusion.get("method", "rrf"),
+                     int(fusion.get("rrf_k", 60)), weights)
+    # the whole fused list is recorded; the reranker sees its first rerank_depth entries
+    rows += _rows(arm, phase, fx.qid, "fused", [units[i] for i, _ in fused_all], [s for _, s in fused_all])
+    fused = fused_all[: cfg.rerank_depth]
     fused_units = [units[i] for i, _ in fused]
-    rows += _rows(arm, phase, fx.qid, "fused", fused_units, [s for _, s in fused])
 
     kind = cfg.rerank.get("kind")
     if kind == "maxsim" and fused_units:
@@ -243,8 +244,10 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         scores = np.array([s for _, s in fused], dtype=np.float64)
     order = sorted(range(len(fused_units)), key=lambda i: (-float(scores[i]), i))
     depth = int(cfg.rerank.get("selection_depth", 10))
+    # the whole reranked list is recorded (reranker regret needs the ranks below the cut)
+    rows += _rows(arm, phase, fx.qid, "reranked", [fused_units[i] for i in order],
+                  [float(scores[i]) for i in order])
     reranked = [fused_units[i] for i in order][:depth]
-    rows += _rows(arm, phase, fx.qid, "reranked", reranked, [float(scores[i]) for i in order][:depth])
 
     sel = cfg.selection
     dropped: list[dict] = []
@@ -310,6 +313,8 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "evidence_tokens": primary.evidence_tokens,
         "prompt_tokens": gen.prompt_tokens,
         "budget_tokens": cfg.budget_tokens,
+        "rerank_depth": cfg.rerank_depth,
+        "selection_depth": depth,
         "repeated_source_tokens": _repeated_source_tokens(primary.units, rt.count_tokens),
         "topk_tokens": secondary.evidence_tokens,
         "overflow_json": json.dumps(primary.overflow),

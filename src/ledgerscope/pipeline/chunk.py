@@ -15,13 +15,17 @@ unit), with surrounding whitespace trimmed; its text is that slice.
 Structural (sentence) chunker: whole sentences packed greedily up to
 ``capacity`` tokens; a sentence longer than ``capacity`` is split by token
 window. Its declared perturbation rule: phase ``k`` puts the first ``k``
-sentences of each document into a unit of their own.
+sentences of each document into a unit of their own (packed by the same rule,
+so into more than one unit only when they exceed ``capacity`` tokens); no unit
+ever exceeds ``capacity`` tokens.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..sources import Source
 from .sentences import split_sentences
@@ -55,13 +59,13 @@ def token_ranges(n_tokens: int, capacity: int, overlap: int, phase: int,
         return []
     stride = capacity - overlap
     bounds = [0, *cut_tokens(n_tokens, stride, phase), n_tokens]
-    cores = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    cores = [(a, b) for a, b in pairwise(bounds) if b > a]
     if edge_policy == "merge-short" and len(cores) > 1:
-        half = max(1, stride // 2)
-        if cores[0][1] - cores[0][0] < half:
+        # "shorter than half a stride": 2 * length < stride (exact for odd strides too)
+        if 2 * (cores[0][1] - cores[0][0]) < stride:
             cores[1] = (cores[0][0], cores[1][1])
             cores.pop(0)
-        if len(cores) > 1 and cores[-1][1] - cores[-1][0] < half:
+        if len(cores) > 1 and 2 * (cores[-1][1] - cores[-1][0]) < stride:
             cores[-2] = (cores[-2][0], cores[-1][1])
             cores.pop()
     return [(a, min(b + overlap, n_tokens), a, b) for a, b in cores]
@@ -80,13 +84,19 @@ def _char_bounds(text: str, offsets: Sequence[tuple[int, int]], a: int, b: int) 
 
 def _make_units(source: Source, offsets: Sequence[tuple[int, int]],
                 ranges: list[tuple[int, int, int, int]]) -> list[Unit]:
-    units = []
-    for i, (a, b, ca, cb) in enumerate(ranges):
+    # Several tokens can share one code point start (a Hangul syllable yields up to three), so
+    # a tiny token range can map to an empty interval, or to the same interval as a neighbour.
+    # Those are skipped; ordinals count the units actually emitted (neighbour expansion indexes
+    # a document's units by ordinal) and unit ids stay unique within a document and phase.
+    units: list[Unit] = []
+    seen: set[tuple[int, int]] = set()
+    for a, b, ca, cb in ranges:
         s, e = _char_bounds(source.text, offsets, a, b)
         cs, ce = _char_bounds(source.text, offsets, ca, cb)
-        if s >= e:
+        if s >= e or (s, e) in seen:
             continue
-        units.append(Unit(unit_id_for(source.doc_id, s, e), source.doc_id, source.version, i, s, e,
+        seen.add((s, e))
+        units.append(Unit(unit_id_for(source.doc_id, s, e), source.doc_id, source.version, len(units), s, e,
                           source.text[s:e], a, b, cs, ce, source.access))
     return units
 
@@ -114,8 +124,6 @@ def chunk_sentences(source: Source, offsets: Sequence[tuple[int, int]], capacity
     starts = [o[0] for o in offsets]
     # token index ranges per sentence
     sent_ranges: list[tuple[int, int]] = []
-    import bisect
-
     for s, e in split_sentences(source.text):
         a = bisect.bisect_left(starts, s)
         b = bisect.bisect_left(starts, e)
@@ -133,14 +141,22 @@ def chunk_sentences(source: Source, offsets: Sequence[tuple[int, int]], capacity
     if not tiled:
         tiled = [[0, n]]
     tiled[0][0], tiled[-1][1] = 0, n
+    # Phase k: the first k sentences are packed on their own, so a cut always falls after
+    # sentence k (they share the first unit whenever they fit in `capacity` tokens).
+    k = min(phase, len(tiled))
+    groups = _pack(tiled[:k], capacity) + _pack(tiled[k:], capacity)
+    ranges = [(a, b, a, b) for a, b in groups]
+    units = _make_units(source, offsets, ranges)
+    cuts = tuple(r[0] for r in ranges[1:])
+    return units, Boundaries(source.doc_id, cuts, tuple(offsets[c][0] for c in cuts), n)
+
+
+def _pack(sentences: Sequence[Sequence[int]], capacity: int) -> list[tuple[int, int]]:
+    """Token ranges of whole sentences packed greedily up to ``capacity`` tokens; a longer
+    sentence is split into ``capacity``-token windows."""
     groups: list[tuple[int, int]] = []
-    i = 0
-    if phase > 0:
-        k = min(phase, len(tiled))
-        groups.append((tiled[0][0], tiled[k - 1][1]))
-        i = k
     cur: list[int] | None = None
-    for a, b in tiled[i:]:
+    for a, b in sentences:
         if b - a > capacity:
             if cur:
                 groups.append((cur[0], cur[1]))
@@ -155,7 +171,4 @@ def chunk_sentences(source: Source, offsets: Sequence[tuple[int, int]], capacity
             cur = [a, b]
     if cur:
         groups.append((cur[0], cur[1]))
-    ranges = [(a, b, a, b) for a, b in groups]
-    units = _make_units(source, offsets, ranges)
-    cuts = tuple(r[0] for r in ranges[1:])
-    return units, Boundaries(source.doc_id, cuts, tuple(offsets[c][0] for c in cuts), n)
+    return groups

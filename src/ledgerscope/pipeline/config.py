@@ -58,7 +58,7 @@ rrf_k = 60
 weights = { bm25 = 1.0, dense = 1.0 }
 
 [rerank]
-kind = "maxsim"          # maxsim (token-level late interaction over the embedding model) | cross-encoder | none
+kind = "maxsim"          # maxsim (late interaction over the embedding model's tokens) | cross-encoder | none
 model = ""               # cross-encoder name or path (kind = "cross-encoder")
 selection_depth = 10     # the reranked list is cut here before selection
 
@@ -167,18 +167,59 @@ def load_arm(path: str | Path) -> ArmConfig:
     return arm_from_dict(data, str(path))
 
 
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _shape_problems(data: dict, defaults: dict, prefix: str, where: str) -> list[Problem]:
+    """Unknown keys and wrongly typed values inside the stage tables, against the defaults."""
+    out: list[Problem] = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in defaults:
+            out.append(Problem(where, None, name, "unknown key"))
+            continue
+        want = defaults[key]
+        if isinstance(want, dict) and isinstance(value, dict):
+            out.extend(_shape_problems(value, want, name + ".", where))
+            continue
+        if isinstance(want, (bool, str, list, dict)):
+            ok = isinstance(value, type(want))
+        else:  # an integer, or a number (an integer is accepted where a float is the default)
+            numeric = int if isinstance(want, int) else (int, float)
+            ok = isinstance(value, numeric) and not isinstance(value, bool)
+        if not ok:
+            out.append(Problem(where, None, name, f"must be {_type_name(want)}, not {_type_name(value)}"))
+    return out
+
+
 def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
-    merged = _merge(_defaults(), data)
+    """An arm from a parsed TOML table over the defaults, validated (all problems at once)."""
+    defaults = _defaults()
     known = set(ArmConfig.__dataclass_fields__)
-    problems = [Problem(where, None, k, "unknown key") for k in merged if k not in known]
+    problems = [Problem(where, None, k, "unknown key") for k in data if k not in known]
+    for key, value in data.items():
+        if key in known and isinstance(defaults.get(key), dict):
+            if isinstance(value, dict):
+                problems.extend(_shape_problems(value, defaults[key], key + ".", where))
+            else:
+                problems.append(Problem(where, None, key, f"must be a table, not {_type_name(value)}"))
+    bad_tables = {pr.field for pr in problems if "." not in pr.field}
+    merged = _merge(defaults, {k: v for k, v in data.items() if k in known and k not in bad_tables})
+    cfg = ArmConfig(**merged)
+    try:
+        check_arm(cfg, where)
+    except InputError as exc:
+        seen = {pr.field for pr in problems}
+        problems.extend(pr for pr in exc.problems if pr.field not in seen)
     if problems:
         raise InputError(problems)
-    cfg = ArmConfig(**merged)
-    check_arm(cfg, where)
     return cfg
 
 
 def check_arm(cfg: ArmConfig, where: str) -> None:
+    """Validate an arm; every problem found is reported in one InputError."""
     p: list[Problem] = []
 
     def need(cond: bool, key: str, reason: str) -> None:
@@ -187,30 +228,44 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
 
     need(isinstance(cfg.name, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", cfg.name or "") is not None,
          "name", "must be letters, digits, '_', '.', '-'")
+    ints = {}
     for key in ("capacity", "overlap", "budget_tokens", "top_k", "rerank_depth"):
         v = getattr(cfg, key)
-        need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, key, "must be a non-negative integer")
-    if p:
-        raise InputError(p)
-    need(cfg.capacity >= 1, "capacity", "must be at least 1")
-    need(cfg.overlap < cfg.capacity, "overlap", "must be smaller than capacity")
-    need(cfg.top_k >= 1, "top_k", "must be at least 1")
-    need(cfg.rerank_depth >= 1, "rerank_depth", "must be at least 1")
-    need(cfg.chunker_kind in _CHUNKERS, "chunker.kind", f"must be one of {', '.join(_CHUNKERS)}")
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            ints[key] = v
+        else:
+            need(False, key, "must be a non-negative integer")
+    tables = {}
+    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "access"):
+        v = getattr(cfg, key)
+        need(isinstance(v, dict), key, "must be a table")
+        tables[key] = v if isinstance(v, dict) else {}
+    if "capacity" in ints:
+        need(ints["capacity"] >= 1, "capacity", "must be at least 1")
+    if "capacity" in ints and "overlap" in ints:
+        need(ints["overlap"] < ints["capacity"], "overlap", "must be smaller than capacity")
+    if "top_k" in ints:
+        need(ints["top_k"] >= 1, "top_k", "must be at least 1")
+    if "rerank_depth" in ints:
+        need(ints["rerank_depth"] >= 1, "rerank_depth", "must be at least 1")
+    chunker_ok = tables["chunker"].get("kind", "token") in _CHUNKERS
+    need(chunker_ok, "chunker.kind", f"must be one of {', '.join(_CHUNKERS)}")
     need(cfg.edge_policy in _EDGE, "edge_policy", f"must be one of {', '.join(_EDGE)}")
-    need(cfg.fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")
-    need(cfg.rerank.get("kind") in _RERANK, "rerank.kind", f"must be one of {', '.join(_RERANK)}")
-    need(cfg.rerank.get("kind") != "cross-encoder" or bool(cfg.rerank.get("model")),
+    fusion, rerank, selection, generator = (tables[k] for k in ("fusion", "rerank", "selection", "generator"))
+    need(fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")
+    need(rerank.get("kind") in _RERANK, "rerank.kind", f"must be one of {', '.join(_RERANK)}")
+    need(rerank.get("kind") != "cross-encoder" or bool(rerank.get("model")),
          "rerank.model", "a cross-encoder needs a model name or path")
-    need(cfg.selection.get("mode") in _SELECTION, "selection.mode", f"must be one of {', '.join(_SELECTION)}")
-    need(cfg.selection.get("expansion") in _EXPANSION, "selection.expansion",
+    need(selection.get("mode") in _SELECTION, "selection.mode", f"must be one of {', '.join(_SELECTION)}")
+    need(selection.get("expansion") in _EXPANSION, "selection.expansion",
          f"must be one of {', '.join(_EXPANSION)}")
-    need(cfg.generator.get("kind") in _GENERATORS, "generator.kind",
+    need(generator.get("kind") in _GENERATORS, "generator.kind",
          f"must be one of {', '.join(_GENERATORS)}")
-    if cfg.generator.get("kind") == "endpoint":
-        need(bool(cfg.generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
-    need(isinstance(cfg.access.get("clearance", []), list), "access.clearance", "must be a list of labels")
-    if not p:
+    if generator.get("kind") == "endpoint":
+        need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
+    need(isinstance(tables["access"].get("clearance", []), list), "access.clearance",
+         "must be a list of labels")
+    if chunker_ok and "capacity" in ints and "overlap" in ints and ints["overlap"] < ints["capacity"]:
         try:
             cfg.phase_list()
         except ValueError as exc:
@@ -245,7 +300,8 @@ def resolve_phases(spec: Any, stride: int | None) -> list[Phase]:
         raise ValueError("phases must be 'auto:N', a list of offsets or a table of label = offset")
     out = []
     for label, off in pairs:
-        if not isinstance(off, int) or isinstance(off, bool) or off < 0 or (stride is not None and off >= stride):
+        in_range = isinstance(off, int) and not isinstance(off, bool) and off >= 0
+        if not in_range or (stride is not None and off >= stride):
             raise ValueError(f"phase {label!r}: offset {off!r} must be an integer in [0, {stride})")
         out.append(Phase(str(label), off))
     if len({p.label for p in out}) != len(out):

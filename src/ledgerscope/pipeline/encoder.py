@@ -83,7 +83,11 @@ class Encoder:
 
     def __init__(self, name: str = BUNDLED_MINILM, batch_size: int = 64, device: str = "cpu"):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on stderr
 
         self.name = name
         self.path = resolve_model_path(name)

@@ -3,7 +3,8 @@
 Used by the structural chunker and by the extractive reader. It splits after
 ``.``, ``!``, ``?`` (and their closing quotes/brackets) when whitespace
 follows, and at blank lines and bullet/heading lines, and never after common
-abbreviations or between digits (``3.5``). Every returned interval is
+abbreviations, between digits (``3.5``) or after a numbered-list marker (``1.``
+at the start of a line). Every returned interval is
 stripped of surrounding whitespace; together they hold all non-whitespace text.
 """
 
@@ -29,10 +30,24 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[t
             word = re.search(r"([\w.]+)$", text[pos:m.start()])
             if word and word.group(1).lower().rstrip(".") in _ABBREV and m.group(0) == ".":
                 continue
+            if m.group(0) == "." and _list_marker(text, pos, m.start()):
+                continue
         _append(text, pos, cut, out)
         pos = cut
     _append(text, pos, end, out)
     return out
+
+
+def _list_marker(text: str, pos: int, dot: int) -> bool:
+    """Whether the ``.`` at ``dot`` ends a numbered-list marker (``1.`` at the start of a line)."""
+    i = dot
+    while i > pos and text[i - 1].isdecimal():
+        i -= 1
+    if i == dot:
+        return False
+    while i > pos and text[i - 1] in " \t":
+        i -= 1
+    return i == 0 or text[i - 1] in "\r\n"
 
 
 def _append(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ from ..sources import Corpus
 from .cascade import ArmRuntime, build_phase, build_runtime, run_oracle, run_questions
 from .config import ArmConfig
 from .encoder import shared_encoder
+
+
+#: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
+#: kill-and-resume test to interrupt a sweep at a chosen point. Zero by default.
+_PAUSE_S = float(os.environ.get("LEDGERSCOPE_PARTITION_PAUSE_S", "0") or 0)
 
 
 class Progress:
@@ -153,6 +159,8 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
             progress.stage(cfg.name, phase.label, "write")
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
+            if _PAUSE_S:  # a throttle for interruption tests and demos; off unless set
+                time.sleep(_PAUSE_S)
     result.seconds = time.perf_counter() - t0
     result.encoded_texts = sum({id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values())
     atomic_write_text(out / "_SWEEP_DONE.json", json.dumps(

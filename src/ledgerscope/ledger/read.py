@@ -58,7 +58,7 @@ def connect(ledger: str | Path, con=None):
 
 def _view(con, name: str, files: list[Path], table_schema) -> None:
     if files:
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, "
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, hive_partitioning = false, "
                     "union_by_name = true)")
     else:  # an empty table with the right columns, so queries still bind
         import pyarrow as pa

@@ -93,6 +93,14 @@ class PhaseIndex:
     bm25: BM25Index
     exact: ExactIndex
     ann: HnswIndex
+    _all_intervals: dict | None = None
+
+    @property
+    def all_intervals(self) -> dict:
+        """Every unit's interval grouped by document, computed once per phase."""
+        if self._all_intervals is None:
+            self._all_intervals = support.intervals_by_doc(self.units)
+        return self._all_intervals
 
 
 def chunk_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source]) -> tuple[list[Unit], list[Boundaries]]:
@@ -297,7 +305,12 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
     gold_ok = all(s.doc_id in index.by_doc or s.doc_id in texts for s in fx.spans)
     restricted = [s.doc_id for s in fx.spans if s.doc_id not in index.by_doc]
     for name, us in stage_units.items():
-        flags[f"support_{name}"] = support.keeps(fx, us, texts) if answerable else None
+        if not answerable:
+            flags[f"support_{name}"] = None
+        elif name == "chunked":
+            flags[f"support_{name}"] = support.kept_set_in(fx, index.all_intervals, texts) is not None
+        else:
+            flags[f"support_{name}"] = support.keeps(fx, us, texts)
     covered = support.kept_set(fx, primary.units, texts) if answerable else None
     record = {
         "arm": arm, "phase": phase, "phase_offset": index.phase.offset, "qid": fx.qid,
@@ -330,6 +343,13 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "config_digest": cfg.digest(),
     }
     return record, rows
+
+
+def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:
+    """Batch-encode every gold quote an oracle prompt will show (one pass, not one per span)."""
+    if isinstance(rt.generator, ExtractiveReader):
+        rt.encoder.encode([s.quote for f in fixtures for s in f.spans if s.quote]
+                          + [f.question for f in fixtures])
 
 
 def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:

@@ -242,7 +242,7 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         tables[key] = v if isinstance(v, dict) else {}
     if "capacity" in ints:
         need(ints["capacity"] >= 1, "capacity", "must be at least 1")
-    if "capacity" in ints and "overlap" in ints:
+    if ints.get("capacity", 0) >= 1 and "overlap" in ints:
         need(ints["overlap"] < ints["capacity"], "overlap", "must be smaller than capacity")
     if "top_k" in ints:
         need(ints["top_k"] >= 1, "top_k", "must be at least 1")

@@ -74,7 +74,7 @@ class TokenCounter:
 @dataclass
 class Encoded:
     vector: np.ndarray  # (d,) float32, L2-normalised pooled embedding
-    tokens: np.ndarray  # (n, d) float16, L2-normalised token vectors, special tokens removed
+    tokens: np.ndarray  # (n, d) float32, L2-normalised token vectors, special tokens removed
     offsets: np.ndarray  # (n, 2) int32 code point offsets into the text
 
 
@@ -142,7 +142,7 @@ class Encoder:
                 vec = pooled[j]
                 norm = float(np.linalg.norm(vec)) or 1.0
                 self._cache[text] = Encoded(
-                    (vec / norm).astype(np.float32), tok[j][keep].astype(np.float16),
+                    (vec / norm).astype(np.float32), np.ascontiguousarray(tok[j][keep], dtype=np.float32),
                     offs[keep].astype(np.int32),
                 )
             self.forward_texts += len(batch)
@@ -163,7 +163,12 @@ class Encoder:
         return np.stack([self._cache[t].vector for t in texts])
 
     def forget(self, keep: set[str] | None = None) -> None:
-        """Drop cached entries (all, or all but ``keep``) to bound memory."""
+        """Drop cached entries (all, or all but ``keep``) to bound memory.
+
+        Token vectors are float32 (converting float16 on every MaxSim costs more than
+        the product itself), so the sweep evicts a phase's unit texts once the phase
+        is written; a text needed again is simply encoded again.
+        """
         if keep is None:
             self._cache.clear()
         else:

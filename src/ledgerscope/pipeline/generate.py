@@ -19,12 +19,23 @@ cut away, it faithfully quotes the default rule.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
 
 from .encoder import Encoded
 from .lexical import analyze
 from .prompt import ABSTAIN_TEXT, ContextBlock, GenerationResult, render_prompt
-from .rerank import maxsim
 from .sentences import split_sentences
+
+
+@dataclass(frozen=True)
+class _Sentences:
+    """A text's sentences, their content words and token ranges (cached per text)."""
+
+    spans: list[tuple[int, int]]
+    terms: list[frozenset[str]]
+    token_ranges: np.ndarray  # (n_sentences, 2) token index ranges into the text's token vectors
 
 
 class ExtractiveReader:
@@ -35,30 +46,45 @@ class ExtractiveReader:
         self.encode = encode
         self.count_tokens = count_tokens
         self.abstain_threshold = abstain_threshold
+        self._sentences: dict[str, _Sentences] = {}
 
     def describe(self) -> dict:
         return {"kind": self.kind, "abstain_threshold": self.abstain_threshold,
                 "scoring": "0.5*lexical coverage + 0.5*MaxSim", "tokenizer": "embedding model"}
 
+    def _split(self, text: str, enc: Encoded) -> _Sentences:
+        hit = self._sentences.get(text)
+        if hit is None:
+            spans = split_sentences(text)
+            starts = enc.offsets[:, 0] if len(enc.offsets) else np.zeros(0, dtype=np.int32)
+            ends = enc.offsets[:, 1] if len(enc.offsets) else np.zeros(0, dtype=np.int32)
+            ranges = np.array([(np.searchsorted(starts, s, "left"), np.searchsorted(ends, e, "right"))
+                               for s, e in spans], dtype=np.int64).reshape(-1, 2)
+            hit = _Sentences(spans, [frozenset(analyze(text[s:e])) for s, e in spans], ranges)
+            self._sentences[text] = hit
+        return hit
+
     def score_sentences(self, question: str, blocks: list[ContextBlock]) -> list[dict]:
-        q_terms = set(analyze(question))
+        q_terms = frozenset(analyze(question))
         q = self.encode(question)
+        q_tokens = q.tokens.astype(np.float32)
         scored = []
         for b_index, block in enumerate(blocks):
             enc = self.encode(block.text)
-            for s, e in split_sentences(block.text):
-                sentence = block.text[s:e]
-                terms = set(analyze(sentence))
-                lex = len(q_terms & terms) / len(q_terms) if q_terms else 0.0
-                if len(enc.offsets):
-                    inside = (enc.offsets[:, 0] >= s) & (enc.offsets[:, 1] <= e)
-                    sem = maxsim(q.tokens, enc.tokens[inside])
-                else:
-                    sem = 0.0
+            info = self._split(block.text, enc)
+            sem = np.zeros(len(info.spans))
+            if len(enc.tokens) and len(q_tokens) and len(info.spans):
+                sims = q_tokens @ enc.tokens.astype(np.float32).T  # (m, n tokens)
+                for k, (a, b) in enumerate(info.token_ranges):
+                    if b > a:
+                        sem[k] = sims[:, a:b].max(axis=1).mean()
+            for k, (s, e) in enumerate(info.spans):
+                lex = len(q_terms & info.terms[k]) / len(q_terms) if q_terms else 0.0
                 scored.append({
                     "label": block.label, "block": b_index, "start": s, "end": e,
-                    "sentence": sentence, "lexical": round(lex, 6), "similarity": round(sem, 6),
-                    "score": round(0.5 * lex + 0.5 * sem, 6),
+                    "sentence": block.text[s:e], "lexical": round(lex, 6),
+                    "similarity": round(float(sem[k]), 6),
+                    "score": round(0.5 * lex + 0.5 * float(sem[k]), 6),
                 })
         scored.sort(key=lambda x: (-x["score"], x["block"], x["start"]))
         return scored

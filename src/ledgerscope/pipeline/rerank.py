@@ -26,19 +26,19 @@ def maxsim(query_tokens: np.ndarray, unit_tokens: np.ndarray) -> float:
 
 
 def maxsim_many(query_tokens: np.ndarray, units_tokens: Sequence[np.ndarray]) -> np.ndarray:
-    """MaxSim of one query against many units in one matrix product."""
-    if not units_tokens:
+    """MaxSim of one query against many units: one matrix product, one segmented max."""
+    n = len(units_tokens)
+    if n == 0:
         return np.zeros(0)
-    lengths = np.array([len(t) for t in units_tokens])
-    if len(query_tokens) == 0 or lengths.sum() == 0:
-        return np.zeros(len(units_tokens))
-    stacked = np.concatenate([t for t in units_tokens if len(t)]).astype(np.float32)
-    sims = query_tokens.astype(np.float32) @ stacked.T  # (m, total)
-    out = np.zeros(len(units_tokens))
-    bounds = np.concatenate([[0], np.cumsum(lengths[lengths > 0])])
-    nonempty = np.flatnonzero(lengths > 0)
-    for j, (a, b) in zip(nonempty, zip(bounds[:-1], bounds[1:], strict=True), strict=True):
-        out[j] = sims[:, a:b].max(axis=1).mean()
+    lengths = np.fromiter((len(t) for t in units_tokens), dtype=np.int64, count=n)
+    out = np.zeros(n)
+    nonempty = lengths > 0
+    if len(query_tokens) == 0 or not nonempty.any():
+        return out
+    stacked = np.concatenate([t for t in units_tokens if len(t)]).astype(np.float32, copy=False)
+    sims = query_tokens.astype(np.float32, copy=False) @ stacked.T  # (m, total)
+    starts = np.concatenate([[0], np.cumsum(lengths[nonempty])[:-1]])
+    out[nonempty] = np.maximum.reduceat(sims, starts, axis=1).mean(axis=0)
     return out
 
 

@@ -32,7 +32,12 @@ def span_kept(span: GoldSpan, by_doc: Mapping[tuple[str, str], list[tuple[int, i
 
 def kept_set(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> int | None:
     """Index of the first sufficient set the units keep, or None (also for unanswerable)."""
-    by_doc = intervals_by_doc(units)
+    return kept_set_in(fixture, intervals_by_doc(units), texts)
+
+
+def kept_set_in(fixture: Fixture, by_doc: Mapping[tuple[str, str], list[tuple[int, int]]],
+                texts: Mapping[str, str]) -> int | None:
+    """:func:`kept_set` over intervals already grouped by :func:`intervals_by_doc`."""
     for i, sset in enumerate(fixture.sufficient_sets):
         if all(span_kept(fixture.span(sid), by_doc, texts) for sid in sset):
             return i

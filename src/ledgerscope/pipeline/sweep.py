@@ -29,7 +29,7 @@ from ..ledger.write import (
     write_table,
 )
 from ..sources import Corpus
-from .cascade import ArmRuntime, build_phase, build_runtime, run_oracle, run_questions
+from .cascade import ArmRuntime, build_phase, build_runtime, prepare_oracle, run_oracle, run_questions
 from .config import ArmConfig
 from .encoder import shared_encoder
 
@@ -124,6 +124,7 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
+    keep_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
     for cfg in arms:
         rt = runtimes[cfg.name]
         oracle = _oracle_for_arm(out, rt, fixtures)
@@ -157,6 +158,7 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
                              "config_digest": cfg.digest(), "units": len(unit_rows),
                              "records": len(records), "candidates": len(cands)})
             progress.stage(cfg.name, phase.label, "write")
+            rt.encoder.forget(keep_texts)
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
             if _PAUSE_S:  # a throttle for interruption tests and demos; off unless set
@@ -175,6 +177,7 @@ def _oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> d
     path = out / "oracle" / f"arm={rt.config.name}" / "oracle.parquet"
     if path.is_file():
         return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
+    prepare_oracle(rt, fixtures)
     rows = [run_oracle(rt, fx) for fx in fixtures]
     write_table(path, rows, schema.ORACLE)
     return {r["qid"]: r for r in rows}

@@ -1,0 +1,120 @@
+#!/usr/bin/env python
+"""Sweep wall time against its floor: one batch encode of exactly the unique unit texts.
+
+Imports the ContractNLI dev split (../shared/data/contractnli/dev.json), takes
+documents until at least --min-chars characters of real text, and runs a
+sweep of 2 arms x --phases phases over them with the embedded defaults. In the
+same process it then measures the floor: a fresh model instance encoding
+exactly the unique unit texts that sweep needed, in one
+``SentenceTransformer.encode`` call. Target: sweep <= 1.3 x floor.
+
+    .venv/bin/python scripts/bench_sweep.py [--min-chars 300000] [--phases 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "contractnli" / "dev.json"))
+    ap.add_argument("--min-chars", type=int, default=300_000)
+    ap.add_argument("--phases", type=int, default=4)
+    ap.add_argument("--capacity", type=int, default=96)
+    ap.add_argument("--profile", action="store_true", help="cProfile the sweep, print the top functions")
+    args = ap.parse_args()
+
+    from ledgerscope.fixtures import load_fixtures, write_fixtures
+    from ledgerscope.importers.contractnli import import_contractnli
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.pipeline.config import arm_from_dict
+    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.sources import Corpus, load_corpus
+
+    work = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
+    import_contractnli(Path(args.data), work / "import")
+    full = load_corpus(work / "import" / "corpus.jsonl")
+    corpus, chars = Corpus(), 0
+    for src in full:
+        if chars >= args.min_chars:
+            break
+        corpus.add(src)
+        chars += len(src.text)
+    fixtures, corpus = load_fixtures(work / "import" / "fixtures.jsonl", full)
+    fixtures = [f for f in fixtures if all(d in corpus.sources for d in f.doc_ids) or not f.doc_ids]
+    keep_docs = set()
+    chars = 0
+    for src in corpus:
+        if chars >= args.min_chars:
+            break
+        keep_docs.add(src.doc_id)
+        chars += len(src.text)
+    corpus = Corpus({d: s for d, s in corpus.sources.items() if d in keep_docs})
+    fixtures = [f for f in fixtures if set(f.doc_ids) <= keep_docs and (f.doc_ids or
+                f.origin.split(":")[1] in {d.split("/", 1)[1] for d in keep_docs})]
+    write_fixtures(fixtures, work / "fixtures.jsonl")
+    arms = [
+        arm_from_dict({"name": "candidate", "capacity": args.capacity, "overlap": 0,
+                       "phases": f"auto:{args.phases}"}),
+        arm_from_dict({"name": "baseline", "capacity": args.capacity, "overlap": args.capacity // 4,
+                       "phases": f"auto:{args.phases}"}),
+    ]
+    print(f"corpus: {len(corpus)} documents, {corpus.total_chars():,} characters; "
+          f"{len(fixtures)} questions; 2 arms x {args.phases} phases", flush=True)
+
+    # the sweep, model load included (it is part of what a user waits for)
+    t0 = time.perf_counter()
+    if args.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+    result = sweep(fixtures, corpus, arms, work / "ledger")
+    if args.profile:
+        prof.disable()
+    sweep_s = time.perf_counter() - t0
+
+    con = connect(work / "ledger")
+    unique = [r[0] for r in con.execute("SELECT DISTINCT text FROM units").fetchall()]
+    questions = sorted({f.question for f in fixtures})
+    texts = unique + [q for q in questions if q not in set(unique)]
+
+    # the floor: a fresh model, one encode call over exactly the unique texts the sweep needed
+    from sentence_transformers import SentenceTransformer
+
+    from ledgerscope.pipeline.encoder import resolve_model_path
+
+    t1 = time.perf_counter()
+    model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"), device="cpu")
+    load_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    model.encode(texts, batch_size=64, show_progress_bar=False)
+    encode_s = time.perf_counter() - t2
+    floor_s = load_s + encode_s
+
+    n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
+    n_cands = con.execute("SELECT count(*) FROM candidates").fetchone()[0]
+    print(f"unique texts encoded (units + questions): {len(texts):,} (sweep forward passes: "
+          f"{result.encoded_texts:,})")
+    print(f"records: {n_records:,}; candidate rows: {n_cands:,}")
+    print(f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s")
+    print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / floor_s:.2f} x floor (target <= 1.30)")
+    if args.profile:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

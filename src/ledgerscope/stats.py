@@ -1,0 +1,761 @@
+"""Statistics over a boundary ledger: phase tables, segments, and the paired bootstrap.
+
+Pure numpy/scipy functions do the arithmetic (:func:`phase_table`,
+:func:`segment_breakdown`, :func:`paired_bootstrap`, :func:`paired_bootstrap_many`);
+thin functions pull the arrays from a DuckDB connection whose ``records`` view
+comes from :func:`ledgerscope.ledger.read.connect` (:func:`load_arm`,
+:func:`compare_arms`). Nothing here imports Textual.
+
+Outcome metrics (one value per record, ``NaN`` = not applicable)
+----------------------------------------------------------------
+A *record* is one (arm, phase, question). Each metric is 0/1 (tokens: a count)
+over its own denominator; a record outside the denominator is ``NaN`` and is
+left out of every mean, so no metric silently counts easy questions of another
+kind. ``infrastructure-failure`` records (the generator errored) are outside
+every answer denominator and are counted separately (``counts``), never scored
+as wrong or retried away.
+
+* ``support``: ``support_packed`` (the packed context covers a sufficient set).
+  Denominator: answerable questions with a support flag, support-only and
+  budget-infeasible ones included.
+* ``answer_correct``: ``answer_verdict == "correct"``. Denominator: answer-judged
+  answerable records (answerable, not support-only, verdict neither
+  ``not-judged`` nor ``infrastructure-failure``).
+* ``critical``: ``critical-condition-error``; same denominator.
+* ``abstained``: ``answer_verdict == "abstained"``; same denominator (lost
+  coverage, not a critical error).
+* ``false_assertion``: ``answer_verdict == "false-assertion"``. Denominator:
+  answer-judged unanswerable controls (verdict abstained or false-assertion).
+* ``citation_supported``: ``citation_verdict == "supported"``. Denominator:
+  answer-judged answerable records that answered (``correct``,
+  ``critical-condition-error`` or ``wrong``); it varies by arm and phase.
+* ``prompt_tokens``, ``evidence_tokens``: the record's counts; records with a count.
+
+Higher is better for ``support``, ``answer_correct`` and ``citation_supported``;
+lower is better for the others, so "worst phase" is the maximum for critical
+errors, abstentions, false assertions and tokens.
+
+Phases and worst phase
+----------------------
+A metric over one arm is a matrix: questions x phase labels. Per phase, the
+mean over the applicable cells (``n`` = its denominator); the phase average
+two ways (the mean of the per-phase means, each phase weighted equally, and the
+pooled mean over all applicable cells); the **worst phase** two ways: (a) the
+worst per-phase aggregate (and which phase) and (b) each question's worst phase
+first, then averaged over questions, which is more adversarial; the best phase
+likewise. Worst-phase figures are stress-test statistics over the declared
+phases, never an estimated production frequency (:data:`WORST_PHASE_NOTE`
+travels with every table).
+
+Paired bootstrap
+----------------
+Candidate minus baseline on matched (question, phase label) records. A
+replicate draws resampling units with replacement (documents when clusters are
+given, so questions sharing a document move together; questions otherwise) and
+carries each question's whole phase vector; every statistic, the worst-phase
+minimum included, is recomputed inside the replicate for both arms with the
+same draw. Percentile intervals; the point estimate is the statistic on the full
+data. The draw is ``numpy.random.Generator(PCG64(seed)).integers(0, n_units,
+(replicates, n_units))`` in chunks, the same stream ``scipy.stats.bootstrap``
+draws with ``paired=True`` and that generator, so an unclustered mean
+difference reproduces SciPy's percentile interval.
+
+Vectorised: per resampling unit the per-phase sums and counts (and the
+per-question worst/best sums and counts) are precomputed as a (units x K)
+matrix; a chunk of replicates is a (chunk x units) multiplicity matrix ``W``
+and its aggregates are ``W @ unit_matrix``. With 0/1 outcomes every sum is an
+integer, so the result is exactly the direct computation on the resampled rows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InputError, Problem
+
+FORMAT = "ledgerscope-comparison/1"
+
+WORST_PHASE_NOTE = (
+    "Worst-phase figures are stress-test statistics over the declared phases; "
+    "they are not estimated production frequencies."
+)
+
+#: statistics :func:`paired_bootstrap` can recompute per replicate
+STATISTICS = ("mean", "pooled_mean", "worst_aggregate", "worst_per_question", "best_aggregate",
+              "best_per_question")
+DEFAULT_STATISTICS = ("mean", "worst_aggregate", "worst_per_question")
+
+#: answer verdicts that take an answerable record out of the answer denominators
+_UNJUDGED = frozenset({"not-judged", "infrastructure-failure", "not-applicable"})
+_ANSWERED = frozenset({"correct", "critical-condition-error", "wrong"})
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    higher_is_better: bool
+    definition: str
+    denominator: str
+    binary: bool = True
+
+    def describe(self) -> dict:
+        return {"definition": self.definition, "denominator": self.denominator,
+                "direction": _direction(self.higher_is_better), "binary": self.binary}
+
+
+_JUDGED = ("answer-judged answerable records (answerable, not support-only, verdict not "
+           "not-judged or infrastructure-failure)")
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("support", True, "support_packed: the packed context covers a sufficient support set",
+           "answerable records with a support flag (support-only and budget-infeasible included)"),
+    Metric("answer_correct", True, "answer_verdict is correct", _JUDGED),
+    Metric("critical", False, "answer_verdict is critical-condition-error", _JUDGED),
+    Metric("abstained", False, "answer_verdict is abstained (lost coverage, not a critical error)",
+           _JUDGED),
+    Metric("false_assertion", False, "answer_verdict is false-assertion",
+           "answer-judged unanswerable controls (abstained or false-assertion)"),
+    Metric("citation_supported", True, "citation_verdict is supported",
+           "answer-judged answerable records that answered (correct, critical-condition-error, wrong)"),
+    Metric("prompt_tokens", False, "prompt tokens of the record", "records with a token count",
+           binary=False),
+    Metric("evidence_tokens", False, "packed evidence tokens of the record", "records with a token count",
+           binary=False),
+)}
+DEFAULT_METRICS = tuple(METRICS)
+
+
+def _direction(higher_is_better: bool) -> str:
+    return "higher-is-better" if higher_is_better else "lower-is-better"
+
+
+# ---------------------------------------------------------------------------
+# per-record outcomes
+
+
+def _col(values, n: int) -> np.ndarray:
+    out = np.empty(n, dtype=object)
+    out[:] = list(values) if values is not None else [None] * n
+    return out
+
+
+def record_metrics(
+    *,
+    answerable: Sequence,
+    support_only: Sequence,
+    support_packed: Sequence,
+    answer_verdict: Sequence,
+    citation_verdict: Sequence,
+    prompt_tokens: Sequence | None = None,
+    evidence_tokens: Sequence | None = None,
+) -> dict[str, np.ndarray]:
+    """Every metric of :data:`METRICS` per record: float arrays, ``NaN`` outside the denominator."""
+    n = len(answerable)
+    ans = np.array([bool(a) for a in answerable])
+    sonly = np.array([bool(s) for s in support_only])
+    sp = _col(support_packed, n)
+    av = _col(answer_verdict, n)
+    cv = _col(citation_verdict, n)
+    nan = np.full(n, np.nan)
+
+    def where(defined: np.ndarray, hit: np.ndarray) -> np.ndarray:
+        return np.where(defined, hit.astype(float), nan)
+
+    has_support = np.array([s is not None for s in sp])
+    judged = ans & ~sonly & np.array([v is not None and v not in _UNJUDGED for v in av])
+    control = ~ans & ~sonly & np.array([v in ("abstained", "false-assertion") for v in av])
+    answered = judged & np.array([v in _ANSWERED for v in av])
+    out = {
+        "support": where(ans & has_support, np.array([bool(s) for s in sp])),
+        "answer_correct": where(judged, av == "correct"),
+        "critical": where(judged, av == "critical-condition-error"),
+        "abstained": where(judged, av == "abstained"),
+        "false_assertion": where(control, av == "false-assertion"),
+        "citation_supported": where(answered, cv == "supported"),
+    }
+    for name, values in (("prompt_tokens", prompt_tokens), ("evidence_tokens", evidence_tokens)):
+        col = _col(values, n)
+        out[name] = np.array([np.nan if v is None else float(v) for v in col], dtype=float)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# phase tables
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+def _per_question_extreme(m: np.ndarray, worst: bool, higher_is_better: bool) -> np.ndarray:
+    """Each question's worst (or best) applicable phase value; NaN for an all-NaN row."""
+    use_min = worst == higher_is_better
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmin(m, axis=1) if use_min else np.nanmax(m, axis=1)
+
+
+def _arg_extreme(values: np.ndarray, use_min: bool) -> int | None:
+    if values.size == 0 or np.all(np.isnan(values)):
+        return None
+    return int(np.nanargmin(values) if use_min else np.nanargmax(values))
+
+
+def phase_table(matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True) -> dict:
+    """Per phase, phase average and worst/best phase (both ways) of one arm's metric matrix.
+
+    ``matrix`` is questions x phases, ``NaN`` where the metric does not apply.
+    ``worst_phase.aggregate`` is the worst per-phase mean and its phase;
+    ``worst_phase.per_question`` takes each question's worst phase first, then
+    averages over questions (more adversarial). For a lower-is-better metric
+    (critical errors) the worst is the maximum. Worst-phase figures are
+    stress-test statistics, never a production frequency (``note``).
+    """
+    m = np.asarray(matrix, dtype=float)
+    if m.ndim != 2 or m.shape[1] != len(phase_labels):
+        raise ValueError(f"matrix shape {m.shape} does not match {len(phase_labels)} phase labels")
+    labels = [str(p) for p in phase_labels]
+    valid = ~np.isnan(m)
+    n = valid.sum(axis=0)
+    sums = np.where(valid, m, 0.0).sum(axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = sums / n
+        mean_of_phases = np.nanmean(means) if means.size else np.nan
+    pooled = sums.sum() / n.sum() if n.sum() else np.nan
+    row_any = valid.any(axis=1)
+    binary = bool(np.all(np.isin(m[valid], (0.0, 1.0))))
+
+    def extreme(worst: bool) -> dict:
+        use_min = worst == higher_is_better
+        k = _arg_extreme(means, use_min)
+        per_q = _per_question_extreme(m[row_any], worst, higher_is_better)
+        return {
+            "aggregate": {"value": None if k is None else _num(means[k]),
+                          "phase": None if k is None else labels[k]},
+            "per_question": {"value": _num(per_q.mean()) if per_q.size else None,
+                             "n_questions": int(per_q.size)},
+        }
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanmin(m[row_any], axis=1), np.nanmax(m[row_any], axis=1)
+    table = {
+        "direction": _direction(higher_is_better),
+        "n_questions": int(row_any.sum()),
+        "n_phases": len(labels),
+        "per_phase": [{"phase": lab, "mean": _num(means[i]), "sum": float(sums[i]), "n": int(n[i])}
+                      for i, lab in enumerate(labels)],
+        "phase_average": {"mean_of_phases": _num(mean_of_phases), "pooled": _num(pooled),
+                          "n_records": int(n.sum())},
+        "worst_phase": extreme(True),
+        "best_phase": extreme(False),
+        # a question whose value differs between phases (for 0/1 outcomes: a reversal)
+        "reversals": int(np.sum(lo != hi)),
+        "min_value": _num(m[valid].min()) if valid.any() else None,
+        "max_value": _num(m[valid].max()) if valid.any() else None,
+        "note": WORST_PHASE_NOTE,
+    }
+    if binary:
+        table["questions_with_any"] = int(np.sum(hi == 1.0))
+        table["questions_with_all"] = int(np.sum(lo == 1.0))
+    return table
+
+
+def segment_breakdown(
+    matrix: np.ndarray,
+    phase_labels: Sequence[str],
+    segments: Sequence[str],
+    stress_sets: Sequence[str],
+    *,
+    higher_is_better: bool = True,
+) -> dict:
+    """Phase tables per stress set, overall and per segment, with their denominators.
+
+    ``{stress_set: {"all": table, "segments": {segment: table}}}``. Stress sets
+    (representative, enriched) are reported apart and never pooled: there is no
+    cross-set entry.
+    """
+    m = np.asarray(matrix, dtype=float)
+    seg = np.asarray(segments, dtype=object)
+    sset = np.asarray(stress_sets, dtype=object)
+    out: dict = {}
+    for s in sorted(set(sset.tolist())):
+        rows = sset == s
+        out[s] = {
+            "all": phase_table(m[rows], phase_labels, higher_is_better=higher_is_better),
+            "segments": {g: phase_table(m[rows & (seg == g)], phase_labels,
+                                        higher_is_better=higher_is_better)
+                         for g in sorted(set(seg[rows].tolist()))},
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------
+# paired bootstrap
+
+
+@dataclass
+class _Layout:
+    """Column offsets of one arm's aggregates in the unit matrix."""
+
+    start: int
+    n_phases: int
+    higher_is_better: bool
+    width: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.width = 2 * self.n_phases + 4
+
+
+def _question_columns(x: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """Per question: phase values (NaN -> 0), phase counts, worst sum/count, best sum/count."""
+    valid = ~np.isnan(x)
+    worst = _per_question_extreme(x, True, higher_is_better)
+    best = _per_question_extreme(x, False, higher_is_better)
+    defined = valid.any(axis=1)
+    return np.column_stack([
+        np.where(valid, x, 0.0), valid.astype(float),
+        np.where(defined, worst, 0.0), defined.astype(float),
+        np.where(defined, best, 0.0), defined.astype(float),
+    ])
+
+
+def _arm_statistics(agg: np.ndarray, lay: _Layout, wanted: Iterable[str]) -> tuple[dict, dict]:
+    """Statistics per replicate row of ``agg`` (replicates x K) for one arm, plus worst/best phase index."""
+    p = lay.n_phases
+    a = agg[:, lay.start:lay.start + lay.width]
+    sums, counts = a[:, :p], a[:, p:2 * p]
+    out: dict[str, np.ndarray] = {}
+    which: dict[str, np.ndarray] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per_phase = sums / counts
+        for name in wanted:
+            if name == "mean":
+                out[name] = np.nanmean(per_phase, axis=1)
+            elif name == "pooled_mean":
+                out[name] = sums.sum(axis=1) / counts.sum(axis=1)
+            elif name in ("worst_aggregate", "best_aggregate"):
+                use_min = (name == "worst_aggregate") == lay.higher_is_better
+                out[name] = np.nanmin(per_phase, axis=1) if use_min else np.nanmax(per_phase, axis=1)
+                filled = np.where(np.isnan(per_phase), np.inf if use_min else -np.inf, per_phase)
+                idx = np.argmin(filled, axis=1) if use_min else np.argmax(filled, axis=1)
+                which[name] = np.where(np.isnan(out[name]), -1, idx)
+            elif name == "worst_per_question":
+                out[name] = a[:, 2 * p] / a[:, 2 * p + 1]
+            elif name == "best_per_question":
+                out[name] = a[:, 2 * p + 2] / a[:, 2 * p + 3]
+            else:
+                raise ValueError(f"unknown statistic {name!r}; known: {', '.join(STATISTICS)}")
+    return out, which
+
+
+def _counts_from_indices(idx: np.ndarray, n_units: int) -> np.ndarray:
+    """(replicates x draws) unit indices -> (replicates x units) multiplicities, float64."""
+    b = idx.shape[0]
+    flat = (np.arange(b, dtype=np.int64)[:, None] * n_units + idx).ravel()
+    return np.bincount(flat, minlength=b * n_units).reshape(b, n_units).astype(np.float64)
+
+
+def _units(clusters: np.ndarray | None, n_questions: int) -> tuple[np.ndarray, int, list]:
+    if clusters is None:
+        return np.arange(n_questions), n_questions, []
+    cl = np.asarray(clusters, dtype=object)
+    if cl.shape != (n_questions,):
+        raise ValueError(f"clusters has shape {cl.shape}, expected ({n_questions},)")
+    keys, inverse = np.unique(cl.astype(str), return_inverse=True)
+    return inverse.ravel(), len(keys), keys.tolist()
+
+
+def paired_bootstrap_many(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray, bool]],
+    clusters: np.ndarray | None = None,
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    statistics: Sequence[str] = DEFAULT_STATISTICS,
+    phase_labels: Sequence[str] | None = None,
+    indices: np.ndarray | None = None,
+    chunk_elements: int = 1_000_000,
+    return_replicates: bool = False,
+) -> dict[str, dict]:
+    """:func:`paired_bootstrap` for several metrics at once, every metric on the same draws.
+
+    ``pairs`` maps a metric name to ``(candidate, baseline, higher_is_better)``,
+    every matrix questions x phases with the same questions in the same rows.
+    The result per metric is what :func:`paired_bootstrap` returns for it with
+    the same seed.
+    """
+    if not pairs:
+        return {}
+    mats = {k: (np.asarray(c, dtype=float), np.asarray(b, dtype=float), bool(h))
+            for k, (c, b, h) in pairs.items()}
+    shapes = {c.shape for c, b, _ in mats.values()} | {b.shape for c, b, _ in mats.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(f"candidate and baseline matrices must share one 2-D shape, got {sorted(shapes)}")
+    n_q, n_p = next(iter(shapes))
+    if n_q == 0:
+        raise ValueError("no questions to resample")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+    labels = [str(p) for p in phase_labels] if phase_labels is not None else [str(i) for i in range(n_p)]
+    if len(labels) != n_p:
+        raise ValueError(f"{len(labels)} phase labels for {n_p} phases")
+    for s in statistics:
+        if s not in STATISTICS:
+            raise ValueError(f"unknown statistic {s!r}; known: {', '.join(STATISTICS)}")
+
+    # one column block per (metric, arm); rows are questions, then summed per unit
+    blocks, layouts, start = [], {}, 0
+    for name, (c, b, hib) in mats.items():
+        for arm, x in (("candidate", c), ("baseline", b)):
+            lay = _Layout(start, n_p, hib)
+            layouts[(name, arm)] = lay
+            blocks.append(_question_columns(x, hib))
+            start += lay.width
+    q_cols = np.hstack(blocks)
+    unit_of, n_units, _ = _units(clusters, n_q)
+    unit_matrix = np.zeros((n_units, q_cols.shape[1]))
+    np.add.at(unit_matrix, unit_of, q_cols)
+
+    if indices is not None:
+        indices = np.asarray(indices)
+        if indices.ndim != 2 or indices.shape[1] != n_units:
+            raise ValueError(f"indices must be (replicates x {n_units}) resampling-unit indices")
+        if indices.size and (indices.min() < 0 or indices.max() >= n_units):
+            raise ValueError("indices out of range")
+        n_resamples = indices.shape[0]
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be at least 1")
+    rng = np.random.Generator(np.random.PCG64(seed))
+    chunk = max(1, chunk_elements // n_units)
+
+    reps = {(name, arm, s): np.empty(n_resamples) for name in mats for arm in ("candidate", "baseline")
+            for s in statistics}
+    which_reps: dict = {}
+    for lo in range(0, n_resamples, chunk):
+        hi = min(n_resamples, lo + chunk)
+        idx = indices[lo:hi] if indices is not None else rng.integers(0, n_units, size=(hi - lo, n_units))
+        agg = _counts_from_indices(idx, n_units) @ unit_matrix
+        for (name, arm), lay in layouts.items():
+            vals, which = _arm_statistics(agg, lay, statistics)
+            for s, v in vals.items():
+                reps[(name, arm, s)][lo:hi] = v
+            for s, w in which.items():
+                which_reps.setdefault((name, arm, s), np.empty(n_resamples, dtype=np.int64))[lo:hi] = w
+
+    full = unit_matrix.sum(axis=0, keepdims=True)
+    alpha = (1 - confidence) / 2
+    results: dict[str, dict] = {}
+    for name, (_c, _b, hib) in mats.items():
+        stats_out: dict[str, dict] = {}
+        replicates: dict[str, dict] = {}
+        point = {arm: _arm_statistics(full, layouts[(name, arm)], statistics)
+                 for arm in ("candidate", "baseline")}
+        for s in statistics:
+            cand_r, base_r = reps[(name, "candidate", s)], reps[(name, "baseline", s)]
+            diff = cand_r - base_r
+            ok = ~np.isnan(diff)
+            est_c, est_b = float(point["candidate"][0][s][0]), float(point["baseline"][0][s][0])
+            entry = {
+                "estimate": _num(est_c - est_b), "candidate": _num(est_c), "baseline": _num(est_b),
+                "low": None, "high": None, "standard_error": None,
+                "n_valid_replicates": int(ok.sum()),
+            }
+            if ok.any():
+                low, high = np.quantile(diff[ok], [alpha, 1 - alpha])
+                entry.update(low=float(low), high=float(high),
+                             standard_error=float(np.std(diff[ok], ddof=1)) if ok.sum() > 1 else None)
+            if s in ("worst_aggregate", "best_aggregate"):
+                for arm in ("candidate", "baseline"):
+                    k = int(point[arm][1][s][0])
+                    entry[f"{arm}_phase"] = labels[k] if k >= 0 else None
+                    w = which_reps[(name, arm, s)]
+                    freq = np.bincount(w[w >= 0], minlength=n_p) / n_resamples
+                    entry[f"{arm}_phase_frequency"] = {labels[i]: float(freq[i])
+                                                       for i in range(n_p) if freq[i] > 0}
+            stats_out[s] = entry
+            if return_replicates:
+                replicates[s] = {"candidate": cand_r, "baseline": base_r, "difference": diff}
+        results[name] = {
+            "statistics": stats_out,
+            "direction": _direction(hib),
+            "n_questions": int(n_q), "n_units": int(n_units), "n_phases": int(n_p),
+            "resampling_unit": "question" if clusters is None else "cluster",
+            "n_resamples": int(n_resamples), "seed": int(seed), "confidence": float(confidence),
+            "method": "percentile", "injected_indices": indices is not None,
+            "note": WORST_PHASE_NOTE,
+        }
+        if return_replicates:
+            results[name]["replicates"] = replicates
+    return results
+
+
+def paired_bootstrap(
+    cand: np.ndarray,
+    base: np.ndarray,
+    clusters: np.ndarray | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    statistics: Sequence[str] = DEFAULT_STATISTICS,
+    *,
+    higher_is_better: bool = True,
+    phase_labels: Sequence[str] | None = None,
+    indices: np.ndarray | None = None,
+    chunk_elements: int = 1_000_000,
+    return_replicates: bool = False,
+) -> dict:
+    """Candidate minus baseline with a paired (optionally clustered) percentile bootstrap.
+
+    ``cand`` and ``base`` are questions x phases on matched (question, phase
+    label) cells, ``NaN`` where the metric does not apply (nan-aware means).
+    ``clusters`` (one id per question, e.g. its document) makes the cluster the
+    resampling unit; without it the question is. Each question's phase vector
+    moves as a whole and every statistic (see :data:`STATISTICS`) is recomputed
+    per replicate for both arms on the same draw. ``indices`` injects the draw: a
+    (replicates x units) array of unit indices (units = sorted distinct cluster
+    ids, or questions), replacing the seeded generator.
+
+    Returns ``statistics[name] = {estimate, candidate, baseline, low, high,
+    standard_error, n_valid_replicates}`` (the ``*_aggregate`` statistics add
+    the phase that attains it per arm and how often each phase did across
+    replicates), plus the design (``n_questions``, ``n_units``,
+    ``resampling_unit``, ``n_resamples``, ``seed``, ``confidence``, ``method``).
+    With ``return_replicates`` the raw replicate arrays are under
+    ``replicates`` (not JSON).
+    """
+    res = paired_bootstrap_many(
+        {"metric": (cand, base, higher_is_better)}, clusters, n_resamples=n_resamples, seed=seed,
+        confidence=confidence, statistics=statistics, phase_labels=phase_labels, indices=indices,
+        chunk_elements=chunk_elements, return_replicates=return_replicates,
+    )
+    return res["metric"]
+
+
+# ---------------------------------------------------------------------------
+# reading arms from a ledger
+
+
+@dataclass
+class ArmRecords:
+    """One arm's records as arrays (one entry per record)."""
+
+    arm: str
+    qid: np.ndarray
+    phase: np.ndarray
+    segment: np.ndarray
+    stress_set: np.ndarray
+    cluster: np.ndarray
+    values: dict[str, np.ndarray]
+    counts: dict[str, int]
+
+
+_ARM_SQL = """
+SELECT qid, phase, segment, stress_set, answerable, support_only, doc_ids[1] AS first_doc,
+       support_packed, answer_verdict, citation_verdict, prompt_tokens, evidence_tokens
+FROM records WHERE arm = ? ORDER BY qid, phase
+"""
+
+
+def load_arm(con, arm: str, *, source: str = "records") -> ArmRecords:
+    """Pull one arm's records from a connection's ``records`` view and score every metric."""
+    rows = con.execute(_ARM_SQL, [arm]).fetchall()
+    if not rows:
+        arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
+        raise InputError(Problem(source, None, "arm",
+                                 f"no records for arm {arm!r}; arms present: {', '.join(arms) or 'none'}"))
+    cols = list(zip(*rows, strict=True))
+    qid, phase = np.array(cols[0], dtype=object), np.array([str(p) for p in cols[1]], dtype=object)
+    keys = list(zip(qid.tolist(), phase.tolist(), strict=True))
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise InputError(Problem(source, None, "records",
+                                 f"arm {arm!r} has more than one record for question {dup[0]!r}, "
+                                 f"phase {dup[1]!r}"))
+    cluster = np.array([d if d is not None else f"qid:{q}" for q, d in zip(qid, cols[6], strict=True)],
+                       dtype=object)
+    values = record_metrics(answerable=cols[4], support_only=cols[5], support_packed=cols[7],
+                            answer_verdict=cols[8], citation_verdict=cols[9], prompt_tokens=cols[10],
+                            evidence_tokens=cols[11])
+    verdicts = list(cols[8])
+    counts = {
+        "records": len(rows),
+        "questions": len(set(qid.tolist())),
+        "phases": len(set(phase.tolist())),
+        "infrastructure_failure": verdicts.count("infrastructure-failure"),
+        "not_judged": verdicts.count("not-judged"),
+    }
+    return ArmRecords(arm, qid, phase, np.array(cols[2], dtype=object),
+                      np.array(cols[3], dtype=object), cluster, values, counts)
+
+
+def _phase_key(label: str):
+    try:
+        return (0, int(label), label)
+    except ValueError:
+        return (1, 0, label)
+
+
+@dataclass
+class Matched:
+    """Both arms on the shared (question, phase label) cells."""
+
+    qids: list[str]
+    phases: list[str]
+    segment: np.ndarray
+    stress_set: np.ndarray
+    cluster: np.ndarray
+    candidate: dict[str, np.ndarray]
+    baseline: dict[str, np.ndarray]
+    report: dict
+
+
+def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Matched:
+    """Questions x shared phase labels for both arms; cells present in one arm only are dropped."""
+    phases = sorted(set(cand.phase.tolist()) & set(base.phase.tolist()), key=_phase_key)
+    c_cells = {(q, p): i for i, (q, p) in enumerate(zip(cand.qid.tolist(), cand.phase.tolist(), strict=True))}
+    b_cells = {(q, p): i for i, (q, p) in enumerate(zip(base.qid.tolist(), base.phase.tolist(), strict=True))}
+    shared = c_cells.keys() & b_cells.keys()
+    qids = sorted({q for q, _ in shared})
+    q_index = {q: i for i, q in enumerate(qids)}
+    p_index = {p: j for j, p in enumerate(phases)}
+    cells = sorted(shared)
+    rows = np.array([q_index[q] for q, _ in cells], dtype=np.int64)
+    cols = np.array([p_index[p] for _, p in cells], dtype=np.int64)
+    mats: dict[str, dict[str, np.ndarray]] = {}
+    for arm, recs, lookup in (("candidate", cand, c_cells), ("baseline", base, b_cells)):
+        src = np.array([lookup[c] for c in cells], dtype=np.int64)
+        mats[arm] = {}
+        for m in metrics:
+            mat = np.full((len(qids), len(phases)), np.nan)
+            mat[rows, cols] = recs.values[m][src]
+            mats[arm][m] = mat
+    first = {}
+    for q, s, ss, cl in zip(cand.qid.tolist(), cand.segment.tolist(), cand.stress_set.tolist(),
+                            cand.cluster.tolist(), strict=True):
+        first.setdefault(q, (s, ss, cl))
+    base_first = {}
+    for q, s, ss, cl in zip(base.qid.tolist(), base.segment.tolist(), base.stress_set.tolist(),
+                            base.cluster.tolist(), strict=True):
+        base_first.setdefault(q, (s, ss, cl))
+    mismatch = sorted(q for q in qids if first[q] != base_first[q])
+    c_q, b_q = set(cand.qid.tolist()), set(base.qid.tolist())
+    report = {
+        "matched_records": len(shared),
+        "matched_questions": len(qids),
+        "shared_phases": phases,
+        "candidate_only_phases": sorted(set(cand.phase.tolist()) - set(phases), key=_phase_key),
+        "baseline_only_phases": sorted(set(base.phase.tolist()) - set(phases), key=_phase_key),
+        "candidate_unmatched_records": len(c_cells) - len(shared),
+        "baseline_unmatched_records": len(b_cells) - len(shared),
+        "candidate_only_questions": len(c_q - b_q),
+        "baseline_only_questions": len(b_q - c_q),
+        "attribute_mismatch_questions": len(mismatch),
+        "attribute_mismatch_examples": mismatch[:10],
+    }
+    return Matched(
+        qids, phases,
+        np.array([first[q][0] for q in qids], dtype=object),
+        np.array([first[q][1] for q in qids], dtype=object),
+        np.array([first[q][2] for q in qids], dtype=object),
+        mats["candidate"], mats["baseline"], report,
+    )
+
+
+def _compare_block(rows: np.ndarray, matched: Matched, metrics: Sequence[str], **boot) -> dict:
+    """Phase tables per arm and the paired bootstrap per metric, on a subset of matched questions."""
+    clusters = matched.cluster[rows]
+    pairs, out = {}, {}
+    for m in metrics:
+        hib = METRICS[m].higher_is_better
+        c, b = matched.candidate[m][rows], matched.baseline[m][rows]
+        out[m] = {
+            "candidate": phase_table(c, matched.phases, higher_is_better=hib),
+            "baseline": phase_table(b, matched.phases, higher_is_better=hib),
+            "difference": None,
+        }
+        defined = ~np.isnan(c).all(axis=1) | ~np.isnan(b).all(axis=1)
+        if defined.any():
+            pairs[m] = (c[defined], b[defined], hib, clusters[defined], defined)
+    # metrics applicable to the same questions share one draw (same as one call per metric)
+    groups: dict[bytes, list[str]] = {}
+    for m, (_c, _b, _h, _cl, defined) in pairs.items():
+        groups.setdefault(defined.tobytes(), []).append(m)
+    for names in groups.values():
+        res = paired_bootstrap_many({m: pairs[m][:3] for m in names}, pairs[names[0]][3],
+                                    phase_labels=matched.phases, **boot)
+        for m in names:
+            out[m]["difference"] = res[m]
+    return {
+        "n_questions": int(rows.sum()),
+        "n_clusters": len(set(clusters.tolist())),
+        "metrics": out,
+    }
+
+
+def compare_arms(
+    con,
+    candidate: str,
+    baseline: str,
+    baseline_con=None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+    *,
+    confidence: float = 0.95,
+    statistics: Sequence[str] = DEFAULT_STATISTICS,
+    segments: bool = True,
+) -> dict:
+    """Candidate minus baseline from one ledger (or the baseline from a second connection).
+
+    Matched (qid, phase label) records over the phase labels both arms share;
+    unmatched records, phases and questions are counted under ``matching``.
+    Clusters for the bootstrap are each question's first document
+    (``doc_ids[1]``; a question with no document is its own cluster). Results
+    are split by stress set, never pooled: ``stress_sets[s]`` holds, per
+    metric, both arms' :func:`phase_table` and the paired bootstrap
+    (``difference``), and the same per segment. The dict is JSON-serialisable.
+
+    Each metric's bootstrap resamples only the questions where that metric
+    applies in at least one arm (its denominator); metrics that apply to the
+    same questions share one draw, and each result equals a
+    :func:`paired_bootstrap` call with the same seed. Per-arm phase tables are
+    computed on the matched cells, so they agree with the point estimates.
+    """
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
+    cand = load_arm(con, candidate)
+    base = load_arm(baseline_con if baseline_con is not None else con, baseline)
+    matched = match_arms(cand, base, metrics)
+    boot = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence,
+            "statistics": tuple(statistics)}
+    by_set: dict[str, dict] = {}
+    for s in sorted({str(x) for x in matched.stress_set.tolist()}):
+        rows = matched.stress_set == s
+        block = _compare_block(rows, matched, metrics, **boot)
+        if segments:
+            block["segments"] = {
+                g: _compare_block(rows & (matched.segment == g), matched, metrics, **boot)
+                for g in sorted({str(x) for x in matched.segment[rows].tolist()})
+            }
+        by_set[s] = block
+    return {
+        "format": FORMAT,
+        "candidate": {"arm": candidate, "counts": cand.counts},
+        "baseline": {"arm": baseline, "counts": base.counts},
+        "settings": {"n_resamples": int(n_resamples), "seed": int(seed), "confidence": float(confidence),
+                     "statistics": list(statistics), "method": "percentile",
+                     "resampling_unit": "document (first doc id; a question without one is its own)"},
+        "matching": matched.report,
+        "metrics": {m: METRICS[m].describe() for m in metrics},
+        "stress_sets": by_set,
+        "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
+    }

@@ -112,6 +112,78 @@ def _print_import(report) -> None:
         console.print(f"repairs:  {report.repairs_path}")
 
 
+@app.command()
+def diagnose(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    arm: Annotated[str | None, typer.Option("--arm", help="Only this arm.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
+) -> None:
+    """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
+    import json
+
+    from .diagnose import diagnose_ledger
+    from .ledger.read import connect
+
+    try:
+        con = connect(ledger)
+        rows = diagnose_ledger(con, ledger, arm)
+        if json_out:
+            out = sys.stdout
+            for row in rows:
+                out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            return
+        from .report import diagnosis_table
+
+        _console().print(diagnosis_table(list(rows)))
+    except LedgerscopeError as exc:
+        _fail(exc)
+
+
+@app.command()
+def compare(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (holds the candidate arm).")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Candidate arm name.")],
+    baseline: Annotated[str, typer.Option("--baseline", help="Baseline arm name.")],
+    baseline_ledger: Annotated[Path | None, typer.Option(
+        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    n_resamples: Annotated[int, typer.Option(help="Bootstrap replicates (a rule's own setting wins).")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed (a rule's own setting wins).")] = 0,
+) -> None:
+    """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
+    import json
+
+    from .ledger.read import connect
+    from .stats import compare_arms
+
+    try:
+        con = connect(ledger)
+        base_con = connect(baseline_ledger) if baseline_ledger else None
+        decision = None
+        confidence = 0.95
+        if rule is not None:
+            from .release import decide, load_rule
+
+            release_rule = load_rule(rule)
+            n_resamples, seed, confidence = release_rule.n_resamples, release_rule.seed, release_rule.confidence
+        comparison = compare_arms(con, candidate, baseline, base_con, seed=seed, n_resamples=n_resamples,
+                                  confidence=confidence)
+        if rule is not None:
+            decision = decide(release_rule, comparison).to_dict()
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        print(json.dumps({"comparison": comparison, "decision": decision}, ensure_ascii=False, default=str))
+        return
+    from .report import comparison_report
+
+    console = _console()
+    for renderable in comparison_report(comparison, decision):
+        console.print(renderable)
+
+
 @config_app.command("default")
 def config_default() -> None:
     """Print the documented default arm configuration (TOML)."""

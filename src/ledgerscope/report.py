@@ -1,0 +1,120 @@
+"""Rich renderables for the CLI's human-readable reports (diagnose, compare).
+
+All untrusted text (questions, answers) is passed as ``rich.text.Text``, never
+as markup, so ``[bold]`` in a document stays literal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from .safe_text import safe
+
+_METRIC_TITLES = {
+    "support": "support",
+    "answer_correct": "correct",
+    "critical": "critical",
+    "abstained": "abstained",
+    "false_assertion": "false-assert",
+    "citation_supported": "cited-ok",
+    "prompt_tokens": "prompt tok",
+    "evidence_tokens": "evidence tok",
+}
+
+
+def diagnosis_table(rows: list[dict]) -> Table:
+    """Counts per (arm, step) and the first failing records."""
+    table = Table(title="diagnosis: records per step", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("arm")
+    table.add_column("step", justify="right")
+    table.add_column("name")
+    table.add_column("records", justify="right")
+    table.add_column("examples (qid@phase)")
+    counts: Counter = Counter()
+    examples: dict[tuple, list[str]] = {}
+    for r in rows:
+        key = (r["arm"], r["step"], r["step_name"])
+        counts[key] += 1
+        examples.setdefault(key, [])
+        if len(examples[key]) < 3:
+            examples[key].append(f"{r['qid']}@{r['phase']}")
+    for key in sorted(counts, key=lambda k: (k[0], k[1])):
+        arm, step, name = key
+        table.add_row(Text(arm), str(step), Text(name), str(counts[key]), Text(safe(", ".join(examples[key]))))
+    table.caption = f"{len(rows)} records; `ledgerscope diagnose LEDGER --json` prints the evidence"
+    return table
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _interval(stat: dict, digits: int) -> str:
+    if not stat:
+        return "-"
+    return f"{_fmt(stat.get('estimate'), digits)} [{_fmt(stat.get('low'), digits)},{_fmt(stat.get('high'), digits)}]"
+
+
+def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
+    cand, base = comparison["candidate"]["arm"], comparison["baseline"]["arm"]
+    settings = comparison["settings"]
+    m = comparison["matching"]
+    yield Text(
+        f"{cand} minus {base}: {m['matched_questions']} matched questions, {m['matched_records']} matched "
+        f"records over phases {', '.join(m['shared_phases'])}; bootstrap {settings['n_resamples']} x, "
+        f"seed {settings['seed']}, {int(settings['confidence'] * 100)}% percentile intervals, "
+        f"resampling unit: {settings['resampling_unit']}"
+    )
+    for set_name, block in comparison["stress_sets"].items():
+        table = Table(title=f"stress set: {set_name} ({block['n_questions']} questions, "
+                            f"{block['n_clusters']} document clusters)", title_justify="left",
+                      box=box.SIMPLE_HEAD)
+        for col in ("metric", "cand", "base", "diff [CI]", "worst c/b", "worst diff [CI]"):
+            table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True,
+                             min_width=5 if col in ("cand", "base") else None)
+        for metric, res in block["metrics"].items():
+            c, b, d = res["candidate"], res["baseline"], res.get("difference")
+            mean = (d or {}).get("statistics", {}).get("mean", {})
+            worst = (d or {}).get("statistics", {}).get("worst_aggregate", {})
+            digits = 1 if metric.endswith("tokens") else 2
+            table.add_row(
+                _METRIC_TITLES.get(metric, metric),
+                _fmt(c["phase_average"]["mean_of_phases"], digits),
+                _fmt(b["phase_average"]["mean_of_phases"], digits),
+                _interval(mean, digits),
+                f"{_fmt(c['worst_phase']['aggregate']['value'], digits)}"
+                f"/{_fmt(b['worst_phase']['aggregate']['value'], digits)}",
+                _interval(worst, digits),
+            )
+        table.caption = comparison.get("note", "")
+        yield table
+        segs = block.get("segments") or {}
+        if segs:
+            seg = Table(title=f"segments ({set_name}): support and critical errors, phase average",
+                        title_justify="left", box=box.SIMPLE_HEAD)
+            for col in ("segment", "n", "support c", "support b", "critical c", "critical b"):
+                seg.add_column(col, justify="left" if col == "segment" else "right")
+            for name, sb in segs.items():
+                sm = sb["metrics"]
+                seg.add_row(
+                    name, str(sb["n_questions"]),
+                    _fmt(sm["support"]["candidate"]["phase_average"]["mean_of_phases"]),
+                    _fmt(sm["support"]["baseline"]["phase_average"]["mean_of_phases"]),
+                    _fmt(sm["critical"]["candidate"]["phase_average"]["mean_of_phases"]),
+                    _fmt(sm["critical"]["baseline"]["phase_average"]["mean_of_phases"]),
+                )
+            yield seg
+    if decision is not None:
+        yield Text(f"release decision: {decision['outcome'].upper()}  (rule {decision['rule_digest']})",
+                   style="bold")
+        for reason in decision["reasons"]:
+            yield Text("  - " + safe(reason))

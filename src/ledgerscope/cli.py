@@ -260,6 +260,28 @@ def rerun(
     raise typer.Exit(0 if diff.identical else 1)
 
 
+@app.command()
+def export(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
+    out: Annotated[Path, typer.Option("--out", help="Output file (a directory for trec).")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="fixtures | label-studio | trec | jsonl.")] = "jsonl",
+    where: Annotated[str, typer.Option(
+        "--where", help="DuckDB boolean expression over record_view's columns (records plus step, "
+                        "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "
+                        "empty: every record.")] = "",
+) -> None:
+    """Export the records a filter selects: fixtures to re-annotate, Label Studio, TREC run/qrels, JSONL."""
+    from .export import export as run_export
+
+    try:
+        result = run_export(ledger, where, fmt, out)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _console().print(f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
+
+
 def main() -> None:  # pragma: no cover - console script shim
     app()
 

@@ -109,27 +109,42 @@ def build_record_view(con, ledger: str | Path) -> None:
 
 def view_columns(con) -> list[str]:
     """The columns a predicate may name, in the view's order."""
-    return [r[0] for r in con.execute(f"DESCRIBE {VIEW}").fetchall()]
+    import duckdb
+
+    try:
+        return [r[0] for r in con.execute(f"DESCRIBE {VIEW}").fetchall()]
+    except duckdb.CatalogException:
+        raise InputError(Problem(VIEW, None, "view", "no record_view on this connection "
+                                                     "(call build_record_view first)")) from None
 
 
 # ---------------------------------------------------------------------------
 # validation
 
 
-def validate_predicate(con, predicate: str, source: str = "--where") -> str:
+def validate_predicate(con, predicate: str, source: str = "filter") -> str:
     """The normalised predicate, or :class:`InputError` (field ``where``) saying why not.
 
-    ``source`` names where the predicate came from in the message (``--where``,
-    the TUI's ``filter``). An empty or blank predicate returns ``""`` (all rows).
+    ``source`` names where the predicate came from in the message. An empty or
+    blank predicate returns ``""`` (all rows). Order of checks: tokens
+    (statement separators, parentheses, parameters), DuckDB's parse tree
+    (one SELECT over the view; no subqueries, windows or denied functions;
+    known columns only), the keyword/function denylist, then binding
+    (the expression must bind in a WHERE clause and be BOOLEAN).
     """
     import duckdb
 
     if predicate is None or not predicate.strip():
         return ""
     text = predicate.strip()
-    _check_tokens(text, source)
+    denied = _check_tokens(text, source)
     query = _OPEN + text + _CLOSE
-    tree = _serialize(con, query, source)
+    try:
+        tree = _serialize(con, query, source)
+    except InputError:
+        if denied:  # "COPY ..." is a syntax error here, but the denylist says why more plainly
+            raise _problem(denied, source) from None
+        raise
     try:
         statements = con.extract_statements(query)
     except duckdb.Error as exc:
@@ -142,13 +157,20 @@ def validate_predicate(con, predicate: str, source: str = "--where") -> str:
         raise _problem("not an expression", source)
     columns = view_columns(con)
     _check_expression(where, {c.lower() for c in columns}, columns, source)
-    normalised = _render(con, tree, query, text)
+    if denied:
+        raise _problem(denied, source)
+    normalised = _render(con, tree, text)
     _check_binds(con, normalised, source)
     return normalised
 
 
-def _check_tokens(text: str, source: str) -> None:
-    """Tokenizer-level checks: no statement separator, balanced parentheses, no denied keywords."""
+def _check_tokens(text: str, source: str) -> str | None:
+    """Tokenizer checks: no statement separator, balanced parentheses, no parameters.
+
+    Returns the denylist's objection (a keyword or function that has no place
+    in a row predicate) or None; the caller reports it after the parser's own
+    checks, which give the more precise reason when they apply.
+    """
     import duckdb
 
     try:
@@ -157,6 +179,7 @@ def _check_tokens(text: str, source: str) -> None:
         raise _problem(f"cannot tokenize: {_first_line(str(exc))}", source) from None
     calls: list[str] = []  # the function (or "") each open parenthesis belongs to
     prev = ""
+    denied: str | None = None
     for i, (offset, kind) in enumerate(tokens):
         end = tokens[i + 1][0] if i + 1 < len(tokens) else len(text)
         tok = text[offset:end].strip()
@@ -179,15 +202,16 @@ def _check_tokens(text: str, source: str) -> None:
             continue
         word = tok.strip('"').upper()
         prev = tok.strip('"').lower()
-        if word == "FROM" and calls and calls[-1] in _FROM_CALLS:
+        if denied is not None or (word == "FROM" and calls and calls[-1] in _FROM_CALLS):
             continue
         if name == "keyword" and word in _DENY_KEYWORDS:
-            raise _problem(f"{word} is not allowed: a filter is one expression over {VIEW}'s columns "
-                           "(no statements or subqueries)", source)
-        if name == "identifier" and _DENY_FUNCTION.match(tok.strip('"')) and _is_call(tokens, i, text):
-            raise _problem(f"function {tok.strip(chr(34))}() is not allowed in a filter", source)
+            denied = (f"{word} is not allowed: a filter is one expression over {VIEW}'s columns "
+                      "(no statements or subqueries)")
+        elif name == "identifier" and _DENY_FUNCTION.match(prev) and _is_call(tokens, i, text):
+            denied = f"function {prev}() is not allowed in a filter"
     if calls:
         raise _problem("unbalanced '(': a closing parenthesis is missing", source)
+    return denied
 
 
 def _is_call(tokens, i: int, text: str) -> bool:
@@ -269,10 +293,13 @@ def _column_refs(node: Any) -> Iterator[tuple[dict, str]]:
             yield expr, str(expr["column_names"][-1])
 
 
+_QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE", "SUBQUERY"})
+
+
 def _check_expression(where: dict, known: set[str], columns: list[str], source: str) -> None:
     for expr, bound in _walk(where, frozenset()):
         cls, typ = expr.get("class"), expr.get("type")
-        if cls == "SUBQUERY" or typ in ("SELECT_NODE", "SET_OPERATION_NODE", "SUBQUERY") or "from_table" in expr:
+        if cls == "SUBQUERY" or typ in _QUERY_NODES or "from_table" in expr:
             raise _problem(f"subqueries are not allowed: a filter reads only {VIEW}'s own columns", source)
         if cls == "PARAMETER":
             raise _problem("parameters ('?', '$1') are not allowed in a filter", source)
@@ -307,7 +334,7 @@ def _unknown_column(name: str, columns: list[str]) -> str:
             f"{len(columns)} in all)")
 
 
-def _render(con, tree: dict, query: str, text: str) -> str:
+def _render(con, tree: dict, text: str) -> str:
     """DuckDB's rendering of the WHERE expression when it parses back to the same tree, else ``text``."""
     try:
         sql = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchone()[0]
@@ -361,7 +388,9 @@ def _check_binds(con, predicate: str, source: str) -> None:
     import duckdb
 
     try:
-        rows = con.execute(f"DESCRIBE SELECT ({predicate}) AS _ls_predicate FROM {VIEW}").fetchall()
+        # in a WHERE clause, so aggregates and window functions are refused by the binder too
+        rows = con.execute(f"DESCRIBE SELECT ({predicate}) AS _ls_predicate FROM {VIEW} "
+                           f"WHERE ({predicate})").fetchall()
     except duckdb.Error as exc:
         raise _problem(_short_error(exc), source) from None
     kind = str(rows[0][1]) if rows else "?"
@@ -383,11 +412,12 @@ def _short_error(exc: Exception) -> str:
 # ---------------------------------------------------------------------------
 # selecting
 
-_ORDER = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*(\s+(ASC|DESC))?(\s*,\s*[A-Za-z_][A-Za-z0-9_]*(\s+(ASC|DESC))?)*\s*$",
-                    re.IGNORECASE)
+_ORDER_ITEM = r"[A-Za-z_][A-Za-z0-9_]*(\s+(ASC|DESC))?"
+_ORDER = re.compile(rf"^\s*{_ORDER_ITEM}(\s*,\s*{_ORDER_ITEM})*\s*$", re.IGNORECASE)
 
 
-def _where(normalised: str) -> str:
+def where_sql(normalised: str) -> str:
+    """`` WHERE (<predicate>)`` for a validated predicate (empty: no clause)."""
     return f" WHERE (\n{normalised}\n)" if normalised else ""
 
 
@@ -412,12 +442,32 @@ def select_records(con, predicate: str, limit: int | None = None,
     ``arm, phase, qid`` is appended to it so the order is total.
     """
     normalised = validate_predicate(con, predicate)
-    sql = f"SELECT * FROM {VIEW}{_where(normalised)}{_order(con, order)}"
+    sql = f"SELECT * FROM {VIEW}{where_sql(normalised)}{_order(con, order)}"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    return con.sql(sql).to_arrow_table().to_pylist()
+    return fetch_dicts(run_query(con, sql))
 
 
 def count_records(con, predicate: str) -> int:
+    """How many ``record_view`` rows the predicate selects."""
     normalised = validate_predicate(con, predicate)
-    return int(con.execute(f"SELECT count(*) FROM {VIEW}{_where(normalised)}").fetchone()[0])
+    return int(run_query(con, f"SELECT count(*) FROM {VIEW}{where_sql(normalised)}").fetchone()[0])
+
+
+def fetch_dicts(cursor) -> list[dict]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def run_query(con, sql: str, params: list | None = None):
+    """Execute a query built on a validated predicate (its result is ready to fetch).
+
+    An error only evaluation finds (a cast that fails on some row) is still the
+    filter's fault and is reported as one.
+    """
+    import duckdb
+
+    try:
+        return con.execute(sql, params or [])
+    except duckdb.Error as exc:
+        raise _problem(_short_error(exc), "filter") from None

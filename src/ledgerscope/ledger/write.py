@@ -36,7 +36,8 @@ def write_table(path: Path, rows: list[dict], table_schema: pa.Schema) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
-def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[dict]], meta: dict) -> None:
+def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[dict] | pa.Table],
+                    meta: dict) -> None:
     """Write all tables of one (arm, phase) partition, then rename the directory into place."""
     final = partition_dir(ledger, arm, phase)
     staging_root = ledger / ".staging"
@@ -45,8 +46,8 @@ def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[d
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     for name, rows in tables.items():
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema.TABLES[name]),
-                       staging / f"{name}.parquet", compression="zstd")
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema.TABLES[name])
+        pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
     meta = {**meta, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (staging / "_SUCCESS.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
     _fsync_dir(staging)

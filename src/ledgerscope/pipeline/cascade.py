@@ -16,8 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from ..fixtures import Fixture
+from ..ledger import schema
 from ..sources import Source
 from . import judge as judging
 from . import support
@@ -152,14 +154,36 @@ def build_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source],
     return index
 
 
-def _rows(arm: str, phase: str, qid: str, stage: str, units: Sequence[Unit],
-          scores: Sequence[float | None], lineage: Sequence[list[str]] | None = None) -> list[dict]:
-    return [
-        {"arm": arm, "phase": phase, "qid": qid, "stage": stage, "rank": i + 1, "unit_id": u.unit_id,
-         "score": None if s is None else float(s), "doc_id": u.doc_id, "start": u.start, "end": u.end,
-         "lineage": (lineage[i] if lineage else [])}
-        for i, (u, s) in enumerate(zip(units, scores, strict=True))
-    ]
+class CandidateSink:
+    """Candidate rows accumulated column by column (a sweep writes millions of them)."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {name: [] for name in schema.CANDIDATES.names}
+
+    def add(self, arm: str, phase: str, qid: str, stage: str, units: Sequence[Unit],
+            scores: Sequence[float | None] | None, lineage: Sequence[list[str]] | None = None) -> None:
+        n = len(units)
+        c = self.cols
+        c["arm"].extend([arm] * n)
+        c["phase"].extend([phase] * n)
+        c["qid"].extend([qid] * n)
+        c["stage"].extend([stage] * n)
+        c["rank"].extend(range(1, n + 1))
+        c["unit_id"].extend([u.unit_id for u in units])
+        c["score"].extend([None] * n if scores is None else [None if x is None else float(x) for x in scores])
+        c["doc_id"].extend([u.doc_id for u in units])
+        c["start"].extend([u.start for u in units])
+        c["end"].extend([u.end for u in units])
+        c["lineage"].extend(list(lineage) if lineage else [[]] * n)
+
+    def __len__(self) -> int:
+        return len(self.cols["arm"])
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_pydict(self.cols, schema=schema.CANDIDATES)
+
+    def rows(self) -> list[dict]:
+        return self.table().to_pylist()
 
 
 def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) -> int:
@@ -183,19 +207,19 @@ def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) 
 
 def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
                   texts: dict[str, str], oracle: dict[str, dict],
-                  on_question: Callable[[], None] | None = None) -> tuple[list[dict], list[dict]]:
-    """Every question down the cascade at this phase; returns (records, candidate rows)."""
+                  on_question: Callable[[], None] | None = None) -> tuple[list[dict], CandidateSink]:
+    """Every question down the cascade at this phase; returns (records, candidate sink)."""
     cfg = rt.config
     r = cfg.retrieval
     units = index.units
     qvecs = rt.encoder.vectors([f.question for f in fixtures])
     exact_all = index.exact.search_many(qvecs, int(r.get("dense_top_n", 50)))
     ann_all = index.ann.search_many(qvecs, int(r.get("ann_top_n", 50)))
-    records, cands = [], []
+    records: list[dict] = []
+    cands = CandidateSink()
     for fx, exact_hits, ann_hits in zip(fixtures, exact_all, ann_all, strict=True):
-        rec, rows = _run_one(rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}))
+        rec = _run_one(rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}), cands)
         records.append(rec)
-        cands.extend(rows)
         if on_question:
             on_question()
     del units
@@ -203,7 +227,7 @@ def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture]
 
 
 def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, str],
-             exact_hits, ann_hits, oracle_row: dict) -> tuple[dict, list[dict]]:
+             exact_hits, ann_hits, oracle_row: dict, sink: CandidateSink) -> dict:
     cfg = rt.config
     r = cfg.retrieval
     arm, phase = cfg.name, index.phase.label
@@ -214,9 +238,8 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "dense_exact": list(zip(exact_hits[0].tolist(), exact_hits[1].tolist(), strict=True)),
         "dense_ann": list(zip(ann_hits[0].tolist(), ann_hits[1].tolist(), strict=True)),
     }
-    rows: list[dict] = []
     for stage, hits in lists.items():
-        rows += _rows(arm, phase, fx.qid, stage, [units[i] for i, _ in hits], [s for _, s in hits])
+        sink.add(arm, phase, fx.qid, stage, [units[i] for i, _ in hits], [s for _, s in hits])
 
     # union of the production retrievers (BM25 + ANN), dedup by source interval, lineage kept
     lineage: dict[tuple[str, int, int], list[str]] = {}
@@ -230,15 +253,15 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
                 first[key] = (rank, i)
     union_keys = sorted(first, key=lambda k: (first[k][0], first[k][1]))
     union_units = [units[first[k][1]] for k in union_keys]
-    rows += _rows(arm, phase, fx.qid, "union", union_units, [None] * len(union_units),
-                  [lineage[k] for k in union_keys])
+    sink.add(arm, phase, fx.qid, "union", union_units, None,
+             [lineage[k] for k in union_keys])
 
     fusion = cfg.fusion
     weights = fusion.get("weights", {})
     fused_all = fuse({"bm25": lists["bm25"], "dense": lists["dense_ann"]}, fusion.get("method", "rrf"),
                      int(fusion.get("rrf_k", 60)), weights)
     # the whole fused list is recorded; the reranker sees its first rerank_depth entries
-    rows += _rows(arm, phase, fx.qid, "fused", [units[i] for i, _ in fused_all], [s for _, s in fused_all])
+    sink.add(arm, phase, fx.qid, "fused", [units[i] for i, _ in fused_all], [s for _, s in fused_all])
     fused = fused_all[: cfg.rerank_depth]
     fused_units = [units[i] for i, _ in fused]
 
@@ -253,7 +276,7 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
     order = sorted(range(len(fused_units)), key=lambda i: (-float(scores[i]), i))
     depth = int(cfg.rerank.get("selection_depth", 10))
     # the whole reranked list is recorded (reranker regret needs the ranks below the cut)
-    rows += _rows(arm, phase, fx.qid, "reranked", [fused_units[i] for i in order],
+    sink.add(arm, phase, fx.qid, "reranked", [fused_units[i] for i in order],
                   [float(scores[i]) for i in order])
     reranked = [fused_units[i] for i in order][:depth]
 
@@ -262,14 +285,14 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
     selected = [u for u in reranked if visible(u, cfg.clearance)]
     if sel.get("expansion") == "neighbours":
         selected, dropped = expand(selected, index.by_doc, int(sel.get("neighbours", 1)), cfg.clearance)
-    rows += _rows(arm, phase, fx.qid, "selected", selected, [None] * len(selected))
+    sink.add(arm, phase, fx.qid, "selected", selected, None)
     mode = sel.get("mode", "budget")
     primary = pack(selected, rt.count_tokens, cfg.budget_tokens if mode == "budget" else None,
                    cfg.top_k if mode == "top-k" else None)
     secondary = pack(selected, rt.count_tokens, cfg.budget_tokens if mode == "top-k" else None,
                      cfg.top_k if mode == "budget" else None)
-    rows += _rows(arm, phase, fx.qid, "packed", primary.units, [None] * len(primary.units))
-    rows += _rows(arm, phase, fx.qid, "topk", secondary.units, [None] * len(secondary.units))
+    sink.add(arm, phase, fx.qid, "packed", primary.units, None)
+    sink.add(arm, phase, fx.qid, "topk", secondary.units, None)
 
     gen: GenerationResult = rt.generator.generate(fx.question, primary.blocks)
     by_label = {b.label: u for b, u in zip(primary.blocks, primary.units, strict=True)}
@@ -342,7 +365,7 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "oracle_feasible": oracle_row.get("feasible"),
         "config_digest": cfg.digest(),
     }
-    return record, rows
+    return record
 
 
 def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:

@@ -162,6 +162,11 @@ class Encoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._cache[t].vector for t in texts])
 
+    def drop(self, texts: Iterable[str]) -> None:
+        """Drop these texts' cached vectors (a later request simply encodes them again)."""
+        for t in texts:
+            self._cache.pop(t, None)
+
     def forget(self, keep: set[str] | None = None) -> None:
         """Drop cached entries (all, or all but ``keep``) to bound memory.
 

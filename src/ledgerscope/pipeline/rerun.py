@@ -108,7 +108,7 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
 
     diff = RerunDiff(arm, qid, phase, fresh=records[0])
     _compare_record(recorded[0] if recorded else {}, records[0], diff)
-    _compare_candidates(recorded_cands, cands, diff)
+    _compare_candidates(recorded_cands, cands.rows(), diff)
     if recorded_oracle:
         for key in ("answer", "answer_verdict", "feasible", "context"):
             if recorded_oracle[0].get(key) != fresh_oracle.get(key):

@@ -29,10 +29,17 @@ from ..ledger.write import (
     write_table,
 )
 from ..sources import Corpus
-from .cascade import ArmRuntime, build_phase, build_runtime, prepare_oracle, run_oracle, run_questions
+from .cascade import (
+    ArmRuntime,
+    build_phase,
+    build_runtime,
+    chunk_phase,
+    prepare_oracle,
+    run_oracle,
+    run_questions,
+)
 from .config import ArmConfig
 from .encoder import shared_encoder
-
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume test to interrupt a sweep at a chosen point. Zero by default.
@@ -125,6 +132,8 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
     keep_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
+    last_use = _plan_last_use(out, arms, runtimes, sources)
+    position = 0
     for cfg in arms:
         rt = runtimes[cfg.name]
         oracle = _oracle_for_arm(out, rt, fixtures)
@@ -133,6 +142,7 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
                 result.skipped.append((cfg.name, phase.label))
                 progress.partition_skipped(cfg.name, phase.label)
                 continue
+            position += 1
             index = build_phase(rt, phase, sources,
                                 on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st))
             records, cands = run_questions(
@@ -152,13 +162,15 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
                  "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)} for b in index.boundaries
             ]
             write_partition(out, cfg.name, phase.label,
-                            {"units": unit_rows, "boundaries": bound_rows, "candidates": cands,
+                            {"units": unit_rows, "boundaries": bound_rows, "candidates": cands.table(),
                              "records": records},
                             {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset,
                              "config_digest": cfg.digest(), "units": len(unit_rows),
                              "records": len(records), "candidates": len(cands)})
             progress.stage(cfg.name, phase.label, "write")
-            rt.encoder.forget(keep_texts)
+            # token vectors are large: drop this phase's unit texts unless a later partition reuses them
+            rt.encoder.drop(t for t in {u.text for u in index.units}
+                            if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position)
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
             if _PAUSE_S:  # a throttle for interruption tests and demos; off unless set
@@ -168,6 +180,29 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
     atomic_write_text(out / "_SWEEP_DONE.json", json.dumps(
         {"identity": manifest["identity"], "partitions": sum(len(v) for v in plan.values())}, indent=2))
     return result
+
+
+def _plan_last_use(out: Path, arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime],
+                   sources: Sequence) -> dict[tuple[int, str], int]:
+    """For each (encoder, unit text), the last partition (1-based, in sweep order) that needs it.
+
+    Chunking is cheap next to encoding, so the sweep chunks every pending partition
+    up front to know when a unit text shared by several phases or arms (aligned
+    cuts) can leave the cache without being encoded twice.
+    """
+    last: dict[tuple[int, str], int] = {}
+    position = 0
+    for cfg in arms:
+        rt = runtimes[cfg.name]
+        visible = [s for s in sources if set(s.access) <= cfg.clearance]
+        for phase in cfg.phase_list():
+            if is_done(out, cfg.name, phase.label):
+                continue
+            position += 1
+            units, _ = chunk_phase(rt, phase, visible)
+            for u in units:
+                last[(id(rt.encoder), u.text)] = position
+    return last
 
 
 def _oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> dict[str, dict]:

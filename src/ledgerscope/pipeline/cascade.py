@@ -205,6 +205,16 @@ def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) 
     return total
 
 
+def single_threaded_blas():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scipy's usual installs
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
                   texts: dict[str, str], oracle: dict[str, dict],
                   on_question: Callable[[], None] | None = None) -> tuple[list[dict], CandidateSink]:
@@ -217,11 +227,14 @@ def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture]
     ann_all = index.ann.search_many(qvecs, int(r.get("ann_top_n", 50)))
     records: list[dict] = []
     cands = CandidateSink()
-    for fx, exact_hits, ann_hits in zip(fixtures, exact_all, ann_all, strict=True):
-        rec = _run_one(rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}), cands)
-        records.append(rec)
-        if on_question:
-            on_question()
+    # The per-question products are tiny: waking BLAS worker threads for each costs more than the
+    # product itself (and competes with the model's own threads on small machines).
+    with single_threaded_blas():
+        for fx, exact_hits, ann_hits in zip(fixtures, exact_all, ann_all, strict=True):
+            rec = _run_one(rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}), cands)
+            records.append(rec)
+            if on_question:
+                on_question()
     del units
     return records, cands
 

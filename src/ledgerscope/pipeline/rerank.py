@@ -26,19 +26,14 @@ def maxsim(query_tokens: np.ndarray, unit_tokens: np.ndarray) -> float:
 
 
 def maxsim_many(query_tokens: np.ndarray, units_tokens: Sequence[np.ndarray]) -> np.ndarray:
-    """MaxSim of one query against many units: one matrix product, one segmented max."""
-    n = len(units_tokens)
-    if n == 0:
-        return np.zeros(0)
-    lengths = np.fromiter((len(t) for t in units_tokens), dtype=np.int64, count=n)
-    out = np.zeros(n)
-    nonempty = lengths > 0
-    if len(query_tokens) == 0 or not nonempty.any():
+    """MaxSim of one query against many units (one small product per unit, no copies)."""
+    out = np.zeros(len(units_tokens))
+    if len(query_tokens) == 0:
         return out
-    stacked = np.concatenate([t for t in units_tokens if len(t)]).astype(np.float32, copy=False)
-    sims = query_tokens.astype(np.float32, copy=False) @ stacked.T  # (m, total)
-    starts = np.concatenate([[0], np.cumsum(lengths[nonempty])[:-1]])
-    out[nonempty] = np.maximum.reduceat(sims, starts, axis=1).mean(axis=0)
+    q = np.ascontiguousarray(query_tokens, dtype=np.float32)
+    for j, t in enumerate(units_tokens):
+        if len(t):
+            out[j] = np.dot(q, t.T).max(axis=1).mean()
     return out
 
 

@@ -37,6 +37,7 @@ from .cascade import (
     prepare_oracle,
     run_oracle,
     run_questions,
+    single_threaded_blas,
 )
 from .config import ArmConfig
 from .encoder import shared_encoder
@@ -213,6 +214,7 @@ def _oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> d
     if path.is_file():
         return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
     prepare_oracle(rt, fixtures)
-    rows = [run_oracle(rt, fx) for fx in fixtures]
+    with single_threaded_blas():
+        rows = [run_oracle(rt, fx) for fx in fixtures]
     write_table(path, rows, schema.ORACLE)
     return {r["qid"]: r for r in rows}

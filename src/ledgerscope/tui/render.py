@@ -1,0 +1,580 @@
+"""Rich ``Text`` building for the TUI panes (pure functions; no Textual).
+
+Untrusted text (documents, questions, answers, contexts, ids) is always
+appended as plain strings through :func:`ledgerscope.safe_text.safe` into
+``rich.text.Text`` objects, never parsed as markup: a document holding
+``[bold red]`` or an escape byte shows those characters literally. Meaning
+is carried by glyphs and words (✓ ✗ ! ∅ ? ⚠ ⊘, ⟪span⟫, ⟦r3 … r3⟧, ┃);
+styles from the palette only add emphasis, so ``NO_COLOR`` loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+
+from ..safe_text import safe
+from .data import (
+    CITATION_GLYPHS,
+    MISSING_GLYPH,
+    REVERSAL_GLYPH,
+    RecordDetail,
+    json_list,
+    verdict_glyph,
+)
+
+Palette = Mapping[str, Style]
+COVER_GLYPHS = {"full": "✓", "partial": "◐", "none": "✗"}
+SOURCE_STAGES = ("packed", "selected", "reranked", "fused", "union", "dense_ann", "dense_exact", "bm25")
+SOURCE_WINDOW = 20_000  # documents longer than this show a window around the marked intervals
+SOURCE_MARGIN = 1_500
+MAX_MARKED_RANK = 10
+VERDICT_STYLE = {"correct": "v-correct", "wrong": "v-wrong", "critical-condition-error": "v-critical",
+                 "abstained": "v-abstained", "not-judged": "v-muted", "infrastructure-failure": "v-infra",
+                 "false-assertion": "v-critical"}
+
+
+def make_palette(colors: Mapping[str, str] | None = None) -> dict[str, Style]:
+    """Styles for the panes from theme colours (``success``, ``error``, ``warning``, ``accent``...).
+
+    Every style keeps a text attribute (bold, underline, reverse, italic) so
+    it still reads with colours stripped.
+    """
+    c = dict(colors or {})
+
+    def col(name: str, default: str | None) -> str | None:
+        return c.get(f"ls-{name}") or c.get(name) or default
+
+    def st(color: str | None = None, **kw) -> Style:
+        try:
+            return Style(color=color, **kw)
+        except Exception:  # a theme value Rich cannot parse: keep the attributes
+            return Style(**kw)
+
+    return {
+        "v-correct": st(col("success", "green"), bold=True),
+        "v-wrong": st(col("error", "red"), bold=True),
+        "v-critical": st(col("error", "red"), bold=True, underline=True),
+        "v-abstained": st(col("warning", "yellow"), bold=True),
+        "v-infra": st(col("warning", "yellow"), bold=True, reverse=True),
+        "v-muted": st(col("text-muted", None), italic=True),
+        "gold": st(col("gold", col("accent", "cyan")), bold=True, underline=True),
+        "gold-label": st(col("gold", col("accent", "cyan")), bold=True, reverse=True),
+        "boundary": st(col("warning", "yellow"), bold=True),
+        "retrieved": st(col("retrieved", col("primary", "blue")), italic=True),
+        "rank": st(col("retrieved", col("primary", "blue")), bold=True),
+        "heading": st(col("accent", None), bold=True),
+        "muted": st(col("text-muted", None), dim=True),
+        "diff": st(col("warning", "yellow"), bold=True, reverse=True),
+        "pass": st(col("success", "green"), bold=True),
+        "fail": st(col("error", "red"), bold=True),
+        "bar": st(col("primary", "blue"), bold=True),
+        "match": st(col("accent", None), bold=True),
+        "error": st(col("error", "red"), bold=True),
+    }
+
+
+def _s(palette: Palette, key: str) -> Style:
+    return palette.get(key, Style())
+
+
+def lit(text: Any, max_len: int | None = None) -> str:
+    """Untrusted value → display string: controls and bidi overrides escaped."""
+    return safe("" if text is None else str(text), max_len)
+
+
+def verdict_text(verdict: str | None, palette: Palette, with_label: bool = True) -> Text:
+    glyph = verdict_glyph(verdict)
+    label = f" {lit(verdict)}" if with_label and verdict is not None else (" no record" if with_label else "")
+    return Text(glyph + label, style=_s(palette, VERDICT_STYLE.get(verdict or "", "v-muted")))
+
+
+def cell_text(cell, palette: Palette) -> Text:
+    """A grid cell: verdict glyph and diagnosis step, e.g. ``✗ 7``."""
+    if cell is None:
+        return Text(MISSING_GLYPH + "  ", style=_s(palette, "muted"))
+    step = "" if cell.step is None else str(cell.step)
+    return Text(f"{verdict_glyph(cell.verdict)}{step:>2}",
+                style=_s(palette, VERDICT_STYLE.get(cell.verdict or "", "v-muted")))
+
+
+def bar(fraction: float | None, width: int = 20) -> str:
+    if fraction is None:
+        return "░" * width
+    f = min(max(fraction, 0.0), 1.0)
+    full = round(f * width)
+    return "█" * full + "░" * (width - full)
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+# ---------------------------------------------------------------------------
+# source
+
+
+def source_text(rd: RecordDetail, stage: str, palette: Palette, max_rank: int = MAX_MARKED_RANK) -> Text:
+    """The document(s) of the question with this phase's cuts, gold spans and one stage's units."""
+    out = Text()
+    fx = rd.fixture
+    docs = list(fx.doc_ids) if fx is not None else []
+    rows = rd.stages.get(stage, [])
+    if not docs:
+        docs = list(dict.fromkeys(r["doc_id"] for r in rows if r.get("doc_id")))
+    out.append("legend: ", style=_s(palette, "muted"))
+    out.append("┃", style=_s(palette, "boundary"))
+    out.append(" chunk boundary  ")
+    out.append("⟪span⟫", style=_s(palette, "gold-label"))
+    out.append(" gold span  ")
+    out.append("⟦r3 … r3⟧", style=_s(palette, "rank"))
+    out.append(f" {stage} rank (top {max_rank})   t: next stage\n")
+    if not docs:
+        out.append("no documents for this question (unanswerable control with nothing packed)\n",
+                   style=_s(palette, "muted"))
+    for doc in docs:
+        _source_doc(out, rd, doc, stage, rows, palette, max_rank)
+    return out
+
+
+def _source_doc(out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette: Palette, max_rank: int) -> None:
+    text = rd.texts.get(doc)
+    cuts = rd.cuts.get(doc, [])
+    spans = [s for s in (rd.fixture.spans if rd.fixture is not None else ()) if s.doc_id == doc]
+    marked = [r for r in rows if r.get("doc_id") == doc and r.get("start") is not None and int(r["rank"]) <= max_rank]
+    n_units = sum(1 for u in rd.units if u.get("doc_id") == doc)
+    out.append(f"\n── {lit(doc)} ", style=_s(palette, "heading"))
+    out.append(f"· phase {lit(rd.phase)} of {lit(rd.arm)}: {n_units} units, {len(cuts)} cuts; "
+               f"{len(marked)} {stage} unit(s) marked\n", style=_s(palette, "muted"))
+    if text is None:
+        out.append("  (source text not in the ledger)\n", style=_s(palette, "error"))
+        return
+    lo, hi = 0, len(text)
+    if len(text) > SOURCE_WINDOW:
+        points = [s.start for s in spans] + [s.end for s in spans] + \
+                 [int(r["start"]) for r in marked] + [int(r["end"]) for r in marked]
+        if points:
+            lo, hi = max(0, min(points) - SOURCE_MARGIN), min(len(text), max(points) + SOURCE_MARGIN)
+        else:
+            hi = SOURCE_WINDOW
+        hi = min(hi, lo + 4 * SOURCE_WINDOW)
+    events: list[tuple[int, int, str, Any]] = []
+    for c in cuts:
+        if lo <= c <= hi:
+            events.append((int(c), 0, "cut", None))
+    for s in spans:
+        events.append((max(lo, s.start), 2, "gold+", s))
+        events.append((min(hi, s.end), 1, "gold-", s))
+    for r in marked:
+        events.append((max(lo, int(r["start"])), 3, "r+", r))
+        events.append((min(hi, int(r["end"])), 1, "r-", r))
+    events.sort(key=lambda e: (e[0], e[1], str(e[2])))
+    if lo > 0:
+        out.append(f"… {lo} characters before …\n", style=_s(palette, "muted"))
+    gold_depth = ret_depth = 0
+    pos = lo
+    for offset, _, kind, payload in events:
+        offset = min(max(offset, lo), hi)
+        if offset > pos:
+            _append_plain(out, text[pos:offset], gold_depth, ret_depth, palette)
+            pos = offset
+        if kind == "cut":
+            out.append("┃", style=_s(palette, "boundary"))
+        elif kind == "gold+":
+            gold_depth += 1
+            out.append(f"⟪{lit(_span_label(payload))}⟫", style=_s(palette, "gold-label"))
+        elif kind == "gold-":
+            gold_depth = max(0, gold_depth - 1)
+            out.append(f"⟪/{lit(payload.span_id)}⟫", style=_s(palette, "gold-label"))
+        elif kind == "r+":
+            ret_depth += 1
+            out.append(f"⟦r{int(payload['rank'])}", style=_s(palette, "rank"))
+        elif kind == "r-":
+            ret_depth = max(0, ret_depth - 1)
+            out.append(f"r{int(payload['rank'])}⟧", style=_s(palette, "rank"))
+    if hi > pos:
+        _append_plain(out, text[pos:hi], gold_depth, ret_depth, palette)
+    if hi < len(text):
+        out.append(f"\n… {len(text) - hi} characters after …", style=_s(palette, "muted"))
+    out.append("\n")
+    if spans:
+        out.append("gold: ", style=_s(palette, "heading"))
+        for s in spans:
+            cov = rd.coverage.get(s.span_id)
+            out.append(f"{lit(_span_label(s))} [{s.start},{s.end}) ")
+            if cov:
+                out.append(f"{COVER_GLYPHS[cov]} {cov} in packed context  ", style=_s(palette, "pass" if cov == "full" else "fail"))
+        out.append("\n")
+    if marked:
+        out.append(f"{stage} units in this document:\n", style=_s(palette, "heading"))
+        for r in sorted(marked, key=lambda r: int(r["rank"])):
+            hits = [s.span_id for s in spans if int(r["start"]) < s.end and int(r["end"]) > s.start]
+            score = "" if r.get("score") is None else f" score {float(r['score']):.3f}"
+            out.append(f"  r{int(r['rank']):<3} [{int(r['start'])},{int(r['end'])}){score}  {lit(r.get('unit_id'))}")
+            if hits:
+                out.append(f"  ⟪{', '.join(lit(h) for h in hits)}⟫", style=_s(palette, "gold"))
+            out.append("\n")
+
+
+def _span_label(span) -> str:
+    dep = getattr(span, "dependency", "") or ""
+    label = getattr(span, "label", "") or ""
+    extra = label or (dep if dep and dep != "primary" else "")
+    return f"{span.span_id}:{extra}" if extra else span.span_id
+
+
+def _append_plain(out: Text, chunk: str, gold: int, ret: int, palette: Palette) -> None:
+    style = Style()
+    if ret:
+        style += _s(palette, "retrieved")
+    if gold:
+        style += _s(palette, "gold")
+    out.append(safe(chunk), style=style or None)
+
+
+# ---------------------------------------------------------------------------
+# context
+
+
+def survived_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int, str]]:
+    """(start, end, span id) ranges of ``context`` that hold a gold span's text kept by a packed unit."""
+    fx = rd.fixture
+    if fx is None or not context:
+        return []
+    found: list[tuple[int, int, str]] = []
+    for span in fx.spans:
+        text = rd.texts.get(span.doc_id)
+        if text is None:
+            continue
+        for r in rd.stages.get("packed", []):
+            if r.get("doc_id") != span.doc_id or r.get("start") is None:
+                continue
+            a, b = max(span.start, int(r["start"])), min(span.end, int(r["end"]))
+            quote = text[a:b].strip()
+            if len(quote) < 2:
+                continue
+            i = context.find(quote)
+            while i >= 0:
+                found.append((i, i + len(quote), span.span_id))
+                i = context.find(quote, i + 1)
+    return sorted(set(found))
+
+
+def context_text(rd: RecordDetail, palette: Palette) -> Text:
+    rec = rd.record or {}
+    out = Text()
+    used, budget = rec.get("evidence_tokens"), rec.get("budget_tokens")
+    frac = (used / budget) if used is not None and budget else None
+    out.append("budget ", style=_s(palette, "heading"))
+    out.append(bar(frac, 24), style=_s(palette, "bar"))
+    out.append(f" evidence {_fmt(used)}/{_fmt(budget)} tokens")
+    if frac is not None:
+        out.append(f" ({frac:.0%})")
+    out.append(f" · prompt {_fmt(rec.get('prompt_tokens'))} tokens · {len(rec.get('packed_unit_ids') or [])} units packed\n")
+    if rd.fixture is not None and rd.fixture.spans:
+        out.append("gold in packed context: ", style=_s(palette, "heading"))
+        for s in rd.fixture.spans:
+            cov = rd.coverage.get(s.span_id, "none")
+            out.append(f"{lit(s.span_id)} {COVER_GLYPHS[cov]} {cov}  ", style=_s(palette, "pass" if cov == "full" else "fail"))
+        out.append("\n")
+    out.append("─" * 40 + " packed context (literal)\n", style=_s(palette, "muted"))
+    context = rec.get("packed_context") or ""
+    if not context:
+        out.append("(empty)\n", style=_s(palette, "muted"))
+        return out
+    pos = 0
+    for a, b, _ in _merge_ranges(survived_ranges(context, rd)):
+        if a > pos:
+            out.append(safe(context[pos:a]))
+        out.append(safe(context[max(a, pos):b]), style=_s(palette, "gold"))
+        pos = max(pos, b)
+    out.append(safe(context[pos:]))
+    return out
+
+
+def _merge_ranges(ranges: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    merged: list[list] = []
+    for a, b, sid in sorted(ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b, sid])
+    return [(a, b, s) for a, b, s in merged]
+
+
+# ---------------------------------------------------------------------------
+# answer
+
+
+def answer_text(rd: RecordDetail, palette: Palette) -> Text:
+    rec = rd.record or {}
+    out = Text()
+    out.append("answer ", style=_s(palette, "heading"))
+    out.append_text(verdict_text(rec.get("answer_verdict"), palette))
+    out.append("\n")
+    out.append(lit(rec.get("answer")) or "(no answer)")
+    out.append("\n")
+    out.append(f"reason: {lit(rec.get('answer_reason'))}\n", style=_s(palette, "muted"))
+    out.append(f"abstained: {'yes' if rec.get('abstained') else 'no'} · attempts {_fmt(rec.get('attempts'))}")
+    if rec.get("generator_error"):
+        out.append(f" · generator error: {lit(rec.get('generator_error'))}", style=_s(palette, "error"))
+    out.append("\n\n")
+    cv = rec.get("citation_verdict")
+    out.append("citations ", style=_s(palette, "heading"))
+    out.append(f"{CITATION_GLYPHS.get(cv or '', '~')} {lit(cv)}",
+               style=_s(palette, "pass" if cv == "supported" else "fail" if cv in ("unsupported", "unresolvable") else "muted"))
+    out.append(f" — {lit(rec.get('citation_reason'))}\n")
+    cites = json_list(rec.get("citations_json"))
+    if not cites:
+        out.append("  (none)\n", style=_s(palette, "muted"))
+    spans = list(rd.fixture.spans) if rd.fixture is not None else []
+    for c in cites:
+        doc, start, end = c.get("doc_id"), c.get("start"), c.get("end")
+        text = rd.texts.get(doc) if doc else None
+        label = f"  [{lit(c.get('label'))}] "
+        if text is None or start is None or end is None or not (0 <= int(start) <= int(end) <= len(text)):
+            out.append(label + f"⊘ unresolvable: {lit(c.get('unit_id'))}\n", style=_s(palette, "fail"))
+            continue
+        start, end = int(start), int(end)
+        out.append(label + f"{lit(doc)} [{start},{end}) ")
+        hits = []
+        for s in spans:
+            if s.doc_id == doc and start < s.end and end > s.start:
+                hits.append(f"{s.span_id} {'✓ full' if start <= s.start and end >= s.end else '◐ partial'}")
+        if hits:
+            out.append("covers " + ", ".join(lit(h) for h in hits), style=_s(palette, "gold"))
+        else:
+            out.append("covers no gold span", style=_s(palette, "muted"))
+        out.append(f"\n      “{lit(text[start:end], 160)}”\n")
+    out.append("\noracle ", style=_s(palette, "heading"))
+    orc = rd.oracle
+    if orc is None:
+        out.append(f"(no oracle row) recorded verdict {lit(rec.get('oracle_verdict'))}\n", style=_s(palette, "muted"))
+        return out
+    out.append_text(verdict_text(orc.get("answer_verdict"), palette))
+    out.append(f" · feasible {'yes' if orc.get('feasible') else 'no'} · evidence {_fmt(orc.get('evidence_tokens'))}/"
+               f"{_fmt(orc.get('budget_tokens'))} tokens · support set {_fmt(orc.get('support_set'))}\n")
+    out.append(f"  answer: {lit(orc.get('answer'))}\n")
+    out.append(f"  reason: {lit(orc.get('answer_reason'))}\n", style=_s(palette, "muted"))
+    if orc.get("generator_error"):
+        out.append(f"  generator error: {lit(orc.get('generator_error'))}\n", style=_s(palette, "error"))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# diagnosis
+
+
+def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, palette: Palette) -> Text:
+    out = Text()
+    d = rd.diagnosis
+    if d is None:
+        out.append("no record for this arm and phase\n", style=_s(palette, "muted"))
+        return out
+    out.append(f"step {d.step} · {d.step_name}", style=_s(palette, "pass" if d.step == 0 else "fail"))
+    out.append(f" · label {lit(d.label)}\n")
+    if d.flags:
+        out.append("flags: " + ", ".join(lit(f) for f in d.flags) + "\n", style=_s(palette, "muted"))
+    out.append("\nthe walk\n", style=_s(palette, "heading"))
+    for w in d.walk:
+        passed = w.get("passed")
+        glyph = "✓" if passed else ("–" if passed is None else "✗")
+        style = "pass" if passed else ("muted" if passed is None else "fail")
+        out.append(f" {glyph} {w.get('step'):>2} {lit(w.get('name')):<26}", style=_s(palette, style))
+        out.append(f" {lit(w.get('detail'))}\n")
+        if passed is False:
+            break
+    out.append("\nevidence\n", style=_s(palette, "heading"))
+    _pretty(out, d.evidence, 1, palette)
+    out.append("\nstage survival", style=_s(palette, "heading"))
+    out.append(f" ({lit(rd.arm)}, phase {lit(rd.phase)}, answerable records)\n")
+    if not survival_row:
+        out.append("  (loading…)\n", style=_s(palette, "muted"))
+        return out
+    from ..survival import SURVIVAL_STAGES
+
+    n = survival_row.get("n_answerable") or 0
+    for stage in SURVIVAL_STAGES:
+        k = survival_row.get(stage) or 0
+        out.append(f"  {stage:<11}{k:>6}/{n:<6}")
+        out.append(bar(k / n if n else None, 20), style=_s(palette, "bar"))
+        out.append(f" {k / n:.0%}\n" if n else "\n")
+    regret = survival_row.get("reranker_regret")
+    out.append(f"  reranker regret {_fmt(regret)} of {_fmt(survival_row.get('fused'))} with fused support\n")
+    return out
+
+
+def _pretty(out: Text, obj: Any, indent: int, palette: Palette, max_items: int = 12) -> None:
+    pad = "  " * indent
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if isinstance(v, Mapping | list) and v:
+                out.append(f"{pad}{lit(k)}:\n", style=_s(palette, "muted"))
+                _pretty(out, v, indent + 1, palette, max_items)
+            else:
+                out.append(f"{pad}{lit(k)}: ", style=_s(palette, "muted"))
+                out.append(f"{lit(_short(v), 200)}\n")
+        return
+    if isinstance(obj, list):
+        for i, item in enumerate(obj):
+            if i >= max_items:
+                out.append(f"{pad}… {len(obj) - max_items} more\n", style=_s(palette, "muted"))
+                break
+            if isinstance(item, Mapping):
+                flat = ", ".join(f"{k}={_short(v)}" for k, v in item.items() if not isinstance(v, Mapping | list))
+                nested = {k: v for k, v in item.items() if isinstance(v, Mapping | list)}
+                out.append(f"{pad}- {lit(flat, 220)}\n")
+                if nested:
+                    _pretty(out, nested, indent + 1, palette, max_items)
+            else:
+                out.append(f"{pad}- {lit(_short(item), 200)}\n")
+        return
+    out.append(f"{pad}{lit(_short(obj), 200)}\n")
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "–" if v is None else str(v)
+
+
+# ---------------------------------------------------------------------------
+# compare
+
+
+def compare_texts(details: Mapping[str, RecordDetail], palette: Palette) -> dict[str, Text]:
+    """Per role, the record side by side with fields that differ from the other role marked ``≠``."""
+    roles = [r for r in ("candidate", "baseline") if r in details]
+    fields: dict[str, dict[str, str]] = {}
+    packed: dict[str, set[tuple]] = {}
+    for role in roles:
+        rd = details[role]
+        rec = rd.record or {}
+        d = rd.diagnosis
+        fields[role] = {
+            "verdict": f"{verdict_glyph(rec.get('answer_verdict'))} {rec.get('answer_verdict') or 'no record'}",
+            "step": f"{d.step} {d.step_name}" if d else "–",
+            "label": d.label if d else "–",
+            "citation": f"{CITATION_GLYPHS.get(rec.get('citation_verdict') or '', '~')} {rec.get('citation_verdict')}",
+            "gold kept": " ".join(f"{k} {COVER_GLYPHS[v]}" for k, v in sorted(rd.coverage.items())) or "–",
+            "tokens": f"{_fmt(rec.get('evidence_tokens'))}/{_fmt(rec.get('budget_tokens'))}",
+            "answer": rec.get("answer") or "",
+        }
+        packed[role] = {(r.get("doc_id"), r.get("start"), r.get("end")) for r in rd.stages.get("packed", [])}
+    out: dict[str, Text] = {}
+    for role in roles:
+        rd = details[role]
+        other = next((r for r in roles if r != role), None)
+        t = Text()
+        t.append(f"{role}: {lit(rd.arm)} · phase {lit(rd.phase)}\n", style=_s(palette, "heading"))
+        for name, value in fields[role].items():
+            differs = other is not None and fields[other][name] != value
+            t.append("≠ " if differs else "  ", style=_s(palette, "diff") if differs else None)
+            t.append(f"{name:<10}", style=_s(palette, "muted"))
+            if name == "answer":
+                t.append("\n")
+            t.append(lit(value, 600) + "\n", style=_s(palette, "diff") if differs else None)
+        rows = sorted(rd.stages.get("packed", []), key=lambda r: int(r["rank"]))
+        t.append(f"\npacked units ({len(rows)}); = same interval in the other arm, + only here\n",
+                 style=_s(palette, "heading"))
+        for r in rows:
+            key = (r.get("doc_id"), r.get("start"), r.get("end"))
+            only = other is not None and key not in packed[other]
+            t.append("+ " if only else "= ", style=_s(palette, "diff") if only else None)
+            t.append(f"r{int(r['rank'])} {lit(r.get('doc_id'))} [{_fmt(r.get('start'))},{_fmt(r.get('end'))})\n")
+        out[role] = t
+    return out
+
+
+# ---------------------------------------------------------------------------
+# stats
+
+
+def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
+    if not stat:
+        return "–"
+    return f"{_fmt(stat.get('estimate'), digits)} [{_fmt(stat.get('low'), digits)}, {_fmt(stat.get('high'), digits)}]"
+
+
+def stats_text(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str, str], phases: Sequence[str],
+               comparison: Mapping | None, decision: Mapping | None, status: str, palette: Palette) -> Text:
+    out = Text()
+    out.append("per phase (answerable records: support in packed context / correct answer)\n",
+               style=_s(palette, "heading"))
+    header = f"{'phase':<8}" + "".join(f"{lit(arms[r], 18):>22}" for r in summaries)
+    out.append(header + "\n", style=_s(palette, "muted"))
+    for p in phases:
+        line = f"{lit(p, 8):<8}"
+        for role in summaries:
+            row = summaries[role].get(p)
+            line += f"{(_fmt(row['support'], 2) + ' / ' + _fmt(row['correct'], 2)) if row else MISSING_GLYPH:>22}"
+        out.append(line + "\n")
+    for role, rows in summaries.items():
+        vals = [(r["correct"], p) for p, r in rows.items() if r.get("correct") is not None]
+        sup = [(r["support"], p) for p, r in rows.items() if r.get("support") is not None]
+        if vals:
+            avg = sum(v for v, _ in vals) / len(vals)
+            w = min(vals)
+            ws = min(sup) if sup else (None, None)
+            out.append(f"{lit(arms[role])}: phase average correct {avg:.2f}; worst phase correct {w[0]:.2f} "
+                       f"(phase {lit(w[1])}); worst phase support {_fmt(ws[0], 2)} (phase {lit(ws[1])})\n")
+    out.append("\n")
+    if comparison is None:
+        out.append(status + "\n", style=_s(palette, "muted"))
+        return out
+    m = comparison["matching"]
+    settings = comparison["settings"]
+    out.append(f"paired comparison: {lit(comparison['candidate']['arm'])} minus {lit(comparison['baseline']['arm'])}\n",
+               style=_s(palette, "heading"))
+    out.append(f"{m['matched_questions']} questions × phases {', '.join(lit(p) for p in m['shared_phases'])}; "
+               f"bootstrap {settings['n_resamples']}×, seed {settings['seed']}, "
+               f"{int(settings['confidence'] * 100)}% intervals\n", style=_s(palette, "muted"))
+    for set_name, block in comparison["stress_sets"].items():
+        out.append(f"\nstress set {lit(set_name)} ({block['n_questions']} questions, "
+                   f"{block['n_clusters']} clusters)\n", style=_s(palette, "heading"))
+        out.append(f"{'metric':<20}{'cand':>7}{'base':>7}  {'diff [CI]':<26}{'worst c/b (phase)':<22}"
+                   f"{'worst diff [CI]'}\n", style=_s(palette, "muted"))
+        for metric, res in block["metrics"].items():
+            c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
+            st = d.get("statistics", {})
+            digits = 1 if metric.endswith("tokens") else 2
+            wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
+            worst = f"{_fmt(wc['value'], digits)}({lit(wc['phase'])})/{_fmt(wb['value'], digits)}({lit(wb['phase'])})"
+            out.append(f"{lit(metric, 20):<20}{_fmt(c['phase_average']['mean_of_phases'], digits):>7}"
+                       f"{_fmt(b['phase_average']['mean_of_phases'], digits):>7}  "
+                       f"{_interval(st.get('mean'), digits):<26}{worst:<22}{_interval(st.get('worst_aggregate'), digits)}\n")
+        segs = block.get("segments") or {}
+        if segs:
+            out.append("segments (phase average, candidate / baseline)\n", style=_s(palette, "muted"))
+            out.append(f"  {'segment':<22}{'n':>4}  {'support':<14}{'correct':<14}{'critical':<14}\n",
+                       style=_s(palette, "muted"))
+            for name, sb in segs.items():
+                sm = sb["metrics"]
+
+                def pair(metric: str, sm=sm) -> str:
+                    if metric not in sm:
+                        return "–"
+                    return (f"{_fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)}/"
+                            f"{_fmt(sm[metric]['baseline']['phase_average']['mean_of_phases'], 2)}")
+
+                out.append(f"  {lit(name, 22):<22}{sb['n_questions']:>4}  {pair('support'):<14}"
+                           f"{pair('answer_correct'):<14}{pair('critical'):<14}\n")
+    if decision is not None:
+        outcome = str(decision.get("outcome", "")).upper()
+        out.append(f"\nrelease decision: {outcome}", style=_s(palette, "pass" if outcome == "ACCEPT" else "fail"))
+        out.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
+        for reason in decision.get("reasons", []):
+            out.append(f"  - {lit(reason)}\n")
+    out.append(f"\n{lit(comparison.get('note', ''))}\n", style=_s(palette, "muted"))
+    return out
+
+
+def reversal_mark(row, role: str) -> str:
+    return REVERSAL_GLYPH if row.reversal.get(role) else " "

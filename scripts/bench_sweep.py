@@ -112,7 +112,7 @@ def main() -> int:
     print(f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s")
     print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / floor_s:.2f} x floor (target <= 1.30)")
     if args.profile:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+        pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(os.environ.get("FILTER", ""), 40)
     return 0
 
 

@@ -282,6 +282,37 @@ def export(
     _console().print(f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
 
 
+@app.command("open")
+def open_ledger(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="A second ledger holding the baseline arm.")] = None,
+    candidate: Annotated[str | None, typer.Option(
+        "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first).")] = None,
+    baseline_arm: Annotated[str | None, typer.Option(
+        "--baseline-arm", help="Baseline arm (default: 'baseline', else the next arm).")] = None,
+    rule: Annotated[Path | None, typer.Option("--rule", help="Release rule (TOML) for the Stats pane.")] = None,
+    theme: Annotated[str | None, typer.Option(
+        "--theme", help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
+                        "or any Textual theme (also LEDGERSCOPE_THEME).")] = None,
+) -> None:
+    """Browse a ledger in the terminal: questions, phases, sources, contexts, answers, diagnosis, stats."""
+    from .tui.data import LedgerSession
+
+    try:
+        session = LedgerSession(ledger, baseline, candidate, baseline_arm)
+        if rule is not None:
+            from .release import load_rule
+
+            load_rule(rule)  # a broken rule fails here, before the screen opens
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    from .tui.app import LedgerscopeApp
+
+    LedgerscopeApp(session, rule=rule, theme=theme).run()
+
+
 def main() -> None:  # pragma: no cover - console script shim
     app()
 

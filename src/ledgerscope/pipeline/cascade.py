@@ -95,6 +95,7 @@ class PhaseIndex:
     bm25: BM25Index
     exact: ExactIndex
     ann: HnswIndex
+    config_digest: str = ""
     _all_intervals: dict | None = None
 
     @property
@@ -148,6 +149,7 @@ def build_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source],
         ExactIndex(vectors),
         HnswIndex(vectors, int(hnsw.get("M", 16)), int(hnsw.get("ef_construction", 200)),
                   int(hnsw.get("ef_search", 64)), int(hnsw.get("seed", 0))),
+        cfg.digest(),
     )
     if on_stage:
         on_stage("index")
@@ -376,7 +378,7 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "generator_detail_json": json.dumps(gen.detail, ensure_ascii=False, sort_keys=True),
         "oracle_verdict": oracle_row.get("answer_verdict"),
         "oracle_feasible": oracle_row.get("feasible"),
-        "config_digest": cfg.digest(),
+        "config_digest": index.config_digest,
     }
     return record
 

@@ -353,6 +353,7 @@ class LedgerSession:
         self._fixtures: dict[Path, tuple[dict, dict]] = {}
         self._fixture_lock = threading.Lock()
         self._details: OrderedDict[tuple[str, str], Detail] = OrderedDict()
+        self._inflight: dict[tuple[str, str], threading.Event] = {}
         self._survival: dict[str, dict[str, dict]] = {}
 
     # -- connections -------------------------------------------------------
@@ -423,6 +424,13 @@ class LedgerSession:
             cur.close()
         return int(n), predicate
 
+    def count_records(self, role: str, predicate: str) -> tuple[int, int]:
+        """(records, distinct questions) that ``predicate`` selects in ``record_view`` (validated first)."""
+        normalised = self.validate(role, predicate)
+        cond = f"WHERE (\n{normalised}\n)" if normalised else ""
+        row = self._fetch(role, f"SELECT count(*) AS n, count(DISTINCT qid) AS q FROM record_view {cond}")[0]
+        return int(row["n"]), int(row["q"])
+
     def total_questions(self, role: str) -> int:
         return int(self._scalar(role, "SELECT count(DISTINCT qid) FROM tui_index WHERE arm = ?",
                                 [self.arms[role].name]) or 0)
@@ -491,17 +499,33 @@ class LedgerSession:
             return self._fixtures[ledger]
 
     def detail(self, qid: str, phase: str) -> Detail:
+        """Both arms' records for (question, phase), with the full diagnosis; cached, one load per key."""
         key = (qid, phase)
+        while True:
+            with self._lock:
+                if key in self._details:
+                    self._details.move_to_end(key)
+                    return self._details[key]
+                waiting = self._inflight.get(key)
+                if waiting is None:
+                    done = self._inflight[key] = threading.Event()
+                    break
+            waiting.wait()  # another thread is loading it (a prefetch)
+        try:
+            d = Detail(qid, phase, {role: self._record_detail(role, qid, phase) for role in self.roles})
+            with self._lock:
+                self._details[key] = d
+                while len(self._details) > self.DETAIL_CACHE:
+                    self._details.popitem(last=False)
+            return d
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+            done.set()
+
+    def cached(self, qid: str, phase: str) -> bool:
         with self._lock:
-            if key in self._details:
-                self._details.move_to_end(key)
-                return self._details[key]
-        d = Detail(qid, phase, {role: self._record_detail(role, qid, phase) for role in self.roles})
-        with self._lock:
-            self._details[key] = d
-            while len(self._details) > self.DETAIL_CACHE:
-                self._details.popitem(last=False)
-        return d
+            return (qid, phase) in self._details
 
     def _record_detail(self, role: str, qid: str, phase: str) -> RecordDetail:
         from ..diagnose import diagnose

@@ -578,3 +578,80 @@ def stats_text(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str
 
 def reversal_mark(row, role: str) -> str:
     return REVERSAL_GLYPH if row.reversal.get(role) else " "
+
+
+# ---------------------------------------------------------------------------
+# phase grid
+
+
+def grid_table(rows: Sequence[Any], phases: Sequence[str], role: str, roles: Sequence[str],
+               current_qid: str | None, current_phase: str | None, compare: bool,
+               worst_columns: Mapping[str, str | None], palette: Palette) -> Text:
+    """Questions × phases: each cell the verdict glyph and step (both arms when comparing), ▼ worst phase.
+
+    Plain fixed-width text (no Rich table layout): it is redrawn on every cursor move.
+    """
+    from .data import WORST_GLYPH, worst_phase
+
+    shown = list(roles) if compare else [role]
+    cell_w = 5 * len(shown) + (len(shown) - 1)
+    qid_w = 26
+    out = Text(no_wrap=True, overflow="crop")
+    out.append(" " * (qid_w + 2))
+    for p in phases:
+        label = f"[{p}]" if p == current_phase else p
+        if any(worst_columns.get(r) == p for r in shown):
+            label += WORST_GLYPH
+        out.append(_center(lit(label, cell_w), cell_w) + " ",
+                   style=_s(palette, "heading") if p == current_phase else None)
+    out.append("\n" + "─" * (qid_w + 2 + (cell_w + 1) * len(phases)) + "\n", style=_s(palette, "muted"))
+    fail = _s(palette, "fail")
+    for row in rows:
+        mine = row.qid == current_qid
+        out.append("▶" if mine else " ", style=_s(palette, "heading"))
+        out.append(REVERSAL_GLYPH if row.reversal.get(role) else " ")
+        q = lit(row.qid)
+        out.append((q[: qid_w - 1] + "…" if len(q) > qid_w else q.ljust(qid_w)) + " ",
+                   style=_s(palette, "heading") if mine else None)
+        worst = {r: worst_phase(row.cells.get(r, {}), phases) for r in shown}
+        for p in phases:
+            for i, r in enumerate(shown):
+                if i:
+                    out.append("│", style=_s(palette, "muted"))
+                out.append_text(cell_text(row.cells.get(r, {}).get(p), palette))
+                out.append(WORST_GLYPH if worst[r] == p else " ", style=fail)
+            out.append(" ")
+        out.append("\n")
+    return out
+
+
+def _center(s: str, width: int) -> str:
+    return s.center(width) if len(s) < width else s[:width]
+
+
+def grid_caption(role: str, arms: Mapping[str, str], compare: bool, worst_columns: Mapping[str, str | None]) -> Text:
+    t = Text()
+    if compare:
+        t.append("cells: " + " │ ".join(lit(arms[r]) for r in arms) + "  ")
+    else:
+        t.append(f"arm {lit(arms.get(role))}  ")
+    t.append("cell = verdict glyph + diagnosis step; ▼ worst phase (row: the question's; header: lowest correct rate)")
+    for r, p in worst_columns.items():
+        if p is not None and (compare or r == role):
+            t.append(f"\n{lit(arms.get(r))}: worst phase by correct rate {lit(p)}")
+    return t
+
+
+def legend_text(palette: Palette) -> Text:
+    from .data import VERDICT_GLYPHS, WORST_GLYPH
+
+    t = Text()
+    t.append("verdicts: ", style=_s(palette, "heading"))
+    for v, g in VERDICT_GLYPHS.items():
+        t.append(g, style=_s(palette, VERDICT_STYLE.get(v, "v-muted")))
+        t.append(f" {v}  ")
+    t.append(f"{MISSING_GLYPH} no record\n")
+    t.append(f"{REVERSAL_GLYPH} reversal (verdict or support differs across phases)   {WORST_GLYPH} worst phase   "
+             "┃ chunk boundary   ⟪id⟫ gold span   ⟦rN … rN⟧ retrieved unit at rank N   "
+             "✓/◐/✗ gold span fully/partly/not in the packed context   ≠ differs between arms\n")
+    return t

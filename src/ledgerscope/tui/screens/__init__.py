@@ -1,0 +1,1 @@
+"""Modal screens: help, quick filters, export, re-run."""

@@ -1,0 +1,120 @@
+"""``e``: export the current filter (any export format) with the count and paths confirmed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Select, Static
+
+from ...safe_text import safe
+
+DEFAULT_NAMES = {"jsonl": "ledgerscope-export.jsonl", "fixtures": "ledgerscope-export.fixtures.jsonl",
+                 "label-studio": "ledgerscope-export.label-studio.json", "trec": "ledgerscope-export-trec"}
+
+
+class ExportScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape", "close", "Close", id="export-close")]
+
+    def __init__(self, session, role: str, ledger: Path, predicate: str, directory: Path | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self.role = role
+        self.ledger = Path(ledger)
+        self.predicate = predicate
+        self.directory = directory or Path.cwd()
+        self.result = None
+        self.count: tuple[int, int] | None = None
+
+    def compose(self) -> ComposeResult:
+        from ...export import FORMATS
+
+        with Vertical(classes="dialog"):
+            yield Static(Text("Export the current filter"), classes="dialog-title")
+            yield Select([(f, f) for f in FORMATS], value="jsonl", allow_blank=False, id="x-format")
+            yield Input(value=str(self.directory / DEFAULT_NAMES["jsonl"]), id="x-path",
+                        placeholder="output path (outside the ledger)")
+            yield Input(value=self.predicate, id="x-where", placeholder="predicate (empty: every record)")
+            yield Static(Text("counting…"), id="x-count")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Export", variant="primary", id="x-go")
+                yield Button("Close", id="x-close")
+            yield Static(Text(""), id="x-result", classes="dialog-result")
+
+    def on_mount(self) -> None:
+        self._count(self.query_one("#x-where", Input).value)
+
+    @on(Select.Changed, "#x-format")
+    def _format_changed(self, event: Select.Changed) -> None:
+        path = self.query_one("#x-path", Input)
+        if Path(path.value).name in DEFAULT_NAMES.values() and event.value in DEFAULT_NAMES:
+            path.value = str(Path(path.value).parent / DEFAULT_NAMES[str(event.value)])
+
+    @on(Input.Submitted, "#x-where")
+    def _where_submitted(self, event: Input.Submitted) -> None:
+        self._count(event.value)
+
+    @work(thread=True, exclusive=True, group="export-count")
+    def _count(self, where: str) -> None:
+        try:
+            n, q = self.session.count_records(self.role, where)
+        except Exception as exc:  # an invalid predicate: say why, inline
+            self.app.call_from_thread(self._show_count, None, str(exc))
+            return
+        self.app.call_from_thread(self._show_count, (n, q), None)
+
+    def _show_count(self, count, error) -> None:
+        self.count = count
+        widget = self.query_one("#x-count", Static)
+        if error:
+            widget.update(Text("✗ " + safe(error), style="bold"))
+        else:
+            widget.update(Text(f"{count[0]} record(s) of {count[1]} question(s) match; "
+                               f"ledger {safe(str(self.ledger))}"))
+
+    @on(Button.Pressed, "#x-go")
+    def _go(self) -> None:
+        fmt = self.query_one("#x-format", Select).value
+        out = self.query_one("#x-path", Input).value.strip()
+        where = self.query_one("#x-where", Input).value
+        if not out:
+            self.query_one("#x-result", Static).update(Text("✗ give an output path"))
+            return
+        self.query_one("#x-result", Static).update(Text(f"⟳ exporting to {safe(out)}…"))
+        self._export(str(fmt), Path(out).expanduser(), where)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, fmt: str, out: Path, where: str) -> None:
+        from ...export import export
+
+        try:
+            result = export(self.ledger, where, fmt, out)
+        except Exception as exc:  # shown in the dialog
+            self.app.call_from_thread(self._show_result, None, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._show_result, result, None)
+
+    def _show_result(self, result, error) -> None:
+        self.result = result
+        widget = self.query_one("#x-result", Static)
+        if error:
+            widget.update(Text("✗ export failed: " + safe(error)))
+            return
+        t = Text(f"✓ exported {result.count} record(s)")
+        if getattr(result, "questions", None):
+            t.append(f" ({result.questions} question(s))")
+        t.append(f" as {safe(result.format or '')}:\n")
+        for p in result.paths:
+            t.append("  " + safe(str(p)) + "\n")
+        widget.update(t)
+        self.app.notify(f"exported {result.count} record(s) to {safe(str(result.paths[0]) if result.paths else '')}",
+                        markup=False)
+
+    @on(Button.Pressed, "#x-close")
+    def action_close(self) -> None:
+        self.dismiss(None)

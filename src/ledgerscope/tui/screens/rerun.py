@@ -1,0 +1,56 @@
+"""``r``: re-execute the selected record (a model loads: seconds) and show how it differs.
+
+The work runs in the app's thread worker, so the UI stays responsive and the
+dialog may be closed while it runs (a notification reports the outcome).
+The ledger is only read.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import LoadingIndicator, Static
+
+from ...safe_text import safe
+
+
+class RerunScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,r", "close", "Close", id="rerun-close")]
+
+    def __init__(self, key: tuple[str, str, str]) -> None:
+        super().__init__()
+        self.key = key
+        self.result = None
+
+    def compose(self) -> ComposeResult:
+        arm, qid, phase = self.key
+        with Vertical(classes="dialog"):
+            yield Static(Text(f"Re-run {safe(arm)} / phase {safe(phase)} / {safe(qid)}"), classes="dialog-title")
+            yield Static(Text("re-executing from the ledger's manifest (loading the model)… "
+                              "escape closes this dialog; the re-run continues"), id="rerun-status")
+            yield LoadingIndicator(id="rerun-loading")
+            with VerticalScroll(classes="dialog-result"):
+                yield Static(Text(""), id="rerun-result")
+
+    def show_result(self, m, palette) -> None:
+        self.result = m
+        self.query_one("#rerun-loading").display = False
+        status = self.query_one("#rerun-status", Static)
+        body = Text()
+        if m.error:
+            status.update(Text("✗ re-run failed", style=palette.get("fail")))
+            body.append(safe(m.error))
+        elif m.identical:
+            status.update(Text("✓ identical to the recorded record", style=palette.get("pass")))
+        else:
+            status.update(Text("≠ the re-run differs from the recorded record", style=palette.get("diff")))
+        for line in m.lines:
+            body.append(safe(line) + "\n")
+        body.append("\nthe ledger was only read; nothing was written", style="dim")
+        self.query_one("#rerun-result", Static).update(body)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,1 @@
+"""Widgets of the TUI (the Line-API questions list)."""

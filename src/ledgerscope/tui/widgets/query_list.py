@@ -1,0 +1,225 @@
+"""The questions list: a Line-API ``ScrollView`` that renders only the visible rows.
+
+Rows come in pages (:data:`PAGE_SIZE` questions) fetched from DuckDB by the
+app in a worker; a row whose page is not here yet shows a placeholder and
+asks for the page (:class:`QueryList.NeedPage`). Nothing here touches the
+database, so the list paints the same whether the ledger has ten questions
+or a million.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ...safe_text import safe
+from ..data import MISSING_GLYPH, ListRow, verdict_glyph
+from ..render import VERDICT_STYLE, reversal_mark
+
+PAGE_SIZE = 100
+MAX_PAGES = 40
+
+
+class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
+    """One line per question: cursor, reversal mark, qid, segment, per-phase glyphs, step."""
+
+    COMPONENT_CLASSES = {"querylist--cursor", "querylist--match", "querylist--placeholder"}
+    DEFAULT_CSS = """
+    QueryList { background: $surface; }
+    QueryList > .querylist--cursor { background: $primary 40%; text-style: bold; }
+    QueryList:focus > .querylist--cursor { background: $primary 70%; text-style: bold; }
+    QueryList > .querylist--match { text-style: bold underline; }
+    QueryList > .querylist--placeholder { color: $text-muted; }
+    """
+
+    class NeedPage(Message):
+        def __init__(self, page: int, generation: int) -> None:
+            super().__init__()
+            self.page = page
+            self.generation = generation
+
+    class CursorMoved(Message):
+        def __init__(self, index: int, row: ListRow | None) -> None:
+            super().__init__()
+            self.index = index
+            self.row = row
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.total = 0
+        self.cursor = 0
+        self.generation = 0
+        self.role = "candidate"
+        self.phases: tuple[str, ...] = ()
+        self.phase: str | None = None
+        self.matches: set[int] = set()
+        self.palette: dict[str, Style] = {}
+        self._pages: OrderedDict[int, list[ListRow]] = OrderedDict()
+        self._requested: set[int] = set()
+        self._strips: OrderedDict[tuple, Strip] = OrderedDict()
+
+    # -- data --------------------------------------------------------------
+
+    def reset(self, total: int, generation: int, first_page: list[ListRow], cursor: int = 0) -> None:
+        self.total = total
+        self.generation = generation
+        self._pages.clear()
+        self._requested.clear()
+        self._pages[0] = first_page
+        self.matches = set()
+        self.virtual_size = Size(self.size.width, total)
+        self.cursor = min(max(cursor, 0), max(total - 1, 0))
+        self._scroll_to_cursor()
+        self.refresh()
+
+    def set_page(self, page: int, rows: list[ListRow], generation: int) -> None:
+        if generation != self.generation:
+            return
+        self._requested.discard(page)
+        self._pages[page] = rows
+        while len(self._pages) > MAX_PAGES:
+            oldest = next(iter(self._pages))
+            if oldest == self.cursor // PAGE_SIZE:
+                self._pages.move_to_end(oldest)
+                continue
+            self._pages.popitem(last=False)
+        self.refresh()
+
+    def row(self, index: int) -> ListRow | None:
+        if not 0 <= index < self.total:
+            return None
+        page = self._pages.get(index // PAGE_SIZE)
+        if page is None:
+            self._request(index // PAGE_SIZE)
+            return None
+        i = index % PAGE_SIZE
+        return page[i] if i < len(page) else None
+
+    def rows_around(self, index: int, count: int) -> list[ListRow]:
+        """Loaded rows in a window of ``count`` rows that holds ``index`` (for the phase grid)."""
+        start = max(0, min(index - count // 2, self.total - count))
+        return [r for r in (self.row(i) for i in range(start, min(self.total, start + count))) if r is not None]
+
+    def _request(self, page: int) -> None:
+        if page in self._requested:
+            return
+        self._requested.add(page)
+        self.post_message(self.NeedPage(page, self.generation))
+
+    @property
+    def current(self) -> ListRow | None:
+        return self.row(self.cursor) if self.total else None
+
+    # -- movement ----------------------------------------------------------
+
+    def move_to(self, index: int) -> None:
+        if not self.total:
+            return
+        index = min(max(index, 0), self.total - 1)
+        if index == self.cursor:
+            return
+        old, self.cursor = self.cursor, index
+        y = round(self.scroll_y)
+        self._scroll_to_cursor()
+        if round(self.scroll_y) == y:  # only the two rows whose cursor mark changed
+            self.refresh_line(old)
+            self.refresh_line(index)
+        else:
+            self.refresh()
+        self.post_message(self.CursorMoved(index, self.row(index)))
+
+    def refresh(self, *regions, **kwargs):
+        if not regions:
+            self._strips.clear()
+        return super().refresh(*regions, **kwargs)
+
+    def move(self, delta: int) -> None:
+        self.move_to(self.cursor + delta)
+
+    @property
+    def page_height(self) -> int:
+        return max(1, self.scrollable_content_region.height)
+
+    def _scroll_to_cursor(self) -> None:
+        height = self.page_height
+        y = round(self.scroll_y)
+        if self.cursor < y:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= y + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(event.size.width, self.total)
+        self._scroll_to_cursor()
+
+    def on_click(self, event: events.Click) -> None:
+        self.move_to(round(self.scroll_y) + event.y)
+        self.focus()
+
+    # -- rendering ---------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width or self.size.width
+        index = round(self.scroll_y) + y
+        if index >= self.total:
+            return Strip.blank(width, self.rich_style)
+        row = self.row(index)
+        key = (index, width, index == self.cursor, index in self.matches)
+        if row is not None and key in self._strips:
+            return self._strips[key]
+        if row is None:
+            text = Text(f"  {MISSING_GLYPH} loading…", style=self.get_component_rich_style("querylist--placeholder"))
+        else:
+            text = self.row_text(row, width)
+        if index in self.matches:
+            text.stylize(self.get_component_rich_style("querylist--match"), 0, 1)
+        base = self.rich_style
+        if index == self.cursor:
+            base = base + self.get_component_rich_style("querylist--cursor")
+        segments = list(text.render(self.app.console))
+        strip = Strip(segments).crop_extend(0, width, base).apply_style(base)
+        if row is not None:
+            self._strips[key] = strip
+            while len(self._strips) > 400:
+                self._strips.popitem(last=False)
+        return strip
+
+    def row_text(self, row: ListRow, width: int) -> Text:
+        cells = row.cells.get(self.role, {})
+        n = len(self.phases)
+        seg_w = 14 if width >= 56 else 0
+        qid_w = max(6, width - 2 - 2 - n - 1 - 3 - (seg_w + 1 if seg_w else 0))
+        text = Text(no_wrap=True, overflow="ellipsis")
+        current = self.current_index_marker(row)
+        text.append(current)
+        text.append(reversal_mark(row, self.role) + " ")
+        text.append(_fit(safe(row.qid), qid_w) + " ")
+        if seg_w:
+            text.append(_fit(safe(row.segment), seg_w) + " ", style="dim")
+        for p in self.phases:
+            cell = cells.get(p)
+            glyph = verdict_glyph(cell.verdict if cell else None)
+            style = self.palette.get(VERDICT_STYLE.get(cell.verdict if cell and cell.verdict else "", "v-muted"))
+            if p == self.phase:
+                style = (style or Style()) + Style(reverse=True)
+            text.append(glyph, style=style)
+        cell = cells.get(self.phase) if self.phase is not None else None
+        step = "" if cell is None or cell.step is None else str(cell.step)
+        text.append(f" {step:>2}")
+        return text
+
+    def current_index_marker(self, row: ListRow) -> str:
+        return "▶" if row.ord == self.cursor else " "
+
+
+def _fit(s: str, width: int) -> str:
+    if len(s) > width:
+        return s[: max(0, width - 1)] + "…"
+    return s.ljust(width)

@@ -1,0 +1,72 @@
+"""Deliberately starved configurations land on the steps they starve, with unit and rank evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledgerscope.diagnose import diagnose_ledger
+from ledgerscope.fixtures import load_fixtures
+from ledgerscope.ledger.read import connect
+from ledgerscope.pipeline.config import arm_from_dict
+from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.sources import load_corpus, make_source
+
+from .sweep_data import write_inputs
+
+pytestmark = pytest.mark.slow
+CONTRACTNLI = Path(__file__).resolve().parents[2] / "shared" / "data" / "contractnli" / "dev.json"
+BASE = {"capacity": 12, "overlap": 0, "phases": [0, 3], "budget_tokens": 200, "top_k": 2}
+
+
+@pytest.fixture(scope="module")
+def starved(tmp_path_factory):
+    root = tmp_path_factory.mktemp("starved")
+    paths = write_inputs(root)
+    fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
+    arms = [
+        arm_from_dict({**BASE, "name": "starved-fusion", "rerank_depth": 1}),
+        arm_from_dict({**BASE, "name": "starved-rerank", "rerank_depth": 10, "rerank": {"selection_depth": 1}}),
+        arm_from_dict({**BASE, "name": "starved-budget", "budget_tokens": 20}),
+    ]
+    sweep(fixtures, corpus, arms, root / "ledger")
+    return {(r["arm"], r["phase"], r["qid"]): r for r in diagnose_ledger(connect(root / "ledger"), root / "ledger")}
+
+
+@pytest.mark.parametrize(("arm", "step", "stage", "cutoff"), [
+    ("starved-fusion", 6, "fused", 1), ("starved-rerank", 7, "reranked", 1), ("starved-budget", 8, "packed", None),
+])
+def test_starved_stage_is_the_diagnosed_step_with_unit_and_rank(starved, arm, step, stage, cutoff):
+    rows = [r for (a, _, qid), r in starved.items() if a == arm and qid == "temp-retention"]
+    assert rows and all(r["step"] == step for r in rows), [(r["phase"], r["step"]) for r in rows]
+    for r in rows:
+        ev = r["evidence"]
+        assert ev["stage"] == stage
+        if cutoff is not None:
+            assert ev["cutoff"] == cutoff
+        assert ev["units"], ev
+        for unit in ev["units"]:
+            assert unit["unit_id"].startswith("policy/retention.md@")
+            assert isinstance(unit["input_rank"], int) and unit["input_rank"] >= 1
+        assert {s["span"] for s in ev["spans"]} <= {"rule", "qualifier"}
+
+
+@pytest.mark.skipif(not CONTRACTNLI.is_file(), reason="shared ContractNLI data not present")
+def test_weak_hnsw_shows_ann_misses(tmp_path):
+    paths = write_inputs(tmp_path)
+    corpus = load_corpus(paths["corpus"])
+    for doc in json.loads(CONTRACTNLI.read_text())["documents"][:2]:  # real text, so HNSW has a graph to miss in
+        corpus.add(make_source(f"nda/{doc['id']}.txt", doc["text"]))
+    fixtures, corpus = load_fixtures(paths["fixtures"], corpus)
+    arm = arm_from_dict({"name": "weak-hnsw", "capacity": 48, "phases": [0, 16], "budget_tokens": 200,
+                         "retrieval": {"bm25_top_n": 0, "dense_top_n": 3, "ann_top_n": 3,
+                                       "hnsw": {"M": 2, "ef_construction": 2, "ef_search": 1}}})
+    sweep(fixtures, corpus, [arm], tmp_path / "ledger")
+    rows = list(diagnose_ledger(connect(tmp_path / "ledger"), tmp_path / "ledger"))
+    ann = [r for r in rows if r["step"] == 4]
+    assert ann, [(r["qid"], r["phase"], r["step"]) for r in rows]
+    ev = ann[0]["evidence"]
+    assert ev["stage"] == "production" and ev["units"]
+    assert all(u.get("input_rank") for u in ev["units"])  # its rank in the exact dense list

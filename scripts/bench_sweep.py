@@ -28,11 +28,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "contractnli" / "dev.json"))
+    ap.add_argument(
+        "--data", default=str(ROOT.parent / "shared" / "data" / "contractnli" / "dev.json")
+    )
     ap.add_argument("--min-chars", type=int, default=300_000)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--capacity", type=int, default=96)
-    ap.add_argument("--profile", action="store_true", help="cProfile the sweep, print the top functions")
+    ap.add_argument(
+        "--profile", action="store_true", help="cProfile the sweep, print the top functions"
+    )
     args = ap.parse_args()
 
     from ledgerscope.fixtures import load_fixtures, write_fixtures
@@ -61,17 +65,36 @@ def main() -> int:
         keep_docs.add(src.doc_id)
         chars += len(src.text)
     corpus = Corpus({d: s for d, s in corpus.sources.items() if d in keep_docs})
-    fixtures = [f for f in fixtures if set(f.doc_ids) <= keep_docs and (f.doc_ids or
-                f.origin.split(":")[1] in {d.split("/", 1)[1] for d in keep_docs})]
+    fixtures = [
+        f
+        for f in fixtures
+        if set(f.doc_ids) <= keep_docs
+        and (f.doc_ids or f.origin.split(":")[1] in {d.split("/", 1)[1] for d in keep_docs})
+    ]
     write_fixtures(fixtures, work / "fixtures.jsonl")
     arms = [
-        arm_from_dict({"name": "candidate", "capacity": args.capacity, "overlap": 0,
-                       "phases": f"auto:{args.phases}"}),
-        arm_from_dict({"name": "baseline", "capacity": args.capacity, "overlap": args.capacity // 4,
-                       "phases": f"auto:{args.phases}"}),
+        arm_from_dict(
+            {
+                "name": "candidate",
+                "capacity": args.capacity,
+                "overlap": 0,
+                "phases": f"auto:{args.phases}",
+            }
+        ),
+        arm_from_dict(
+            {
+                "name": "baseline",
+                "capacity": args.capacity,
+                "overlap": args.capacity // 4,
+                "phases": f"auto:{args.phases}",
+            }
+        ),
     ]
-    print(f"corpus: {len(corpus)} documents, {corpus.total_chars():,} characters; "
-          f"{len(fixtures)} questions; 2 arms x {args.phases} phases", flush=True)
+    print(
+        f"corpus: {len(corpus)} documents, {corpus.total_chars():,} characters; "
+        f"{len(fixtures)} questions; 2 arms x {args.phases} phases",
+        flush=True,
+    )
 
     # the sweep, model load included (it is part of what a user waits for)
     t0 = time.perf_counter()
@@ -106,13 +129,17 @@ def main() -> int:
 
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
     n_cands = con.execute("SELECT count(*) FROM candidates").fetchone()[0]
-    print(f"unique texts encoded (units + questions): {len(texts):,} (sweep forward passes: "
-          f"{result.encoded_texts:,})")
+    print(
+        f"unique texts encoded (units + questions): {len(texts):,} (sweep forward passes: "
+        f"{result.encoded_texts:,})"
+    )
     print(f"records: {n_records:,}; candidate rows: {n_cands:,}")
     print(f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s")
     print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / floor_s:.2f} x floor (target <= 1.30)")
     if args.profile:
-        pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(os.environ.get("FILTER", ""), 40)
+        pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
+            os.environ.get("FILTER", ""), 40
+        )
     return 0
 
 

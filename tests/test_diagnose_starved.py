@@ -28,16 +28,26 @@ def starved(tmp_path_factory):
     fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
     arms = [
         arm_from_dict({**BASE, "name": "starved-fusion", "rerank_depth": 1}),
-        arm_from_dict({**BASE, "name": "starved-rerank", "rerank_depth": 10, "rerank": {"selection_depth": 1}}),
+        arm_from_dict(
+            {**BASE, "name": "starved-rerank", "rerank_depth": 10, "rerank": {"selection_depth": 1}}
+        ),
         arm_from_dict({**BASE, "name": "starved-budget", "budget_tokens": 20}),
     ]
     sweep(fixtures, corpus, arms, root / "ledger")
-    return {(r["arm"], r["phase"], r["qid"]): r for r in diagnose_ledger(connect(root / "ledger"), root / "ledger")}
+    return {
+        (r["arm"], r["phase"], r["qid"]): r
+        for r in diagnose_ledger(connect(root / "ledger"), root / "ledger")
+    }
 
 
-@pytest.mark.parametrize(("arm", "step", "stage", "cutoff"), [
-    ("starved-fusion", 6, "fused", 1), ("starved-rerank", 7, "reranked", 1), ("starved-budget", 8, "packed", None),
-])
+@pytest.mark.parametrize(
+    ("arm", "step", "stage", "cutoff"),
+    [
+        ("starved-fusion", 6, "fused", 1),
+        ("starved-rerank", 7, "reranked", 1),
+        ("starved-budget", 8, "packed", None),
+    ],
+)
 def test_starved_stage_is_the_diagnosed_step_with_unit_and_rank(starved, arm, step, stage, cutoff):
     rows = [r for (a, _, qid), r in starved.items() if a == arm and qid == "temp-retention"]
     assert rows and all(r["step"] == step for r in rows), [(r["phase"], r["step"]) for r in rows]
@@ -57,12 +67,25 @@ def test_starved_stage_is_the_diagnosed_step_with_unit_and_rank(starved, arm, st
 def test_weak_hnsw_shows_ann_misses(tmp_path):
     paths = write_inputs(tmp_path)
     corpus = load_corpus(paths["corpus"])
-    for doc in json.loads(CONTRACTNLI.read_text())["documents"][:2]:  # real text, so HNSW has a graph to miss in
+    for doc in json.loads(CONTRACTNLI.read_text())["documents"][
+        :2
+    ]:  # real text, so HNSW has a graph to miss in
         corpus.add(make_source(f"nda/{doc['id']}.txt", doc["text"]))
     fixtures, corpus = load_fixtures(paths["fixtures"], corpus)
-    arm = arm_from_dict({"name": "weak-hnsw", "capacity": 48, "phases": [0, 16], "budget_tokens": 200,
-                         "retrieval": {"bm25_top_n": 0, "dense_top_n": 3, "ann_top_n": 3,
-                                       "hnsw": {"M": 2, "ef_construction": 2, "ef_search": 1}}})
+    arm = arm_from_dict(
+        {
+            "name": "weak-hnsw",
+            "capacity": 48,
+            "phases": [0, 16],
+            "budget_tokens": 200,
+            "retrieval": {
+                "bm25_top_n": 0,
+                "dense_top_n": 3,
+                "ann_top_n": 3,
+                "hnsw": {"M": 2, "ef_construction": 2, "ef_search": 1},
+            },
+        }
+    )
     sweep(fixtures, corpus, [arm], tmp_path / "ledger")
     rows = list(diagnose_ledger(connect(tmp_path / "ledger"), tmp_path / "ledger"))
     ann = [r for r in rows if r["step"] == 4]

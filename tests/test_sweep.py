@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -43,7 +44,11 @@ def ledger(inputs, tmp_path_factory):
 
 def records(ledger: Path) -> list[dict]:
     con = connect(ledger)
-    return con.sql("SELECT * FROM records ORDER BY arm, phase_offset, qid").to_arrow_table().to_pylist()
+    return (
+        con.sql("SELECT * FROM records ORDER BY arm, phase_offset, qid")
+        .to_arrow_table()
+        .to_pylist()
+    )
 
 
 def test_boundary_reverses_the_answer_between_phases(ledger):
@@ -77,7 +82,9 @@ def test_ledger_layout_and_manifest(ledger, inputs):
     con = connect(ledger)
     # every unit's text is the exact source slice, and units stay inside their document
     sources = {r[0]: r[1] for r in con.execute("SELECT doc_id, text FROM sources").fetchall()}
-    for doc_id, start, end, text in con.execute("SELECT doc_id, start, \"end\", text FROM units").fetchall():
+    for doc_id, start, end, text in con.execute(
+        'SELECT doc_id, start, "end", text FROM units'
+    ).fetchall():
         assert 0 <= start < end <= len(sources[doc_id]) and sources[doc_id][start:end] == text
     # the packed context is what the generator saw, within the evidence budget
     for r in records(ledger):
@@ -91,11 +98,13 @@ def test_ledger_layout_and_manifest(ledger, inputs):
 def test_boundaries_record_actual_cuts(ledger):
     con = connect(ledger)
     rows = con.execute(
-        "SELECT phase_offset, cut_tokens FROM boundaries WHERE arm = 'candidate' AND doc_id = 'policy/retention.md'"
-        " ORDER BY phase_offset").fetchall()
+        "SELECT phase_offset, cut_tokens FROM boundaries WHERE arm = 'candidate' "
+        "AND doc_id = 'policy/retention.md'"
+        " ORDER BY phase_offset"
+    ).fetchall()
     for offset, cuts in rows:
         first = offset if offset else 16
-        assert cuts[0] == first and all(b - a == 16 for a, b in zip(cuts, cuts[1:], strict=False))
+        assert cuts[0] == first and all(b - a == 16 for a, b in itertools.pairwise(cuts))
 
 
 def test_unanswerable_control_is_scored_by_abstention(ledger):
@@ -133,24 +142,45 @@ def test_rerun_reports_a_difference(ledger, tmp_path):
 
 
 def _digest_tree(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _comparable(ledger: Path) -> list[tuple]:
     """Records and candidates with nothing run-specific in them."""
     con = connect(ledger)
-    recs = con.execute("SELECT arm, phase, qid, answer, answer_verdict, packed_context, support_packed "
-                       "FROM records ORDER BY ALL").fetchall()
-    cands = con.execute("SELECT arm, phase, qid, stage, rank, unit_id FROM candidates ORDER BY ALL").fetchall()
+    recs = con.execute(
+        "SELECT arm, phase, qid, answer, answer_verdict, packed_context, support_packed "
+        "FROM records ORDER BY ALL"
+    ).fetchall()
+    cands = con.execute(
+        "SELECT arm, phase, qid, stage, rank, unit_id FROM candidates ORDER BY ALL"
+    ).fetchall()
     return recs + cands
 
 
 def test_killed_sweep_resumes_to_the_same_ledger(ledger, inputs, tmp_path):
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "ledgerscope.cli", "sweep", "--quiet", "--fixtures", str(inputs["fixtures"]),
-           "--corpus", str(inputs["corpus"]), "--arm", str(inputs["candidate"]), "--arm",
-           str(inputs["baseline"]), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ledgerscope.cli",
+        "sweep",
+        "--quiet",
+        "--fixtures",
+        str(inputs["fixtures"]),
+        "--corpus",
+        str(inputs["corpus"]),
+        "--arm",
+        str(inputs["candidate"]),
+        "--arm",
+        str(inputs["baseline"]),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "LEDGERSCOPE_PARTITION_PAUSE_S": "0.4", "HF_HUB_OFFLINE": "1"}
     for kill_after in (1, 4):  # SIGKILL after the 1st, then after the 4th finished partition
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -163,8 +193,13 @@ def test_killed_sweep_resumes_to_the_same_ledger(ledger, inputs, tmp_path):
         proc.wait()
         done = len(list(out.glob("partitions/*/*/_SUCCESS.json")))
         assert kill_after <= done < 10
-    final = subprocess.run(cmd, env={**env, "LEDGERSCOPE_PARTITION_PAUSE_S": "0"}, capture_output=True,
-                           text=True, timeout=180)
+    final = subprocess.run(
+        cmd,
+        env={**env, "LEDGERSCOPE_PARTITION_PAUSE_S": "0"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert final.returncode == 0, final.stderr
     assert "already done" in final.stdout
     assert not (out / ".staging").exists() or not any((out / ".staging").iterdir())

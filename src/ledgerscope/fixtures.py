@@ -101,7 +101,10 @@ class AnswerContract:
     if_qualifier_missing: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"expected": self.expected, "missing_condition": self.missing_condition}
+        out: dict[str, Any] = {
+            "expected": self.expected,
+            "missing_condition": self.missing_condition,
+        }
         if self.aliases:
             out["aliases"] = list(self.aliases)
         if self.default:
@@ -207,7 +210,12 @@ def read_fixtures(path: str | Path) -> tuple[FixtureSet, list[Problem]]:
             continue
         if parsed.qid in seen:
             problems.append(
-                Problem(str(path), line, "qid", f"duplicate qid {parsed.qid!r} (first at line {seen[parsed.qid]})")
+                Problem(
+                    str(path),
+                    line,
+                    "qid",
+                    f"duplicate qid {parsed.qid!r} (first at line {seen[parsed.qid]})",
+                )
             )
             continue
         seen[parsed.qid] = line
@@ -230,8 +238,9 @@ def _parse_one(
     return None
 
 
-def _str(obj: dict, key: str, file: str, line: int | None, problems: list[Problem],
-         required: bool = True) -> str | None:
+def _str(
+    obj: dict, key: str, file: str, line: int | None, problems: list[Problem], required: bool = True
+) -> str | None:
     value = obj.get(key)
     if value is None:
         if required:
@@ -243,8 +252,9 @@ def _str(obj: dict, key: str, file: str, line: int | None, problems: list[Proble
     return value
 
 
-def _offsets(value: Any, file: str, line: int | None, where: str,
-             problems: list[Problem]) -> tuple[int, int] | None:
+def _offsets(
+    value: Any, file: str, line: int | None, where: str, problems: list[Problem]
+) -> tuple[int, int] | None:
     if (
         isinstance(value, list | tuple)
         and len(value) == 2
@@ -276,33 +286,53 @@ def _parse_seed000(obj, file, line, inline, problems) -> Fixture | None:
         problems.append(Problem(file, line, "source_version", str(exc)))
         return None
     except InputError as exc:  # unencodable text, or the doc id already holds another version
-        problems.extend(Problem(file, line, f"source_text ({p.field})", p.reason)
-                        for p in exc.problems)
+        problems.extend(
+            Problem(file, line, f"source_text ({p.field})", p.reason) for p in exc.problems
+        )
         return None
     spans = []
     for name, value in raw_spans.items():
         off = _offsets(value, file, line, f"spans.{name}", problems)
         if off is None:
             continue
-        dependency = "primary" if len(spans) == 0 and name in ("rule", "primary") else (
-            "exception" if name in ("qualifier", "exception") else
-            name if name in DEPENDENCIES else "primary"
+        dependency = (
+            "primary"
+            if len(spans) == 0 and name in ("rule", "primary")
+            else (
+                "exception"
+                if name in ("qualifier", "exception")
+                else name
+                if name in DEPENDENCIES
+                else "primary"
+            )
         )
-        spans.append(GoldSpan(name, doc_id, off[0], off[1], version=source.version,
-                              dependency=dependency, system=system, label=name))
+        spans.append(
+            GoldSpan(
+                name,
+                doc_id,
+                off[0],
+                off[1],
+                version=source.version,
+                dependency=dependency,
+                system=system,
+                label=name,
+            )
+        )
     sets = obj.get("sufficient_support_sets", [])
     if not isinstance(sets, list) or not all(
         isinstance(s, list) and all(isinstance(sid, str) for sid in s) for s in sets
     ):
-        problems.append(Problem(file, line, "sufficient_support_sets",
-                                "must be a list of lists of span names"))
+        problems.append(
+            Problem(file, line, "sufficient_support_sets", "must be a list of lists of span names")
+        )
         return None
     missing_text = obj.get("if_qualifier_missing", "") or ""
     contract = AnswerContract(
         expected=obj.get("expected_answer"),
         aliases=tuple(obj.get("aliases", ())),
         default=obj.get("default_answer"),
-        missing_condition="abstain" if missing_text.lower().startswith("abstain") or not missing_text
+        missing_condition="abstain"
+        if missing_text.lower().startswith("abstain") or not missing_text
         else "narrower",
         if_qualifier_missing=missing_text,
     )
@@ -336,8 +366,16 @@ def _parse_seed002(obj, file, line, problems) -> Fixture | None:
         off = _offsets([g.get("start"), g.get("end")], file, line, f"gold[{i}]", problems)
         if off is None:
             continue
-        spans.append(GoldSpan(f"g{i}", g["doc"], off[0], off[1], dependency="primary" if i == 0
-                              else "joint", system=coords.CODEPOINT))
+        spans.append(
+            GoldSpan(
+                f"g{i}",
+                g["doc"],
+                off[0],
+                off[1],
+                dependency="primary" if i == 0 else "joint",
+                system=coords.CODEPOINT,
+            )
+        )
     return Fixture(
         qid=qid,
         question=question,
@@ -356,7 +394,9 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
     n0 = len(problems)
     fmt = obj.get("format", FORMAT)
     if fmt != FORMAT:
-        problems.append(Problem(file, line, "format", f"unknown format version {fmt!r} (expected {FORMAT})"))
+        problems.append(
+            Problem(file, line, "format", f"unknown format version {fmt!r} (expected {FORMAT})")
+        )
         return None
     qid = _str(obj, "qid", file, line, problems)
     question = _str(obj, "question", file, line, problems)
@@ -371,8 +411,15 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
         return None
     for src in obj.get("sources", []) or []:
         try:
-            inline.add(make_source(src["doc_id"], src["text"], src.get("version"),
-                                   src.get("observed"), src.get("access", ())))
+            inline.add(
+                make_source(
+                    src["doc_id"],
+                    src["text"],
+                    src.get("version"),
+                    src.get("observed"),
+                    src.get("access", ()),
+                )
+            )
         except DigestMismatch as exc:
             problems.append(Problem(file, line, "sources.version", str(exc)))
         except InputError as exc:  # unencodable text, or the doc id already holds another version
@@ -394,15 +441,26 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
         if s.get("start") is None and s.get("end") is None and isinstance(s.get("quote"), str):
             off = (-1, -1)  # a quote selector: resolved against the source by quote + prefix/suffix
         else:
-            off = _offsets([s.get("start"), s.get("end")], file, line, f"{where}.start/end", problems)
+            off = _offsets(
+                [s.get("start"), s.get("end")], file, line, f"{where}.start/end", problems
+            )
         if off is None:
             continue
-        spans.append(GoldSpan(
-            sid, doc, off[0], off[1], version=s.get("version"), quote=s.get("quote"),
-            prefix=s.get("prefix", "") or "", suffix=s.get("suffix", "") or "",
-            dependency=s.get("dependency", "primary"), label=s.get("label", "") or "",
-            system=s.get("coordinate_system", system),
-        ))
+        spans.append(
+            GoldSpan(
+                sid,
+                doc,
+                off[0],
+                off[1],
+                version=s.get("version"),
+                quote=s.get("quote"),
+                prefix=s.get("prefix", "") or "",
+                suffix=s.get("suffix", "") or "",
+                dependency=s.get("dependency", "primary"),
+                label=s.get("label", "") or "",
+                system=s.get("coordinate_system", system),
+            )
+        )
     ans = obj.get("answer") or {}
     if not isinstance(ans, dict):
         problems.append(Problem(file, line, "answer", "must be an object"))
@@ -411,7 +469,9 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
     if not isinstance(sets, list) or not all(
         isinstance(x, list) and all(isinstance(sid, str) for sid in x) for x in sets
     ):
-        problems.append(Problem(file, line, "sufficient_sets", "must be a list of lists of span ids"))
+        problems.append(
+            Problem(file, line, "sufficient_sets", "must be a list of lists of span ids")
+        )
         return None
     adjudication = obj.get("adjudication") or {"state": "adjudicated"}
     return Fixture(
@@ -429,7 +489,9 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
         ),
         answerable=bool(obj.get("answerable", True)),
         support_only=bool(obj.get("support_only", False)),
-        adjudication=adjudication if isinstance(adjudication, dict) else {"state": str(adjudication)},
+        adjudication=adjudication
+        if isinstance(adjudication, dict)
+        else {"state": str(adjudication)},
         stress_set=obj.get("stress_set", "representative"),
         origin=obj.get("origin", "") or "",
         annotations=obj.get("annotations") or {},
@@ -441,7 +503,9 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
 # resolution and validation
 
 
-def resolve(fixture_set: FixtureSet, corpus: Corpus | None = None) -> tuple[list[Fixture], Corpus, list[Problem]]:
+def resolve(
+    fixture_set: FixtureSet, corpus: Corpus | None = None
+) -> tuple[list[Fixture], Corpus, list[Problem]]:
     """Translate every span to canonical code points and check it against its source.
 
     Returns the resolved fixtures, the merged corpus (given corpus plus inline
@@ -475,7 +539,10 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
         bad("answer.missing_condition", f"must be one of {', '.join(MISSING_CONDITION)}")
     state = fx.adjudication.get("state")
     if state not in ADJUDICATION_STATES:
-        bad("adjudication.state", f"unknown state {state!r}; known: {', '.join(ADJUDICATION_STATES)}")
+        bad(
+            "adjudication.state",
+            f"unknown state {state!r}; known: {', '.join(ADJUDICATION_STATES)}",
+        )
     if fx.stress_set not in STRESS_SETS:
         bad("stress_set", f"must be one of {', '.join(STRESS_SETS)}")
     resolved_spans = []
@@ -487,7 +554,10 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
             continue
         ids.add(span.span_id)
         if span.dependency not in DEPENDENCIES:
-            bad(f"{where}.dependency", f"unknown dependency {span.dependency!r}; known: {', '.join(DEPENDENCIES)}")
+            bad(
+                f"{where}.dependency",
+                f"unknown dependency {span.dependency!r}; known: {', '.join(DEPENDENCIES)}",
+            )
         if span.system not in coords.SYSTEMS:
             bad(f"{where}.coordinate_system", f"unknown system {span.system!r}")
             continue
@@ -496,7 +566,10 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
             bad(f"{where}.doc_id", f"source {span.doc_id!r} is not in the corpus")
             continue
         if span.version is not None and span.version != src.version:
-            bad(f"{where}.version", f"span names {span.version} but the source's digest is {src.version}")
+            bad(
+                f"{where}.version",
+                f"span names {span.version} but the source's digest is {src.version}",
+            )
             continue
         try:
             if span.start < 0:  # quote selector
@@ -513,21 +586,32 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
             continue
         sliced = src.text[start:end]
         if span.quote is not None and span.quote != sliced:
-            bad(f"{where}.quote", f"slice {sliced[:50]!r} differs from the recorded quote {span.quote[:50]!r}")
+            bad(
+                f"{where}.quote",
+                f"slice {sliced[:50]!r} differs from the recorded quote {span.quote[:50]!r}",
+            )
             continue
         prefix, suffix = span.prefix, span.suffix
-        if prefix and src.text[max(0, start - len(prefix)):start] != prefix:
+        if prefix and src.text[max(0, start - len(prefix)) : start] != prefix:
             bad(f"{where}.prefix", "recorded prefix does not match the text before the span")
             continue
-        if suffix and src.text[end:end + len(suffix)] != suffix:
+        if suffix and src.text[end : end + len(suffix)] != suffix:
             bad(f"{where}.suffix", "recorded suffix does not match the text after the span")
             continue
         if not prefix and not suffix:
             prefix, suffix = coords.quote_context(src.text, start, end)
-        resolved_spans.append(replace(
-            span, start=start, end=end, version=src.version, quote=sliced,
-            prefix=prefix, suffix=suffix, system=coords.CODEPOINT,
-        ))
+        resolved_spans.append(
+            replace(
+                span,
+                start=start,
+                end=end,
+                version=src.version,
+                quote=sliced,
+                prefix=prefix,
+                suffix=suffix,
+                system=coords.CODEPOINT,
+            )
+        )
     for i, sset in enumerate(fx.sufficient_sets):
         if not sset:
             bad(f"sufficient_sets[{i}]", "empty support set")
@@ -541,7 +625,10 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
     if not fx.answerable and fx.sufficient_sets:
         bad("sufficient_sets", "an unanswerable question cannot have a sufficient support set")
     if fx.answerable and not fx.support_only and not fx.answer.expected:
-        bad("answer.expected", "an answer-judged question needs an expected answer (or support_only: true)")
+        bad(
+            "answer.expected",
+            "an answer-judged question needs an expected answer (or support_only: true)",
+        )
     return replace(fx, spans=tuple(resolved_spans))
 
 
@@ -555,8 +642,12 @@ def load_fixtures(path: str | Path, corpus: Corpus | None = None) -> tuple[list[
     return fixtures, merged
 
 
-def write_fixtures(fixtures: list[Fixture], path: str | Path, corpus: Corpus | None = None,
-                   inline_sources: bool = False) -> None:
+def write_fixtures(
+    fixtures: list[Fixture],
+    path: str | Path,
+    corpus: Corpus | None = None,
+    inline_sources: bool = False,
+) -> None:
     """Write canonical JSONL atomically; optionally carry each fixture's sources inline."""
     from .atomic import atomic_write_text
 

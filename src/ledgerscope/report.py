@@ -45,7 +45,9 @@ def diagnosis_table(rows: list[dict]) -> Table:
             examples[key].append(f"{r['qid']}@{r['phase']}")
     for key in sorted(counts, key=lambda k: (k[0], k[1])):
         arm, step, name = key
-        table.add_row(Text(arm), str(step), Text(name), str(counts[key]), Text(safe(", ".join(examples[key]))))
+        table.add_row(
+            Text(arm), str(step), Text(name), str(counts[key]), Text(safe(", ".join(examples[key])))
+        )
     table.caption = f"{len(rows)} records; `ledgerscope diagnose LEDGER --json` prints the evidence"
     return table
 
@@ -61,7 +63,8 @@ def _fmt(value, digits: int = 3) -> str:
 def _interval(stat: dict, digits: int) -> str:
     if not stat:
         return "-"
-    return f"{_fmt(stat.get('estimate'), digits)} [{_fmt(stat.get('low'), digits)},{_fmt(stat.get('high'), digits)}]"
+    low, high = _fmt(stat.get("low"), digits), _fmt(stat.get("high"), digits)
+    return f"{_fmt(stat.get('estimate'), digits)} [{low},{high}]"
 
 
 def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
@@ -75,12 +78,19 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         f"resampling unit: {settings['resampling_unit']}"
     )
     for set_name, block in comparison["stress_sets"].items():
-        table = Table(title=f"stress set: {set_name} ({block['n_questions']} questions, "
-                            f"{block['n_clusters']} document clusters)", title_justify="left",
-                      box=box.SIMPLE_HEAD)
+        table = Table(
+            title=f"stress set: {set_name} ({block['n_questions']} questions, "
+            f"{block['n_clusters']} document clusters)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
         for col in ("metric", "cand", "base", "diff [CI]", "worst c/b", "worst diff [CI]"):
-            table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True,
-                             min_width=5 if col in ("cand", "base") else None)
+            table.add_column(
+                col,
+                justify="left" if col == "metric" else "right",
+                no_wrap=True,
+                min_width=5 if col in ("cand", "base") else None,
+            )
         for metric, res in block["metrics"].items():
             c, b, d = res["candidate"], res["baseline"], res.get("difference")
             mean = (d or {}).get("statistics", {}).get("mean", {})
@@ -99,14 +109,18 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         yield table
         segs = block.get("segments") or {}
         if segs:
-            seg = Table(title=f"segments ({set_name}): support and critical errors, phase average",
-                        title_justify="left", box=box.SIMPLE_HEAD)
+            seg = Table(
+                title=f"segments ({set_name}): support and critical errors, phase average",
+                title_justify="left",
+                box=box.SIMPLE_HEAD,
+            )
             for col in ("segment", "n", "support c", "support b", "critical c", "critical b"):
                 seg.add_column(col, justify="left" if col == "segment" else "right")
             for name, sb in segs.items():
                 sm = sb["metrics"]
                 seg.add_row(
-                    name, str(sb["n_questions"]),
+                    name,
+                    str(sb["n_questions"]),
                     _fmt(sm["support"]["candidate"]["phase_average"]["mean_of_phases"]),
                     _fmt(sm["support"]["baseline"]["phase_average"]["mean_of_phases"]),
                     _fmt(sm["critical"]["candidate"]["phase_average"]["mean_of_phases"]),
@@ -114,7 +128,9 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
                 )
             yield seg
     if decision is not None:
-        yield Text(f"release decision: {decision['outcome'].upper()}  (rule {decision['rule_digest']})",
-                   style="bold")
+        yield Text(
+            f"release decision: {decision['outcome'].upper()}  (rule {decision['rule_digest']})",
+            style="bold",
+        )
         for reason in decision["reasons"]:
             yield Text("  - " + safe(reason))

@@ -18,14 +18,22 @@ from . import schema
 def load_manifest(ledger: str | Path) -> dict:
     path = Path(ledger) / "manifest.json"
     if not path.is_file():
-        raise InputError(Problem(str(path), None, "manifest", "not a ledger: manifest.json is missing"))
+        raise InputError(
+            Problem(str(path), None, "manifest", "not a ledger: manifest.json is missing")
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(Problem(str(path), None, "manifest", f"not valid JSON: {exc}")) from None
     if manifest.get("format") != schema.FORMAT:
-        raise InputError(Problem(str(path), None, "format",
-                                 f"unknown ledger format {manifest.get('format')!r} (expected {schema.FORMAT})"))
+        raise InputError(
+            Problem(
+                str(path),
+                None,
+                "format",
+                f"unknown ledger format {manifest.get('format')!r} (expected {schema.FORMAT})",
+            )
+        )
     return manifest
 
 
@@ -58,8 +66,11 @@ def connect(ledger: str | Path, con=None):
 
 def _view(con, name: str, files: list[Path], table_schema) -> None:
     if files:
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, hive_partitioning = false, "
-                    "union_by_name = true)")
+        con.execute(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, "
+            "hive_partitioning = false, "
+            "union_by_name = true)"
+        )
     else:  # an empty table with the right columns, so queries still bind
         import pyarrow as pa
 

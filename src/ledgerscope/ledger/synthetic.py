@@ -9,6 +9,7 @@ column by column with numpy, so a million candidate rows take seconds.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -21,23 +22,70 @@ from . import schema
 from .write import write_partition
 
 #: (stage, list length) per record: about 67 candidate rows per record
-STAGE_SIZES = (("bm25", 8), ("dense_exact", 8), ("dense_ann", 8), ("union", 12), ("fused", 12),
-               ("reranked", 10), ("selected", 4), ("packed", 3), ("topk", 2))
-FUNNEL = ("support_chunked", "support_exact", "support_production", "support_union", "support_fused",
-          "support_reranked", "support_packed")
-SEGMENTS = ("rule-exception", "definition-referent", "number-scope", "cross-reference", "joint-evidence",
-            "unanswerable")
-WORDS = ("retention", "limit", "requests", "temporary", "plan", "audit", "region", "export", "token",
-         "workspace", "owner", "days", "hours", "seats", "backup", "policy", "section", "except", "unless")
+STAGE_SIZES = (
+    ("bm25", 8),
+    ("dense_exact", 8),
+    ("dense_ann", 8),
+    ("union", 12),
+    ("fused", 12),
+    ("reranked", 10),
+    ("selected", 4),
+    ("packed", 3),
+    ("topk", 2),
+)
+FUNNEL = (
+    "support_chunked",
+    "support_exact",
+    "support_production",
+    "support_union",
+    "support_fused",
+    "support_reranked",
+    "support_packed",
+)
+SEGMENTS = (
+    "rule-exception",
+    "definition-referent",
+    "number-scope",
+    "cross-reference",
+    "joint-evidence",
+    "unanswerable",
+)
+WORDS = (
+    "retention",
+    "limit",
+    "requests",
+    "temporary",
+    "plan",
+    "audit",
+    "region",
+    "export",
+    "token",
+    "workspace",
+    "owner",
+    "days",
+    "hours",
+    "seats",
+    "backup",
+    "policy",
+    "section",
+    "except",
+    "unless",
+)
 
 
 def rows_per_record() -> int:
     return sum(n for _, n in STAGE_SIZES)
 
 
-def make_synthetic_ledger(out: str | Path, questions: int = 1000, phases: int = 8,
-                          arms: tuple[str, ...] = ("candidate", "baseline"), unit_chars: int = 80,
-                          doc_chars: int = 2400, seed: int = 0) -> dict:
+def make_synthetic_ledger(
+    out: str | Path,
+    questions: int = 1000,
+    phases: int = 8,
+    arms: tuple[str, ...] = ("candidate", "baseline"),
+    unit_chars: int = 80,
+    doc_chars: int = 2400,
+    seed: int = 0,
+) -> dict:
     """Write a ledger directory; returns counts (records, candidate rows, units)."""
     out = Path(out)
     rng = np.random.default_rng(seed)
@@ -49,9 +97,16 @@ def make_synthetic_ledger(out: str | Path, questions: int = 1000, phases: int = 
         docs[f"docs/d{d:05d}.md"] = text.rstrip() + "."
     doc_ids = sorted(docs)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(
-        [{"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-         for k, v in docs.items()], schema=schema.SOURCES), out / "sources.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
+                for k, v in docs.items()
+            ],
+            schema=schema.SOURCES,
+        ),
+        out / "sources.parquet",
+    )
 
     q_doc = np.array([doc_ids[q % n_docs] for q in range(questions)], dtype=object)
     q_seg = np.array([SEGMENTS[q % len(SEGMENTS)] for q in range(questions)], dtype=object)
@@ -61,36 +116,80 @@ def make_synthetic_ledger(out: str | Path, questions: int = 1000, phases: int = 
         doc = q_doc[q]
         text = docs[doc]
         if q_seg[q] == "unanswerable":
-            fixtures.append({"format": "ledgerscope-fixture/1", "qid": f"q{q:06d}", "question": f"question {q}?",
-                             "segment": "unanswerable", "answerable": False, "answer": {"expected": None},
-                             "spans": [], "sufficient_sets": []})
+            fixtures.append(
+                {
+                    "format": "ledgerscope-fixture/1",
+                    "qid": f"q{q:06d}",
+                    "question": f"question {q}?",
+                    "segment": "unanswerable",
+                    "answerable": False,
+                    "answer": {"expected": None},
+                    "spans": [],
+                    "sufficient_sets": [],
+                }
+            )
             continue
         a = int(rng.integers(0, len(text) - 200))
         b = a + int(rng.integers(60, 150))
         spans = [(a, a + 40), (b, b + 40)]
         spans_of[q] = spans
-        fixtures.append({
-            "format": "ledgerscope-fixture/1", "qid": f"q{q:06d}", "question": f"question {q}?",
-            "segment": q_seg[q], "answer": {"expected": "7 days", "default": "30 days"},
-            "spans": [{"id": "rule", "doc_id": doc, "start": s, "end": e, "quote": text[s:e],
-                       "version": text_version(text), "dependency": dep}
-                      for (s, e), dep in zip(spans, ("primary", "exception"), strict=True)],
-            "sufficient_sets": [["rule", "qualifier"]],
-        })
+        fixtures.append(
+            {
+                "format": "ledgerscope-fixture/1",
+                "qid": f"q{q:06d}",
+                "question": f"question {q}?",
+                "segment": q_seg[q],
+                "answer": {"expected": "7 days", "default": "30 days"},
+                "spans": [
+                    {
+                        "id": "rule",
+                        "doc_id": doc,
+                        "start": s,
+                        "end": e,
+                        "quote": text[s:e],
+                        "version": text_version(text),
+                        "dependency": dep,
+                    }
+                    for (s, e), dep in zip(spans, ("primary", "exception"), strict=True)
+                ],
+                "sufficient_sets": [["rule", "qualifier"]],
+            }
+        )
         fixtures[-1]["spans"][1]["id"] = "qualifier"
-    (out / "fixtures.jsonl").write_text("\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8")
+    (out / "fixtures.jsonl").write_text(
+        "\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8"
+    )
 
-    phase_list = [{"label": str(p), "offset": p * (unit_chars // max(1, phases))} for p in range(phases)]
+    phase_list = [
+        {"label": str(p), "offset": p * (unit_chars // max(1, phases))} for p in range(phases)
+    ]
     manifest = {
-        "format": schema.FORMAT, "ledgerscope_version": "synthetic", "created": "synthetic",
-        "identity": f"synthetic:{questions}:{phases}:{seed}", "fixtures_digest": "synthetic",
-        "fixture_count": questions, "sources": {k: text_version(v) for k, v in docs.items()},
-        "arms": {arm: {"config": {"name": arm, "capacity": unit_chars, "overlap": 0,
-                                  "budget_tokens": 320, "rerank_depth": 12,
-                                  "retrieval": {"bm25_top_n": 8, "dense_top_n": 8, "ann_top_n": 8},
-                                  "rerank": {"selection_depth": 10}},
-                       "config_digest": f"synthetic:{arm}", "phases": phase_list, "stride": unit_chars,
-                       "edge_policy": "keep-short", "components": {}} for arm in arms},
+        "format": schema.FORMAT,
+        "ledgerscope_version": "synthetic",
+        "created": "synthetic",
+        "identity": f"synthetic:{questions}:{phases}:{seed}",
+        "fixtures_digest": "synthetic",
+        "fixture_count": questions,
+        "sources": {k: text_version(v) for k, v in docs.items()},
+        "arms": {
+            arm: {
+                "config": {
+                    "name": arm,
+                    "capacity": unit_chars,
+                    "overlap": 0,
+                    "budget_tokens": 320,
+                    "rerank_depth": 12,
+                    "retrieval": {"bm25_top_n": 8, "dense_top_n": 8, "ann_top_n": 8},
+                    "rerank": {"selection_depth": 10},
+                },
+                "config_digest": f"synthetic:{arm}",
+                "phases": phase_list,
+                "stride": unit_chars,
+                "edge_policy": "keep-short",
+                "components": {},
+            }
+            for arm in arms
+        },
         "stages": list(schema.STAGES),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -100,16 +199,34 @@ def make_synthetic_ledger(out: str | Path, questions: int = 1000, phases: int = 
         for p in phase_list:
             units, bounds, unit_index = _units(docs, doc_ids, arm, p, unit_chars)
             recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index)
-            write_partition(out, arm, p["label"], {"units": units, "boundaries": bounds, "candidates": cands,
-                                                   "records": recs},
-                            {"arm": arm, "phase": p["label"], "synthetic": True})
+            write_partition(
+                out,
+                arm,
+                p["label"],
+                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs},
+                {"arm": arm, "phase": p["label"], "synthetic": True},
+            )
             total_cands += cands.num_rows
             total_records += len(recs)
             total_units += len(units)
-        oracle = [{"arm": arm, "qid": f"q{q:06d}", "support_set": 0, "feasible": True, "evidence_tokens": 40,
-                   "budget_tokens": 320, "context": "", "answer": "7 days", "abstained": False,
-                   "answer_verdict": "correct" if q % 3 else "wrong", "answer_reason": "synthetic",
-                   "generator_error": None, "attempts": 1} for q in range(questions)]
+        oracle = [
+            {
+                "arm": arm,
+                "qid": f"q{q:06d}",
+                "support_set": 0,
+                "feasible": True,
+                "evidence_tokens": 40,
+                "budget_tokens": 320,
+                "context": "",
+                "answer": "7 days",
+                "abstained": False,
+                "answer_verdict": "correct" if q % 3 else "wrong",
+                "answer_reason": "synthetic",
+                "generator_error": None,
+                "attempts": 1,
+            }
+            for q in range(questions)
+        ]
         path = out / "oracle" / f"arm={arm}" / "oracle.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(oracle, schema=schema.ORACLE), path)
@@ -123,17 +240,41 @@ def _units(docs, doc_ids, arm, p, unit_chars):
         cuts = list(range(p["offset"] or unit_chars, len(text), unit_chars))
         edges = [0, *cuts, len(text)]
         doc_units = []
-        for i, (s, e) in enumerate(zip(edges, edges[1:], strict=False)):
+        for i, (s, e) in enumerate(itertools.pairwise(edges)):
             uid = f"{doc}@{s}-{e}"
-            rows.append({"arm": arm, "phase": p["label"], "unit_id": uid, "doc_id": doc,
-                         "version": text_version(text), "ordinal": i, "start": s, "end": e, "core_start": s,
-                         "core_end": e, "token_start": s // 5, "token_end": e // 5, "n_tokens": (e - s) // 5,
-                         "text": text[s:e], "access": []})
+            rows.append(
+                {
+                    "arm": arm,
+                    "phase": p["label"],
+                    "unit_id": uid,
+                    "doc_id": doc,
+                    "version": text_version(text),
+                    "ordinal": i,
+                    "start": s,
+                    "end": e,
+                    "core_start": s,
+                    "core_end": e,
+                    "token_start": s // 5,
+                    "token_end": e // 5,
+                    "n_tokens": (e - s) // 5,
+                    "text": text[s:e],
+                    "access": [],
+                }
+            )
             doc_units.append((uid, s, e))
         index[doc] = doc_units
-        bounds.append({"arm": arm, "phase": p["label"], "phase_offset": p["offset"], "doc_id": doc,
-                       "version": text_version(text), "n_tokens": len(text) // 5,
-                       "cut_tokens": [c // 5 for c in cuts], "cut_chars": cuts})
+        bounds.append(
+            {
+                "arm": arm,
+                "phase": p["label"],
+                "phase_offset": p["offset"],
+                "doc_id": doc,
+                "version": text_version(text),
+                "n_tokens": len(text) // 5,
+                "cut_tokens": [c // 5 for c in cuts],
+                "cut_chars": cuts,
+            }
+        )
     return rows, bounds, index
 
 
@@ -146,9 +287,13 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index):
         doc = q_doc[q]
         units = unit_index[doc]
         answerable = q_seg[q] != "unanswerable"
-        gold_units = [u for u in units if q in spans_of and any(u[1] < e and s < u[2] for s, e in spans_of[q])]
+        gold_units = [
+            u for u in units if q in spans_of and any(u[1] < e and s < u[2] for s, e in spans_of[q])
+        ]
         for stage, n in STAGE_SIZES:
-            picks = [units[i] for i in rng.choice(len(units), size=min(n, len(units)), replace=False)]
+            picks = [
+                units[i] for i in rng.choice(len(units), size=min(n, len(units)), replace=False)
+            ]
             keeps = answerable and FUNNEL.index(_funnel_of(stage)) < lose[q]
             if keeps:  # a stage that keeps support lists the gold-covering units first
                 picks = (gold_units + [u for u in picks if u not in gold_units])[:n]
@@ -174,30 +319,68 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index):
             flags["support_selected"] = flags["support_reranked"]
             flags["support_cited"] = flags["support_topk"] = flags["support_packed"]
         packed = bool(flags.get("support_packed"))
-        verdict = ("correct" if packed and q % 4 else "wrong") if answerable else (
-            "abstained" if q % 2 else "false-assertion")
+        verdict = (
+            ("correct" if packed and q % 4 else "wrong")
+            if answerable
+            else ("abstained" if q % 2 else "false-assertion")
+        )
         if answerable and not packed and q % 5 == 0:
             verdict = "critical-condition-error"
         text = docs[doc]
-        recs.append({
-            "arm": arm, "phase": p["label"], "phase_offset": p["offset"], "qid": qid,
-            "question": f"question {q}?", "segment": q_seg[q], "answerable": answerable,
-            "support_only": False, "stress_set": "representative", "doc_ids": [doc], "gold_status": "ok",
-            **flags, "covered_set": 0 if packed else None, "single_unit_complete": False,
-            "packed_context": "[1] (" + doc + ")\n" + text[:160], "packed_unit_ids": [units[0][0]],
-            "evidence_tokens": 40, "prompt_tokens": 90, "budget_tokens": 320, "rerank_depth": 12,
-            "selection_depth": 10, "repeated_source_tokens": 0, "topk_tokens": 30, "overflow_json": "[]",
-            "expansion_dropped_json": "[]", "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
-            "abstained": verdict == "abstained", "citations_json": "[]", "answer_verdict": verdict,
-            "answer_reason": "synthetic", "citation_verdict": "supported" if packed else "unsupported",
-            "citation_reason": "synthetic", "generator_error": None, "attempts": 1,
-            "generator_detail_json": "{}", "oracle_verdict": "correct", "oracle_feasible": True,
-            "config_digest": f"synthetic:{arm}",
-        })
+        recs.append(
+            {
+                "arm": arm,
+                "phase": p["label"],
+                "phase_offset": p["offset"],
+                "qid": qid,
+                "question": f"question {q}?",
+                "segment": q_seg[q],
+                "answerable": answerable,
+                "support_only": False,
+                "stress_set": "representative",
+                "doc_ids": [doc],
+                "gold_status": "ok",
+                **flags,
+                "covered_set": 0 if packed else None,
+                "single_unit_complete": False,
+                "packed_context": "[1] (" + doc + ")\n" + text[:160],
+                "packed_unit_ids": [units[0][0]],
+                "evidence_tokens": 40,
+                "prompt_tokens": 90,
+                "budget_tokens": 320,
+                "rerank_depth": 12,
+                "selection_depth": 10,
+                "repeated_source_tokens": 0,
+                "topk_tokens": 30,
+                "overflow_json": "[]",
+                "expansion_dropped_json": "[]",
+                "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
+                "abstained": verdict == "abstained",
+                "citations_json": "[]",
+                "answer_verdict": verdict,
+                "answer_reason": "synthetic",
+                "citation_verdict": "supported" if packed else "unsupported",
+                "citation_reason": "synthetic",
+                "generator_error": None,
+                "attempts": 1,
+                "generator_detail_json": "{}",
+                "oracle_verdict": "correct",
+                "oracle_feasible": True,
+                "config_digest": f"synthetic:{arm}",
+            }
+        )
     return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)
 
 
 def _funnel_of(stage: str) -> str:
-    return {"bm25": "support_exact", "dense_exact": "support_exact", "dense_ann": "support_production",
-            "union": "support_union", "fused": "support_fused", "reranked": "support_reranked",
-            "selected": "support_reranked", "packed": "support_packed", "topk": "support_packed"}[stage]
+    return {
+        "bm25": "support_exact",
+        "dense_exact": "support_exact",
+        "dense_ann": "support_production",
+        "union": "support_union",
+        "fused": "support_fused",
+        "reranked": "support_reranked",
+        "selected": "support_reranked",
+        "packed": "support_packed",
+        "topk": "support_packed",
+    }[stage]

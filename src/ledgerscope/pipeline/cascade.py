@@ -57,8 +57,12 @@ class ArmRuntime:
             reranker["model"] = self.encoder.name
         elif rr == "cross-encoder":
             reranker["model"] = self.config.rerank.get("model")
-        return {"embedding": self.encoder.describe(), "chunk_tokenizer": self.chunk_counter.describe(),
-                "reranker": reranker, "generator": gen}
+        return {
+            "embedding": self.encoder.describe(),
+            "chunk_tokenizer": self.chunk_counter.describe(),
+            "reranker": reranker,
+            "generator": gen,
+        }
 
 
 def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]) -> ArmRuntime:
@@ -70,14 +74,17 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
         from .endpoint import EndpointGenerator
 
         generator = EndpointGenerator(
-            gen_cfg["base_url"], gen_cfg.get("model", ""), api_key_env=gen_cfg.get("api_key_env") or None,
+            gen_cfg["base_url"],
+            gen_cfg.get("model", ""),
+            api_key_env=gen_cfg.get("api_key_env") or None,
             temperature=float(gen_cfg.get("temperature", 0.0)),
             max_tokens=int(gen_cfg.get("max_tokens", 128)),
         )
         count = generator.count_tokens
     else:
-        generator = ExtractiveReader(encoder.get, counter.count,
-                                     float(gen_cfg.get("abstain_threshold", 0.5)))
+        generator = ExtractiveReader(
+            encoder.get, counter.count, float(gen_cfg.get("abstain_threshold", 0.5))
+        )
         count = counter.count
     cross = None
     if cfg.rerank.get("kind") == "cross-encoder":
@@ -106,28 +113,39 @@ class PhaseIndex:
         return self._all_intervals
 
 
-def chunk_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source]) -> tuple[list[Unit], list[Boundaries]]:
+def chunk_phase(
+    rt: ArmRuntime, phase: Phase, sources: Sequence[Source]
+) -> tuple[list[Unit], list[Boundaries]]:
     cfg = rt.config
     units: list[Unit] = []
     bounds: list[Boundaries] = []
     missing = [s.text for s in sources if s.version not in rt.offsets_cache]
     if missing:
-        for s, offs in zip([s for s in sources if s.version not in rt.offsets_cache],
-                           rt.chunk_counter.offsets_many(missing), strict=True):
+        for s, offs in zip(
+            [s for s in sources if s.version not in rt.offsets_cache],
+            rt.chunk_counter.offsets_many(missing),
+            strict=True,
+        ):
             rt.offsets_cache[s.version] = offs
     for src in sources:
         offsets = rt.offsets_cache[src.version]
         if cfg.chunker_kind == "sentence":
             u, b = chunk_sentences(src, offsets, cfg.capacity, phase.offset)
         else:
-            u, b = chunk_tokens(src, offsets, cfg.capacity, cfg.overlap, phase.offset, cfg.edge_policy)
+            u, b = chunk_tokens(
+                src, offsets, cfg.capacity, cfg.overlap, phase.offset, cfg.edge_policy
+            )
         units.extend(u)
         bounds.append(b)
     return units, bounds
 
 
-def build_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source],
-                on_stage: Callable[[str], None] | None = None) -> PhaseIndex:
+def build_phase(
+    rt: ArmRuntime,
+    phase: Phase,
+    sources: Sequence[Source],
+    on_stage: Callable[[str], None] | None = None,
+) -> PhaseIndex:
     """Chunk the visible sources and build BM25, exact and HNSW indexes for one phase."""
     cfg = rt.config
     visible_sources = [s for s in sources if set(s.access) <= cfg.clearance]
@@ -144,11 +162,20 @@ def build_phase(rt: ArmRuntime, phase: Phase, sources: Sequence[Source],
     for u in units:
         by_doc.setdefault(u.doc_id, []).append(u)
     index = PhaseIndex(
-        cfg.name, phase, units, bounds, by_doc,
+        cfg.name,
+        phase,
+        units,
+        bounds,
+        by_doc,
         BM25Index(texts, float(r.get("bm25_k1", 1.5)), float(r.get("bm25_b", 0.75))),
         ExactIndex(vectors),
-        HnswIndex(vectors, int(hnsw.get("M", 16)), int(hnsw.get("ef_construction", 200)),
-                  int(hnsw.get("ef_search", 64)), int(hnsw.get("seed", 0))),
+        HnswIndex(
+            vectors,
+            int(hnsw.get("M", 16)),
+            int(hnsw.get("ef_construction", 200)),
+            int(hnsw.get("ef_search", 64)),
+            int(hnsw.get("seed", 0)),
+        ),
         cfg.digest(),
     )
     if on_stage:
@@ -162,8 +189,16 @@ class CandidateSink:
     def __init__(self) -> None:
         self.cols: dict[str, list] = {name: [] for name in schema.CANDIDATES.names}
 
-    def add(self, arm: str, phase: str, qid: str, stage: str, units: Sequence[Unit],
-            scores: Sequence[float | None] | None, lineage: Sequence[list[str]] | None = None) -> None:
+    def add(
+        self,
+        arm: str,
+        phase: str,
+        qid: str,
+        stage: str,
+        units: Sequence[Unit],
+        scores: Sequence[float | None] | None,
+        lineage: Sequence[list[str]] | None = None,
+    ) -> None:
         n = len(units)
         c = self.cols
         c["arm"].extend([arm] * n)
@@ -172,7 +207,9 @@ class CandidateSink:
         c["stage"].extend([stage] * n)
         c["rank"].extend(range(1, n + 1))
         c["unit_id"].extend([u.unit_id for u in units])
-        c["score"].extend([None] * n if scores is None else [None if x is None else float(x) for x in scores])
+        c["score"].extend(
+            [None] * n if scores is None else [None if x is None else float(x) for x in scores]
+        )
         c["doc_id"].extend([u.doc_id for u in units])
         c["start"].extend([u.start for u in units])
         c["end"].extend([u.end for u in units])
@@ -217,9 +254,14 @@ def single_threaded_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
-                  texts: dict[str, str], oracle: dict[str, dict],
-                  on_question: Callable[[], None] | None = None) -> tuple[list[dict], CandidateSink]:
+def run_questions(
+    rt: ArmRuntime,
+    index: PhaseIndex,
+    fixtures: Sequence[Fixture],
+    texts: dict[str, str],
+    oracle: dict[str, dict],
+    on_question: Callable[[], None] | None = None,
+) -> tuple[list[dict], CandidateSink]:
     """Every question down the cascade at this phase; returns (records, candidate sink)."""
     cfg = rt.config
     r = cfg.retrieval
@@ -233,7 +275,9 @@ def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture]
     # product itself (and competes with the model's own threads on small machines).
     with single_threaded_blas():
         for fx, exact_hits, ann_hits in zip(fixtures, exact_all, ann_all, strict=True):
-            rec = _run_one(rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}), cands)
+            rec = _run_one(
+                rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}), cands
+            )
             records.append(rec)
             if on_question:
                 on_question()
@@ -241,8 +285,16 @@ def run_questions(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture]
     return records, cands
 
 
-def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, str],
-             exact_hits, ann_hits, oracle_row: dict, sink: CandidateSink) -> dict:
+def _run_one(
+    rt: ArmRuntime,
+    index: PhaseIndex,
+    fx: Fixture,
+    texts: dict[str, str],
+    exact_hits,
+    ann_hits,
+    oracle_row: dict,
+    sink: CandidateSink,
+) -> dict:
     cfg = rt.config
     r = cfg.retrieval
     arm, phase = cfg.name, index.phase.label
@@ -268,15 +320,20 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
                 first[key] = (rank, i)
     union_keys = sorted(first, key=lambda k: (first[k][0], first[k][1]))
     union_units = [units[first[k][1]] for k in union_keys]
-    sink.add(arm, phase, fx.qid, "union", union_units, None,
-             [lineage[k] for k in union_keys])
+    sink.add(arm, phase, fx.qid, "union", union_units, None, [lineage[k] for k in union_keys])
 
     fusion = cfg.fusion
     weights = fusion.get("weights", {})
-    fused_all = fuse({"bm25": lists["bm25"], "dense": lists["dense_ann"]}, fusion.get("method", "rrf"),
-                     int(fusion.get("rrf_k", 60)), weights)
+    fused_all = fuse(
+        {"bm25": lists["bm25"], "dense": lists["dense_ann"]},
+        fusion.get("method", "rrf"),
+        int(fusion.get("rrf_k", 60)),
+        weights,
+    )
     # the whole fused list is recorded; the reranker sees its first rerank_depth entries
-    sink.add(arm, phase, fx.qid, "fused", [units[i] for i, _ in fused_all], [s for _, s in fused_all])
+    sink.add(
+        arm, phase, fx.qid, "fused", [units[i] for i, _ in fused_all], [s for _, s in fused_all]
+    )
     fused = fused_all[: cfg.rerank_depth]
     fused_units = [units[i] for i, _ in fused]
 
@@ -291,21 +348,37 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
     order = sorted(range(len(fused_units)), key=lambda i: (-float(scores[i]), i))
     depth = int(cfg.rerank.get("selection_depth", 10))
     # the whole reranked list is recorded (reranker regret needs the ranks below the cut)
-    sink.add(arm, phase, fx.qid, "reranked", [fused_units[i] for i in order],
-                  [float(scores[i]) for i in order])
+    sink.add(
+        arm,
+        phase,
+        fx.qid,
+        "reranked",
+        [fused_units[i] for i in order],
+        [float(scores[i]) for i in order],
+    )
     reranked = [fused_units[i] for i in order][:depth]
 
     sel = cfg.selection
     dropped: list[dict] = []
     selected = [u for u in reranked if visible(u, cfg.clearance)]
     if sel.get("expansion") == "neighbours":
-        selected, dropped = expand(selected, index.by_doc, int(sel.get("neighbours", 1)), cfg.clearance)
+        selected, dropped = expand(
+            selected, index.by_doc, int(sel.get("neighbours", 1)), cfg.clearance
+        )
     sink.add(arm, phase, fx.qid, "selected", selected, None)
     mode = sel.get("mode", "budget")
-    primary = pack(selected, rt.count_tokens, cfg.budget_tokens if mode == "budget" else None,
-                   cfg.top_k if mode == "top-k" else None)
-    secondary = pack(selected, rt.count_tokens, cfg.budget_tokens if mode == "top-k" else None,
-                     cfg.top_k if mode == "budget" else None)
+    primary = pack(
+        selected,
+        rt.count_tokens,
+        cfg.budget_tokens if mode == "budget" else None,
+        cfg.top_k if mode == "top-k" else None,
+    )
+    secondary = pack(
+        selected,
+        rt.count_tokens,
+        cfg.budget_tokens if mode == "top-k" else None,
+        cfg.top_k if mode == "budget" else None,
+    )
     sink.add(arm, phase, fx.qid, "packed", primary.units, None)
     sink.add(arm, phase, fx.qid, "topk", secondary.units, None)
 
@@ -314,9 +387,15 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
     citations = []
     for label in gen.citations:
         u = by_label.get(label)
-        citations.append({"label": label, "unit_id": u.unit_id if u else None,
-                          "doc_id": u.doc_id if u else None, "start": u.start if u else None,
-                          "end": u.end if u else None})
+        citations.append(
+            {
+                "label": label,
+                "unit_id": u.unit_id if u else None,
+                "doc_id": u.doc_id if u else None,
+                "start": u.start if u else None,
+                "end": u.end if u else None,
+            }
+        )
     cited_units = [by_label[c["label"]] for c in citations if c["label"] in by_label]
     if gen.error:
         verdict, reason = "infrastructure-failure", gen.error
@@ -324,8 +403,9 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
     else:
         aj = judging.judge_answer(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
-        cj = judging.judge_citations([(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations],
-                                     fx, texts, verdict)
+        cj = judging.judge_citations(
+            [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, verdict
+        )
         cit_verdict, cit_reason = cj.verdict, cj.reason
 
     stage_units = {
@@ -333,8 +413,13 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "bm25": [units[i] for i, _ in lists["bm25"]],
         "dense_exact": [units[i] for i, _ in lists["dense_exact"]],
         "dense_ann": [units[i] for i, _ in lists["dense_ann"]],
-        "union": union_units, "fused": fused_units, "reranked": reranked, "selected": selected,
-        "packed": primary.units, "cited": cited_units, "topk": secondary.units,
+        "union": union_units,
+        "fused": fused_units,
+        "reranked": reranked,
+        "selected": selected,
+        "packed": primary.units,
+        "cited": cited_units,
+        "topk": secondary.units,
     }
     stage_units["exact"] = stage_units["bm25"] + stage_units["dense_exact"]
     stage_units["production"] = stage_units["bm25"] + stage_units["dense_ann"]
@@ -346,19 +431,31 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         if not answerable:
             flags[f"support_{name}"] = None
         elif name == "chunked":
-            flags[f"support_{name}"] = support.kept_set_in(fx, index.all_intervals, texts) is not None
+            flags[f"support_{name}"] = (
+                support.kept_set_in(fx, index.all_intervals, texts) is not None
+            )
         else:
             flags[f"support_{name}"] = support.keeps(fx, us, texts)
     covered = support.kept_set(fx, primary.units, texts) if answerable else None
     record = {
-        "arm": arm, "phase": phase, "phase_offset": index.phase.offset, "qid": fx.qid,
-        "question": fx.question, "segment": fx.segment, "answerable": fx.answerable,
-        "support_only": fx.support_only, "stress_set": fx.stress_set, "doc_ids": list(fx.doc_ids),
-        "gold_status": "ok" if gold_ok and not restricted else
-        f"not in the authorized corpus: {', '.join(sorted(set(restricted)))}",
+        "arm": arm,
+        "phase": phase,
+        "phase_offset": index.phase.offset,
+        "qid": fx.qid,
+        "question": fx.question,
+        "segment": fx.segment,
+        "answerable": fx.answerable,
+        "support_only": fx.support_only,
+        "stress_set": fx.stress_set,
+        "doc_ids": list(fx.doc_ids),
+        "gold_status": "ok"
+        if gold_ok and not restricted
+        else f"not in the authorized corpus: {', '.join(sorted(set(restricted)))}",
         **flags,
         "covered_set": covered,
-        "single_unit_complete": support.single_unit_complete(fx, primary.units, texts) if answerable else None,
+        "single_unit_complete": support.single_unit_complete(fx, primary.units, texts)
+        if answerable
+        else None,
         "packed_context": render_context(primary.blocks),
         "packed_unit_ids": [u.unit_id for u in primary.units],
         "evidence_tokens": primary.evidence_tokens,
@@ -370,11 +467,15 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
         "topk_tokens": secondary.evidence_tokens,
         "overflow_json": json.dumps(primary.overflow),
         "expansion_dropped_json": json.dumps(dropped),
-        "answer": gen.answer, "abstained": gen.abstained,
+        "answer": gen.answer,
+        "abstained": gen.abstained,
         "citations_json": json.dumps(citations, ensure_ascii=False),
-        "answer_verdict": verdict, "answer_reason": reason,
-        "citation_verdict": cit_verdict, "citation_reason": cit_reason,
-        "generator_error": gen.error, "attempts": gen.attempts,
+        "answer_verdict": verdict,
+        "answer_reason": reason,
+        "citation_verdict": cit_verdict,
+        "citation_reason": cit_reason,
+        "generator_error": gen.error,
+        "attempts": gen.attempts,
         "generator_detail_json": json.dumps(gen.detail, ensure_ascii=False, sort_keys=True),
         "oracle_verdict": oracle_row.get("answer_verdict"),
         "oracle_feasible": oracle_row.get("feasible"),
@@ -386,18 +487,29 @@ def _run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, texts: dict[str, st
 def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:
     """Batch-encode every gold quote an oracle prompt will show (one pass, not one per span)."""
     if isinstance(rt.generator, ExtractiveReader):
-        rt.encoder.encode([s.quote for f in fixtures for s in f.spans if s.quote]
-                          + [f.question for f in fixtures])
+        rt.encoder.encode(
+            [s.quote for f in fixtures for s in f.spans if s.quote] + [f.question for f in fixtures]
+        )
 
 
 def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
     """The same generator on an adjudicated sufficient set, under the production budget."""
     cfg = rt.config
-    row = {"arm": cfg.name, "qid": fx.qid, "support_set": None, "feasible": None,
-           "evidence_tokens": None, "budget_tokens": cfg.budget_tokens, "context": None,
-           "answer": None, "abstained": None, "answer_verdict": "not-applicable",
-           "answer_reason": "no sufficient set (unanswerable control)", "generator_error": None,
-           "attempts": 0}
+    row = {
+        "arm": cfg.name,
+        "qid": fx.qid,
+        "support_set": None,
+        "feasible": None,
+        "evidence_tokens": None,
+        "budget_tokens": cfg.budget_tokens,
+        "context": None,
+        "answer": None,
+        "abstained": None,
+        "answer_verdict": "not-applicable",
+        "answer_reason": "no sufficient set (unanswerable control)",
+        "generator_error": None,
+        "attempts": 0,
+    }
     if not fx.sufficient_sets:
         return row
     options = []
@@ -419,8 +531,16 @@ def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
     else:
         aj = judging.judge_answer(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
-    row.update(support_set=set_index, feasible=feasible, evidence_tokens=tokens,
-               context=render_context(blocks), answer=gen.answer, abstained=gen.abstained,
-               answer_verdict=verdict, answer_reason=reason, generator_error=gen.error,
-               attempts=gen.attempts)
+    row.update(
+        support_set=set_index,
+        feasible=feasible,
+        evidence_tokens=tokens,
+        context=render_context(blocks),
+        answer=gen.answer,
+        abstained=gen.abstained,
+        answer_verdict=verdict,
+        answer_reason=reason,
+        generator_error=gen.error,
+        attempts=gen.attempts,
+    )
     return row

@@ -122,11 +122,21 @@ class Encoder:
 
         todo = sorted({t for t in texts if t not in self._cache}, key=lambda t: (-len(t), t))
         for i in range(0, len(todo), self.batch_size):
-            batch = todo[i:i + self.batch_size]
-            enc = self.hf_tokenizer(batch, return_offsets_mapping=True, padding=True, truncation=True,
-                                    max_length=self.max_length, return_tensors="pt")
+            batch = todo[i : i + self.batch_size]
+            enc = self.hf_tokenizer(
+                batch,
+                return_offsets_mapping=True,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
             offsets = enc.pop("offset_mapping").numpy()
-            features = {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+            features = {
+                k: v
+                for k, v in enc.items()
+                if k in ("input_ids", "attention_mask", "token_type_ids")
+            }
             with torch.inference_mode():
                 out = self.model(features)
             pooled = out["sentence_embedding"].float().numpy()
@@ -142,7 +152,8 @@ class Encoder:
                 vec = pooled[j]
                 norm = float(np.linalg.norm(vec)) or 1.0
                 self._cache[text] = Encoded(
-                    (vec / norm).astype(np.float32), np.ascontiguousarray(tok[j][keep], dtype=np.float32),
+                    (vec / norm).astype(np.float32),
+                    np.ascontiguousarray(tok[j][keep], dtype=np.float32),
                     offs[keep].astype(np.int32),
                 )
             self.forward_texts += len(batch)

@@ -14,7 +14,76 @@ import numpy as np
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "may", "might", "must", "not", "of", "on", "or", "our", "shall", "should", "so", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "might",
+        "must",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "shall",
+        "should",
+        "so",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -44,8 +113,9 @@ class BM25Index:
             vals.extend(counts.values())
         self.vocab = vocab
         n = len(texts)
-        tf = sparse.csc_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)),
-                               shape=(n, max(1, len(vocab))))
+        tf = sparse.csc_matrix(
+            (np.asarray(vals, dtype=np.float64), (rows, cols)), shape=(n, max(1, len(vocab)))
+        )
         df = np.diff(tf.indptr).astype(np.float64)
         self.idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
         avgdl = lengths.mean() if n else 1.0
@@ -68,7 +138,9 @@ class BM25Index:
         return top_k(s, k, drop_nonpositive=True)
 
 
-def top_k(scores: np.ndarray, k: int, drop_nonpositive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def top_k(
+    scores: np.ndarray, k: int, drop_nonpositive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the k best scores, best first; ties by lower index (deterministic)."""
     n = len(scores)
     if n == 0 or k <= 0:

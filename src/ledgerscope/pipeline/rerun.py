@@ -43,16 +43,25 @@ class RerunDiff:
         return not self.differences
 
     def to_json(self) -> dict:
-        return {"arm": self.arm, "qid": self.qid, "phase": self.phase, "identical": self.identical,
-                "differences": self.differences}
+        return {
+            "arm": self.arm,
+            "qid": self.qid,
+            "phase": self.phase,
+            "identical": self.identical,
+            "differences": self.differences,
+        }
 
     def lines(self) -> list[str]:
         head = f"rerun {self.arm} / phase {self.phase} / {self.qid}: "
         if self.identical:
-            return [head + "identical to the recorded record (candidates, context, answer, verdicts)"]
+            return [
+                head + "identical to the recorded record (candidates, context, answer, verdicts)"
+            ]
         out = [head + f"{len(self.differences)} difference(s)"]
         for d in self.differences:
-            out.append(f"  {d['field']}: recorded {_short(d['recorded'])} -> now {_short(d['fresh'])}")
+            out.append(
+                f"  {d['field']}: recorded {_short(d['recorded'])} -> now {_short(d['fresh'])}"
+            )
         return out
 
 
@@ -66,7 +75,11 @@ def load_ledger_inputs(ledger: Path) -> tuple[dict, Corpus, list]:
     manifest = load_manifest(ledger)
     corpus = Corpus()
     for row in pq.read_table(ledger / "sources.parquet").to_pylist():
-        corpus.add(make_source(row["doc_id"], row["text"], row["version"], row["observed"], row["access"] or ()))
+        corpus.add(
+            make_source(
+                row["doc_id"], row["text"], row["version"], row["observed"], row["access"] or ()
+            )
+        )
     fset, problems = read_fixtures(ledger / "fixtures.jsonl")
     fixtures, _, more = resolve(fset, corpus)
     if problems or more:
@@ -79,24 +92,40 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     manifest, corpus, fixtures = load_ledger_inputs(ledger)
     where = str(ledger / "manifest.json")
     if arm not in manifest["arms"]:
-        raise InputError(Problem(where, None, "arm", f"no arm {arm!r}; arms: {', '.join(manifest['arms'])}"))
+        raise InputError(
+            Problem(where, None, "arm", f"no arm {arm!r}; arms: {', '.join(manifest['arms'])}")
+        )
     entry = manifest["arms"][arm]
     phases = {p["label"]: Phase(p["label"], p["offset"]) for p in entry["phases"]}
     if phase not in phases:
-        raise InputError(Problem(where, None, "phase", f"no phase {phase!r} in arm {arm!r}; "
-                                                       f"phases: {', '.join(phases)}"))
+        raise InputError(
+            Problem(
+                where,
+                None,
+                "phase",
+                f"no phase {phase!r} in arm {arm!r}; phases: {', '.join(phases)}",
+            )
+        )
     fx = next((f for f in fixtures if f.qid == qid), None)
     if fx is None:
-        raise InputError(Problem(str(ledger / "fixtures.jsonl"), None, "qid", f"no question {qid!r}"))
+        raise InputError(
+            Problem(str(ledger / "fixtures.jsonl"), None, "qid", f"no question {qid!r}")
+        )
     part = partition_dir(ledger, arm, phase)
     if not (part / "_SUCCESS.json").is_file():
-        raise InputError(Problem(str(part), None, "partition", "this partition was never completed"))
+        raise InputError(
+            Problem(str(part), None, "partition", "this partition was never completed")
+        )
     cfg = arm_from_dict(entry["config"], where)
     if cfg.digest() != entry["config_digest"]:
-        raise InputError(Problem(where, None, "config_digest", "stored configuration does not match its digest"))
+        raise InputError(
+            Problem(where, None, "config_digest", "stored configuration does not match its digest")
+        )
 
     recorded = pq.read_table(part / "records.parquet", filters=[("qid", "=", qid)]).to_pylist()
-    recorded_cands = pq.read_table(part / "candidates.parquet", filters=[("qid", "=", qid)]).to_pylist()
+    recorded_cands = pq.read_table(
+        part / "candidates.parquet", filters=[("qid", "=", qid)]
+    ).to_pylist()
     oracle_path = ledger / "oracle" / f"arm={arm}" / "oracle.parquet"
     recorded_oracle = pq.read_table(oracle_path, filters=[("qid", "=", qid)]).to_pylist()
 
@@ -112,8 +141,13 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     if recorded_oracle:
         for key in ("answer", "answer_verdict", "feasible", "context"):
             if recorded_oracle[0].get(key) != fresh_oracle.get(key):
-                diff.differences.append({"field": f"oracle.{key}", "recorded": recorded_oracle[0].get(key),
-                                         "fresh": fresh_oracle.get(key)})
+                diff.differences.append(
+                    {
+                        "field": f"oracle.{key}",
+                        "recorded": recorded_oracle[0].get(key),
+                        "fresh": fresh_oracle.get(key),
+                    }
+                )
     return diff
 
 
@@ -154,10 +188,15 @@ def _compare_candidates(old: list[dict], new: list[dict], diff: RerunDiff) -> No
         ids_a = [r["unit_id"] for r in ra]
         ids_b = [r["unit_id"] for r in rb]
         if ids_a != ids_b:
-            diff.differences.append({"field": f"candidates.{stage}", "recorded": ids_a, "fresh": ids_b})
+            diff.differences.append(
+                {"field": f"candidates.{stage}", "recorded": ids_a, "fresh": ids_b}
+            )
             continue
         for x, y in zip(ra, rb, strict=True):
             sa, sb = x["score"], y["score"]
-            if (sa is None) != (sb is None) or (sa is not None and not _close(float(sa), float(sb))):
-                diff.differences.append({"field": f"candidates.{stage}.score[{x['rank']}]",
-                                         "recorded": sa, "fresh": sb})
+            if (sa is None) != (sb is None) or (
+                sa is not None and not _close(float(sa), float(sb))
+            ):
+                diff.differences.append(
+                    {"field": f"candidates.{stage}.score[{x['rank']}]", "recorded": sa, "fresh": sb}
+                )

@@ -71,8 +71,12 @@ def fixtures_digest(fixtures: Sequence[Fixture]) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def build_manifest(arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime],
-                   fixtures: Sequence[Fixture], corpus: Corpus) -> dict:
+def build_manifest(
+    arms: Sequence[ArmConfig],
+    runtimes: dict[str, ArmRuntime],
+    fixtures: Sequence[Fixture],
+    corpus: Corpus,
+) -> dict:
     arm_entries = {}
     for cfg in arms:
         arm_entries[cfg.name] = {
@@ -85,8 +89,13 @@ def build_manifest(arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime],
         }
     sources = {s.doc_id: s.version for s in corpus}
     identity_blob = json.dumps(
-        {"arms": {k: v["config_digest"] for k, v in arm_entries.items()},
-         "fixtures": fixtures_digest(fixtures), "sources": sources}, sort_keys=True)
+        {
+            "arms": {k: v["config_digest"] for k, v in arm_entries.items()},
+            "fixtures": fixtures_digest(fixtures),
+            "sources": sources,
+        },
+        sort_keys=True,
+    )
     return {
         "format": schema.FORMAT,
         "ledgerscope_version": __version__,
@@ -106,12 +115,19 @@ def check_arm_names(arms: Sequence[ArmConfig]) -> None:
     names = [a.name for a in arms]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise InputError(Problem("--arm", None, "name", f"arm names must be unique: {', '.join(dupes)}"))
+        raise InputError(
+            Problem("--arm", None, "name", f"arm names must be unique: {', '.join(dupes)}")
+        )
 
 
-def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig], out: str | Path,
-          progress: Progress | None = None,
-          encoder_factory: Callable[[str, int], object] = shared_encoder) -> SweepResult:
+def sweep(
+    fixtures: Sequence[Fixture],
+    corpus: Corpus,
+    arms: Sequence[ArmConfig],
+    out: str | Path,
+    progress: Progress | None = None,
+    encoder_factory: Callable[[str, int], object] = shared_encoder,
+) -> SweepResult:
     """Run (or resume) a sweep into the ledger directory ``out``."""
     t0 = time.perf_counter()
     out = Path(out)
@@ -122,9 +138,20 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
     write_or_check_manifest(out, manifest)
     clear_staging(out)
     if not (out / "sources.parquet").is_file():
-        write_table(out / "sources.parquet",
-                    [{"doc_id": s.doc_id, "version": s.version, "text": s.text, "observed": s.observed,
-                      "access": list(s.access)} for s in corpus], schema.SOURCES)
+        write_table(
+            out / "sources.parquet",
+            [
+                {
+                    "doc_id": s.doc_id,
+                    "version": s.version,
+                    "text": s.text,
+                    "observed": s.observed,
+                    "access": list(s.access),
+                }
+                for s in corpus
+            ],
+            schema.SOURCES,
+        )
     if not (out / "fixtures.jsonl").is_file():
         write_fixtures(list(fixtures), out / "fixtures.jsonl")
     texts = {s.doc_id: s.text for s in corpus}
@@ -132,7 +159,9 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
-    keep_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
+    keep_texts = {f.question for f in fixtures} | {
+        s.quote for f in fixtures for s in f.spans if s.quote
+    }
     last_use = _plan_last_use(out, arms, runtimes, sources)
     position = 0
     for cfg in arms:
@@ -144,47 +173,102 @@ def sweep(fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig]
                 progress.partition_skipped(cfg.name, phase.label)
                 continue
             position += 1
-            index = build_phase(rt, phase, sources,
-                                on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st))
+            index = build_phase(
+                rt,
+                phase,
+                sources,
+                on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st),
+            )
             records, cands = run_questions(
-                rt, index, fixtures, texts, oracle,
-                on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p))
+                rt,
+                index,
+                fixtures,
+                texts,
+                oracle,
+                on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
+            )
             progress.stage(cfg.name, phase.label, "retrieve+generate")
             unit_rows = [
-                {"arm": cfg.name, "phase": phase.label, "unit_id": u.unit_id, "doc_id": u.doc_id,
-                 "version": u.version, "ordinal": u.ordinal, "start": u.start, "end": u.end,
-                 "core_start": u.core_start, "core_end": u.core_end, "token_start": u.token_start,
-                 "token_end": u.token_end, "n_tokens": u.token_end - u.token_start, "text": u.text,
-                 "access": list(u.access)} for u in index.units
+                {
+                    "arm": cfg.name,
+                    "phase": phase.label,
+                    "unit_id": u.unit_id,
+                    "doc_id": u.doc_id,
+                    "version": u.version,
+                    "ordinal": u.ordinal,
+                    "start": u.start,
+                    "end": u.end,
+                    "core_start": u.core_start,
+                    "core_end": u.core_end,
+                    "token_start": u.token_start,
+                    "token_end": u.token_end,
+                    "n_tokens": u.token_end - u.token_start,
+                    "text": u.text,
+                    "access": list(u.access),
+                }
+                for u in index.units
             ]
             bound_rows = [
-                {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "doc_id": b.doc_id,
-                 "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
-                 "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)} for b in index.boundaries
+                {
+                    "arm": cfg.name,
+                    "phase": phase.label,
+                    "phase_offset": phase.offset,
+                    "doc_id": b.doc_id,
+                    "version": corpus.sources[b.doc_id].version,
+                    "n_tokens": b.n_tokens,
+                    "cut_tokens": list(b.cut_tokens),
+                    "cut_chars": list(b.cut_chars),
+                }
+                for b in index.boundaries
             ]
-            write_partition(out, cfg.name, phase.label,
-                            {"units": unit_rows, "boundaries": bound_rows, "candidates": cands.table(),
-                             "records": records},
-                            {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset,
-                             "config_digest": cfg.digest(), "units": len(unit_rows),
-                             "records": len(records), "candidates": len(cands)})
+            write_partition(
+                out,
+                cfg.name,
+                phase.label,
+                {
+                    "units": unit_rows,
+                    "boundaries": bound_rows,
+                    "candidates": cands.table(),
+                    "records": records,
+                },
+                {
+                    "arm": cfg.name,
+                    "phase": phase.label,
+                    "phase_offset": phase.offset,
+                    "config_digest": cfg.digest(),
+                    "units": len(unit_rows),
+                    "records": len(records),
+                    "candidates": len(cands),
+                },
+            )
             progress.stage(cfg.name, phase.label, "write")
             # token vectors are large: drop this phase's unit texts unless a later partition reuses them
-            rt.encoder.drop(t for t in {u.text for u in index.units}
-                            if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position)
+            rt.encoder.drop(
+                t
+                for t in {u.text for u in index.units}
+                if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position
+            )
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
             if _PAUSE_S:  # a throttle for interruption tests and demos; off unless set
                 time.sleep(_PAUSE_S)
     result.seconds = time.perf_counter() - t0
-    result.encoded_texts = sum({id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values())
-    atomic_write_text(out / "_SWEEP_DONE.json", json.dumps(
-        {"identity": manifest["identity"], "partitions": sum(len(v) for v in plan.values())}, indent=2))
+    result.encoded_texts = sum(
+        {id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values()
+    )
+    atomic_write_text(
+        out / "_SWEEP_DONE.json",
+        json.dumps(
+            {"identity": manifest["identity"], "partitions": sum(len(v) for v in plan.values())},
+            indent=2,
+        ),
+    )
     return result
 
 
-def _plan_last_use(out: Path, arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime],
-                   sources: Sequence) -> dict[tuple[int, str], int]:
+def _plan_last_use(
+    out: Path, arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime], sources: Sequence
+) -> dict[tuple[int, str], int]:
     """For each (encoder, unit text), the last partition (1-based, in sweep order) that needs it.
 
     Chunking is cheap next to encoding, so the sweep chunks every pending partition

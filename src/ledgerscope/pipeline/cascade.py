@@ -285,6 +285,61 @@ def run_questions(
     return records, cands
 
 
+def union_dedup(
+    units: Sequence[Unit], runs: Sequence[tuple[str, Sequence[tuple[int, float]]]]
+) -> tuple[list[Unit], list[list[str]]]:
+    """Union of ranked runs, one entry per source interval, each with the retrievers that found it.
+
+    Order: best rank in any run, then unit index (deterministic).
+    """
+    lineage: dict[tuple[str, int, int], list[str]] = {}
+    first: dict[tuple[str, int, int], tuple[int, int]] = {}
+    for name, run in runs:
+        for rank, (i, _) in enumerate(run):
+            u = units[i]
+            key = (u.version, u.start, u.end)
+            lineage.setdefault(key, []).append(name)
+            if key not in first or rank < first[key][0]:
+                first[key] = (rank, i)
+    keys = sorted(first, key=lambda k: first[k])
+    return [units[first[k][1]] for k in keys], [lineage[k] for k in keys]
+
+
+def rerank_scores(
+    rt: ArmRuntime, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+) -> np.ndarray:
+    """Second-stage scores for the reranker's input, by the configured kind."""
+    kind = rt.config.rerank.get("kind")
+    if kind == "maxsim" and candidates:
+        q = rt.encoder.get(question)
+        return maxsim_many(q.tokens, [rt.encoder.get(u.text).tokens for u in candidates])
+    if kind == "cross-encoder" and candidates:
+        return rt.cross_encoder.score(question, [u.text for u in candidates])
+    return np.array(fused_scores, dtype=np.float64)
+
+
+def resolve_citations(
+    labels: Sequence[str], blocks: Sequence, units: Sequence[Unit]
+) -> tuple[list[dict], list[Unit]]:
+    """Citation labels to packed units; a label that names no packed block stays unresolved."""
+    by_label = {b.label: u for b, u in zip(blocks, units, strict=True)}
+    citations, cited = [], []
+    for label in labels:
+        u = by_label.get(label)
+        citations.append(
+            {
+                "label": label,
+                "unit_id": u.unit_id if u else None,
+                "doc_id": u.doc_id if u else None,
+                "start": u.start if u else None,
+                "end": u.end if u else None,
+            }
+        )
+        if u is not None:
+            cited.append(u)
+    return citations, cited
+
+
 def _run_one(
     rt: ArmRuntime,
     index: PhaseIndex,
@@ -308,19 +363,10 @@ def _run_one(
     for stage, hits in lists.items():
         sink.add(arm, phase, fx.qid, stage, [units[i] for i, _ in hits], [s for _, s in hits])
 
-    # union of the production retrievers (BM25 + ANN), dedup by source interval, lineage kept
-    lineage: dict[tuple[str, int, int], list[str]] = {}
-    first: dict[tuple[str, int, int], tuple[int, int]] = {}
-    for name in ("bm25", "dense_ann"):
-        for rank, (i, _) in enumerate(lists[name]):
-            u = units[i]
-            key = (u.version, u.start, u.end)
-            lineage.setdefault(key, []).append(name)
-            if key not in first or rank < first[key][0]:
-                first[key] = (rank, i)
-    union_keys = sorted(first, key=lambda k: (first[k][0], first[k][1]))
-    union_units = [units[first[k][1]] for k in union_keys]
-    sink.add(arm, phase, fx.qid, "union", union_units, None, [lineage[k] for k in union_keys])
+    union_units, union_lineage = union_dedup(
+        units, [("bm25", lists["bm25"]), ("dense_ann", lists["dense_ann"])]
+    )
+    sink.add(arm, phase, fx.qid, "union", union_units, None, union_lineage)
 
     fusion = cfg.fusion
     weights = fusion.get("weights", {})
@@ -337,14 +383,7 @@ def _run_one(
     fused = fused_all[: cfg.rerank_depth]
     fused_units = [units[i] for i, _ in fused]
 
-    kind = cfg.rerank.get("kind")
-    if kind == "maxsim" and fused_units:
-        q = rt.encoder.get(fx.question)
-        scores = maxsim_many(q.tokens, [rt.encoder.get(u.text).tokens for u in fused_units])
-    elif kind == "cross-encoder" and fused_units:
-        scores = rt.cross_encoder.score(fx.question, [u.text for u in fused_units])
-    else:
-        scores = np.array([s for _, s in fused], dtype=np.float64)
+    scores = rerank_scores(rt, fx.question, fused_units, [s for _, s in fused])
     order = sorted(range(len(fused_units)), key=lambda i: (-float(scores[i]), i))
     depth = int(cfg.rerank.get("selection_depth", 10))
     # the whole reranked list is recorded (reranker regret needs the ranks below the cut)
@@ -383,20 +422,7 @@ def _run_one(
     sink.add(arm, phase, fx.qid, "topk", secondary.units, None)
 
     gen: GenerationResult = rt.generator.generate(fx.question, primary.blocks)
-    by_label = {b.label: u for b, u in zip(primary.blocks, primary.units, strict=True)}
-    citations = []
-    for label in gen.citations:
-        u = by_label.get(label)
-        citations.append(
-            {
-                "label": label,
-                "unit_id": u.unit_id if u else None,
-                "doc_id": u.doc_id if u else None,
-                "start": u.start if u else None,
-                "end": u.end if u else None,
-            }
-        )
-    cited_units = [by_label[c["label"]] for c in citations if c["label"] in by_label]
+    citations, cited_units = resolve_citations(gen.citations, primary.blocks, primary.units)
     if gen.error:
         verdict, reason = "infrastructure-failure", gen.error
         cit_verdict, cit_reason = "not-applicable", "generator failed"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import socket
 
 import pytest
@@ -52,21 +53,16 @@ def server() -> LocalServer:
 
 @pytest.fixture(scope="module")
 def keyed_server() -> LocalServer:
-    """A second server that demands an API key (llama.cpp's --api-key)."""
+    """A second server that demands an API key (llama.cpp's --api-key), read from the environment."""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    import xllamacpp
-
-    params = xllamacpp.CommonParams()
-    params.model.path = str(bundled_smollm2_path())
-    params.n_ctx = 1024
-    params.n_parallel = 1
-    params.verbosity = 0
-    params.api_keys = [SECRET]
-    raw = xllamacpp.Server(params)
-    srv = LocalServer(raw, raw.listening_address.rstrip("/"), params.model.path)
-    del raw
+    os.environ["LEDGERSCOPE_TEST_SERVER_KEY"] = SECRET
+    try:
+        srv, _ = start_local_server(bundled_smollm2_path(), n_ctx=1024,
+                                    api_key_env="LEDGERSCOPE_TEST_SERVER_KEY")
+    finally:
+        del os.environ["LEDGERSCOPE_TEST_SERVER_KEY"]
     yield srv
     srv.close()
 

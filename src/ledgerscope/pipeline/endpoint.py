@@ -27,11 +27,13 @@ tokenizer (llama.cpp's ``POST /tokenize``). An endpoint without it raises
 from __future__ import annotations
 
 import contextlib
-import gc
 import http.client
 import importlib.util
 import json
 import os
+import select
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -305,25 +307,28 @@ def bundled_smollm2_path() -> Path | None:
 
 
 class LocalServer:
-    """A running :class:`xllamacpp.Server`; :meth:`close` (or leaving ``with``) stops it.
+    """A llama.cpp server running in a child process; :meth:`close` (or leaving ``with``) stops it."""
 
-    ``xllamacpp.Server`` has no stop method: it stops when the object is
-    destroyed, so this wrapper holds the only reference and drops it.
-    """
-
-    def __init__(self, server: Any, base_url: str, gguf_path: str):
-        self._server = server
+    def __init__(self, process: subprocess.Popen, base_url: str, gguf_path: str):
+        self._process = process
         self.base_url = base_url
         self.gguf_path = gguf_path
 
     @property
     def running(self) -> bool:
-        return self._server is not None
+        return self._process is not None and self._process.poll() is None
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server = None
-            gc.collect()
+        proc, self._process = self._process, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
     def __enter__(self) -> LocalServer:
         return self
@@ -339,36 +344,46 @@ def start_local_server(
     n_threads: int | None = None,
     port: int = 0,
     verbosity: int = 0,
+    api_key_env: str | None = None,
+    timeout: float = 120.0,
 ) -> tuple[LocalServer, str]:
-    """Start llama.cpp's HTTP server in-process on 127.0.0.1; returns (server, base_url).
+    """Start llama.cpp's HTTP server on 127.0.0.1 in a child process; returns (server, base_url).
 
-    ``port=0`` lets the server pick a free port. ``verbosity=0`` keeps
-    llama.cpp's log quiet. Stop it with :func:`stop_local_server` or
-    ``server.close()``.
+    ``port=0`` lets the server pick a free port. ``api_key_env`` names an
+    environment variable whose value the server will demand as its API key.
+    Stop it with :func:`stop_local_server` or ``server.close()``.
     """
     path = Path(gguf_path)
     if not path.is_file():
         raise EndpointConfigError(f"GGUF model not found: {path}")
-    try:
-        import xllamacpp
-    except ImportError as exc:  # optional dependency
-        raise EndpointConfigError(
-            "the local server needs xllamacpp (pip install 'ledgerscope[llm]')"
-        ) from exc
-    params = xllamacpp.CommonParams()
-    params.model.path = str(path)
-    params.n_ctx = n_ctx
-    params.n_parallel = n_parallel
-    params.hostnames = ["127.0.0.1"]
-    params.port = port
-    params.verbosity = verbosity
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise EndpointConfigError("the local server needs xllamacpp (pip install 'ledgerscope[llm]')")
+    cmd = [sys.executable, "-m", "ledgerscope.pipeline.llama_server", str(path), "--n-ctx", str(n_ctx),
+           "--n-parallel", str(n_parallel), "--port", str(port), "--verbosity", str(verbosity)]
     if n_threads is not None:
-        params.cpuparams.n_threads = n_threads
-        params.cpuparams_batch.n_threads = n_threads
-    server = xllamacpp.Server(params)
-    address = server.listening_address
-    base_url = address if address.startswith("http") else f"http://{address}"
-    return LocalServer(server, base_url.rstrip("/"), str(path)), base_url.rstrip("/")
+        cmd += ["--n-threads", str(n_threads)]
+    if api_key_env:
+        cmd += ["--api-key-env", api_key_env]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    server = LocalServer(proc, "", str(path))
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            break
+        if proc.poll() is not None:
+            break
+    try:
+        base_url = json.loads(line)["base_url"]
+    except (ValueError, KeyError, TypeError):
+        server.close()
+        raise EndpointConfigError(
+            f"the local llama.cpp server did not start (exit status {proc.returncode})") from None
+    server.base_url = base_url
+    return server, base_url
 
 
 def stop_local_server(server: LocalServer) -> None:

@@ -426,7 +426,9 @@ def test_compare_arms_reads_a_written_ledger(tmp_path):
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.write import write_partition
 
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": schema.FORMAT}))
+    phases = [{"label": p, "offset": int(p)} for p in ("0", "1")]
+    arms = {arm: {"config": {}, "phases": phases} for arm in ("cand", "base")}
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": schema.FORMAT, "arms": arms}))
     rows = synthetic_rows("cand", 12, ["0", "1"], 0.9, 1) + synthetic_rows("base", 12, ["0", "1"], 0.4, 2)
     for arm in ("cand", "base"):
         for p in ("0", "1"):

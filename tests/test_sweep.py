@@ -136,6 +136,13 @@ def test_rerun_reports_a_difference(ledger, tmp_path):
     from ledgerscope.ledger import schema
 
     pq.write_table(pa.Table.from_pylist(table, schema=schema.RECORDS), part)
+    # re-record the file's digest, or the reader refuses the edited file as corrupted
+    from ledgerscope.ledger.read import file_record
+
+    marker = part.parent / "_SUCCESS.json"
+    meta = json.loads(marker.read_text())
+    meta["files"][part.name] = file_record(part)
+    marker.write_text(json.dumps(meta))
     diff = rerun_record(copy, "candidate", "temp-retention", "1")
     assert not diff.identical
     assert [d["field"] for d in diff.differences] == ["answer"]

@@ -659,25 +659,23 @@ _WHOLE = 1 << 30
 
 def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], dict[str, str]]:
     """The ledger's fixtures by qid (re-resolved against its sources) and the source texts."""
+    from .errors import InputError, Problem
     from .fixtures import read_fixtures, resolve
-    from .sources import Corpus, make_source
+    from .ledger.read import sources_corpus
 
-    texts: dict[str, str] = {}
-    corpus = Corpus()
-    for doc_id, version, text in con.execute("SELECT doc_id, version, text FROM sources").fetchall():
-        texts[doc_id] = text
-        try:
-            corpus.add(make_source(doc_id, text, version))
-        except Exception:  # a damaged source: spans on it stay unresolved (and fail step 1)
-            continue
+    # A ledger's sources and fixtures were checked when the sweep wrote them: anything that no
+    # longer checks out is damage to the ledger, reported as such (never diagnosed as step 1).
+    corpus = sources_corpus(Path(ledger) / "sources.parquet", con.execute(
+        "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
+    texts = {s.doc_id: s.text for s in corpus}
     path = Path(ledger) / "fixtures.jsonl"
     if not path.is_file():
-        return {}, texts
-    fset, _ = read_fixtures(path)
-    resolved, _, _ = resolve(fset, corpus)
-    by_qid = {f.qid: f for f in fset.fixtures}  # written resolved: canonical code points already
-    by_qid.update({f.qid: f for f in resolved})
-    return by_qid, texts
+        raise InputError(Problem(str(path), None, "fixtures", "missing: the ledger's resolved fixtures"))
+    fset, problems = read_fixtures(path)
+    resolved, _, more = resolve(fset, corpus)
+    if problems or more:
+        raise InputError(problems + more)
+    return {f.qid: f for f in resolved}, texts
 
 
 def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False):

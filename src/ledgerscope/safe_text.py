@@ -10,6 +10,8 @@ callers wrap the result in ``rich.text.Text`` (never markup strings).
 
 from __future__ import annotations
 
+import json
+import math
 import re
 
 # C0 controls except \t \n, DEL, C1 controls, bidi embeddings/overrides/isolates, LRM/RLM/ALM
@@ -29,3 +31,33 @@ def safe(text: str | None, max_len: int | None = None) -> str:
     if max_len is not None and len(out) > max_len:
         out = out[: max_len - 1] + "…"
     return out
+
+
+#: what one line of an error message may hold before it is cut (a reason may echo a huge input)
+MAX_MESSAGE = 2000
+
+
+def safe_line(text: str | None, max_len: int = MAX_MESSAGE) -> str:
+    """One line for stderr: escapes as :func:`safe`, newlines and tabs escaped too, length capped."""
+    return safe(text, max_len).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(obj, **kwargs) -> str:
+    """``json.dumps`` for a terminal: valid JSON whatever the data holds.
+
+    Non-finite floats become ``null`` (``NaN`` is not JSON); every control or bidi
+    character is ``\\u``-escaped (``json`` leaves DEL, C1 controls and bidi
+    overrides raw when ``ensure_ascii`` is off), so no raw escape byte reaches stdout.
+    """
+    text = json.dumps(_finite(obj), ensure_ascii=False, default=str, allow_nan=False, **kwargs)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

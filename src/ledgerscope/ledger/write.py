@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from ..atomic import atomic_path, atomic_write_text
 from ..errors import InputError, Problem
 from . import schema
+from .read import file_record, load_manifest
 
 
 def partition_dir(ledger: Path, arm: str, phase: str) -> Path:
@@ -48,7 +49,8 @@ def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[d
     for name, rows in tables.items():
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema.TABLES[name])
         pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
-    meta = {**meta, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    files = {p.name: file_record(p) for p in sorted(staging.iterdir())}
+    meta = {**meta, "files": files, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (staging / "_SUCCESS.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
     _fsync_dir(staging)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -75,11 +77,36 @@ def clear_staging(ledger: Path) -> None:
     shutil.rmtree(ledger / ".staging", ignore_errors=True)
 
 
+def check_out(ledger: Path, identity: str) -> None:
+    """Before any model loads: ``ledger`` is new, empty, or a ledger of this very sweep (to resume).
+
+    Hidden entries (a temporary file a killed run left) do not count.
+    """
+    if ledger.exists() and not ledger.is_dir():
+        raise InputError(Problem(str(ledger), None, "out", "exists and is not a directory"))
+    if not ledger.is_dir():
+        return
+    path = ledger / "manifest.json"
+    if not path.exists():
+        if any(not p.name.startswith(".") for p in ledger.iterdir()):
+            raise InputError(Problem(str(ledger), None, "out",
+                                     "exists, is not empty and holds no manifest.json (not a ledger); "
+                                     "write to a new --out"))
+        return
+    old = load_manifest(ledger)
+    if old.get("identity") != identity:
+        raise InputError(Problem(
+            str(path), None, "manifest",
+            "this ledger was built from different fixtures, sources or arm configurations "
+            f"(identity {old.get('identity')} vs {identity}); write to a new --out",
+        ))
+
+
 def write_or_check_manifest(ledger: Path, manifest: dict) -> None:
     """Write the manifest before any retrieval, or check a resumed sweep matches it."""
     path = ledger / "manifest.json"
     if path.is_file():
-        old = json.loads(path.read_text())
+        old = load_manifest(ledger)
         if old.get("identity") != manifest["identity"]:
             raise InputError(Problem(
                 str(path), None, "manifest",

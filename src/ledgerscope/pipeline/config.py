@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -162,6 +163,8 @@ def load_arm(path: str | Path) -> ArmConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(Problem(str(path), None, "arm", "no such file")) from None
+    except OSError as exc:  # a directory, no permission, ...
+        raise InputError(Problem(str(path), None, "arm", f"cannot be read: {exc.strerror or exc}")) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(Problem(str(path), None, "toml", str(exc))) from None
     return arm_from_dict(data, str(path))
@@ -263,8 +266,10 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
          f"must be one of {', '.join(_GENERATORS)}")
     if generator.get("kind") == "endpoint":
         need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
-    need(isinstance(tables["access"].get("clearance", []), list), "access.clearance",
+    clearance = tables["access"].get("clearance", [])
+    need(isinstance(clearance, list) and all(isinstance(c, str) for c in clearance), "access.clearance",
          "must be a list of labels")
+    p.extend(_range_problems(cfg, tables, where))
     if chunker_ok and "capacity" in ints and "overlap" in ints and ints["overlap"] < ints["capacity"]:
         try:
             cfg.phase_list()
@@ -272,6 +277,51 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
             p.append(Problem(where, None, "phases", str(exc)))
     if p:
         raise InputError(p)
+
+
+#: the largest integer any setting may hold (the ledger stores counts and offsets as int32)
+MAX_INT = 2**31 - 1
+#: at most this many phases per arm (each is a full pass over the corpus)
+MAX_PHASES = 1024
+#: stage settings with a lower bound (and, for floats, an upper one), checked before any model loads
+_RANGES = {
+    "embedding.batch_size": (1, None), "retrieval.bm25_top_n": (0, None), "retrieval.dense_top_n": (0, None),
+    "retrieval.ann_top_n": (0, None), "retrieval.bm25_k1": (0, None), "retrieval.bm25_b": (0, 1),
+    "retrieval.hnsw.M": (2, None), "retrieval.hnsw.ef_construction": (1, None),
+    "retrieval.hnsw.ef_search": (1, None), "retrieval.hnsw.seed": (0, None), "fusion.rrf_k": (0, None),
+    "rerank.selection_depth": (0, None), "selection.neighbours": (0, None), "generator.max_tokens": (1, None),
+    "generator.temperature": (0, None),
+}
+
+
+def _range_problems(cfg: ArmConfig, tables: dict, where: str) -> list[Problem]:
+    """Numbers the sweep would only trip over after loading models: out of range, too large, NaN."""
+    out: list[Problem] = []
+
+    def walk(value: Any, name: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{name}.{k}" if name else str(k))
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append(Problem(where, None, name, f"must be a finite number, not {value}"))
+            return
+        if abs(value) > MAX_INT:
+            out.append(Problem(where, None, name, f"{value} is out of range (at most {MAX_INT})"))
+            return
+        lo, hi = _RANGES.get(name, (None, None))
+        if lo is not None and value < lo:
+            out.append(Problem(where, None, name, f"must be at least {lo}"))
+        elif hi is not None and value > hi:
+            out.append(Problem(where, None, name, f"must be at most {hi}"))
+
+    for key in ("capacity", "overlap", "budget_tokens", "top_k", "rerank_depth"):
+        walk(getattr(cfg, key), key)
+    for key, table in tables.items():
+        walk(table, key)
+    return out
 
 
 def resolve_phases(spec: Any, stride: int | None) -> list[Phase]:
@@ -287,6 +337,8 @@ def resolve_phases(spec: Any, stride: int | None) -> list[Phase]:
         if not m or int(m.group(1)) < 1:
             raise ValueError(f"phase spec {spec!r}: expected 'auto:N' with N >= 1 or a list of offsets")
         n = int(m.group(1))
+        if n > MAX_PHASES:
+            raise ValueError(f"auto:{n} asks for more than {MAX_PHASES} phases")
         if stride is None:
             return [Phase(str(k), k) for k in range(n)]
         if n > stride:
@@ -298,11 +350,17 @@ def resolve_phases(spec: Any, stride: int | None) -> list[Phase]:
         pairs = list(spec.items())
     else:
         raise ValueError("phases must be 'auto:N', a list of offsets or a table of label = offset")
+    if len(pairs) > MAX_PHASES:
+        raise ValueError(f"{len(pairs)} phases; at most {MAX_PHASES}")
     out = []
     for label, off in pairs:
-        in_range = isinstance(off, int) and not isinstance(off, bool) and off >= 0
+        if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", str(label)) is None:
+            raise ValueError(f"phase label {str(label)[:40]!r}: use letters, digits, '_', '.', '-' "
+                             "(it names a directory in the ledger)")
+        in_range = isinstance(off, int) and not isinstance(off, bool) and 0 <= off <= MAX_INT
         if not in_range or (stride is not None and off >= stride):
-            raise ValueError(f"phase {label!r}: offset {off!r} must be an integer in [0, {stride})")
+            raise ValueError(f"phase {label!r}: offset {off!r} must be an integer in "
+                             f"[0, {stride if stride is not None else MAX_INT + 1})")
         out.append(Phase(str(label), off))
     if len({p.label for p in out}) != len(out):
         raise ValueError("phase labels must be unique")

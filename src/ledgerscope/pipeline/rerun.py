@@ -16,13 +16,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError, Problem
 from ..fixtures import read_fixtures, resolve
-from ..ledger.read import load_manifest
+from ..ledger.read import connect, load_manifest, sources_corpus
 from ..ledger.write import partition_dir
-from ..sources import Corpus, make_source
+from ..sources import Corpus
 from .cascade import build_phase, build_runtime, run_oracle, run_questions
 from .config import Phase, arm_from_dict
 from .encoder import shared_encoder
@@ -72,14 +73,17 @@ def _short(value, width: int = 100) -> str:
 
 def load_ledger_inputs(ledger: Path) -> tuple[dict, Corpus, list]:
     """Manifest, corpus (digests re-checked) and resolved fixtures stored in a ledger."""
+    connect(ledger).close()  # the ledger's structure and rows are checked before anything is read
     manifest = load_manifest(ledger)
-    corpus = Corpus()
-    for row in pq.read_table(ledger / "sources.parquet").to_pylist():
-        corpus.add(
-            make_source(
-                row["doc_id"], row["text"], row["version"], row["observed"], row["access"] or ()
-            )
-        )
+    path = ledger / "sources.parquet"
+    if not path.is_file():
+        raise InputError(Problem(str(path), None, "sources", "missing: the ledger's sources"))
+    try:
+        rows = pq.read_table(path, columns=["doc_id", "version", "text", "observed", "access"]).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(Problem(str(path), None, "parquet", f"cannot be read: {exc}")) from None
+    corpus = sources_corpus(
+        path, ((r["doc_id"], r["version"], r["text"], r["observed"], r["access"]) for r in rows))
     fset, problems = read_fixtures(ledger / "fixtures.jsonl")
     fixtures, _, more = resolve(fset, corpus)
     if problems or more:
@@ -117,17 +121,15 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
             Problem(str(part), None, "partition", "this partition was never completed")
         )
     cfg = arm_from_dict(entry["config"], where)
-    if cfg.digest() != entry["config_digest"]:
+    if cfg.digest() != entry.get("config_digest"):
         raise InputError(
             Problem(where, None, "config_digest", "stored configuration does not match its digest")
         )
 
-    recorded = pq.read_table(part / "records.parquet", filters=[("qid", "=", qid)]).to_pylist()
-    recorded_cands = pq.read_table(
-        part / "candidates.parquet", filters=[("qid", "=", qid)]
-    ).to_pylist()
     oracle_path = ledger / "oracle" / f"arm={arm}" / "oracle.parquet"
-    recorded_oracle = pq.read_table(oracle_path, filters=[("qid", "=", qid)]).to_pylist()
+    recorded = _read_rows(part / "records.parquet", qid)
+    recorded_cands = _read_rows(part / "candidates.parquet", qid)
+    recorded_oracle = _read_rows(oracle_path, qid) if oracle_path.is_file() else []
 
     rt = build_runtime(cfg, shared_encoder)
     index = build_phase(rt, phases[phase], list(corpus))
@@ -149,6 +151,16 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
                     }
                 )
     return diff
+
+
+def _read_rows(path: Path, qid: str) -> list[dict]:
+    """One question's rows of a ledger table (checked by :func:`verify_ledger` before)."""
+    if not path.is_file():
+        raise InputError(Problem(str(path), None, "file", "missing from a finished partition"))
+    try:
+        return pq.read_table(path, filters=[("qid", "=", qid)]).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(Problem(str(path), None, "parquet", f"cannot be read: {exc}")) from None
 
 
 def _close(a, b) -> bool:

@@ -22,6 +22,7 @@ from ..atomic import atomic_write_text
 from ..fixtures import Fixture, write_fixtures
 from ..ledger import schema
 from ..ledger.write import (
+    check_out,
     clear_staging,
     is_done,
     write_or_check_manifest,
@@ -88,25 +89,30 @@ def build_manifest(
             "components": runtimes[cfg.name].describe(),
         }
     sources = {s.doc_id: s.version for s in corpus}
-    identity_blob = json.dumps(
-        {
-            "arms": {k: v["config_digest"] for k, v in arm_entries.items()},
-            "fixtures": fixtures_digest(fixtures),
-            "sources": sources,
-        },
-        sort_keys=True,
-    )
     return {
         "format": schema.FORMAT,
         "ledgerscope_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "identity": "sha256:" + hashlib.sha256(identity_blob.encode()).hexdigest(),
+        "identity": sweep_identity(arms, fixtures, corpus),
         "fixtures_digest": fixtures_digest(fixtures),
         "fixture_count": len(fixtures),
         "sources": sources,
         "arms": arm_entries,
         "stages": list(schema.STAGES),
     }
+
+
+def sweep_identity(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpus: Corpus) -> str:
+    """What a resumed sweep must match: arm config digests, fixtures digest, source versions."""
+    blob = json.dumps(
+        {
+            "arms": {cfg.name: cfg.digest() for cfg in arms},
+            "fixtures": fixtures_digest(fixtures),
+            "sources": {s.doc_id: s.version for s in corpus},
+        },
+        sort_keys=True,
+    )
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
 def check_arm_names(arms: Sequence[ArmConfig]) -> None:
@@ -133,6 +139,7 @@ def sweep(
     out = Path(out)
     progress = progress or Progress()
     check_arm_names(arms)
+    check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory) for cfg in arms}
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)

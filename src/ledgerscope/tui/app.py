@@ -36,11 +36,11 @@ from .render import (
     context_text,
     diagnosis_text,
     grid_caption,
-    grid_table,
     make_palette,
     source_text,
     stats_text,
 )
+from .widgets.phase_grid import PhaseGrid
 from .widgets.query_list import PAGE_SIZE, QueryList
 
 _PROCESS_T0 = time.perf_counter()
@@ -172,8 +172,9 @@ class LedgerscopeApp(App):
             with TabbedContent(id="detail", initial="grid"):
                 for i, name in enumerate(TABS, start=2):
                     with TabPane(f"{i} {name.title()}", id=name):
-                        if name == "grid":  # fixed size, redrawn on every move without a layout pass
-                            yield Static(Text(""), id="grid-view")
+                        if name == "grid":  # Line API, aligned with the list: a move redraws two lines
+                            yield Static(Text(""), id="grid-caption")
+                            yield PhaseGrid(id="grid-view")
                         else:
                             yield TextPane(id=f"{name}-view")
                 with TabPane("c Compare", id="compare"), Horizontal(id="compare-row"):
@@ -345,8 +346,12 @@ class LedgerscopeApp(App):
         self.query_one(QueryList).set_page(m.page, m.rows, m.generation)
         if self._pending_detail:
             self._request_detail()
-        if self.query_one(TabbedContent).active == "grid":
-            self._refresh_panes()
+        self.query_one(PhaseGrid).refresh()
+
+    @on(QueryList.Scrolled)
+    def _list_scrolled(self) -> None:
+        if self._active_tab() == "grid":
+            self._follow_grid()
 
     # -- the selected record -------------------------------------------------
 
@@ -354,7 +359,7 @@ class LedgerscopeApp(App):
     def _cursor_moved(self, m: QueryList.CursorMoved) -> None:
         self._request_detail()
         if self.query_one(TabbedContent).active == "grid":
-            self._refresh_panes()
+            self._follow_grid()
 
     def _request_detail(self) -> None:
         row = self.query_one(QueryList).current
@@ -368,6 +373,9 @@ class LedgerscopeApp(App):
             return
         with self._detail_lock:
             self._want = key
+            if not self._detail_running and self.session.cached(*key):  # a dict lookup: no worker needed
+                self.post_message(msg.DetailLoaded(key, self.session.detail(*key)))
+                return
             start = not self._detail_running
             if start:
                 self._detail_running = True
@@ -401,7 +409,7 @@ class LedgerscopeApp(App):
         if self._active_tab() != "grid":
             self._refresh_panes()
         self.call_after_refresh(self._finish_move)
-        self._prefetch()
+        self.call_after_refresh(self._prefetch)
 
     def _prefetch(self) -> None:
         """Load the neighbours (next/previous question, next/previous phase) before they are asked for."""
@@ -464,16 +472,7 @@ class LedgerscopeApp(App):
         p = self.palette
         rd = self.detail.arms.get(self.role) if self.detail is not None else None
         if tab == "grid":
-            ql = self.query_one(QueryList)
-            rows = ql.rows_around(ql.cursor, max(10, ql.page_height))
-            current = ql.current
-            roles = self.session.roles
-            worst = {r: _worst_column(self.summaries.get(r, {})) for r in roles}
-            arms = {r: self.session.arms[r].name for r in roles}
-            table = grid_table(rows, self.session.phases, self.role, roles, current.qid if current else None,
-                               self.phase, self.compare, worst, p)
-            self.query_one("#grid-view", Static).update(
-                grid_caption(self.role, arms, self.compare, worst) + Text("\n") + table, layout=False)
+            self._configure_grid()
         elif tab == "stats":
             arms = {r: self.session.arms[r].name for r in self.session.roles}
             self.query_one("#stats-view", TextPane).show(
@@ -500,6 +499,23 @@ class LedgerscopeApp(App):
                 self._survival_worker(self.role)
             row = (surv or {}).get(self.phase)
             self.query_one("#diagnosis-view", TextPane).show(diagnosis_text(rd, row, p))
+
+    def _configure_grid(self) -> None:
+        roles = self.session.roles
+        worst = {r: _worst_column(self.summaries.get(r, {})) for r in roles}
+        arms = {r: self.session.arms[r].name for r in roles}
+        settings = {"phases": self.session.phases, "phase": self.phase, "role": self.role, "roles": roles,
+                    "compare": self.compare, "worst_columns": worst, "palette": self.palette}
+        grid = self.query_one(PhaseGrid)
+        grid.list = self.query_one(QueryList)
+        if any(getattr(grid, k) != v for k, v in settings.items()):
+            grid.configure(**settings)
+            self.query_one("#grid-caption", Static).update(grid_caption(self.role, arms, self.compare, worst))
+        self._follow_grid()
+
+    def _follow_grid(self) -> None:
+        ql = self.query_one(QueryList)
+        self.query_one(PhaseGrid).follow(round(ql.scroll_y), ql.cursor)
 
     @work(thread=True, exclusive=True, group="survival")
     def _survival_worker(self, role: str) -> None:

@@ -584,51 +584,6 @@ def reversal_mark(row, role: str) -> str:
 # phase grid
 
 
-def grid_table(rows: Sequence[Any], phases: Sequence[str], role: str, roles: Sequence[str],
-               current_qid: str | None, current_phase: str | None, compare: bool,
-               worst_columns: Mapping[str, str | None], palette: Palette) -> Text:
-    """Questions × phases: each cell the verdict glyph and step (both arms when comparing), ▼ worst phase.
-
-    Plain fixed-width text (no Rich table layout): it is redrawn on every cursor move.
-    """
-    from .data import WORST_GLYPH, worst_phase
-
-    shown = list(roles) if compare else [role]
-    cell_w = 5 * len(shown) + (len(shown) - 1)
-    qid_w = 26
-    out = Text(no_wrap=True, overflow="crop")
-    out.append(" " * (qid_w + 2))
-    for p in phases:
-        label = f"[{p}]" if p == current_phase else p
-        if any(worst_columns.get(r) == p for r in shown):
-            label += WORST_GLYPH
-        out.append(_center(lit(label, cell_w), cell_w) + " ",
-                   style=_s(palette, "heading") if p == current_phase else None)
-    out.append("\n" + "─" * (qid_w + 2 + (cell_w + 1) * len(phases)) + "\n", style=_s(palette, "muted"))
-    fail = _s(palette, "fail")
-    for row in rows:
-        mine = row.qid == current_qid
-        out.append("▶" if mine else " ", style=_s(palette, "heading"))
-        out.append(REVERSAL_GLYPH if row.reversal.get(role) else " ")
-        q = lit(row.qid)
-        out.append((q[: qid_w - 1] + "…" if len(q) > qid_w else q.ljust(qid_w)) + " ",
-                   style=_s(palette, "heading") if mine else None)
-        worst = {r: worst_phase(row.cells.get(r, {}), phases) for r in shown}
-        for p in phases:
-            for i, r in enumerate(shown):
-                if i:
-                    out.append("│", style=_s(palette, "muted"))
-                out.append_text(cell_text(row.cells.get(r, {}).get(p), palette))
-                out.append(WORST_GLYPH if worst[r] == p else " ", style=fail)
-            out.append(" ")
-        out.append("\n")
-    return out
-
-
-def _center(s: str, width: int) -> str:
-    return s.center(width) if len(s) < width else s[:width]
-
-
 def grid_caption(role: str, arms: Mapping[str, str], compare: bool, worst_columns: Mapping[str, str | None]) -> Text:
     t = Text()
     if compare:

@@ -45,6 +45,9 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
             self.page = page
             self.generation = generation
 
+    class Scrolled(Message):
+        """The visible window moved (the phase grid follows it)."""
+
     class CursorMoved(Message):
         def __init__(self, index: int, row: ListRow | None) -> None:
             super().__init__()
@@ -154,6 +157,11 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
             self.scroll_to(y=self.cursor, animate=False, immediate=True)
         elif self.cursor >= y + height:
             self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.post_message(self.Scrolled())
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, self.total)

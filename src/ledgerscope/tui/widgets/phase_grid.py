@@ -1,0 +1,132 @@
+"""The phase grid: questions × phases, a Line-API widget aligned with the questions list.
+
+It shows the same rows the list shows (the list's scroll window), so a cursor
+move redraws two lines, and rows are cached as strips until the phase, the
+arms shown or the palette change.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+from textual.widget import Widget
+
+from ..data import REVERSAL_GLYPH, WORST_GLYPH, worst_phase
+from ..render import cell_text, lit
+
+QID_W = 26
+
+
+class PhaseGrid(Widget):
+    """Header, rule, then one line per list row: ▶ ↕ qid, then per phase the verdict glyph + step (▼ worst)."""
+
+    DEFAULT_CSS = "PhaseGrid { height: 1fr; width: 1fr; padding: 0 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.list = None  # the QueryList whose rows are shown
+        self.phases: tuple[str, ...] = ()
+        self.phase: str | None = None
+        self.role = "candidate"
+        self.roles: tuple[str, ...] = ("candidate",)
+        self.compare = False
+        self.worst_columns: dict[str, str | None] = {}
+        self.palette: dict[str, Style] = {}
+        self._top = 0
+        self._cursor = 0
+        self._strips: OrderedDict[tuple, Strip] = OrderedDict()
+
+    def configure(self, **settings) -> None:
+        """Change what every line depends on (phase, arms, compare, palette...) and redraw all."""
+        for k, v in settings.items():
+            setattr(self, k, v)
+        self._strips.clear()
+        self.refresh()
+
+    def follow(self, top: int, cursor: int) -> None:
+        """Track the list's scroll position and cursor; redraw only what changed."""
+        if top != self._top:
+            self._top, self._cursor = top, cursor
+            self.refresh()
+            return
+        old, self._cursor = self._cursor, cursor
+        for index in {old, cursor}:
+            y = index - self._top + 2
+            if 2 <= y < self.size.height:
+                self.refresh_line(y)
+
+    def refresh_line(self, y: int) -> None:
+        from textual.geometry import Region
+
+        self.refresh(Region(0, y, self.size.width, 1))
+
+    @property
+    def shown(self) -> list[str]:
+        return list(self.roles) if self.compare else [self.role]
+
+    def _cell_width(self) -> int:
+        n = len(self.shown)
+        return 4 * n + (n - 1)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_region.width or self.size.width
+        if y == 0:
+            return self._strip(self._header(), width, ("header", width))
+        if y == 1:
+            return self._strip(Text("─" * width, style=self.palette.get("muted")), width, ("rule", width))
+        index = self._top + y - 2
+        row = self.list.row(index) if self.list is not None else None
+        if row is None:
+            return Strip.blank(width, self.rich_style)
+        key = (index, row.qid, width, index == self._cursor)
+        return self._strip(self._row(row, index == self._cursor), width, key)
+
+    def _strip(self, text: Text, width: int, key: tuple) -> Strip:
+        cached = self._strips.get(key)
+        if cached is not None:
+            return cached
+        strip = Strip(list(text.render(self.app.console))).crop_extend(0, width, self.rich_style)
+        strip = strip.apply_style(self.rich_style)
+        self._strips[key] = strip
+        while len(self._strips) > 300:
+            self._strips.popitem(last=False)
+        return strip
+
+    def _header(self) -> Text:
+        cell_w = self._cell_width()
+        out = Text(" " * (QID_W + 3), no_wrap=True)
+        for p in self.phases:
+            label = f"[{p}]" if p == self.phase else p
+            if any(self.worst_columns.get(r) == p for r in self.shown):
+                label += WORST_GLYPH
+            label = lit(label, cell_w)
+            label = label.center(cell_w) if len(label) < cell_w else label[:cell_w]
+            out.append(label + " ", style=self.palette.get("heading") if p == self.phase else None)
+        return out
+
+    def _row(self, row, current: bool) -> Text:
+        p = self.palette
+        out = Text(no_wrap=True)
+        out.append("▶" if current else " ", style=p.get("heading"))
+        out.append(REVERSAL_GLYPH if row.reversal.get(self.role) else " ")
+        q = lit(row.qid)
+        out.append((q[: QID_W - 1] + "…" if len(q) > QID_W else q.ljust(QID_W)) + " ",
+                   style=p.get("heading") if current else None)
+        worst = {r: worst_phase(row.cells.get(r, {}), self.phases) for r in self.shown}
+        for ph in self.phases:
+            for i, r in enumerate(self.shown):
+                if i:
+                    out.append("│", style=p.get("muted"))
+                out.append_text(cell_text(row.cells.get(r, {}).get(ph), p))
+                out.append(WORST_GLYPH if worst[r] == ph else " ", style=p.get("fail"))
+            out.append(" ")
+        return out
+
+    def text_lines(self) -> list[str]:
+        """The grid as plain text lines (for tests and screen readers)."""
+        return [self._header().plain] + [self._row(r, r.ord == self._cursor).plain
+                                         for r in (self.list.row(i) for i in range(self._top, self._top + max(
+                                             1, self.size.height - 2))) if r is not None]

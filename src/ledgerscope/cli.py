@@ -2,15 +2,46 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .errors import LedgerscopeError
+from .errors import InputError, LedgerscopeError, Problem
+from .safe_text import json_text, safe, safe_line
 
-app = typer.Typer(
+#: exit status for a bug (BSD sysexits EX_SOFTWARE): an exception no check anticipated
+EXIT_INTERNAL = 70
+
+
+class _App(typer.Typer):
+    """The Typer app, with a last line of defence: no Python traceback ever reaches a user.
+
+    Input problems are :class:`LedgerscopeError` and exit 2 with located messages
+    (each command catches them; this catches any that slip through). Anything else
+    is a bug: one line ``ledgerscope: internal error: <type>: <message> (please report)``,
+    exit 70.
+    """
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except LedgerscopeError as exc:
+            _print_error(exc)
+            sys.exit(2)
+        except BrokenPipeError:  # e.g. `ledgerscope diagnose --json | head`
+            with contextlib.suppress(OSError):
+                sys.stdout = open(__import__("os").devnull, "w")  # noqa: SIM115 - quiet exit flush
+            sys.exit(1)
+        except Exception as exc:
+            print(f"ledgerscope: internal error: {type(exc).__name__}: {safe_line(str(exc), 500)} "
+                  "(please report)", file=sys.stderr)
+            sys.exit(EXIT_INTERNAL)
+
+
+app = _App(
     name="ledgerscope",
     help="Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary.",
     no_args_is_help=True,
@@ -25,11 +56,30 @@ app.add_typer(import_app, name="import")
 app.add_typer(config_app, name="config")
 
 
+def _print_error(exc: LedgerscopeError) -> None:
+    """One line per problem on stderr, control and bidi characters escaped, each line capped."""
+    lines = [str(p) for p in exc.problems] if isinstance(exc, InputError) else str(exc).splitlines()
+    for line in lines or [type(exc).__name__]:
+        print(safe_line(line), file=sys.stderr)
+
+
 def _fail(exc: LedgerscopeError, code: int = 2) -> None:
     """Print a user-facing error (one line per problem) and exit non-zero, no traceback."""
-    for line in str(exc).splitlines() or [type(exc).__name__]:
-        print(line, file=sys.stderr)
+    _print_error(exc)
     raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _reading(ledger: Path | None):
+    """Data a ledger's checks could not see (a corrupted data page) as an input error naming the ledger."""
+    import duckdb
+    import pyarrow as pa
+
+    try:
+        yield
+    except (duckdb.IOException, duckdb.InvalidInputException, pa.ArrowException) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(Problem(str(ledger), None, "ledger", f"could not be read: {first}")) from None
 
 
 def _console():
@@ -40,7 +90,8 @@ def _console():
 
 @app.command()
 def validate(
-    fixtures: Annotated[Path, typer.Argument(help="Fixtures file: seed 000 JSON, seed 002 gold, or canonical JSONL.")],
+    fixtures: Annotated[Path, typer.Argument(
+        help="Fixtures file: seed 000 JSON, seed 002 gold, or canonical JSONL.")],
     corpus: Annotated[Path | None, typer.Option(help="Corpus directory or JSONL.")] = None,
 ) -> None:
     """Check every fixture: sources resolve, digests match, spans slice to their quotes."""
@@ -53,10 +104,10 @@ def validate(
         return
     if problems:
         for p in problems:
-            print(str(p), file=sys.stderr)
+            print(safe_line(str(p)), file=sys.stderr)
         print(f"{len(problems)} problem(s); nothing written.", file=sys.stderr)
         raise typer.Exit(2)
-    _console().print(summarise(fixture_list, merged, str(fixtures)))
+    _console().print(summarise(fixture_list, merged, safe(str(fixtures))))
 
 
 @import_app.command("squad")
@@ -65,7 +116,8 @@ def import_squad_cmd(
     out: Annotated[Path, typer.Option("--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")],
     repair_offsets: Annotated[bool, typer.Option(
         "--repair-offsets",
-        help="Repair answer offsets that are off by 1 to 3 characters; each change is written to repairs.jsonl.",
+        help="Repair answer offsets that are off by 1 to 3 characters; each change is written to "
+             "repairs.jsonl.",
     )] = False,
 ) -> None:
     """Import a SQuAD-format file (for example COVID-QA)."""
@@ -95,21 +147,27 @@ def import_contractnli_cmd(
     _print_import(report)
 
 
+def _say(console, text: str) -> None:
+    """Print untrusted text literally: escapes shown, never markup."""
+    from rich.text import Text
+
+    console.print(Text(safe_line(text)))
+
+
 def _print_import(report) -> None:
     console = _console()
     for line in report.offset_mismatches:
-        console.print(f"offset: {line}")
+        _say(console, f"offset: {line}")
     for line in report.skipped:
-        console.print(f"skipped: {line}")
-    console.print(
-        f"{report.dataset}: {report.documents} documents, {report.questions} questions, "
-        f"{report.spans} spans, {len(report.offset_mismatches)} offset mismatches, "
-        f"{report.repaired} repaired, {len(report.skipped)} skipped"
-    )
-    console.print(f"corpus:   {report.corpus_path}")
-    console.print(f"fixtures: {report.fixtures_path}")
+        _say(console, f"skipped: {line}")
+    _say(console,
+         f"{report.dataset}: {report.documents} documents, {report.questions} questions, "
+         f"{report.spans} spans, {len(report.offset_mismatches)} offset mismatches, "
+         f"{report.repaired} repaired, {len(report.skipped)} skipped")
+    _say(console, f"corpus:   {report.corpus_path}")
+    _say(console, f"fixtures: {report.fixtures_path}")
     if report.repairs_path:
-        console.print(f"repairs:  {report.repairs_path}")
+        _say(console, f"repairs:  {report.repairs_path}")
 
 
 @app.command()
@@ -119,24 +177,22 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
-    import json
-
     from .diagnose import diagnose_ledger
     from .ledger.read import connect
 
     try:
-        con = connect(ledger)
-        rows = diagnose_ledger(con, ledger, arm)
-        if json_out:
-            out = sys.stdout
-            for row in rows:
-                out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-            return
-        from .report import diagnosis_table
-
-        _console().print(diagnosis_table(list(rows)))
+        with _reading(ledger):
+            con = connect(ledger)
+            rows = list(diagnose_ledger(con, ledger, arm))  # all or nothing: no partial output
     except LedgerscopeError as exc:
         _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write("".join(json_text(row) + "\n" for row in rows))
+        return
+    from .report import diagnosis_table
+
+    _console().print(diagnosis_table(rows))
 
 
 @app.command()
@@ -148,34 +204,35 @@ def compare(
         "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
     rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    n_resamples: Annotated[int, typer.Option(help="Bootstrap replicates (a rule's own setting wins).")] = 10_000,
+    n_resamples: Annotated[int, typer.Option(
+        help="Bootstrap replicates (a rule's own setting wins).")] = 10_000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed (a rule's own setting wins).")] = 0,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
-    import json
-
     from .ledger.read import connect
     from .stats import compare_arms
 
     try:
-        con = connect(ledger)
-        base_con = connect(baseline_ledger) if baseline_ledger else None
-        decision = None
-        confidence = 0.95
-        if rule is not None:
-            from .release import decide, load_rule
+        with _reading(ledger):
+            con = connect(ledger)
+            base_con = connect(baseline_ledger) if baseline_ledger else None
+            decision = None
+            confidence = 0.95
+            if rule is not None:
+                from .release import decide, load_rule
 
-            release_rule = load_rule(rule)
-            n_resamples, seed, confidence = release_rule.n_resamples, release_rule.seed, release_rule.confidence
-        comparison = compare_arms(con, candidate, baseline, base_con, seed=seed, n_resamples=n_resamples,
-                                  confidence=confidence)
-        if rule is not None:
-            decision = decide(release_rule, comparison).to_dict()
+                release_rule = load_rule(rule)
+                n_resamples, seed = release_rule.n_resamples, release_rule.seed
+                confidence = release_rule.confidence
+            comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
+                                      n_resamples=n_resamples, confidence=confidence)
+            if rule is not None:
+                decision = decide(release_rule, comparison).to_dict()
     except LedgerscopeError as exc:
         _fail(exc)
         return
     if json_out:
-        print(json.dumps({"comparison": comparison, "decision": decision}, ensure_ascii=False, default=str))
+        print(json_text({"comparison": comparison, "decision": decision}))
         return
     from .report import comparison_report
 
@@ -198,7 +255,8 @@ def sweep(
     arm: Annotated[list[Path], typer.Option("--arm", help="Arm TOML; repeat for candidate and baseline.")],
     out: Annotated[Path, typer.Option("--out", help="Ledger directory (created; resumed if it exists).")],
     corpus: Annotated[Path | None, typer.Option(
-        "--corpus", help="Corpus directory or JSONL; optional when fixtures carry their sources inline.")] = None,
+        "--corpus",
+        help="Corpus directory or JSONL; optional when fixtures carry their sources inline.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
@@ -225,12 +283,10 @@ def sweep(
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    console = _console()
-    console.print(
-        f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
-        f"(resumed), {len(fixture_list)} questions, {result.encoded_texts} texts encoded, "
-        f"{result.seconds:.1f} s"
-    )
+    _say(_console(),
+         f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
+         f"(resumed), {len(fixture_list)} questions, {result.encoded_texts} texts encoded, "
+         f"{result.seconds:.1f} s")
 
 
 @app.command()
@@ -242,21 +298,20 @@ def rerun(
     json_out: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
 ) -> None:
     """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
-    import json
-
     from .pipeline.rerun import rerun_record
 
     try:
-        diff = rerun_record(ledger, arm, qid, phase)
+        with _reading(ledger):
+            diff = rerun_record(ledger, arm, qid, phase)
     except LedgerscopeError as exc:
         _fail(exc)
         return
     if json_out:
-        print(json.dumps(diff.to_json(), ensure_ascii=False, indent=2))
+        print(json_text(diff.to_json(), indent=2))
     else:
         console = _console()
         for line in diff.lines():
-            console.print(line)
+            _say(console, line)
     raise typer.Exit(0 if diff.identical else 1)
 
 
@@ -275,11 +330,12 @@ def export(
     from .export import export as run_export
 
     try:
-        result = run_export(ledger, where, fmt, out)
+        with _reading(ledger):
+            result = run_export(ledger, where, fmt, out)
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    _console().print(f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
+    _say(_console(), f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
 
 
 @app.command("open")
@@ -291,7 +347,8 @@ def open_ledger(
         "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first).")] = None,
     baseline_arm: Annotated[str | None, typer.Option(
         "--baseline-arm", help="Baseline arm (default: 'baseline', else the next arm).")] = None,
-    rule: Annotated[Path | None, typer.Option("--rule", help="Release rule (TOML) for the Stats pane.")] = None,
+    rule: Annotated[Path | None, typer.Option(
+        "--rule", help="Release rule (TOML) for the Stats pane.")] = None,
     theme: Annotated[str | None, typer.Option(
         "--theme", help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
                         "or any Textual theme (also LEDGERSCOPE_THEME).")] = None,

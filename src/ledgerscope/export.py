@@ -229,13 +229,17 @@ def atomic_dir(target: Path) -> Iterator[Path]:
 
     On any exception the temporary directory is removed and ``target`` is untouched.
     """
+    from .atomic import clear_stale, temp_prefix
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    clear_stale(target, ".tmp")
+    clear_stale(target, ".old")
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(target), suffix=".tmp", dir=target.parent))
     try:
         yield tmp
         _publish_mode(tmp, directory=True)
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            old = Path(tempfile.mkdtemp(prefix=temp_prefix(target), suffix=".old", dir=target.parent))
             os.replace(target, old / "x")
             try:
                 os.replace(tmp, target)

@@ -30,15 +30,17 @@ def validate_fixtures(
 
 def summarise(fixtures: list[Fixture], corpus: Corpus, title: str):
     """A Rich table: questions, spans and sets per segment."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"{title}: {len(fixtures)} fixtures valid", title_justify="left")
-    table.add_column("segment")
-    table.add_column("questions", justify="right")
-    table.add_column("spans", justify="right")
-    table.add_column("support sets", justify="right")
-    table.add_column("qualifier spans", justify="right")
-    table.add_column("support-only", justify="right")
+    from .safe_text import safe
+
+    table = Table(title=Text(f"{safe(title)}: {len(fixtures)} fixture(s) valid"), title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("segment", no_wrap=True)
+    for name in ("questions", "spans", "sets", "qualifiers", "support-only"):
+        table.add_column(name, justify="right")
     by_segment: dict[str, list[Fixture]] = {}
     for fx in fixtures:
         by_segment.setdefault(fx.segment, []).append(fx)

@@ -1,0 +1,278 @@
+"""The TUI's data layer and text building, without a terminal: SQL diagnosis mirror, filters,
+keymaps, themes, literal rendering, and the import boundary."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledgerscope.diagnose import diagnose, diagnose_ledger
+from ledgerscope.errors import InputError
+from ledgerscope.ledger import schema
+from ledgerscope.tui import data as tdata
+from ledgerscope.tui.data import Cell, Filters, LedgerSession, resolve_arms, worst_phase
+from ledgerscope.tui.keymap import keymap_path, load_keymap, parse_keymap
+from ledgerscope.tui.render import answer_text, context_text, make_palette, source_text
+
+from .test_tui_ledger import MARKUP_DOC, ledger  # noqa: F401  (the shared, session-built ledger)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def session(ledger):  # noqa: F811
+    s = LedgerSession(ledger)
+    s.open()
+    return s
+
+
+# ---------------------------------------------------------------------------
+# the diagnosis in SQL equals the Python diagnosis
+
+
+def test_record_view_matches_diagnose_on_a_real_ledger(session, ledger):  # noqa: F811
+    rows = session._fetch("candidate", "SELECT arm, CAST(phase AS VARCHAR) AS phase, qid, step, step_name, "
+                                       "label, flags FROM record_view")
+    mine = {(r["arm"], r["phase"], r["qid"]): r for r in rows}
+    cur = session.cursor("candidate")
+    checked = 0
+    for d in diagnose_ledger(cur, ledger):
+        m = mine[(d["arm"], d["phase"], d["qid"])]
+        assert (m["step"], m["step_name"], m["label"], m["flags"]) == (d["step"], d["step_name"], d["label"],
+                                                                        d["flags"]), d
+        checked += 1
+    assert checked == len(mine) == 40
+
+
+def test_record_view_has_the_columns_of_query_build_record_view(session, ledger):  # noqa: F811
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.query import build_record_view, view_columns
+
+    con = connect(ledger)
+    build_record_view(con, ledger)
+    cur = session.cursor("candidate")
+    assert view_columns(cur) == view_columns(con)
+
+
+_VERDICTS = st.sampled_from(["correct", "wrong", "not-judged", "abstained", "infrastructure-failure",
+                             "critical-condition-error", "false-assertion", None])
+_RECORD = st.fixed_dictionaries({
+    **{c: st.sampled_from([True, False, None]) for c in schema.SUPPORT_COLUMNS},
+    "answerable": st.sampled_from([True, False, None]),
+    "gold_status": st.sampled_from(["ok", "", None, "version-mismatch"]),
+    "answer_verdict": _VERDICTS,
+    "citation_verdict": st.sampled_from(["supported", "unsupported", "unresolvable", "no-citation",
+                                         "not-applicable", None]),
+    "single_unit_complete": st.sampled_from([True, False, None]),
+    "oracle_verdict": _VERDICTS,
+    "oracle_feasible": st.sampled_from([True, False, None]),
+    "oracle_row": st.one_of(st.none(), st.tuples(_VERDICTS, st.sampled_from([True, False, None]))),
+})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_RECORD, min_size=1, max_size=25))
+def test_record_view_matches_diagnose_on_any_flags(records):
+    con = duckdb.connect()
+    rows, oracle = [], []
+    for i, r in enumerate(records):
+        row = {f.name: None for f in schema.RECORDS}
+        row.update({k: v for k, v in r.items() if k != "oracle_row"})
+        row.update(arm="a", phase=str(i % 3), qid=f"q{i}")
+        rows.append(row)
+        if r["oracle_row"] is not None:
+            oracle.append({f.name: None for f in schema.ORACLE} | {"arm": "a", "qid": f"q{i}",
+                                                                  "answer_verdict": r["oracle_row"][0],
+                                                                  "feasible": r["oracle_row"][1]})
+    con.register("_r", pa.Table.from_pylist(rows, schema=schema.RECORDS))
+    con.register("_o", pa.Table.from_pylist(oracle, schema=schema.ORACLE))
+    con.execute("CREATE VIEW records AS SELECT * FROM _r")
+    con.execute("CREATE VIEW oracle AS SELECT * FROM _o")
+    tdata.create_record_view(con)
+    got = {q: (s, n, lab, f) for q, s, n, lab, f in
+           con.execute("SELECT qid, step, step_name, label, flags FROM record_view").fetchall()}
+    for row, r in zip(rows, records, strict=True):
+        orow = None if r["oracle_row"] is None else {"answer_verdict": r["oracle_row"][0],
+                                                     "feasible": r["oracle_row"][1]}
+        d = diagnose(row, {}, None, {}, orow)
+        assert got[row["qid"]] == (d.step, d.step_name, d.label, list(d.flags)), (row, orow)
+
+
+# ---------------------------------------------------------------------------
+# arms, filters, list
+
+
+def test_default_arms_and_explicit_choices(ledger):  # noqa: F811
+    arms = resolve_arms(ledger, None, None, None)
+    assert (arms["candidate"].name, arms["baseline"].name) == ("candidate", "baseline")
+    assert arms["candidate"].phases == ("0", "1", "2", "5", "9")
+    swapped = resolve_arms(ledger, None, "baseline", "candidate")
+    assert (swapped["candidate"].name, swapped["baseline"].name) == ("baseline", "candidate")
+    with pytest.raises(InputError, match="no arm 'nope'"):
+        resolve_arms(ledger, None, "nope", None)
+    with pytest.raises(InputError, match="no baseline arm"):
+        resolve_arms(ledger, None, None, "candidate")
+    two = resolve_arms(ledger, ledger, None, None)  # a second ledger: its 'baseline' arm
+    assert two["baseline"].name == "baseline"
+
+
+def test_filters_compose_into_one_validated_predicate(session):
+    f = Filters(where="NOT support_packed", segment="rule-exception", step=8, verdict="it's", reversal=True)
+    composed = f.compose("candidate")
+    assert composed.startswith("arm = 'candidate' AND (")
+    assert "answer_verdict = 'it''s'" in composed and composed.endswith("reversal")
+    normalised = session.validate("candidate", composed)
+    assert "support_packed" in normalised
+    assert f.describe() == "NOT support_packed; segment=rule-exception; step=8; verdict=it's; reversals only"
+
+
+def test_list_pages_search_and_a_bad_filter(session):
+    n, predicate = session.build_list("candidate", Filters())
+    assert (n, predicate) == (4, "arm = 'candidate'")
+    rows = session.page("candidate", 0, 10)
+    assert [r.qid for r in rows] == sorted(r.qid for r in rows)
+    assert set(rows[0].cells) == {"candidate", "baseline"}
+    assert set(rows[0].cells["candidate"]) == {"0", "1", "2", "5", "9"}
+    assert session.search("candidate", "WEEKLY") == [0]
+    assert session.locate("candidate", "temp-retention") == 3
+    n, _ = session.build_list("candidate", Filters(segment="rule-exception"))
+    assert n == 1
+    with pytest.raises(InputError, match="unknown column 'stpe'"):
+        session.build_list("candidate", Filters(where="stpe = 8"))
+    assert session.count_records("candidate", "arm = 'baseline'") == (20, 4)
+
+
+def test_detail_has_both_arms_and_the_full_diagnosis(session):
+    d = session.detail("temp-retention", "0")
+    assert set(d.arms) == {"candidate", "baseline"}
+    rd = d.arms["candidate"]
+    assert rd.record["qid"] == "temp-retention" and rd.record["phase"] == "0"
+    assert rd.diagnosis.walk and rd.diagnosis.step == tdata_step(session, "candidate", "0", "temp-retention")
+    assert set(rd.coverage) == {"rule", "qualifier"}
+    assert "packed" in rd.stages and rd.cuts["policy/retention.md"]
+    assert session.detail("temp-retention", "0") is d  # cached
+    missing = session.detail("temp-retention", "no-such-phase").arms["candidate"]
+    assert missing.record is None
+
+
+def tdata_step(session, role, phase, qid) -> int:
+    return session._scalar(role, "SELECT step FROM record_view WHERE arm = ? AND phase = ? AND qid = ?",
+                           [session.arms[role].name, phase, qid])
+
+
+def test_survival_and_summaries(session):
+    surv = session.survival("candidate")
+    assert set(surv) == {"0", "1", "2", "5", "9"}
+    assert surv["0"]["n_answerable"] == 3
+    summary = session.phase_summary("baseline")
+    assert set(summary) == set(surv) and all(0 <= r["correct"] <= 1 for r in summary.values())
+
+
+def test_worst_phase_rule():
+    phases = ("0", "1", "2")
+    same = {p: Cell("correct", 0) for p in phases}
+    assert worst_phase(same, phases) is None
+    cells = {"0": Cell("correct", 0), "1": Cell("wrong", 8), "2": Cell("critical-condition-error", 8)}
+    assert worst_phase(cells, phases) == "2"
+    cells["2"] = Cell("wrong", 3)  # same verdict: the earlier losing step is worse
+    assert worst_phase(cells, phases) == "2"
+    cells["2"] = Cell("wrong", 8)  # a tie: the first phase
+    assert worst_phase(cells, phases) == "1"
+
+
+# ---------------------------------------------------------------------------
+# rendering is literal
+
+
+def test_source_and_context_render_markup_and_escapes_literally(session):
+    d = session.detail("markup-notes", "0").arms["candidate"]
+    text = source_text(d, "packed", make_palette())
+    plain = text.plain
+    assert "[bold red]x[/" in plain and "[bold red]x[/]" in plain.replace("┃", "")  # a cut may fall inside
+    assert "\\x1b[31m" in plain and "\x1b" not in plain
+    assert "⟪keep⟫" in plain and "┃" in plain
+    assert all(not s.style or "red" not in str(s.style) for s in text.spans if "bold red" in plain[s.start:s.end])
+    ctx = context_text(d, make_palette()).plain
+    assert "\x1b" not in ctx and "budget" in ctx
+
+
+def test_answer_pane_resolves_citations_and_flags_unresolvable(session):
+    import copy
+
+    d = copy.copy(session.detail("temp-retention", "0").arms["candidate"])
+    d.record = dict(d.record, citations_json='[{"label": "9", "unit_id": "gone@1-2", "doc_id": "gone", '
+                                             '"start": 1, "end": 2}]', answer="[bold]30 days[/bold]\x1b[2J")
+    plain = answer_text(d, make_palette()).plain
+    assert "⊘ unresolvable: gone@1-2" in plain
+    assert "[bold]30 days[/bold]\\x1b[2J" in plain
+    assert "oracle" in plain
+
+
+def test_palette_keeps_attributes_without_colours():
+    p = make_palette({"success": "not-a-colour"})
+    assert p["v-correct"].bold and p["gold"].underline and p["diff"].reverse
+
+
+# ---------------------------------------------------------------------------
+# keymap and themes
+
+
+def test_keymap_parsing():
+    ids = ["go-down", "export"]
+    km, problems = parse_keymap('[keymap]\ngo-down = "j,down"\nexport = ["x", "ctrl+e"]\n', ids)
+    assert km == {"go-down": "j,down", "export": "x,ctrl+e"} and problems == []
+    km, problems = parse_keymap('go-down = "s"\nnope = "x"\nexport = 3\n', ids, "k.toml")
+    assert km == {"go-down": "s"}
+    assert problems == ["k.toml: unknown binding id 'nope'",
+                        "k.toml: export: expected a key string or a list of key strings"]
+    assert parse_keymap("go-down = ", ids)[1][0].startswith("keymap: not valid TOML")
+
+
+def test_keymap_location(tmp_path, monkeypatch):
+    assert keymap_path({"XDG_CONFIG_HOME": "/x"}) == Path("/x/ledgerscope/keymap.toml")
+    assert keymap_path({"LEDGERSCOPE_KEYMAP": str(tmp_path / "k.toml")}) == tmp_path / "k.toml"
+    monkeypatch.setenv("LEDGERSCOPE_KEYMAP", str(tmp_path / "missing.toml"))
+    assert load_keymap(["go-down"])[1] == [f"{tmp_path / 'missing.toml'}: keymap file not found"]
+
+
+def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
+    from ledgerscope.tui.themes import BUILTIN, load_themes, theme_from_dict
+
+    themes, problems = load_themes([REPO / "themes"])
+    assert problems == []
+    names = {t.name for t in themes}
+    assert {"ledgerscope-dark", "ledgerscope-light", "ledgerscope-high-contrast", "ledgerscope-ansi"} <= names
+    by_name = {t.name: t for t in themes}
+    for name, spec in BUILTIN.items():
+        assert by_name[name] == theme_from_dict({"name": name, **spec}), name
+    (tmp_path / "bad.toml").write_text('name = "x"\nprimary = "#fff"\ncolour = "red"\n')
+    _, problems = load_themes([tmp_path])
+    assert problems and "unknown theme field(s) colour" in problems[0]
+
+
+# ---------------------------------------------------------------------------
+# boundaries
+
+
+def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
+    code = ("import sys, ledgerscope.cli, ledgerscope.tui.data, ledgerscope.tui.render, "
+            "ledgerscope.tui.keymap\nassert 'textual' not in sys.modules, 'textual imported'\n"
+            "assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_app_module_does_not_import_torch():
+    code = ("import sys, ledgerscope.tui.app\n"
+            "assert not {'torch', 'sentence_transformers'} & set(sys.modules), 'heavy import'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_markup_doc_is_in_the_shared_ledger(session):
+    assert MARKUP_DOC in session.fixtures("candidate")[1]

@@ -290,6 +290,28 @@ def sweep(
 
 
 @app.command()
+def convert(
+    source: Annotated[Path, typer.Argument(help="A ledger directory, or a JSONL interchange directory.")],
+    to: Annotated[str, typer.Option("--to", help="jsonl (ledger -> interchange) or parquet (back).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write (renamed into place whole).")],
+) -> None:
+    """Convert a ledger to JSONL interchange (one file per table) or build a ledger from one."""
+    from .ledger.interchange import from_jsonl, to_jsonl
+
+    try:
+        if to == "jsonl":
+            counts = to_jsonl(source, out)
+        elif to == "parquet":
+            counts = from_jsonl(source, out)
+        else:
+            raise typer.BadParameter("--to must be jsonl or parquet")
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _console().print(f"{out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+
+
+@app.command()
 def rerun(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     arm: Annotated[str, typer.Option("--arm", help="Arm name.")],

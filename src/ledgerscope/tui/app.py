@@ -9,6 +9,7 @@ messages (:mod:`.messages`); the panes render ``rich.text.Text`` built by
 from __future__ import annotations
 
 import gc
+import io
 import os
 import threading
 import time
@@ -66,12 +67,24 @@ class TextPane(VerticalScroll):
         yield Static(Text(""), classes="pane-body")
 
     def show(self, renderable) -> None:
+        self.renderable = renderable
         self.query_one(Static).update(renderable)
 
     @property
     def text(self) -> str:
-        content = self.query_one(Static).content
-        return content.plain if hasattr(content, "plain") else str(content)
+        """What the pane shows, as plain text (tests, screen readers)."""
+        renderable = getattr(self, "renderable", None)
+        if renderable is None:
+            return ""
+        if isinstance(renderable, Text):
+            return renderable.plain
+        from rich.console import Console
+
+        console = Console(width=max(40, self.size.width or 100), color_system=None, file=io.StringIO(),
+                          legacy_windows=False)
+        with console.capture() as capture:
+            console.print(renderable)
+        return capture.get()
 
 
 class LedgerscopeApp(App):
@@ -305,6 +318,8 @@ class LedgerscopeApp(App):
         self._update_list_header()
         if self.timings["first_list"] is None:
             self.call_after_refresh(self._mark_first_list)
+        if self.focused is None:
+            ql.focus()
         self._request_detail()
 
     def _mark_first_list(self) -> None:
@@ -561,9 +576,9 @@ class LedgerscopeApp(App):
         s = self.session
         t = Text("ledgerscope · ", style="bold")
         t.append(safe(s.ledger.name))
-        t.append(f" · candidate {safe(s.arms['candidate'].name)}")
+        t.append(f" · candidate arm {safe(s.arms['candidate'].name)!r}")
         if "baseline" in s.arms:
-            t.append(f" vs baseline {safe(s.arms['baseline'].name)}")
+            t.append(f" vs baseline arm {safe(s.arms['baseline'].name)!r}")
             if s.baseline_ledger:
                 t.append(f" ({safe(s.baseline_ledger.name)})")
         self.query_one("#title", Static).update(t)

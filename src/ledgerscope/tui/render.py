@@ -32,6 +32,9 @@ SOURCE_STAGES = ("packed", "selected", "reranked", "fused", "union", "dense_ann"
 SOURCE_WINDOW = 20_000  # documents longer than this show a window around the marked intervals
 SOURCE_MARGIN = 1_500
 MAX_MARKED_RANK = 10
+METRIC_TITLES = {"support": "support", "answer_correct": "correct", "critical": "critical",
+                 "abstained": "abstained", "false_assertion": "false-assert", "citation_supported": "cited-ok",
+                 "prompt_tokens": "prompt tok", "evidence_tokens": "evidence tok"}
 VERDICT_STYLE = {"correct": "v-correct", "wrong": "v-wrong", "critical-condition-error": "v-critical",
                  "abstained": "v-abstained", "not-judged": "v-muted", "infrastructure-failure": "v-infra",
                  "false-assertion": "v-critical"}
@@ -316,7 +319,15 @@ def _merge_ranges(ranges: Sequence[tuple[int, int, str]]) -> list[tuple[int, int
 def answer_text(rd: RecordDetail, palette: Palette) -> Text:
     rec = rd.record or {}
     out = Text()
-    out.append("answer ", style=_s(palette, "heading"))
+    out.append("question ", style=_s(palette, "heading"))
+    out.append(f"{lit(rec.get('qid'))}: {lit(rec.get('question'))}\n")
+    if rd.fixture is not None and rd.fixture.answer.expected:
+        out.append(f"expected {lit(rd.fixture.answer.expected)}", style=_s(palette, "muted"))
+        if rd.fixture.answer.default:
+            out.append(f" · default if the qualifier is missed {lit(rd.fixture.answer.default)}",
+                       style=_s(palette, "muted"))
+        out.append("\n")
+    out.append("\nanswer ", style=_s(palette, "heading"))
     out.append_text(verdict_text(rec.get("answer_verdict"), palette))
     out.append("\n")
     out.append(lit(rec.get("answer")) or "(no answer)")
@@ -500,22 +511,33 @@ def compare_texts(details: Mapping[str, RecordDetail], palette: Palette) -> dict
 def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
     if not stat:
         return "–"
-    return f"{_fmt(stat.get('estimate'), digits)} [{_fmt(stat.get('low'), digits)}, {_fmt(stat.get('high'), digits)}]"
+    return f"{_fmt(stat.get('estimate'), digits)} [{_fmt(stat.get('low'), digits)},{_fmt(stat.get('high'), digits)}]"
 
 
 def stats_text(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str, str], phases: Sequence[str],
-               comparison: Mapping | None, decision: Mapping | None, status: str, palette: Palette) -> Text:
-    out = Text()
-    out.append("per phase (answerable records: support in packed context / correct answer)\n",
-               style=_s(palette, "heading"))
-    header = f"{'phase':<8}" + "".join(f"{lit(arms[r], 18):>22}" for r in summaries)
-    out.append(header + "\n", style=_s(palette, "muted"))
+               comparison: Mapping | None, decision: Mapping | None, status: str, palette: Palette):
+    """Per-phase rates of each arm (SQL, immediate), then the paired comparison and release decision."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+
+    parts: list[Any] = []
+    head = Text()
+    head.append("per phase: support in packed context / correct answer (answerable records)\n",
+                style=_s(palette, "heading"))
+    parts.append(head)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("phase")
+    for role in summaries:
+        table.add_column(Text(lit(arms[role], 20)), justify="right")
     for p in phases:
-        line = f"{lit(p, 8):<8}"
+        cells = [Text(lit(p, 10))]
         for role in summaries:
             row = summaries[role].get(p)
-            line += f"{(_fmt(row['support'], 2) + ' / ' + _fmt(row['correct'], 2)) if row else MISSING_GLYPH:>22}"
-        out.append(line + "\n")
+            cells.append(Text(f"{_fmt(row['support'], 2)} / {_fmt(row['correct'], 2)}" if row else MISSING_GLYPH))
+        table.add_row(*cells)
+    parts.append(table)
+    lines = Text()
     for role, rows in summaries.items():
         vals = [(r["correct"], p) for p, r in rows.items() if r.get("correct") is not None]
         sup = [(r["support"], p) for p, r in rows.items() if r.get("support") is not None]
@@ -523,57 +545,72 @@ def stats_text(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str
             avg = sum(v for v, _ in vals) / len(vals)
             w = min(vals)
             ws = min(sup) if sup else (None, None)
-            out.append(f"{lit(arms[role])}: phase average correct {avg:.2f}; worst phase correct {w[0]:.2f} "
-                       f"(phase {lit(w[1])}); worst phase support {_fmt(ws[0], 2)} (phase {lit(ws[1])})\n")
-    out.append("\n")
+            lines.append(f"{lit(arms[role])}: phase average correct {avg:.2f}; worst phase correct {w[0]:.2f} "
+                         f"(phase {lit(w[1])}); worst phase support {_fmt(ws[0], 2)} (phase {lit(ws[1])})\n")
+    parts.append(lines)
     if comparison is None:
-        out.append(status + "\n", style=_s(palette, "muted"))
-        return out
+        parts.append(Text("\n" + status, style=_s(palette, "muted")))
+        return Group(*parts)
     m = comparison["matching"]
     settings = comparison["settings"]
-    out.append(f"paired comparison: {lit(comparison['candidate']['arm'])} minus {lit(comparison['baseline']['arm'])}\n",
-               style=_s(palette, "heading"))
-    out.append(f"{m['matched_questions']} questions × phases {', '.join(lit(p) for p in m['shared_phases'])}; "
-               f"bootstrap {settings['n_resamples']}×, seed {settings['seed']}, "
-               f"{int(settings['confidence'] * 100)}% intervals\n", style=_s(palette, "muted"))
+    intro = Text()
+    intro.append(f"\npaired comparison: {lit(comparison['candidate']['arm'])} minus "
+                 f"{lit(comparison['baseline']['arm'])}\n", style=_s(palette, "heading"))
+    intro.append(f"{m['matched_questions']} questions × phases {', '.join(lit(p) for p in m['shared_phases'])}; "
+                 f"bootstrap {settings['n_resamples']}×, seed {settings['seed']}, "
+                 f"{int(settings['confidence'] * 100)}% intervals; worst phase = the worst per-phase mean (@ its phase)",
+                 style=_s(palette, "muted"))
+    parts.append(intro)
     for set_name, block in comparison["stress_sets"].items():
-        out.append(f"\nstress set {lit(set_name)} ({block['n_questions']} questions, "
-                   f"{block['n_clusters']} clusters)\n", style=_s(palette, "heading"))
-        out.append(f"{'metric':<20}{'cand':>7}{'base':>7}  {'diff [CI]':<26}{'worst c/b (phase)':<22}"
-                   f"{'worst diff [CI]'}\n", style=_s(palette, "muted"))
-        for metric, res in block["metrics"].items():
-            c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
-            st = d.get("statistics", {})
-            digits = 1 if metric.endswith("tokens") else 2
-            wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
-            worst = f"{_fmt(wc['value'], digits)}({lit(wc['phase'])})/{_fmt(wb['value'], digits)}({lit(wb['phase'])})"
-            out.append(f"{lit(metric, 20):<20}{_fmt(c['phase_average']['mean_of_phases'], digits):>7}"
-                       f"{_fmt(b['phase_average']['mean_of_phases'], digits):>7}  "
-                       f"{_interval(st.get('mean'), digits):<26}{worst:<22}{_interval(st.get('worst_aggregate'), digits)}\n")
+        for which in ("phase average", "worst phase"):
+            t = Table(title=Text(f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
+                                 f"{block['n_clusters']} document clusters)"), title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+            for col in ("metric", "candidate", "baseline", "difference [95% CI]" if which == "phase average"
+                        else "worst difference [CI]"):
+                t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+            for metric, res in block["metrics"].items():
+                c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
+                st = d.get("statistics", {})
+                digits = 1 if metric.endswith("tokens") else 2
+                name = Text(lit(METRIC_TITLES.get(metric, metric)))
+                if which == "phase average":
+                    t.add_row(name, _fmt(c["phase_average"]["mean_of_phases"], digits),
+                              _fmt(b["phase_average"]["mean_of_phases"], digits), _interval(st.get("mean"), digits))
+                else:
+                    wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
+                    t.add_row(name, Text(f"{_fmt(wc['value'], digits)} @{lit(wc['phase'])}"),
+                              Text(f"{_fmt(wb['value'], digits)} @{lit(wb['phase'])}"),
+                              _interval(st.get("worst_aggregate"), digits))
+            parts.append(t)
         segs = block.get("segments") or {}
         if segs:
-            out.append("segments (phase average, candidate / baseline)\n", style=_s(palette, "muted"))
-            out.append(f"  {'segment':<22}{'n':>4}  {'support':<14}{'correct':<14}{'critical':<14}\n",
-                       style=_s(palette, "muted"))
+            seg = Table(title=Text(f"segments ({lit(set_name)}), phase average, candidate / baseline"),
+                        title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+            for col in ("segment", "n", "support", "correct", "critical"):
+                seg.add_column(col, justify="left" if col == "segment" else "right")
             for name, sb in segs.items():
                 sm = sb["metrics"]
 
                 def pair(metric: str, sm=sm) -> str:
                     if metric not in sm:
                         return "–"
-                    return (f"{_fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)}/"
+                    return (f"{_fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)} / "
                             f"{_fmt(sm[metric]['baseline']['phase_average']['mean_of_phases'], 2)}")
 
-                out.append(f"  {lit(name, 22):<22}{sb['n_questions']:>4}  {pair('support'):<14}"
-                           f"{pair('answer_correct'):<14}{pair('critical'):<14}\n")
+                seg.add_row(Text(lit(name)), str(sb["n_questions"]), pair("support"), pair("answer_correct"),
+                            pair("critical"))
+            parts.append(seg)
+    tail = Text()
     if decision is not None:
         outcome = str(decision.get("outcome", "")).upper()
-        out.append(f"\nrelease decision: {outcome}", style=_s(palette, "pass" if outcome == "ACCEPT" else "fail"))
-        out.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
+        tail.append(f"\nrelease decision: {outcome}", style=_s(palette, "pass" if outcome == "ACCEPT" else "fail"))
+        tail.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
         for reason in decision.get("reasons", []):
-            out.append(f"  - {lit(reason)}\n")
-    out.append(f"\n{lit(comparison.get('note', ''))}\n", style=_s(palette, "muted"))
-    return out
+            tail.append(f"  - {lit(reason)}\n")
+    tail.append(f"\n{lit(comparison.get('note', ''))}\n", style=_s(palette, "muted"))
+    parts.append(tail)
+    return Group(*parts)
 
 
 def reversal_mark(row, role: str) -> str:

@@ -1,0 +1,37 @@
+"""JSONL interchange round trip on the committed sample ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ledgerscope.cli import app
+from ledgerscope.ledger.digest import table_digests
+
+LEDGER = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
+runner = CliRunner()
+
+
+def test_ledger_round_trips_through_jsonl(tmp_path):
+    inter, back = tmp_path / "jsonl", tmp_path / "back"
+    r1 = runner.invoke(app, ["convert", str(LEDGER), "--to", "jsonl", "--out", str(inter)])
+    assert r1.exit_code == 0, r1.output
+    rows = [json.loads(line) for line in (inter / "records.jsonl").read_text().splitlines()]
+    assert rows and {"arm", "phase", "qid", "packed_context", "answer_verdict"} <= set(rows[0])
+    r2 = runner.invoke(app, ["convert", str(inter), "--to", "parquet", "--out", str(back)])
+    assert r2.exit_code == 0, r2.output
+    assert table_digests(back) == table_digests(LEDGER)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_bad_interchange_row_names_the_file(tmp_path):
+    inter = tmp_path / "jsonl"
+    assert runner.invoke(app, ["convert", str(LEDGER), "--to", "jsonl", "--out", str(inter)]).exit_code == 0
+    with (inter / "records.jsonl").open("a") as fh:
+        fh.write(json.dumps({"arm": "candidate", "phase": "0", "qid": 7, "surprise": True}) + "\n")
+    result = runner.invoke(app, ["convert", str(inter), "--to", "parquet", "--out", str(tmp_path / "back")])
+    assert result.exit_code == 2
+    assert "records.jsonl" in result.output
+    assert not (tmp_path / "back").exists()

@@ -47,7 +47,9 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
                 n = 0
                 for batch in reader:
                     for row in batch.to_pylist():
-                        fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False, default=str) + "\n")
+                        fh.write(
+                            json.dumps(row, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+                        )
                         n += 1
             counts[table] = n
         shutil.copy(ledger / "manifest.json", staging / "manifest.json")
@@ -65,8 +67,12 @@ def _read(path: Path, table_schema: pa.Schema) -> pa.Table:
     if not path.is_file():
         raise InputError(Problem(str(path), None, "file", "missing from the interchange directory"))
     try:
-        return pajson.read_json(path, parse_options=pajson.ParseOptions(
-            explicit_schema=table_schema, unexpected_field_behavior="error"))
+        return pajson.read_json(
+            path,
+            parse_options=pajson.ParseOptions(
+                explicit_schema=table_schema, unexpected_field_behavior="error"
+            ),
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InputError(Problem(str(path), None, "row", str(exc).splitlines()[0])) from None
 
@@ -75,25 +81,41 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     """Build a Parquet ledger at ``ledger`` (must not exist) from an interchange directory."""
     src, ledger = Path(src), Path(ledger)
     if ledger.exists():
-        raise InputError(Problem(str(ledger), None, "out", "already exists; choose a new ledger directory"))
+        raise InputError(
+            Problem(str(ledger), None, "out", "already exists; choose a new ledger directory")
+        )
     manifest = load_manifest(src)
-    tables = {name: _read(src / f"{name}.jsonl", table_schema) for name, table_schema in TABLES.items()}
+    tables = {
+        name: _read(src / f"{name}.jsonl", table_schema) for name, table_schema in TABLES.items()
+    }
     staging = ledger.with_name(f".{ledger.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         staging.mkdir(parents=True)
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
+        (staging / "manifest.json").write_text(
+            json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False)
+        )
         shutil.copy(src / "fixtures.jsonl", staging / "fixtures.jsonl")
         pq.write_table(tables["sources"], staging / "sources.parquet", compression="zstd")
-        keys = sorted({(a, p) for a, p in zip(tables["records"]["arm"].to_pylist(),
-                                                tables["records"]["phase"].to_pylist(), strict=True)})
+        keys = sorted(
+            {
+                (a, p)
+                for a, p in zip(
+                    tables["records"]["arm"].to_pylist(),
+                    tables["records"]["phase"].to_pylist(),
+                    strict=True,
+                )
+            }
+        )
         for arm, phase in keys:
             parts = {}
             for name in schema.TABLES:
                 t = tables[name]
                 mask = pc.and_(pc.equal(t["arm"], arm), pc.equal(t["phase"], phase))
                 parts[name] = t.filter(mask)
-            write_partition(staging, arm, phase, parts, {"arm": arm, "phase": phase, "from": "jsonl"})
+            write_partition(
+                staging, arm, phase, parts, {"arm": arm, "phase": phase, "from": "jsonl"}
+            )
         oracle = tables["oracle"]
         for arm in sorted(set(oracle["arm"].to_pylist())):
             rows = oracle.filter(pc.equal(oracle["arm"], arm)).to_pylist()

@@ -190,9 +190,18 @@ def diagnose(
     if json_out:
         sys.stdout.write("".join(json_text(row) + "\n" for row in rows))
         return
-    from .report import diagnosis_table
+    from .report import diagnosis_table, survival_table
+    from .survival import survival
 
-    _console().print(diagnosis_table(rows))
+    try:
+        with _reading(ledger):
+            funnel = survival(con, ledger, arm)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    console = _console()
+    console.print(diagnosis_table(rows))
+    console.print(survival_table(funnel))
 
 
 @app.command()

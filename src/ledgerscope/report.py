@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from rich import box
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -29,7 +30,7 @@ _METRIC_TITLES = {
 
 def diagnosis_table(rows: list[dict]) -> Table:
     """Counts per (arm, step) and the first failing records."""
-    table = Table(title="diagnosis: records per step", title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title="diagnosis: records per step", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
     table.add_column("arm")
     table.add_column("step", justify="right")
     table.add_column("name")
@@ -50,6 +51,40 @@ def diagnosis_table(rows: list[dict]) -> Table:
         )
     table.caption = f"{len(rows)} records; `ledgerscope diagnose LEDGER --json` prints the evidence"
     return table
+
+
+_FUNNEL = ("chunked", "exact", "production", "union", "fused", "reranked", "packed", "cited")
+_FUNNEL_TITLES = ("chunk", "exact", "prod", "union", "fused", "rrank", "pack", "cite")
+
+
+def survival_table(rows: list[dict]) -> Group:
+    """Stage survival per arm: % of answerable questions still supported after each stage.
+
+    One row with the phase average, one with the worst phase.
+    """
+    table = Table(title="stage survival: % of answerable questions keeping support",
+                  title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    table.add_column("arm", no_wrap=True, max_width=14)
+    table.add_column("", no_wrap=True)
+    for title in _FUNNEL_TITLES:
+        table.add_column(title, justify="right", no_wrap=True, min_width=5)
+    by_arm: dict[str, list[dict]] = {}
+    for r in rows:
+        by_arm.setdefault(r["arm"], []).append(r)
+    notes = []
+    for arm, phases in by_arm.items():
+        avg, worst = [], []
+        for stage in _FUNNEL:
+            rates = [p["survival_rate"][stage] for p in phases if p["survival_rate"].get(stage) is not None]
+            avg.append(f"{100 * sum(rates) / len(rates):.0f}" if rates else "-")
+            worst.append(f"{100 * min(rates):.0f}" if rates else "-")
+        table.add_row(Text(safe(arm)), "avg", *avg)
+        table.add_row("", "worst", *worst)
+        ann = [p["ann_recall"] for p in phases if p.get("ann_recall") is not None]
+        regret = sum(p.get("reranker_regret") or 0 for p in phases)
+        note = f"{safe(arm)}: ANN recall vs exact {sum(ann) / len(ann):.3f}, " if ann else f"{safe(arm)}: "
+        notes.append(note + f"reranker regret in {regret} record(s)")
+    return Group(table, Text("\n".join(notes)))
 
 
 def _fmt(value, digits: int = 3) -> str:

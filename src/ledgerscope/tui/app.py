@@ -610,20 +610,30 @@ class LedgerscopeApp(App):
     # -- actions -------------------------------------------------------------
 
     def _start_move(self, kind: str) -> None:
+        """Time this move until the panes show its record (``timings[kind]``); a no-op move is not timed."""
         self._move = (kind, time.perf_counter())
+        if kind == "question":
+            self.call_later(self._check_move, self.query_one(QueryList).cursor)
 
     def action_move(self, delta: int) -> None:
         self._start_move("question")
         self.query_one(QueryList).move(delta)
 
+    def _check_move(self, before: int) -> None:
+        if self.query_one(QueryList).cursor == before:
+            self._move = None  # nothing moved: nothing to time
+
     def action_go_top(self) -> None:
+        self._start_move("question")
         self.query_one(QueryList).move_to(0)
 
     def action_go_bottom(self) -> None:
+        self._start_move("question")
         ql = self.query_one(QueryList)
         ql.move_to(ql.total - 1)
 
     def action_page(self, direction: int) -> None:
+        self._start_move("question")
         ql = self.query_one(QueryList)
         ql.move(direction * ql.page_height)
 

@@ -1,0 +1,360 @@
+"""Pilot tests of ``ledgerscope open``: every pane and action on the shared ledger."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from ledgerscope.tui.app import LedgerscopeApp
+from ledgerscope.tui.data import LedgerSession
+from ledgerscope.tui.widgets.phase_grid import PhaseGrid
+from ledgerscope.tui.widgets.query_list import QueryList
+
+from .test_tui_ledger import ledger  # noqa: F401  (the shared, session-built ledger)
+
+SIZE = (120, 40)
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture()
+def anyio_backend():
+    return "asyncio"
+
+
+def make_app(ledger_dir: Path, **kw) -> LedgerscopeApp:
+    return LedgerscopeApp(LedgerSession(ledger_dir), tune_gc=False, **kw)
+
+
+async def settle(pilot, rounds: int = 4) -> None:
+    """Let workers finish and their messages (which may start more workers) be handled."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def press(pilot, *keys: str) -> None:
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
+
+
+def pane(app, name: str) -> str:
+    return app.query_one(f"#{name}-view").text
+
+
+def current_qid(app) -> str:
+    return app.query_one(QueryList).current.qid
+
+
+def digest(ledger_dir: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(ledger_dir.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(ledger_dir)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+async def test_open_fills_the_list_and_the_first_record(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        ql = app.query_one(QueryList)
+        assert (app.count, app.total, ql.total) == (4, 4, 4)
+        assert app.focused is ql
+        assert app.timings["first_list"] is not None
+        assert current_qid(app) == "backup-weekly"
+        assert app.detail.qid == "backup-weekly" and app.detail.phase == "0"
+        row = ql.row_text(ql.current, 60).plain
+        assert "backup-weekly" in row and any(g in row for g in "✓✗!∅")
+        grid = app.query_one(PhaseGrid).text_lines()
+        assert "[0]" in grid[0] and any(line.startswith("▶") and "backup-weekly" in line for line in grid)
+        status = str(app.query_one("#status").render())
+        assert "phase 0 (1/5)" in status and "arm candidate" in status
+        assert "candidate arm 'candidate' vs baseline arm 'baseline'" in str(app.query_one("#title").render())
+
+
+async def test_moving_across_questions_and_phases_updates_the_panes(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "j")
+        assert current_qid(app) == "markup-notes" and app.detail.qid == "markup-notes"
+        await press(pilot, "G")
+        assert current_qid(app) == "temp-retention"
+        await press(pilot, "k", "g")
+        assert current_qid(app) == "backup-weekly"
+        await press(pilot, "G", "right_square_bracket")
+        assert app.phase == "1" and app.detail.phase == "1" and app.detail.qid == "temp-retention"
+        await press(pilot, "l", "l")
+        assert app.phase == "5"
+        await press(pilot, "h", "left_square_bracket", "left_square_bracket", "left_square_bracket")
+        assert app.phase == "9"  # wraps around
+        assert app.query_one(QueryList).phase == "9"
+        assert "[9]" in app.query_one(PhaseGrid).text_lines()[0]
+        assert len(app.timings["question"]) >= 3 and len(app.timings["phase"]) >= 3
+
+
+async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "G", "3")
+        assert app.query_one("TabbedContent").active == "source"
+        source = pane(app, "source")
+        assert "policy/retention.md" in source and "⟪rule⟫" in source and "⟪qualifier:exception⟫" in source
+        assert "┃" in source and "⟦r1" in source and "packed units in this document" in source
+        await press(pilot, "t")
+        assert app.source_stage == "selected" and "selected rank" in pane(app, "source")
+        await press(pilot, "4")
+        context = pane(app, "context")
+        assert "budget" in context and "/40 tokens" in context and "packed context (literal)" in context
+        assert "gold in packed context: rule" in context
+        await press(pilot, "5")
+        answer = pane(app, "answer")
+        assert "How long may requests be retained" in answer and "citations" in answer and "oracle" in answer
+        await press(pilot, "6")
+        diag = pane(app, "diagnosis")
+        assert "the walk" in diag and "gold absent from corpus" in diag and "stage survival" in diag
+        assert "chunked" in diag and "reranker regret" in diag
+        await press(pilot, "7")
+        stats = pane(app, "stats")
+        assert "paired comparison: candidate minus baseline" in stats and "phase average" in stats
+        assert "segments" in stats and app.comparison["settings"]["n_resamples"] == 2000
+        await press(pilot, "2")
+        assert app.query_one("TabbedContent").active == "grid"
+
+
+async def test_compare_mode_shows_both_arms_with_differences(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "G", "c")
+        assert app.compare and app.query_one("TabbedContent").active == "compare"
+        cand = app.query_one("#compare-candidate").text
+        base = app.query_one("#compare-baseline").text
+        assert cand.startswith("candidate: candidate · phase 0") and base.startswith("baseline: baseline · phase 0")
+        assert "≠" in cand and "packed units" in cand and ("+ r1" in cand or "= r1" in cand)
+        await press(pilot, "right_square_bracket")
+        assert "phase 1" in app.query_one("#compare-candidate").text
+        await press(pilot, "c")
+        assert not app.compare and app.query_one("TabbedContent").active == "grid"
+
+
+async def test_filter_bar_validates_inline_and_filters(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "f")
+        bar = app.query_one("#filterbar")
+        assert bar.display and app.focused is bar
+        await pilot.press(*"stpe = 8", "enter")
+        await settle(pilot)
+        err = app.query_one("#filter-error")
+        assert err.display and "unknown column 'stpe'" in str(err.render()) and "did you mean step" in str(
+            err.render())
+        assert app.count == 4  # the list is unchanged
+        await press(pilot, "f")
+        app.query_one("#filterbar").value = ""
+        await pilot.press(*"segment = 'rule-exception'", "enter")
+        await settle(pilot)
+        assert app.count == 1 and current_qid(app) == "temp-retention"
+        assert not app.query_one("#filter-error").display
+        assert "segment = 'rule-exception'" in app.predicate
+        await press(pilot, "x")  # reversals only, on top of the filter
+        assert app.filters.reversal and app.count == 1 and "reversal" in app.predicate
+        await press(pilot, "f")
+        app.query_one("#filterbar").value = ""
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.count == 3  # reversals only, no predicate: the unanswerable control never reverses
+        await press(pilot, "x")
+        assert app.count == 4
+
+
+async def test_quick_filters_dialog(ledger):  # noqa: F811
+    from ledgerscope.tui.data import Filters
+    from ledgerscope.tui.screens.filters import FilterScreen
+
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "o")
+        screen = app.screen
+        assert isinstance(screen, FilterScreen)
+        screen.query_one("#f-segment").value = "number-scope"
+        await pilot.click("#f-apply")
+        await settle(pilot)
+        assert app.filters == Filters(segment="number-scope") and app.count == 2
+
+
+async def test_search_jumps_and_cycles(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "slash")
+        await pilot.press(*"RETENTION", "enter")
+        await settle(pilot)
+        assert app.matches == [3] and current_qid(app) == "temp-retention"
+        await press(pilot, "g", "slash")
+        app.query_one("#search").value = ""
+        await pilot.press(*"e", "enter")  # every question holds an 'e'
+        await settle(pilot)
+        assert current_qid(app) == "backup-weekly"
+        await press(pilot, "n")
+        assert current_qid(app) == "markup-notes"
+        await press(pilot, "N", "N")
+        assert current_qid(app) == "temp-retention"
+
+
+async def test_switching_arm(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "G", "a")
+        assert app.role == "baseline" and app.predicate == "arm = 'baseline'"
+        assert current_qid(app) == "temp-retention"  # the selection is kept
+        assert "baseline" in str(app.query_one("#list-header").render())
+        await press(pilot, "6")
+        assert "(baseline, phase 0" in pane(app, "diagnosis")
+
+
+async def test_export_writes_the_filtered_records(ledger, tmp_path):  # noqa: F811
+    from ledgerscope.tui.screens.export import ExportScreen
+
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "f")
+        await pilot.press(*"step = 8", "enter")
+        await settle(pilot)
+        await press(pilot, "e")
+        screen = app.screen
+        assert isinstance(screen, ExportScreen)
+        await settle(pilot)
+        assert screen.query_one("#x-where").value == app.predicate
+        n, q = screen.count
+        assert n > 0 and "record(s) of" in str(screen.query_one("#x-count").render())
+        out = tmp_path / "picked.jsonl"
+        screen.query_one("#x-path").value = str(out)
+        await pilot.click("#x-go")
+        await settle(pilot)
+        assert screen.result is not None and screen.result.count == n and out.is_file()
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        assert len(lines) == n and {r["arm"] for r in lines} == {"candidate"}
+        assert all(r["diagnosis"]["step"] == 8 for r in lines)
+        assert "✓ exported" in str(screen.query_one("#x-result").render())
+        screen.query_one("#x-format").value = "trec"
+        screen.query_one("#x-path").value = str(ledger / "inside")
+        await pilot.click("#x-go")
+        await settle(pilot)
+        assert "outside the ledger" in str(screen.query_one("#x-result").render())
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, ExportScreen)
+
+
+@pytest.mark.slow
+async def test_rerun_shows_the_difference_and_never_writes_the_ledger(ledger):  # noqa: F811
+    from ledgerscope.tui.screens.rerun import RerunScreen
+
+    before = digest(ledger)
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "G")
+        await pilot.press("r")
+        assert isinstance(app.screen, RerunScreen)
+        await pilot.pause()
+        await press(pilot, "j")  # the UI stays responsive while the model loads (the key goes to the dialog)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RerunScreen) and screen.result is not None, app.reruns
+        assert screen.result.error is None and screen.result.identical is True
+        assert "✓ identical" in str(screen.query_one("#rerun-status").render())
+        assert ("candidate", "temp-retention", "0") in app.reruns
+    assert digest(ledger) == before
+
+
+async def test_help_lists_every_binding_id_and_the_palette_has_every_action(ledger):  # noqa: F811
+    from ledgerscope.tui.screens.help import HelpScreen
+
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        body = app.screen.body().plain
+        for binding_id in app.binding_ids():
+            assert binding_id in body
+        assert "✓ correct" in body and "⊘ false-assertion" in body
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, HelpScreen)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for b in app.BINDINGS:
+            if b.action not in ("quit", "command_palette"):
+                assert b.description in titles
+
+
+async def test_keymap_file_rebinds_by_id(ledger, tmp_path, monkeypatch):  # noqa: F811
+    km = tmp_path / "keymap.toml"
+    km.write_text('[keymap]\ngo-down = "w"\nnot-a-binding = "z"\n')
+    monkeypatch.setenv("LEDGERSCOPE_KEYMAP", str(km))
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "w")
+        assert current_qid(app) == "markup-notes"
+        await press(pilot, "j")  # no longer bound
+        assert current_qid(app) == "markup-notes"
+        rows = dict((i, k) for i, k, _ in app.binding_rows())
+        assert rows["go-down"] == "w"
+
+
+async def test_untrusted_text_renders_literally(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "j", "3")
+        assert current_qid(app) == "markup-notes"
+        source = pane(app, "source")
+        assert "[bold red]x[/" in source and "\\x1b[31m" in source and "\x1b" not in source
+        await press(pilot, "5")
+        assert "How long are [bold]draft[/bold] notes kept?" in pane(app, "answer")
+        # the screen itself shows the characters (Textual did not parse them as markup)
+        svg = app.export_screenshot()
+        assert "[bold]draft[/bold]" in svg.replace("&#160;", " ")
+
+
+async def test_small_terminal_shows_one_pane_at_a_time(ledger):  # noqa: F811
+    app = make_app(ledger)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        left, detail = app.query_one("#left"), app.query_one("#detail")
+        assert app.screen.has_class("-narrow")
+        assert left.region.width == 80 and detail.region.width == 0
+        await press(pilot, "4")
+        assert detail.region.width == 80 and left.region.width == 0
+        assert "budget" in pane(app, "context")
+        await press(pilot, "j")  # still moves through questions with the list hidden
+        assert app.detail.qid == "markup-notes"
+        await press(pilot, "1")
+        assert left.region.width == 80 and app.focused is app.query_one(QueryList)
+
+
+async def test_themes_switch_and_no_color(ledger, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(ledger, theme="ledgerscope-high-contrast")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.theme == "ledgerscope-high-contrast"
+        for name in ("ledgerscope-light", "ledgerscope-ansi", "ledgerscope-dark"):
+            app.theme = name
+            await settle(pilot)
+            assert app.palette["v-correct"].bold
+        # meaning survives without colour: glyphs in the list
+        ql = app.query_one(QueryList)
+        assert any(g in ql.row_text(ql.current, 60).plain for g in "✓✗!∅?⚠⊘")

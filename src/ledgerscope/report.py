@@ -30,7 +30,12 @@ _METRIC_TITLES = {
 
 def diagnosis_table(rows: list[dict]) -> Table:
     """Counts per (arm, step) and the first failing records."""
-    table = Table(title="diagnosis: records per step", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    table = Table(
+        title="diagnosis: records per step",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+    )
     table.add_column("arm")
     table.add_column("step", justify="right")
     table.add_column("name")
@@ -62,8 +67,13 @@ def survival_table(rows: list[dict]) -> Group:
 
     One row with the phase average, one with the worst phase.
     """
-    table = Table(title="stage survival: % of answerable questions keeping support",
-                  title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    table = Table(
+        title="stage survival: % of answerable questions keeping support",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
     table.add_column("arm", no_wrap=True, max_width=14)
     table.add_column("", no_wrap=True)
     for title in _FUNNEL_TITLES:
@@ -75,14 +85,22 @@ def survival_table(rows: list[dict]) -> Group:
     for arm, phases in by_arm.items():
         avg, worst = [], []
         for stage in _FUNNEL:
-            rates = [p["survival_rate"][stage] for p in phases if p["survival_rate"].get(stage) is not None]
+            rates = [
+                p["survival_rate"][stage]
+                for p in phases
+                if p["survival_rate"].get(stage) is not None
+            ]
             avg.append(f"{100 * sum(rates) / len(rates):.0f}" if rates else "-")
             worst.append(f"{100 * min(rates):.0f}" if rates else "-")
         table.add_row(Text(safe(arm)), "avg", *avg)
         table.add_row("", "worst", *worst)
         ann = [p["ann_recall"] for p in phases if p.get("ann_recall") is not None]
         regret = sum(p.get("reranker_regret") or 0 for p in phases)
-        note = f"{safe(arm)}: ANN recall vs exact {sum(ann) / len(ann):.3f}, " if ann else f"{safe(arm)}: "
+        note = (
+            f"{safe(arm)}: ANN recall vs exact {sum(ann) / len(ann):.3f}, "
+            if ann
+            else f"{safe(arm)}: "
+        )
         notes.append(note + f"reranker regret in {regret} record(s)")
     return Group(table, Text("\n".join(notes)))
 
@@ -118,6 +136,8 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
             f"{block['n_clusters']} document clusters)",
             title_justify="left",
             box=box.SIMPLE_HEAD,
+            collapse_padding=True,
+            pad_edge=False,
         )
         for col in ("metric", "cand", "base", "diff [CI]", "worst c/b", "worst diff [CI]"):
             table.add_column(
@@ -130,7 +150,7 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
             c, b, d = res["candidate"], res["baseline"], res.get("difference")
             mean = (d or {}).get("statistics", {}).get("mean", {})
             worst = (d or {}).get("statistics", {}).get("worst_aggregate", {})
-            digits = 1 if metric.endswith("tokens") else 2
+            digits = 0 if metric.endswith("tokens") else 2
             table.add_row(
                 _METRIC_TITLES.get(metric, metric),
                 _fmt(c["phase_average"]["mean_of_phases"], digits),
@@ -140,14 +160,15 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
                 f"/{_fmt(b['worst_phase']['aggregate']['value'], digits)}",
                 _interval(worst, digits),
             )
-        table.caption = comparison.get("note", "")
         yield table
+        yield Text(comparison.get("note", ""))
         segs = block.get("segments") or {}
         if segs:
             seg = Table(
                 title=f"segments ({set_name}): support and critical errors, phase average",
                 title_justify="left",
                 box=box.SIMPLE_HEAD,
+                collapse_padding=True,
             )
             for col in ("segment", "n", "support c", "support b", "critical c", "critical b"):
                 seg.add_column(col, justify="left" if col == "segment" else "right")

@@ -102,9 +102,18 @@ def _context():
     global _CTX
     if _CTX is None:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tests.fuzz_harness", "ledgerscope.cli", "ledgerscope.fixtures",
-                                    "ledgerscope.validate", "ledgerscope.pipeline.config", "duckdb",
-                                    "pyarrow.parquet", "rich.console"])
+        ctx.set_forkserver_preload(
+            [
+                "tests.fuzz_harness",
+                "ledgerscope.cli",
+                "ledgerscope.fixtures",
+                "ledgerscope.validate",
+                "ledgerscope.pipeline.config",
+                "duckdb",
+                "pyarrow.parquet",
+                "rich.console",
+            ]
+        )
         _CTX = ctx
     return _CTX
 
@@ -203,8 +212,13 @@ def judge(run: Run, expect: str, outputs: list[Path], changed: list[str], stdout
 def checksums(paths: list[Path]) -> dict[str, str]:
     out = {}
     for root in paths:
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) \
-            if root.is_dir() else []
+        files = (
+            [root]
+            if root.is_file()
+            else sorted(p for p in root.rglob("*") if p.is_file())
+            if root.is_dir()
+            else []
+        )
         for p in files:
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -233,15 +247,18 @@ def write_corpus_dir(root: Path) -> Path:
 def corpus_rows() -> list[dict]:
     policy, distractors, _ = _sweep_data()
     return [{"doc_id": "policy/retention.md", "text": policy}] + [
-        {"doc_id": k, "text": v} for k, v in sorted(distractors.items())]
+        {"doc_id": k, "text": v} for k, v in sorted(distractors.items())
+    ]
 
 
 def canonical_rows() -> list[dict]:
     return json.loads(json.dumps(_sweep_data()[2]))
 
 
-ARM = ('name = "fuzz"\ncapacity = 16\noverlap = 0\nphases = [0]\nbudget_tokens = 40\ntop_k = 1\n'
-       "[generator]\nabstain_threshold = 0.3\n")
+ARM = (
+    'name = "fuzz"\ncapacity = 16\noverlap = 0\nphases = [0]\nbudget_tokens = 40\ntop_k = 1\n'
+    "[generator]\nabstain_threshold = 0.3\n"
+)
 
 
 def _jsonl(rows: list) -> str:
@@ -265,7 +282,7 @@ def m_invalid_utf8(data: bytes, rnd: random.Random) -> bytes:
 
 
 def m_huge_line(data: bytes, rnd: random.Random) -> bytes:
-    junk = rnd.choice([b"{\"qid\": \"", b"[", b"x = \"", b"{"]) + b"A" * HUGE
+    junk = rnd.choice([b'{"qid": "', b"[", b'x = "', b"{"]) + b"A" * HUGE
     return data + b"\n" + junk + b"\n"
 
 
@@ -329,12 +346,34 @@ def _validate_and_sweep(root: Path, fixtures: Path, corpus: Path | None, arm: Pa
     extra = ["--corpus", str(corpus)] if corpus is not None else []
     cmds.append(("validate", ["validate", str(fixtures), *extra], [], False))
     out = root / "sweep-out"
-    cmds.append(("sweep", ["sweep", "--quiet", "--fixtures", str(fixtures), *extra, "--arm", str(arm),
-                           "--out", str(out)], [out], False))
+    cmds.append(
+        (
+            "sweep",
+            ["sweep", "--quiet", "--fixtures", str(fixtures), *extra, "--arm", str(arm), "--out", str(out)],
+            [out],
+            False,
+        )
+    )
     return cmds
 
 
 # --- fixtures, seed 000 JSON ------------------------------------------------
+
+
+def _inside_utf8(text: str) -> list[int]:
+    """Byte offsets that fall inside a multi-byte character."""
+    return [i for i, b in enumerate(text.encode("utf-8")) if b & 0xC0 == 0x80]
+
+
+def _inside_utf16(text: str) -> list[int]:
+    """UTF-16 offsets between the two halves of a surrogate pair."""
+    out, units = [], 0
+    for ch in text:
+        width = 2 if ord(ch) > 0xFFFF else 1
+        if width == 2:
+            out.append(units + 1)
+        units += width
+    return out
 
 
 def _seed000() -> dict:
@@ -358,23 +397,44 @@ def _del(obj: dict, key: str):
 
 
 SEED000: dict[str, Callable[[random.Random], str]] = {
-    "wrong-type-source_text": lambda r: json.dumps(_set(_seed000(), "source_text", r.choice([123, None, [], {}]))),
+    "wrong-type-source_text": lambda r: json.dumps(
+        _set(_seed000(), "source_text", r.choice([123, None, [], {}]))
+    ),
     "wrong-type-spans": lambda r: json.dumps(_set(_seed000(), "spans", r.choice([[0, 37], "rule", 5]))),
-    "wrong-type-offset": lambda r: json.dumps(_set(_seed000(), "spans", {"rule": ["0", 37], "qualifier": [38, 89]})),
-    "wrong-type-sets": lambda r: json.dumps(_set(_seed000(), "sufficient_support_sets", r.choice(["rule", [1]]))),
-    "missing-field": lambda r: json.dumps(_del(_seed000(), r.choice(["fixture_id", "source_text", "question",
-                                                                         "spans"]))),
-    "offset-out-of-range": lambda r: json.dumps(_set(_seed000(), "spans", {
-        "rule": r.choice([[0, 10**6], [-5, 10], [37, 0], [0, 10**30]]), "qualifier": [38, 89]})),
-    "offset-inside-character": lambda r: json.dumps(_set(_seed000_nonascii(), "spans", {
-        "rule": [0, 43], "qualifier": [44, r.choice([129, 131])]}), ensure_ascii=False),
-    "nan-offset": lambda r: json.dumps(_set(_seed000(), "spans", {"rule": [float("nan"), 37],
-                                                                  "qualifier": [38, 89]})),
-    "digest-mismatch": lambda r: json.dumps(_set(_seed000(), "source_version",
-                                                 _seed000()["source_version"][:-1] + "0")),
+    "wrong-type-offset": lambda r: json.dumps(
+        _set(_seed000(), "spans", {"rule": ["0", 37], "qualifier": [38, 89]})
+    ),
+    "wrong-type-sets": lambda r: json.dumps(
+        _set(_seed000(), "sufficient_support_sets", r.choice(["rule", [1]]))
+    ),
+    "missing-field": lambda r: json.dumps(
+        _del(_seed000(), r.choice(["fixture_id", "source_text", "question", "spans"]))
+    ),
+    "offset-out-of-range": lambda r: json.dumps(
+        _set(
+            _seed000(),
+            "spans",
+            {"rule": r.choice([[0, 10**6], [-5, 10], [37, 0], [0, 10**30]]), "qualifier": [38, 89]},
+        )
+    ),
+    "offset-inside-character": lambda r: json.dumps(
+        _set(
+            _seed000_nonascii(),
+            "spans",
+            {"rule": [0, 43], "qualifier": [44, r.choice(_inside_utf8(_seed000_nonascii()["source_text"]))]},
+        ),
+        ensure_ascii=False,
+    ),
+    "nan-offset": lambda r: json.dumps(
+        _set(_seed000(), "spans", {"rule": [float("nan"), 37], "qualifier": [38, 89]})
+    ),
+    "digest-mismatch": lambda r: json.dumps(
+        _set(_seed000(), "source_version", _seed000()["source_version"][:-1] + "0")
+    ),
     "unknown-coordinate-system": lambda r: json.dumps(_set(_seed000(), "coordinate_system", "utf32-closed")),
     "duplicate-span-key": lambda r: json.dumps(_seed000()).replace(
-        '"qualifier": [38, 89]', '"qualifier": [38, 89], "rule": [38, 89]'),
+        '"qualifier": [38, 89]', '"qualifier": [38, 89], "rule": [38, 89]'
+    ),
     "duplicate-fixture-id": lambda r: json.dumps([_seed000(), _seed000()]),
     "lone-surrogate": lambda r: json.dumps(_seed000()).replace("Requests may", "Requests \\ud800may"),
 }
@@ -399,8 +459,9 @@ SEED002: dict[str, Callable[[random.Random], str]] = {
     "wrong-type-start": lambda r: json.dumps(_gold(start=r.choice(["4120", 4120.5, None, True]))),
     "wrong-type-doc": lambda r: json.dumps(_gold(doc=r.choice([3, None, ["a"]]))),
     "missing-field": lambda r: json.dumps(_del(_seed002(), r.choice(["qid", "text"]))),
-    "offset-out-of-range": lambda r: json.dumps(_gold(**r.choice([{"end": 10**7}, {"start": -1},
-                                                                  {"start": 4610, "end": 4120}]))),
+    "offset-out-of-range": lambda r: json.dumps(
+        _gold(**r.choice([{"end": 10**7}, {"start": -1}, {"start": 4610, "end": 4120}]))
+    ),
     "nan-offset": lambda r: json.dumps(_gold(start=float("nan"))),
     "unknown-document": lambda r: json.dumps(_gold(doc="docs/nowhere.md")),
     "duplicate-qid": lambda r: json.dumps([_seed002(), _seed002()]),
@@ -419,10 +480,17 @@ NONASCII_SOURCE = {"doc_id": "inline/größe.md", "text": "Größe: 7 Tage 🕒 
 
 
 def _inline(span: dict, system: str) -> dict:
-    return {"format": "ledgerscope-fixture/1", "qid": "inline", "question": "Wie lange?",
-            "segment": "number-scope", "coordinate_system": system, "sources": [NONASCII_SOURCE],
-            "answer": {"expected": "7 Tage"}, "spans": [{"id": "s", "doc_id": NONASCII_SOURCE["doc_id"], **span}],
-            "sufficient_sets": [["s"]]}
+    return {
+        "format": "ledgerscope-fixture/1",
+        "qid": "inline",
+        "question": "Wie lange?",
+        "segment": "number-scope",
+        "coordinate_system": system,
+        "sources": [NONASCII_SOURCE],
+        "answer": {"expected": "7 Tage"},
+        "spans": [{"id": "s", "doc_id": NONASCII_SOURCE["doc_id"], **span}],
+        "sufficient_sets": [["s"]],
+    }
 
 
 CANONICAL: dict[str, Callable[[random.Random], str]] = {
@@ -431,27 +499,63 @@ CANONICAL: dict[str, Callable[[random.Random], str]] = {
     "wrong-type-question": lambda r: _jsonl(_canon(question=r.choice([1, None, ["q"]]))),
     "wrong-type-answer": lambda r: _jsonl(_canon(answer=r.choice([["7 days"], "7 days", 7]))),
     "wrong-type-sets": lambda r: _jsonl(_canon(sufficient_sets=r.choice([[[1]], "rule", [["nope"]]]))),
-    "missing-field": lambda r: _jsonl([_del(canonical_rows()[0], r.choice(["qid", "question", "segment"])),
-                                      *canonical_rows()[1:]]),
+    "missing-field": lambda r: _jsonl(
+        [_del(canonical_rows()[0], r.choice(["qid", "question", "segment"])), *canonical_rows()[1:]]
+    ),
     "duplicate-qid": lambda r: _jsonl([*canonical_rows(), canonical_rows()[0]]),
     "duplicate-key": lambda r: _jsonl([json.dumps(canonical_rows()[1])[:-1] + ', "qid": "other"}']),
-    "offset-out-of-range": lambda r: _jsonl([_inline({"start": 0, "end": r.choice([10**6, 10**20])},
-                                                     "codepoint-half-open")]),
-    "offset-inside-character": lambda r: _jsonl([_inline({"start": 0, "end": r.choice([2, 3, 20])},
-                                                         r.choice(["utf8-byte-half-open", "utf16-half-open"]))]),
+    "offset-out-of-range": lambda r: _jsonl(
+        [_inline({"start": 0, "end": r.choice([10**6, 10**20])}, "codepoint-half-open")]
+    ),
+    "offset-inside-character": lambda r: _jsonl(
+        [
+            _inline(
+                *r.choice(
+                    [
+                        (
+                            {"start": 0, "end": r.choice(_inside_utf8(NONASCII_SOURCE["text"]))},
+                            "utf8-byte-half-open",
+                        ),
+                        (
+                            {"start": 0, "end": r.choice(_inside_utf16(NONASCII_SOURCE["text"]))},
+                            "utf16-half-open",
+                        ),
+                    ]
+                )
+            )
+        ]
+    ),
     "nan-offset": lambda r: _jsonl([_inline({"start": float("nan"), "end": 4}, "codepoint-half-open")]),
-    "digest-mismatch": lambda r: _jsonl([_inline({"start": 0, "end": 5, "version": "sha256:" + "0" * 64},
-                                                 "codepoint-half-open")]),
-    "quote-mismatch": lambda r: _jsonl(_canon(spans=[{"id": "rule", "doc_id": "policy/retention.md",
-                                                      "start": 0, "end": 10, "quote": "not this"}])),
+    "digest-mismatch": lambda r: _jsonl(
+        [_inline({"start": 0, "end": 5, "version": "sha256:" + "0" * 64}, "codepoint-half-open")]
+    ),
+    "quote-mismatch": lambda r: _jsonl(
+        _canon(
+            spans=[
+                {"id": "rule", "doc_id": "policy/retention.md", "start": 0, "end": 10, "quote": "not this"}
+            ]
+        )
+    ),
     "unknown-segment": lambda r: _jsonl(_canon(segment=r.choice(["rule-exceptoin", "x" * 100_000]))),
-    "source-wrong-types": lambda r: _jsonl([{**_inline({"start": 0, "end": 5}, "codepoint-half-open"),
-                                             "sources": [r.choice([{"doc_id": 1, "text": "x"},
-                                                                   {"doc_id": "inline/größe.md", "text": 5},
-                                                                   {**NONASCII_SOURCE, "observed": 5},
-                                                                   {**NONASCII_SOURCE, "access": [1]},
-                                                                   "text"])]}]),
-    "not-an-object": lambda r: _jsonl([r.choice(["[1, 2]", "\"fixture\"", "null"])]),
+    "source-wrong-types": lambda r: _jsonl(
+        [
+            {
+                **_inline({"start": 0, "end": 5}, "codepoint-half-open"),
+                "sources": [
+                    r.choice(
+                        [
+                            {"doc_id": 1, "text": "x"},
+                            {"doc_id": "inline/größe.md", "text": 5},
+                            {**NONASCII_SOURCE, "observed": 5},
+                            {**NONASCII_SOURCE, "access": [1]},
+                            "text",
+                        ]
+                    )
+                ],
+            }
+        ]
+    ),
+    "not-an-object": lambda r: _jsonl([r.choice(["[1, 2]", '"fixture"', "null"])]),
 }
 
 # --- corpora ------------------------------------------------------------------
@@ -473,8 +577,9 @@ CORPUS_JSONL: dict[str, Callable[[random.Random], str]] = {
     "wrong-type-observed": lambda r: _corpus_jsonl(observed=r.choice([5, [], {"d": 1}, True])),
     "nan-text": lambda r: _corpus_jsonl(text=float("nan")),
     "digest-mismatch": lambda r: _corpus_jsonl(version="sha256:" + "0" * 64),
-    "duplicate-doc-different-text": lambda r: _corpus_jsonl() + _jsonl([{"doc_id": "policy/retention.md",
-                                                                         "text": "other"}]),
+    "duplicate-doc-different-text": lambda r: (
+        _corpus_jsonl() + _jsonl([{"doc_id": "policy/retention.md", "text": "other"}])
+    ),
     "lone-surrogate": lambda r: _corpus_jsonl().replace("Support requests", "Support \\udc00requests", 1),
     "not-an-object": lambda r: _corpus_jsonl() + "[1]\n",
 }
@@ -500,36 +605,84 @@ def _corpus_dir_mutation(name: str, corpus: Path, rnd: random.Random) -> None:
         corpus.write_bytes(b"\xff\xfe not a corpus")
 
 
-CORPUS_DIR = {"invalid-utf8-file": "error", "document-missing": "error", "empty-directory": "error",
-              "huge-invalid-file": "error", "huge-valid-document": "any", "symlink-loop": "any",
-              "not-a-directory": "error"}
+CORPUS_DIR = {
+    "invalid-utf8-file": "error",
+    "document-missing": "error",
+    "empty-directory": "error",
+    "huge-invalid-file": "error",
+    "huge-valid-document": "any",
+    "symlink-loop": "any",
+    "not-a-directory": "error",
+}
 
 # --- arm TOML -----------------------------------------------------------------
 
 ARM_MUTATIONS: dict[str, Callable[[random.Random], str]] = {
     "unknown-key": lambda r: ARM + "capasity = 3\n",
-    "wrong-type": lambda r: ARM.replace("capacity = 16", r.choice(['capacity = "16"', "capacity = 1.5",
-                                                                   "capacity = true", "capacity = [16]"])),
-    "wrong-type-table": lambda r: ARM + r.choice(["[retrieval]\nbm25_top_n = \"x\"\n", "[embedding]\nbatch_size = 1.5\n",
-                                                  "[access]\nclearance = [1]\n", "[fusion]\nweights = 3\n"]),
-    "nan-or-inf": lambda r: ARM.replace("abstain_threshold = 0.3", r.choice([
-        "abstain_threshold = nan", "abstain_threshold = inf", "temperature = -inf"])),
-    "huge-integer": lambda r: ARM.replace("budget_tokens = 40", r.choice([
-        "budget_tokens = 9223372036854775807", "budget_tokens = 4294967296"])),
-    "out-of-range": lambda r: ARM + r.choice(["[embedding]\nbatch_size = 0\n", "[retrieval.hnsw]\nM = 1\n",
-                                              "[fusion]\nrrf_k = -1\n", "[retrieval]\nbm25_b = 2.0\n",
-                                              "[generator]\nmax_tokens = 0\n", "[retrieval.hnsw]\nseed = -3\n",
-                                              "[selection]\nneighbours = -1\n"]),
+    "wrong-type": lambda r: ARM.replace(
+        "capacity = 16", r.choice(['capacity = "16"', "capacity = 1.5", "capacity = true", "capacity = [16]"])
+    ),
+    "wrong-type-table": lambda r: (
+        ARM
+        + r.choice(
+            [
+                '[retrieval]\nbm25_top_n = "x"\n',
+                "[embedding]\nbatch_size = 1.5\n",
+                "[access]\nclearance = [1]\n",
+                "[fusion]\nweights = 3\n",
+            ]
+        )
+    ),
+    "nan-or-inf": lambda r: ARM.replace(
+        "abstain_threshold = 0.3",
+        r.choice(["abstain_threshold = nan", "abstain_threshold = inf", "temperature = -inf"]),
+    ),
+    "huge-integer": lambda r: ARM.replace(
+        "budget_tokens = 40", r.choice(["budget_tokens = 9223372036854775807", "budget_tokens = 4294967296"])
+    ),
+    "out-of-range": lambda r: (
+        ARM
+        + r.choice(
+            [
+                "[embedding]\nbatch_size = 0\n",
+                "[retrieval.hnsw]\nM = 1\n",
+                "[fusion]\nrrf_k = -1\n",
+                "[retrieval]\nbm25_b = 2.0\n",
+                "[generator]\nmax_tokens = 0\n",
+                "[retrieval.hnsw]\nseed = -3\n",
+                "[selection]\nneighbours = -1\n",
+            ]
+        )
+    ),
     "negative": lambda r: ARM.replace("top_k = 1", r.choice(["top_k = -1", "top_k = 0"])),
-    "bad-phases": lambda r: ARM.replace("phases = [0]", r.choice([
-        'phases = "auto:0"', 'phases = "auto:99999999999"', "phases = [16]", "phases = [-1]",
-        'phases = { "../../escape" = 0 }', 'phases = { "a/b" = 1 }', "phases = [0, 0]", 'phases = "sometimes"',
-        "phases = []", 'phases = { ".hidden" = 0 }'])),
-    "bad-name": lambda r: ARM.replace('name = "fuzz"', r.choice(['name = ""', 'name = "../x"', 'name = "a b"',
-                                                                 "name = 3", 'name = "x\\u001b[31m"'])),
+    "bad-phases": lambda r: ARM.replace(
+        "phases = [0]",
+        r.choice(
+            [
+                'phases = "auto:0"',
+                'phases = "auto:99999999999"',
+                "phases = [16]",
+                "phases = [-1]",
+                'phases = { "../../escape" = 0 }',
+                'phases = { "a/b" = 1 }',
+                "phases = [0, 0]",
+                'phases = "sometimes"',
+                "phases = []",
+                'phases = { ".hidden" = 0 }',
+            ]
+        ),
+    ),
+    "bad-name": lambda r: ARM.replace(
+        'name = "fuzz"',
+        r.choice(['name = ""', 'name = "../x"', 'name = "a b"', "name = 3", 'name = "x\\u001b[31m"']),
+    ),
     "duplicate-key": lambda r: ARM + "capacity = 8\n",
-    "unknown-choice": lambda r: ARM + r.choice(['edge_policy = "drop"\n', '[chunker]\nkind = "page"\n',
-                                                '[rerank]\nkind = "cross-encoder"\n']),
+    "unknown-choice": lambda r: (
+        ARM
+        + r.choice(
+            ['edge_policy = "drop"\n', '[chunker]\nkind = "page"\n', '[rerank]\nkind = "cross-encoder"\n']
+        )
+    ),
     "not-toml": lambda r: r.choice(["capacity = = 3\n", "[[[x\n", "name = 'unterminated\n"]),
 }
 
@@ -571,8 +724,13 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
         return part / f"{rnd.choice(LEDGER_TABLES)}.parquet"
 
     if name == "parquet-truncated":
-        f = rnd.choice([table_file(), ledger / "sources.parquet",
-                        next(iter(sorted(ledger.glob("oracle/arm=*/oracle.parquet"))))])
+        f = rnd.choice(
+            [
+                table_file(),
+                ledger / "sources.parquet",
+                next(iter(sorted(ledger.glob("oracle/arm=*/oracle.parquet")))),
+            ]
+        )
         data = f.read_bytes()
         f.write_bytes(data[: rnd.randrange(0, len(data))])
     elif name == "parquet-bytes-flipped":
@@ -611,8 +769,12 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
         f = part / "records.parquet"
         t = pq.read_table(f)
         col = rnd.choice(["arm", "phase"])
-        _rewrite(f, t.set_column(t.schema.get_field_index(col), col,
-                                 pa.array(["elsewhere"] * t.num_rows, pa.string())))
+        _rewrite(
+            f,
+            t.set_column(
+                t.schema.get_field_index(col), col, pa.array(["elsewhere"] * t.num_rows, pa.string())
+            ),
+        )
     elif name == "nan-scores":
         f = part / "candidates.parquet"
         t = pq.read_table(f)
@@ -650,7 +812,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
             m["identity"] = 12
         manifest.write_text(json.dumps(m))
     elif name == "manifest-not-object":
-        manifest.write_text(rnd.choice(["[]", "null", "\"ledger\"", "3"]))
+        manifest.write_text(rnd.choice(["[]", "null", '"ledger"', "3"]))
     elif name == "manifest-deleted":
         manifest.unlink()
     elif name == "marker-corrupted":
@@ -665,19 +827,28 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
         texts = t["text"].to_pylist()
         i = rnd.randrange(len(texts))
         texts[i] = texts[i][:-1] + ("X" if not texts[i].endswith("X") else "Y")
-        pq.write_table(t.set_column(t.schema.get_field_index("text"), "text", pa.array(texts, pa.string())), f)
+        pq.write_table(
+            t.set_column(t.schema.get_field_index("text"), "text", pa.array(texts, pa.string())), f
+        )
     elif name == "sources-duplicate-doc":
         f = ledger / "sources.parquet"
         t = pq.read_table(f)
         row = t.slice(0, 1)
+        from ledgerscope.sources import text_version
+
         other = row.set_column(row.schema.get_field_index("text"), "text", pa.array(["changed"], pa.string()))
+        other = other.set_column(
+            other.schema.get_field_index("version"),
+            "version",
+            pa.array([text_version("changed")], pa.string()),
+        )
         pq.write_table(pa.concat_tables([t, other]), f)
     elif name.startswith("fixtures-"):
         f = ledger / "fixtures.jsonl"
         lines = f.read_text(encoding="utf-8").splitlines()
         i = rnd.randrange(len(lines))
         obj = json.loads(lines[i])
-        kind = name[len("fixtures-"):]
+        kind = name[len("fixtures-") :]
         if kind == "truncated":
             data = f.read_bytes()
             cut = data.index(b"\n") + rnd.randrange(2, 40)
@@ -705,22 +876,48 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
 
 
 LEDGER_MUTATIONS = {
-    "parquet-truncated": "error", "parquet-bytes-flipped": "error", "parquet-emptied": "error",
-    "parquet-deleted": "error", "parquet-not-parquet": "error", "records-wrong-types": "error",
-    "records-missing-column": "error", "records-duplicate-ids": "error", "records-null-key": "error",
-    "records-misfiled": "error", "nan-scores": "error", "manifest-unknown-version": "error",
-    "manifest-missing-key": "error", "manifest-wrong-types": "error", "manifest-not-object": "error",
-    "manifest-deleted": "error", "marker-corrupted": "error", "partition-of-unknown-arm": "error",
-    "sources-digest-mismatch": "error", "sources-duplicate-doc": "error", "fixtures-truncated": "error",
-    "fixtures-unknown-version": "error", "fixtures-wrong-types": "error", "fixtures-offset-out-of-range": "error",
-    "fixtures-duplicate-qid": "error", "fixtures-deleted": "error",
-    "manifest-huge-line": "error", "manifest-invalid-utf8": "error", "manifest-truncated": "error",
+    "parquet-truncated": "error",
+    "parquet-bytes-flipped": "error",
+    "parquet-emptied": "error",
+    "parquet-deleted": "error",
+    "parquet-not-parquet": "error",
+    "records-wrong-types": "error",
+    "records-missing-column": "error",
+    "records-duplicate-ids": "error",
+    "records-null-key": "error",
+    "records-misfiled": "error",
+    "nan-scores": "error",
+    "manifest-unknown-version": "error",
+    "manifest-missing-key": "error",
+    "manifest-wrong-types": "error",
+    "manifest-not-object": "error",
+    "manifest-deleted": "error",
+    "marker-corrupted": "error",
+    "partition-of-unknown-arm": "error",
+    "sources-digest-mismatch": "error",
+    "sources-duplicate-doc": "error",
+    "fixtures-truncated": "error",
+    "fixtures-unknown-version": "error",
+    "fixtures-wrong-types": "error",
+    "fixtures-offset-out-of-range": "error",
+    "fixtures-duplicate-qid": "error",
+    "fixtures-deleted": "error",
+    "manifest-huge-line": "error",
+    "manifest-invalid-utf8": "error",
+    "manifest-truncated": "error",
 }
 #: compare reads records, candidates, oracle and the manifest only: damage to the sources or the
 #: fixtures cannot stop it (and need not)
-_COMPARE_ANY = {"sources-digest-mismatch", "sources-duplicate-doc", "fixtures-truncated",
-                "fixtures-unknown-version", "fixtures-wrong-types", "fixtures-offset-out-of-range",
-                "fixtures-duplicate-qid", "fixtures-deleted"}
+_COMPARE_ANY = {
+    "sources-digest-mismatch",
+    "sources-duplicate-doc",
+    "fixtures-truncated",
+    "fixtures-unknown-version",
+    "fixtures-wrong-types",
+    "fixtures-offset-out-of-range",
+    "fixtures-duplicate-qid",
+    "fixtures-deleted",
+}
 
 
 def _ledger_commands(case_root: Path, ledger: Path, qid: str, name: str) -> list:
@@ -730,32 +927,152 @@ def _ledger_commands(case_root: Path, ledger: Path, qid: str, name: str) -> list
     cmds = [
         ("diagnose", ["diagnose", L], [], False),
         ("diagnose --json", ["diagnose", L, "--json"], [], False),
-        ("compare", ["compare", L, "--candidate", "candidate", "--baseline", "baseline",
-                     "--n-resamples", "50"], [], False),
+        (
+            "compare",
+            ["compare", L, "--candidate", "candidate", "--baseline", "baseline", "--n-resamples", "50"],
+            [],
+            False,
+        ),
         ("rerun", ["rerun", L, "--arm", "candidate", "--qid", qid, "--phase", "0"], [], False),
     ]
-    for fmt, target in (("jsonl", "x.jsonl"), ("fixtures", "x.fixtures.jsonl"),
-                        ("label-studio", "x.ls.json"), ("trec", "trec")):
+    cmds.append(
+        (
+            "convert --to jsonl",
+            ["convert", L, "--to", "jsonl", "--out", str(out / "interchange")],
+            [out / "interchange"],
+            False,
+        )
+    )
+    for fmt, target in (
+        ("jsonl", "x.jsonl"),
+        ("fixtures", "x.fixtures.jsonl"),
+        ("label-studio", "x.ls.json"),
+        ("trec", "trec"),
+    ):
         paths = [out / target] + ([out / f"{target}.config.xml"] if fmt == "label-studio" else [])
-        cmds.append((f"export {fmt}", ["export", L, "--format", fmt, "--out", str(out / target)], paths, False))
+        cmds.append(
+            (f"export {fmt}", ["export", L, "--format", fmt, "--out", str(out / target)], paths, False)
+        )
     return cmds
+
+
+# --- ledgers as JSONL interchange ---------------------------------------------
+
+
+def _edit_line(path: Path, rnd: random.Random, edit: Callable[[dict], object]) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = rnd.randrange(len(lines))
+    obj = json.loads(lines[i])
+    edit(obj)
+    lines[i] = json.dumps(obj)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _interchange_mutation(name: str, src: Path, rnd: random.Random) -> None:
+    rec, cand = src / "records.jsonl", src / "candidates.jsonl"
+    if name == "records-wrong-types":
+        _edit_line(
+            rec,
+            rnd,
+            lambda o: o.update(
+                {
+                    rnd.choice(["phase_offset", "answerable", "packed_unit_ids"]): rnd.choice(
+                        ["seven", {"x": 1}, 7.5]
+                    )
+                }
+            ),
+        )
+    elif name == "records-unknown-field":
+        _edit_line(rec, rnd, lambda o: o.update({"surprise": True}))
+    elif name == "records-missing-key":
+        _edit_line(rec, rnd, lambda o: o.pop(rnd.choice(["qid", "arm", "phase"])))
+    elif name == "records-duplicate-ids":
+        lines = rec.read_text(encoding="utf-8").splitlines()
+        rec.write_text("\n".join([*lines, rnd.choice(lines)]) + "\n", encoding="utf-8")
+    elif name == "arm-path-traversal":
+        _edit_line(rec, rnd, lambda o: o.update({"arm": rnd.choice(["../../escape", "/tmp/x", "ghost"])}))
+    elif name == "phase-unknown":
+        _edit_line(rec, rnd, lambda o: o.update({"phase": rnd.choice(["../up", "99", ""])}))
+    elif name == "nan-scores":
+        lines = cand.read_text(encoding="utf-8").splitlines()
+        i = rnd.randrange(len(lines))
+        obj = json.loads(lines[i])
+        obj["score"] = 1.0
+        lines[i] = json.dumps(obj).replace('"score": 1.0', '"score": ' + rnd.choice(["NaN", "Infinity"]))
+        cand.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    elif name == "truncated-line":
+        f = rnd.choice([rec, cand, src / "units.jsonl"])
+        data = f.read_bytes().rstrip(b"\n")
+        f.write_bytes(data[: len(data) - rnd.randint(1, 40)] + b"\n")
+    elif name == "invalid-utf8":
+        rec.write_bytes(m_invalid_utf8(rec.read_bytes(), rnd))
+    elif name == "huge-line-5mb":
+        rec.write_bytes(m_huge_line(rec.read_bytes(), rnd))
+    elif name == "manifest-unknown-version":
+        m = json.loads((src / "manifest.json").read_text())
+        m["format"] = "ledgerscope-ledger/7"
+        (src / "manifest.json").write_text(json.dumps(m))
+    elif name == "sources-digest-mismatch":
+        _edit_line(src / "sources.jsonl", rnd, lambda o: o.update({"text": o["text"] + "!"}))
+    elif name == "fixtures-garbage-line":
+        with (src / "fixtures.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(rnd.choice(["{not json", "[1, 2]", '{"format": "ledgerscope-fixture/1"}']) + "\n")
+    elif name == "table-missing":
+        (src / rnd.choice(["units.jsonl", "oracle.jsonl", "sources.jsonl", "fixtures.jsonl"])).unlink()
+    elif name == "table-empty":
+        (src / rnd.choice(["records.jsonl", "candidates.jsonl"])).write_bytes(b"")
+    else:  # pragma: no cover
+        raise ValueError(name)
+
+
+INTERCHANGE_MUTATIONS = (
+    "records-wrong-types",
+    "records-unknown-field",
+    "records-missing-key",
+    "records-duplicate-ids",
+    "arm-path-traversal",
+    "phase-unknown",
+    "nan-scores",
+    "truncated-line",
+    "invalid-utf8",
+    "huge-line-5mb",
+    "manifest-unknown-version",
+    "sources-digest-mismatch",
+    "fixtures-garbage-line",
+    "table-missing",
+    "table-empty",
+)
 
 
 # ---------------------------------------------------------------------------
 # building a case
 
 
-KINDS = ("fixture-seed000", "fixture-seed002", "fixture-canonical", "corpus-dir", "corpus-jsonl", "arm-toml",
-         "ledger")
+KINDS = (
+    "fixture-seed000",
+    "fixture-seed002",
+    "fixture-canonical",
+    "corpus-dir",
+    "corpus-jsonl",
+    "arm-toml",
+    "ledger",
+    "ledger-jsonl",
+)
 
 
 def mutations(kind: str) -> list[str]:
     """Every mutation of a kind (structured ones first, then the byte-level ones where they apply)."""
-    structured = {"fixture-seed000": list(SEED000), "fixture-seed002": list(SEED002),
-                  "fixture-canonical": list(CANONICAL), "corpus-dir": list(CORPUS_DIR),
-                  "corpus-jsonl": list(CORPUS_JSONL), "arm-toml": list(ARM_MUTATIONS),
-                  "ledger": list(LEDGER_MUTATIONS)}[kind]
-    byte_level = [] if kind in ("corpus-dir", "ledger") else list(BYTE_MUTATIONS)
+    structured = {
+        "fixture-seed000": list(SEED000),
+        "fixture-seed002": list(SEED002),
+        "fixture-canonical": list(CANONICAL),
+        "corpus-dir": list(CORPUS_DIR),
+        "corpus-jsonl": list(CORPUS_JSONL),
+        "arm-toml": list(ARM_MUTATIONS),
+        "ledger": list(LEDGER_MUTATIONS),
+        "ledger-jsonl": list(INTERCHANGE_MUTATIONS),
+    }[kind]
+    byte_level = [] if kind in ("corpus-dir", "ledger", "ledger-jsonl") else list(BYTE_MUTATIONS)
     return structured + [f"bytes:{m}" for m in byte_level]
 
 
@@ -793,7 +1110,9 @@ def build_case(kind: str, mutation: str, seed: int, root: Path, base_ledger: Pat
     elif kind == "fixture-canonical":
         fixtures = root / "fixtures.jsonl"
         corpus = write_corpus_dir(root)
-        fixtures.write_text(_jsonl(canonical_rows()) if byte_mut else CANONICAL[mutation](rnd), encoding="utf-8")
+        fixtures.write_text(
+            _jsonl(canonical_rows()) if byte_mut else CANONICAL[mutation](rnd), encoding="utf-8"
+        )
         if byte_mut:
             mutate_bytes(fixtures)
         commands = _validate_and_sweep(root, fixtures, corpus, arm)
@@ -810,7 +1129,9 @@ def build_case(kind: str, mutation: str, seed: int, root: Path, base_ledger: Pat
         fixtures = root / "fixtures.jsonl"
         fixtures.write_text(_jsonl(canonical_rows()), encoding="utf-8")
         corpus = root / "corpus.jsonl"
-        corpus.write_text(_jsonl(corpus_rows()) if byte_mut else CORPUS_JSONL[mutation](rnd), encoding="utf-8")
+        corpus.write_text(
+            _jsonl(corpus_rows()) if byte_mut else CORPUS_JSONL[mutation](rnd), encoding="utf-8"
+        )
         if byte_mut:
             mutate_bytes(corpus)
         commands = _validate_and_sweep(root, fixtures, corpus, arm)
@@ -822,6 +1143,8 @@ def build_case(kind: str, mutation: str, seed: int, root: Path, base_ledger: Pat
         arm.write_text(ARM if byte_mut else ARM_MUTATIONS[mutation](rnd), encoding="utf-8")
         if byte_mut:
             mutate_bytes(arm)
+            if mutation == "bytes:empty-file":
+                expect = "any"  # an empty arm file is the documented default arm
         commands = [c for c in _validate_and_sweep(root, fixtures, corpus, arm) if c[0] == "sweep"]
         inputs = [fixtures, corpus, arm]
     elif kind == "ledger":
@@ -830,8 +1153,11 @@ def build_case(kind: str, mutation: str, seed: int, root: Path, base_ledger: Pat
         ledger = root / "ledger"
         shutil.copytree(base_ledger, ledger)
         if mutation in ("manifest-huge-line", "manifest-invalid-utf8", "manifest-truncated"):
-            fn = {"manifest-huge-line": m_huge_line, "manifest-invalid-utf8": m_invalid_utf8,
-                  "manifest-truncated": lambda d, r: d[: r.randrange(0, len(d) - 1)]}[mutation]
+            fn = {
+                "manifest-huge-line": m_huge_line,
+                "manifest-invalid-utf8": m_invalid_utf8,
+                "manifest-truncated": lambda d, r: d[: r.randrange(0, len(d) - 1)],
+            }[mutation]
             (ledger / "manifest.json").write_bytes(fn((ledger / "manifest.json").read_bytes(), rnd))
         else:
             _ledger_mutation(mutation, ledger, rnd)
@@ -841,9 +1167,36 @@ def build_case(kind: str, mutation: str, seed: int, root: Path, base_ledger: Pat
         qid = first_qid(base_ledger)
         commands = _ledger_commands(root, ledger, qid, mutation)
         inputs = [ledger]
+    elif kind == "ledger-jsonl":
+        if base_ledger is None:
+            raise ValueError("a ledger case needs a base ledger")
+        src = root / "interchange"
+        shutil.copytree(interchange_of(base_ledger), src)
+        _interchange_mutation(mutation, src, rnd)
+        out = root / "out" / "ledger"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        commands = [
+            (
+                "convert --to parquet",
+                ["convert", str(src), "--to", "parquet", "--out", str(out)],
+                [out],
+                False,
+            )
+        ]
+        inputs = [src]
     else:
         raise ValueError(kind)
     return Case(kind, mutation, seed, expect, root, inputs, commands, by_command)
+
+
+def interchange_of(ledger: Path) -> Path:
+    """The JSONL interchange form of ``ledger`` (made once, beside it)."""
+    out = ledger.with_name(ledger.name + ".jsonl")
+    if not out.is_dir():
+        from ledgerscope.ledger.interchange import to_jsonl
+
+        to_jsonl(ledger, out)
+    return out
 
 
 def first_qid(ledger: Path) -> str:
@@ -876,7 +1229,7 @@ def check_case(case: Case, only: list[str] | None = None, timeout: float = 60.0)
 
 
 def make_base_ledger(root: Path, real: bool = False) -> Path:
-    """The ledger the ledger cases mutate: a small synthetic one, or a real sweep (``real``, loads the model)."""
+    """The ledger the ledger cases mutate: a small synthetic one, or (``real``) a real sweep's."""
     out = root / "base-ledger"
     if real:
         from ledgerscope.fixtures import load_fixtures
@@ -888,8 +1241,10 @@ def make_base_ledger(root: Path, real: bool = False) -> Path:
         fixtures = root / "fixtures.jsonl"
         fixtures.write_text(_jsonl(canonical_rows()), encoding="utf-8")
         fx, merged = load_fixtures(fixtures, load_corpus(corpus))
-        arms = [arm_from_dict({"name": n, "capacity": 16, "phases": [0, 5], "budget_tokens": 40, "top_k": 1})
-                for n in ("candidate", "baseline")]
+        arms = [
+            arm_from_dict({"name": n, "capacity": 16, "phases": [0, 5], "budget_tokens": 40, "top_k": 1})
+            for n in ("candidate", "baseline")
+        ]
         sweep(fx, merged, arms, out)
     else:
         from ledgerscope.ledger.synthetic import make_synthetic_ledger
@@ -906,8 +1261,10 @@ def summary(results: list[Result]) -> dict:
         k["cases"].add(r.case.label)
         k["runs"] += 1
         k["outcomes"][r.verdict.outcome] = k["outcomes"].get(r.verdict.outcome, 0) + 1
-    return {kind: {"cases": len(v["cases"]), "runs": v["runs"], "outcomes": v["outcomes"]}
-            for kind, v in sorted(kinds.items())}
+    return {
+        kind: {"cases": len(v["cases"]), "runs": v["runs"], "outcomes": v["outcomes"]}
+        for kind, v in sorted(kinds.items())
+    }
 
 
 def failures(results: list[Result]) -> list[str]:
@@ -916,7 +1273,7 @@ def failures(results: list[Result]) -> list[str]:
         if r.verdict.outcome == "FAIL":
             err = r.run.stderr.decode("utf-8", "replace").strip().splitlines()
             tail = err[-1][:300] if err else ""
-            out.append(f"{r.case.label} [{r.command}] rc={r.run.rc}: {'; '.join(r.verdict.reasons)} "
-                       f"| stderr: {tail}")
+            out.append(
+                f"{r.case.label} [{r.command}] rc={r.run.rc}: {'; '.join(r.verdict.reasons)} | stderr: {tail}"
+            )
     return out
-

@@ -16,7 +16,7 @@ from ledgerscope.tui.widgets.query_list import QueryList
 from .test_tui_ledger import ledger  # noqa: F401  (the shared, session-built ledger)
 
 SIZE = (120, 40)
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # the shared ledger loads the model
 
 
 @pytest.fixture()
@@ -28,12 +28,21 @@ def make_app(ledger_dir: Path, **kw) -> LedgerscopeApp:
     return LedgerscopeApp(LedgerSession(ledger_dir), tune_gc=False, **kw)
 
 
-async def settle(pilot, rounds: int = 4) -> None:
+async def settle(pilot, rounds: int = 8) -> None:
     """Let workers finish and their messages (which may start more workers) be handled."""
+    app = pilot.app
     for _ in range(rounds):
         await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
+        if not any(w.is_running for w in app.workers) and not app._detail_running:
+            break
+        await app.workers.wait_for_complete()
     await pilot.pause()
+
+
+async def submit(pilot, selector: str, value: str) -> None:
+    """Type into an input (set its value) and press enter."""
+    pilot.app.query_one(selector).value = value
+    await press(pilot, "enter")
 
 
 async def press(pilot, *keys: str) -> None:
@@ -137,7 +146,9 @@ async def test_compare_mode_shows_both_arms_with_differences(ledger):  # noqa: F
         assert app.compare and app.query_one("TabbedContent").active == "compare"
         cand = app.query_one("#compare-candidate").text
         base = app.query_one("#compare-baseline").text
-        assert cand.startswith("candidate: candidate · phase 0") and base.startswith("baseline: baseline · phase 0")
+        assert cand.startswith("candidate: candidate · phase 0") and base.startswith(
+            "baseline: baseline · phase 0"
+        )
         assert "≠" in cand and "packed units" in cand and ("+ r1" in cand or "= r1" in cand)
         await press(pilot, "right_square_bracket")
         assert "phase 1" in app.query_one("#compare-candidate").text
@@ -152,32 +163,32 @@ async def test_filter_bar_validates_inline_and_filters(ledger):  # noqa: F811
         await press(pilot, "f")
         bar = app.query_one("#filterbar")
         assert bar.display and app.focused is bar
-        await pilot.press(*"stpe = 8", "enter")
-        await settle(pilot)
+        await pilot.press(*"stpe")
+        await submit(pilot, "#filterbar", bar.value + " = 8")
         err = app.query_one("#filter-error")
-        assert err.display and "unknown column 'stpe'" in str(err.render()) and "did you mean step" in str(
-            err.render())
+        assert (
+            err.display
+            and "unknown column 'stpe'" in str(err.render())
+            and "did you mean step" in str(err.render())
+        )
         assert app.count == 4  # the list is unchanged
-        await press(pilot, "f")
-        app.query_one("#filterbar").value = ""
-        await pilot.press(*"segment = 'rule-exception'", "enter")
-        await settle(pilot)
+        assert bar.display and app.focused is bar and bar.value == "stpe = 8"  # open for correction
+        await submit(pilot, "#filterbar", "segment = 'rule-exception'")
+        assert not bar.display
         assert app.count == 1 and current_qid(app) == "temp-retention"
         assert not app.query_one("#filter-error").display
         assert "segment = 'rule-exception'" in app.predicate
         await press(pilot, "x")  # reversals only, on top of the filter
         assert app.filters.reversal and app.count == 1 and "reversal" in app.predicate
         await press(pilot, "f")
-        app.query_one("#filterbar").value = ""
-        await pilot.press("enter")
-        await settle(pilot)
+        await submit(pilot, "#filterbar", "")
         assert app.count == 3  # reversals only, no predicate: the unanswerable control never reverses
         await press(pilot, "x")
         assert app.count == 4
 
 
 async def test_quick_filters_dialog(ledger):  # noqa: F811
-    from ledgerscope.tui.data import Filters
+    from ledgerscope.tui.model import Filters
     from ledgerscope.tui.screens.filters import FilterScreen
 
     app = make_app(ledger)
@@ -197,13 +208,10 @@ async def test_search_jumps_and_cycles(ledger):  # noqa: F811
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await press(pilot, "slash")
-        await pilot.press(*"RETENTION", "enter")
-        await settle(pilot)
+        await submit(pilot, "#search", "RETENTION")
         assert app.matches == [3] and current_qid(app) == "temp-retention"
         await press(pilot, "g", "slash")
-        app.query_one("#search").value = ""
-        await pilot.press(*"e", "enter")  # every question holds an 'e'
-        await settle(pilot)
+        await submit(pilot, "#search", "e")  # every question holds an 'e'
         assert current_qid(app) == "backup-weekly"
         await press(pilot, "n")
         assert current_qid(app) == "markup-notes"
@@ -230,14 +238,13 @@ async def test_export_writes_the_filtered_records(ledger, tmp_path):  # noqa: F8
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await press(pilot, "f")
-        await pilot.press(*"step = 8", "enter")
-        await settle(pilot)
+        await submit(pilot, "#filterbar", "step = 8")
         await press(pilot, "e")
         screen = app.screen
         assert isinstance(screen, ExportScreen)
         await settle(pilot)
         assert screen.query_one("#x-where").value == app.predicate
-        n, q = screen.count
+        n, _questions = screen.count
         assert n > 0 and "record(s) of" in str(screen.query_one("#x-count").render())
         out = tmp_path / "picked.jsonl"
         screen.query_one("#x-path").value = str(out)
@@ -257,7 +264,6 @@ async def test_export_writes_the_filtered_records(ledger, tmp_path):  # noqa: F8
         assert not isinstance(app.screen, ExportScreen)
 
 
-@pytest.mark.slow
 async def test_rerun_shows_the_difference_and_never_writes_the_ledger(ledger):  # noqa: F811
     from ledgerscope.tui.screens.rerun import RerunScreen
 
@@ -358,3 +364,50 @@ async def test_themes_switch_and_no_color(ledger, monkeypatch):  # noqa: F811
         # meaning survives without colour: glyphs in the list
         ql = app.query_one(QueryList)
         assert any(g in ql.row_text(ql.current, 60).plain for g in "✓✗!∅?⚠⊘")
+
+
+async def test_stats_pane_shows_the_release_decision_with_a_rule(ledger, tmp_path):  # noqa: F811
+    rule = tmp_path / "rule.toml"
+    rule.write_text(
+        'format = "ledgerscope-release-rule/1"\ndescription = "tui test"\ncandidate = "candidate"\n'
+        'baseline = "baseline"\nconfidence = 0.9\nn_resamples = 300\nseed = 3\n'
+        'interval_handling = "conservative"\nmin_questions = 2\nstress_sets = ["representative"]\n'
+        "[max_support_loss]\nmean = -0.5\n"
+    )
+    app = make_app(ledger, rule=rule)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "s")
+        assert app.query_one("TabbedContent").active == "stats"
+        stats = pane(app, "stats")
+        assert "release decision:" in stats and "bootstrap 300×, seed 3, 90% intervals" in stats
+
+
+def test_cli_open_reports_a_bad_ledger_or_arm_without_starting_the_screen(ledger, tmp_path):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli import app as cli
+
+    runner = CliRunner()
+    result = runner.invoke(cli, ["open", str(tmp_path)])
+    assert result.exit_code == 2 and "not a ledger" in result.output
+    result = runner.invoke(cli, ["open", str(ledger), "--candidate", "nope"])
+    assert result.exit_code == 2 and "no arm 'nope'" in result.output
+    result = runner.invoke(cli, ["open", "--help"])
+    assert result.exit_code == 0 and "--baseline-arm" in result.output
+
+
+async def test_a_damaged_ledger_shows_why_on_screen(ledger, tmp_path):  # noqa: F811
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(ledger, broken)
+    (broken / "partitions" / "arm=candidate" / "phase=1" / "records.parquet").write_bytes(b"not parquet")
+    app = make_app(broken)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        err = app.query_one("#filter-error")
+        assert err.display and "records.parquet" in str(err.render())
+        assert app.count == 0
+        await press(pilot, "j", "3")  # nothing to show, nothing breaks
+        assert app.detail is None

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from ledgerscope.diagnose import diagnose, diagnose_ledger
 from ledgerscope.errors import InputError
 from ledgerscope.ledger import schema
-from ledgerscope.tui import data as tdata
-from ledgerscope.tui.data import Cell, Filters, LedgerSession, resolve_arms, worst_phase
+from ledgerscope.tui.data import LedgerSession, resolve_arms
 from ledgerscope.tui.keymap import keymap_path, load_keymap, parse_keymap
+from ledgerscope.tui.model import Cell, Filters, worst_phase
+from ledgerscope.tui.record_view import create_record_view
 from ledgerscope.tui.render import answer_text, context_text, make_palette, source_text
 
 from .test_tui_ledger import MARKUP_DOC, ledger  # noqa: F401  (the shared, session-built ledger)
@@ -37,20 +38,28 @@ def session(ledger):  # noqa: F811
 # the diagnosis in SQL equals the Python diagnosis
 
 
+@pytest.mark.slow
 def test_record_view_matches_diagnose_on_a_real_ledger(session, ledger):  # noqa: F811
-    rows = session._fetch("candidate", "SELECT arm, CAST(phase AS VARCHAR) AS phase, qid, step, step_name, "
-                                       "label, flags FROM record_view")
+    rows = session._fetch(
+        "candidate",
+        "SELECT arm, CAST(phase AS VARCHAR) AS phase, qid, step, step_name, label, flags FROM record_view",
+    )
     mine = {(r["arm"], r["phase"], r["qid"]): r for r in rows}
     cur = session.cursor("candidate")
     checked = 0
     for d in diagnose_ledger(cur, ledger):
         m = mine[(d["arm"], d["phase"], d["qid"])]
-        assert (m["step"], m["step_name"], m["label"], m["flags"]) == (d["step"], d["step_name"], d["label"],
-                                                                        d["flags"]), d
+        assert (m["step"], m["step_name"], m["label"], m["flags"]) == (
+            d["step"],
+            d["step_name"],
+            d["label"],
+            d["flags"],
+        ), d
         checked += 1
     assert checked == len(mine) == 40
 
 
+@pytest.mark.slow
 def test_record_view_has_the_columns_of_query_build_record_view(session, ledger):  # noqa: F811
     from ledgerscope.ledger.read import connect
     from ledgerscope.query import build_record_view, view_columns
@@ -61,23 +70,36 @@ def test_record_view_has_the_columns_of_query_build_record_view(session, ledger)
     assert view_columns(cur) == view_columns(con)
 
 
-_VERDICTS = st.sampled_from(["correct", "wrong", "not-judged", "abstained", "infrastructure-failure",
-                             "critical-condition-error", "false-assertion", None])
-_RECORD = st.fixed_dictionaries({
-    **{c: st.sampled_from([True, False, None]) for c in schema.SUPPORT_COLUMNS},
-    "answerable": st.sampled_from([True, False, None]),
-    "gold_status": st.sampled_from(["ok", "", None, "version-mismatch"]),
-    "answer_verdict": _VERDICTS,
-    "citation_verdict": st.sampled_from(["supported", "unsupported", "unresolvable", "no-citation",
-                                         "not-applicable", None]),
-    "single_unit_complete": st.sampled_from([True, False, None]),
-    "oracle_verdict": _VERDICTS,
-    "oracle_feasible": st.sampled_from([True, False, None]),
-    "oracle_row": st.one_of(st.none(), st.tuples(_VERDICTS, st.sampled_from([True, False, None]))),
-})
+_VERDICTS = st.sampled_from(
+    [
+        "correct",
+        "wrong",
+        "not-judged",
+        "abstained",
+        "infrastructure-failure",
+        "critical-condition-error",
+        "false-assertion",
+        None,
+    ]
+)
+_RECORD = st.fixed_dictionaries(
+    {
+        **{c: st.sampled_from([True, False, None]) for c in schema.SUPPORT_COLUMNS},
+        "answerable": st.sampled_from([True, False, None]),
+        "gold_status": st.sampled_from(["ok", "", None, "version-mismatch"]),
+        "answer_verdict": _VERDICTS,
+        "citation_verdict": st.sampled_from(
+            ["supported", "unsupported", "unresolvable", "no-citation", "not-applicable", None]
+        ),
+        "single_unit_complete": st.sampled_from([True, False, None]),
+        "oracle_verdict": _VERDICTS,
+        "oracle_feasible": st.sampled_from([True, False, None]),
+        "oracle_row": st.one_of(st.none(), st.tuples(_VERDICTS, st.sampled_from([True, False, None]))),
+    }
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_RECORD, min_size=1, max_size=25))
 def test_record_view_matches_diagnose_on_any_flags(records):
     con = duckdb.connect()
@@ -88,19 +110,32 @@ def test_record_view_matches_diagnose_on_any_flags(records):
         row.update(arm="a", phase=str(i % 3), qid=f"q{i}")
         rows.append(row)
         if r["oracle_row"] is not None:
-            oracle.append({f.name: None for f in schema.ORACLE} | {"arm": "a", "qid": f"q{i}",
-                                                                  "answer_verdict": r["oracle_row"][0],
-                                                                  "feasible": r["oracle_row"][1]})
+            oracle.append(
+                {f.name: None for f in schema.ORACLE}
+                | {
+                    "arm": "a",
+                    "qid": f"q{i}",
+                    "answer_verdict": r["oracle_row"][0],
+                    "feasible": r["oracle_row"][1],
+                }
+            )
     con.register("_r", pa.Table.from_pylist(rows, schema=schema.RECORDS))
     con.register("_o", pa.Table.from_pylist(oracle, schema=schema.ORACLE))
     con.execute("CREATE VIEW records AS SELECT * FROM _r")
     con.execute("CREATE VIEW oracle AS SELECT * FROM _o")
-    tdata.create_record_view(con)
-    got = {q: (s, n, lab, f) for q, s, n, lab, f in
-           con.execute("SELECT qid, step, step_name, label, flags FROM record_view").fetchall()}
+    create_record_view(con)
+    got = {
+        q: (s, n, lab, f)
+        for q, s, n, lab, f in con.execute(
+            "SELECT qid, step, step_name, label, flags FROM record_view"
+        ).fetchall()
+    }
     for row, r in zip(rows, records, strict=True):
-        orow = None if r["oracle_row"] is None else {"answer_verdict": r["oracle_row"][0],
-                                                     "feasible": r["oracle_row"][1]}
+        orow = (
+            None
+            if r["oracle_row"] is None
+            else {"answer_verdict": r["oracle_row"][0], "feasible": r["oracle_row"][1]}
+        )
         d = diagnose(row, {}, None, {}, orow)
         assert got[row["qid"]] == (d.step, d.step_name, d.label, list(d.flags)), (row, orow)
 
@@ -109,6 +144,7 @@ def test_record_view_matches_diagnose_on_any_flags(records):
 # arms, filters, list
 
 
+@pytest.mark.slow
 def test_default_arms_and_explicit_choices(ledger):  # noqa: F811
     arms = resolve_arms(ledger, None, None, None)
     assert (arms["candidate"].name, arms["baseline"].name) == ("candidate", "baseline")
@@ -123,6 +159,7 @@ def test_default_arms_and_explicit_choices(ledger):  # noqa: F811
     assert two["baseline"].name == "baseline"
 
 
+@pytest.mark.slow
 def test_filters_compose_into_one_validated_predicate(session):
     f = Filters(where="NOT support_packed", segment="rule-exception", step=8, verdict="it's", reversal=True)
     composed = f.compose("candidate")
@@ -133,6 +170,7 @@ def test_filters_compose_into_one_validated_predicate(session):
     assert f.describe() == "NOT support_packed; segment=rule-exception; step=8; verdict=it's; reversals only"
 
 
+@pytest.mark.slow
 def test_list_pages_search_and_a_bad_filter(session):
     n, predicate = session.build_list("candidate", Filters())
     assert (n, predicate) == (4, "arm = 'candidate'")
@@ -149,6 +187,7 @@ def test_list_pages_search_and_a_bad_filter(session):
     assert session.count_records("candidate", "arm = 'baseline'") == (20, 4)
 
 
+@pytest.mark.slow
 def test_detail_has_both_arms_and_the_full_diagnosis(session):
     d = session.detail("temp-retention", "0")
     assert set(d.arms) == {"candidate", "baseline"}
@@ -163,10 +202,14 @@ def test_detail_has_both_arms_and_the_full_diagnosis(session):
 
 
 def tdata_step(session, role, phase, qid) -> int:
-    return session._scalar(role, "SELECT step FROM record_view WHERE arm = ? AND phase = ? AND qid = ?",
-                           [session.arms[role].name, phase, qid])
+    return session._scalar(
+        role,
+        "SELECT step FROM record_view WHERE arm = ? AND phase = ? AND qid = ?",
+        [session.arms[role].name, phase, qid],
+    )
 
 
+@pytest.mark.slow
 def test_survival_and_summaries(session):
     surv = session.survival("candidate")
     assert set(surv) == {"0", "1", "2", "5", "9"}
@@ -191,6 +234,7 @@ def test_worst_phase_rule():
 # rendering is literal
 
 
+@pytest.mark.slow
 def test_source_and_context_render_markup_and_escapes_literally(session):
     d = session.detail("markup-notes", "0").arms["candidate"]
     text = source_text(d, "packed", make_palette())
@@ -198,17 +242,23 @@ def test_source_and_context_render_markup_and_escapes_literally(session):
     assert "[bold red]x[/" in plain and "[bold red]x[/]" in plain.replace("┃", "")  # a cut may fall inside
     assert "\\x1b[31m" in plain and "\x1b" not in plain
     assert "⟪keep⟫" in plain and "┃" in plain
-    assert all(not s.style or "red" not in str(s.style) for s in text.spans if "bold red" in plain[s.start:s.end])
+    assert all(
+        not s.style or "red" not in str(s.style) for s in text.spans if "bold red" in plain[s.start : s.end]
+    )
     ctx = context_text(d, make_palette()).plain
     assert "\x1b" not in ctx and "budget" in ctx
 
 
+@pytest.mark.slow
 def test_answer_pane_resolves_citations_and_flags_unresolvable(session):
     import copy
 
     d = copy.copy(session.detail("temp-retention", "0").arms["candidate"])
-    d.record = dict(d.record, citations_json='[{"label": "9", "unit_id": "gone@1-2", "doc_id": "gone", '
-                                             '"start": 1, "end": 2}]', answer="[bold]30 days[/bold]\x1b[2J")
+    d.record = dict(
+        d.record,
+        citations_json='[{"label": "9", "unit_id": "gone@1-2", "doc_id": "gone", "start": 1, "end": 2}]',
+        answer="[bold]30 days[/bold]\x1b[2J",
+    )
     plain = answer_text(d, make_palette()).plain
     assert "⊘ unresolvable: gone@1-2" in plain
     assert "[bold]30 days[/bold]\\x1b[2J" in plain
@@ -230,8 +280,10 @@ def test_keymap_parsing():
     assert km == {"go-down": "j,down", "export": "x,ctrl+e"} and problems == []
     km, problems = parse_keymap('go-down = "s"\nnope = "x"\nexport = 3\n', ids, "k.toml")
     assert km == {"go-down": "s"}
-    assert problems == ["k.toml: unknown binding id 'nope'",
-                        "k.toml: export: expected a key string or a list of key strings"]
+    assert problems == [
+        "k.toml: unknown binding id 'nope'",
+        "k.toml: export: expected a key string or a list of key strings",
+    ]
     assert parse_keymap("go-down = ", ids)[1][0].startswith("keymap: not valid TOML")
 
 
@@ -262,17 +314,87 @@ def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
 
 
 def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
-    code = ("import sys, ledgerscope.cli, ledgerscope.tui.data, ledgerscope.tui.render, "
-            "ledgerscope.tui.keymap\nassert 'textual' not in sys.modules, 'textual imported'\n"
-            "assert 'torch' not in sys.modules")
+    code = (
+        "import sys, ledgerscope.cli, ledgerscope.tui.data, ledgerscope.tui.render, ledgerscope.tui.model, "
+        "ledgerscope.tui.keymap\nassert 'textual' not in sys.modules, 'textual imported'\n"
+        "assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_the_app_module_does_not_import_torch():
-    code = ("import sys, ledgerscope.tui.app\n"
-            "assert not {'torch', 'sentence_transformers'} & set(sys.modules), 'heavy import'")
+    code = (
+        "import sys, ledgerscope.tui.app\n"
+        "assert not {'torch', 'sentence_transformers'} & set(sys.modules), 'heavy import'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_markup_doc_is_in_the_shared_ledger(session):
     assert MARKUP_DOC in session.fixtures("candidate")[1]
+
+
+@pytest.mark.slow
+def test_a_second_ledger_holds_the_baseline(ledger, tmp_path):  # noqa: F811
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(ledger, other)
+    s = LedgerSession(ledger, other)
+    s.open()
+    assert s.arms["baseline"].ledger == other and s.arms["baseline"].name == "baseline"
+    assert s.cursor("candidate") is not None and len(s._cons) == 2
+    s.build_list("baseline", Filters())
+    rows = s.page("baseline", 0, 10)
+    assert {"candidate", "baseline"} <= set(rows[0].cells)
+    d = s.detail("temp-retention", "1")
+    assert d.arms["baseline"].record["arm"] == "baseline" and d.arms["candidate"].record["arm"] == "candidate"
+    comparison, decision = s.compare(n_resamples=200)
+    assert comparison["baseline"]["arm"] == "baseline" and decision is None
+
+
+@pytest.mark.slow
+def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path):
+    rule = tmp_path / "rule.toml"
+    rule.write_text(
+        'format = "ledgerscope-release-rule/1"\ndescription = "tui test"\ncandidate = "candidate"\n'
+        'baseline = "baseline"\nconfidence = 0.9\nn_resamples = 300\nseed = 3\n'
+        'interval_handling = "conservative"\nmin_questions = 2\nstress_sets = ["representative"]\n'
+        "[max_support_loss]\nmean = -0.5\n"
+    )
+    comparison, decision = session.compare(rule_path=rule)
+    assert comparison["settings"]["n_resamples"] == 300 and comparison["settings"]["seed"] == 3
+    assert decision["outcome"] in ("accept", "reject", "collect-more-evidence") and decision["reasons"]
+
+
+def test_a_long_document_shows_a_window_around_the_marks():
+    from ledgerscope.fixtures import Fixture, GoldSpan
+    from ledgerscope.tui.model import RecordDetail
+    from ledgerscope.tui.render import SOURCE_MARGIN
+
+    text = ("lorem ipsum " * 20_000) + "THE GOLD SENTENCE." + (" dolor sit" * 20_000)
+    start = text.index("THE GOLD")
+    span = GoldSpan("g", "big.txt", start, start + 18)
+    fx = Fixture("q", "?", "number-scope", (span,), (("g",),))
+    packed = [
+        {"rank": 1, "doc_id": "big.txt", "start": start - 10, "end": start + 30, "unit_id": "u", "score": 1.0}
+    ]
+    rd = RecordDetail(
+        "candidate",
+        "a",
+        "0",
+        {"qid": "q"},
+        {"packed": packed},
+        [],
+        {"big.txt": [start - 5]},
+        None,
+        fx,
+        {"big.txt": text},
+        None,
+        {"g": "full"},
+    )
+    plain = source_text(rd, "packed", make_palette()).plain
+    assert "⟪g⟫THE GOLD SENTENCE.⟪/g⟫" in plain and "⟦r1" in plain and "┃" in plain
+    assert f"… {start - 10 - SOURCE_MARGIN} characters before …" in plain and "characters after …" in plain
+    assert len(plain) < 4 * SOURCE_MARGIN

@@ -23,12 +23,19 @@ MARKUP_TEXT = (
     "Draft notes are kept for 5 days.\n"
 )
 MARKUP_FIXTURE = {
-    "format": "ledgerscope-fixture/1", "qid": "markup-notes",
+    "format": "ledgerscope-fixture/1",
+    "qid": "markup-notes",
     "question": "How long are [bold]draft[/bold] notes kept?",
     "segment": "number-scope",
     "answer": {"expected": "5 days"},
-    "spans": [{"id": "keep", "doc_id": MARKUP_DOC, "quote": "Draft notes are kept for 5 days.",
-               "dependency": "primary"}],
+    "spans": [
+        {
+            "id": "keep",
+            "doc_id": MARKUP_DOC,
+            "quote": "Draft notes are kept for 5 days.",
+            "dependency": "primary",
+        }
+    ],
     "sufficient_sets": [["keep"]],
 }
 
@@ -64,12 +71,14 @@ def ledger(tmp_path_factory) -> Path:
     return tui_ledger(tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_the_shared_ledger_has_both_arms_and_the_markup_question(ledger):
     from ledgerscope.ledger.read import connect
 
     con = connect(ledger)
-    rows = con.execute("SELECT arm, count(DISTINCT qid), count(DISTINCT phase) FROM records "
-                       "GROUP BY arm ORDER BY arm").fetchall()
+    rows = con.execute(
+        "SELECT arm, count(DISTINCT qid), count(DISTINCT phase) FROM records GROUP BY arm ORDER BY arm"
+    ).fetchall()
     assert rows == [("baseline", 4, 5), ("candidate", 4, 5)]
     text = con.execute("SELECT text FROM sources WHERE doc_id = ?", [MARKUP_DOC]).fetchall()[0][0]
     assert "[bold red]x[/]" in text and "\x1b[31m" in text

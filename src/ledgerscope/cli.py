@@ -307,17 +307,15 @@ def convert(
     """Convert a ledger to JSONL interchange (one file per table) or build a ledger from one."""
     from .ledger.interchange import from_jsonl, to_jsonl
 
+    if to not in ("jsonl", "parquet"):
+        raise typer.BadParameter("--to must be jsonl or parquet")
     try:
-        if to == "jsonl":
-            counts = to_jsonl(source, out)
-        elif to == "parquet":
-            counts = from_jsonl(source, out)
-        else:
-            raise typer.BadParameter("--to must be jsonl or parquet")
+        with _reading(source):
+            counts = to_jsonl(source, out) if to == "jsonl" else from_jsonl(source, out)
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    _console().print(f"{out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    _say(_console(), f"{out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
 
 
 @app.command()
@@ -389,6 +387,7 @@ def open_ledger(
 
     try:
         session = LedgerSession(ledger, baseline, candidate, baseline_arm)
+        session.start_open()  # DuckDB opens the ledger while Textual is imported
         if rule is not None:
             from .release import load_rule
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from . import coords
 from .errors import CoordinateError, DigestMismatch, InputError, Problem
-from .sources import Corpus, iter_jsonl, make_source
+from .sources import Corpus, iter_jsonl, make_source, strict_loads
 
 FORMAT = "ledgerscope-fixture/1"
 SEGMENTS = (
@@ -187,11 +187,12 @@ def read_fixtures(path: str | Path) -> tuple[FixtureSet, list[Problem]]:
         ]
     if path.suffix.lower() == ".json":
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = strict_loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError, StrictJSONError
             line = getattr(exc, "lineno", None)
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             return FixtureSet([], Corpus(), str(path)), [
-                Problem(str(path), line, "file", f"not valid JSON: {exc}")
+                Problem(str(path), line, "file", f"not valid JSON: {reason}")
             ]
         objs = data if isinstance(data, list) else [data]
         for obj in objs:
@@ -201,6 +202,8 @@ def read_fixtures(path: str | Path) -> tuple[FixtureSet, list[Problem]]:
             items.append((None, obj))
     else:
         items.extend(iter_jsonl(path, problems))
+    if not items and not problems:
+        problems.append(Problem(str(path), None, "fixtures", "no fixtures in the file"))
     inline = Corpus()
     fixtures: list[Fixture] = []
     seen: dict[str, int | None] = {}
@@ -214,7 +217,8 @@ def read_fixtures(path: str | Path) -> tuple[FixtureSet, list[Problem]]:
                     str(path),
                     line,
                     "qid",
-                    f"duplicate qid {parsed.qid!r} (first at line {seen[parsed.qid]})",
+                    f"duplicate qid {parsed.qid!r}"
+                    + (f" (first at line {seen[parsed.qid]})" if seen[parsed.qid] is not None else ""),
                 )
             )
             continue
@@ -228,7 +232,7 @@ def _parse_one(
 ) -> Fixture | None:
     if "source_text" in obj or "sufficient_support_sets" in obj:
         return _parse_seed000(obj, file, line, inline, problems)
-    if "gold" in obj and "qid" in obj:
+    if "gold" in obj:
         return _parse_seed002(obj, file, line, problems)
     if "format" in obj or "spans" in obj:
         return _parse_canonical(obj, file, line, inline, problems)
@@ -260,6 +264,9 @@ def _offsets(
         and len(value) == 2
         and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
+        if value[0] < 0 or value[1] < 0:  # never a quote selector in disguise (those have no offsets)
+            problems.append(Problem(file, line, where, f"offsets must not be negative, got {list(value)}"))
+            return None
         return int(value[0]), int(value[1])
     problems.append(Problem(file, line, where, "must be [start, end] integers"))
     return None

@@ -60,9 +60,18 @@ def make_source(
                 f"{exc.start} has no UTF-8 encoding",
             )
         ) from None
+    if version is not None and not isinstance(version, str):
+        raise InputError(Problem("<source>", None, "version",
+                                 f"source {doc_id!r}: must be a string 'sha256:<hex>'"))
     if version is not None and version != actual:
         raise DigestMismatch(doc_id, version, actual)
-    labels = (access,) if isinstance(access, str) else tuple(access)
+    if observed is not None and not isinstance(observed, str):
+        raise InputError(Problem("<source>", None, "observed", f"source {doc_id!r}: must be a string "
+                                 f"(a date), not {type(observed).__name__}"))
+    labels = (access,) if isinstance(access, str) else tuple(access) if isinstance(
+        access, list | tuple | set | frozenset) else (access,)
+    if not all(isinstance(a, str) for a in labels):
+        raise InputError(Problem("<source>", None, "access", f"source {doc_id!r}: labels must be strings"))
     return Source(doc_id, actual, text, observed, labels)
 
 
@@ -170,6 +179,28 @@ def _load_jsonl(file: Path) -> Corpus:
     return corpus
 
 
+class StrictJSONError(ValueError):
+    """JSON that ``json`` would accept but an input may not hold: a repeated key, NaN or Infinity."""
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict:
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise StrictJSONError(f"duplicate key {key!r} in one object")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> object:
+    raise StrictJSONError(f"{name} is not JSON (write a number or null)")
+
+
+def strict_loads(text: str):
+    """``json.loads`` that refuses a key given twice in one object and the NaN/Infinity extensions."""
+    return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+
+
 def iter_jsonl(file: Path, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
     try:
@@ -181,12 +212,18 @@ def iter_jsonl(file: Path, problems: list[Problem]) -> Iterator[tuple[int, dict]
         if not line.strip():
             continue
         try:
-            obj = json.loads(line.decode("utf-8"))
+            obj = strict_loads(line.decode("utf-8"))
         except UnicodeDecodeError as exc:
             problems.append(Problem(str(file), lineno, "line", f"not valid UTF-8 at byte {exc.start}"))
             continue
         except json.JSONDecodeError as exc:
             problems.append(Problem(str(file), lineno, "line", f"not valid JSON: {exc.msg}"))
+            continue
+        except StrictJSONError as exc:
+            problems.append(Problem(str(file), lineno, "line", f"not valid JSON: {exc}"))
+            continue
+        except RecursionError:
+            problems.append(Problem(str(file), lineno, "line", "not valid JSON: nested too deeply"))
             continue
         if not isinstance(obj, dict):
             problems.append(Problem(str(file), lineno, "line", "expected a JSON object"))

@@ -34,7 +34,11 @@ TABLES = {**schema.TABLES, "oracle": schema.ORACLE, "sources": schema.SOURCES}
 def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
     """Write every table of ``ledger`` as JSONL under ``out`` (built beside it, renamed into place)."""
     ledger, out = Path(ledger), Path(out)
+    _check_jsonl_out(ledger, out)
     con = connect(ledger)
+    from ..diagnose import load_ledger_fixtures
+
+    load_ledger_fixtures(con, ledger)  # sources and fixtures checked too: no damage is passed on
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -63,16 +67,78 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
     return counts
 
 
+#: what an interchange directory may hold (so replacing one never deletes anything else)
+_INTERCHANGE_FILES = {f"{name}.jsonl" for name in TABLES} | {"manifest.json", "fixtures.jsonl"}
+
+
+def _check_jsonl_out(ledger: Path, out: Path) -> None:
+    """``out`` is outside the ledger and is new or an earlier interchange directory (it is replaced)."""
+    led, dst = ledger.resolve(), out.resolve()
+    if dst == led or led in dst.parents or dst in led.parents:
+        raise InputError(Problem(str(out), None, "out",
+                                 "must lie outside the ledger (the ledger is only read)"))
+    if dst.exists() and not dst.is_dir():
+        raise InputError(Problem(str(out), None, "out", "exists and is not a directory"))
+    if dst.is_dir():
+        foreign = sorted(p.name for p in dst.iterdir() if p.name not in _INTERCHANGE_FILES)
+        if foreign:
+            raise InputError(Problem(str(out), None, "out",
+                                     "refusing to replace a directory that holds more than an "
+                                     f"interchange export (found {foreign[0]})"))
+
+
+def _row_problems(src: Path, manifest: dict, tables: dict[str, pa.Table]) -> list[Problem]:
+    """Rows a ledger cannot hold: keys missing, arm or phase not in the manifest, duplicate records,
+    non-finite scores. Rows are numbered from 1 in their file."""
+    out: list[Problem] = []
+    labels = {arm: {p["label"] for p in entry["phases"]} for arm, entry in manifest["arms"].items()}
+    for name in (*schema.TABLES, "oracle"):
+        t = tables[name]
+        path = str(src / f"{name}.jsonl")
+        arms = t["arm"].to_pylist()
+        phases = t["phase"].to_pylist() if "phase" in t.column_names else [None] * t.num_rows
+        for i, (arm, phase) in enumerate(zip(arms, phases, strict=True), start=1):
+            if arm not in labels:
+                out.append(Problem(path, None, "arm", f"row {i}: arm {arm!r} is not in the manifest"))
+            elif name != "oracle" and phase not in labels[arm]:
+                out.append(Problem(path, None, "phase",
+                                   f"row {i}: phase {phase!r} is not a phase of arm {arm!r}"))
+            else:
+                continue
+            break  # one located example per file is enough
+    seen: dict[tuple, int] = {}
+    rec = tables["records"]
+    for i, key in enumerate(zip(rec["arm"].to_pylist(), rec["phase"].to_pylist(), rec["qid"].to_pylist(),
+                                strict=True), start=1):
+        if key[2] is None:
+            out.append(Problem(str(src / "records.jsonl"), None, "qid", f"row {i}: missing (null)"))
+            break
+        if key in seen:
+            out.append(Problem(str(src / "records.jsonl"), None, "qid",
+                               f"row {i}: duplicate record {key} (first at row {seen[key]})"))
+            break
+        seen[key] = i
+    scores = tables["candidates"]["score"]
+    bad = pc.invert(pc.is_finite(scores))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        out.append(Problem(str(src / "candidates.jsonl"), None, "score",
+                           f"row {i + 1}: {scores[i].as_py()}; scores must be finite"))
+    return out
+
+
 def _read(path: Path, table_schema: pa.Schema) -> pa.Table:
     if not path.is_file():
         raise InputError(Problem(str(path), None, "file", "missing from the interchange directory"))
     try:
-        return pajson.read_json(
+        table = pajson.read_json(
             path,
             parse_options=pajson.ParseOptions(
                 explicit_schema=table_schema, unexpected_field_behavior="error"
             ),
         )
+        table.validate(full=True)  # the JSON reader lets invalid UTF-8 (e.g. encoded surrogates) through
+        return table
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InputError(Problem(str(path), None, "row", str(exc).splitlines()[0])) from None
 
@@ -88,6 +154,18 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     tables = {
         name: _read(src / f"{name}.jsonl", table_schema) for name, table_schema in TABLES.items()
     }
+    problems = _row_problems(src, manifest, tables)
+    # the sources re-checked against their digests, the fixtures against the sources
+    from ..fixtures import read_fixtures, resolve
+    from .read import sources_corpus
+
+    s = tables["sources"]
+    corpus = sources_corpus(src / "sources.jsonl", zip(*(s[c].to_pylist() for c in (
+        "doc_id", "version", "text", "observed", "access")), strict=True))
+    fset, fixture_problems = read_fixtures(src / "fixtures.jsonl")
+    problems += fixture_problems + resolve(fset, corpus)[2]
+    if problems:
+        raise InputError(problems)
     staging = ledger.with_name(f".{ledger.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -120,6 +198,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
         for arm in sorted(set(oracle["arm"].to_pylist())):
             rows = oracle.filter(pc.equal(oracle["arm"], arm)).to_pylist()
             write_table(staging / "oracle" / f"arm={arm}" / "oracle.parquet", rows, schema.ORACLE)
+        connect(staging).close()  # the built ledger passes the reader's checks before it appears
         os.replace(staging, ledger)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -321,7 +321,7 @@ def row_problems(con, ledger: Path, record_files: list[Path], candidate_files: l
     try:
         if record_files:
             src = f"read_parquet({_sql_list(record_files)}, filename = true, file_row_number = true, " \
-                  "union_by_name = true)"
+                  "union_by_name = true, hive_partitioning = false)"
             for file, row, col in con.execute(
                     "SELECT filename, file_row_number + 1, "
                     "CASE WHEN arm IS NULL THEN 'arm' WHEN phase IS NULL THEN 'phase' ELSE 'qid' END "
@@ -330,7 +330,7 @@ def row_problems(con, ledger: Path, record_files: list[Path], candidate_files: l
                 out.append(Problem(file, None, col, f"row {row}: missing (null)"))
             for file, row, arm, phase in con.execute(
                     f"SELECT filename, file_row_number + 1, arm, phase FROM {src} "
-                    "WHERE NOT contains(replace(filename, '\\', '/'), "
+                    "WHERE NOT contains('/' || replace(filename, '\\', '/'), "
                     "'/arm=' || arm || '/phase=' || phase || '/records.parquet') "
                     f"ORDER BY filename, file_row_number LIMIT {_SHOW}").fetchall():
                 out.append(Problem(file, None, "arm/phase",
@@ -350,7 +350,8 @@ def row_problems(con, ledger: Path, record_files: list[Path], candidate_files: l
             for file, row, qid, stage, rank, score in con.execute(
                     f"SELECT filename, file_row_number + 1, qid, stage, rank, score "
                     f"FROM read_parquet({_sql_list(candidate_files)}, filename = true, "
-                    "file_row_number = true, union_by_name = true) WHERE NOT isfinite(score) "
+                    "file_row_number = true, union_by_name = true, hive_partitioning = false) "
+                    "WHERE NOT isfinite(score) "
                     f"ORDER BY filename, file_row_number LIMIT {_SHOW}").fetchall():
                 out.append(Problem(file, None, "score",
                                    f"row {row}: {score} (qid {qid!r}, stage {stage!r}, rank {rank}); "

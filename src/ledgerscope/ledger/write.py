@@ -4,6 +4,9 @@ A partition directory appears under ``partitions/`` only when all of its
 tables and its ``_SUCCESS.json`` are on disk, so an interrupted sweep leaves
 either a finished partition or nothing (stale temporaries are cleared on the
 next run) and a resumed sweep skips exactly the finished ones.
+``_SUCCESS.json`` records each table file's size and SHA-256 (``files``), which
+the reader checks (:func:`ledgerscope.ledger.read.verify_ledger`): a truncated
+or corrupted file is reported by name instead of being read.
 """
 
 from __future__ import annotations

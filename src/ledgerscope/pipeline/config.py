@@ -266,6 +266,22 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
          f"must be one of {', '.join(_GENERATORS)}")
     if generator.get("kind") == "endpoint":
         need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
+    # secrets come from the environment only: never in the configuration (it is copied into the ledger)
+    base_url = generator.get("base_url")
+    if isinstance(base_url, str) and base_url:
+        from urllib.parse import urlsplit
+
+        try:
+            userinfo = "@" in (urlsplit(base_url).netloc or "")
+        except ValueError:
+            userinfo = False
+        need(not userinfo, "generator.base_url",
+             "must not carry credentials (user:key@); put the key in the environment variable "
+             "named by api_key_env")
+    key_env = generator.get("api_key_env")
+    if isinstance(key_env, str) and key_env:
+        need(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", key_env) is not None, "generator.api_key_env",
+             "must be the NAME of an environment variable (letters, digits, '_'), never the key itself")
     clearance = tables["access"].get("clearance", [])
     need(isinstance(clearance, list) and all(isinstance(c, str) for c in clearance), "access.clearance",
          "must be a list of labels")

@@ -115,6 +115,21 @@ def sweep_identity(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpu
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
+def check_api_keys(arms: Sequence[ArmConfig]) -> None:
+    """Every endpoint arm's key variable is set (its value is only ever read from the environment)."""
+    from ..errors import InputError, Problem
+
+    problems = []
+    for cfg in arms:
+        name = cfg.generator.get("api_key_env")
+        if cfg.generator.get("kind") == "endpoint" and name and not os.environ.get(name):
+            problems.append(Problem("--arm", None, "generator.api_key_env",
+                                    f"arm {cfg.name!r}: environment variable {name!r} (the API key) "
+                                    "is not set or empty"))
+    if problems:
+        raise InputError(problems)
+
+
 def check_arm_names(arms: Sequence[ArmConfig]) -> None:
     from ..errors import InputError, Problem
 
@@ -139,6 +154,7 @@ def sweep(
     out = Path(out)
     progress = progress or Progress()
     check_arm_names(arms)
+    check_api_keys(arms)
     check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory) for cfg in arms}
     manifest = build_manifest(arms, runtimes, fixtures, corpus)

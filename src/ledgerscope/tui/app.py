@@ -9,44 +9,32 @@ messages (:mod:`.messages`); the panes render ``rich.text.Text`` built by
 from __future__ import annotations
 
 import gc
-import io
 import os
 import threading
 import time
-from collections.abc import Iterable
-from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from ..errors import LedgerscopeError
 from ..safe_text import safe
 from . import messages as msg
-from .data import Filters, LedgerSession
-from .render import (
-    SOURCE_STAGES,
-    answer_text,
-    compare_texts,
-    context_text,
-    diagnosis_text,
-    grid_caption,
-    make_palette,
-    source_text,
-    stats_text,
-)
+from .actions import NARROW_WIDTH, ActionsMixin
+from .data import LedgerSession
+from .model import Filters
+from .panes import TABS, PanesMixin, TextPane
+from .render import make_palette
 from .widgets.phase_grid import PhaseGrid
 from .widgets.query_list import PAGE_SIZE, QueryList
 
 _PROCESS_T0 = time.perf_counter()
-NARROW_WIDTH = 100
-TABS = ("grid", "source", "context", "answer", "diagnosis", "stats")
 
 
 def process_start() -> float:
@@ -60,39 +48,12 @@ def process_start() -> float:
     return _PROCESS_T0
 
 
-class TextPane(VerticalScroll):
-    """A scrolling pane holding one Static (rich Text, never markup)."""
-
-    def compose(self) -> ComposeResult:
-        yield Static(Text(""), classes="pane-body")
-
-    def show(self, renderable) -> None:
-        self.renderable = renderable
-        self.query_one(Static).update(renderable)
-
-    @property
-    def text(self) -> str:
-        """What the pane shows, as plain text (tests, screen readers)."""
-        renderable = getattr(self, "renderable", None)
-        if renderable is None:
-            return ""
-        if isinstance(renderable, Text):
-            return renderable.plain
-        from rich.console import Console
-
-        console = Console(width=max(40, self.size.width or 100), color_system=None, file=io.StringIO(),
-                          legacy_windows=False)
-        with console.capture() as capture:
-            console.print(renderable)
-        return capture.get()
-
-
-class LedgerscopeApp(App):
+class LedgerscopeApp(ActionsMixin, PanesMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "ledgerscope"
     ENABLE_COMMAND_PALETTE = True
     AUTO_FOCUS = "#queries"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j,down", "move(1)", "Next question", id="go-down", show=False),
         Binding("k,up", "move(-1)", "Previous question", id="go-up", show=False),
         Binding("g,home", "go_top", "First question", id="go-top", show=False),
@@ -126,8 +87,15 @@ class LedgerscopeApp(App):
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
-    def __init__(self, session: LedgerSession, *, rule: str | Path | None = None, theme: str | None = None,
-                 n_resamples: int = 2000, tune_gc: bool = True) -> None:
+    def __init__(
+        self,
+        session: LedgerSession,
+        *,
+        rule: str | Path | None = None,
+        theme: str | None = None,
+        n_resamples: int = 2000,
+        tune_gc: bool = True,
+    ) -> None:
         super().__init__()
         self.tune_gc = tune_gc
         self.session = session
@@ -194,7 +162,9 @@ class LedgerscopeApp(App):
                     yield TextPane(id="compare-candidate")
                     yield TextPane(id="compare-baseline")
         yield Input(id="search", placeholder="search qid or question text (enter: find; n/N: next/previous)")
-        yield Input(id="filterbar", placeholder="DuckDB predicate, as export --where: step = 8 AND NOT support_packed")
+        yield Input(
+            id="filterbar", placeholder="DuckDB predicate, as export --where: step = 8 AND NOT support_packed"
+        )
         yield Static(id="filter-error")
         yield Static(id="status")
         yield Footer()
@@ -208,12 +178,12 @@ class LedgerscopeApp(App):
         for p in problems + self._theme_problems:
             self.notify(safe(p), severity="warning", timeout=8, markup=False)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._on_theme_changed())
-        self._on_theme_changed()
+        self._on_theme_changed(redraw=False)
         ql = self.query_one(QueryList)
         ql.phases = self.session.phases
         ql.phase = self.phase
         ql.role = self.role
-        ql.loading = True
+        ql.opening = True
         ql.focus()
         self._update_title()
         self._apply_layout()
@@ -223,7 +193,7 @@ class LedgerscopeApp(App):
     def binding_ids(self) -> list[str]:
         return [b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id]
 
-    def _on_theme_changed(self) -> None:
+    def _on_theme_changed(self, redraw: bool = True) -> None:
         from textual.color import Color
 
         variables = self.get_css_variables()
@@ -245,11 +215,13 @@ class LedgerscopeApp(App):
         self.palette = make_palette({k: v for k in keys if k in variables and (v := rich(variables[k]))})
         ql = self.query_one(QueryList)
         ql.palette = self.palette
-        ql.refresh()
-        self._refresh_panes(all_panes=True)
+        if redraw:
+            ql.invalidate()
+            self._refresh_panes(all_panes=True)
 
     def on_resize(self) -> None:
         self._apply_layout()
+        self.call_after_refresh(self._update_list_header)
 
     def _apply_layout(self) -> None:
         narrow = self.size.width < NARROW_WIDTH
@@ -267,10 +239,14 @@ class LedgerscopeApp(App):
     def _open_worker(self) -> None:
         try:
             self.session.open()
-        except LedgerscopeError as exc:
-            self.post_message(msg.ListFailed(str(exc), opening=True))
+        except Exception as exc:  # a damaged ledger: say why on screen (q still quits)
+            text = str(exc) if isinstance(exc, LedgerscopeError) else f"{type(exc).__name__}: {exc}"
+            self.post_message(msg.ListFailed(text, opening=True))
             return
         self._build_list_worker_body(self.filters, None)
+
+    @work(thread=True, exclusive=True, group="summary")
+    def _summary_worker(self) -> None:
         s = self.session
         summaries = {r: s.phase_summary(r) for r in s.roles}
         self.post_message(msg.SummaryLoaded(summaries, s.choices(self.role)))
@@ -306,25 +282,33 @@ class LedgerscopeApp(App):
         if m.filters is not None:
             self.filters = m.filters
         ql = self.query_one(QueryList)
-        ql.loading = False
+        ql.opening = False
         ql.role = m.role
-        first_page = (m.cursor // PAGE_SIZE)
+        first_page = m.cursor // PAGE_SIZE
         ql.reset(m.count, self._gen, m.rows if first_page == 0 else [], m.cursor)
         if first_page:
             ql.set_page(first_page, m.rows, self._gen)
         self.query_one("#filter-error").display = False
+        bar = self.query_one("#filterbar", Input)
+        if bar.display:
+            bar.display = False
+            ql.focus()
         self._set_busy("open", False)
         self._set_busy("list", False)
         self._update_list_header()
-        if self.timings["first_list"] is None:
-            self.call_after_refresh(self._mark_first_list)
         if self.focused is None:
             ql.focus()
-        self._request_detail()
+        if self.timings["first_list"] is None:
+            # the first screen paints before anything else competes for the CPU
+            self.call_after_refresh(self._mark_first_list)
+        else:
+            self._request_detail()
 
     def _mark_first_list(self) -> None:
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
+            self._request_detail()
+            self._summary_worker()
             if self.tune_gc:
                 # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
                 gc.collect()
@@ -333,7 +317,7 @@ class LedgerscopeApp(App):
     def on_list_failed(self, m: msg.ListFailed) -> None:
         self._set_busy("open", False)
         self._set_busy("list", False)
-        self.query_one(QueryList).loading = False
+        self.query_one(QueryList).opening = False
         err = self.query_one("#filter-error", Static)
         err.update(Text("✗ " + safe(m.error), style=self.palette.get("error")))
         err.display = True
@@ -460,116 +444,6 @@ class LedgerscopeApp(App):
             self._move = None
             self.timings[kind].append(time.perf_counter() - t0)
 
-    # -- panes ---------------------------------------------------------------
-
-    def _active_tab(self) -> str:
-        return self.query_one(TabbedContent).active or "grid"
-
-    @on(TabbedContent.TabActivated)
-    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        tab = event.pane.id or ""
-        if tab != "compare":
-            self._previous_tab = tab
-        self.compare = tab == "compare" or (self.compare and tab == "grid")
-        if tab == "stats":
-            self._start_stats()
-        self._refresh_panes()
-        self._update_status()
-
-    def _refresh_panes(self, all_panes: bool = False) -> None:
-        if not self.is_mounted:
-            return
-        tabs = list(TABS) + ["compare"] if all_panes else [self._active_tab()]
-        for tab in tabs:
-            self._render_pane(tab)
-
-    def _render_pane(self, tab: str) -> None:
-        p = self.palette
-        rd = self.detail.arms.get(self.role) if self.detail is not None else None
-        if tab == "grid":
-            self._configure_grid()
-        elif tab == "stats":
-            arms = {r: self.session.arms[r].name for r in self.session.roles}
-            self.query_one("#stats-view", TextPane).show(
-                stats_text(self.summaries, arms, self.session.phases, self.comparison, self.decision,
-                           self.stats_status, p))
-        elif tab == "compare":
-            if self.detail is None:
-                return
-            texts = compare_texts(self.detail.arms, p)
-            for role in ("candidate", "baseline"):
-                self.query_one(f"#compare-{role}", TextPane).show(
-                    texts.get(role, Text("no baseline arm", style=p.get("muted"))))
-        elif rd is None:
-            return
-        elif tab == "source":
-            self.query_one("#source-view", TextPane).show(source_text(rd, self.source_stage, p))
-        elif tab == "context":
-            self.query_one("#context-view", TextPane).show(context_text(rd, p))
-        elif tab == "answer":
-            self.query_one("#answer-view", TextPane).show(answer_text(rd, p))
-        elif tab == "diagnosis":
-            surv = self.survival_rows.get(self.role)
-            if surv is None:
-                self._survival_worker(self.role)
-            row = (surv or {}).get(self.phase)
-            self.query_one("#diagnosis-view", TextPane).show(diagnosis_text(rd, row, p))
-
-    def _configure_grid(self) -> None:
-        roles = self.session.roles
-        worst = {r: _worst_column(self.summaries.get(r, {})) for r in roles}
-        arms = {r: self.session.arms[r].name for r in roles}
-        settings = {"phases": self.session.phases, "phase": self.phase, "role": self.role, "roles": roles,
-                    "compare": self.compare, "worst_columns": worst, "palette": self.palette}
-        grid = self.query_one(PhaseGrid)
-        grid.list = self.query_one(QueryList)
-        if any(getattr(grid, k) != v for k, v in settings.items()):
-            grid.configure(**settings)
-            self.query_one("#grid-caption", Static).update(grid_caption(self.role, arms, self.compare, worst))
-        self._follow_grid()
-
-    def _follow_grid(self) -> None:
-        ql = self.query_one(QueryList)
-        self.query_one(PhaseGrid).follow(round(ql.scroll_y), ql.cursor)
-
-    @work(thread=True, exclusive=True, group="survival")
-    def _survival_worker(self, role: str) -> None:
-        self.post_message(msg.SurvivalLoaded(role, self.session.survival(role)))
-
-    def on_survival_loaded(self, m: msg.SurvivalLoaded) -> None:
-        self.survival_rows[m.role] = m.rows
-        if self._active_tab() == "diagnosis":
-            self._refresh_panes()
-
-    def _start_stats(self) -> None:
-        if self.comparison is not None or self.stats_running:
-            return
-        if "baseline" not in self.session.arms:
-            self.stats_status = "paired comparison: no baseline arm (open with --baseline or --baseline-arm)"
-            return
-        self.stats_running = True
-        n = "the rule's" if self.rule else str(self.n_resamples)
-        self.stats_status = f"⟳ computing the paired bootstrap ({n} resamples)…"
-        self._set_busy("stats", True)
-        self._stats_worker()
-
-    @work(thread=True, exclusive=True, group="stats")
-    def _stats_worker(self) -> None:
-        try:
-            comparison, decision = self.session.compare(self.n_resamples, 0, self.rule)
-        except Exception as exc:  # a rule problem or a mismatch between arms: shown in the pane
-            self.post_message(msg.StatsLoaded(None, None, f"{type(exc).__name__}: {exc}"))
-            return
-        self.post_message(msg.StatsLoaded(comparison, decision))
-
-    def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
-        self.stats_running = False
-        self._set_busy("stats", False)
-        self.comparison, self.decision = m.comparison, m.decision
-        if m.error:
-            self.stats_status = "✗ " + m.error
-        self._refresh_panes()
-
     # -- status --------------------------------------------------------------
 
     def _update_title(self) -> None:
@@ -585,9 +459,16 @@ class LedgerscopeApp(App):
 
     def _update_list_header(self) -> None:
         arm = self.session.arms[self.role].name
-        t = Text(f"{self.count} of {self.total} questions · {safe(arm)}", no_wrap=True, overflow="ellipsis")
-        t.append("\n  qid / phases ", style="dim")
-        t.append(" ".join(safe(p) for p in self.session.phases), style="dim")
+        t = Text(f" {self.count} of {self.total} questions · {safe(arm)}", no_wrap=True, overflow="ellipsis")
+        phases = self.session.phases
+        ql = self.query_one(QueryList)
+        width = ql.scrollable_content_region.width or ql.size.width
+        if phases and all(len(p) == 1 for p in phases) and width > len(phases) + 12:
+            # the labels stand over their glyph columns (the strip ends 3 columns before the step)
+            strip_at = width - 3 - len(phases)
+            t.append("\n" + "  qid".ljust(strip_at) + "".join(safe(p) for p in phases) + " st", style="dim")
+        else:
+            t.append("\n  qid · phases " + " ".join(safe(p) for p in phases), style="dim")
         self.query_one("#list-header", Static).update(t)
 
     def _update_status(self) -> None:
@@ -598,7 +479,9 @@ class LedgerscopeApp(App):
         t = Text(no_wrap=True, overflow="ellipsis")
         if self._busy:
             t.append("⟳ " + ", ".join(sorted(self._busy)) + "… ", style="bold")
-        t.append(f"phase {safe(self.phase)} ({i}/{len(phases)}) · arm {safe(self.session.arms[self.role].name)}")
+        t.append(
+            f"phase {safe(self.phase)} ({i}/{len(phases)}) · arm {safe(self.session.arms[self.role].name)}"
+        )
         if self.compare:
             t.append(" · compare")
         if self.search_text:
@@ -606,250 +489,3 @@ class LedgerscopeApp(App):
         desc = self.filters.describe()
         t.append(f" · filter: {safe(desc)}" if desc else " · no filter")
         self.query_one("#status", Static).update(t, layout=False)
-
-    # -- actions -------------------------------------------------------------
-
-    def _start_move(self, kind: str) -> None:
-        """Time this move until the panes show its record (``timings[kind]``); a no-op move is not timed."""
-        self._move = (kind, time.perf_counter())
-        if kind == "question":
-            self.call_later(self._check_move, self.query_one(QueryList).cursor)
-
-    def action_move(self, delta: int) -> None:
-        self._start_move("question")
-        self.query_one(QueryList).move(delta)
-
-    def _check_move(self, before: int) -> None:
-        if self.query_one(QueryList).cursor == before:
-            self._move = None  # nothing moved: nothing to time
-
-    def action_go_top(self) -> None:
-        self._start_move("question")
-        self.query_one(QueryList).move_to(0)
-
-    def action_go_bottom(self) -> None:
-        self._start_move("question")
-        ql = self.query_one(QueryList)
-        ql.move_to(ql.total - 1)
-
-    def action_page(self, direction: int) -> None:
-        self._start_move("question")
-        ql = self.query_one(QueryList)
-        ql.move(direction * ql.page_height)
-
-    def action_phase(self, delta: int) -> None:
-        phases = self.session.phases
-        if not phases:
-            return
-        i = phases.index(self.phase) if self.phase in phases else 0
-        self.phase = phases[(i + delta) % len(phases)]
-        self._start_move("phase")
-        ql = self.query_one(QueryList)
-        ql.phase = self.phase
-        ql.refresh()
-        self._update_status()
-        self._request_detail()
-        if self._active_tab() == "grid":
-            self._refresh_panes()
-
-    def action_pane(self, number: int) -> None:
-        if number == 1:
-            self._show_list = True
-            self._apply_layout()
-            self.query_one(QueryList).focus()
-            return
-        self._show_list = False
-        self._apply_layout()
-        self.query_one(TabbedContent).active = TABS[number - 2]
-
-    def action_toggle_compare(self) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active == "compare":
-            self.compare = False
-            tabs.active = self._previous_tab if self._previous_tab != "compare" else "grid"
-        else:
-            self.compare = True
-            tabs.active = "compare"
-        if self.size.width < NARROW_WIDTH:
-            self._show_list = False
-            self._apply_layout()
-        self._update_status()
-
-    def action_source_stage(self) -> None:
-        i = SOURCE_STAGES.index(self.source_stage)
-        self.source_stage = SOURCE_STAGES[(i + 1) % len(SOURCE_STAGES)]
-        if self._active_tab() != "source":
-            self.query_one(TabbedContent).active = "source"
-        self._refresh_panes()
-
-    def action_stats(self) -> None:
-        self.action_pane(TABS.index("stats") + 2)
-        self._start_stats()
-        self._refresh_panes()
-
-    def action_toggle_arm(self) -> None:
-        if len(self.session.roles) < 2:
-            self.notify("only one arm in this session", markup=False)
-            return
-        self.role = "baseline" if self.role == "candidate" else "candidate"
-        self._rebuild_list(self.filters)
-        self.choices = {}
-        self._refresh_panes()
-
-    def action_toggle_reversal(self) -> None:
-        f = self.filters
-        self._rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
-
-    def action_filter_bar(self) -> None:
-        bar = self.query_one("#filterbar", Input)
-        bar.value = self.filters.where
-        bar.display = True
-        bar.focus()
-
-    def action_search(self) -> None:
-        box = self.query_one("#search", Input)
-        box.value = self.search_text
-        box.display = True
-        box.focus()
-
-    def action_close_bars(self) -> None:
-        for wid in ("#search", "#filterbar", "#filter-error"):
-            self.query_one(wid).display = False
-        self.query_one(QueryList).focus()
-
-    @on(Input.Submitted, "#filterbar")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        f = self.filters
-        self._rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
-        event.input.display = False
-        self.query_one(QueryList).focus()
-
-    @on(Input.Submitted, "#search")
-    def _search_submitted(self, event: Input.Submitted) -> None:
-        event.input.display = False
-        self.query_one(QueryList).focus()
-        self.search_text = event.value.strip()
-        if not self.search_text:
-            self.matches = []
-            self.query_one(QueryList).matches = set()
-            self._update_status()
-            return
-        self._search_worker(self.search_text)
-
-    @work(thread=True, exclusive=True, group="search")
-    def _search_worker(self, text: str) -> None:
-        self.post_message(msg.SearchDone(text, self.session.search(self.role, text)))
-
-    def on_search_done(self, m: msg.SearchDone) -> None:
-        self.matches = m.matches
-        ql = self.query_one(QueryList)
-        ql.matches = set(m.matches)
-        ql.refresh()
-        self._update_status()
-        if not m.matches:
-            self.notify(f"no question matches {safe(m.text)!r}", markup=False)
-            return
-        self.action_search_next(1, include_current=True)
-
-    def action_search_next(self, direction: int, include_current: bool = False) -> None:
-        if not self.matches:
-            return
-        ql = self.query_one(QueryList)
-        cur = ql.cursor
-        if direction > 0:
-            after = [i for i in self.matches if i > cur or (include_current and i == cur)]
-            target = after[0] if after else self.matches[0]
-        else:
-            before = [i for i in self.matches if i < cur]
-            target = before[-1] if before else self.matches[-1]
-        self._start_move("question")
-        ql.move_to(target)
-
-    def action_quick_filters(self) -> None:
-        from .screens.filters import FilterScreen
-
-        def apply(result: Filters | None) -> None:
-            if result is not None:
-                self._rebuild_list(result)
-
-        self.push_screen(FilterScreen(self.filters, self.choices or {}), apply)
-
-    def action_help(self) -> None:
-        from .screens.help import HelpScreen
-
-        self.push_screen(HelpScreen(self.binding_rows(), self.palette))
-
-    def binding_rows(self) -> list[tuple[str, str, str]]:
-        """(binding id, keys in effect, description) for every binding."""
-        rows = []
-        keymap = getattr(self, "_keymap", {}) or {}
-        for b in self.BINDINGS:
-            if isinstance(b, Binding) and b.id:
-                rows.append((b.id, keymap.get(b.id, b.key), b.description))
-        return rows
-
-    def action_export(self) -> None:
-        from .screens.export import ExportScreen
-
-        arm = self.session.arms[self.role]
-        self.push_screen(ExportScreen(self.session, self.role, arm.ledger, self.predicate))
-
-    def action_rerun(self) -> None:
-        from .screens.rerun import RerunScreen
-
-        row = self.query_one(QueryList).current
-        if row is None:
-            return
-        arm = self.session.arms[self.role]
-        key = (arm.name, row.qid, self.phase)
-        self.push_screen(RerunScreen(key))
-        if key in self.reruns:
-            self.call_after_refresh(self._show_rerun, self.reruns[key])
-            return
-        self._set_busy("rerun", True)
-        self._rerun_worker(arm.ledger, key)
-
-    @work(thread=True, group="rerun")
-    def _rerun_worker(self, ledger: Path, key: tuple[str, str, str]) -> None:
-        from ..pipeline.rerun import rerun_record
-
-        try:
-            diff = rerun_record(ledger, *key)
-        except Exception as exc:  # shown in the dialog; the ledger is only read
-            self.post_message(msg.RerunDone(key, [], None, f"{type(exc).__name__}: {exc}"))
-            return
-        self.post_message(msg.RerunDone(key, diff.lines(), diff.identical))
-
-    def on_rerun_done(self, m: msg.RerunDone) -> None:
-        self._set_busy("rerun", False)
-        self.reruns[m.key] = m
-        self._show_rerun(m)
-        state = "failed" if m.error else ("identical" if m.identical else "differs")
-        self.notify(f"re-run {safe(' / '.join(m.key))}: {state}", markup=False)
-
-    def _show_rerun(self, m: msg.RerunDone) -> None:
-        from .screens.rerun import RerunScreen
-
-        for screen in self.screen_stack:
-            if isinstance(screen, RerunScreen) and screen.key == m.key:
-                screen.show_result(m, self.palette)
-
-    # -- command palette -----------------------------------------------------
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        keymap = getattr(self, "_keymap", {}) or {}
-        for b in self.BINDINGS:
-            if isinstance(b, Binding) and b.id and b.action not in ("quit", "command_palette"):
-                keys = keymap.get(b.id, b.key)
-                yield SystemCommand(b.description, f"{b.id} · keys: {keys}", partial(self.run_action, b.action))
-
-
-def _worst_column(summary: dict) -> str | None:
-    vals = [(r["correct"], p) for p, r in summary.items() if r.get("correct") is not None]
-    if not vals:
-        return None
-    low = min(v for v, _ in vals)
-    if low == max(v for v, _ in vals):
-        return None
-    return next(p for v, p in vals if v == low)

@@ -29,11 +29,15 @@ def keymap_path(env: dict[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("LEDGERSCOPE_KEYMAP"):
         return Path(env["LEDGERSCOPE_KEYMAP"]).expanduser()
-    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    base = (
+        Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    )
     return base / "ledgerscope" / "keymap.toml"
 
 
-def parse_keymap(text: str, known_ids: Iterable[str], source: str = "keymap") -> tuple[dict[str, str], list[str]]:
+def parse_keymap(
+    text: str, known_ids: Iterable[str], source: str = "keymap"
+) -> tuple[dict[str, str], list[str]]:
     """(binding id -> comma-separated keys, problems) from TOML text."""
     problems: list[str] = []
     try:

@@ -10,8 +10,17 @@ from textual.message import Message
 class ListReady(Message):
     """The questions list was (re)built: first page, count, the validated predicate."""
 
-    def __init__(self, generation: int, count: int, total: int, predicate: str, rows: list, cursor: int,
-                 role: str, filters: Any = None) -> None:
+    def __init__(
+        self,
+        generation: int,
+        count: int,
+        total: int,
+        predicate: str,
+        rows: list,
+        cursor: int,
+        role: str,
+        filters: Any = None,
+    ) -> None:
         super().__init__()
         self.filters = filters
         self.generation = generation
@@ -76,8 +85,9 @@ class SearchDone(Message):
 
 
 class RerunDone(Message):
-    def __init__(self, key: tuple[str, str, str], lines: list[str], identical: bool | None,
-                 error: str | None = None) -> None:
+    def __init__(
+        self, key: tuple[str, str, str], lines: list[str], identical: bool | None, error: str | None = None
+    ) -> None:
         super().__init__()
         self.key = key
         self.lines = lines

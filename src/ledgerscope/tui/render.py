@@ -17,7 +17,7 @@ from rich.style import Style
 from rich.text import Text
 
 from ..safe_text import safe
-from .data import (
+from .model import (
     CITATION_GLYPHS,
     MISSING_GLYPH,
     REVERSAL_GLYPH,
@@ -32,12 +32,16 @@ SOURCE_STAGES = ("packed", "selected", "reranked", "fused", "union", "dense_ann"
 SOURCE_WINDOW = 20_000  # documents longer than this show a window around the marked intervals
 SOURCE_MARGIN = 1_500
 MAX_MARKED_RANK = 10
-METRIC_TITLES = {"support": "support", "answer_correct": "correct", "critical": "critical",
-                 "abstained": "abstained", "false_assertion": "false-assert", "citation_supported": "cited-ok",
-                 "prompt_tokens": "prompt tok", "evidence_tokens": "evidence tok"}
-VERDICT_STYLE = {"correct": "v-correct", "wrong": "v-wrong", "critical-condition-error": "v-critical",
-                 "abstained": "v-abstained", "not-judged": "v-muted", "infrastructure-failure": "v-infra",
-                 "false-assertion": "v-critical"}
+MAX_TEXT = 20_000  # an answer or context longer than this is cut (a pathological value must not hang the UI)
+VERDICT_STYLE = {
+    "correct": "v-correct",
+    "wrong": "v-wrong",
+    "critical-condition-error": "v-critical",
+    "abstained": "v-abstained",
+    "not-judged": "v-muted",
+    "infrastructure-failure": "v-infra",
+    "false-assertion": "v-critical",
+}
 
 
 def make_palette(colors: Mapping[str, str] | None = None) -> dict[str, Style]:
@@ -80,7 +84,7 @@ def make_palette(colors: Mapping[str, str] | None = None) -> dict[str, Style]:
     }
 
 
-def _s(palette: Palette, key: str) -> Style:
+def pick(palette: Palette, key: str) -> Style:
     return palette.get(key, Style())
 
 
@@ -92,16 +96,18 @@ def lit(text: Any, max_len: int | None = None) -> str:
 def verdict_text(verdict: str | None, palette: Palette, with_label: bool = True) -> Text:
     glyph = verdict_glyph(verdict)
     label = f" {lit(verdict)}" if with_label and verdict is not None else (" no record" if with_label else "")
-    return Text(glyph + label, style=_s(palette, VERDICT_STYLE.get(verdict or "", "v-muted")))
+    return Text(glyph + label, style=pick(palette, VERDICT_STYLE.get(verdict or "", "v-muted")))
 
 
 def cell_text(cell, palette: Palette) -> Text:
     """A grid cell: verdict glyph and diagnosis step, e.g. ``✗ 7``."""
     if cell is None:
-        return Text(MISSING_GLYPH + "  ", style=_s(palette, "muted"))
+        return Text(MISSING_GLYPH + "  ", style=pick(palette, "muted"))
     step = "" if cell.step is None else str(cell.step)
-    return Text(f"{verdict_glyph(cell.verdict)}{step:>2}",
-                style=_s(palette, VERDICT_STYLE.get(cell.verdict or "", "v-muted")))
+    return Text(
+        f"{verdict_glyph(cell.verdict)}{step:>2}",
+        style=pick(palette, VERDICT_STYLE.get(cell.verdict or "", "v-muted")),
+    )
 
 
 def bar(fraction: float | None, width: int = 20) -> str:
@@ -112,7 +118,7 @@ def bar(fraction: float | None, width: int = 20) -> str:
     return "█" * full + "░" * (width - full)
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
+def fmt(x: Any, digits: int = 3) -> str:
     if x is None:
         return "–"
     if isinstance(x, float):
@@ -132,37 +138,52 @@ def source_text(rd: RecordDetail, stage: str, palette: Palette, max_rank: int = 
     rows = rd.stages.get(stage, [])
     if not docs:
         docs = list(dict.fromkeys(r["doc_id"] for r in rows if r.get("doc_id")))
-    out.append("legend: ", style=_s(palette, "muted"))
-    out.append("┃", style=_s(palette, "boundary"))
+    out.append("legend: ", style=pick(palette, "muted"))
+    out.append("┃", style=pick(palette, "boundary"))
     out.append(" chunk boundary  ")
-    out.append("⟪span⟫", style=_s(palette, "gold-label"))
+    out.append("⟪span⟫", style=pick(palette, "gold-label"))
     out.append(" gold span  ")
-    out.append("⟦r3 … r3⟧", style=_s(palette, "rank"))
+    out.append("⟦r3 … r3⟧", style=pick(palette, "rank"))
     out.append(f" {stage} rank (top {max_rank})   t: next stage\n")
     if not docs:
-        out.append("no documents for this question (unanswerable control with nothing packed)\n",
-                   style=_s(palette, "muted"))
+        out.append(
+            "no documents for this question (unanswerable control with nothing packed)\n",
+            style=pick(palette, "muted"),
+        )
     for doc in docs:
         _source_doc(out, rd, doc, stage, rows, palette, max_rank)
     return out
 
 
-def _source_doc(out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette: Palette, max_rank: int) -> None:
+def _source_doc(
+    out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette: Palette, max_rank: int
+) -> None:
     text = rd.texts.get(doc)
     cuts = rd.cuts.get(doc, [])
     spans = [s for s in (rd.fixture.spans if rd.fixture is not None else ()) if s.doc_id == doc]
-    marked = [r for r in rows if r.get("doc_id") == doc and r.get("start") is not None and int(r["rank"]) <= max_rank]
+    marked = [
+        r
+        for r in rows
+        if r.get("doc_id") == doc and r.get("start") is not None and int(r["rank"]) <= max_rank
+    ]
     n_units = sum(1 for u in rd.units if u.get("doc_id") == doc)
-    out.append(f"\n── {lit(doc)} ", style=_s(palette, "heading"))
-    out.append(f"· phase {lit(rd.phase)} of {lit(rd.arm)}: {n_units} units, {len(cuts)} cuts; "
-               f"{len(marked)} {stage} unit(s) marked\n", style=_s(palette, "muted"))
+    out.append(f"\n── {lit(doc)} ", style=pick(palette, "heading"))
+    out.append(
+        f"· phase {lit(rd.phase)} of {lit(rd.arm)}: {n_units} units, {len(cuts)} cuts; "
+        f"{len(marked)} {stage} unit(s) marked\n",
+        style=pick(palette, "muted"),
+    )
     if text is None:
-        out.append("  (source text not in the ledger)\n", style=_s(palette, "error"))
+        out.append("  (source text not in the ledger)\n", style=pick(palette, "error"))
         return
     lo, hi = 0, len(text)
     if len(text) > SOURCE_WINDOW:
-        points = [s.start for s in spans] + [s.end for s in spans] + \
-                 [int(r["start"]) for r in marked] + [int(r["end"]) for r in marked]
+        points = (
+            [s.start for s in spans]
+            + [s.end for s in spans]
+            + [int(r["start"]) for r in marked]
+            + [int(r["end"]) for r in marked]
+        )
         if points:
             lo, hi = max(0, min(points) - SOURCE_MARGIN), min(len(text), max(points) + SOURCE_MARGIN)
         else:
@@ -180,7 +201,7 @@ def _source_doc(out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette
         events.append((min(hi, int(r["end"])), 1, "r-", r))
     events.sort(key=lambda e: (e[0], e[1], str(e[2])))
     if lo > 0:
-        out.append(f"… {lo} characters before …\n", style=_s(palette, "muted"))
+        out.append(f"… {lo} characters before …\n", style=pick(palette, "muted"))
     gold_depth = ret_depth = 0
     pos = lo
     for offset, _, kind, payload in events:
@@ -189,40 +210,45 @@ def _source_doc(out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette
             _append_plain(out, text[pos:offset], gold_depth, ret_depth, palette)
             pos = offset
         if kind == "cut":
-            out.append("┃", style=_s(palette, "boundary"))
+            out.append("┃", style=pick(palette, "boundary"))
         elif kind == "gold+":
             gold_depth += 1
-            out.append(f"⟪{lit(_span_label(payload))}⟫", style=_s(palette, "gold-label"))
+            out.append(f"⟪{lit(_span_label(payload))}⟫", style=pick(palette, "gold-label"))
         elif kind == "gold-":
             gold_depth = max(0, gold_depth - 1)
-            out.append(f"⟪/{lit(payload.span_id)}⟫", style=_s(palette, "gold-label"))
+            out.append(f"⟪/{lit(payload.span_id)}⟫", style=pick(palette, "gold-label"))
         elif kind == "r+":
             ret_depth += 1
-            out.append(f"⟦r{int(payload['rank'])}", style=_s(palette, "rank"))
+            out.append(f"⟦r{int(payload['rank'])}", style=pick(palette, "rank"))
         elif kind == "r-":
             ret_depth = max(0, ret_depth - 1)
-            out.append(f"r{int(payload['rank'])}⟧", style=_s(palette, "rank"))
+            out.append(f"r{int(payload['rank'])}⟧", style=pick(palette, "rank"))
     if hi > pos:
         _append_plain(out, text[pos:hi], gold_depth, ret_depth, palette)
     if hi < len(text):
-        out.append(f"\n… {len(text) - hi} characters after …", style=_s(palette, "muted"))
+        out.append(f"\n… {len(text) - hi} characters after …", style=pick(palette, "muted"))
     out.append("\n")
     if spans:
-        out.append("gold: ", style=_s(palette, "heading"))
+        out.append("gold: ", style=pick(palette, "heading"))
         for s in spans:
             cov = rd.coverage.get(s.span_id)
             out.append(f"{lit(_span_label(s))} [{s.start},{s.end}) ")
             if cov:
-                out.append(f"{COVER_GLYPHS[cov]} {cov} in packed context  ", style=_s(palette, "pass" if cov == "full" else "fail"))
+                out.append(
+                    f"{COVER_GLYPHS[cov]} {cov} in packed context  ",
+                    style=pick(palette, "pass" if cov == "full" else "fail"),
+                )
         out.append("\n")
     if marked:
-        out.append(f"{stage} units in this document:\n", style=_s(palette, "heading"))
+        out.append(f"{stage} units in this document:\n", style=pick(palette, "heading"))
         for r in sorted(marked, key=lambda r: int(r["rank"])):
             hits = [s.span_id for s in spans if int(r["start"]) < s.end and int(r["end"]) > s.start]
             score = "" if r.get("score") is None else f" score {float(r['score']):.3f}"
-            out.append(f"  r{int(r['rank']):<3} [{int(r['start'])},{int(r['end'])}){score}  {lit(r.get('unit_id'))}")
+            out.append(
+                f"  r{int(r['rank']):<3} [{int(r['start'])},{int(r['end'])}){score}  {lit(r.get('unit_id'))}"
+            )
             if hits:
-                out.append(f"  ⟪{', '.join(lit(h) for h in hits)}⟫", style=_s(palette, "gold"))
+                out.append(f"  ⟪{', '.join(lit(h) for h in hits)}⟫", style=pick(palette, "gold"))
             out.append("\n")
 
 
@@ -236,9 +262,9 @@ def _span_label(span) -> str:
 def _append_plain(out: Text, chunk: str, gold: int, ret: int, palette: Palette) -> None:
     style = Style()
     if ret:
-        style += _s(palette, "retrieved")
+        style += pick(palette, "retrieved")
     if gold:
-        style += _s(palette, "gold")
+        style += pick(palette, "gold")
     out.append(safe(chunk), style=style or None)
 
 
@@ -275,28 +301,34 @@ def context_text(rd: RecordDetail, palette: Palette) -> Text:
     out = Text()
     used, budget = rec.get("evidence_tokens"), rec.get("budget_tokens")
     frac = (used / budget) if used is not None and budget else None
-    out.append("budget ", style=_s(palette, "heading"))
-    out.append(bar(frac, 24), style=_s(palette, "bar"))
-    out.append(f" evidence {_fmt(used)}/{_fmt(budget)} tokens")
+    out.append("budget ", style=pick(palette, "heading"))
+    out.append(bar(frac, 24), style=pick(palette, "bar"))
+    out.append(f" evidence {fmt(used)}/{fmt(budget)} tokens")
     if frac is not None:
         out.append(f" ({frac:.0%})")
-    out.append(f" · prompt {_fmt(rec.get('prompt_tokens'))} tokens · {len(rec.get('packed_unit_ids') or [])} units packed\n")
+    out.append(
+        f" · prompt {fmt(rec.get('prompt_tokens'))} tokens"
+        f" · {len(rec.get('packed_unit_ids') or [])} units packed\n"
+    )
     if rd.fixture is not None and rd.fixture.spans:
-        out.append("gold in packed context: ", style=_s(palette, "heading"))
+        out.append("gold in packed context: ", style=pick(palette, "heading"))
         for s in rd.fixture.spans:
             cov = rd.coverage.get(s.span_id, "none")
-            out.append(f"{lit(s.span_id)} {COVER_GLYPHS[cov]} {cov}  ", style=_s(palette, "pass" if cov == "full" else "fail"))
+            out.append(
+                f"{lit(s.span_id)} {COVER_GLYPHS[cov]} {cov}  ",
+                style=pick(palette, "pass" if cov == "full" else "fail"),
+            )
         out.append("\n")
-    out.append("─" * 40 + " packed context (literal)\n", style=_s(palette, "muted"))
-    context = rec.get("packed_context") or ""
+    out.append("─" * 40 + " packed context (literal)\n", style=pick(palette, "muted"))
+    context = (rec.get("packed_context") or "")[:MAX_TEXT]
     if not context:
-        out.append("(empty)\n", style=_s(palette, "muted"))
+        out.append("(empty)\n", style=pick(palette, "muted"))
         return out
     pos = 0
     for a, b, _ in _merge_ranges(survived_ranges(context, rd)):
         if a > pos:
             out.append(safe(context[pos:a]))
-        out.append(safe(context[max(a, pos):b]), style=_s(palette, "gold"))
+        out.append(safe(context[max(a, pos) : b]), style=pick(palette, "gold"))
         pos = max(pos, b)
     out.append(safe(context[pos:]))
     return out
@@ -319,39 +351,46 @@ def _merge_ranges(ranges: Sequence[tuple[int, int, str]]) -> list[tuple[int, int
 def answer_text(rd: RecordDetail, palette: Palette) -> Text:
     rec = rd.record or {}
     out = Text()
-    out.append("question ", style=_s(palette, "heading"))
+    out.append("question ", style=pick(palette, "heading"))
     out.append(f"{lit(rec.get('qid'))}: {lit(rec.get('question'))}\n")
     if rd.fixture is not None and rd.fixture.answer.expected:
-        out.append(f"expected {lit(rd.fixture.answer.expected)}", style=_s(palette, "muted"))
+        out.append(f"expected {lit(rd.fixture.answer.expected)}", style=pick(palette, "muted"))
         if rd.fixture.answer.default:
-            out.append(f" · default if the qualifier is missed {lit(rd.fixture.answer.default)}",
-                       style=_s(palette, "muted"))
+            out.append(
+                f" · default if the qualifier is missed {lit(rd.fixture.answer.default)}",
+                style=pick(palette, "muted"),
+            )
         out.append("\n")
-    out.append("\nanswer ", style=_s(palette, "heading"))
+    out.append("\nanswer ", style=pick(palette, "heading"))
     out.append_text(verdict_text(rec.get("answer_verdict"), palette))
     out.append("\n")
-    out.append(lit(rec.get("answer")) or "(no answer)")
+    out.append(lit(rec.get("answer"), MAX_TEXT) or "(no answer)")
     out.append("\n")
-    out.append(f"reason: {lit(rec.get('answer_reason'))}\n", style=_s(palette, "muted"))
-    out.append(f"abstained: {'yes' if rec.get('abstained') else 'no'} · attempts {_fmt(rec.get('attempts'))}")
+    out.append(f"reason: {lit(rec.get('answer_reason'))}\n", style=pick(palette, "muted"))
+    out.append(f"abstained: {'yes' if rec.get('abstained') else 'no'} · attempts {fmt(rec.get('attempts'))}")
     if rec.get("generator_error"):
-        out.append(f" · generator error: {lit(rec.get('generator_error'))}", style=_s(palette, "error"))
+        out.append(f" · generator error: {lit(rec.get('generator_error'))}", style=pick(palette, "error"))
     out.append("\n\n")
     cv = rec.get("citation_verdict")
-    out.append("citations ", style=_s(palette, "heading"))
-    out.append(f"{CITATION_GLYPHS.get(cv or '', '~')} {lit(cv)}",
-               style=_s(palette, "pass" if cv == "supported" else "fail" if cv in ("unsupported", "unresolvable") else "muted"))
+    out.append("citations ", style=pick(palette, "heading"))
+    out.append(
+        f"{CITATION_GLYPHS.get(cv or '', '~')} {lit(cv)}",
+        style=pick(
+            palette,
+            "pass" if cv == "supported" else "fail" if cv in ("unsupported", "unresolvable") else "muted",
+        ),
+    )
     out.append(f" — {lit(rec.get('citation_reason'))}\n")
     cites = json_list(rec.get("citations_json"))
     if not cites:
-        out.append("  (none)\n", style=_s(palette, "muted"))
+        out.append("  (none)\n", style=pick(palette, "muted"))
     spans = list(rd.fixture.spans) if rd.fixture is not None else []
     for c in cites:
         doc, start, end = c.get("doc_id"), c.get("start"), c.get("end")
         text = rd.texts.get(doc) if doc else None
         label = f"  [{lit(c.get('label'))}] "
         if text is None or start is None or end is None or not (0 <= int(start) <= int(end) <= len(text)):
-            out.append(label + f"⊘ unresolvable: {lit(c.get('unit_id'))}\n", style=_s(palette, "fail"))
+            out.append(label + f"⊘ unresolvable: {lit(c.get('unit_id'))}\n", style=pick(palette, "fail"))
             continue
         start, end = int(start), int(end)
         out.append(label + f"{lit(doc)} [{start},{end}) ")
@@ -360,22 +399,27 @@ def answer_text(rd: RecordDetail, palette: Palette) -> Text:
             if s.doc_id == doc and start < s.end and end > s.start:
                 hits.append(f"{s.span_id} {'✓ full' if start <= s.start and end >= s.end else '◐ partial'}")
         if hits:
-            out.append("covers " + ", ".join(lit(h) for h in hits), style=_s(palette, "gold"))
+            out.append("covers " + ", ".join(lit(h) for h in hits), style=pick(palette, "gold"))
         else:
-            out.append("covers no gold span", style=_s(palette, "muted"))
+            out.append("covers no gold span", style=pick(palette, "muted"))
         out.append(f"\n      “{lit(text[start:end], 160)}”\n")
-    out.append("\noracle ", style=_s(palette, "heading"))
+    out.append("\noracle ", style=pick(palette, "heading"))
     orc = rd.oracle
     if orc is None:
-        out.append(f"(no oracle row) recorded verdict {lit(rec.get('oracle_verdict'))}\n", style=_s(palette, "muted"))
+        out.append(
+            f"(no oracle row) recorded verdict {lit(rec.get('oracle_verdict'))}\n",
+            style=pick(palette, "muted"),
+        )
         return out
     out.append_text(verdict_text(orc.get("answer_verdict"), palette))
-    out.append(f" · feasible {'yes' if orc.get('feasible') else 'no'} · evidence {_fmt(orc.get('evidence_tokens'))}/"
-               f"{_fmt(orc.get('budget_tokens'))} tokens · support set {_fmt(orc.get('support_set'))}\n")
+    out.append(
+        f" · feasible {'yes' if orc.get('feasible') else 'no'} · evidence {fmt(orc.get('evidence_tokens'))}/"
+        f"{fmt(orc.get('budget_tokens'))} tokens · support set {fmt(orc.get('support_set'))}\n"
+    )
     out.append(f"  answer: {lit(orc.get('answer'))}\n")
-    out.append(f"  reason: {lit(orc.get('answer_reason'))}\n", style=_s(palette, "muted"))
+    out.append(f"  reason: {lit(orc.get('answer_reason'))}\n", style=pick(palette, "muted"))
     if orc.get("generator_error"):
-        out.append(f"  generator error: {lit(orc.get('generator_error'))}\n", style=_s(palette, "error"))
+        out.append(f"  generator error: {lit(orc.get('generator_error'))}\n", style=pick(palette, "error"))
     return out
 
 
@@ -387,27 +431,27 @@ def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, pal
     out = Text()
     d = rd.diagnosis
     if d is None:
-        out.append("no record for this arm and phase\n", style=_s(palette, "muted"))
+        out.append("no record for this arm and phase\n", style=pick(palette, "muted"))
         return out
-    out.append(f"step {d.step} · {d.step_name}", style=_s(palette, "pass" if d.step == 0 else "fail"))
+    out.append(f"step {d.step} · {d.step_name}", style=pick(palette, "pass" if d.step == 0 else "fail"))
     out.append(f" · label {lit(d.label)}\n")
     if d.flags:
-        out.append("flags: " + ", ".join(lit(f) for f in d.flags) + "\n", style=_s(palette, "muted"))
-    out.append("\nthe walk\n", style=_s(palette, "heading"))
+        out.append("flags: " + ", ".join(lit(f) for f in d.flags) + "\n", style=pick(palette, "muted"))
+    out.append("\nthe walk\n", style=pick(palette, "heading"))
     for w in d.walk:
         passed = w.get("passed")
         glyph = "✓" if passed else ("–" if passed is None else "✗")
         style = "pass" if passed else ("muted" if passed is None else "fail")
-        out.append(f" {glyph} {w.get('step'):>2} {lit(w.get('name')):<26}", style=_s(palette, style))
+        out.append(f" {glyph} {w.get('step'):>2} {lit(w.get('name')):<26}", style=pick(palette, style))
         out.append(f" {lit(w.get('detail'))}\n")
         if passed is False:
             break
-    out.append("\nevidence\n", style=_s(palette, "heading"))
+    out.append("\nevidence\n", style=pick(palette, "heading"))
     _pretty(out, d.evidence, 1, palette)
-    out.append("\nstage survival", style=_s(palette, "heading"))
+    out.append("\nstage survival", style=pick(palette, "heading"))
     out.append(f" ({lit(rd.arm)}, phase {lit(rd.phase)}, answerable records)\n")
     if not survival_row:
-        out.append("  (loading…)\n", style=_s(palette, "muted"))
+        out.append("  (loading…)\n", style=pick(palette, "muted"))
         return out
     from ..survival import SURVIVAL_STAGES
 
@@ -415,10 +459,10 @@ def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, pal
     for stage in SURVIVAL_STAGES:
         k = survival_row.get(stage) or 0
         out.append(f"  {stage:<11}{k:>6}/{n:<6}")
-        out.append(bar(k / n if n else None, 20), style=_s(palette, "bar"))
+        out.append(bar(k / n if n else None, 20), style=pick(palette, "bar"))
         out.append(f" {k / n:.0%}\n" if n else "\n")
     regret = survival_row.get("reranker_regret")
-    out.append(f"  reranker regret {_fmt(regret)} of {_fmt(survival_row.get('fused'))} with fused support\n")
+    out.append(f"  reranker regret {fmt(regret)} of {fmt(survival_row.get('fused'))} with fused support\n")
     return out
 
 
@@ -427,19 +471,21 @@ def _pretty(out: Text, obj: Any, indent: int, palette: Palette, max_items: int =
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             if isinstance(v, Mapping | list) and v:
-                out.append(f"{pad}{lit(k)}:\n", style=_s(palette, "muted"))
+                out.append(f"{pad}{lit(k)}:\n", style=pick(palette, "muted"))
                 _pretty(out, v, indent + 1, palette, max_items)
             else:
-                out.append(f"{pad}{lit(k)}: ", style=_s(palette, "muted"))
+                out.append(f"{pad}{lit(k)}: ", style=pick(palette, "muted"))
                 out.append(f"{lit(_short(v), 200)}\n")
         return
     if isinstance(obj, list):
         for i, item in enumerate(obj):
             if i >= max_items:
-                out.append(f"{pad}… {len(obj) - max_items} more\n", style=_s(palette, "muted"))
+                out.append(f"{pad}… {len(obj) - max_items} more\n", style=pick(palette, "muted"))
                 break
             if isinstance(item, Mapping):
-                flat = ", ".join(f"{k}={_short(v)}" for k, v in item.items() if not isinstance(v, Mapping | list))
+                flat = ", ".join(
+                    f"{k}={_short(v)}" for k, v in item.items() if not isinstance(v, Mapping | list)
+                )
                 nested = {k: v for k, v in item.items() if isinstance(v, Mapping | list)}
                 out.append(f"{pad}- {lit(flat, 220)}\n")
                 if nested:
@@ -469,13 +515,14 @@ def compare_texts(details: Mapping[str, RecordDetail], palette: Palette) -> dict
         rd = details[role]
         rec = rd.record or {}
         d = rd.diagnosis
+        verdict, cv = rec.get("answer_verdict"), rec.get("citation_verdict")
         fields[role] = {
-            "verdict": f"{verdict_glyph(rec.get('answer_verdict'))} {rec.get('answer_verdict') or 'no record'}",
+            "verdict": f"{verdict_glyph(verdict)} {verdict or 'no record'}",
             "step": f"{d.step} {d.step_name}" if d else "–",
             "label": d.label if d else "–",
-            "citation": f"{CITATION_GLYPHS.get(rec.get('citation_verdict') or '', '~')} {rec.get('citation_verdict')}",
+            "citation": f"{CITATION_GLYPHS.get(cv or '', '~')} {cv}",
             "gold kept": " ".join(f"{k} {COVER_GLYPHS[v]}" for k, v in sorted(rd.coverage.items())) or "–",
-            "tokens": f"{_fmt(rec.get('evidence_tokens'))}/{_fmt(rec.get('budget_tokens'))}",
+            "tokens": f"{fmt(rec.get('evidence_tokens'))}/{fmt(rec.get('budget_tokens'))}",
             "answer": rec.get("answer") or "",
         }
         packed[role] = {(r.get("doc_id"), r.get("start"), r.get("end")) for r in rd.stages.get("packed", [])}
@@ -484,166 +531,29 @@ def compare_texts(details: Mapping[str, RecordDetail], palette: Palette) -> dict
         rd = details[role]
         other = next((r for r in roles if r != role), None)
         t = Text()
-        t.append(f"{role}: {lit(rd.arm)} · phase {lit(rd.phase)}\n", style=_s(palette, "heading"))
+        t.append(f"{role}: {lit(rd.arm)} · phase {lit(rd.phase)}\n", style=pick(palette, "heading"))
         for name, value in fields[role].items():
             differs = other is not None and fields[other][name] != value
-            t.append("≠ " if differs else "  ", style=_s(palette, "diff") if differs else None)
-            t.append(f"{name:<10}", style=_s(palette, "muted"))
+            t.append("≠ " if differs else "  ", style=pick(palette, "diff") if differs else None)
+            t.append(f"{name:<10}", style=pick(palette, "muted"))
             if name == "answer":
                 t.append("\n")
-            t.append(lit(value, 600) + "\n", style=_s(palette, "diff") if differs else None)
+            t.append(lit(value, 600) + "\n", style=pick(palette, "diff") if differs else None)
         rows = sorted(rd.stages.get("packed", []), key=lambda r: int(r["rank"]))
-        t.append(f"\npacked units ({len(rows)}); = same interval in the other arm, + only here\n",
-                 style=_s(palette, "heading"))
+        t.append(
+            f"\npacked units ({len(rows)}); = same interval in the other arm, + only here\n",
+            style=pick(palette, "heading"),
+        )
         for r in rows:
             key = (r.get("doc_id"), r.get("start"), r.get("end"))
             only = other is not None and key not in packed[other]
-            t.append("+ " if only else "= ", style=_s(palette, "diff") if only else None)
-            t.append(f"r{int(r['rank'])} {lit(r.get('doc_id'))} [{_fmt(r.get('start'))},{_fmt(r.get('end'))})\n")
+            t.append("+ " if only else "= ", style=pick(palette, "diff") if only else None)
+            t.append(
+                f"r{int(r['rank'])} {lit(r.get('doc_id'))} [{fmt(r.get('start'))},{fmt(r.get('end'))})\n"
+            )
         out[role] = t
     return out
 
 
-# ---------------------------------------------------------------------------
-# stats
-
-
-def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
-    if not stat:
-        return "–"
-    return f"{_fmt(stat.get('estimate'), digits)} [{_fmt(stat.get('low'), digits)},{_fmt(stat.get('high'), digits)}]"
-
-
-def stats_text(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str, str], phases: Sequence[str],
-               comparison: Mapping | None, decision: Mapping | None, status: str, palette: Palette):
-    """Per-phase rates of each arm (SQL, immediate), then the paired comparison and release decision."""
-    from rich import box
-    from rich.console import Group
-    from rich.table import Table
-
-    parts: list[Any] = []
-    head = Text()
-    head.append("per phase: support in packed context / correct answer (answerable records)\n",
-                style=_s(palette, "heading"))
-    parts.append(head)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("phase")
-    for role in summaries:
-        table.add_column(Text(lit(arms[role], 20)), justify="right")
-    for p in phases:
-        cells = [Text(lit(p, 10))]
-        for role in summaries:
-            row = summaries[role].get(p)
-            cells.append(Text(f"{_fmt(row['support'], 2)} / {_fmt(row['correct'], 2)}" if row else MISSING_GLYPH))
-        table.add_row(*cells)
-    parts.append(table)
-    lines = Text()
-    for role, rows in summaries.items():
-        vals = [(r["correct"], p) for p, r in rows.items() if r.get("correct") is not None]
-        sup = [(r["support"], p) for p, r in rows.items() if r.get("support") is not None]
-        if vals:
-            avg = sum(v for v, _ in vals) / len(vals)
-            w = min(vals)
-            ws = min(sup) if sup else (None, None)
-            lines.append(f"{lit(arms[role])}: phase average correct {avg:.2f}; worst phase correct {w[0]:.2f} "
-                         f"(phase {lit(w[1])}); worst phase support {_fmt(ws[0], 2)} (phase {lit(ws[1])})\n")
-    parts.append(lines)
-    if comparison is None:
-        parts.append(Text("\n" + status, style=_s(palette, "muted")))
-        return Group(*parts)
-    m = comparison["matching"]
-    settings = comparison["settings"]
-    intro = Text()
-    intro.append(f"\npaired comparison: {lit(comparison['candidate']['arm'])} minus "
-                 f"{lit(comparison['baseline']['arm'])}\n", style=_s(palette, "heading"))
-    intro.append(f"{m['matched_questions']} questions × phases {', '.join(lit(p) for p in m['shared_phases'])}; "
-                 f"bootstrap {settings['n_resamples']}×, seed {settings['seed']}, "
-                 f"{int(settings['confidence'] * 100)}% intervals; worst phase = the worst per-phase mean (@ its phase)",
-                 style=_s(palette, "muted"))
-    parts.append(intro)
-    for set_name, block in comparison["stress_sets"].items():
-        for which in ("phase average", "worst phase"):
-            t = Table(title=Text(f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
-                                 f"{block['n_clusters']} document clusters)"), title_justify="left",
-                      box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-            for col in ("metric", "candidate", "baseline", "difference [95% CI]" if which == "phase average"
-                        else "worst difference [CI]"):
-                t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
-            for metric, res in block["metrics"].items():
-                c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
-                st = d.get("statistics", {})
-                digits = 1 if metric.endswith("tokens") else 2
-                name = Text(lit(METRIC_TITLES.get(metric, metric)))
-                if which == "phase average":
-                    t.add_row(name, _fmt(c["phase_average"]["mean_of_phases"], digits),
-                              _fmt(b["phase_average"]["mean_of_phases"], digits), _interval(st.get("mean"), digits))
-                else:
-                    wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
-                    t.add_row(name, Text(f"{_fmt(wc['value'], digits)} @{lit(wc['phase'])}"),
-                              Text(f"{_fmt(wb['value'], digits)} @{lit(wb['phase'])}"),
-                              _interval(st.get("worst_aggregate"), digits))
-            parts.append(t)
-        segs = block.get("segments") or {}
-        if segs:
-            seg = Table(title=Text(f"segments ({lit(set_name)}), phase average, candidate / baseline"),
-                        title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-            for col in ("segment", "n", "support", "correct", "critical"):
-                seg.add_column(col, justify="left" if col == "segment" else "right")
-            for name, sb in segs.items():
-                sm = sb["metrics"]
-
-                def pair(metric: str, sm=sm) -> str:
-                    if metric not in sm:
-                        return "–"
-                    return (f"{_fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)} / "
-                            f"{_fmt(sm[metric]['baseline']['phase_average']['mean_of_phases'], 2)}")
-
-                seg.add_row(Text(lit(name)), str(sb["n_questions"]), pair("support"), pair("answer_correct"),
-                            pair("critical"))
-            parts.append(seg)
-    tail = Text()
-    if decision is not None:
-        outcome = str(decision.get("outcome", "")).upper()
-        tail.append(f"\nrelease decision: {outcome}", style=_s(palette, "pass" if outcome == "ACCEPT" else "fail"))
-        tail.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
-        for reason in decision.get("reasons", []):
-            tail.append(f"  - {lit(reason)}\n")
-    tail.append(f"\n{lit(comparison.get('note', ''))}\n", style=_s(palette, "muted"))
-    parts.append(tail)
-    return Group(*parts)
-
-
 def reversal_mark(row, role: str) -> str:
     return REVERSAL_GLYPH if row.reversal.get(role) else " "
-
-
-# ---------------------------------------------------------------------------
-# phase grid
-
-
-def grid_caption(role: str, arms: Mapping[str, str], compare: bool, worst_columns: Mapping[str, str | None]) -> Text:
-    t = Text()
-    if compare:
-        t.append("cells: " + " │ ".join(lit(arms[r]) for r in arms) + "  ")
-    else:
-        t.append(f"arm {lit(arms.get(role))}  ")
-    t.append("cell = verdict glyph + diagnosis step; ▼ worst phase (row: the question's; header: lowest correct rate)")
-    for r, p in worst_columns.items():
-        if p is not None and (compare or r == role):
-            t.append(f"\n{lit(arms.get(r))}: worst phase by correct rate {lit(p)}")
-    return t
-
-
-def legend_text(palette: Palette) -> Text:
-    from .data import VERDICT_GLYPHS, WORST_GLYPH
-
-    t = Text()
-    t.append("verdicts: ", style=_s(palette, "heading"))
-    for v, g in VERDICT_GLYPHS.items():
-        t.append(g, style=_s(palette, VERDICT_STYLE.get(v, "v-muted")))
-        t.append(f" {v}  ")
-    t.append(f"{MISSING_GLYPH} no record\n")
-    t.append(f"{REVERSAL_GLYPH} reversal (verdict or support differs across phases)   {WORST_GLYPH} worst phase   "
-             "┃ chunk boundary   ⟪id⟫ gold span   ⟦rN … rN⟧ retrieved unit at rank N   "
-             "✓/◐/✗ gold span fully/partly/not in the packed context   ≠ differs between arms\n")
-    return t

@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
 
 from ...safe_text import safe
 
-DEFAULT_NAMES = {"jsonl": "ledgerscope-export.jsonl", "fixtures": "ledgerscope-export.fixtures.jsonl",
-                 "label-studio": "ledgerscope-export.label-studio.json", "trec": "ledgerscope-export-trec"}
+DEFAULT_NAMES = {
+    "jsonl": "ledgerscope-export.jsonl",
+    "fixtures": "ledgerscope-export.fixtures.jsonl",
+    "label-studio": "ledgerscope-export.label-studio.json",
+    "trec": "ledgerscope-export-trec",
+}
 
 
 class ExportScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "close", "Close", id="export-close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close", id="export-close")]
 
-    def __init__(self, session, role: str, ledger: Path, predicate: str, directory: Path | None = None) -> None:
+    def __init__(
+        self, session, role: str, ledger: Path, predicate: str, directory: Path | None = None
+    ) -> None:
         super().__init__()
         self.session = session
         self.role = role
@@ -37,8 +45,11 @@ class ExportScreen(ModalScreen[None]):
         with Vertical(classes="dialog"):
             yield Static(Text("Export the current filter"), classes="dialog-title")
             yield Select([(f, f) for f in FORMATS], value="jsonl", allow_blank=False, id="x-format")
-            yield Input(value=str(self.directory / DEFAULT_NAMES["jsonl"]), id="x-path",
-                        placeholder="output path (outside the ledger)")
+            yield Input(
+                value=str(self.directory / DEFAULT_NAMES["jsonl"]),
+                id="x-path",
+                placeholder="output path (outside the ledger)",
+            )
             yield Input(value=self.predicate, id="x-where", placeholder="predicate (empty: every record)")
             yield Static(Text("counting…"), id="x-count")
             with Horizontal(classes="dialog-buttons"):
@@ -59,23 +70,37 @@ class ExportScreen(ModalScreen[None]):
     def _where_submitted(self, event: Input.Submitted) -> None:
         self._count(event.value)
 
+    class Counted(Message):
+        def __init__(self, count: tuple[int, int] | None, error: str | None) -> None:
+            super().__init__()
+            self.count = count
+            self.error = error
+
+    class Exported(Message):
+        def __init__(self, result, error: str | None) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+
     @work(thread=True, exclusive=True, group="export-count")
     def _count(self, where: str) -> None:
         try:
-            n, q = self.session.count_records(self.role, where)
+            count = self.session.count_records(self.role, where)
         except Exception as exc:  # an invalid predicate: say why, inline
-            self.app.call_from_thread(self._show_count, None, str(exc))
+            self.post_message(self.Counted(None, str(exc)))
             return
-        self.app.call_from_thread(self._show_count, (n, q), None)
+        self.post_message(self.Counted(count, None))
 
-    def _show_count(self, count, error) -> None:
+    def on_export_screen_counted(self, m: Counted) -> None:
+        count, error = m.count, m.error
         self.count = count
         widget = self.query_one("#x-count", Static)
         if error:
             widget.update(Text("✗ " + safe(error), style="bold"))
         else:
-            widget.update(Text(f"{count[0]} record(s) of {count[1]} question(s) match; "
-                               f"ledger {safe(str(self.ledger))}"))
+            widget.update(
+                Text(f"{count[0]} record(s) of {count[1]} question(s) match; ledger {safe(str(self.ledger))}")
+            )
 
     @on(Button.Pressed, "#x-go")
     def _go(self) -> None:
@@ -95,11 +120,12 @@ class ExportScreen(ModalScreen[None]):
         try:
             result = export(self.ledger, where, fmt, out)
         except Exception as exc:  # shown in the dialog
-            self.app.call_from_thread(self._show_result, None, f"{type(exc).__name__}: {exc}")
+            self.post_message(self.Exported(None, f"{type(exc).__name__}: {exc}"))
             return
-        self.app.call_from_thread(self._show_result, result, None)
+        self.post_message(self.Exported(result, None))
 
-    def _show_result(self, result, error) -> None:
+    def on_export_screen_exported(self, m: Exported) -> None:
+        result, error = m.result, m.error
         self.result = result
         widget = self.query_one("#x-result", Static)
         if error:
@@ -112,8 +138,10 @@ class ExportScreen(ModalScreen[None]):
         for p in result.paths:
             t.append("  " + safe(str(p)) + "\n")
         widget.update(t)
-        self.app.notify(f"exported {result.count} record(s) to {safe(str(result.paths[0]) if result.paths else '')}",
-                        markup=False)
+        self.app.notify(
+            f"exported {result.count} record(s) to {safe(str(result.paths[0]) if result.paths else '')}",
+            markup=False,
+        )
 
     @on(Button.Pressed, "#x-close")
     def action_close(self) -> None:

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
 from ...diagnose import STEP_NAMES
 from ...safe_text import safe
-from ..data import Filters, verdict_glyph
+from ..model import Filters, verdict_glyph
 
 
 class FilterScreen(ModalScreen[Filters | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="filters-cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="filters-cancel")]
 
     def __init__(self, filters: Filters, choices: dict) -> None:
         super().__init__()
@@ -29,14 +31,28 @@ class FilterScreen(ModalScreen[Filters | None]):
         verdicts = self.choices.get("verdict") or []
         steps = self.choices.get("step") or sorted(STEP_NAMES)
         with Vertical(classes="dialog"):
-            yield Static(Text("Quick filters (a question is listed when any of its records matches)"),
-                         classes="dialog-title")
-            yield Select([(safe(s), s) for s in segments], prompt="any segment", id="f-segment",
-                         value=f.segment if f.segment in segments else Select.NULL)
-            yield Select([(f"{s} {STEP_NAMES.get(s, '')}", s) for s in steps], prompt="any step", id="f-step",
-                         value=f.step if f.step in steps else Select.NULL)
-            yield Select([(f"{verdict_glyph(v)} {safe(v)}", v) for v in verdicts], prompt="any verdict",
-                         id="f-verdict", value=f.verdict if f.verdict in verdicts else Select.NULL)
+            yield Static(
+                Text("Quick filters (a question is listed when any of its records matches)"),
+                classes="dialog-title",
+            )
+            yield Select(
+                [(safe(s), s) for s in segments],
+                prompt="any segment",
+                id="f-segment",
+                value=f.segment if f.segment in segments else Select.NULL,
+            )
+            yield Select(
+                [(f"{s} {STEP_NAMES.get(s, '')}", s) for s in steps],
+                prompt="any step",
+                id="f-step",
+                value=f.step if f.step in steps else Select.NULL,
+            )
+            yield Select(
+                [(f"{verdict_glyph(v)} {safe(v)}", v) for v in verdicts],
+                prompt="any verdict",
+                id="f-verdict",
+                value=f.verdict if f.verdict in verdicts else Select.NULL,
+            )
             yield Checkbox("reversals only", value=f.reversal, id="f-reversal")
             yield Input(value=f.where, placeholder="predicate (as export --where)", id="f-where")
             with Horizontal(classes="dialog-buttons"):
@@ -51,9 +67,15 @@ class FilterScreen(ModalScreen[Filters | None]):
     @on(Button.Pressed, "#f-apply")
     @on(Input.Submitted, "#f-where")
     def apply(self) -> None:
-        self.dismiss(Filters(self.query_one("#f-where", Input).value, self._value("#f-segment"),
-                             self._value("#f-step"), self._value("#f-verdict"),
-                             self.query_one("#f-reversal", Checkbox).value))
+        self.dismiss(
+            Filters(
+                self.query_one("#f-where", Input).value,
+                self._value("#f-segment"),
+                self._value("#f-step"),
+                self._value("#f-verdict"),
+                self.query_one("#f-reversal", Checkbox).value,
+            )
+        )
 
     @on(Button.Pressed, "#f-clear")
     def clear(self) -> None:

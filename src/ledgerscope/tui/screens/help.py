@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..render import legend_text
+from ..render_summary import legend_text
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,f1", "dismiss_help", "Close", id="help-close"),
         Binding("j,down", "scroll(1)", "Scroll down", show=False),
         Binding("k,up", "scroll(-1)", "Scroll up", show=False),
@@ -26,8 +28,13 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(Text("ledgerscope · keys (remap by id in ~/.config/ledgerscope/keymap.toml "
-                              "or $LEDGERSCOPE_KEYMAP)"), classes="dialog-title")
+            yield Static(
+                Text(
+                    "ledgerscope · keys (remap by id in ~/.config/ledgerscope/keymap.toml "
+                    "or $LEDGERSCOPE_KEYMAP)"
+                ),
+                classes="dialog-title",
+            )
             with VerticalScroll(id="help-body"):
                 yield Static(self.body(), id="help-text")
 
@@ -36,12 +43,16 @@ class HelpScreen(ModalScreen[None]):
         t.append(f"{'binding id':<18}{'keys':<28}action\n", style="bold")
         for binding_id, keys, description in self.rows:
             t.append(f"{binding_id:<18}{keys:<28}{description}\n")
-        t.append("\nctrl+p or : opens the command palette (every action is there too). "
-                 "Escape closes bars and dialogs.\n\n")
+        t.append(
+            "\nctrl+p or : opens the command palette (every action is there too). "
+            "Escape closes bars and dialogs.\n\n"
+        )
         t.append_text(legend_text(self.palette))
-        t.append("\nPanes: 1 questions · 2 phase grid · 3 source · 4 context · 5 answer · 6 diagnosis · "
-                 "7 stats · c compare. Filter bar (f) takes the predicate of `ledgerscope export --where`; "
-                 "o opens quick filters (segment, step, verdict, reversals).\n")
+        t.append(
+            "\nPanes: 1 questions · 2 phase grid · 3 source · 4 context · 5 answer · 6 diagnosis · "
+            "7 stats · c compare. Filter bar (f) takes the predicate of `ledgerscope export --where`; "
+            "o opens quick filters (segment, step, verdict, reversals).\n"
+        )
         return t
 
     def action_dismiss_help(self) -> None:

@@ -7,9 +7,11 @@ The ledger is only read.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import LoadingIndicator, Static
@@ -18,7 +20,7 @@ from ...safe_text import safe
 
 
 class RerunScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,r", "close", "Close", id="rerun-close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,r", "close", "Close", id="rerun-close")]
 
     def __init__(self, key: tuple[str, str, str]) -> None:
         super().__init__()
@@ -28,9 +30,16 @@ class RerunScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         arm, qid, phase = self.key
         with Vertical(classes="dialog"):
-            yield Static(Text(f"Re-run {safe(arm)} / phase {safe(phase)} / {safe(qid)}"), classes="dialog-title")
-            yield Static(Text("re-executing from the ledger's manifest (loading the model)… "
-                              "escape closes this dialog; the re-run continues"), id="rerun-status")
+            yield Static(
+                Text(f"Re-run {safe(arm)} / phase {safe(phase)} / {safe(qid)}"), classes="dialog-title"
+            )
+            yield Static(
+                Text(
+                    "re-executing from the ledger's manifest (loading the model)… "
+                    "escape closes this dialog; the re-run continues"
+                ),
+                id="rerun-status",
+            )
             yield LoadingIndicator(id="rerun-loading")
             with VerticalScroll(classes="dialog-result"):
                 yield Static(Text(""), id="rerun-result")

@@ -14,14 +14,14 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ..data import REVERSAL_GLYPH, WORST_GLYPH, worst_phase
+from ..model import REVERSAL_GLYPH, WORST_GLYPH, worst_phase
 from ..render import cell_text, lit
 
-QID_W = 26
+QID_W = 26  # at most; narrower when the phases need the room
 
 
 class PhaseGrid(Widget):
-    """Header, rule, then one line per list row: ▶ ↕ qid, then per phase the verdict glyph + step (▼ worst)."""
+    """Header, rule, then a line per list row: ▶ ↕ qid, per phase the verdict glyph + step (▼ worst)."""
 
     DEFAULT_CSS = "PhaseGrid { height: 1fr; width: 1fr; padding: 0 1; }"
 
@@ -95,9 +95,13 @@ class PhaseGrid(Widget):
             self._strips.popitem(last=False)
         return strip
 
+    def _qid_width(self) -> int:
+        width = self.content_region.width or self.size.width or 80
+        return max(10, min(QID_W, width - 3 - (self._cell_width() + 1) * len(self.phases)))
+
     def _header(self) -> Text:
         cell_w = self._cell_width()
-        out = Text(" " * (QID_W + 3), no_wrap=True)
+        out = Text(" " * (self._qid_width() + 3), no_wrap=True)
         for p in self.phases:
             label = f"[{p}]" if p == self.phase else p
             if any(self.worst_columns.get(r) == p for r in self.shown):
@@ -112,9 +116,11 @@ class PhaseGrid(Widget):
         out = Text(no_wrap=True)
         out.append("▶" if current else " ", style=p.get("heading"))
         out.append(REVERSAL_GLYPH if row.reversal.get(self.role) else " ")
-        q = lit(row.qid)
-        out.append((q[: QID_W - 1] + "…" if len(q) > QID_W else q.ljust(QID_W)) + " ",
-                   style=p.get("heading") if current else None)
+        q, qid_w = lit(row.qid), self._qid_width()
+        out.append(
+            (q[: qid_w - 1] + "…" if len(q) > qid_w else q.ljust(qid_w)) + " ",
+            style=p.get("heading") if current else None,
+        )
         worst = {r: worst_phase(row.cells.get(r, {}), self.phases) for r in self.shown}
         for ph in self.phases:
             for i, r in enumerate(self.shown):
@@ -127,6 +133,8 @@ class PhaseGrid(Widget):
 
     def text_lines(self) -> list[str]:
         """The grid as plain text lines (for tests and screen readers)."""
-        return [self._header().plain] + [self._row(r, r.ord == self._cursor).plain
-                                         for r in (self.list.row(i) for i in range(self._top, self._top + max(
-                                             1, self.size.height - 2))) if r is not None]
+        return [self._header().plain] + [
+            self._row(r, r.ord == self._cursor).plain
+            for r in (self.list.row(i) for i in range(self._top, self._top + max(1, self.size.height - 2)))
+            if r is not None
+        ]

@@ -10,6 +10,7 @@ or a million.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -20,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ...safe_text import safe
-from ..data import MISSING_GLYPH, ListRow, verdict_glyph
+from ..model import MISSING_GLYPH, ListRow, verdict_glyph
 from ..render import VERDICT_STYLE, reversal_mark
 
 PAGE_SIZE = 100
@@ -30,7 +31,11 @@ MAX_PAGES = 40
 class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
     """One line per question: cursor, reversal mark, qid, segment, per-phase glyphs, step."""
 
-    COMPONENT_CLASSES = {"querylist--cursor", "querylist--match", "querylist--placeholder"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "querylist--cursor",
+        "querylist--match",
+        "querylist--placeholder",
+    }
     DEFAULT_CSS = """
     QueryList { background: $surface; }
     QueryList > .querylist--cursor { background: $primary 40%; text-style: bold; }
@@ -63,6 +68,7 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         self.phases: tuple[str, ...] = ()
         self.phase: str | None = None
         self.matches: set[int] = set()
+        self.opening = False  # the ledger is being opened: say so on the first line
         self.palette: dict[str, Style] = {}
         self._pages: OrderedDict[int, list[ListRow]] = OrderedDict()
         self._requested: set[int] = set()
@@ -80,7 +86,7 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         self.virtual_size = Size(self.size.width, total)
         self.cursor = min(max(cursor, 0), max(total - 1, 0))
         self._scroll_to_cursor()
-        self.refresh()
+        self.invalidate()
 
     def set_page(self, page: int, rows: list[ListRow], generation: int) -> None:
         if generation != self.generation:
@@ -93,7 +99,7 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
                 self._pages.move_to_end(oldest)
                 continue
             self._pages.popitem(last=False)
-        self.refresh()
+        self.invalidate()
 
     def row(self, index: int) -> ListRow | None:
         if not 0 <= index < self.total:
@@ -108,7 +114,9 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
     def rows_around(self, index: int, count: int) -> list[ListRow]:
         """Loaded rows in a window of ``count`` rows that holds ``index`` (for the phase grid)."""
         start = max(0, min(index - count // 2, self.total - count))
-        return [r for r in (self.row(i) for i in range(start, min(self.total, start + count))) if r is not None]
+        return [
+            r for r in (self.row(i) for i in range(start, min(self.total, start + count))) if r is not None
+        ]
 
     def _request(self, page: int) -> None:
         if page in self._requested:
@@ -138,10 +146,10 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
             self.refresh()
         self.post_message(self.CursorMoved(index, self.row(index)))
 
-    def refresh(self, *regions, **kwargs):
-        if not regions:
-            self._strips.clear()
-        return super().refresh(*regions, **kwargs)
+    def invalidate(self) -> None:
+        """Forget the rendered rows (the phase, arm, palette or matches changed) and redraw."""
+        self._strips.clear()
+        self.refresh()
 
     def move(self, delta: int) -> None:
         self.move_to(self.cursor + delta)
@@ -177,13 +185,21 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         width = self.scrollable_content_region.width or self.size.width
         index = round(self.scroll_y) + y
         if index >= self.total:
+            if self.opening and y == 0:
+                text = Text(
+                    "  ⟳ opening the ledger…", style=self.get_component_rich_style("querylist--placeholder")
+                )
+                strip = Strip(list(text.render(self.app.console))).crop_extend(0, width, self.rich_style)
+                return strip.apply_style(self.rich_style)
             return Strip.blank(width, self.rich_style)
         row = self.row(index)
         key = (index, width, index == self.cursor, index in self.matches)
         if row is not None and key in self._strips:
             return self._strips[key]
         if row is None:
-            text = Text(f"  {MISSING_GLYPH} loading…", style=self.get_component_rich_style("querylist--placeholder"))
+            text = Text(
+                f"  {MISSING_GLYPH} loading…", style=self.get_component_rich_style("querylist--placeholder")
+            )
         else:
             text = self.row_text(row, width)
         if index in self.matches:
@@ -202,8 +218,10 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
     def row_text(self, row: ListRow, width: int) -> Text:
         cells = row.cells.get(self.role, {})
         n = len(self.phases)
-        seg_w = 14 if width >= 56 else 0
-        qid_w = max(6, width - 2 - 2 - n - 1 - 3 - (seg_w + 1 if seg_w else 0))
+        fixed = 2 + 2 + n + 1 + 3  # marks, glyph strip, step
+        # the segment shows when the qid keeps at least 16 columns
+        seg_w = 14 if width - fixed - 15 >= 16 else (10 if width - fixed - 11 >= 16 else 0)
+        qid_w = max(6, width - fixed - (seg_w + 1 if seg_w else 0))
         text = Text(no_wrap=True, overflow="ellipsis")
         current = self.current_index_marker(row)
         text.append(current)
@@ -214,7 +232,9 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         for p in self.phases:
             cell = cells.get(p)
             glyph = verdict_glyph(cell.verdict if cell else None)
-            style = self.palette.get(VERDICT_STYLE.get(cell.verdict if cell and cell.verdict else "", "v-muted"))
+            style = self.palette.get(
+                VERDICT_STYLE.get(cell.verdict if cell and cell.verdict else "", "v-muted")
+            )
             if p == self.phase:
                 style = (style or Style()) + Style(reverse=True)
             text.append(glyph, style=style)

@@ -1,0 +1,155 @@
+#!/usr/bin/env python
+"""The long malformed-input run: every input kind, every mutation, many seeds, every command.
+
+    .venv/bin/python scripts/fuzz_inputs.py --cases 600 --seed 1
+
+Input kinds: fixtures (seed 000 JSON, seed 002 gold, canonical JSONL), corpora
+(directory, JSONL), arm TOML, ledgers (Parquet directory, JSONL interchange).
+Cases cycle through every (kind, mutation) pair, interleaved by kind, each with
+its own seed drawn from ``--seed``; 140 cases cover every pair once. Every CLI
+command that reads the input runs on it (validate
+and sweep; diagnose, diagnose --json, compare, rerun, convert, export in four
+formats), each in a child forked from a clean fork server, with a timeout.
+
+Prints, per input kind, how many cases and command runs there were and how
+many ended in a clean error, a success (the mutation left the input valid) or,
+for a sweep on valid input, at the model load (the children refuse to import
+``torch``: a sweep must reject malformed input before that). Any run that ended
+in a traceback, the internal-error catch-all, a hang, a partial output, a
+changed input, an accepted malformed input or a sweep that got to the model
+with malformed input is listed and the script exits 1.
+
+The definitions live in ``tests/fuzz_harness.py`` (shared with ``tests/test_fuzz.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests import fuzz_harness as fh  # noqa: E402 - the repository root goes on the path first
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--cases",
+        type=int,
+        default=300,
+        help="cases to build (each runs every command that reads its input); default 300",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed for the cases' own seeds (default 0)")
+    ap.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a command counts as hung")
+    ap.add_argument("--kinds", nargs="*", default=list(fh.KINDS), choices=fh.KINDS)
+    ap.add_argument(
+        "--synthetic-ledger",
+        action="store_true",
+        help="mutate a synthetic ledger instead of a real sweep's (no model load; rerun then "
+        "always stops at the synthetic configuration digest)",
+    )
+    ap.add_argument("--json", type=Path, help="also write the summary and failures here")
+    args = ap.parse_args(argv)
+
+    # interleaved: kind 1's first mutation, kind 2's first, ..., then everyone's second, ...
+    per_kind = {k: fh.mutations(k) for k in args.kinds}
+    depth = max(len(v) for v in per_kind.values())
+    pairs = [(k, per_kind[k][i]) for i in range(depth) for k in args.kinds if i < len(per_kind[k])]
+    rng = random.Random(args.seed)
+    plan = [(*pairs[i % len(pairs)], rng.randrange(2**31)) for i in range(args.cases)]
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ledgerscope-fuzz-") as tmp:
+        root = Path(tmp)
+        base = None
+        if {"ledger", "ledger-jsonl"} & set(args.kinds):
+            print(
+                "building the base ledger"
+                + (" (synthetic)" if args.synthetic_ledger else " (a real sweep: loads the model)"),
+                flush=True,
+            )
+            base = fh.make_base_ledger(root / "base", real=not args.synthetic_ledger)
+            fh.interchange_of(base)
+
+        def one(i: int) -> list:
+            kind, mutation, seed = plan[i]
+            case = fh.build_case(kind, mutation, seed, root / f"case{i:05d}", base)
+            try:
+                return fh.check_case(case, timeout=args.timeout)
+            finally:
+                import shutil
+
+                shutil.rmtree(case.root, ignore_errors=True)
+
+        results = []
+        done = 0
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for res in pool.map(one, range(len(plan))):
+                results.extend(res)
+                done += 1
+                if done % 25 == 0 or done == len(plan):
+                    bad = sum(r.verdict.outcome == "FAIL" for r in results)
+                    print(
+                        f"  {done}/{len(plan)} cases, {len(results)} command runs, {bad} failing, "
+                        f"{time.monotonic() - t0:.0f} s",
+                        flush=True,
+                    )
+    seconds = time.monotonic() - t0
+    summary = fh.summary(results)
+    failures = fh.failures(results)
+
+    print(f"\n{len(plan)} cases, {len(results)} command runs in {seconds:.0f} s (seed {args.seed})\n")
+    outcomes = ("clean error", "success", "valid (stopped at model load)", "FAIL")
+    print(
+        f"{'input kind':<20}{'cases':>7}{'runs':>7}  "
+        + "  ".join(f"{o:>12}" for o in ("clean error", "success", "model load", "FAIL"))
+    )
+    for kind, row in summary.items():
+        print(
+            f"{kind:<20}{row['cases']:>7}{row['runs']:>7}  "
+            + "  ".join(f"{row['outcomes'].get(o, 0):>12}" for o in outcomes)
+        )
+    total = {o: sum(r["outcomes"].get(o, 0) for r in summary.values()) for o in outcomes}
+    print(f"{'total':<20}{len(plan):>7}{len(results):>7}  " + "  ".join(f"{total[o]:>12}" for o in outcomes))
+    slowest = max(results, key=lambda r: r.run.seconds) if results else None
+    if slowest is not None:
+        print(f"\nslowest command: {slowest.run.seconds:.1f} s ({slowest.case.label} [{slowest.command}])")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cases": len(plan),
+                    "runs": len(results),
+                    "seed": args.seed,
+                    "seconds": round(seconds, 1),
+                    "summary": summary,
+                    "failures": failures,
+                },
+                indent=2,
+            )
+        )
+    if failures:
+        print(
+            f"\nFAILED: {len(failures)} command run(s) did not end in a clean error or a clean success:",
+            file=sys.stderr,
+        )
+        for line in failures:
+            print("  " + line, file=sys.stderr)
+        return 1
+    print(
+        "\nno traceback, no catch-all, no hang, no partial output, no changed input, "
+        "no malformed input past validation"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Rich text for the summary panes (Stats, the grid caption, the help legend); no Textual.
+
+Same rules as :mod:`.render`: untrusted strings go through ``safe`` into
+``Text`` objects (table cells included), never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from .model import MISSING_GLYPH, REVERSAL_GLYPH
+from .render import VERDICT_STYLE, Palette, fmt, lit, pick
+
+METRIC_TITLES = {
+    "support": "support",
+    "answer_correct": "correct",
+    "critical": "critical",
+    "abstained": "abstained",
+    "false_assertion": "false-assert",
+    "citation_supported": "cited-ok",
+    "prompt_tokens": "prompt tok",
+    "evidence_tokens": "evidence tok",
+}
+
+
+def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
+    if not stat:
+        return "–"
+    est, low, high = (fmt(stat.get(k), digits) for k in ("estimate", "low", "high"))
+    return f"{est} [{low},{high}]"
+
+
+def stats_text(
+    summaries: Mapping[str, Mapping[str, Mapping]],
+    arms: Mapping[str, str],
+    phases: Sequence[str],
+    comparison: Mapping | None,
+    decision: Mapping | None,
+    status: str,
+    palette: Palette,
+):
+    """Per-phase rates of each arm (SQL, immediate), then the paired comparison and release decision."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+
+    parts: list[Any] = []
+    head = Text()
+    head.append(
+        "per phase: support in packed context / correct answer (answerable records)\n",
+        style=pick(palette, "heading"),
+    )
+    parts.append(head)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("phase")
+    for role in summaries:
+        table.add_column(Text(lit(arms[role], 20)), justify="right")
+    for p in phases:
+        cells = [Text(lit(p, 10))]
+        for role in summaries:
+            row = summaries[role].get(p)
+            cells.append(
+                Text(f"{fmt(row['support'], 2)} / {fmt(row['correct'], 2)}" if row else MISSING_GLYPH)
+            )
+        table.add_row(*cells)
+    parts.append(table)
+    lines = Text()
+    for role, rows in summaries.items():
+        vals = [(r["correct"], p) for p, r in rows.items() if r.get("correct") is not None]
+        sup = [(r["support"], p) for p, r in rows.items() if r.get("support") is not None]
+        if vals:
+            avg = sum(v for v, _ in vals) / len(vals)
+            w = min(vals)
+            ws = min(sup) if sup else (None, None)
+            lines.append(
+                f"{lit(arms[role])}: phase average correct {avg:.2f}; worst phase correct {w[0]:.2f} "
+                f"(phase {lit(w[1])}); worst phase support {fmt(ws[0], 2)} (phase {lit(ws[1])})\n"
+            )
+    parts.append(lines)
+    if comparison is None:
+        parts.append(Text("\n" + status, style=pick(palette, "muted")))
+        return Group(*parts)
+    m = comparison["matching"]
+    settings = comparison["settings"]
+    intro = Text()
+    intro.append(
+        f"\npaired comparison: {lit(comparison['candidate']['arm'])} minus "
+        f"{lit(comparison['baseline']['arm'])}\n",
+        style=pick(palette, "heading"),
+    )
+    intro.append(
+        f"{m['matched_questions']} questions × phases {', '.join(lit(p) for p in m['shared_phases'])}; "
+        f"bootstrap {settings['n_resamples']}×, seed {settings['seed']}, "
+        f"{int(settings['confidence'] * 100)}% intervals; "
+        "worst phase = the worst per-phase mean (@ its phase)",
+        style=pick(palette, "muted"),
+    )
+    parts.append(intro)
+    for set_name, block in comparison["stress_sets"].items():
+        for which in ("phase average", "worst phase"):
+            t = Table(
+                title=Text(
+                    f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
+                    f"{block['n_clusters']} document clusters)"
+                ),
+                title_justify="left",
+                box=box.SIMPLE_HEAD,
+                pad_edge=False,
+                show_edge=False,
+            )
+            for col in (
+                "metric",
+                "candidate",
+                "baseline",
+                "difference [95% CI]" if which == "phase average" else "worst difference [CI]",
+            ):
+                t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+            for metric, res in block["metrics"].items():
+                c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
+                st = d.get("statistics", {})
+                digits = 1 if metric.endswith("tokens") else 2
+                name = Text(lit(METRIC_TITLES.get(metric, metric)))
+                if which == "phase average":
+                    t.add_row(
+                        name,
+                        fmt(c["phase_average"]["mean_of_phases"], digits),
+                        fmt(b["phase_average"]["mean_of_phases"], digits),
+                        _interval(st.get("mean"), digits),
+                    )
+                else:
+                    wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
+                    t.add_row(
+                        name,
+                        Text(f"{fmt(wc['value'], digits)} @{lit(wc['phase'])}"),
+                        Text(f"{fmt(wb['value'], digits)} @{lit(wb['phase'])}"),
+                        _interval(st.get("worst_aggregate"), digits),
+                    )
+            parts.append(t)
+        segs = block.get("segments") or {}
+        if segs:
+            seg = Table(
+                title=Text(f"segments ({lit(set_name)}), phase average, candidate / baseline"),
+                title_justify="left",
+                box=box.SIMPLE_HEAD,
+                pad_edge=False,
+                show_edge=False,
+            )
+            for col in ("segment", "n", "support", "correct", "critical"):
+                seg.add_column(col, justify="left" if col == "segment" else "right")
+            for name, sb in segs.items():
+                sm = sb["metrics"]
+
+                def pair(metric: str, sm=sm) -> str:
+                    if metric not in sm:
+                        return "–"
+                    return (
+                        f"{fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)} / "
+                        f"{fmt(sm[metric]['baseline']['phase_average']['mean_of_phases'], 2)}"
+                    )
+
+                seg.add_row(
+                    Text(lit(name)),
+                    str(sb["n_questions"]),
+                    pair("support"),
+                    pair("answer_correct"),
+                    pair("critical"),
+                )
+            parts.append(seg)
+    tail = Text()
+    if decision is not None:
+        outcome = str(decision.get("outcome", "")).upper()
+        tail.append(
+            f"\nrelease decision: {outcome}", style=pick(palette, "pass" if outcome == "ACCEPT" else "fail")
+        )
+        tail.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
+        for reason in decision.get("reasons", []):
+            tail.append(f"  - {lit(reason)}\n")
+    tail.append(f"\n{lit(comparison.get('note', ''))}\n", style=pick(palette, "muted"))
+    parts.append(tail)
+    return Group(*parts)
+
+
+def grid_caption(
+    role: str, arms: Mapping[str, str], compare: bool, worst_columns: Mapping[str, str | None]
+) -> Text:
+    t = Text()
+    if compare:
+        t.append("cells: " + " │ ".join(lit(arms[r]) for r in arms) + "  ")
+    else:
+        t.append(f"arm {lit(arms.get(role))}  ")
+    t.append(
+        "cell = verdict glyph + diagnosis step; "
+        "▼ worst phase (row: the question's; header: lowest correct rate)"
+    )
+    for r, p in worst_columns.items():
+        if p is not None and (compare or r == role):
+            t.append(f"\n{lit(arms.get(r))}: worst phase by correct rate {lit(p)}")
+    return t
+
+
+def legend_text(palette: Palette) -> Text:
+    from .model import VERDICT_GLYPHS, WORST_GLYPH
+
+    t = Text()
+    t.append("verdicts: ", style=pick(palette, "heading"))
+    for v, g in VERDICT_GLYPHS.items():
+        t.append(g, style=pick(palette, VERDICT_STYLE.get(v, "v-muted")))
+        t.append(f" {v}  ")
+    t.append(f"{MISSING_GLYPH} no record\n")
+    t.append(
+        f"{REVERSAL_GLYPH} reversal (verdict or support differs across phases)   {WORST_GLYPH} worst phase   "
+        "┃ chunk boundary   ⟪id⟫ gold span   ⟦rN … rN⟧ retrieved unit at rank N   "
+        "✓/◐/✗ gold span fully/partly/not in the packed context   ≠ differs between arms\n"
+    )
+    return t

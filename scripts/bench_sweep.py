@@ -122,9 +122,13 @@ def main() -> int:
     t1 = time.perf_counter()
     model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"), device="cpu")
     load_s = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    model.encode(texts, batch_size=64, show_progress_bar=False)
-    encode_s = time.perf_counter() - t2
+    # twice, keeping the faster: these machines are noisy, and the faster floor is the stricter test
+    encodes = []
+    for _ in range(2):
+        t2 = time.perf_counter()
+        model.encode(texts, batch_size=64, show_progress_bar=False)
+        encodes.append(time.perf_counter() - t2)
+    encode_s = min(encodes)
     floor_s = load_s + encode_s
 
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
@@ -134,7 +138,8 @@ def main() -> int:
         f"{result.encoded_texts:,})"
     )
     print(f"records: {n_records:,}; candidate rows: {n_cands:,}")
-    print(f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s")
+    print(f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s "
+          f"(encodes: {', '.join(f'{e:.1f} s' for e in encodes)})")
     print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / floor_s:.2f} x floor (target <= 1.30)")
     if args.profile:
         pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(

@@ -59,7 +59,7 @@ class _Blocker:
         return None
 
 
-def _child(argv: list[str], out: str, err: str, block_models: bool) -> None:
+def _child(argv: list[str], out: str, err: str, block_models: bool, code_file: str | None = None) -> None:
     fd_out = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     fd_err = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd_out, 1)
@@ -92,6 +92,9 @@ def _child(argv: list[str], out: str, err: str, block_models: bool) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
+        if code_file:  # the exit status, first hand (a fork server may report 255 when it loses track)
+            with contextlib.suppress(Exception):
+                Path(code_file).write_text(str(code))
         os._exit(code)
 
 
@@ -136,8 +139,9 @@ def run_cli(argv: list[str], timeout: float = 60.0, block_models: bool = True) -
     """Run ``ledgerscope ARGV`` in a child forked from a clean server; kill it after ``timeout``."""
     with tempfile.TemporaryDirectory(prefix="ls-fuzz-io-") as io_dir:
         out, err = os.path.join(io_dir, "out"), os.path.join(io_dir, "err")
+        code_file = os.path.join(io_dir, "code")
         t0 = time.monotonic()
-        proc = _context().Process(target=_child, args=(list(argv), out, err, block_models))
+        proc = _context().Process(target=_child, args=(list(argv), out, err, block_models, code_file))
         proc.start()
         proc.join(timeout)
         timed_out = proc.is_alive()
@@ -147,7 +151,10 @@ def run_cli(argv: list[str], timeout: float = 60.0, block_models: bool = True) -
         seconds = time.monotonic() - t0
         stdout = Path(out).read_bytes() if os.path.exists(out) else b""
         stderr = Path(err).read_bytes() if os.path.exists(err) else b""
-    return Run(list(argv), None if timed_out else proc.exitcode, stdout, stderr, seconds, timed_out)
+        rc = proc.exitcode
+        if not timed_out and os.path.exists(code_file):
+            rc = int(Path(code_file).read_text() or rc)
+    return Run(list(argv), None if timed_out else rc, stdout, stderr, seconds, timed_out)
 
 
 # ---------------------------------------------------------------------------

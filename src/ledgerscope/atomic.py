@@ -33,8 +33,8 @@ def _alive(pid: int) -> bool:
 
 
 def clear_stale(target: Path, suffix: str = ".tmp") -> list[Path]:
-    """Remove ``.NAME.<pid>.*<suffix>`` siblings of ``target`` left by a process that no longer runs."""
-    pattern = re.compile(re.escape(f".{target.name}.") + r"(\d+)\..*" + re.escape(suffix) + "$")
+    """Remove ``.NAME.<pid>[.*]<suffix>`` siblings of ``target`` left by a process that no longer runs."""
+    pattern = re.compile(re.escape(f".{target.name}.") + r"(\d+)(?:\.[^.]+)?" + re.escape(suffix) + "$")
     removed = []
     try:
         siblings = list(target.parent.iterdir())

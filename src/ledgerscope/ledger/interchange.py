@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from ..atomic import clear_stale
 from ..errors import InputError, Problem
 from . import schema
 from .read import connect, load_manifest
@@ -40,6 +41,7 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
 
     load_ledger_fixtures(con, ledger)  # sources and fixtures checked too: no damage is passed on
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    clear_stale(out)  # what a killed conversion left
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     counts = {}
@@ -167,6 +169,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     if problems:
         raise InputError(problems)
     staging = ledger.with_name(f".{ledger.name}.{os.getpid()}.tmp")
+    clear_stale(ledger)  # what a killed conversion left
     shutil.rmtree(staging, ignore_errors=True)
     try:
         staging.mkdir(parents=True)

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .safe_text import safe
 
-_METRIC_TITLES = {
+METRIC_TITLES = {
     "support": "support",
     "answer_correct": "correct",
     "critical": "critical",
@@ -152,7 +152,7 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
             worst = (d or {}).get("statistics", {}).get("worst_aggregate", {})
             digits = 0 if metric.endswith("tokens") else 2
             table.add_row(
-                _METRIC_TITLES.get(metric, metric),
+                METRIC_TITLES.get(metric, metric),
                 _fmt(c["phase_average"]["mean_of_phases"], digits),
                 _fmt(b["phase_average"]["mean_of_phases"], digits),
                 _interval(mean, digits),

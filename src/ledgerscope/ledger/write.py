@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import atomic_path, atomic_write_text
+from ..atomic import atomic_path, atomic_write_text, fsync_path
 from ..errors import InputError, Problem
 from . import schema
 from .read import file_record, load_manifest
@@ -55,25 +55,12 @@ def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[d
     files = {p.name: file_record(p) for p in sorted(staging.iterdir())}
     meta = {**meta, "files": files, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (staging / "_SUCCESS.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-    _fsync_dir(staging)
+    fsync_path(staging)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():  # an unfinished leftover (no _SUCCESS) from an older layout
         shutil.rmtree(final)
     os.replace(staging, final)
-    _fsync_dir(final.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_path(final.parent)
 
 
 def clear_staging(ledger: Path) -> None:

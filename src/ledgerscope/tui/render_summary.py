@@ -11,19 +11,9 @@ from typing import Any
 
 from rich.text import Text
 
+from ..report import METRIC_TITLES
 from .model import MISSING_GLYPH, REVERSAL_GLYPH
 from .render import VERDICT_STYLE, Palette, fmt, lit, pick
-
-METRIC_TITLES = {
-    "support": "support",
-    "answer_correct": "correct",
-    "critical": "critical",
-    "abstained": "abstained",
-    "false_assertion": "false-assert",
-    "citation_supported": "cited-ok",
-    "prompt_tokens": "prompt tok",
-    "evidence_tokens": "evidence tok",
-}
 
 
 def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:

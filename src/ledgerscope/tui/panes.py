@@ -37,9 +37,26 @@ class TextPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(Text(""), classes="pane-body")
 
-    def show(self, renderable) -> None:
+    def show(self, renderable, anchor: str | None = None) -> None:
+        """Show ``renderable``; with ``anchor``, scroll so its first line holding it is in view."""
         self.renderable = renderable
         self.query_one(Static).update(renderable)
+        if anchor is not None:
+            self.call_after_refresh(self._scroll_to_anchor, anchor)
+
+    def _scroll_to_anchor(self, anchor: str) -> None:
+        renderable = getattr(self, "renderable", None)
+        if not isinstance(renderable, Text):
+            return
+        from rich.console import Console
+
+        width = self.scrollable_content_region.width or self.size.width or 80
+        lines = renderable.wrap(Console(width=width, file=io.StringIO()), width)
+        for i, line in enumerate(lines):
+            plain = line.plain
+            if anchor in plain and "⟪span⟫" not in plain:  # the legend names the marker too
+                self.scroll_to(y=max(0, i - 2), animate=False)
+                return
 
     @property
     def text(self) -> str:
@@ -111,7 +128,8 @@ class PanesMixin:
         elif rd is None:
             return
         elif tab == "source":
-            self.query_one("#source-view", TextPane).show(source_text(rd, self.source_stage, p))
+            # open at the first gold span: the cut between a rule and its qualifier is what one looks for
+            self.query_one("#source-view", TextPane).show(source_text(rd, self.source_stage, p), anchor="⟪")
         elif tab == "context":
             self.query_one("#context-view", TextPane).show(context_text(rd, p))
         elif tab == "answer":

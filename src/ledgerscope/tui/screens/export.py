@@ -59,6 +59,8 @@ class ExportScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self._count(self.query_one("#x-where", Input).value)
+        # the path is what one changes; Enter in it exports (Tab reaches the format and the filter)
+        self.query_one("#x-path", Input).focus()
 
     @on(Select.Changed, "#x-format")
     def _format_changed(self, event: Select.Changed) -> None:
@@ -103,6 +105,7 @@ class ExportScreen(ModalScreen[None]):
             )
 
     @on(Button.Pressed, "#x-go")
+    @on(Input.Submitted, "#x-path")
     def _go(self) -> None:
         fmt = self.query_one("#x-format", Select).value
         out = self.query_one("#x-path", Input).value.strip()

@@ -231,14 +231,38 @@ class ActionsMixin:
         self._set_busy("rerun", True)
         self._rerun_worker(arm.ledger, key)
 
-    @work(thread=True, group="rerun")
-    def _rerun_worker(self, ledger: Path, key: tuple[str, str, str]) -> None:
-        from ..pipeline.rerun import rerun_record
+    @work(group="rerun")
+    async def _rerun_worker(self, ledger: Path, key: tuple[str, str, str]) -> None:
+        # In a child process, not a thread: importing and loading the model holds the GIL for
+        # up to half a second at a time, which would freeze the UI (scripts/bench_tui_load.py).
+        import asyncio
+        import json
+        import sys
 
+        from ..pipeline.rerun import RerunDiff
+
+        arm, qid, phase = key
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ledgerscope.cli", "rerun", str(ledger),
+            f"--arm={arm}", f"--qid={qid}", f"--phase={phase}", "--json",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
         try:
-            diff = rerun_record(ledger, *key)
-        except Exception as exc:  # shown in the dialog; the ledger is only read
-            self.post_message(msg.RerunDone(key, [], None, f"{type(exc).__name__}: {exc}"))
+            out, err = await proc.communicate()
+        except asyncio.CancelledError:  # the app quits: do not leave the child running
+            proc.kill()
+            raise
+        text = out.decode("utf-8", "replace")
+        start = 0 if text.startswith("{") else text.rfind("\n{") + 1
+        try:
+            data = json.loads(text[start:])
+            diff = RerunDiff(arm, qid, phase, differences=data["differences"])
+        except (ValueError, KeyError, TypeError):  # shown in the dialog; the ledger is only read
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            error = "\n".join(lines[-5:]) or f"re-run exited with status {proc.returncode}"
+            self.post_message(msg.RerunDone(key, [], None, error))
             return
         self.post_message(msg.RerunDone(key, diff.lines(), diff.identical))
 

@@ -1,7 +1,8 @@
 """``r``: re-execute the selected record (a model loads: seconds) and show how it differs.
 
-The work runs in the app's thread worker, so the UI stays responsive and the
-dialog may be closed while it runs (a notification reports the outcome).
+The work runs in a child process (``ledgerscope rerun --json``; in a thread the
+model's loading would hold the GIL and stall frames), so the UI stays responsive
+and the dialog may be closed while it runs (a notification reports the outcome).
 The ledger is only read.
 """
 

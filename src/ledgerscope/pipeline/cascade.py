@@ -234,13 +234,11 @@ def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) 
     for group in by_doc.values():
         group.sort(key=lambda u: u.start)
         reach = -1
-        text_of = {u.unit_id: u for u in group}
         for u in group:
             if u.start < reach:
                 overlap_end = min(reach, u.end)
                 total += count(u.text[: overlap_end - u.start])
             reach = max(reach, u.end)
-        del text_of
     return total
 
 
@@ -265,7 +263,6 @@ def run_questions(
     """Every question down the cascade at this phase; returns (records, candidate sink)."""
     cfg = rt.config
     r = cfg.retrieval
-    units = index.units
     qvecs = rt.encoder.vectors([f.question for f in fixtures])
     exact_all = index.exact.search_many(qvecs, int(r.get("dense_top_n", 50)))
     ann_all = index.ann.search_many(qvecs, int(r.get("ann_top_n", 50)))
@@ -281,7 +278,6 @@ def run_questions(
             records.append(rec)
             if on_question:
                 on_question()
-    del units
     return records, cands
 
 

@@ -11,10 +11,10 @@ from ledgerscope.diagnose import (
     STEP_NAMES,
     Diagnosis,
     diagnose,
-    diagnose_ledger,
     diagnosis_step,
     support_loss,
 )
+from ledgerscope.diagnose_ledger import diagnose_ledger
 from ledgerscope.fixtures import AnswerContract, Fixture, GoldSpan
 from ledgerscope.sources import text_version
 
@@ -482,7 +482,7 @@ def test_diagnose_ledger_on_a_real_sweep(swept):
     assert list(diagnose_ledger(con, swept, arm="nope")) == []
 
     # the ledger path reads only the rows the evidence needs: same answer as whole candidate lists
-    from ledgerscope.diagnose import load_ledger_fixtures
+    from ledgerscope.diagnose_ledger import load_ledger_fixtures
 
     fixtures, texts = load_ledger_fixtures(con, swept)
     cands = con.sql('SELECT * FROM candidates ORDER BY "rank"').to_arrow_table().to_pylist()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.diagnose import diagnose_ledger
+from ledgerscope.diagnose_ledger import diagnose_ledger
 from ledgerscope.fixtures import load_fixtures
 from ledgerscope.ledger.read import connect
 from ledgerscope.pipeline.config import arm_from_dict

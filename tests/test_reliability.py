@@ -147,7 +147,7 @@ def _invoke(*args: str):
 
 
 def test_reading_never_changes_an_input_byte(built, tmp_path):
-    from ledgerscope.diagnose import diagnose_ledger
+    from ledgerscope.diagnose_ledger import diagnose_ledger
     from ledgerscope.ledger.read import connect
     from ledgerscope.query import build_record_view
 

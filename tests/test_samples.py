@@ -51,7 +51,7 @@ def test_committed_ledger_is_complete_and_self_consistent():
 
 def test_sample_ledger_shows_what_the_walkthrough_promises():
     """Reversals in rule-exception and number-scope, failures at steps 3, 6, 7, 8, 9, both control kinds."""
-    from ledgerscope.diagnose import diagnose_ledger
+    from ledgerscope.diagnose_ledger import diagnose_ledger
     from ledgerscope.reversals import find_reversals
 
     con = connect(LEDGER)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgerscope.diagnose import diagnose, diagnose_ledger
+from ledgerscope.diagnose import diagnose
+from ledgerscope.diagnose_ledger import diagnose_ledger
 from ledgerscope.errors import InputError
 from ledgerscope.ledger import schema
 from ledgerscope.tui.data import LedgerSession, resolve_arms

@@ -177,7 +177,7 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
-    from .diagnose import diagnose_ledger
+    from .diagnose_ledger import diagnose_ledger
     from .ledger.read import connect
 
     try:

@@ -287,7 +287,8 @@ def _n_questions(rows: list[dict]) -> int:
 
 def _export_fixtures(con, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                      out: Path) -> tuple[list[Path], int]:
-    from .diagnose import STEP_NAMES, load_ledger_fixtures
+    from .diagnose import STEP_NAMES
+    from .diagnose_ledger import load_ledger_fixtures
     from .fixtures import write_fixtures
     from .sources import Corpus, make_source
 
@@ -332,7 +333,7 @@ _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 def _export_label_studio(con, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                          out: Path) -> tuple[list[Path], int]:
     from .atomic import atomic_path
-    from .diagnose import load_ledger_fixtures
+    from .diagnose_ledger import load_ledger_fixtures
 
     fixtures, _ = load_ledger_fixtures(con, ledger)
     texts = _source_texts(con)
@@ -439,7 +440,7 @@ def trec_scores(cands: list[dict]) -> list[float]:
 
 def _export_trec(con, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                  out: Path) -> tuple[list[Path], int]:
-    from .diagnose import gold_spans_table, load_ledger_fixtures
+    from .diagnose_ledger import gold_spans_table, load_ledger_fixtures
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:

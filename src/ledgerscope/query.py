@@ -73,14 +73,14 @@ def _problem(reason: str, source: str) -> InputError:
 def build_record_view(con, ledger: str | Path) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 
-    The diagnosis is computed once (:func:`ledgerscope.diagnose.diagnose_ledger`)
+    The diagnosis is computed once (:func:`ledgerscope.diagnose_ledger.diagnose_ledger`)
     and registered as the Arrow table ``record_diagnosis`` (arm, phase, qid, the
     view's diagnosis columns, and ``evidence_json`` / ``walk_json`` for exports);
     the view joins it to ``records``. Nothing is written to disk.
     """
     import pyarrow as pa
 
-    from .diagnose import diagnose_ledger
+    from .diagnose_ledger import diagnose_ledger
 
     cols: dict[str, list] = {"arm": [], "phase": [], "qid": [], "step": [], "step_name": [], "label": [],
                              "flags": [], "evidence_json": [], "walk_json": []}

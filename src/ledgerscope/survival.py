@@ -168,7 +168,7 @@ def recall_at_k(ranks: Sequence[int | None], n: int, ks: Sequence[int] = KS,
 def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
                   arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
     """(arm, phase, qid) -> stage -> support rank, for answerable records, in one query."""
-    from .diagnose import gold_spans_table
+    from .diagnose_ledger import gold_spans_table
 
     spans = gold_spans_table(fixtures, answerable_only=True)
     if not spans.num_rows:
@@ -211,7 +211,7 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
     depths: dict[tuple[str, str, str], int] = {}
     answerable_qids: dict[tuple[str, str], list[str]] = {}
     if ledger is not None:
-        from .diagnose import load_ledger_fixtures
+        from .diagnose_ledger import load_ledger_fixtures
 
         fixtures, texts = load_ledger_fixtures(con, ledger)
         ranks = support_ranks(con, fixtures, texts, arm)

@@ -37,7 +37,7 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
     ledger, out = Path(ledger), Path(out)
     _check_jsonl_out(ledger, out)
     con = connect(ledger)
-    from ..diagnose import load_ledger_fixtures
+    from ..diagnose_ledger import load_ledger_fixtures
 
     load_ledger_fixtures(con, ledger)  # sources and fixtures checked too: no damage is passed on
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")

@@ -332,7 +332,7 @@ class LedgerSession:
 
     def fixtures(self, role: str) -> tuple[dict, dict]:
         """(fixtures by qid, source texts) of the role's ledger, loaded once."""
-        from ..diagnose import load_ledger_fixtures
+        from ..diagnose_ledger import load_ledger_fixtures
 
         ledger = self.arms[role].ledger.resolve()
         with self._fixture_lock:

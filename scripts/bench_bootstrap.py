@@ -54,8 +54,8 @@ def main() -> None:
         import duckdb
         import pyarrow as pa
 
+        from ledgerscope.compare import compare_arms
         from ledgerscope.ledger import schema
-        from ledgerscope.stats import compare_arms
 
         rows = []
         for arm, rate in (("cand", 0.75), ("base", 0.7)):

@@ -109,8 +109,18 @@ def test_sweep_killed_at_random_points_resumes_to_exactly_the_same_records(refer
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "the model never loaded"
             time.sleep(0.02)
-        delay = rng.uniform(0.05, 3.5)
-        time.sleep(delay)
+        # a random kill point that is always mid-sweep, whatever the machine's speed: wait until a
+        # random number of partitions (of those still to do) is finished, then a random moment
+        # shorter than the 0.3 s pause that follows each partition
+        done_now = len(list(out.glob("partitions/*/*/_SUCCESS.json")))
+        target = rng.randint(done_now, 9)
+        t0 = time.monotonic()
+        while len(list(out.glob("partitions/*/*/_SUCCESS.json"))) < target:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the sweep stalled"
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.25))
+        delay = time.monotonic() - t0
         finished_first = proc.poll() is not None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ledgerscope.compare import compare_arms
 from ledgerscope.errors import InputError
 from ledgerscope.release import OUTCOMES, Rule, decide, load_rule, rule_digest
-from ledgerscope.stats import compare_arms
 
 from .test_stats import records_con, synthetic_rows
 

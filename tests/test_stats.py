@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 from scipy import stats as sps
 
+from ledgerscope.compare import compare_arms
 from ledgerscope.errors import InputError
 from ledgerscope.ledger import schema
 from ledgerscope.stats import (
     METRICS,
     WORST_PHASE_NOTE,
-    compare_arms,
     paired_bootstrap,
     paired_bootstrap_many,
     phase_table,

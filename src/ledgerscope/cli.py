@@ -218,8 +218,8 @@ def compare(
     seed: Annotated[int, typer.Option(help="Bootstrap seed (a rule's own setting wins).")] = 0,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
+    from .compare import compare_arms
     from .ledger.read import connect
-    from .stats import compare_arms
 
     try:
         with _reading(ledger):

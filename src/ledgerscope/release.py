@@ -3,7 +3,7 @@
 The rule is written **before** the candidate's results are seen; its SHA-256
 (:func:`rule_digest`, over the file's bytes) travels with every decision so a
 reader can check the decision used the file that was declared. The comparison
-it is applied to is :func:`ledgerscope.stats.compare_arms`'s dict, computed with
+it is applied to is :func:`ledgerscope.compare.compare_arms`'s dict, computed with
 the rule's ``confidence``, ``n_resamples`` and ``seed`` (a mismatch is an
 error, not a silent recomputation).
 
@@ -499,7 +499,7 @@ def _token_checks(rule: Rule, s: str, block: dict) -> list[Check]:
 
 
 def decide(rule: Rule, comparison: dict) -> Decision:
-    """Apply a loaded rule to a :func:`ledgerscope.stats.compare_arms` result."""
+    """Apply a loaded rule to a :func:`ledgerscope.compare.compare_arms` result."""
     fmt = comparison.get("format")
     if fmt not in (None, "ledgerscope-comparison/1"):
         raise InputError(Problem("comparison", None, "format", f"unknown format {fmt!r}"))

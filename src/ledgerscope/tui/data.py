@@ -461,8 +461,8 @@ class LedgerSession:
     def compare(
         self, n_resamples: int = 2000, seed: int = 0, rule_path: str | Path | None = None
     ) -> tuple[dict, dict | None]:
-        """Paired comparison (``stats.compare_arms``) and, with a rule, the release decision."""
-        from ..stats import compare_arms
+        """Paired comparison (``compare.compare_arms``) and, with a rule, the release decision."""
+        from ..compare import compare_arms
 
         if "baseline" not in self.arms:
             raise InputError(Problem(str(self.ledger), None, "baseline", "no baseline arm to compare with"))

@@ -18,6 +18,8 @@ from ledgerscope.diagnose_ledger import diagnose_ledger
 from ledgerscope.fixtures import AnswerContract, Fixture, GoldSpan
 from ledgerscope.sources import text_version
 
+from .diag_equiv import assert_sql_matches_python
+
 DOC = "policy.md"
 TEXT = (
     "Support requests are stored in the regional store. "
@@ -480,6 +482,7 @@ def test_diagnose_ledger_on_a_real_sweep(swept):
         if r["qid"] == "no-such-thing":
             assert r["label"] in ("control-abstained", "control-false-assertion")
     assert list(diagnose_ledger(con, swept, arm="nope")) == []
+    assert assert_sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
 
     # the ledger path reads only the rows the evidence needs: same answer as whole candidate lists
     from ledgerscope.diagnose_ledger import load_ledger_fixtures

@@ -14,6 +14,7 @@ from ledgerscope.pipeline.config import arm_from_dict
 from ledgerscope.pipeline.sweep import sweep
 from ledgerscope.sources import load_corpus, make_source
 
+from .diag_equiv import assert_sql_matches_python
 from .sweep_data import write_inputs
 
 pytestmark = pytest.mark.slow
@@ -22,7 +23,7 @@ BASE = {"capacity": 12, "overlap": 0, "phases": [0, 3], "budget_tokens": 200, "t
 
 
 @pytest.fixture(scope="module")
-def starved(tmp_path_factory):
+def starved_ledger(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("starved")
     paths = write_inputs(root)
     fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
@@ -34,10 +35,20 @@ def starved(tmp_path_factory):
         arm_from_dict({**BASE, "name": "starved-budget", "budget_tokens": 20}),
     ]
     sweep(fixtures, corpus, arms, root / "ledger")
+    return root / "ledger"
+
+
+@pytest.fixture(scope="module")
+def starved(starved_ledger):
     return {
         (r["arm"], r["phase"], r["qid"]): r
-        for r in diagnose_ledger(connect(root / "ledger"), root / "ledger")
+        for r in diagnose_ledger(connect(starved_ledger), starved_ledger)
     }
+
+
+def test_sql_diagnosis_matches_on_starved_arms(starved_ledger):
+    steps = assert_sql_matches_python(connect(starved_ledger), starved_ledger)
+    assert {6, 7, 8} <= set(steps), steps
 
 
 @pytest.mark.parametrize(
@@ -88,6 +99,7 @@ def test_weak_hnsw_shows_ann_misses(tmp_path):
     )
     sweep(fixtures, corpus, [arm], tmp_path / "ledger")
     rows = list(diagnose_ledger(connect(tmp_path / "ledger"), tmp_path / "ledger"))
+    assert assert_sql_matches_python(connect(tmp_path / "ledger"), tmp_path / "ledger")[4] > 0
     ann = [r for r in rows if r["step"] == 4]
     assert ann, [(r["qid"], r["phase"], r["step"]) for r in rows]
     ev = ann[0]["evidence"]

@@ -177,18 +177,20 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
-    from .diagnose_ledger import diagnose_ledger
+    from .diagnose_sql import diagnosis_rows, write_json_lines
     from .ledger.read import connect
 
     try:
         with _reading(ledger):
             con = connect(ledger)
-            rows = list(diagnose_ledger(con, ledger, arm))  # all or nothing: no partial output
+            if json_out:  # built whole in DuckDB before the first byte is written: no partial output
+                sys.stdout.flush()
+                write_json_lines(con, ledger, sys.stdout.buffer, arm)
+                sys.stdout.buffer.flush()
+                return
+            rows = diagnosis_rows(con, ledger, arm)
     except LedgerscopeError as exc:
         _fail(exc)
-        return
-    if json_out:
-        sys.stdout.write("".join(json_text(row) + "\n" for row in rows))
         return
     from .report import diagnosis_table, survival_table
     from .survival import survival

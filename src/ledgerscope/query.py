@@ -73,30 +73,18 @@ def _problem(reason: str, source: str) -> InputError:
 def build_record_view(con, ledger: str | Path) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 
-    The diagnosis is computed once (:func:`ledgerscope.diagnose_ledger.diagnose_ledger`)
-    and registered as the Arrow table ``record_diagnosis`` (arm, phase, qid, the
-    view's diagnosis columns, and ``evidence_json`` / ``walk_json`` for exports);
-    the view joins it to ``records``. Nothing is written to disk.
+    The diagnosis is computed once, in DuckDB (:mod:`ledgerscope.diagnose_sql`), into
+    the temp table ``record_diagnosis`` (arm, phase, qid, the view's diagnosis
+    columns, and ``evidence_json`` / ``walk_json`` for exports); the view joins it
+    to ``records``. Nothing is written to disk.
     """
-    import pyarrow as pa
+    from .diagnose_sql import VIEW_COLUMNS, diagnosis_query, drop_inputs
 
-    from .diagnose_ledger import diagnose_ledger
-
-    cols: dict[str, list] = {"arm": [], "phase": [], "qid": [], "step": [], "step_name": [], "label": [],
-                             "flags": [], "evidence_json": [], "walk_json": []}
-    for row in diagnose_ledger(con, ledger):
-        cols["arm"].append(row["arm"])
-        cols["phase"].append(str(row["phase"]))
-        cols["qid"].append(row["qid"])
-        cols["step"].append(int(row["step"]))
-        cols["step_name"].append(row["step_name"])
-        cols["label"].append(row["label"])
-        cols["flags"].append(list(row["flags"]))
-        cols["evidence_json"].append(json.dumps(row["evidence"], ensure_ascii=False, default=str))
-        cols["walk_json"].append(json.dumps(row["walk"], ensure_ascii=False, default=str))
-    types = {"step": pa.int32(), "flags": pa.list_(pa.string())}
-    table = pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in cols.items()})
-    con.register(DIAGNOSIS_TABLE, table)
+    try:
+        query = diagnosis_query(con, ledger, None, VIEW_COLUMNS)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {DIAGNOSIS_TABLE} AS {query}")
+    finally:
+        drop_inputs(con)
     con.execute(
         f"CREATE OR REPLACE VIEW {VIEW} AS "
         "WITH rev AS (SELECT arm, qid, (count(DISTINCT support_packed) > 1 "

@@ -1,0 +1,136 @@
+"""diagnose_sql (the whole ledger diagnosed in DuckDB) equals the pure diagnosis, record for record.
+
+The pure function (:func:`ledgerscope.diagnose.diagnose`, fed by
+:func:`ledgerscope.diagnose_ledger.diagnose_ledger`) is the definition; these
+tests run both on real sweeps (the sample ledger; the starved and weak-HNSW
+sweeps and the seed sweep check it in their own modules), on a synthetic
+ledger that reaches steps 2-9, and on the sample ledger with its rows edited
+into the corners the sweeps never produce.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledgerscope.diagnose_sql import diagnosis_lines
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.synthetic import make_synthetic_ledger
+
+from .diag_equiv import assert_sql_matches_python
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
+
+
+def test_sample_ledger_matches_record_for_record():
+    steps = assert_sql_matches_python(connect(SAMPLE), SAMPLE)
+    assert sum(steps.values()) == 896
+    assert {0, 3, 6, 7, 8, 9, 10} <= set(steps)
+
+
+def test_one_arm_only():
+    con = connect(SAMPLE)
+    steps = assert_sql_matches_python(con, SAMPLE, arm="candidate")
+    assert sum(steps.values()) == 448
+    assert assert_sql_matches_python(con, SAMPLE, arm="nope") == {}
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("synthetic") / "ledger"
+    make_synthetic_ledger(out, questions=60, phases=3, seed=7)
+    return out
+
+
+def test_synthetic_ledger_matches_on_every_support_step(synthetic):
+    steps = assert_sql_matches_python(connect(synthetic), synthetic)
+    assert set(range(2, 10)) <= set(steps), steps
+
+
+def _edit(con, table: str, select: str) -> None:
+    """Replace a ledger view by an edited copy of ``_orig_<table>`` (both diagnoses read the edit)."""
+    con.execute(f"CREATE TABLE _orig_{table} AS SELECT * FROM {table}")
+    con.execute(f"CREATE OR REPLACE VIEW {table} AS {select}")
+
+
+def _sql(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+HOSTILE = "evil \x1b[31mred\x1b[0m \u202eevig\u202c \x9b2J \x7f end"
+
+
+def test_corner_cases_match(tmp_path):
+    """Edited rows: gold absent, unknown question, missing depths, broken JSON, hostile text, NaN."""
+    con = connect(SAMPLE)
+    long_answer = "x" * 250 + HOSTILE
+    _edit(
+        con,
+        "records",
+        f"""
+        SELECT * REPLACE (
+            CASE WHEN hash(qid, phase) % 11 = 0 AND answerable THEN 'absent' ELSE gold_status END
+                AS gold_status,
+            CASE WHEN hash(qid, phase) % 13 = 1 THEN 'zz-no-such-question' ELSE qid END AS qid,
+            CASE WHEN hash(qid, phase) % 3 = 0 THEN NULL ELSE selection_depth END AS selection_depth,
+            CASE WHEN hash(qid, phase) % 5 = 0 THEN NULL ELSE rerank_depth END AS rerank_depth,
+            CASE WHEN hash(qid, phase) % 4 = 0 THEN 7 WHEN hash(qid, phase) % 4 = 1 THEN NULL
+                 ELSE covered_set END AS covered_set,
+            CASE WHEN hash(qid, phase) % 7 = 0 THEN '{{not json'
+                 WHEN hash(qid, phase) % 7 = 1 THEN {
+            _sql(
+                json.dumps(
+                    [1, "x", {"doc_id": None, "start": 3}, {"note": HOSTILE}], ensure_ascii=False
+                )
+            )
+        }
+                 ELSE citations_json END AS citations_json,
+            CASE WHEN hash(qid, phase) % 6 = 0 THEN {_sql(long_answer)} ELSE answer END AS answer,
+            CASE WHEN hash(qid, phase) % 9 = 0 THEN 'infrastructure-failure'
+                 WHEN hash(qid, phase) % 9 = 1 THEN NULL ELSE answer_verdict END AS answer_verdict,
+            CASE WHEN hash(qid, phase) % 8 = 0 THEN {
+            _sql(HOSTILE)
+        } ELSE citation_reason END AS citation_reason,
+            CASE WHEN hash(qid, phase) % 2 = 0 THEN
+                '[{{"unit_id": "' || packed_unit_ids[1] || '", "tokens": 9}}, 5, {{"unit_id": null}}]'
+                 ELSE overflow_json END AS overflow_json,
+            CASE WHEN hash(qid, phase) % 2 = 1 AND len(packed_unit_ids) > 0 THEN
+                '[{{"unit_id": "' || packed_unit_ids[1] || '", "reason": "access"}}]'
+                 ELSE expansion_dropped_json END AS expansion_dropped_json,
+            CASE WHEN hash(qid, phase) % 10 = 0 THEN [] ELSE packed_unit_ids END AS packed_unit_ids)
+        FROM _orig_records""",
+    )
+    _edit(
+        con,
+        "candidates",
+        """
+        SELECT * REPLACE (CASE WHEN hash(unit_id, "rank") % 17 = 0 THEN 'nan'::DOUBLE
+                               WHEN hash(unit_id, "rank") % 17 = 1 THEN NULL ELSE score END AS score)
+        FROM _orig_candidates""",
+    )
+    _edit(con, "oracle", "SELECT * FROM _orig_oracle WHERE hash(qid) % 4 <> 0")
+    steps = assert_sql_matches_python(con, SAMPLE)
+    assert steps[1] > 0 and steps[9] > 0 and steps[8] > 0, steps
+    rows = [json.loads(line) for line in diagnosis_lines(con, SAMPLE)]
+    assert any(r["evidence"].get("note") for r in rows)  # the unknown question
+    assert any(str(r["evidence"].get("answer") or "").endswith("…") for r in rows)
+
+
+def test_cli_json_is_the_sql_diagnosis_and_escaped():
+    """``diagnose --json`` writes the SQL lines, each valid JSON, nothing raw a terminal acts on."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(SAMPLE), "--json"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    lines = out.decode("utf-8").splitlines()
+    assert len(lines) == 896
+    con = connect(SAMPLE)
+    assert lines == diagnosis_lines(con, SAMPLE)
+    assert all(json.loads(line)["step_name"] for line in lines)
+    for bad in (b"\x1b", b"\x7f", "\u202e".encode(), "\x9b".encode()):
+        assert bad not in out

@@ -1,0 +1,213 @@
+"""What Python hands DuckDB before the diagnosis query: fixtures, list names, depths, heads, records.
+
+Small temp tables, built from Python lists (never through pyarrow: its list
+conversion imports pandas, a quarter of a second). The heads are the one place
+the pure tree runs: once per distinct combination of the columns a record's
+step, label, flags and walk depend on, never per record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..diagnose import _TRANSITIONS, SUPPORT_WALK, _span_json, diagnose
+from ..diagnose_ledger import UNIT_WINDOW, _top_n
+from ..fixtures import Fixture
+from .sqltext import lit
+
+#: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
+KEY_COLUMNS = (
+    "answerable",
+    "gold_status",
+    *(c for _, c, _ in SUPPORT_WALK),
+    "answer_verdict",
+    "citation_verdict",
+    "single_unit_complete",
+)
+RECORD_COLUMNS = (
+    *("arm", "phase", "phase_offset", "qid", "segment", *KEY_COLUMNS, "covered_set"),
+    *("evidence_tokens", "budget_tokens", "rerank_depth", "selection_depth", "overflow_json"),
+    *("expansion_dropped_json", "answer", "abstained", "citations_json", "answer_reason"),
+    *("citation_reason", "generator_error"),
+)
+#: virtual stage -> the candidate lists (or "units") whose union it is
+MEMBERS = {
+    "chunked": ("units",),
+    "exact": ("bm25", "dense_exact"),
+    "production": ("bm25", "dense_ann"),
+    "union": ("union",),
+    "fused": ("fused",),
+    "reranked": ("reranked",),
+    "packed": ("packed",),
+}
+#: stands in the walk's last detail for the missing spans, which only the query knows
+SENTINEL = "\ue000missing\ue000"
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_lists", "_ls_members", "_ls_top", "_ls_head")
+
+
+def columns_table(con, name: str, cols: Mapping[str, tuple[str, list]]) -> None:
+    """Temp table ``name`` from ``{column: (SQL type, values)}`` (all lists one length)."""
+    if not next(iter(cols.values()))[1]:
+        select = ", ".join(f"CAST(NULL AS {typ}) AS {col}" for col, (typ, _) in cols.items())
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} WHERE false")
+        return
+    select = ", ".join(
+        f"CAST(unnest(${i + 1}) AS {typ}) AS {col}"
+        for i, (col, (typ, _)) in enumerate(cols.items())
+    )
+    values = [vals for _, vals in cols.values()]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select}", values)
+
+
+def _table(**types: str) -> dict[str, tuple[str, list]]:
+    return {col: (typ, []) for col, typ in types.items()}
+
+
+def _add(table: dict[str, tuple[str, list]], **values) -> None:
+    for col, value in values.items():
+        table[col][1].append(value)
+
+
+def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]) -> None:
+    """``_ls_fx`` (per question), ``_ls_span`` (per gold span), ``_ls_set`` (per set member).
+
+    A span's JSON (``base``, without its closing brace) and its text (for the
+    whitespace test on gaps) are computed here, once per span, not per record.
+    """
+    fx = _table(qid="VARCHAR", n_sets="INTEGER", corpus_spans="VARCHAR")
+    sp = _table(
+        qid="VARCHAR",
+        span_id="VARCHAR",
+        doc_id="VARCHAR",
+        s="BIGINT",
+        e="BIGINT",
+        span_text="VARCHAR",
+        base="VARCHAR",
+        win_lo="BIGINT",
+        win_hi="BIGINT",
+    )
+    st = _table(
+        qid="VARCHAR", set_index="INTEGER", pos="INTEGER", span_id="VARCHAR", resolved="BOOLEAN"
+    )
+    for qid, f in fixtures.items():
+        corpus = [{**_span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in f.spans]
+        _add(
+            fx,
+            qid=qid,
+            n_sets=len(f.sufficient_sets),
+            corpus_spans=json.dumps(corpus, ensure_ascii=False),
+        )
+        for s in f.spans:
+            text = texts.get(s.doc_id)
+            _add(
+                sp,
+                qid=qid,
+                span_id=s.span_id,
+                doc_id=s.doc_id,
+                s=s.start,
+                e=s.end,
+                span_text=None if text is None else text[s.start : s.end],
+                base=json.dumps(_span_json(s, texts), ensure_ascii=False)[:-1],
+                win_lo=s.start - UNIT_WINDOW,
+                win_hi=s.end + UNIT_WINDOW,
+            )
+        ids = {s.span_id for s in f.spans}
+        for i, sset in enumerate(f.sufficient_sets):
+            for pos, sid in enumerate(sset):
+                _add(st, qid=qid, set_index=i, pos=pos, span_id=sid, resolved=sid in ids)
+    columns_table(con, "_ls_fx", fx)
+    columns_table(con, "_ls_span", sp)
+    columns_table(con, "_ls_set", st)
+
+
+def register_lists(con, ledger: str | Path) -> None:
+    """``_ls_lists`` (per step: lists read for input and output ranks, lists shown per unit),
+    ``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
+    lists = _table(step="INTEGER", role="VARCHAR", name="VARCHAR", ord="INTEGER")
+    for step, (_, ins, outs, shown) in _TRANSITIONS.items():
+        for role, names in (("in", ins), ("out", outs), ("shown", shown)):
+            for i, name in enumerate(names):
+                _add(lists, step=step, role=role, name=name, ord=i)
+    columns_table(con, "_ls_lists", lists)
+    members = _table(vstage="VARCHAR", stage="VARCHAR")
+    for vstage, names in MEMBERS.items():
+        for name in names:
+            _add(members, vstage=vstage, stage=name)
+    columns_table(con, "_ls_members", members)
+    top = _table(arm="VARCHAR", name="VARCHAR", n="INTEGER")
+    for arm, depths in _top_n(ledger).items():
+        for name, n in depths.items():
+            _add(top, arm=arm, name=name, n=n)
+    columns_table(con, "_ls_top", top)
+
+
+def register_records(con, arm: str | None) -> None:
+    """The view ``_ls_rec``: the record columns the diagnosis reads, the oracle's verdict, a head key."""
+    key = (
+        "to_json({"
+        + ", ".join(f"'{c}': \"{c}\"" for c in KEY_COLUMNS)
+        + ", 'ov': o_verdict, 'of': o_feasible})"
+    )
+    cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
+    where = "" if arm is None else f"WHERE r.arm = {lit(arm)}"
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec AS
+        SELECT *, CAST({key} AS VARCHAR) AS key FROM (
+            SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
+                   CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END AS o_verdict,
+                   CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END AS o_feasible,
+                   fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
+            FROM records r
+            LEFT JOIN (SELECT arm, qid, any_value({{'v': answer_verdict, 'f': feasible}}) AS o
+                       FROM oracle GROUP BY arm, qid) o ON o.arm = r.arm AND o.qid = r.qid
+            LEFT JOIN _ls_fx fx ON fx.qid = r.qid {where})""")
+
+
+def register_heads(con) -> None:
+    """``_ls_head``: step, label, flags and walk per distinct key of ``_ls_rec``, from the pure tree.
+
+    The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
+    the query completes with the missing span ids.
+    """
+    from ..safe_text import _UNSAFE
+
+    cols = ", ".join(f'"{c}"' for c in (*KEY_COLUMNS, "o_verdict", "o_feasible"))
+    names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
+    heads = _table(
+        key="VARCHAR",
+        step="INTEGER",
+        step_name="VARCHAR",
+        label="VARCHAR",
+        flags="VARCHAR",
+        walk_pre="VARCHAR",
+        walk_post="VARCHAR",
+    )
+    for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec").fetchall():
+        d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
+        walk = [dict(w) for w in d.walk]
+        if 2 <= d.step <= 8:
+            walk[-1]["detail"] += SENTINEL
+        pre, _, post = json.dumps(walk, ensure_ascii=False).partition(SENTINEL)
+        _add(
+            heads,
+            key=key,
+            step=d.step,
+            step_name=d.step_name,
+            label=d.label,
+            flags=json.dumps(list(d.flags)),
+            walk_pre=_escape(pre, _UNSAFE),
+            walk_post=_escape(post, _UNSAFE) if 2 <= d.step <= 8 else None,
+        )
+    columns_table(con, "_ls_head", heads)
+
+
+def _escape(text: str, unsafe) -> str:
+    return unsafe.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def drop(con) -> None:
+    """Remove what the register_* functions created."""
+    con.execute("DROP VIEW IF EXISTS _ls_rec")
+    for name in TABLES:
+        con.execute(f"DROP TABLE IF EXISTS {name}")

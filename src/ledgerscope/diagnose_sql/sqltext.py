@@ -1,0 +1,100 @@
+"""Building SQL text that builds JSON text: literals, values, objects, arrays, terminal escapes."""
+
+from __future__ import annotations
+
+import json
+
+
+def lit(value: object) -> str:
+    """A SQL literal for a Python value (strings quoted, quotes doubled)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def jlit(value: object) -> str:
+    """A SQL literal holding the JSON text of a Python value."""
+    return lit(json.dumps(value, ensure_ascii=False))
+
+
+def j(expr: str) -> str:
+    """SQL for the JSON text of a value (``null`` for NULL)."""
+    return f"coalesce(CAST(to_json({expr}) AS VARCHAR), 'null')"
+
+
+def num(expr: str) -> str:
+    """A score as JSON: non-finite values are ``null`` (NaN is not JSON)."""
+    return j(f"CASE WHEN isfinite(CAST({expr} AS DOUBLE)) THEN CAST({expr} AS DOUBLE) END")
+
+
+def obj(*fields: tuple) -> str:
+    """SQL for a JSON object's text from ``(key, json_sql)`` or ``(key, json_sql, condition)``.
+
+    The first field is always present; a conditional field is left out where its
+    condition is not true. One ``concat`` call: a chain of ``||`` copies every prefix.
+    """
+    parts = ["'{'"]
+    for i, field in enumerate(fields):
+        key, expr = field[0], field[1]
+        label = lit(("" if i == 0 else ", ") + json.dumps(key) + ": ")
+        if len(field) > 2:
+            assert i > 0, "the first field of an object is unconditional"
+            parts.append(f"CASE WHEN {field[2]} THEN concat({label}, {expr}) ELSE '' END")
+        else:
+            parts.extend((label, expr))
+    parts.append("'}'")
+    return f"concat({', '.join(parts)})"
+
+
+def arr(item: str, order: str, where: str | None = None) -> str:
+    """SQL aggregate for a JSON array of ``item`` texts in ``order`` over rows where ``where`` holds.
+
+    Where no row qualifies the result is NULL (callers coalesce it to ``[]``).
+    """
+    agg = f"string_agg({item}, ', ' ORDER BY {order})" + (
+        f" FILTER (WHERE {where})" if where else ""
+    )
+    return f"CASE WHEN {agg} IS NOT NULL THEN concat('[', {agg}, ']') END"
+
+
+def trunc(expr: str, n: int) -> str:
+    """diagnose._trunc in SQL: at most ``n`` characters, the last an ellipsis when cut."""
+    return f"CASE WHEN length({expr}) <= {n} THEN {expr} ELSE substr({expr}, 1, {n - 1}) || '…' END"
+
+
+def escaped(expr: str) -> str:
+    """``expr`` with every character :mod:`ledgerscope.safe_text` escapes written as ``\\uXXXX``.
+
+    JSON writers already escape C0 controls; DEL, C1 controls and bidi controls
+    pass through them. Text that is ASCII without DEL (byte length = character
+    length) cannot hold any, so only other lines pay for the regex.
+    """
+    from ..safe_text import _UNSAFE
+
+    codes = [c for c in range(0x2070) if _UNSAFE.match(chr(c))]
+    out = expr
+    for code in codes:
+        out = f"replace({out}, chr({code}), {lit(chr(92) + f'u{code:04x}')})"
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    pattern = "[" + "".join(_re_range(a, b) for a, b in ranges) + "]"
+    return (
+        f"CASE WHEN strlen({expr}) = length({expr}) AND NOT contains({expr}, chr(127)) THEN {expr} "
+        f"WHEN regexp_matches({expr}, {lit(pattern)}) THEN {out} ELSE {expr} END"
+    )
+
+
+def _re_char(code: int) -> str:
+    return "\\x{" + format(code, "x") + "}"  # RE2's code point escape
+
+
+def _re_range(a: int, b: int) -> str:
+    return _re_char(a) if a == b else _re_char(a) + "-" + _re_char(b)

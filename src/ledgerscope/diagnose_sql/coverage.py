@@ -54,8 +54,8 @@ def candidate_rows() -> CTEs:
         (
             "_ls_cp",
             f"""
-        SELECT rs.rid, rs.span_id, c.stage, c."rank", coalesce(c."rank", {NO_RANK}) AS rnk, c.unit_id,
-               c.score, c.doc_id, c."start", c."end",
+        SELECT rs.rid, rs.span_id, c.stage, coalesce(c."rank", {NO_RANK}) AS rnk, c.unit_id, c.score,
+               c."start", c."end",
                CASE WHEN c.stage = 'union' THEN c.lineage END AS lineage
         FROM candidates c JOIN _ls_rs rs ON c.qid = rs.qid AND c.doc_id = rs.doc_id AND c.arm = rs.arm
              AND c.phase = rs.phase AND c."start" < rs.e AND c."end" > rs.s""",
@@ -108,17 +108,17 @@ def coverage() -> CTEs:
         (
             "_ls_ov",
             f"""
-        SELECT n.rid, n.vstage, p.span_id, p.unit_id, p.rnk, p.doc_id, p."start" AS vs, p."end" AS ve
+        SELECT n.rid, n.vstage, p.span_id, p.unit_id, p.rnk, p."start" AS vs, p."end" AS ve
         FROM _ls_need n JOIN _ls_members m ON m.vstage = n.vstage
         JOIN _ls_cp p ON p.rid = n.rid AND p.stage = m.stage
-        WHERE (p.stage <> 'fused' OR n.rerank_depth IS NULL OR p."rank" <= n.rerank_depth)
-          AND (p.stage <> 'reranked' OR n.selection_depth IS NULL OR p."rank" <= n.selection_depth)
+        WHERE (p.stage <> 'fused' OR n.rerank_depth IS NULL OR p.rnk <= n.rerank_depth)
+          AND (p.stage <> 'reranked' OR n.selection_depth IS NULL OR p.rnk <= n.selection_depth)
         UNION ALL
-        SELECT n.rid, 'chunked', u.span_id, u.unit_id, {NO_RANK}, u.doc_id, u."start", u."end"
+        SELECT n.rid, 'chunked', u.span_id, u.unit_id, {NO_RANK}, u."start", u."end"
         FROM _ls_need n JOIN _ls_up u ON u.rid = n.rid
         WHERE n.vstage = 'chunked' AND u."start" < u.e AND u."end" > u.s
         UNION ALL
-        SELECT c.rid, 'cited', rs.span_id, NULL, {NO_RANK}, c.doc_id, c."start", c."end"
+        SELECT c.rid, 'cited', rs.span_id, NULL, {NO_RANK}, c."start", c."end"
         FROM _ls_cite c JOIN _ls_rs rs ON rs.rid = c.rid AND rs.doc_id = c.doc_id
              AND c."start" < rs.e AND c."end" > rs.s
         WHERE c."end" IS NOT NULL""",

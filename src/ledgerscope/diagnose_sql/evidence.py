@@ -54,7 +54,7 @@ def units() -> CTEs:
             "_ls_hit",
             f"""
         WITH h AS (
-            SELECT m.rid, m.step, m.pos, m.span_id, o.unit_id, arg_min_null(o.doc_id, o.rnk) AS doc_id,
+            SELECT m.rid, m.step, m.pos, m.span_id, o.unit_id, any_value(m.doc_id) AS doc_id,
                    arg_min_null(o.vs, o.rnk) AS vs, arg_min_null(o.ve, o.rnk) AS ve
             FROM _ls_miss m JOIN _ls_ov o ON o.rid = m.rid AND o.vstage = m.before_v AND o.span_id = m.span_id
             WHERE m.step BETWEEN 3 AND 8
@@ -169,7 +169,7 @@ def packed() -> CTEs:
                   UNION ALL
                   SELECT g.rid, g.unit_id, g.rnk FROM _ls_cp g JOIN r8 USING (rid)
                   WHERE g.stage = 'reranked'
-                    AND (r8.selection_depth IS NULL OR g."rank" <= r8.selection_depth))
+                    AND (r8.selection_depth IS NULL OR g.rnk <= r8.selection_depth))
             GROUP BY rid, unit_id)
         SELECT p.rid, {arr(item, "p.rnk, p.unit_id")} AS packed
         FROM _ls_c8 p SEMI JOIN r8 USING (rid)

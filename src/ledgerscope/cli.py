@@ -220,6 +220,10 @@ def compare(
     seed: Annotated[int, typer.Option(help="Bootstrap seed (a rule's own setting wins).")] = 0,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
+    import os
+
+    # its matrix products are small, two run at a time: no BLAS thread pool (spinning at start-up)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .compare import compare_arms
     from .ledger.read import connect
 

@@ -5,7 +5,10 @@ The statistics themselves are the pure functions of :mod:`ledgerscope.stats`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +20,7 @@ from .stats import (
     FORMAT,
     METRICS,
     WORST_PHASE_NOTE,
-    paired_bootstrap_many,
+    paired_bootstrap_batch,
     phase_table,
     record_metrics,
 )
@@ -37,43 +40,133 @@ class ArmRecords:
     counts: dict[str, int]
 
 
-_ARM_SQL = """
-SELECT qid, phase, segment, stress_set, answerable, support_only, doc_ids[1] AS first_doc,
-       support_packed, answer_verdict, citation_verdict, prompt_tokens, evidence_tokens
-FROM records WHERE arm = ? ORDER BY qid, phase
-"""
+#: the columns read per record: name, SQL, stand-in for NULL (fetched without NULLs, so never as a
+#: masked array, each with its NULL flag); the token counts as floats, NULL as NaN
+_ARM_COLUMNS = [
+    ("qid", "qid", "''"),
+    ("phase", "phase", "''"),
+    ("segment", "segment", "''"),
+    ("stress_set", "stress_set", "''"),
+    ("answerable", "answerable", "false"),
+    ("support_only", "support_only", "false"),
+    ("first_doc", "doc_ids[1]", "''"),
+    ("support_packed", "support_packed", "false"),
+    ("answer_verdict", "answer_verdict", "''"),
+    ("citation_verdict", "citation_verdict", "''"),
+]
+_ARMS_SQL = (
+    "SELECT arm, "
+    + ", ".join(
+        f"coalesce({sql}, {null}) AS c{i}, {sql} IS NULL AS n{i}"
+        for i, (_name, sql, null) in enumerate(_ARM_COLUMNS)
+    )
+    + "".join(
+        f", coalesce(CAST({c} AS DOUBLE), 'NaN'::DOUBLE) AS {c}"
+        for c in ("prompt_tokens", "evidence_tokens")
+    )
+    + " FROM records WHERE arm IN ({}) ORDER BY records.arm, records.qid, records.phase"
+)
+
+
+def _columns(fetched: dict) -> dict[str, np.ndarray]:
+    """The fetched columns by name, NULLs back as None (tokens: NaN)."""
+    cols = {
+        "arm": fetched["arm"],
+        "prompt_tokens": fetched["prompt_tokens"],
+        "evidence_tokens": fetched["evidence_tokens"],
+    }
+    for i, (name, _sql, _null) in enumerate(_ARM_COLUMNS):
+        values, null = fetched[f"c{i}"], fetched[f"n{i}"]
+        if null.any():
+            values = values.astype(object)
+            values[null] = None
+        cols[name] = values
+    return cols
 
 
 def load_arm(con, arm: str, *, source: str = "records") -> ArmRecords:
     """Pull one arm's records from a connection's ``records`` view and score every metric."""
-    rows = con.execute(_ARM_SQL, [arm]).fetchall()
-    if not rows:
-        arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
-        raise InputError(Problem(source, None, "arm",
-                                 f"no records for arm {arm!r}; arms present: {', '.join(arms) or 'none'}"))
-    cols = list(zip(*rows, strict=True))
-    qid, phase = np.array(cols[0], dtype=object), np.array([str(p) for p in cols[1]], dtype=object)
+    return load_arms(con, [arm], source=source)[0]
+
+
+def load_arms(con, arms: Sequence[str], *, source: str = "records") -> list[ArmRecords]:
+    """:func:`load_arm` for each arm, in order, from one query."""
+    cols = _columns(
+        con.execute(_ARMS_SQL.format(", ".join("?" * len(arms))), list(arms)).fetchnumpy()
+    )
+    masks = [cols["arm"] == arm for arm in arms]
+    return [
+        _arm_records(con, arm, {k: v[mask] for k, v in cols.items()}, source)
+        for arm, mask in zip(arms, masks, strict=True)
+    ]
+
+
+def _arm_records(con, arm: str, cols: dict, source: str) -> ArmRecords:
+    n = len(cols["qid"])
+    if not n:
+        arms = [
+            r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()
+        ]
+        raise InputError(
+            Problem(
+                source,
+                None,
+                "arm",
+                f"no records for arm {arm!r}; arms present: {', '.join(arms) or 'none'}",
+            )
+        )
+    qid = np.asarray(cols["qid"], dtype=object)
+    phase = np.array([str(p) for p in cols["phase"].tolist()], dtype=object)
     keys = list(zip(qid.tolist(), phase.tolist(), strict=True))
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
-        raise InputError(Problem(source, None, "records",
-                                 f"arm {arm!r} has more than one record for question {dup[0]!r}, "
-                                 f"phase {dup[1]!r}"))
-    cluster = np.array([d if d is not None else f"qid:{q}" for q, d in zip(qid, cols[6], strict=True)],
-                       dtype=object)
-    values = record_metrics(answerable=cols[4], support_only=cols[5], support_packed=cols[7],
-                            answer_verdict=cols[8], citation_verdict=cols[9], prompt_tokens=cols[10],
-                            evidence_tokens=cols[11])
-    verdicts = list(cols[8])
+        raise InputError(
+            Problem(
+                source,
+                None,
+                "records",
+                f"arm {arm!r} has more than one record for question {dup[0]!r}, phase {dup[1]!r}",
+            )
+        )
+    cluster = np.array(
+        [
+            d if d is not None else f"qid:{q}"
+            for q, d in zip(qid.tolist(), cols["first_doc"].tolist(), strict=True)
+        ],
+        dtype=object,
+    )
+    values = record_metrics(
+        **{
+            k: cols[k]
+            for k in (
+                "answerable",
+                "support_only",
+                "support_packed",
+                "answer_verdict",
+                "citation_verdict",
+                "prompt_tokens",
+                "evidence_tokens",
+            )
+        }
+    )
+    verdicts = cols["answer_verdict"].tolist()
     counts = {
-        "records": len(rows),
+        "records": n,
         "questions": len(set(qid.tolist())),
         "phases": len(set(phase.tolist())),
         "infrastructure_failure": verdicts.count("infrastructure-failure"),
         "not_judged": verdicts.count("not-judged"),
     }
-    return ArmRecords(arm, qid, phase, np.array(cols[2], dtype=object),
-                      np.array(cols[3], dtype=object), cluster, values, counts)
+    return ArmRecords(
+        arm,
+        qid,
+        phase,
+        np.asarray(cols["segment"], dtype=object),
+        np.asarray(cols["stress_set"], dtype=object),
+        cluster,
+        values,
+        counts,
+    )
 
 
 def _phase_key(label: str):
@@ -100,8 +193,14 @@ class Matched:
 def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Matched:
     """Questions x shared phase labels for both arms; cells present in one arm only are dropped."""
     phases = sorted(set(cand.phase.tolist()) & set(base.phase.tolist()), key=_phase_key)
-    c_cells = {(q, p): i for i, (q, p) in enumerate(zip(cand.qid.tolist(), cand.phase.tolist(), strict=True))}
-    b_cells = {(q, p): i for i, (q, p) in enumerate(zip(base.qid.tolist(), base.phase.tolist(), strict=True))}
+    c_cells = {
+        (q, p): i
+        for i, (q, p) in enumerate(zip(cand.qid.tolist(), cand.phase.tolist(), strict=True))
+    }
+    b_cells = {
+        (q, p): i
+        for i, (q, p) in enumerate(zip(base.qid.tolist(), base.phase.tolist(), strict=True))
+    }
     shared = c_cells.keys() & b_cells.keys()
     qids = sorted({q for q, _ in shared})
     q_index = {q: i for i, q in enumerate(qids)}
@@ -118,12 +217,22 @@ def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Ma
             mat[rows, cols] = recs.values[m][src]
             mats[arm][m] = mat
     first = {}
-    for q, s, ss, cl in zip(cand.qid.tolist(), cand.segment.tolist(), cand.stress_set.tolist(),
-                            cand.cluster.tolist(), strict=True):
+    for q, s, ss, cl in zip(
+        cand.qid.tolist(),
+        cand.segment.tolist(),
+        cand.stress_set.tolist(),
+        cand.cluster.tolist(),
+        strict=True,
+    ):
         first.setdefault(q, (s, ss, cl))
     base_first = {}
-    for q, s, ss, cl in zip(base.qid.tolist(), base.segment.tolist(), base.stress_set.tolist(),
-                            base.cluster.tolist(), strict=True):
+    for q, s, ss, cl in zip(
+        base.qid.tolist(),
+        base.segment.tolist(),
+        base.stress_set.tolist(),
+        base.cluster.tolist(),
+        strict=True,
+    ):
         base_first.setdefault(q, (s, ss, cl))
     mismatch = sorted(q for q in qids if first[q] != base_first[q])
     c_q, b_q = set(cand.qid.tolist()), set(base.qid.tolist())
@@ -141,45 +250,78 @@ def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Ma
         "attribute_mismatch_examples": mismatch[:10],
     }
     return Matched(
-        qids, phases,
+        qids,
+        phases,
         np.array([first[q][0] for q in qids], dtype=object),
         np.array([first[q][1] for q in qids], dtype=object),
         np.array([first[q][2] for q in qids], dtype=object),
-        mats["candidate"], mats["baseline"], report,
+        mats["candidate"],
+        mats["baseline"],
+        report,
     )
 
 
-def _compare_block(rows: np.ndarray, matched: Matched, metrics: Sequence[str], **boot) -> dict:
-    """Phase tables per arm and the paired bootstrap per metric, on a subset of matched questions."""
+def _block_pairs(rows: np.ndarray, matched: Matched, metrics: Sequence[str]):
+    """A subset of matched questions: its clusters, and per metric the questions where it applies
+    in at least one arm (its denominator), grouped: metrics on the same questions share one draw."""
     clusters = matched.cluster[rows]
-    pairs, out = {}, {}
+    pairs = {}
     for m in metrics:
-        hib = METRICS[m].higher_is_better
         c, b = matched.candidate[m][rows], matched.baseline[m][rows]
-        out[m] = {
-            "candidate": phase_table(c, matched.phases, higher_is_better=hib),
-            "baseline": phase_table(b, matched.phases, higher_is_better=hib),
-            "difference": None,
-        }
         defined = ~np.isnan(c).all(axis=1) | ~np.isnan(b).all(axis=1)
         if defined.any():
-            pairs[m] = (c[defined], b[defined], hib, clusters[defined], defined)
-    # metrics applicable to the same questions share one draw (same as one call per metric)
+            pairs[m] = (
+                c[defined],
+                b[defined],
+                METRICS[m].higher_is_better,
+                clusters[defined],
+                defined,
+            )
     groups: dict[bytes, list[str]] = {}
     for m, (_c, _b, _h, _cl, defined) in pairs.items():
         groups.setdefault(defined.tobytes(), []).append(m)
-    for names in groups.values():
-        res = paired_bootstrap_many({m: pairs[m][:3] for m in names}, pairs[names[0]][3],
-                                    phase_labels=matched.phases, **boot)
-        for m in names:
-            out[m]["difference"] = res[m]
-    return {
-        "n_questions": int(rows.sum()),
-        "n_clusters": len(set(clusters.tolist())),
-        "metrics": out,
-    }
+    return clusters, pairs, list(groups.values())
 
 
+def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) -> dict:
+    out = {}
+    for m in metrics:
+        hib = METRICS[m].higher_is_better
+        out[m] = {
+            "candidate": phase_table(
+                matched.candidate[m][rows], matched.phases, higher_is_better=hib
+            ),
+            "baseline": phase_table(
+                matched.baseline[m][rows], matched.phases, higher_is_better=hib
+            ),
+            "difference": None,
+        }
+    return out
+
+
+def _one_blas_thread():
+    """One BLAS thread: the bootstrap's products are small and run two at a time (no spinning pool)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+@contextlib.contextmanager
+def _no_gc_pauses():
+    """No cyclic garbage collection during a comparison (its many small objects live on anyway);
+    the caller's setting comes back."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@_no_gc_pauses()
 def compare_arms(
     con,
     candidate: str,
@@ -207,33 +349,73 @@ def compare_arms(
     applies in at least one arm (its denominator); metrics that apply to the
     same questions share one draw, and each result equals a
     :func:`paired_bootstrap` call with the same seed. Per-arm phase tables are
-    computed on the matched cells, so they agree with the point estimates.
+    computed on the matched cells, so they agree with the point estimates. The
+    bootstraps run on two threads (:func:`paired_bootstrap_batch`); no number
+    depends on their schedule.
     """
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
-    cand = load_arm(con, candidate)
-    base = load_arm(baseline_con if baseline_con is not None else con, baseline)
+    if baseline_con is None:
+        cand, base = load_arms(con, [candidate, baseline])
+    else:
+        cand, base = load_arm(con, candidate), load_arm(baseline_con, baseline)
     matched = match_arms(cand, base, metrics)
-    boot = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence,
-            "statistics": tuple(statistics)}
-    by_set: dict[str, dict] = {}
+    boot = {
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "statistics": tuple(statistics),
+    }
+    blocks = []  # (stress set, segment or None for the whole set, rows)
     for s in sorted({str(x) for x in matched.stress_set.tolist()}):
         rows = matched.stress_set == s
-        block = _compare_block(rows, matched, metrics, **boot)
+        blocks.append((s, None, rows))
         if segments:
-            block["segments"] = {
-                g: _compare_block(rows & (matched.segment == g), matched, metrics, **boot)
+            blocks += [
+                (s, g, rows & (matched.segment == g))
                 for g in sorted({str(x) for x in matched.segment[rows].tolist()})
+            ]
+    by_set: dict[str, dict] = {}
+    # the bootstraps run on two threads (numpy releases the GIL) while this one builds the tables
+    with _one_blas_thread(), ThreadPoolExecutor(max_workers=2) as pool:
+        jobs, calls = [], []
+        for _s, _g, rows in blocks:
+            clusters, pairs, groups = _block_pairs(rows, matched, metrics)
+            jobs.append((clusters, [(names, len(calls) + k) for k, names in enumerate(groups)]))
+            calls += [({m: pairs[m][:3] for m in names}, pairs[names[0]][3]) for names in groups]
+        futures = paired_bootstrap_batch(
+            calls, phase_labels=matched.phases, submit=pool.submit, **boot
+        )
+        tables = [_phase_tables(rows, matched, metrics) for _s, _g, rows in blocks]
+        for (s, g, rows), (clusters, slots), out in zip(blocks, jobs, tables, strict=True):
+            for names, call in slots:
+                res = futures[call].result()
+                for m in names:
+                    out[m]["difference"] = res[m]
+            block = {
+                "n_questions": int(rows.sum()),
+                "n_clusters": len(set(clusters.tolist())),
+                "metrics": out,
             }
-        by_set[s] = block
+            if g is None:
+                by_set[s] = block
+                if segments:
+                    block["segments"] = {}
+            else:
+                by_set[s]["segments"][g] = block
     return {
         "format": FORMAT,
         "candidate": {"arm": candidate, "counts": cand.counts},
         "baseline": {"arm": baseline, "counts": base.counts},
-        "settings": {"n_resamples": int(n_resamples), "seed": int(seed), "confidence": float(confidence),
-                     "statistics": list(statistics), "method": "percentile",
-                     "resampling_unit": "document (first doc id; a question without one is its own)"},
+        "settings": {
+            "n_resamples": int(n_resamples),
+            "seed": int(seed),
+            "confidence": float(confidence),
+            "statistics": list(statistics),
+            "method": "percentile",
+            "resampling_unit": "document (first doc id; a question without one is its own)",
+        },
         "matching": matched.report,
         "metrics": {m: METRICS[m].describe() for m in metrics},
         "stress_sets": by_set,

@@ -1,10 +1,11 @@
 """Statistics over a boundary ledger: phase tables, segments, and the paired bootstrap.
 
-Pure numpy/scipy functions do the arithmetic (:func:`phase_table`,
-:func:`segment_breakdown`, :func:`paired_bootstrap`, :func:`paired_bootstrap_many`);
-thin functions pull the arrays from a DuckDB connection whose ``records`` view
-comes from :func:`ledgerscope.ledger.read.connect` (:func:`load_arm`,
-:func:`compare_arms`). Nothing here imports Textual.
+Pure numpy functions do the arithmetic (:func:`phase_table`,
+:func:`segment_breakdown`, :func:`paired_bootstrap`, :func:`paired_bootstrap_many`,
+:func:`paired_bootstrap_batch`; the replicates themselves in
+:mod:`ledgerscope.resampling`); :mod:`ledgerscope.compare` pulls the arrays from
+a DuckDB connection whose ``records`` view comes from
+:func:`ledgerscope.ledger.read.connect`. Nothing here imports Textual.
 
 Outcome metrics (one value per record, ``NaN`` = not applicable)
 ----------------------------------------------------------------
@@ -63,17 +64,21 @@ difference reproduces SciPy's percentile interval.
 Vectorised: per resampling unit the per-phase sums and counts (and the
 per-question worst/best sums and counts) are precomputed as a (units x K)
 matrix; a chunk of replicates is a (chunk x units) multiplicity matrix ``W``
-and its aggregates are ``W @ unit_matrix``. With 0/1 outcomes every sum is an
-integer, so the result is exactly the direct computation on the resampled rows.
+and its aggregates are ``W @ unit_matrix``. With 0/1 outcomes (and token
+counts) every sum is an integer, so the result is exactly the direct
+computation on the resampled rows; :mod:`ledgerscope.resampling` says how the
+fast paths keep every number bit for bit.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from .resampling import Pass, Problem, intervals, run_here, schedule, units
 
 FORMAT = "ledgerscope-comparison/1"
 
@@ -83,8 +88,14 @@ WORST_PHASE_NOTE = (
 )
 
 #: statistics :func:`paired_bootstrap` can recompute per replicate
-STATISTICS = ("mean", "pooled_mean", "worst_aggregate", "worst_per_question", "best_aggregate",
-              "best_per_question")
+STATISTICS = (
+    "mean",
+    "pooled_mean",
+    "worst_aggregate",
+    "worst_per_question",
+    "best_aggregate",
+    "best_per_question",
+)
 DEFAULT_STATISTICS = ("mean", "worst_aggregate", "worst_per_question")
 
 #: answer verdicts that take an answerable record out of the answer denominators
@@ -101,28 +112,63 @@ class Metric:
     binary: bool = True
 
     def describe(self) -> dict:
-        return {"definition": self.definition, "denominator": self.denominator,
-                "direction": _direction(self.higher_is_better), "binary": self.binary}
+        return {
+            "definition": self.definition,
+            "denominator": self.denominator,
+            "direction": _direction(self.higher_is_better),
+            "binary": self.binary,
+        }
 
 
-_JUDGED = ("answer-judged answerable records (answerable, not support-only, verdict not "
-           "not-judged or infrastructure-failure)")
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("support", True, "support_packed: the packed context covers a sufficient support set",
-           "answerable records with a support flag (support-only and budget-infeasible included)"),
-    Metric("answer_correct", True, "answer_verdict is correct", _JUDGED),
-    Metric("critical", False, "answer_verdict is critical-condition-error", _JUDGED),
-    Metric("abstained", False, "answer_verdict is abstained (lost coverage, not a critical error)",
-           _JUDGED),
-    Metric("false_assertion", False, "answer_verdict is false-assertion",
-           "answer-judged unanswerable controls (abstained or false-assertion)"),
-    Metric("citation_supported", True, "citation_verdict is supported",
-           "answer-judged answerable records that answered (correct, critical-condition-error, wrong)"),
-    Metric("prompt_tokens", False, "prompt tokens of the record", "records with a token count",
-           binary=False),
-    Metric("evidence_tokens", False, "packed evidence tokens of the record", "records with a token count",
-           binary=False),
-)}
+_JUDGED = (
+    "answer-judged answerable records (answerable, not support-only, verdict not "
+    "not-judged or infrastructure-failure)"
+)
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "support",
+            True,
+            "support_packed: the packed context covers a sufficient support set",
+            "answerable records with a support flag (support-only and budget-infeasible included)",
+        ),
+        Metric("answer_correct", True, "answer_verdict is correct", _JUDGED),
+        Metric("critical", False, "answer_verdict is critical-condition-error", _JUDGED),
+        Metric(
+            "abstained",
+            False,
+            "answer_verdict is abstained (lost coverage, not a critical error)",
+            _JUDGED,
+        ),
+        Metric(
+            "false_assertion",
+            False,
+            "answer_verdict is false-assertion",
+            "answer-judged unanswerable controls (abstained or false-assertion)",
+        ),
+        Metric(
+            "citation_supported",
+            True,
+            "citation_verdict is supported",
+            "answer-judged answerable records that answered (correct, critical-condition-error, wrong)",
+        ),
+        Metric(
+            "prompt_tokens",
+            False,
+            "prompt tokens of the record",
+            "records with a token count",
+            binary=False,
+        ),
+        Metric(
+            "evidence_tokens",
+            False,
+            "packed evidence tokens of the record",
+            "records with a token count",
+            binary=False,
+        ),
+    )
+}
 DEFAULT_METRICS = tuple(METRICS)
 
 
@@ -135,9 +181,45 @@ def _direction(higher_is_better: bool) -> str:
 
 
 def _col(values, n: int) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype == object and values.shape == (n,):
+        return values
     out = np.empty(n, dtype=object)
     out[:] = list(values) if values is not None else [None] * n
     return out
+
+
+class _Distinct:
+    """An object column as codes of its distinct values, so a test runs once per distinct value."""
+
+    def __init__(self, col: np.ndarray) -> None:
+        self.col = col
+        try:
+            self.values = list(dict.fromkeys(col.tolist()))
+        except TypeError:  # an unhashable value: test each one
+            self.codes = None
+            return
+        index = {v: i for i, v in enumerate(self.values)}
+        self.codes = np.fromiter(
+            map(index.__getitem__, col.tolist()), dtype=np.intp, count=len(col)
+        )
+
+    def test(self, fn) -> np.ndarray:
+        if self.codes is None:
+            return np.array([bool(fn(v)) for v in self.col.tolist()], dtype=bool)
+        return np.array([bool(fn(v)) for v in self.values], dtype=bool)[self.codes]
+
+
+def _truths(values) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype == bool:
+        return np.array(values, dtype=bool)
+    return np.array([bool(a) for a in values])
+
+
+def _numbers(values, n: int) -> np.ndarray:
+    """``float(v)`` per value, ``NaN`` for None."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf" and values.shape == (n,):
+        return values.astype(float)
+    return np.array([np.nan if v is None else float(v) for v in _col(values, n)], dtype=float)
 
 
 def record_metrics(
@@ -152,31 +234,32 @@ def record_metrics(
 ) -> dict[str, np.ndarray]:
     """Every metric of :data:`METRICS` per record: float arrays, ``NaN`` outside the denominator."""
     n = len(answerable)
-    ans = np.array([bool(a) for a in answerable])
-    sonly = np.array([bool(s) for s in support_only])
-    sp = _col(support_packed, n)
-    av = _col(answer_verdict, n)
-    cv = _col(citation_verdict, n)
+    ans = _truths(answerable)
+    sonly = _truths(support_only)
+    sp = _Distinct(_col(support_packed, n))
+    av = _Distinct(_col(answer_verdict, n))
+    cv = _Distinct(_col(citation_verdict, n))
     nan = np.full(n, np.nan)
 
     def where(defined: np.ndarray, hit: np.ndarray) -> np.ndarray:
         return np.where(defined, hit.astype(float), nan)
 
-    has_support = np.array([s is not None for s in sp])
-    judged = ans & ~sonly & np.array([v is not None and v not in _UNJUDGED for v in av])
-    control = ~ans & ~sonly & np.array([v in ("abstained", "false-assertion") for v in av])
-    answered = judged & np.array([v in _ANSWERED for v in av])
+    def verdict(name: str) -> np.ndarray:
+        return av.test(lambda v: v == name)
+
+    judged = ans & ~sonly & av.test(lambda v: v is not None and v not in _UNJUDGED)
+    control = ~ans & ~sonly & av.test(lambda v: v in ("abstained", "false-assertion"))
+    answered = judged & av.test(lambda v: v in _ANSWERED)
     out = {
-        "support": where(ans & has_support, np.array([bool(s) for s in sp])),
-        "answer_correct": where(judged, av == "correct"),
-        "critical": where(judged, av == "critical-condition-error"),
-        "abstained": where(judged, av == "abstained"),
-        "false_assertion": where(control, av == "false-assertion"),
-        "citation_supported": where(answered, cv == "supported"),
+        "support": where(ans & sp.test(lambda s: s is not None), sp.test(bool)),
+        "answer_correct": where(judged, verdict("correct")),
+        "critical": where(judged, verdict("critical-condition-error")),
+        "abstained": where(judged, verdict("abstained")),
+        "false_assertion": where(control, verdict("false-assertion")),
+        "citation_supported": where(answered, cv.test(lambda v: v == "supported")),
     }
     for name, values in (("prompt_tokens", prompt_tokens), ("evidence_tokens", evidence_tokens)):
-        col = _col(values, n)
-        out[name] = np.array([np.nan if v is None else float(v) for v in col], dtype=float)
+        out[name] = _numbers(values, n)
     return out
 
 
@@ -189,21 +272,15 @@ def _num(x) -> float | None:
     return None if np.isnan(x) else x
 
 
-def _per_question_extreme(m: np.ndarray, worst: bool, higher_is_better: bool) -> np.ndarray:
-    """Each question's worst (or best) applicable phase value; NaN for an all-NaN row."""
-    use_min = worst == higher_is_better
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmin(m, axis=1) if use_min else np.nanmax(m, axis=1)
-
-
 def _arg_extreme(values: np.ndarray, use_min: bool) -> int | None:
     if values.size == 0 or np.all(np.isnan(values)):
         return None
     return int(np.nanargmin(values) if use_min else np.nanargmax(values))
 
 
-def phase_table(matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True) -> dict:
+def phase_table(
+    matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True
+) -> dict:
     """Per phase, phase average and worst/best phase (both ways) of one arm's metric matrix.
 
     ``matrix`` is questions x phases, ``NaN`` where the metric does not apply.
@@ -226,36 +303,46 @@ def phase_table(matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_be
         mean_of_phases = np.nanmean(means) if means.size else np.nan
     pooled = sums.sum() / n.sum() if n.sum() else np.nan
     row_any = valid.any(axis=1)
-    binary = bool(np.all(np.isin(m[valid], (0.0, 1.0))))
+    values, rows = m[valid], m[row_any]
+    binary = bool(np.all((values == 0.0) | (values == 1.0)))  # np.isin(values, (0.0, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanmin(rows, axis=1), np.nanmax(rows, axis=1)
 
     def extreme(worst: bool) -> dict:
         use_min = worst == higher_is_better
         k = _arg_extreme(means, use_min)
-        per_q = _per_question_extreme(m[row_any], worst, higher_is_better)
+        per_q = lo if use_min else hi  # each question's worst (best) phase
         return {
-            "aggregate": {"value": None if k is None else _num(means[k]),
-                          "phase": None if k is None else labels[k]},
-            "per_question": {"value": _num(per_q.mean()) if per_q.size else None,
-                             "n_questions": int(per_q.size)},
+            "aggregate": {
+                "value": None if k is None else _num(means[k]),
+                "phase": None if k is None else labels[k],
+            },
+            "per_question": {
+                "value": _num(per_q.mean()) if per_q.size else None,
+                "n_questions": int(per_q.size),
+            },
         }
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanmin(m[row_any], axis=1), np.nanmax(m[row_any], axis=1)
     table = {
         "direction": _direction(higher_is_better),
         "n_questions": int(row_any.sum()),
         "n_phases": len(labels),
-        "per_phase": [{"phase": lab, "mean": _num(means[i]), "sum": float(sums[i]), "n": int(n[i])}
-                      for i, lab in enumerate(labels)],
-        "phase_average": {"mean_of_phases": _num(mean_of_phases), "pooled": _num(pooled),
-                          "n_records": int(n.sum())},
+        "per_phase": [
+            {"phase": lab, "mean": _num(means[i]), "sum": float(sums[i]), "n": int(n[i])}
+            for i, lab in enumerate(labels)
+        ],
+        "phase_average": {
+            "mean_of_phases": _num(mean_of_phases),
+            "pooled": _num(pooled),
+            "n_records": int(n.sum()),
+        },
         "worst_phase": extreme(True),
         "best_phase": extreme(False),
         # a question whose value differs between phases (for 0/1 outcomes: a reversal)
         "reversals": int(np.sum(lo != hi)),
-        "min_value": _num(m[valid].min()) if valid.any() else None,
-        "max_value": _num(m[valid].max()) if valid.any() else None,
+        "min_value": _num(values.min()) if values.size else None,
+        "max_value": _num(values.max()) if values.size else None,
         "note": WORST_PHASE_NOTE,
     }
     if binary:
@@ -286,9 +373,12 @@ def segment_breakdown(
         rows = sset == s
         out[s] = {
             "all": phase_table(m[rows], phase_labels, higher_is_better=higher_is_better),
-            "segments": {g: phase_table(m[rows & (seg == g)], phase_labels,
-                                        higher_is_better=higher_is_better)
-                         for g in sorted(set(seg[rows].tolist()))},
+            "segments": {
+                g: phase_table(
+                    m[rows & (seg == g)], phase_labels, higher_is_better=higher_is_better
+                )
+                for g in sorted(set(seg[rows].tolist()))
+            },
         }
     return out
 
@@ -297,77 +387,118 @@ def segment_breakdown(
 # paired bootstrap
 
 
-@dataclass
-class _Layout:
-    """Column offsets of one arm's aggregates in the unit matrix."""
-
-    start: int
-    n_phases: int
-    higher_is_better: bool
-    width: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.width = 2 * self.n_phases + 4
-
-
-def _question_columns(x: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """Per question: phase values (NaN -> 0), phase counts, worst sum/count, best sum/count."""
-    valid = ~np.isnan(x)
-    worst = _per_question_extreme(x, True, higher_is_better)
-    best = _per_question_extreme(x, False, higher_is_better)
-    defined = valid.any(axis=1)
-    return np.column_stack([
-        np.where(valid, x, 0.0), valid.astype(float),
-        np.where(defined, worst, 0.0), defined.astype(float),
-        np.where(defined, best, 0.0), defined.astype(float),
-    ])
-
-
-def _arm_statistics(agg: np.ndarray, lay: _Layout, wanted: Iterable[str]) -> tuple[dict, dict]:
-    """Statistics per replicate row of ``agg`` (replicates x K) for one arm, plus worst/best phase index."""
-    p = lay.n_phases
-    a = agg[:, lay.start:lay.start + lay.width]
-    sums, counts = a[:, :p], a[:, p:2 * p]
-    out: dict[str, np.ndarray] = {}
-    which: dict[str, np.ndarray] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        per_phase = sums / counts
-        for name in wanted:
-            if name == "mean":
-                out[name] = np.nanmean(per_phase, axis=1)
-            elif name == "pooled_mean":
-                out[name] = sums.sum(axis=1) / counts.sum(axis=1)
-            elif name in ("worst_aggregate", "best_aggregate"):
-                use_min = (name == "worst_aggregate") == lay.higher_is_better
-                out[name] = np.nanmin(per_phase, axis=1) if use_min else np.nanmax(per_phase, axis=1)
-                filled = np.where(np.isnan(per_phase), np.inf if use_min else -np.inf, per_phase)
-                idx = np.argmin(filled, axis=1) if use_min else np.argmax(filled, axis=1)
-                which[name] = np.where(np.isnan(out[name]), -1, idx)
-            elif name == "worst_per_question":
-                out[name] = a[:, 2 * p] / a[:, 2 * p + 1]
-            elif name == "best_per_question":
-                out[name] = a[:, 2 * p + 2] / a[:, 2 * p + 3]
-            else:
-                raise ValueError(f"unknown statistic {name!r}; known: {', '.join(STATISTICS)}")
-    return out, which
+def _problem(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray, bool]],
+    clusters,
+    confidence: float,
+    statistics: Sequence[str],
+    phase_labels: Sequence[str] | None,
+):
+    """Check one call's arguments: its metrics' matrices, phase labels, units and their number."""
+    mats = {
+        k: (np.asarray(c, dtype=float), np.asarray(b, dtype=float), bool(h))
+        for k, (c, b, h) in pairs.items()
+    }
+    shapes = {c.shape for c, b, _ in mats.values()} | {b.shape for c, b, _ in mats.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(
+            f"candidate and baseline matrices must share one 2-D shape, got {sorted(shapes)}"
+        )
+    n_q, n_p = next(iter(shapes))
+    if n_q == 0:
+        raise ValueError("no questions to resample")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+    labels = (
+        [str(p) for p in phase_labels] if phase_labels is not None else [str(i) for i in range(n_p)]
+    )
+    if len(labels) != n_p:
+        raise ValueError(f"{len(labels)} phase labels for {n_p} phases")
+    for s in statistics:
+        if s not in STATISTICS:
+            raise ValueError(f"unknown statistic {s!r}; known: {', '.join(STATISTICS)}")
+    unit_of, n_units = units(clusters, n_q)
+    return mats, labels, unit_of, n_units
 
 
-def _counts_from_indices(idx: np.ndarray, n_units: int) -> np.ndarray:
-    """(replicates x draws) unit indices -> (replicates x units) multiplicities, float64."""
-    b = idx.shape[0]
-    flat = (np.arange(b, dtype=np.int64)[:, None] * n_units + idx).ravel()
-    return np.bincount(flat, minlength=b * n_units).reshape(b, n_units).astype(np.float64)
-
-
-def _units(clusters: np.ndarray | None, n_questions: int) -> tuple[np.ndarray, int, list]:
-    if clusters is None:
-        return np.arange(n_questions), n_questions, []
-    cl = np.asarray(clusters, dtype=object)
-    if cl.shape != (n_questions,):
-        raise ValueError(f"clusters has shape {cl.shape}, expected ({n_questions},)")
-    keys, inverse = np.unique(cl.astype(str), return_inverse=True)
-    return inverse.ravel(), len(keys), keys.tolist()
+def _summary(
+    mats: dict,
+    labels: list[str],
+    result: tuple,
+    *,
+    n_units: int,
+    clustered: bool,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+    statistics: Sequence[str],
+    injected: bool,
+    return_replicates: bool = False,
+) -> dict[str, dict]:
+    """Per metric: estimates, percentile intervals and the phases attaining the aggregates."""
+    reps, which_reps, point, point_which = result
+    n_q, n_p = next(iter(mats.values()))[0].shape
+    q = np.array([(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    diffs = {
+        s: reps[s][0::2] - reps[s][1::2] for s in statistics
+    }  # candidate minus baseline, per metric
+    spread = {s: intervals(d, q) for s, d in diffs.items()}
+    results: dict[str, dict] = {}
+    for i, (name, (_c, _b, h)) in enumerate(mats.items()):
+        stats_out: dict[str, dict] = {}
+        replicates: dict[str, dict] = {}
+        arms = {"candidate": 2 * i, "baseline": 2 * i + 1}
+        for s in statistics:
+            bounds, se, n_ok = (x[i] for x in spread[s])
+            est_c, est_b = float(point[s][2 * i]), float(point[s][2 * i + 1])
+            entry = {
+                "estimate": _num(est_c - est_b),
+                "candidate": _num(est_c),
+                "baseline": _num(est_b),
+                "low": None,
+                "high": None,
+                "standard_error": None,
+                "n_valid_replicates": int(n_ok),
+            }
+            if n_ok:
+                entry.update(
+                    low=float(bounds[0]),
+                    high=float(bounds[1]),
+                    standard_error=float(se) if n_ok > 1 else None,
+                )
+            if s in ("worst_aggregate", "best_aggregate"):
+                for arm, j in arms.items():
+                    k = int(point_which[s][j])
+                    entry[f"{arm}_phase"] = labels[k] if k >= 0 else None
+                    w = which_reps[s][j]
+                    freq = np.bincount(w[w >= 0], minlength=n_p) / n_resamples
+                    entry[f"{arm}_phase_frequency"] = {
+                        labels[t]: float(freq[t]) for t in range(n_p) if freq[t] > 0
+                    }
+            stats_out[s] = entry
+            if return_replicates:
+                replicates[s] = {
+                    "candidate": reps[s][2 * i],
+                    "baseline": reps[s][2 * i + 1],
+                    "difference": diffs[s][i],
+                }
+        results[name] = {
+            "statistics": stats_out,
+            "direction": _direction(h),
+            "n_questions": int(n_q),
+            "n_units": int(n_units),
+            "n_phases": int(n_p),
+            "resampling_unit": "cluster" if clustered else "question",
+            "n_resamples": int(n_resamples),
+            "seed": int(seed),
+            "confidence": float(confidence),
+            "method": "percentile",
+            "injected_indices": injected,
+            "note": WORST_PHASE_NOTE,
+        }
+        if return_replicates:
+            results[name]["replicates"] = replicates
+    return results
 
 
 def paired_bootstrap_many(
@@ -392,36 +523,7 @@ def paired_bootstrap_many(
     """
     if not pairs:
         return {}
-    mats = {k: (np.asarray(c, dtype=float), np.asarray(b, dtype=float), bool(h))
-            for k, (c, b, h) in pairs.items()}
-    shapes = {c.shape for c, b, _ in mats.values()} | {b.shape for c, b, _ in mats.values()}
-    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
-        raise ValueError(f"candidate and baseline matrices must share one 2-D shape, got {sorted(shapes)}")
-    n_q, n_p = next(iter(shapes))
-    if n_q == 0:
-        raise ValueError("no questions to resample")
-    if not 0 < confidence < 1:
-        raise ValueError("confidence must lie strictly between 0 and 1")
-    labels = [str(p) for p in phase_labels] if phase_labels is not None else [str(i) for i in range(n_p)]
-    if len(labels) != n_p:
-        raise ValueError(f"{len(labels)} phase labels for {n_p} phases")
-    for s in statistics:
-        if s not in STATISTICS:
-            raise ValueError(f"unknown statistic {s!r}; known: {', '.join(STATISTICS)}")
-
-    # one column block per (metric, arm); rows are questions, then summed per unit
-    blocks, layouts, start = [], {}, 0
-    for name, (c, b, hib) in mats.items():
-        for arm, x in (("candidate", c), ("baseline", b)):
-            lay = _Layout(start, n_p, hib)
-            layouts[(name, arm)] = lay
-            blocks.append(_question_columns(x, hib))
-            start += lay.width
-    q_cols = np.hstack(blocks)
-    unit_of, n_units, _ = _units(clusters, n_q)
-    unit_matrix = np.zeros((n_units, q_cols.shape[1]))
-    np.add.at(unit_matrix, unit_of, q_cols)
-
+    mats, labels, unit_of, n_units = _problem(pairs, clusters, confidence, statistics, phase_labels)
     if indices is not None:
         indices = np.asarray(indices)
         if indices.ndim != 2 or indices.shape[1] != n_units:
@@ -431,68 +533,84 @@ def paired_bootstrap_many(
         n_resamples = indices.shape[0]
     if n_resamples < 1:
         raise ValueError("n_resamples must be at least 1")
-    rng = np.random.Generator(np.random.PCG64(seed))
-    chunk = max(1, chunk_elements // n_units)
+    run = Pass(
+        [Problem(list(mats.values()), unit_of, n_units)],
+        len(labels),
+        statistics,
+        n_resamples=n_resamples,
+        seed=seed,
+        chunk_elements=chunk_elements,
+        indices=indices,
+    )
+    run.compute(run.pieces())
+    return _summary(
+        mats,
+        labels,
+        run.result(0),
+        n_units=n_units,
+        clustered=clusters is not None,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        statistics=statistics,
+        injected=indices is not None,
+        return_replicates=return_replicates,
+    )
 
-    reps = {(name, arm, s): np.empty(n_resamples) for name in mats for arm in ("candidate", "baseline")
-            for s in statistics}
-    which_reps: dict = {}
-    for lo in range(0, n_resamples, chunk):
-        hi = min(n_resamples, lo + chunk)
-        idx = indices[lo:hi] if indices is not None else rng.integers(0, n_units, size=(hi - lo, n_units))
-        agg = _counts_from_indices(idx, n_units) @ unit_matrix
-        for (name, arm), lay in layouts.items():
-            vals, which = _arm_statistics(agg, lay, statistics)
-            for s, v in vals.items():
-                reps[(name, arm, s)][lo:hi] = v
-            for s, w in which.items():
-                which_reps.setdefault((name, arm, s), np.empty(n_resamples, dtype=np.int64))[lo:hi] = w
 
-    full = unit_matrix.sum(axis=0, keepdims=True)
-    alpha = (1 - confidence) / 2
-    results: dict[str, dict] = {}
-    for name, (_c, _b, hib) in mats.items():
-        stats_out: dict[str, dict] = {}
-        replicates: dict[str, dict] = {}
-        point = {arm: _arm_statistics(full, layouts[(name, arm)], statistics)
-                 for arm in ("candidate", "baseline")}
-        for s in statistics:
-            cand_r, base_r = reps[(name, "candidate", s)], reps[(name, "baseline", s)]
-            diff = cand_r - base_r
-            ok = ~np.isnan(diff)
-            est_c, est_b = float(point["candidate"][0][s][0]), float(point["baseline"][0][s][0])
-            entry = {
-                "estimate": _num(est_c - est_b), "candidate": _num(est_c), "baseline": _num(est_b),
-                "low": None, "high": None, "standard_error": None,
-                "n_valid_replicates": int(ok.sum()),
-            }
-            if ok.any():
-                low, high = np.quantile(diff[ok], [alpha, 1 - alpha])
-                entry.update(low=float(low), high=float(high),
-                             standard_error=float(np.std(diff[ok], ddof=1)) if ok.sum() > 1 else None)
-            if s in ("worst_aggregate", "best_aggregate"):
-                for arm in ("candidate", "baseline"):
-                    k = int(point[arm][1][s][0])
-                    entry[f"{arm}_phase"] = labels[k] if k >= 0 else None
-                    w = which_reps[(name, arm, s)]
-                    freq = np.bincount(w[w >= 0], minlength=n_p) / n_resamples
-                    entry[f"{arm}_phase_frequency"] = {labels[i]: float(freq[i])
-                                                       for i in range(n_p) if freq[i] > 0}
-            stats_out[s] = entry
-            if return_replicates:
-                replicates[s] = {"candidate": cand_r, "baseline": base_r, "difference": diff}
-        results[name] = {
-            "statistics": stats_out,
-            "direction": _direction(hib),
-            "n_questions": int(n_q), "n_units": int(n_units), "n_phases": int(n_p),
-            "resampling_unit": "question" if clusters is None else "cluster",
-            "n_resamples": int(n_resamples), "seed": int(seed), "confidence": float(confidence),
-            "method": "percentile", "injected_indices": indices is not None,
-            "note": WORST_PHASE_NOTE,
-        }
-        if return_replicates:
-            results[name]["replicates"] = replicates
-    return results
+def paired_bootstrap_batch(
+    calls: Sequence[tuple[Mapping[str, tuple[np.ndarray, np.ndarray, bool]], np.ndarray | None]],
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    statistics: Sequence[str] = DEFAULT_STATISTICS,
+    phase_labels: Sequence[str] | None = None,
+    chunk_elements: int = 1_000_000,
+    submit=None,
+) -> list:
+    """:func:`paired_bootstrap_many` for each ``(pairs, clusters)`` call: one future per call (a
+    :class:`concurrent.futures.Future`), whose result is that call's result exactly.
+
+    Calls resampling as many units draw the same multiplicities (one seed): the draw is made
+    once, and calls whose sums are exact share one pass (:func:`ledgerscope.resampling.schedule`).
+    ``submit`` (an executor's ``submit``) runs the work as tasks, each waiting only on tasks
+    submitted before it; without it all runs here. Arguments are checked here, in order, as
+    each call would.
+    """
+    checked = []
+    for pairs, clusters in calls:  # each call's checks, in order, as the call would make them
+        checked.append(
+            _problem(pairs, clusters, confidence, statistics, phase_labels) if pairs else None
+        )
+        if pairs and n_resamples < 1:
+            raise ValueError("n_resamples must be at least 1")
+
+    def summary(i: int, result: tuple) -> dict:
+        mats, labels, _unit_of, n_units = checked[i]
+        return _summary(
+            mats,
+            labels,
+            result,
+            n_units=n_units,
+            clustered=calls[i][1] is not None,
+            n_resamples=n_resamples,
+            seed=seed,
+            confidence=confidence,
+            statistics=statistics,
+            injected=False,
+        )
+
+    return schedule(
+        [None if c is None else (list(c[0].values()), c[2], c[3], len(c[1])) for c in checked],
+        summary,
+        statistics=statistics,
+        n_resamples=n_resamples,
+        seed=seed,
+        chunk_elements=chunk_elements,
+        submit=submit or run_here,
+        empty=dict,
+    )
 
 
 def paired_bootstrap(
@@ -530,8 +648,15 @@ def paired_bootstrap(
     ``replicates`` (not JSON).
     """
     res = paired_bootstrap_many(
-        {"metric": (cand, base, higher_is_better)}, clusters, n_resamples=n_resamples, seed=seed,
-        confidence=confidence, statistics=statistics, phase_labels=phase_labels, indices=indices,
-        chunk_elements=chunk_elements, return_replicates=return_replicates,
+        {"metric": (cand, base, higher_is_better)},
+        clusters,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        statistics=statistics,
+        phase_labels=phase_labels,
+        indices=indices,
+        chunk_elements=chunk_elements,
+        return_replicates=return_replicates,
     )
     return res["metric"]

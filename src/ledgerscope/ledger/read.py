@@ -29,8 +29,15 @@ if TYPE_CHECKING:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def load_manifest(ledger: str | Path) -> dict:
@@ -75,7 +82,9 @@ def manifest_problems(manifest: dict, where: str) -> list[Problem]:
         out.append(Problem(where, None, "sources", "must be an object of doc_id: version"))
     arms = manifest.get("arms")
     if not isinstance(arms, dict) or not arms:
-        reason = "missing" if arms is None else f"must be a non-empty object of arms, not {_kind(arms)}"
+        reason = (
+            "missing" if arms is None else f"must be a non-empty object of arms, not {_kind(arms)}"
+        )
         out.append(Problem(where, None, "arms", reason))
         return out
     for name, entry in arms.items():
@@ -93,13 +102,25 @@ def manifest_problems(manifest: dict, where: str) -> list[Problem]:
             continue
         labels: set[str] = set()
         for i, ph in enumerate(phases):
-            ok = (isinstance(ph, dict) and isinstance(ph.get("label"), str)
-                  and isinstance(ph.get("offset"), int) and not isinstance(ph.get("offset"), bool))
+            ok = (
+                isinstance(ph, dict)
+                and isinstance(ph.get("label"), str)
+                and isinstance(ph.get("offset"), int)
+                and not isinstance(ph.get("offset"), bool)
+            )
             if not ok:
-                out.append(Problem(where, None, f"{field}.phases[{i}]",
-                                   "must be an object {label: string, offset: integer}"))
+                out.append(
+                    Problem(
+                        where,
+                        None,
+                        f"{field}.phases[{i}]",
+                        "must be an object {label: string, offset: integer}",
+                    )
+                )
             elif ph["label"] in labels:
-                out.append(Problem(where, None, f"{field}.phases[{i}]", f"duplicate label {ph['label']!r}"))
+                out.append(
+                    Problem(where, None, f"{field}.phases[{i}]", f"duplicate label {ph['label']!r}")
+                )
             else:
                 labels.add(ph["label"])
     return out
@@ -126,9 +147,37 @@ def _same_kind(actual, expected) -> bool:
     if t.is_string(expected) or t.is_large_string(expected):
         return t.is_string(actual) or t.is_large_string(actual) or actual == pa.string_view()
     if t.is_list(expected) or t.is_large_list(expected):
-        return (t.is_list(actual) or t.is_large_list(actual)) and _same_kind(actual.value_type,
-                                                                            expected.value_type)
+        return (t.is_list(actual) or t.is_large_list(actual)) and _same_kind(
+            actual.value_type, expected.value_type
+        )
     return False
+
+
+def _read_metadata(path: Path):
+    """``pyarrow.parquet.read_metadata(path)``: the same reader on the same local file, without
+    importing pyarrow's filesystems (pyarrow.parquet); that function where the reader differs."""
+    import pyarrow as pa
+
+    try:
+        from pyarrow._parquet import ParquetReader
+
+        reader = ParquetReader()
+        with pa.OSFile(str(path)) as source:
+            reader.open(
+                source,
+                use_memory_map=False,
+                buffer_size=0,
+                pre_buffer=False,
+                page_checksum_verification=False,
+                arrow_extensions_enabled=True,
+            )
+            for column in reader.column_paths:  # decoded as ParquetFile does (a bad name raises)
+                column[0]
+            return reader.metadata
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another pyarrow
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(path)
 
 
 def parquet_problems(path: Path, table_schema, rows: Any = None) -> list[Problem]:
@@ -137,36 +186,53 @@ def parquet_problems(path: Path, table_schema, rows: Any = None) -> list[Problem
     Reads the footer only (no data pages). ``rows``: the row count a partition
     marker recorded for the file, checked when given.
     """
+    return _footer_check(path, table_schema, rows)[0]
+
+
+def _footer_check(path: Path, table_schema, rows: Any = None) -> tuple[list[Problem], Any]:
+    """:func:`parquet_problems`, and the file's Arrow schema (None when unreadable)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        meta = pq.read_metadata(path)
+        meta = _read_metadata(path)
         actual = meta.schema.to_arrow_schema()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        return [Problem(str(path), None, "parquet",
-                        f"not a readable Parquet file (truncated or corrupted?): {exc}")]
+        return [
+            Problem(
+                str(path),
+                None,
+                "parquet",
+                f"not a readable Parquet file (truncated or corrupted?): {exc}",
+            )
+        ], None
     out = []
     for field in table_schema:
         idx = actual.get_field_index(field.name)
         if idx < 0:
             out.append(Problem(str(path), None, field.name, "missing column"))
         elif not _same_kind(actual.field(idx).type, field.type):
-            out.append(Problem(str(path), None, field.name,
-                               f"has type {actual.field(idx).type}, expected {field.type}"))
+            out.append(
+                Problem(
+                    str(path),
+                    None,
+                    field.name,
+                    f"has type {actual.field(idx).type}, expected {field.type}",
+                )
+            )
     if isinstance(rows, int) and not isinstance(rows, bool) and rows != meta.num_rows:
-        out.append(Problem(str(path), None, "rows",
-                           f"{meta.num_rows} rows, but _SUCCESS.json records {rows}"))
-    return out
+        out.append(
+            Problem(
+                str(path), None, "rows", f"{meta.num_rows} rows, but _SUCCESS.json records {rows}"
+            )
+        )
+    return out, actual
 
 
 def file_record(path: Path) -> dict:
     """Size and SHA-256 of a file, as a partition marker records them."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
+    with path.open("rb") as fh:  # hashed in C, the GIL released
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {"bytes": path.stat().st_size, "sha256": digest}
 
 
 def _marker(path: Path, problems: list[Problem]) -> dict:
@@ -176,7 +242,9 @@ def _marker(path: Path, problems: list[Problem]) -> dict:
         problems.append(Problem(str(path), None, "_SUCCESS", f"not valid JSON: {exc}"))
         return {}
     if not isinstance(meta, dict):
-        problems.append(Problem(str(path), None, "_SUCCESS", f"must be a JSON object, not {_kind(meta)}"))
+        problems.append(
+            Problem(str(path), None, "_SUCCESS", f"must be a JSON object, not {_kind(meta)}")
+        )
         return {}
     return meta
 
@@ -186,12 +254,16 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
     if files is None:
         return [], set()
     if not isinstance(files, dict):
-        return [Problem(str(marker), None, "files", "must be an object of file name: {bytes, sha256}")], set()
+        return [
+            Problem(str(marker), None, "files", "must be an object of file name: {bytes, sha256}")
+        ], set()
     out, bad = [], set()
     for name, want in files.items():
         path = part / name
         if "/" in name or name.startswith(".") or not isinstance(want, dict):
-            out.append(Problem(str(marker), None, f"files.{name}", "not a file record of this partition"))
+            out.append(
+                Problem(str(marker), None, f"files.{name}", "not a file record of this partition")
+            )
             continue
         if not path.is_file():
             out.append(Problem(str(path), None, "file", "missing (listed in _SUCCESS.json)"))
@@ -199,15 +271,65 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
             continue
         size = path.stat().st_size
         if size != want.get("bytes"):
-            out.append(Problem(str(path), None, "bytes",
-                               f"{size} bytes, but _SUCCESS.json records {want.get('bytes')} "
-                               "(truncated or replaced)"))
+            out.append(
+                Problem(
+                    str(path),
+                    None,
+                    "bytes",
+                    f"{size} bytes, but _SUCCESS.json records {want.get('bytes')} "
+                    "(truncated or replaced)",
+                )
+            )
             bad.add(name)
         elif file_record(path)["sha256"] != want.get("sha256"):
-            out.append(Problem(str(path), None, "sha256",
-                               "content differs from the digest _SUCCESS.json records (corrupted)"))
+            out.append(
+                Problem(
+                    str(path),
+                    None,
+                    "sha256",
+                    "content differs from the digest _SUCCESS.json records (corrupted)",
+                )
+            )
             bad.add(name)
     return out, bad
+
+
+def _partition_problems(part: Path, arms: dict, schemas: dict | None = None) -> list[Problem]:
+    """One finished partition: its arm and phase, its marker's sizes and digests, its footers
+    (each file's Arrow schema into ``schemas``)."""
+    problems: list[Problem] = []
+    arm, phase = part.parent.name[len("arm=") :], part.name[len("phase=") :]
+    labels = {p["label"] for p in arms.get(arm, {}).get("phases", [])}
+    if arm not in arms:
+        problems.append(
+            Problem(
+                str(part),
+                None,
+                "arm",
+                f"a partition of arm {arm!r}, which the manifest does not list",
+            )
+        )
+    elif phase not in labels:
+        problems.append(
+            Problem(
+                str(part),
+                None,
+                "phase",
+                f"a partition of phase {phase!r}, which arm {arm!r} does not list",
+            )
+        )
+    marker = part / "_SUCCESS.json"
+    meta = _marker(marker, problems)
+    found, bad = _file_problems(part, meta.get("files"), marker)
+    problems.extend(found)
+    for name, table_schema in schema.TABLES.items():
+        path = part / f"{name}.parquet"
+        if path.is_file() and path.name not in bad:
+            found, actual = _footer_check(path, table_schema, meta.get(name))
+            problems.extend(found)
+            if schemas is not None:
+                schemas[path] = actual
+    return problems
 
 
 def verify_ledger(ledger: str | Path) -> dict:
@@ -215,33 +337,32 @@ def verify_ledger(ledger: str | Path) -> dict:
 
     Raises :class:`InputError` listing every problem (file, column, reason).
     Cost: footers, file sizes and one SHA-256 pass over the partition files
-    (about 1 GB/s); no row is decoded.
+    (about 1 GB/s per thread; partitions are checked on two threads, the
+    problems listed in partition order); no row is decoded.
     """
-    ledger = Path(ledger)
+    return _verify(Path(ledger), {})
+
+
+def _verify(ledger: Path, schemas: dict) -> dict:
+    """:func:`verify_ledger`, noting each partition file's Arrow schema in ``schemas``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow._parquet  # noqa: F401 - imported once here, not by two threads at a time
+
     manifest = load_manifest(ledger)
-    problems: list[Problem] = []
     arms = manifest["arms"]
-    for part in finished_partitions(ledger):
-        arm, phase = part.parent.name[len("arm="):], part.name[len("phase="):]
-        labels = {p["label"] for p in arms.get(arm, {}).get("phases", [])}
-        if arm not in arms:
-            problems.append(Problem(str(part), None, "arm",
-                                    f"a partition of arm {arm!r}, which the manifest does not list"))
-        elif phase not in labels:
-            problems.append(Problem(str(part), None, "phase",
-                                    f"a partition of phase {phase!r}, which arm {arm!r} does not list"))
-        marker = part / "_SUCCESS.json"
-        meta = _marker(marker, problems)
-        found, bad = _file_problems(part, meta.get("files"), marker)
-        problems.extend(found)
-        for name, table_schema in schema.TABLES.items():
-            path = part / f"{name}.parquet"
-            if path.is_file() and path.name not in bad:
-                problems.extend(parquet_problems(path, table_schema, meta.get(name)))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        found = pool.map(
+            lambda part: _partition_problems(part, arms, schemas), finished_partitions(ledger)
+        )
+        problems = [p for part_problems in found for p in part_problems]
     for path in sorted((ledger / "oracle").glob("arm=*/oracle.parquet")):
-        if path.parent.name[len("arm="):] not in arms:
-            problems.append(Problem(str(path), None, "arm",
-                                    "an oracle table of an arm the manifest does not list"))
+        if path.parent.name[len("arm=") :] not in arms:
+            problems.append(
+                Problem(
+                    str(path), None, "arm", "an oracle table of an arm the manifest does not list"
+                )
+            )
         problems.extend(parquet_problems(path, schema.ORACLE))
     src = ledger / "sources.parquet"
     if src.is_file():
@@ -262,15 +383,23 @@ def sources_corpus(path: Path, rows) -> Corpus:
     corpus, problems = Corpus(), []
     for i, (doc_id, version, text, observed, access) in enumerate(rows, start=1):
         if not isinstance(doc_id, str) or not isinstance(text, str):
-            problems.append(Problem(str(path), None, "doc_id" if not isinstance(doc_id, str) else "text",
-                                    f"row {i}: missing (null)"))
+            problems.append(
+                Problem(
+                    str(path),
+                    None,
+                    "doc_id" if not isinstance(doc_id, str) else "text",
+                    f"row {i}: missing (null)",
+                )
+            )
             continue
         try:
             corpus.add(make_source(doc_id, text, version, observed, tuple(access or ())))
         except DigestMismatch as exc:
             problems.append(Problem(str(path), None, "version", f"row {i}: {exc}"))
         except InputError as exc:
-            problems.extend(Problem(str(path), None, p.field, f"row {i}: {p.reason}") for p in exc.problems)
+            problems.extend(
+                Problem(str(path), None, p.field, f"row {i}: {p.reason}") for p in exc.problems
+            )
     if problems:
         raise InputError(problems)
     return corpus
@@ -286,16 +415,25 @@ def connect(ledger: str | Path, con=None):
     The ledger is verified first (:func:`verify_ledger`), then the rows every
     analysis relies on (:func:`row_problems`); either raises :class:`InputError`.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     import duckdb
 
     ledger = Path(ledger)
-    verify_ledger(ledger)
-    con = con or duckdb.connect()
+    schemas: dict = {}
+    with ThreadPoolExecutor(
+        max_workers=1
+    ) as pool:  # a new database starts while the files are checked
+        opened = pool.submit(duckdb.connect) if con is None else None
+        _verify(ledger, schemas)
+        con = opened.result() if opened is not None else con
     parts = finished_partitions(ledger)
     files: dict[str, list[Path]] = {}
     for name, table_schema in schema.TABLES.items():
         files[name] = [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").is_file()]
-        _view(con, name, files[name], table_schema)
+        found = [schemas.get(f) for f in files[name]]  # one schema in every file: nothing to unify
+        alike = bool(found) and all(x is not None and x.equals(found[0]) for x in found)
+        _view(con, name, files[name], table_schema, union=not alike)
     oracle_files = sorted((ledger / "oracle").glob("arm=*/oracle.parquet"))
     _view(con, "oracle", oracle_files, schema.ORACLE)
     src = ledger / "sources.parquet"
@@ -310,55 +448,115 @@ def connect(ledger: str | Path, con=None):
 _SHOW = 5
 
 
-def row_problems(con, ledger: Path, record_files: list[Path], candidate_files: list[Path]) -> list[Problem]:
+def _record_counts(con, src: str) -> tuple[int, int, int]:
+    """One pass over the records: how many rows each records check of :func:`row_problems` lists.
+
+    Null keys, records filed under another partition, repeated (file, arm, phase, qid)
+    rows after the first (NULLs group together, as in the listing's window).
+    """
+    misfiled = (
+        "NOT contains('/' || replace(filename, '\\', '/'), "
+        "'/arm=' || arm || '/phase=' || phase || '/records.parquet')"
+    )
+    row = con.execute(
+        "SELECT sum(n) FILTER (WHERE arm IS NULL OR phase IS NULL OR qid IS NULL), "
+        f"sum(n) FILTER (WHERE {misfiled}), sum(n - 1) FILTER (WHERE qid IS NOT NULL) "
+        f"FROM (SELECT filename, arm, phase, qid, count(*) AS n FROM {src} GROUP BY ALL)"
+    ).fetchall()[0]
+    return tuple(int(x or 0) for x in row)
+
+
+def row_problems(
+    con, ledger: Path, record_files: list[Path], candidate_files: list[Path]
+) -> list[Problem]:
     """Rows no analysis can use: duplicate or misfiled records, records without a key, non-finite scores.
 
-    Rows are numbered from 1 within their file.
+    Rows are numbered from 1 within their file. One counting pass decides which
+    checks have rows to list; only those are listed (at most five rows each).
     """
     import duckdb
 
     out: list[Problem] = []
+    src = (
+        f"read_parquet({_sql_list(record_files)}, filename = true, file_row_number = true, "
+        "union_by_name = true, hive_partitioning = false)"
+        if record_files
+        else None
+    )
+    cands = (
+        f"read_parquet({_sql_list(candidate_files)}, filename = true, "
+        "file_row_number = true, union_by_name = true, hive_partitioning = false)"
+        if candidate_files
+        else None
+    )
     try:
-        if record_files:
-            src = f"read_parquet({_sql_list(record_files)}, filename = true, file_row_number = true, " \
-                  "union_by_name = true, hive_partitioning = false)"
+        nulls, misfiled, duplicates = _record_counts(con, src) if src else (0, 0, 0)
+        if nulls:
             for file, row, col in con.execute(
-                    "SELECT filename, file_row_number + 1, "
-                    "CASE WHEN arm IS NULL THEN 'arm' WHEN phase IS NULL THEN 'phase' ELSE 'qid' END "
-                    f"FROM {src} WHERE arm IS NULL OR phase IS NULL OR qid IS NULL "
-                    f"ORDER BY filename, file_row_number LIMIT {_SHOW}").fetchall():
+                "SELECT filename, file_row_number + 1, "
+                "CASE WHEN arm IS NULL THEN 'arm' WHEN phase IS NULL THEN 'phase' ELSE 'qid' END "
+                f"FROM {src} WHERE arm IS NULL OR phase IS NULL OR qid IS NULL "
+                f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
+            ).fetchall():
                 out.append(Problem(file, None, col, f"row {row}: missing (null)"))
+        if misfiled:
             for file, row, arm, phase in con.execute(
-                    f"SELECT filename, file_row_number + 1, arm, phase FROM {src} "
-                    "WHERE NOT contains('/' || replace(filename, '\\', '/'), "
-                    "'/arm=' || arm || '/phase=' || phase || '/records.parquet') "
-                    f"ORDER BY filename, file_row_number LIMIT {_SHOW}").fetchall():
-                out.append(Problem(file, None, "arm/phase",
-                                   f"row {row}: a record of arm {arm!r}, phase {phase!r} in another "
-                                   "partition's file"))
+                f"SELECT filename, file_row_number + 1, arm, phase FROM {src} "
+                "WHERE NOT contains('/' || replace(filename, '\\', '/'), "
+                "'/arm=' || arm || '/phase=' || phase || '/records.parquet') "
+                f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
+            ).fetchall():
+                out.append(
+                    Problem(
+                        file,
+                        None,
+                        "arm/phase",
+                        f"row {row}: a record of arm {arm!r}, phase {phase!r} in another "
+                        "partition's file",
+                    )
+                )
+        if duplicates:
             for file, row, arm, phase, qid, first in con.execute(
-                    "SELECT filename, r + 1, arm, phase, qid, f + 1 FROM ("
-                    "SELECT filename, file_row_number AS r, arm, phase, qid, "
-                    "min(file_row_number) OVER (PARTITION BY filename, arm, phase, qid) AS f, "
-                    "count(*) OVER (PARTITION BY arm, phase, qid) AS n "
-                    f"FROM {src} WHERE qid IS NOT NULL) WHERE n > 1 AND r <> f "
-                    f"ORDER BY filename, r LIMIT {_SHOW}").fetchall():
-                out.append(Problem(file, None, "qid",
-                                   f"row {row}: duplicate record (arm {arm!r}, phase {phase!r}, qid {qid!r}; "
-                                   f"first at row {first})"))
-        if candidate_files:
+                "SELECT filename, r + 1, arm, phase, qid, f + 1 FROM ("
+                "SELECT filename, file_row_number AS r, arm, phase, qid, "
+                "min(file_row_number) OVER (PARTITION BY filename, arm, phase, qid) AS f, "
+                "count(*) OVER (PARTITION BY arm, phase, qid) AS n "
+                f"FROM {src} WHERE qid IS NOT NULL) WHERE n > 1 AND r <> f "
+                f"ORDER BY filename, r LIMIT {_SHOW}"
+            ).fetchall():
+                out.append(
+                    Problem(
+                        file,
+                        None,
+                        "qid",
+                        f"row {row}: duplicate record (arm {arm!r}, phase {phase!r}, qid {qid!r}; "
+                        f"first at row {first})",
+                    )
+                )
+        if (
+            cands
+            and con.execute(f"SELECT count(*) FROM {cands} WHERE NOT isfinite(score)").fetchall()[
+                0
+            ][0]
+        ):
             for file, row, qid, stage, rank, score in con.execute(
-                    f"SELECT filename, file_row_number + 1, qid, stage, rank, score "
-                    f"FROM read_parquet({_sql_list(candidate_files)}, filename = true, "
-                    "file_row_number = true, union_by_name = true, hive_partitioning = false) "
-                    "WHERE NOT isfinite(score) "
-                    f"ORDER BY filename, file_row_number LIMIT {_SHOW}").fetchall():
-                out.append(Problem(file, None, "score",
-                                   f"row {row}: {score} (qid {qid!r}, stage {stage!r}, rank {rank}); "
-                                   "scores must be finite"))
+                f"SELECT filename, file_row_number + 1, qid, stage, rank, score FROM {cands} "
+                "WHERE NOT isfinite(score) "
+                f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
+            ).fetchall():
+                out.append(
+                    Problem(
+                        file,
+                        None,
+                        "score",
+                        f"row {row}: {score} (qid {qid!r}, stage {stage!r}, rank {rank}); "
+                        "scores must be finite",
+                    )
+                )
     except duckdb.Error as exc:
-        raise InputError(Problem(str(ledger), None, "ledger",
-                                 f"rows could not be read: {_first_line(exc)}")) from None
+        raise InputError(
+            Problem(str(ledger), None, "ledger", f"rows could not be read: {_first_line(exc)}")
+        ) from None
     return out
 
 
@@ -367,16 +565,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _view(con, name: str, files: list[Path], table_schema) -> None:
+def _view(con, name: str, files: list[Path], table_schema, union: bool = True) -> None:
+    """``union``: files may differ in columns (matched by name); off when all share one schema."""
     if files:
         con.execute(
             f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, "
             "hive_partitioning = false, "
-            "union_by_name = true)"
+            f"union_by_name = {'true' if union else 'false'})"
         )
     else:  # an empty table with the right columns, so queries still bind
-        import pyarrow as pa
-
-        empty = pa.Table.from_pylist([], schema=table_schema)
+        empty = table_schema.empty_table()  # as pa.Table.from_pylist([]) (which imports pandas)
         con.register(f"_{name}_empty", empty)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")

@@ -12,9 +12,10 @@ one query of set operations over the candidate table:
   with whitespace excused, the input stage's units over them with ranks and
   scores in every list shown, packing detail, packed cover, citations) is
   mirrored in SQL (:mod:`.coverage`, :mod:`.evidence`);
-* the JSON text is built by DuckDB, escaped for a terminal as
-  :func:`ledgerscope.safe_text.json_text` escapes (:mod:`.sqltext`), and
-  copied to stdout from Arrow's buffers.
+* the JSON text is built by DuckDB (:mod:`.sqltext`), copied to stdout from
+  Arrow's buffers, and escaped for a terminal as
+  :func:`ledgerscope.safe_text.json_text` escapes (only text that is not plain
+  ASCII is searched).
 
 ``tests/test_diagnose_sql.py`` (and the starved, weak-HNSW and seed sweeps in
 their own tests) check every record against
@@ -30,8 +31,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..diagnose_ledger import load_ledger_fixtures
+from ..safe_text import _UNSAFE
 from . import coverage, evidence, inputs
-from .sqltext import escaped, j, obj
+from .sqltext import j, obj
 
 #: one JSON line of ``diagnose --json`` (the keys of diagnose_ledger's rows, in order)
 LINE = obj(
@@ -97,14 +99,10 @@ def drop_inputs(con) -> None:
 def diagnosis_lines(con, ledger: str | Path, arm: str | None = None) -> list[str]:
     """The JSON lines of ``diagnose --json`` (escaped for a terminal), in ledger order."""
     try:
-        return [
-            r[0]
-            for r in con.execute(
-                diagnosis_query(con, ledger, arm, f"{escaped(LINE)} AS line")
-            ).fetchall()
-        ]
+        rows = con.execute(diagnosis_query(con, ledger, arm, f"{LINE} AS line")).fetchall()
     finally:
         drop_inputs(con)
+    return [_terminal_safe(r[0]) for r in rows]
 
 
 def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
@@ -116,19 +114,29 @@ def write_json_lines(con, ledger: str | Path, out: BinaryIO, arm: str | None = N
     """Write ``diagnose --json`` to the binary stream ``out``; return the number of lines.
 
     Every line is built before the first byte is written (no partial output),
-    then copied from Arrow's buffers: no Python string per record.
+    then copied from Arrow's buffers: no Python string per record. A buffer
+    that is ASCII without DEL holds nothing a terminal acts on (DuckDB's JSON
+    writer escapes C0 controls); any other is escaped as ``json_text`` does.
     """
     try:
-        query = diagnosis_query(con, ledger, arm, f"concat({escaped(LINE)}, chr(10)) AS line")
+        query = diagnosis_query(con, ledger, arm, f"concat({LINE}, chr(10)) AS line")
         table = con.sql(query).to_arrow_table()
     finally:
         drop_inputs(con)
     for chunk in table.column(0).chunks:
-        out.write(_utf8(chunk))
+        data = _utf8(chunk)
+        if not (data.isascii() and b"\x7f" not in data):
+            data = _terminal_safe(data.decode("utf-8")).encode("utf-8")
+        out.write(data)
     return table.num_rows
 
 
-def _utf8(arr) -> bytes | memoryview:
+def _terminal_safe(text: str) -> str:
+    """DEL, C1 and bidi controls (which JSON writers leave raw) as ``\\uXXXX`` escapes."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def _utf8(arr) -> bytes:
     """The concatenated UTF-8 of an Arrow string array, straight from its data buffer."""
     import numpy as np
     import pyarrow as pa
@@ -140,4 +148,4 @@ def _utf8(arr) -> bytes | memoryview:
     offs = np.frombuffer(offsets, dtype=width)[arr.offset : arr.offset + len(arr) + 1]
     if len(offs) == 0 or data is None:
         return b""
-    return memoryview(data)[int(offs[0]) : int(offs[-1])]
+    return memoryview(data)[int(offs[0]) : int(offs[-1])].tobytes()

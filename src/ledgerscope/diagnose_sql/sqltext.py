@@ -64,37 +64,3 @@ def arr(item: str, order: str, where: str | None = None) -> str:
 def trunc(expr: str, n: int) -> str:
     """diagnose._trunc in SQL: at most ``n`` characters, the last an ellipsis when cut."""
     return f"CASE WHEN length({expr}) <= {n} THEN {expr} ELSE substr({expr}, 1, {n - 1}) || '…' END"
-
-
-def escaped(expr: str) -> str:
-    """``expr`` with every character :mod:`ledgerscope.safe_text` escapes written as ``\\uXXXX``.
-
-    JSON writers already escape C0 controls; DEL, C1 controls and bidi controls
-    pass through them. Text that is ASCII without DEL (byte length = character
-    length) cannot hold any, so only other lines pay for the regex.
-    """
-    from ..safe_text import _UNSAFE
-
-    codes = [c for c in range(0x2070) if _UNSAFE.match(chr(c))]
-    out = expr
-    for code in codes:
-        out = f"replace({out}, chr({code}), {lit(chr(92) + f'u{code:04x}')})"
-    ranges: list[list[int]] = []
-    for code in codes:
-        if ranges and ranges[-1][1] == code - 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    pattern = "[" + "".join(_re_range(a, b) for a, b in ranges) + "]"
-    return (
-        f"CASE WHEN strlen({expr}) = length({expr}) AND NOT contains({expr}, chr(127)) THEN {expr} "
-        f"WHEN regexp_matches({expr}, {lit(pattern)}) THEN {out} ELSE {expr} END"
-    )
-
-
-def _re_char(code: int) -> str:
-    return "\\x{" + format(code, "x") + "}"  # RE2's code point escape
-
-
-def _re_range(a: int, b: int) -> str:
-    return _re_char(a) if a == b else _re_char(a) + "-" + _re_char(b)

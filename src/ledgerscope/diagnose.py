@@ -1,8 +1,10 @@
 """The ten-step diagnosis (seed 001, section 15): where did each record lose its support?
 
 :func:`diagnose` is a pure function of one record, that record's candidate
-lists, its fixture and the source texts; :func:`diagnose_ledger` reads a whole
-ledger once and yields one JSON-ready row per record.
+lists, its fixture and the source texts: the definition.
+:func:`ledgerscope.diagnose_ledger.diagnose_ledger` feeds it a whole ledger;
+:mod:`ledgerscope.diagnose_sql` computes the same rows in DuckDB for the
+commands (checked against it record for record).
 
 Declared rules
 --------------

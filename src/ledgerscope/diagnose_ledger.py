@@ -1,7 +1,11 @@
-"""Diagnosing a whole ledger: read records once, fetch only the candidate rows evidence needs.
+"""Diagnosing a whole ledger with the pure tree: read records once, fetch only the rows evidence needs.
 
 The tree itself is the pure :func:`ledgerscope.diagnose.diagnose`; this module
-feeds it from DuckDB without one query per record.
+feeds it from DuckDB without one query per record. It is the reference the
+commands are checked against: ``diagnose``, ``export`` and the TUI's
+``record_view`` use :mod:`ledgerscope.diagnose_sql`, the same rows computed in
+DuckDB, and the tests compare the two record for record. The fixture loading
+here (:func:`load_ledger_fixtures`) is shared by both.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 The filter bar takes the predicate language of ``ledgerscope export --where``
 (:mod:`ledgerscope.query`): one boolean expression over ``record_view``, every
 ``records`` column plus ``step``, ``step_name``, ``label``, ``flags`` and
-``reversal``. :func:`ledgerscope.query.build_record_view` computes the
-diagnosis in Python for every record (seconds on a large ledger); here the
-same columns are SQL expressions that mirror
+``reversal``. :func:`ledgerscope.query.build_record_view` computes the whole
+diagnosis, evidence included (:mod:`ledgerscope.diagnose_sql`, about half a
+second on a million candidate rows); here the same columns are SQL expressions
+over ``records`` alone that mirror
 :func:`ledgerscope.diagnose.diagnosis_step`, the label rules and the flags of
 :func:`ledgerscope.diagnose.diagnose` (all of which depend only on a record's
 flags and verdicts and its oracle row), so the view is ready in milliseconds.

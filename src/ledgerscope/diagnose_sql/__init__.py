@@ -33,26 +33,7 @@ from typing import BinaryIO
 from ..diagnose_ledger import load_ledger_fixtures
 from ..safe_text import _UNSAFE
 from . import coverage, evidence, inputs
-from .sqltext import j, obj
 
-#: one JSON line of ``diagnose --json`` (the keys of diagnose_ledger's rows, in order)
-LINE = obj(
-    ("qid", j("qid")),
-    ("arm", j("arm")),
-    ("phase", j("CAST(phase AS VARCHAR)")),
-    ("phase_offset", j("phase_offset")),
-    ("segment", j("segment")),
-    ("step", "CAST(step AS VARCHAR)"),
-    ("step_name", j("step_name")),
-    ("label", j("label")),
-    ("evidence", "evidence_json"),
-    ("flags", "flags"),
-    ("walk", "walk_json"),
-    ("answer_verdict", j("answer_verdict")),
-    ("citation_verdict", j("citation_verdict")),
-    ("support_packed", j("support_packed")),
-    ("oracle_verdict", j("o_verdict")),
-)
 #: the columns of query.build_record_view's ``record_diagnosis``
 VIEW_COLUMNS = (
     "arm, CAST(phase AS VARCHAR) AS phase, qid, CAST(step AS INTEGER) AS step, step_name, label, "
@@ -99,10 +80,10 @@ def drop_inputs(con) -> None:
 def diagnosis_lines(con, ledger: str | Path, arm: str | None = None) -> list[str]:
     """The JSON lines of ``diagnose --json`` (escaped for a terminal), in ledger order."""
     try:
-        rows = con.execute(diagnosis_query(con, ledger, arm, f"{LINE} AS line")).fetchall()
+        rows = con.execute(diagnosis_query(con, ledger, arm, "line")).fetchall()
     finally:
         drop_inputs(con)
-    return [_terminal_safe(r[0]) for r in rows]
+    return [_terminal_safe(r[0][:-1]) for r in rows]  # without the newline
 
 
 def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
@@ -119,7 +100,7 @@ def write_json_lines(con, ledger: str | Path, out: BinaryIO, arm: str | None = N
     writer escapes C0 controls); any other is escaped as ``json_text`` does.
     """
     try:
-        query = diagnosis_query(con, ledger, arm, f"concat({LINE}, chr(10)) AS line")
+        query = diagnosis_query(con, ledger, arm, "line")
         table = con.sql(query).to_arrow_table()
     finally:
         drop_inputs(con)

@@ -9,7 +9,7 @@ import json
 
 from ..diagnose import _TRANSITIONS, ANSWER_CHARS, STAGE_OF_STEP, UNITS_PER_SPAN
 from .coverage import NO_RANK, CTEs
-from .sqltext import arr, j, jlit, lit, num, obj, trunc
+from .sqltext import arr, j, jlit, lit, num, obj, obj_parts, trunc
 
 
 def _in_key(in_rank: str) -> str:
@@ -217,8 +217,8 @@ def packed() -> CTEs:
     ]
 
 
-def _evidence() -> str:
-    """One CASE over the step building the evidence object."""
+def _branches() -> list[tuple[str, list[tuple]]]:
+    """(condition, evidence object fields) per kind of record, in CASE order (diagnose._evidence_*)."""
     oracle = (
         "oracle",
         obj(("verdict", j("r.o_verdict")), ("feasible", j("r.o_feasible"))),
@@ -273,31 +273,77 @@ def _evidence() -> str:
         ("gold_status", j("r.gold_status")),
         ("spans", "r.corpus_spans", "r.has_fx"),
     ]
-    return f"""CASE
-        WHEN r.answerable = false THEN {obj(("stage", jlit("control")), *answer)}
-        WHEN r.step = 1 THEN {obj(*corpus, oracle)}
-        WHEN r.step = 2 AND r.has_fx THEN {
-        obj(stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), oracle)
-    }
-        WHEN r.step = 2 THEN {obj(stage, note, oracle)}
-        WHEN r.step BETWEEN 3 AND 8 AND r.has_fx THEN {
-        obj(*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *step8, oracle)
-    }
-        WHEN r.step BETWEEN 3 AND 8 THEN {obj(*head, note, oracle)}
-        WHEN r.step = 9 THEN {obj(("stage", jlit("answer")), *answer, n_packed, *cover, oracle)}
-        WHEN r.step = 10 THEN {obj(*citations, n_packed, *cover, oracle)}
-        ELSE {obj(*passed, n_packed, *cover, oracle)}
-    END"""
+    return [
+        ("r.answerable = false", [("stage", jlit("control")), *answer]),
+        ("r.step = 1", [*corpus, oracle]),
+        (
+            "r.step = 2 AND r.has_fx",
+            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), oracle],
+        ),
+        ("r.step = 2", [stage, note, oracle]),
+        (
+            "r.step BETWEEN 3 AND 8 AND r.has_fx",
+            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *step8, oracle],
+        ),
+        ("r.step BETWEEN 3 AND 8", [*head, note, oracle]),
+        ("r.step = 9", [("stage", jlit("answer")), *answer, n_packed, *cover, oracle]),
+        ("r.step = 10", [*citations, n_packed, *cover, oracle]),
+        ("true", [*passed, n_packed, *cover, oracle]),
+    ]
+
+
+def _case(before: list[str], after: list[str]) -> str:
+    """CASE over the branches: ``concat(*before, <evidence object>, *after)`` (one copy per record)."""
+    whens = " ".join(
+        f"WHEN {cond} THEN concat({', '.join([*before, *obj_parts(*fields), *after])})"
+        for cond, fields in _branches()
+    )
+    return f"CASE {whens} END"
+
+
+_MISSING = "CAST(to_json(' (missing: ' || mj.missing || ')') AS VARCHAR)"
+#: the walk's text after ``walk_pre``: for steps 2-8 the missing spans, then the rest
+_WALK_TAIL = (
+    f"CASE WHEN r.walk_post IS NULL THEN '' "
+    f"ELSE concat(substr({_MISSING}, 2, length({_MISSING}) - 2), r.walk_post) END"
+)
+#: one JSON line of ``diagnose --json`` (the keys of diagnose_ledger's rows, in order), newline ended
+_LINE_BEFORE = obj_parts(
+    ("qid", j("r.qid")),
+    ("arm", j("r.arm")),
+    ("phase", j("CAST(r.phase AS VARCHAR)")),
+    ("phase_offset", j("r.phase_offset")),
+    ("segment", j("r.segment")),
+    ("step", "CAST(r.step AS VARCHAR)"),
+    ("step_name", j("r.step_name")),
+    ("label", j("r.label")),
+    ("evidence", "''"),
+)[:-1]
+_LINE_AFTER = [
+    """', "flags": '""",
+    "r.flags",
+    """', "walk": '""",
+    "r.walk_pre",
+    _WALK_TAIL,
+    *(
+        part
+        for key, expr in (
+            ("answer_verdict", j("r.answer_verdict")),
+            ("citation_verdict", j("r.citation_verdict")),
+            ("support_packed", j("r.support_packed")),
+            ("oracle_verdict", j("r.o_verdict")),
+        )
+        for part in (lit(f', "{key}": '), expr)
+    ),
+    "'}'",
+    "chr(10)",
+]
 
 
 def assemble() -> CTEs:
-    """``_ls_d``: every record with its evidence and its walk (missing spans named) as JSON text."""
+    """``_ls_d``: every record with its evidence and walk as JSON text, and its whole JSON line
+    (each computed only where a query reads it)."""
     stages = " ".join(f"WHEN {s} THEN {lit(st)}" for s, st in STAGE_OF_STEP.items())
-    missing = "CAST(to_json(' (missing: ' || mj.missing || ')') AS VARCHAR)"
-    walk = (
-        f"CASE WHEN r.walk_post IS NULL THEN r.walk_pre "
-        f"ELSE concat(r.walk_pre, substr({missing}, 2, length({missing}) - 2), r.walk_post) END"
-    )
     return [
         (
             "_ls_mj",
@@ -308,7 +354,8 @@ def assemble() -> CTEs:
         (
             "_ls_d",
             f"""
-        SELECT r.*, {_evidence()} AS evidence_json, {walk} AS walk_json
+        SELECT r.*, {_case([], [])} AS evidence_json, concat(r.walk_pre, {_WALK_TAIL}) AS walk_json,
+               {_case(_LINE_BEFORE, _LINE_AFTER)} AS line
         FROM (SELECT r.*, CASE r.step {stages} END AS after_stage FROM _ls_r r) r
         LEFT JOIN _ls_mj mj USING (rid)
         LEFT JOIN _ls_sel sel USING (rid)

@@ -31,12 +31,9 @@ def num(expr: str) -> str:
     return j(f"CASE WHEN isfinite(CAST({expr} AS DOUBLE)) THEN CAST({expr} AS DOUBLE) END")
 
 
-def obj(*fields: tuple) -> str:
-    """SQL for a JSON object's text from ``(key, json_sql)`` or ``(key, json_sql, condition)``.
-
-    The first field is always present; a conditional field is left out where its
-    condition is not true. One ``concat`` call: a chain of ``||`` copies every prefix.
-    """
+def obj_parts(*fields: tuple) -> list[str]:
+    """The pieces of a JSON object's text, for ``concat``, from ``(key, json_sql)`` or
+    ``(key, json_sql, condition)``; a conditional field is left out where its condition is not true."""
     parts = ["'{'"]
     for i, field in enumerate(fields):
         key, expr = field[0], field[1]
@@ -47,7 +44,13 @@ def obj(*fields: tuple) -> str:
         else:
             parts.extend((label, expr))
     parts.append("'}'")
-    return f"concat({', '.join(parts)})"
+    return parts
+
+
+def obj(*fields: tuple) -> str:
+    """SQL for a JSON object's text (see :func:`obj_parts`): one ``concat``, where a chain of ``||``
+    would copy every prefix."""
+    return f"concat({', '.join(obj_parts(*fields))})"
 
 
 def arr(item: str, order: str, where: str | None = None) -> str:

@@ -17,23 +17,57 @@ def _in_key(in_rank: str) -> str:
     return f"coalesce(nullif({in_rank}, 0), {NO_RANK})"
 
 
+#: every candidate list a step's evidence reads, each pivoted into its own columns per unit
+_LISTS = tuple(dict.fromkeys(name for t in _TRANSITIONS.values() for name in (*t[1], *t[2], *t[3])))
+
+
+def _col(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def _best(names: tuple[str, ...], value: str) -> str:
+    """The unit's rank (``value="r"``) or score (``"s"``) in whichever of ``names`` ranks it best;
+    on a tie the earlier list (diagnose._best). NULL where no list holds it."""
+    if not names:
+        return "NULL"
+    pick = f"{value}_{_col(names[0])}"
+    best_rank = f"r_{_col(names[0])}"
+    for name in names[1:]:
+        better = (
+            f"r_{_col(name)} IS NOT NULL AND ({best_rank} IS NULL OR r_{_col(name)} < {best_rank})"
+        )
+        pick = f"CASE WHEN {better} THEN {value}_{_col(name)} ELSE {pick} END"
+        best_rank = f"CASE WHEN {better} THEN r_{_col(name)} ELSE {best_rank} END"
+    return pick
+
+
 def units() -> CTEs:
     """Steps 3-8: the input stage's units over each missing span, their ranks in every list shown,
     the packing log of each (step 8); ``_ls_units_json`` per record."""
-    rank = obj(("rank", "k.rnk"), ("score", num("k.score")))
-    width = max(len(t[3]) for t in _TRANSITIONS.values())
-    shown = ", ".join(
-        f"arg_min_null({rank}, k.rnk) FILTER (WHERE k.role = 'shown' AND k.ord = {i}) AS shown{i}"
-        for i in range(width)
+    pivot = ", ".join(
+        f"min(rnk) FILTER (WHERE stage = {lit(n)}) AS r_{_col(n)}, "
+        f"arg_min_null(score, rnk) FILTER (WHERE stage = {lit(n)}) AS s_{_col(n)}"
+        for n in _LISTS
     )
+    by_step = {
+        "in_rank": {step: _best(t[1], "r") for step, t in _TRANSITIONS.items()},
+        "in_score": {step: _best(t[1], "s") for step, t in _TRANSITIONS.items()},
+        "out_rank": {step: _best(t[2], "r") for step, t in _TRANSITIONS.items()},
+        "out_score": {step: _best(t[2], "s") for step, t in _TRANSITIONS.items()},
+    }
+    picked = ", ".join(
+        f"CASE h.step {' '.join(f'WHEN {step} THEN {sql}' for step, sql in cases.items())} END AS {col}"
+        for col, cases in by_step.items()
+    )
+    with_union = [step for step, t in _TRANSITIONS.items() if "union" in t[3]]
     whens = []
     for step, (_, _, _, names) in _TRANSITIONS.items():
-        parts = ", ".join(
-            f"{lit(('' if i == 0 else ', ') + json.dumps(name) + ': ')}, coalesce(shown{i}, 'null')"
-            for i, name in enumerate(names)
-        )
-        whens.append(f"WHEN {step} THEN concat('{{', {parts}, '}}')")
-    best = "arg_min_null({v}, CAST(k.rnk AS BIGINT) * 16 + k.ord) FILTER (WHERE k.role = '{role}')"
+        parts = []
+        for i, name in enumerate(names):
+            rank = obj(("rank", f"x.r_{_col(name)}"), ("score", num(f"x.s_{_col(name)}")))
+            parts.append(lit(("" if i == 0 else ", ") + json.dumps(name) + ": "))
+            parts.append(f"CASE WHEN x.r_{_col(name)} IS NULL THEN 'null' ELSE {rank} END")
+        whens.append(f"WHEN {step} THEN concat('{{', {', '.join(parts)}, '}}')")
     entry = obj(
         ("unit_id", j("x.unit_id")),
         ("span", j("x.span_id")),
@@ -59,22 +93,14 @@ def units() -> CTEs:
             FROM _ls_miss m JOIN _ls_ov o ON o.rid = m.rid AND o.vstage = m.before_v AND o.span_id = m.span_id
             WHERE m.step BETWEEN 3 AND 8
             GROUP BY m.rid, m.step, m.pos, m.span_id, o.unit_id),
-        k AS (  -- the unit's best row in each list the step reads (whole lists, no cutoff)
-            SELECT h.rid, h.pos, h.unit_id, l.role, l.name, l.ord, min(c.rnk) AS rnk,
-                   arg_min_null(c.score, c.rnk) AS score, arg_min_null(c.lineage, c.rnk) AS lineage
-            FROM h JOIN _ls_lists l ON l.step = h.step
-            JOIN _ls_cp c ON c.rid = h.rid AND c.span_id = h.span_id AND c.stage = l.name
-                 AND c.unit_id = h.unit_id
-            GROUP BY h.rid, h.pos, h.unit_id, l.role, l.name, l.ord)
-        SELECT h.rid, h.step, h.pos, h.span_id, h.unit_id, h.doc_id, h.vs, h.ve,
-               {best.format(v="k.rnk", role="in")} AS in_rank,
-               {best.format(v="k.score", role="in")} AS in_score,
-               {best.format(v="k.rnk", role="out")} AS out_rank,
-               {best.format(v="k.score", role="out")} AS out_score, {shown},
-               arg_min_null(k.lineage, k.ord) FILTER (WHERE k.role = 'shown' AND k.name = 'union'
-                                                       AND k.lineage IS NOT NULL) AS lineage
-        FROM h LEFT JOIN k ON k.rid = h.rid AND k.pos = h.pos AND k.unit_id = h.unit_id
-        GROUP BY h.rid, h.step, h.pos, h.span_id, h.unit_id, h.doc_id, h.vs, h.ve
+        p AS (  -- per unit and list: its best row (whole lists, no cutoff)
+            SELECT rid, span_id, unit_id, {pivot},
+                   arg_min_null(lineage, rnk) FILTER (WHERE stage = 'union') AS union_lineage
+            FROM _ls_cp c SEMI JOIN h USING (rid, span_id, unit_id)
+            GROUP BY rid, span_id, unit_id)
+        SELECT h.*, p.* EXCLUDE (rid, span_id, unit_id), {picked},
+               CASE WHEN h.step IN ({", ".join(map(str, with_union))}) THEN p.union_lineage END AS lineage
+        FROM h LEFT JOIN p USING (rid, span_id, unit_id)
         QUALIFY row_number() OVER (PARTITION BY h.rid, h.pos ORDER BY {_in_key("in_rank")}, h.vs, h.unit_id)
                 <= {UNITS_PER_SPAN}""",
         ),

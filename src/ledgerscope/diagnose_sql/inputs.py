@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..diagnose import _TRANSITIONS, SUPPORT_WALK, _span_json, diagnose
+from ..diagnose import SUPPORT_WALK, _span_json, diagnose
 from ..diagnose_ledger import UNIT_WINDOW, _top_n
 from ..fixtures import Fixture
 from .sqltext import lit
@@ -44,7 +44,7 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_lists", "_ls_members", "_ls_top", "_ls_head")
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head")
 
 
 def columns_table(con, name: str, cols: Mapping[str, tuple[str, list]]) -> None:
@@ -123,14 +123,7 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
 
 
 def register_lists(con, ledger: str | Path) -> None:
-    """``_ls_lists`` (per step: lists read for input and output ranks, lists shown per unit),
-    ``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
-    lists = _table(step="INTEGER", role="VARCHAR", name="VARCHAR", ord="INTEGER")
-    for step, (_, ins, outs, shown) in _TRANSITIONS.items():
-        for role, names in (("in", ins), ("out", outs), ("shown", shown)):
-            for i, name in enumerate(names):
-                _add(lists, step=step, role=role, name=name, ord=i)
-    columns_table(con, "_ls_lists", lists)
+    """``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
     members = _table(vstage="VARCHAR", stage="VARCHAR")
     for vstage, names in MEMBERS.items():
         for name in names:

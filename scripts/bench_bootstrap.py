@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ledgerscope.stats import paired_bootstrap
+from ledgerscope.bootstrap import paired_bootstrap
 
 
 def best_of(k: int, fn) -> float:

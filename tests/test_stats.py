@@ -10,14 +10,13 @@ import pyarrow as pa
 import pytest
 from scipy import stats as sps
 
+from ledgerscope.bootstrap import paired_bootstrap, paired_bootstrap_many
 from ledgerscope.compare import compare_arms
 from ledgerscope.errors import InputError
 from ledgerscope.ledger import schema
 from ledgerscope.stats import (
     METRICS,
     WORST_PHASE_NOTE,
-    paired_bootstrap,
-    paired_bootstrap_many,
     phase_table,
     record_metrics,
     segment_breakdown,

@@ -15,13 +15,8 @@ import numpy as np
 import pytest
 
 from ledgerscope import resampling as rs
-from ledgerscope.stats import (
-    DEFAULT_STATISTICS,
-    STATISTICS,
-    paired_bootstrap_batch,
-    paired_bootstrap_many,
-    phase_table,
-)
+from ledgerscope.bootstrap import paired_bootstrap_batch, paired_bootstrap_many
+from ledgerscope.stats import DEFAULT_STATISTICS, STATISTICS, phase_table
 
 nan = np.nan
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .bootstrap import paired_bootstrap_batch
 from .errors import InputError, Problem
 from .stats import (
     DEFAULT_METRICS,
@@ -20,7 +21,6 @@ from .stats import (
     FORMAT,
     METRICS,
     WORST_PHASE_NOTE,
-    paired_bootstrap_batch,
     phase_table,
     record_metrics,
 )

@@ -1,5 +1,5 @@
 """The replicates of the paired bootstrap, exactly and fast (the arithmetic behind
-:func:`ledgerscope.stats.paired_bootstrap_many`; no Textual, no DuckDB).
+:func:`ledgerscope.bootstrap.paired_bootstrap_many`; no Textual, no DuckDB).
 
 A *problem* is one set of questions and several metrics. Each (metric, arm) is a *block*;
 per resampling unit, a block's columns hold its per-phase sums and counts and its

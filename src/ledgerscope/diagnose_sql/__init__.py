@@ -44,7 +44,7 @@ VIEW_COLUMNS = (
 def diagnosis_query(con, ledger: str | Path, arm: str | None, columns: str) -> str:
     """SQL selecting ``columns`` (over the ``_ls_d`` CTE) for every record, in ledger order.
 
-    Registers the small inputs (fixtures, list names, depths, heads) first;
+    Registers the small inputs (fixtures, stage members, depths, heads) first;
     call :func:`drop_inputs` when done with the query.
     """
     fixtures, texts = load_ledger_fixtures(con, ledger)
@@ -63,10 +63,10 @@ def diagnosis_query(con, ledger: str | Path, arm: str | None, columns: str) -> s
         *evidence.assemble(),
     ]
     final = f"SELECT {columns} FROM _ls_d ORDER BY rid"
-    texts_ = [sql for _, sql in ctes] + [final]
+    bodies = [sql for _, sql in ctes] + [final]
 
     def materialized(name: str) -> str:  # read more than once: computed once; else inlined
-        uses = sum(len(re.findall(rf"\b{name}\b", t)) for t in texts_)
+        uses = sum(len(re.findall(rf"\b{name}\b", body)) for body in bodies)
         return "MATERIALIZED" if uses > 1 else "NOT MATERIALIZED"
 
     body = ",\n".join(f"{name} AS {materialized(name)} ({sql})" for name, sql in ctes)
@@ -74,6 +74,7 @@ def diagnosis_query(con, ledger: str | Path, arm: str | None, columns: str) -> s
 
 
 def drop_inputs(con) -> None:
+    """Remove what :func:`diagnosis_query` registered on the connection."""
     inputs.drop(con)
 
 

@@ -190,6 +190,15 @@ class Matched:
     report: dict
 
 
+def _first_per_question(recs: ArmRecords) -> dict[str, tuple]:
+    """Each question's (segment, stress set, cluster) as its first record has them."""
+    first: dict[str, tuple] = {}
+    columns = (recs.qid, recs.segment, recs.stress_set, recs.cluster)
+    for q, segment, stress, cluster in zip(*(c.tolist() for c in columns), strict=True):
+        first.setdefault(q, (segment, stress, cluster))
+    return first
+
+
 def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Matched:
     """Questions x shared phase labels for both arms; cells present in one arm only are dropped."""
     phases = sorted(set(cand.phase.tolist()) & set(base.phase.tolist()), key=_phase_key)
@@ -216,24 +225,7 @@ def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Ma
             mat = np.full((len(qids), len(phases)), np.nan)
             mat[rows, cols] = recs.values[m][src]
             mats[arm][m] = mat
-    first = {}
-    for q, s, ss, cl in zip(
-        cand.qid.tolist(),
-        cand.segment.tolist(),
-        cand.stress_set.tolist(),
-        cand.cluster.tolist(),
-        strict=True,
-    ):
-        first.setdefault(q, (s, ss, cl))
-    base_first = {}
-    for q, s, ss, cl in zip(
-        base.qid.tolist(),
-        base.segment.tolist(),
-        base.stress_set.tolist(),
-        base.cluster.tolist(),
-        strict=True,
-    ):
-        base_first.setdefault(q, (s, ss, cl))
+    first, base_first = _first_per_question(cand), _first_per_question(base)
     mismatch = sorted(q for q in qids if first[q] != base_first[q])
     c_q, b_q = set(cand.qid.tolist()), set(base.qid.tolist())
     report = {

@@ -131,6 +131,7 @@ PASSING_ANSWERS = frozenset({"correct", "not-judged"})
 ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "false-assertion"})
 INFRA = "infrastructure-failure"
 QUOTE_CHARS = 120
+NO_RANK = 1 << 30  # the rank of a row without one: after every ranked row
 ANSWER_CHARS = 200
 UNITS_PER_SPAN = 12
 
@@ -407,7 +408,7 @@ def _by_unit(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
 
 def _rank(row: Mapping[str, Any]) -> int:
     rank = row.get("rank")
-    return int(rank) if rank is not None else 1 << 30
+    return int(rank) if rank is not None else NO_RANK
 
 
 def _score(row: Mapping[str, Any] | None) -> float | None:
@@ -475,7 +476,7 @@ def _evidence_support(step: int, record, stages, fixture, texts) -> dict[str, An
     units = []
     for span, _ in missing:
         hits = list(_by_unit([r for r in before if _overlaps(r, span)]).values())
-        hits.sort(key=lambda r: (_best(r["unit_id"], in_lists, index)[0] or 1 << 30, int(r["start"])))
+        hits.sort(key=lambda r: (_best(r["unit_id"], in_lists, index)[0] or NO_RANK, int(r["start"])))
         for r in hits[:UNITS_PER_SPAN]:
             uid = r["unit_id"]
             in_rank, in_score = _best(uid, in_lists, index)

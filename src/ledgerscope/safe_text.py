@@ -60,4 +60,9 @@ def json_text(obj, **kwargs) -> str:
     overrides raw when ``ensure_ascii`` is off), so no raw escape byte reaches stdout.
     """
     text = json.dumps(_finite(obj), ensure_ascii=False, default=str, allow_nan=False, **kwargs)
+    return json_escaped(text)
+
+
+def json_escaped(text: str) -> str:
+    """JSON text with every control or bidi character still raw in it written as ``\\uXXXX``."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

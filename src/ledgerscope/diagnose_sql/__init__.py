@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..diagnose_ledger import load_ledger_fixtures
-from ..safe_text import _UNSAFE
+from ..safe_text import json_escaped
 from . import coverage, evidence, inputs
 
 #: the columns of query.build_record_view's ``record_diagnosis``
@@ -84,7 +84,7 @@ def diagnosis_lines(con, ledger: str | Path, arm: str | None = None) -> list[str
         rows = con.execute(diagnosis_query(con, ledger, arm, "line")).fetchall()
     finally:
         drop_inputs(con)
-    return [_terminal_safe(r[0][:-1]) for r in rows]  # without the newline
+    return [json_escaped(r[0][:-1]) for r in rows]  # without the newline
 
 
 def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
@@ -108,14 +108,9 @@ def write_json_lines(con, ledger: str | Path, out: BinaryIO, arm: str | None = N
     for chunk in table.column(0).chunks:
         data = _utf8(chunk)
         if not (data.isascii() and b"\x7f" not in data):
-            data = _terminal_safe(data.decode("utf-8")).encode("utf-8")
+            data = json_escaped(data.decode("utf-8")).encode("utf-8")
         out.write(data)
     return table.num_rows
-
-
-def _terminal_safe(text: str) -> str:
-    """DEL, C1 and bidi controls (which JSON writers leave raw) as ``\\uXXXX`` escapes."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def _utf8(arr) -> bytes:

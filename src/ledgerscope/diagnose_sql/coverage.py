@@ -8,10 +8,9 @@ after the first joins everything is keyed by it.
 
 from __future__ import annotations
 
-from ..diagnose import _TRANSITIONS, STAGE_OF_STEP
+from ..diagnose import _TRANSITIONS, NO_RANK, STAGE_OF_STEP
 from .sqltext import arr, lit
 
-NO_RANK = 1 << 30  # what diagnose._rank reports for a row without a rank
 #: Python's str.isspace() as an RE2 class: a gap holding only these is excused
 WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 
-from ..diagnose import _TRANSITIONS, ANSWER_CHARS, STAGE_OF_STEP, UNITS_PER_SPAN
-from .coverage import NO_RANK, CTEs
+from ..diagnose import _TRANSITIONS, ANSWER_CHARS, NO_RANK, STAGE_OF_STEP, UNITS_PER_SPAN
+from .coverage import CTEs
 from .sqltext import arr, j, jlit, lit, num, obj, obj_parts, trunc
 
 
 def _in_key(in_rank: str) -> str:
-    """A hit's sort key: its best rank in the input lists (diagnose: ``_best(...)[0] or 1 << 30``)."""
+    """A hit's sort key: its best rank in the input lists (diagnose: ``_best(...)[0] or NO_RANK``)."""
     return f"coalesce(nullif({in_rank}, 0), {NO_RANK})"
 
 

@@ -163,8 +163,6 @@ def register_heads(con) -> None:
     The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
     the query completes with the missing span ids.
     """
-    from ..safe_text import _UNSAFE
-
     cols = ", ".join(f'"{c}"' for c in (*KEY_COLUMNS, "o_verdict", "o_feasible"))
     names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
     heads = _table(
@@ -189,14 +187,10 @@ def register_heads(con) -> None:
             step_name=d.step_name,
             label=d.label,
             flags=json.dumps(list(d.flags)),
-            walk_pre=_escape(pre, _UNSAFE),
-            walk_post=_escape(post, _UNSAFE) if 2 <= d.step <= 8 else None,
+            walk_pre=pre,
+            walk_post=post if 2 <= d.step <= 8 else None,
         )
     columns_table(con, "_ls_head", heads)
-
-
-def _escape(text: str, unsafe) -> str:
-    return unsafe.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def drop(con) -> None:

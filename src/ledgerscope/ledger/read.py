@@ -533,12 +533,9 @@ def row_problems(
                         f"first at row {first})",
                     )
                 )
-        if (
-            cands
-            and con.execute(f"SELECT count(*) FROM {cands} WHERE NOT isfinite(score)").fetchall()[
-                0
-            ][0]
-        ):
+        finite = "SELECT count(*) FROM {} WHERE NOT isfinite(score)"
+        # fetchall, not fetchone: DuckDB keeps a half-read result open on the connection
+        if cands and con.execute(finite.format(cands)).fetchall()[0][0]:  # counting costs less than listing
             for file, row, qid, stage, rank, score in con.execute(
                 f"SELECT filename, file_row_number + 1, qid, stage, rank, score FROM {cands} "
                 "WHERE NOT isfinite(score) "

@@ -78,13 +78,9 @@ def build_record_view(con, ledger: str | Path) -> None:
     columns, and ``evidence_json`` / ``walk_json`` for exports); the view joins it
     to ``records``. Nothing is written to disk.
     """
-    from .diagnose_sql import VIEW_COLUMNS, diagnosis_query, drop_inputs
+    from .diagnose_sql import VIEW_COLUMNS, diagnosis_table
 
-    try:
-        query = diagnosis_query(con, ledger, None, VIEW_COLUMNS)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {DIAGNOSIS_TABLE} AS {query}")
-    finally:
-        drop_inputs(con)
+    diagnosis_table(con, ledger, DIAGNOSIS_TABLE, VIEW_COLUMNS)
     con.execute(
         f"CREATE OR REPLACE VIEW {VIEW} AS "
         "WITH rev AS (SELECT arm, qid, (count(DISTINCT support_packed) > 1 "

@@ -25,8 +25,11 @@ from the same ledger, including rows edited into corners no sweep produces.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,17 +44,31 @@ VIEW_COLUMNS = (
 )
 
 
-def diagnosis_query(con, ledger: str | Path, arm: str | None, columns: str) -> str:
-    """SQL selecting ``columns`` (over the ``_ls_d`` CTE) for every record, in ledger order.
+#: candidate rows per query. The query's memory grows with the rows it reads (about half a
+#: gigabyte per million), so a larger ledger is diagnosed in consecutive slices of ledger order,
+#: one query each, and its peak memory stays that of one slice.
+SLICE_ROWS = 2_000_000
 
-    Registers the small inputs (fixtures, stage members, depths, heads) first;
-    call :func:`drop_inputs` when done with the query.
-    """
+#: a slice of ledger order: the first and last record number (None: the whole ledger)
+Slice = tuple[int, int] | None
+
+
+def prepare(con, ledger: str | Path, arm: str | None, max_rows: int | None = None) -> list[Slice]:
+    """Register the small inputs (fixtures, stage members, depths, records, heads); return the
+    slices of ledger order to diagnose, each up to ``max_rows`` candidate rows (one record's rows
+    are never split). Call :func:`slice_query` per slice, then :func:`drop_inputs`."""
     fixtures, texts = load_ledger_fixtures(con, ledger)
     inputs.register_fixtures(con, fixtures, texts)
     inputs.register_lists(con, ledger)
     inputs.register_records(con, arm)
     inputs.register_heads(con)
+    return inputs.slices(con, arm, max_rows or SLICE_ROWS)
+
+
+def slice_query(con, part: Slice, columns: str) -> str:
+    """Point the diagnosis at the records of ``part`` (and the partitions holding them); the SQL
+    selecting ``columns`` (over the ``_ls_d`` CTE) for each of them, in ledger order."""
+    inputs.select_slice(con, part)
     ctes = [
         *coverage.records(),
         *coverage.candidate_rows(),
@@ -74,17 +91,22 @@ def diagnosis_query(con, ledger: str | Path, arm: str | None, columns: str) -> s
 
 
 def drop_inputs(con) -> None:
-    """Remove what :func:`diagnosis_query` registered on the connection."""
+    """Remove what :func:`prepare` and :func:`slice_query` registered on the connection."""
     inputs.drop(con)
 
 
-def diagnosis_lines(con, ledger: str | Path, arm: str | None = None) -> list[str]:
+def diagnosis_lines(
+    con, ledger: str | Path, arm: str | None = None, max_rows: int | None = None
+) -> list[str]:
     """The JSON lines of ``diagnose --json`` (escaped for a terminal), in ledger order."""
+    lines: list[str] = []
     try:
-        rows = con.execute(diagnosis_query(con, ledger, arm, "line")).fetchall()
+        for part in prepare(con, ledger, arm, max_rows):
+            rows = con.execute(slice_query(con, part, "line")).fetchall()
+            lines.extend(json_escaped(r[0][:-1]) for r in rows)  # without the newline
     finally:
         drop_inputs(con)
-    return [json_escaped(r[0][:-1]) for r in rows]  # without the newline
+    return lines
 
 
 def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
@@ -92,25 +114,50 @@ def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict
     return [json.loads(line) for line in diagnosis_lines(con, ledger, arm)]
 
 
-def write_json_lines(con, ledger: str | Path, out: BinaryIO, arm: str | None = None) -> int:
-    """Write ``diagnose --json`` to the binary stream ``out``; return the number of lines.
-
-    Every line is built before the first byte is written (no partial output),
-    then copied from Arrow's buffers: no Python string per record. A buffer
-    that is ASCII without DEL holds nothing a terminal acts on (DuckDB's JSON
-    writer escapes C0 controls); any other is escaped as ``json_text`` does.
-    """
+def diagnosis_table(
+    con, ledger: str | Path, table: str, columns: str, max_rows: int | None = None
+) -> None:
+    """The temp table ``table`` of ``columns`` over ``_ls_d`` for every record, slice by slice."""
     try:
-        query = diagnosis_query(con, ledger, arm, "line")
-        table = con.sql(query).to_arrow_table()
+        for i, part in enumerate(prepare(con, ledger, None, max_rows)):
+            query = slice_query(con, part, columns)
+            if i == 0:
+                con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {query}")
+            else:
+                con.execute(f"INSERT INTO {table} {query}")
     finally:
         drop_inputs(con)
-    for chunk in table.column(0).chunks:
-        data = _utf8(chunk)
-        if not (data.isascii() and b"\x7f" not in data):
-            data = json_escaped(data.decode("utf-8")).encode("utf-8")
-        out.write(data)
-    return table.num_rows
+
+
+def write_json_lines(
+    con, ledger: str | Path, out: BinaryIO, arm: str | None = None, max_rows: int | None = None
+) -> int:
+    """Write ``diagnose --json`` to the binary stream ``out``; return the number of lines.
+
+    Every line is built before the first byte reaches ``out`` (no partial output): one
+    slice is written from the query's result, several are gathered in a temporary file
+    first. Lines are copied from Arrow's buffers, no Python string per record. A buffer
+    that is ASCII without DEL holds nothing a terminal acts on (DuckDB's JSON writer
+    escapes C0 controls); any other is escaped as ``json_text`` does.
+    """
+    with contextlib.ExitStack() as stack:
+        stack.callback(drop_inputs, con)
+        parts = prepare(con, ledger, arm, max_rows)
+        sink = out if len(parts) == 1 else stack.enter_context(tempfile.TemporaryFile())
+        n = 0
+        for part in parts:
+            table = con.sql(slice_query(con, part, "line")).to_arrow_table()
+            for chunk in table.column(0).chunks:
+                data = _utf8(chunk)
+                if not (data.isascii() and b"\x7f" not in data):
+                    data = json_escaped(data.decode("utf-8")).encode("utf-8")
+                sink.write(data)
+            n += table.num_rows
+            del table
+        if sink is not out:
+            sink.seek(0)
+            shutil.copyfileobj(sink, out, 1 << 20)
+    return n
 
 
 def _utf8(arr) -> bytes:

@@ -56,14 +56,14 @@ def candidate_rows() -> CTEs:
         SELECT rs.rid, rs.span_id, c.stage, coalesce(c."rank", {NO_RANK}) AS rnk, c.unit_id, c.score,
                c."start", c."end",
                CASE WHEN c.stage = 'union' THEN c.lineage END AS lineage
-        FROM candidates c JOIN _ls_rs rs ON c.qid = rs.qid AND c.doc_id = rs.doc_id AND c.arm = rs.arm
+        FROM _ls_cand c JOIN _ls_rs rs ON c.qid = rs.qid AND c.doc_id = rs.doc_id AND c.arm = rs.arm
              AND c.phase = rs.phase AND c."start" < rs.e AND c."end" > rs.s""",
         ),
         (
             "_ls_c8",
             f"""
         SELECT r.rid, c.stage, coalesce(c."rank", {NO_RANK}) AS rnk, c.unit_id
-        FROM candidates c JOIN _ls_r r ON r.ev AND r.step IN (0, 8, 9, 10)
+        FROM _ls_cand c JOIN _ls_r r ON r.ev AND r.step IN (0, 8, 9, 10)
              AND c.arm = r.arm AND c.phase = r.phase AND c.qid = r.qid
         WHERE (c.stage = 'packed' AND (r.step = 8 OR coalesce(r.n_ids, 0) = 0))
            OR (r.step = 8 AND c.stage = 'reranked' AND c."rank" <= coalesce(r.selection_depth, 0))""",
@@ -72,7 +72,7 @@ def candidate_rows() -> CTEs:
             "_ls_up",
             """
         SELECT rs.rid, rs.span_id, rs.s, rs.e, u.unit_id, u.doc_id, u."start", u."end"
-        FROM units u JOIN _ls_rs rs ON u.arm = rs.arm AND u.phase = rs.phase AND u.doc_id = rs.doc_id
+        FROM _ls_unit u JOIN _ls_rs rs ON u.arm = rs.arm AND u.phase = rs.phase AND u.doc_id = rs.doc_id
              AND u."end" >= rs.win_lo AND u."start" <= rs.win_hi
         WHERE rs.step IN (2, 3)""",
         ),

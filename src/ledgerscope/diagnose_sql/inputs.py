@@ -44,7 +44,8 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head")
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order")
+VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
 
 def columns_table(con, name: str, cols: Mapping[str, tuple[str, list]]) -> None:
@@ -137,7 +138,8 @@ def register_lists(con, ledger: str | Path) -> None:
 
 
 def register_records(con, arm: str | None) -> None:
-    """The view ``_ls_rec``: the record columns the diagnosis reads, the oracle's verdict, a head key."""
+    """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict, a head
+    key (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`)."""
     key = (
         "to_json({"
         + ", ".join(f"'{c}': \"{c}\"" for c in KEY_COLUMNS)
@@ -145,7 +147,7 @@ def register_records(con, arm: str | None) -> None:
     )
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
     where = "" if arm is None else f"WHERE r.arm = {lit(arm)}"
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec AS
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
         SELECT *, CAST({key} AS VARCHAR) AS key FROM (
             SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
                    CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END AS o_verdict,
@@ -158,7 +160,7 @@ def register_records(con, arm: str | None) -> None:
 
 
 def register_heads(con) -> None:
-    """``_ls_head``: step, label, flags and walk per distinct key of ``_ls_rec``, from the pure tree.
+    """``_ls_head``: step, label, flags and walk per distinct key of ``_ls_rec_all``, from the pure tree.
 
     The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
     the query completes with the missing span ids.
@@ -174,7 +176,7 @@ def register_heads(con) -> None:
         walk_pre="VARCHAR",
         walk_post="VARCHAR",
     )
-    for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec").fetchall():
+    for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec_all").fetchall():
         d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
         walk = [dict(w) for w in d.walk]
         if 2 <= d.step <= 8:
@@ -193,8 +195,59 @@ def register_heads(con) -> None:
     columns_table(con, "_ls_head", heads)
 
 
+def slices(con, arm: str | None, max_rows: int) -> list[tuple[int, int] | None]:
+    """Consecutive ranges of ledger order (first and last record number), as many as it takes
+    for each to hold about ``max_rows`` candidate rows, of about equal size; ``[None]`` when
+    the whole ledger is one. Record numbers are kept in ``_ls_order`` (arm, phase, qid, rid).
+
+    A record's share is its partition's candidate rows over the partition's records: the
+    sizes come from two small counts, not a pass grouping every candidate row by question.
+    """
+    where = "" if arm is None else f"WHERE arm = {lit(arm)}"
+    total = con.execute(f"SELECT count(*) FROM candidates {where}").fetchall()[0][0]
+    if total <= max_rows:
+        return [None]
+    count = -(-total // max_rows)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ls_order AS
+        SELECT arm, phase, qid, row_number() OVER (ORDER BY arm, phase_offset, phase, qid) AS rid
+        FROM records {where}""")
+    rows = con.execute(f"""
+        WITH n AS (SELECT arm, phase, count(*) AS n FROM candidates {where} GROUP BY ALL),
+        m AS (SELECT arm, phase, count(*) AS m FROM _ls_order GROUP BY ALL),
+        w AS (SELECT o.rid, coalesce(n.n, 0) / m.m AS w
+              FROM _ls_order o JOIN m USING (arm, phase) LEFT JOIN n USING (arm, phase)),
+        c AS (SELECT rid, sum(w) OVER (ORDER BY rid) - w AS before FROM w)
+        SELECT min(rid), max(rid) FROM c
+        GROUP BY least({count - 1}, floor(before * {count} / {total})) ORDER BY 1""").fetchall()
+    return [(int(lo), int(hi)) for lo, hi in rows]
+
+
+def select_slice(con, part: tuple[int, int] | None) -> None:
+    """The views the query reads: ``_ls_rec`` (the records of ``part``), ``_ls_cand`` and
+    ``_ls_unit`` (candidates and units, cut to the arms and phases holding them, so that a
+    slice reads only its partitions' files)."""
+    if part is None:
+        con.execute("CREATE OR REPLACE TEMP VIEW _ls_rec AS SELECT * FROM _ls_rec_all")
+        con.execute("CREATE OR REPLACE TEMP VIEW _ls_cand AS SELECT * FROM candidates")
+        con.execute("CREATE OR REPLACE TEMP VIEW _ls_unit AS SELECT * FROM units")
+        return
+    lo, hi = part
+    keys = f"SELECT arm, phase, qid FROM _ls_order WHERE rid BETWEEN {int(lo)} AND {int(hi)}"
+    pairs = con.execute(f"SELECT DISTINCT arm, phase FROM ({keys})").fetchall()
+    arms = ", ".join(sorted({lit(a) for a, _ in pairs}))
+    phases = ", ".join(sorted({lit(p) for _, p in pairs}))
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec AS SELECT * FROM _ls_rec_all r
+        SEMI JOIN ({keys}) k ON k.arm = r.arm AND k.phase = r.phase AND k.qid = r.qid""")
+    for view, table in (("_ls_cand", "candidates"), ("_ls_unit", "units")):
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {table} "
+            f"WHERE arm IN ({arms}) AND phase IN ({phases})"
+        )
+
+
 def drop(con) -> None:
-    """Remove what the register_* functions created."""
-    con.execute("DROP VIEW IF EXISTS _ls_rec")
+    """Remove what the register_* and slice functions created."""
+    for name in VIEWS:
+        con.execute(f"DROP VIEW IF EXISTS {name}")
     for name in TABLES:
         con.execute(f"DROP TABLE IF EXISTS {name}")

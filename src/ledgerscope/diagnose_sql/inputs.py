@@ -198,7 +198,9 @@ def register_heads(con) -> None:
 def slices(con, arm: str | None, max_rows: int) -> list[tuple[int, int] | None]:
     """Consecutive ranges of ledger order (first and last record number), as many as it takes
     for each to hold about ``max_rows`` candidate rows, of about equal size; ``[None]`` when
-    the whole ledger is one. Record numbers are kept in ``_ls_order`` (arm, phase, qid, rid).
+    the whole ledger is one. Record numbers are kept in ``_ls_order`` (arm, phase, qid, rid);
+    a slice selects its records by key, which :func:`ledgerscope.ledger.read.connect`'s row
+    checks make unique.
 
     A record's share is its partition's candidate rows over the partition's records: the
     sizes come from two small counts, not a pass grouping every candidate row by question.

@@ -206,7 +206,7 @@ def _is_call(tokens, i: int, text: str) -> bool:
 
 
 def _serialize(con, query: str, source: str) -> dict:
-    raw = con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0]
+    raw = con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()[0][0]
     tree = json.loads(raw)
     if tree.get("error"):
         msg = tree.get("error_message") or "cannot parse"
@@ -321,7 +321,7 @@ def _unknown_column(name: str, columns: list[str]) -> str:
 def _render(con, tree: dict, text: str) -> str:
     """DuckDB's rendering of the WHERE expression when it parses back to the same tree, else ``text``."""
     try:
-        sql = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchone()[0]
+        sql = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
     except Exception:
         return text
     head = f"SELECT * FROM {VIEW} WHERE "
@@ -330,7 +330,7 @@ def _render(con, tree: dict, text: str) -> str:
     rendered = sql[len(head):].strip()
     try:
         again = json.loads(con.execute("SELECT json_serialize_sql(?)",
-                                       [_OPEN + rendered + _CLOSE]).fetchone()[0])
+                                       [_OPEN + rendered + _CLOSE]).fetchall()[0][0])
     except Exception:
         return text
     if again.get("error") or _strip_locations(again) != _strip_locations(tree):
@@ -435,7 +435,7 @@ def select_records(con, predicate: str, limit: int | None = None,
 def count_records(con, predicate: str) -> int:
     """How many ``record_view`` rows the predicate selects."""
     normalised = validate_predicate(con, predicate)
-    return int(run_query(con, f"SELECT count(*) FROM {VIEW}{where_sql(normalised)}").fetchone()[0])
+    return int(run_query(con, f"SELECT count(*) FROM {VIEW}{where_sql(normalised)}").fetchall()[0][0])
 
 
 def fetch_dicts(cursor) -> list[dict]:

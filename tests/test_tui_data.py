@@ -21,7 +21,8 @@ from ledgerscope.tui.data import LedgerSession, resolve_arms
 from ledgerscope.tui.keymap import keymap_path, load_keymap, parse_keymap
 from ledgerscope.tui.model import Cell, Filters, worst_phase
 from ledgerscope.tui.record_view import create_record_view
-from ledgerscope.tui.render import answer_text, context_text, make_palette, source_text
+from ledgerscope.tui.render import answer_text, make_palette
+from ledgerscope.tui.render_source import context_text, source_text
 
 from .test_tui_ledger import MARKUP_DOC, ledger  # noqa: F401  (the shared, session-built ledger)
 
@@ -317,7 +318,8 @@ def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
 def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
     code = (
         "import sys, ledgerscope.cli, ledgerscope.tui.data, ledgerscope.tui.render, ledgerscope.tui.model, "
-        "ledgerscope.tui.keymap\nassert 'textual' not in sys.modules, 'textual imported'\n"
+        "ledgerscope.tui.render_source, ledgerscope.tui.keymap\n"
+        "assert 'textual' not in sys.modules, 'textual imported'\n"
         "assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -372,7 +374,7 @@ def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path):
 def test_a_long_document_shows_a_window_around_the_marks():
     from ledgerscope.fixtures import Fixture, GoldSpan
     from ledgerscope.tui.model import RecordDetail
-    from ledgerscope.tui.render import SOURCE_MARGIN
+    from ledgerscope.tui.render_source import SOURCE_MARGIN
 
     text = ("lorem ipsum " * 20_000) + "THE GOLD SENTENCE." + (" dolor sit" * 20_000)
     start = text.index("THE GOLD")

@@ -22,7 +22,7 @@ from ..safe_text import safe
 from . import messages as msg
 from .model import Filters
 from .panes import TABS
-from .render import SOURCE_STAGES
+from .render_source import SOURCE_STAGES
 from .widgets.query_list import QueryList
 
 NARROW_WIDTH = 100

@@ -17,13 +17,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent
 
 from . import messages as msg
-from .render import (
-    answer_text,
-    compare_texts,
-    context_text,
-    diagnosis_text,
-    source_text,
-)
+from .render import answer_text, compare_texts, diagnosis_text
+from .render_source import context_text, source_text
 from .render_summary import grid_caption, stats_text
 from .widgets.phase_grid import PhaseGrid
 from .widgets.query_list import QueryList

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ledgerscope import export as export_mod
 from ledgerscope.cli import app
 from ledgerscope.errors import InputError
 from ledgerscope.export import export, trec_scores
+from ledgerscope.export import jsonl as export_jsonl
+from ledgerscope.export import label_studio as export_label_studio
+from ledgerscope.export import trec as export_trec
 from tests.sweep_data import write_inputs
 
 pytestmark = pytest.mark.slow
@@ -337,7 +339,7 @@ def _fail_on_call(n: int, real):
 
 def test_jsonl_failure_mid_write_leaves_nothing(ledger, tmp_path, monkeypatch):
     out = tmp_path / "records.jsonl"
-    monkeypatch.setattr(export_mod, "_jsonl_row", _fail_on_call(3, export_mod._jsonl_row))
+    monkeypatch.setattr(export_jsonl, "_jsonl_row", _fail_on_call(3, export_jsonl._jsonl_row))
     with pytest.raises(RuntimeError):
         export(ledger, "", "jsonl", out)
     assert not out.exists()
@@ -348,7 +350,7 @@ def test_jsonl_failure_keeps_an_earlier_export(ledger, tmp_path, monkeypatch):
     out = tmp_path / "records.jsonl"
     export(ledger, "step = 0", "jsonl", out)
     before = out.read_bytes()
-    monkeypatch.setattr(export_mod, "_jsonl_row", _fail_on_call(2, export_mod._jsonl_row))
+    monkeypatch.setattr(export_jsonl, "_jsonl_row", _fail_on_call(2, export_jsonl._jsonl_row))
     with pytest.raises(RuntimeError):
         export(ledger, "", "jsonl", out)
     assert out.read_bytes() == before
@@ -358,7 +360,7 @@ def test_jsonl_failure_keeps_an_earlier_export(ledger, tmp_path, monkeypatch):
 def test_trec_failure_mid_write_leaves_nothing(ledger, tmp_path, monkeypatch):
     out = tmp_path / "trec"
     # the run files are written; the qrels writer then fails
-    monkeypatch.setattr(export_mod, "_qrels_lines", _fail_on_call(2, export_mod._qrels_lines))
+    monkeypatch.setattr(export_trec, "_qrels_lines", _fail_on_call(2, export_trec._qrels_lines))
     with pytest.raises(RuntimeError):
         export(ledger, "", "trec", out)
     assert not out.exists()
@@ -369,7 +371,7 @@ def test_trec_failure_keeps_an_earlier_export_and_refuses_foreign_dirs(ledger, t
     out = tmp_path / "trec"
     export(ledger, "arm = 'candidate'", "trec", out)
     before = _checksums(out)
-    monkeypatch.setattr(export_mod, "_run_lines", _fail_on_call(2, export_mod._run_lines))
+    monkeypatch.setattr(export_trec, "_run_lines", _fail_on_call(2, export_trec._run_lines))
     with pytest.raises(RuntimeError):
         export(ledger, "", "trec", out)
     assert _checksums(out) == before
@@ -388,7 +390,7 @@ def test_label_studio_failure_leaves_neither_file(ledger, tmp_path, monkeypatch)
 
     def broken(labels):
         raise RuntimeError("simulated failure writing the config")
-    monkeypatch.setattr(export_mod, "label_config", broken)
+    monkeypatch.setattr(export_label_studio, "label_config", broken)
     with pytest.raises(RuntimeError):
         export(ledger, "", "label-studio", out)
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,114 @@
+"""Exports of a selection of ledger records, for re-annotation and for other tools.
+
+``export(ledger, where, fmt, out)`` selects the records of ``record_view``
+(see :mod:`ledgerscope.query`) that the predicate ``where`` accepts and writes
+them in one of four formats. The ledger is only read. Every output is written
+to a temporary path beside ``out`` and renamed into place (a directory is
+built beside it and renamed whole), so a failure leaves no partial output and
+an earlier ``out`` untouched. ``out`` may not lie inside the ledger.
+
+Each format lives in its own module, whose docstring gives the layout:
+
+``fixtures`` (:mod:`.fixtures`)
+    canonical fixtures of the selected questions, flagged for re-annotation;
+``label-studio`` (:mod:`.label_studio`)
+    Label Studio tasks (gold and retrieved regions) plus their labeling config;
+``trec`` (:mod:`.trec`)
+    a directory of run and qrels files per (arm, phase);
+``jsonl`` (:mod:`.jsonl`)
+    one self-contained line per record: columns, candidates, diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InputError, Problem
+from ._common import atomic_dir
+from .fixtures import export_fixtures
+from .jsonl import JSONL_FORMAT, export_jsonl
+from .label_studio import MODEL_VERSION, export_label_studio, label_config
+from .trec import TIE_EPSILON, TREC_FILE_NAME, export_trec, trec_scores
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
+__all__ = ["FORMATS", "JSONL_FORMAT", "MODEL_VERSION", "TIE_EPSILON", "ExportResult", "atomic_dir",
+           "export", "label_config", "trec_scores"]
+
+FORMATS = ("fixtures", "label-studio", "trec", "jsonl")
+_WRITERS = {"fixtures": export_fixtures, "label-studio": export_label_studio,
+            "trec": export_trec, "jsonl": export_jsonl}
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export selected and wrote, for the summary the CLI and the TUI show."""
+
+    count: int  # records selected
+    paths: list[Path]  # what was written
+    questions: int = 0  # distinct questions written
+    format: str = ""
+
+
+def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportResult:
+    """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``."""
+    from ..ledger.read import connect, load_manifest
+    from ..query import build_record_view, validate_predicate
+
+    ledger, out = Path(ledger), Path(out)
+    if fmt not in FORMATS:
+        raise InputError(Problem("--format", None, "format",
+                                 f"unknown format {fmt!r}; known: {', '.join(FORMATS)}"))
+    _check_out(ledger, out, fmt)
+    manifest = load_manifest(ledger)
+    con = connect(ledger)
+    build_record_view(con, ledger)
+    predicate = validate_predicate(con, where or "")
+    rows = _selection(con, predicate)
+    paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out)
+    return ExportResult(count=len(rows), paths=paths, questions=questions, format=fmt)
+
+
+def _check_out(ledger: Path, out: Path, fmt: str) -> None:
+    """Refuse, before reading the ledger, an ``out`` inside it or one where the wrong kind is in the way."""
+    led, dst = ledger.resolve(), out.resolve()
+    if dst == led or led in dst.parents or dst in led.parents:
+        raise InputError(Problem(str(out), None, "out", "the export must be written outside the ledger "
+                                                        "(the ledger is never modified)"))
+    if fmt == "trec":
+        if dst.exists() and not dst.is_dir():
+            raise InputError(Problem(str(out), None, "out",
+                                     "a trec export is a directory; a file is in the way"))
+        if dst.is_dir():
+            foreign = [p.name for p in dst.iterdir() if not (p.is_file() and TREC_FILE_NAME.match(p.name))]
+            if foreign:
+                raise InputError(Problem(str(out), None, "out",
+                                         "refusing to replace a directory that holds more than a trec export "
+                                         f"(found {', '.join(sorted(foreign)[:3])})"))
+    else:
+        paths = [dst, dst.with_name(dst.name + ".config.xml")] if fmt == "label-studio" else [dst]
+        for p in paths:
+            if p.is_dir():
+                raise InputError(Problem(str(p), None, "out",
+                                         f"a {fmt} export is a file; a directory is in the way"))
+
+
+def _selection(con: DuckDBPyConnection, predicate: str) -> list[dict]:
+    """The selected rows (record_view plus the diagnosis' evidence and walk), in a total order."""
+    from ..query import DIAGNOSIS_TABLE, VIEW, fetch_dicts, run_query, where_sql
+
+    sql = (f"SELECT s.*, d.evidence_json AS _evidence_json, d.walk_json AS _walk_json "
+           f"FROM (SELECT * FROM {VIEW}{where_sql(predicate)}) s LEFT JOIN {DIAGNOSIS_TABLE} d "
+           "ON d.arm = s.arm AND d.phase = CAST(s.phase AS VARCHAR) AND d.qid = s.qid "
+           "ORDER BY s.arm, s.phase_offset, CAST(s.phase AS VARCHAR), s.qid")
+    rows = fetch_dicts(run_query(con, sql))
+    for i, r in enumerate(rows):
+        r["phase"] = str(r["phase"])
+        r["_ord"] = i
+        r["_evidence"] = json.loads(r.pop("_evidence_json") or "{}")
+        r["_walk"] = json.loads(r.pop("_walk_json") or "[]")
+    return rows

@@ -1,0 +1,64 @@
+"""The ``fixtures`` export: the selected questions as canonical fixtures, flagged for re-annotation.
+
+Canonical fixtures (``ledgerscope-fixture/1`` JSONL, as
+:func:`ledgerscope.fixtures.write_fixtures` writes them) of the distinct
+questions in the selection, sources inline so the file validates on its own
+(``ledgerscope validate OUT``). Each carries
+``annotations["ledgerscope"] = {"ledger": {identity, format, created, path},
+"where": predicate, "records": [{arm, phase, step, step_name, label, flags,
+evidence, answer, answer_verdict, citation_verdict}, ...]}`` and the
+adjudication ``{"state": "needs-review", "reason": "exported from ledger for
+re-annotation: steps ...", "previous": <the fixture's adjudication>}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._common import publish_mode
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
+
+def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
+                    out: Path) -> tuple[list[Path], int]:
+    """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
+    from ..diagnose import STEP_NAMES
+    from ..diagnose_ledger import load_ledger_fixtures
+    from ..fixtures import write_fixtures
+    from ..sources import Corpus, make_source
+
+    fixtures, _ = load_ledger_fixtures(con, ledger)
+    corpus = Corpus()
+    for doc_id, version, text, observed, access in con.execute(
+            "SELECT doc_id, version, text, observed, access FROM sources").fetchall():
+        with contextlib.suppress(Exception):  # a damaged source: its fixtures fail validation, visibly
+            corpus.add(make_source(doc_id, text, version, observed, tuple(access or ())))
+    by_qid: dict[str, list[dict]] = {}
+    for r in rows:
+        by_qid.setdefault(r["qid"], []).append(r)
+    identity = {k: manifest.get(k) for k in ("identity", "format", "created", "fixtures_digest")}
+    identity["path"] = str(ledger)
+    out_fixtures = []
+    for qid, recs in by_qid.items():
+        fx = fixtures.get(qid)
+        if fx is None:
+            continue
+        steps = sorted({int(r["step"]) for r in recs if r.get("step") is not None})
+        reason = "exported from ledger for re-annotation: steps " + ", ".join(
+            f"{s} ({STEP_NAMES.get(s, '?')})" for s in steps)
+        records = [{"arm": r["arm"], "phase": r["phase"], "step": r["step"], "step_name": r["step_name"],
+                    "label": r["label"], "flags": list(r.get("flags") or []), "evidence": r["_evidence"],
+                    "answer": r.get("answer"), "answer_verdict": r.get("answer_verdict"),
+                    "citation_verdict": r.get("citation_verdict")} for r in recs]
+        annotations = {**fx.annotations, "ledgerscope": {"ledger": identity, "where": predicate,
+                                                         "records": records}}
+        adjudication = {"state": "needs-review", "reason": reason, "previous": fx.adjudication}
+        out_fixtures.append(replace(fx, annotations=annotations, adjudication=adjudication))
+    write_fixtures(out_fixtures, out, corpus, inline_sources=True)  # itself written to a temp and renamed
+    publish_mode(out)
+    return [out], len(out_fixtures)

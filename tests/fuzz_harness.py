@@ -706,7 +706,7 @@ def _rewrite(path: Path, table, rerecord: bool = True) -> None:
     """Replace a partition table with ``table`` and re-record its digest (a consistent, wrong file)."""
     import pyarrow.parquet as pq
 
-    from ledgerscope.ledger.read import file_record
+    from ledgerscope.ledger.verify import file_record
 
     pq.write_table(table, path)
     marker = path.parent / "_SUCCESS.json"

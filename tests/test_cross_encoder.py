@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.fixtures import load_fixtures
-from ledgerscope.ledger.read import connect, load_manifest
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.config import arm_from_dict
 from ledgerscope.pipeline.encoder import resolve_model_path
 from ledgerscope.pipeline.rerank import CrossEncoderReranker

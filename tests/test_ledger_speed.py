@@ -18,7 +18,7 @@ import pytest
 
 from ledgerscope import compare
 from ledgerscope.errors import InputError, Problem
-from ledgerscope.ledger import read, schema
+from ledgerscope.ledger import read, schema, verify
 from ledgerscope.ledger.synthetic import make_synthetic_ledger
 from ledgerscope.stats import _ANSWERED, _UNJUDGED
 
@@ -93,7 +93,7 @@ def _rewrite(path, table_schema, mutate) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=table_schema), path)
     marker = path.parent / "_SUCCESS.json"
     meta = json.loads(marker.read_text())
-    meta["files"][path.name] = read.file_record(path)
+    meta["files"][path.name] = verify.file_record(path)
     if path.stem in meta:
         meta[path.stem] = len(rows)
     marker.write_text(json.dumps(meta))
@@ -108,7 +108,7 @@ def small_ledger(tmp_path_factory):
 
 def _damage(ledger, seed: int) -> None:
     rnd = random.Random(seed)
-    parts = read.finished_partitions(ledger)
+    parts = verify.finished_partitions(ledger)
     for _ in range(rnd.randint(1, 4)):
         part = rnd.choice(parts)
         kind = rnd.choice(["null", "dup", "misfiled", "score", "dup-other"])
@@ -145,7 +145,7 @@ def test_row_checks_list_what_one_query_per_check_lists(small_ledger, tmp_path, 
     con = duckdb.connect()
     files = {}
     for name, table_schema in schema.TABLES.items():
-        files[name] = [p / f"{name}.parquet" for p in read.finished_partitions(ledger)]
+        files[name] = [p / f"{name}.parquet" for p in verify.finished_partitions(ledger)]
         read._view(con, name, files[name], table_schema)
     got = read.row_problems(con, ledger, files["records"], files["candidates"])
     assert got == reference_row_problems(con, files["records"], files["candidates"])
@@ -159,22 +159,22 @@ def test_row_checks_list_what_one_query_per_check_lists(small_ledger, tmp_path, 
 def test_verification_lists_problems_in_partition_order(small_ledger, tmp_path):
     ledger = tmp_path / "ledger"
     shutil.copytree(small_ledger, ledger)
-    parts = read.finished_partitions(ledger)
+    parts = verify.finished_partitions(ledger)
     (parts[1] / "units.parquet").write_bytes(b"not parquet")
     data = (parts[4] / "candidates.parquet").read_bytes()
     (parts[4] / "candidates.parquet").write_bytes(data[: len(data) // 2])
     (parts[-1] / "boundaries.parquet").unlink()
     with pytest.raises(InputError) as err:
-        read.verify_ledger(ledger)
-    arms = read.load_manifest(ledger)["arms"]
-    want = [str(p) for part in parts for p in read._partition_problems(part, arms)]
+        verify.verify_ledger(ledger)
+    arms = verify.load_manifest(ledger)["arms"]
+    want = [str(p) for part in parts for p in verify._partition_problems(part, arms)]
     assert [str(p) for p in err.value.problems] == want and len(want) == 3
 
 
 def test_footers_read_as_pyarrow_parquet_reads_them(small_ledger, tmp_path):
     files = sorted(small_ledger.rglob("*.parquet"))
     for f in files:
-        a, b = pq.read_metadata(f), read._read_metadata(f)
+        a, b = pq.read_metadata(f), verify._read_metadata(f)
         assert (a.num_rows, a.schema.to_arrow_schema()) == (b.num_rows, b.schema.to_arrow_schema())
     data = files[0].read_bytes()
     rng = np.random.default_rng(0)
@@ -187,7 +187,7 @@ def test_footers_read_as_pyarrow_parquet_reads_them(small_ledger, tmp_path):
         path = tmp_path / f"{i}.parquet"
         path.write_bytes(case)
         outcome = []
-        for fn in (pq.read_metadata, read._read_metadata):
+        for fn in (pq.read_metadata, verify._read_metadata):
             try:
                 m = fn(path)
                 outcome.append(("ok", m.num_rows, str(m.schema.to_arrow_schema())))
@@ -292,12 +292,12 @@ def test_views_unify_files_only_when_their_schemas_differ(small_ledger, tmp_path
     shutil.copytree(small_ledger, ledger)
     con = read.connect(ledger)
     assert [r[0] for r in con.execute("DESCRIBE records").fetchall()] == schema.RECORDS.names
-    part = read.finished_partitions(ledger)[2] / "records.parquet"
+    part = verify.finished_partitions(ledger)[2] / "records.parquet"
     table = pq.read_table(part)
     pq.write_table(table.append_column("extra", pa.array(["x"] * table.num_rows)), part)
     marker = part.parent / "_SUCCESS.json"
     meta = json.loads(marker.read_text())
-    meta["files"][part.name] = read.file_record(part)
+    meta["files"][part.name] = verify.file_record(part)
     marker.write_text(json.dumps(meta))
     con = read.connect(ledger)
     names = [r[0] for r in con.execute("DESCRIBE records").fetchall()]

@@ -197,6 +197,7 @@ def test_reading_never_changes_an_input_byte(built, tmp_path):
 def test_every_output_is_written_to_a_temporary_file_and_renamed(built, tmp_path, monkeypatch):
     """A failure mid-write leaves the earlier output (or none), and no temporary file."""
     import ledgerscope.export as export_mod
+    import ledgerscope.export.jsonl as export_jsonl
 
     out = tmp_path / "x.jsonl"
     assert _invoke("export", str(built["ledger"]), "--format", "jsonl", "--out", str(out)).exit_code == 0
@@ -205,7 +206,7 @@ def test_every_output_is_written_to_a_temporary_file_and_renamed(built, tmp_path
     def fail(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export_mod, "_jsonl_row", fail)
+    monkeypatch.setattr(export_jsonl, "_jsonl_row", fail)
     with pytest.raises(OSError):
         export_mod.export(built["ledger"], "", "jsonl", out)
     assert out.read_bytes() == old
@@ -255,7 +256,7 @@ def test_rerun_diff_lines_print_a_hostile_answer_literally(built, tmp_path):
     import pyarrow.parquet as pq
 
     from ledgerscope.ledger import schema
-    from ledgerscope.ledger.read import file_record
+    from ledgerscope.ledger.verify import file_record
 
     copy = tmp_path / "ledger"
     shutil.copytree(built["ledger"], copy)
@@ -434,10 +435,11 @@ def test_selection_rechecks_labels_when_restricted_units_are_in_the_index(built)
     """The second line of defence: index built WITH the restricted source (the pre-filter bypassed),
     questions run for the reader WITHOUT clearance: retrieval finds the restricted units, selection,
     expansion, packing and the answer never carry them."""
-    from ledgerscope.ledger.read import load_manifest
-    from ledgerscope.pipeline.cascade import build_phase, build_runtime, run_oracle, run_questions
+    from ledgerscope.ledger.verify import load_manifest
+    from ledgerscope.pipeline.cascade import build_phase, build_runtime, run_questions
     from ledgerscope.pipeline.config import Phase, arm_from_dict
     from ledgerscope.pipeline.encoder import shared_encoder
+    from ledgerscope.pipeline.oracle import run_oracle
     from ledgerscope.pipeline.rerun import load_ledger_inputs
 
     manifest, corpus, fixtures = load_ledger_inputs(built["ledger"])

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.ledger.digest import table_digests
-from ledgerscope.ledger.read import connect, load_manifest
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.rerun import load_ledger_inputs
 from ledgerscope.validate import validate_fixtures
 

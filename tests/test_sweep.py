@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledgerscope.fixtures import load_fixtures
-from ledgerscope.ledger.read import connect, load_manifest
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.config import load_arm
 from ledgerscope.pipeline.rerun import rerun_record
 from ledgerscope.pipeline.sweep import sweep
@@ -137,7 +138,7 @@ def test_rerun_reports_a_difference(ledger, tmp_path):
 
     pq.write_table(pa.Table.from_pylist(table, schema=schema.RECORDS), part)
     # re-record the file's digest, or the reader refuses the edited file as corrupted
-    from ledgerscope.ledger.read import file_record
+    from ledgerscope.ledger.verify import file_record
 
     marker = part.parent / "_SUCCESS.json"
     meta = json.loads(marker.read_text())

@@ -193,7 +193,7 @@ def _fetch_units(con, unit_need: dict[str, list]) -> dict[tuple, list[dict]]:
 
 def _top_n(ledger: str | Path) -> dict[str, dict[str, int]]:
     """Per arm, the configured depth of each first-stage list (the cutoff steps 3 and 4 report)."""
-    from .ledger.read import load_manifest
+    from .ledger.verify import load_manifest
 
     out: dict[str, dict[str, int]] = {}
     for name, arm in (load_manifest(ledger).get("arms") or {}).items():

@@ -56,7 +56,8 @@ class ExportResult:
 
 def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportResult:
     """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``."""
-    from ..ledger.read import connect, load_manifest
+    from ..ledger.read import connect
+    from ..ledger.verify import load_manifest
     from ..query import build_record_view, validate_predicate
 
     ledger, out = Path(ledger), Path(out)

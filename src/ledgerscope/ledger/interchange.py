@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from ..atomic import clear_stale
 from ..errors import InputError, Problem
 from . import schema
-from .read import connect, load_manifest
+from .read import connect
+from .verify import load_manifest
 from .write import write_partition, write_table
 
 TABLES = {**schema.TABLES, "oracle": schema.ORACLE, "sources": schema.SOURCES}

@@ -5,7 +5,7 @@ tables and its ``_SUCCESS.json`` are on disk, so an interrupted sweep leaves
 either a finished partition or nothing (stale temporaries are cleared on the
 next run) and a resumed sweep skips exactly the finished ones.
 ``_SUCCESS.json`` records each table file's size and SHA-256 (``files``), which
-the reader checks (:func:`ledgerscope.ledger.read.verify_ledger`): a truncated
+the reader checks (:func:`ledgerscope.ledger.verify.verify_ledger`): a truncated
 or corrupted file is reported by name instead of being read.
 """
 
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from ..atomic import atomic_path, atomic_write_text, fsync_path
 from ..errors import InputError, Problem
 from . import schema
-from .read import file_record, load_manifest
+from .verify import file_record, load_manifest
 
 
 def partition_dir(ledger: Path, arm: str, phase: str) -> Path:

@@ -28,7 +28,7 @@ from .config import ArmConfig, Phase
 from .dense import ExactIndex, HnswIndex
 from .encoder import Encoder, TokenCounter
 from .fuse import fuse
-from .generate import ExtractiveReader, oracle_blocks
+from .generate import ExtractiveReader
 from .lexical import BM25Index
 from .prompt import GenerationResult, render_context
 from .rerank import CrossEncoderReranker, maxsim_many
@@ -504,65 +504,3 @@ def _run_one(
         "config_digest": index.config_digest,
     }
     return record
-
-
-def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:
-    """Batch-encode every gold quote an oracle prompt will show (one pass, not one per span)."""
-    if isinstance(rt.generator, ExtractiveReader):
-        rt.encoder.encode(
-            [s.quote for f in fixtures for s in f.spans if s.quote] + [f.question for f in fixtures]
-        )
-
-
-def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
-    """The same generator on an adjudicated sufficient set, under the production budget."""
-    cfg = rt.config
-    row = {
-        "arm": cfg.name,
-        "qid": fx.qid,
-        "support_set": None,
-        "feasible": None,
-        "evidence_tokens": None,
-        "budget_tokens": cfg.budget_tokens,
-        "context": None,
-        "answer": None,
-        "abstained": None,
-        "answer_verdict": "not-applicable",
-        "answer_reason": "no sufficient set (unanswerable control)",
-        "generator_error": None,
-        "attempts": 0,
-    }
-    if not fx.sufficient_sets:
-        return row
-    options = []
-    for i, sset in enumerate(fx.sufficient_sets):
-        spans = [fx.span(sid) for sid in sset]
-        blocks = oracle_blocks([(s.span_id, s.doc_id, s.quote or "") for s in spans])
-        options.append((rt.count_tokens(render_context(blocks)), i, blocks))
-    tokens, set_index, blocks = min(options, key=lambda o: (o[0], o[1]))
-    feasible = tokens <= cfg.budget_tokens
-    if not feasible:  # pack what fits, in set order, and say so
-        fitted = []
-        for b in blocks:
-            if rt.count_tokens(render_context([*fitted, b])) <= cfg.budget_tokens:
-                fitted.append(b)
-        blocks = fitted
-    gen = rt.generator.generate(fx.question, blocks)
-    if gen.error:
-        verdict, reason = "infrastructure-failure", gen.error
-    else:
-        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
-        verdict, reason = aj.verdict, aj.reason
-    row.update(
-        support_set=set_index,
-        feasible=feasible,
-        evidence_tokens=tokens,
-        context=render_context(blocks),
-        answer=gen.answer,
-        abstained=gen.abstained,
-        answer_verdict=verdict,
-        answer_reason=reason,
-        generator_error=gen.error,
-        attempts=gen.attempts,
-    )
-    return row

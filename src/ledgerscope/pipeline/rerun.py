@@ -21,12 +21,14 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError, Problem
 from ..fixtures import read_fixtures, resolve
-from ..ledger.read import connect, load_manifest, sources_corpus
+from ..ledger.read import connect, sources_corpus
+from ..ledger.verify import load_manifest
 from ..ledger.write import partition_dir
 from ..sources import Corpus
-from .cascade import build_phase, build_runtime, run_oracle, run_questions
+from .cascade import build_phase, build_runtime, run_questions
 from .config import Phase, arm_from_dict
 from .encoder import shared_encoder
+from .oracle import run_oracle
 
 SCORE_TOLERANCE = 1e-4
 

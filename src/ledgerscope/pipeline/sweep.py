@@ -35,13 +35,12 @@ from .cascade import (
     build_phase,
     build_runtime,
     chunk_phase,
-    prepare_oracle,
-    run_oracle,
     run_questions,
     single_threaded_blas,
 )
 from .config import ArmConfig
 from .encoder import shared_encoder
+from .oracle import prepare_oracle, run_oracle
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume test to interrupt a sweep at a chosen point. Zero by default.

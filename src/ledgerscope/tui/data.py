@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, Problem
-from ..ledger.read import connect, load_manifest
+from ..ledger.read import connect
+from ..ledger.verify import load_manifest
 from .model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
 from .record_view import create_record_view, materialise_empty_views, sql_in, sql_literal
 

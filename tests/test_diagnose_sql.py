@@ -192,3 +192,27 @@ def test_record_view_sliced_equals_whole():
     assert con.execute("SELECT count(*) FROM sliced").fetchall() == [(896,)]
     assert not con.execute("(SELECT * FROM whole EXCEPT ALL SELECT * FROM sliced) "
                            "UNION ALL (SELECT * FROM sliced EXCEPT ALL SELECT * FROM whole)").fetchall()
+
+
+def test_summary_steps_are_the_full_diagnosis_steps():
+    """``diagnose``'s summary reads step and name from the heads alone: the same as the full rows."""
+    from ledgerscope.diagnose_sql import diagnosis_rows, diagnosis_steps
+
+    con = connect(SAMPLE)
+    for arm in (None, "candidate"):
+        full = [{k: r[k] for k in ("arm", "phase", "qid", "step", "step_name")}
+                for r in diagnosis_rows(con, SAMPLE, arm)]
+        assert diagnosis_steps(con, SAMPLE, arm) == full
+
+
+def test_cli_summary_shows_steps_survival_and_recall_at_80_columns():
+    import os
+
+    out = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(SAMPLE)],
+        capture_output=True, check=True, text=True, env={**os.environ, "COLUMNS": "80"},
+    ).stdout
+    for needle in ("records per step", "stage survival", "reranker regret", "duplicate ratio",
+                   "recall@k", "@50", "dense_ann", "896 records"):
+        assert needle in out, needle
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -132,3 +132,52 @@ def test_support_ranks_per_stage():
     assert ranks[("a", "0", "q1")]["reranked"] == 1
     assert ranks[("a", "0", "q1")]["bm25"] == 7
     assert ranks[("a", "0", "q1")]["fused"] is None
+
+
+def _ranked(ranks):
+    return {(key, stage): r for key, by_stage in ranks.items() for stage, r in by_stage.items()
+            if r is not None}
+
+
+def test_support_ranks_in_sql_equal_the_definition_on_a_sweep_and_a_synthetic_ledger(tmp_path):
+    """support_ranks_sql (what survival reports) against support_ranks (Python, one span at a time):
+    the sample sweep, a synthetic ledger, one arm, and edge spans (blank gaps, empty, unknown text)."""
+    from pathlib import Path
+
+    from ledgerscope.diagnose_ledger import load_ledger_fixtures
+    from ledgerscope.ledger.read import connect as open_ledger
+    from ledgerscope.ledger.synthetic import make_synthetic_ledger
+    from ledgerscope.survival import support_ranks_sql
+
+    sample = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
+    synthetic = tmp_path / "ledger"
+    make_synthetic_ledger(synthetic, questions=40, phases=2, seed=3)
+    for ledger in (sample, synthetic):
+        con = open_ledger(ledger)
+        fixtures, texts = load_ledger_fixtures(con, ledger)
+        expected = _ranked(support_ranks(con, fixtures, texts))
+        assert len(expected) > 100
+        assert _ranked(support_ranks_sql(con, fixtures, texts)) == expected
+        one = _ranked(support_ranks(con, fixtures, texts, "candidate"))
+        assert _ranked(support_ranks_sql(con, fixtures, texts, "candidate")) == one
+
+    text = "alpha  \n beta gamma"  # a blank gap between the rows over "alpha" and "beta"
+    fx = Fixture("q1", "?", "joint-evidence",
+                 (GoldSpan("a", "d", 0, 19), GoldSpan("e", "d", 5, 5), GoldSpan("x", "nodoc", 0, 9)),
+                 (("a",), ("e",), ("x",)))
+    rows = [
+        cand("a", "0", "q1", "bm25", 1, "u1", 0, 5),
+        cand("a", "0", "q1", "bm25", 2, "u2", 9, 19),       # covers the rest: the gap is blank
+        cand("a", "0", "q1", "dense_exact", 3, "u3", 2, 8),  # strictly contains the empty span
+        cand("a", "0", "q1", "dense_ann", 4, "u4", 0, 4, doc="nodoc"),
+        cand("a", "0", "q1", "dense_ann", 2, "u5", 4, 9, doc="nodoc"),   # touching: covered, no text
+        cand("a", "0", "q1", "union", 1, "u6", 10, 19),      # leaves "alpha" uncovered
+    ]
+    con = connect([rec("a", "0", "q1")], rows)
+    texts = {"d": text}
+    expected = support_ranks(con, {"q1": fx}, texts)
+    assert expected[("a", "0", "q1")]["bm25"] == 2
+    assert expected[("a", "0", "q1")]["dense_exact"] == 3
+    assert expected[("a", "0", "q1")]["dense_ann"] == 4
+    assert expected[("a", "0", "q1")]["union"] is None
+    assert support_ranks_sql(con, {"q1": fx}, texts) == expected

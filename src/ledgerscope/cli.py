@@ -177,7 +177,7 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
-    from .diagnose_sql import diagnosis_rows, write_json_lines
+    from .diagnose_sql import diagnosis_steps, write_json_lines
     from .ledger.read import connect
 
     try:
@@ -188,11 +188,11 @@ def diagnose(
                 write_json_lines(con, ledger, sys.stdout.buffer, arm)
                 sys.stdout.buffer.flush()
                 return
-            rows = diagnosis_rows(con, ledger, arm)
+            rows = diagnosis_steps(con, ledger, arm)  # the summary needs no evidence
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    from .report import diagnosis_table, survival_table
+    from .report import diagnosis_table, recall_table, survival_table
     from .survival import survival
 
     try:
@@ -204,6 +204,9 @@ def diagnose(
     console = _console()
     console.print(diagnosis_table(rows))
     console.print(survival_table(funnel))
+    recall = recall_table(funnel)
+    if recall is not None:
+        console.print(recall)
 
 
 @app.command()

@@ -102,7 +102,56 @@ def survival_table(rows: list[dict]) -> Group:
             else f"{safe(arm)}: "
         )
         notes.append(note + f"reranker regret in {regret} record(s)")
+        extra = [
+            f"{label} {_mean_of(phases, key):{spec}}"
+            for label, key, spec in (
+                ("duplicate ratio", "duplicate_ratio", ".3f"),
+                ("prompt tokens", "mean_prompt_tokens", ".0f"),
+                ("repeated tokens", "mean_repeated_source_tokens", ".1f"),
+            )
+            if _mean_of(phases, key) is not None
+        ]
+        if extra:
+            notes.append("  mean per record: " + ", ".join(extra))
     return Group(table, Text("\n".join(notes)))
+
+
+def _mean_of(phases: list[dict], key: str) -> float | None:
+    values = [p[key] for p in phases if p.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def recall_table(rows: list[dict]) -> Table | None:
+    """recall@k of each ranked stage per arm: phase average (worst phase), in percent of answerable
+    questions; k beyond a stage's longest list is left out. None when no row has recall@k."""
+    rows = [r for r in rows if r.get("recall_at_k")]
+    if not rows:
+        return None
+    ks = list(dict.fromkeys(k for r in rows for by_k in r["recall_at_k"].values() for k in by_k))
+    table = Table(
+        title="recall@k, % of answerable questions: phase average (worst phase)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
+    table.add_column("arm", no_wrap=True, max_width=14)
+    table.add_column("stage", no_wrap=True)
+    for k in ks:
+        table.add_column(f"@{k}", justify="right", no_wrap=True)
+    by_arm: dict[str, list[dict]] = {}
+    for r in rows:
+        by_arm.setdefault(r["arm"], []).append(r)
+    for arm, phases in by_arm.items():
+        for i, stage in enumerate(phases[0]["recall_at_k"]):
+            cells = []
+            for k in ks:
+                values = [p["recall_at_k"][stage][k] for p in phases
+                          if p["recall_at_k"].get(stage, {}).get(k) is not None]
+                cells.append(f"{100 * sum(values) / len(values):.0f} ({100 * min(values):.0f})"
+                             if values else "-")
+            table.add_row(Text(safe(arm)) if i == 0 else "", stage, *cells)
+    return table
 
 
 def _fmt(value, digits: int = 3) -> str:

@@ -167,7 +167,9 @@ def recall_at_k(ranks: Sequence[int | None], n: int, ks: Sequence[int] = KS,
 
 def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
                   arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
-    """(arm, phase, qid) -> stage -> support rank, for answerable records, in one query."""
+    """(arm, phase, qid) -> stage -> support rank, for answerable records: the definition, one
+    query for the rows, then :func:`support_rank` per record and stage in Python (reports use
+    :func:`support_ranks_sql`, the same in DuckDB)."""
     from .diagnose_ledger import gold_spans_table
 
     spans = gold_spans_table(fixtures, answerable_only=True)
@@ -197,6 +199,103 @@ def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
     return out
 
 
+def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
+                      arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
+    """:func:`support_ranks` computed in DuckDB: the same ranks (``tests/test_survival.py``
+    compares them on real and synthetic ledgers), without a Python loop per record and stage.
+
+    A span's rank is the largest first-covering rank over its elementary segments (the pieces
+    between every clipped row edge) that hold non-whitespace, at least the rank of its first row,
+    and none where such a segment is never covered: the smallest k whose first k rows leave no
+    uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
+    """
+    from .diagnose_sql.coverage import WHITESPACE
+    from .diagnose_sql.inputs import columns_table
+
+    spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
+             "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
+             "span_text": ("VARCHAR", [])}
+    sets = {"qid": ("VARCHAR", []), "set_index": ("INTEGER", []), "span_id": ("VARCHAR", []),
+            "resolved": ("BOOLEAN", [])}
+    for qid, fx in fixtures.items():
+        if not fx.answerable:
+            continue
+        for sp in fx.spans:
+            text = texts.get(sp.doc_id)
+            values = (len(spans["sid"][1]), qid, sp.span_id, sp.doc_id, sp.start, sp.end,
+                      None if text is None else text[sp.start:sp.end])
+            for col, value in zip(spans, values, strict=True):
+                spans[col][1].append(value)
+        ids = {sp.span_id for sp in fx.spans}
+        for i, sset in enumerate(fx.sufficient_sets):
+            for sid in sset:
+                for col, value in zip(sets, (qid, i, sid, sid in ids), strict=True):
+                    sets[col][1].append(value)
+    if not spans["qid"][1]:
+        return {}
+    columns_table(con, "_ls_surv_span", spans)
+    columns_table(con, "_ls_surv_set", sets)
+    where, params = ("AND c.arm = ?", [arm]) if arm is not None else ("", [])
+    stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
+    # g numbers each (record, stage, span): the windows and joins below key on one integer
+    sql = f"""
+        WITH hit AS (  -- each row of a ranked list over a gold span, clipped to it
+            SELECT *, dense_rank() OVER (ORDER BY arm, phase, qid, stage, sid) AS g FROM (
+                SELECT c.arm, CAST(c.phase AS VARCHAR) AS phase, c.qid, c.stage, sp.sid, sp.s, sp.e,
+                       c."rank" AS r, greatest(c."start", sp.s) AS a, least(c."end", sp.e) AS b
+                FROM candidates c JOIN _ls_surv_span sp ON sp.qid = c.qid AND sp.doc_id = c.doc_id
+                     AND c."start" < sp.e AND c."end" > sp.s
+                WHERE c.stage IN ({stages}) AND c."rank" IS NOT NULL {where})),
+        cut AS (SELECT DISTINCT g, sid, s, unnest([a, b, s, e]) AS x FROM hit),
+        seg AS (SELECT *, lead(x) OVER (PARTITION BY g ORDER BY x) AS y FROM cut),
+        seg_t AS (  -- each elementary segment between row edges: the first rank covering it
+            SELECT g.g, any_value(g.sid) AS sid, any_value(g.s) AS s, g.x, g.y, min(h.r) AS t
+            FROM seg g LEFT JOIN hit h ON h.g = g.g AND h.a <= g.x AND h.b >= g.y
+            WHERE g.y IS NOT NULL
+            GROUP BY g.g, g.x, g.y),
+        seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
+            SELECT t.*, sp.span_text IS NOT NULL AND regexp_full_match(
+                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {_sql_text(WHITESPACE)}) AS blank
+            FROM seg_t t JOIN _ls_surv_span sp USING (sid)),
+        span_rank AS (
+            SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id,
+                   CASE WHEN coalesce(b.lost, false) THEN NULL ELSE coalesce(b.t, h.r0) END AS r
+            FROM (SELECT g, any_value(arm) AS arm, any_value(phase) AS phase, any_value(qid) AS qid,
+                         any_value(stage) AS stage, any_value(sid) AS sid, min(r) AS r0
+                  FROM hit GROUP BY g) h
+            JOIN _ls_surv_span sp USING (sid)
+            LEFT JOIN (SELECT g, bool_or(t IS NULL AND NOT blank) AS lost,
+                              max(t) FILTER (WHERE NOT blank) AS t
+                       FROM seg_b GROUP BY g) b USING (g)),
+        set_rank AS (
+            SELECT k.arm, k.phase, k.qid, k.stage, st.set_index, max(sr.r) AS r,
+                   bool_and(st.resolved AND sr.r IS NOT NULL) AS ok
+            FROM (SELECT DISTINCT arm, phase, qid, stage FROM span_rank) k
+            JOIN _ls_surv_set st ON st.qid = k.qid
+            LEFT JOIN span_rank sr ON sr.arm = k.arm AND sr.phase = k.phase AND sr.qid = k.qid
+                 AND sr.stage = k.stage AND sr.span_id = st.span_id
+            GROUP BY ALL)
+        SELECT k.arm, k.phase, k.qid, s.stage, s.r
+        FROM (SELECT DISTINCT arm, phase, qid FROM span_rank) k
+        LEFT JOIN (SELECT arm, phase, qid, stage, min(r) AS r FROM set_rank WHERE ok GROUP BY ALL) s
+             USING (arm, phase, qid)"""
+    try:
+        rows = con.execute(sql, params).fetchall()
+    finally:
+        con.execute("DROP TABLE IF EXISTS _ls_surv_span")
+        con.execute("DROP TABLE IF EXISTS _ls_surv_set")
+    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
+    for a, p, q, stage, r in rows:
+        ranks = out.setdefault((a, p, q), dict.fromkeys(RANKED_STAGES))
+        if stage is not None:
+            ranks[stage] = int(r)
+    return out
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
 # ---------------------------------------------------------------------------
 # the report
 
@@ -214,7 +313,7 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
         from .diagnose_ledger import load_ledger_fixtures
 
         fixtures, texts = load_ledger_fixtures(con, ledger)
-        ranks = support_ranks(con, fixtures, texts, arm)
+        ranks = support_ranks_sql(con, fixtures, texts, arm)
         depths = list_depths(con, arm)
         where, params = _where(arm, "AND")
         for a, p, q in con.sql("SELECT arm, CAST(phase AS VARCHAR), qid FROM records "

@@ -114,6 +114,22 @@ def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict
     return [json.loads(line) for line in diagnosis_lines(con, ledger, arm)]
 
 
+def diagnosis_steps(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
+    """Arm, phase, qid, step and step name of every record, in ledger order: what a summary
+    needs, from the heads alone (a record's step depends only on its head key), no evidence."""
+    try:
+        prepare(con, ledger, arm)
+        rows = con.execute(
+            "SELECT r.arm, CAST(r.phase AS VARCHAR), r.qid, h.step, h.step_name "
+            "FROM _ls_rec_all r JOIN _ls_head h ON h.key = r.key "
+            "ORDER BY r.arm, r.phase_offset, r.phase, r.qid"
+        ).fetchall()
+    finally:
+        drop_inputs(con)
+    names = ("arm", "phase", "qid", "step", "step_name")
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
 def diagnosis_table(
     con, ledger: str | Path, table: str, columns: str, max_rows: int | None = None
 ) -> None:

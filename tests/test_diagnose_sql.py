@@ -212,7 +212,7 @@ def test_cli_summary_shows_steps_survival_and_recall_at_80_columns():
         [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(SAMPLE)],
         capture_output=True, check=True, text=True, env={**os.environ, "COLUMNS": "80"},
     ).stdout
-    for needle in ("records per step", "stage survival", "reranker regret", "duplicate ratio",
+    for needle in ("records per step", "stage survival", "reranker regret", "duplicate ratio", "reversals",
                    "recall@k", "@50", "dense_ann", "896 records"):
         assert needle in out, needle
     assert max(len(line) for line in out.splitlines()) <= 80

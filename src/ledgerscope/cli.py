@@ -192,21 +192,23 @@ def diagnose(
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    from .report import diagnosis_table, recall_table, survival_table
+    from .report import diagnosis_table, recall_table, reversals_table, survival_table
+    from .reversals import find_reversals
     from .survival import survival
 
     try:
         with _reading(ledger):
             funnel = survival(con, ledger, arm)
+            reversals = find_reversals(con, arm)
     except LedgerscopeError as exc:
         _fail(exc)
         return
     console = _console()
     console.print(diagnosis_table(rows))
     console.print(survival_table(funnel))
-    recall = recall_table(funnel)
-    if recall is not None:
-        console.print(recall)
+    for extra in (recall_table(funnel), reversals_table(reversals)):
+        if extra is not None:
+            console.print(extra)
 
 
 @app.command()

@@ -239,3 +239,32 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         )
         for reason in decision["reasons"]:
             yield Text("  - " + safe(reason))
+
+
+def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:
+    """Questions whose support or answer verdict flips with the phase, per arm and kind, with the
+    first few and the phases on each side. None when there are none."""
+    if not reversals:
+        return None
+    table = Table(
+        title="reversals: questions whose verdict changes with the phase",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
+    table.add_column("arm", no_wrap=True, max_width=14)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("questions", justify="right")
+    table.add_column("examples (phases on each side)")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in reversals:
+        groups.setdefault((r["arm"], r["kind"]), []).append(r)
+    for (arm, kind), revs in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] != "support")):
+        shown = [
+            f"{r['qid']}: " + " | ".join(f"{side} {','.join(phases)}" for side, phases in r["phases"].items())
+            for r in revs[:examples]
+        ]
+        table.add_row(Text(safe(arm)), kind, str(len(revs)), Text(safe("\n".join(shown))))
+    return table
+

@@ -177,6 +177,7 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
+    from .diagnose_ledger import load_ledger_fixtures
     from .diagnose_sql import diagnosis_steps, write_json_lines
     from .ledger.read import connect
 
@@ -188,7 +189,8 @@ def diagnose(
                 write_json_lines(con, ledger, sys.stdout.buffer, arm)
                 sys.stdout.buffer.flush()
                 return
-            rows = diagnosis_steps(con, ledger, arm)  # the summary needs no evidence
+            fixtures = load_ledger_fixtures(con, ledger)  # read once for steps and recall@k
+            rows = diagnosis_steps(con, ledger, arm, fixtures)  # the summary needs no evidence
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -198,7 +200,7 @@ def diagnose(
 
     try:
         with _reading(ledger):
-            funnel = survival(con, ledger, arm)
+            funnel = survival(con, ledger, arm, fixtures=fixtures)
             reversals = find_reversals(con, arm)
     except LedgerscopeError as exc:
         _fail(exc)

@@ -301,8 +301,9 @@ def _sql_text(value: str) -> str:
 
 
 def survival(con, ledger: str | Path | None = None, arm: str | None = None,
-             ks: Sequence[int] = KS) -> list[dict[str, Any]]:
-    """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures)."""
+             ks: Sequence[int] = KS, fixtures: tuple | None = None) -> list[dict[str, Any]]:
+    """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
+    ``fixtures`` as :func:`ledgerscope.diagnose_ledger.load_ledger_fixtures` returned them."""
     rows = survival_counts(con, arm)
     ann = ann_recall(con, arm)
     dup = duplicate_ratio(con, arm)
@@ -312,8 +313,8 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
     if ledger is not None:
         from .diagnose_ledger import load_ledger_fixtures
 
-        fixtures, texts = load_ledger_fixtures(con, ledger)
-        ranks = support_ranks_sql(con, fixtures, texts, arm)
+        by_qid, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
+        ranks = support_ranks_sql(con, by_qid, texts, arm)
         depths = list_depths(con, arm)
         where, params = _where(arm, "AND")
         for a, p, q in con.sql("SELECT arm, CAST(phase AS VARCHAR), qid FROM records "
@@ -338,8 +339,9 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
         }
         if ledger is not None:
             qids = answerable_qids.get((a, p), [])
+            found = [by_stage for q in qids if (by_stage := ranks.get((a, p, q)))]
             entry["recall_at_k"] = {
-                stage: recall_at_k([ranks.get((a, p, q), {}).get(stage) for q in qids], len(qids), ks,
+                stage: recall_at_k([by_stage[stage] for by_stage in found], len(qids), ks,
                                    depths.get((a, p, stage)))
                 for stage in RANKED_STAGES
             }

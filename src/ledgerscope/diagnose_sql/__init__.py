@@ -53,11 +53,14 @@ SLICE_ROWS = 2_000_000
 Slice = tuple[int, int] | None
 
 
-def prepare(con, ledger: str | Path, arm: str | None, max_rows: int | None = None) -> list[Slice]:
+def prepare(
+    con, ledger: str | Path, arm: str | None, max_rows: int | None = None, fixtures: tuple | None = None
+) -> list[Slice]:
     """Register the small inputs (fixtures, stage members, depths, records, heads); return the
     slices of ledger order to diagnose, each up to ``max_rows`` candidate rows (one record's rows
-    are never split). Call :func:`slice_query` per slice, then :func:`drop_inputs`."""
-    fixtures, texts = load_ledger_fixtures(con, ledger)
+    are never split). Call :func:`slice_query` per slice, then :func:`drop_inputs`. ``fixtures``:
+    :func:`load_ledger_fixtures`'s result, when the caller has it already."""
+    fixtures, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
     inputs.register_fixtures(con, fixtures, texts)
     inputs.register_lists(con, ledger)
     inputs.register_records(con, arm)
@@ -114,11 +117,13 @@ def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict
     return [json.loads(line) for line in diagnosis_lines(con, ledger, arm)]
 
 
-def diagnosis_steps(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
+def diagnosis_steps(
+    con, ledger: str | Path, arm: str | None = None, fixtures: tuple | None = None
+) -> list[dict]:
     """Arm, phase, qid, step and step name of every record, in ledger order: what a summary
     needs, from the heads alone (a record's step depends only on its head key), no evidence."""
     try:
-        prepare(con, ledger, arm)
+        prepare(con, ledger, arm, fixtures=fixtures)
         rows = con.execute(
             "SELECT r.arm, CAST(r.phase AS VARCHAR), r.qid, h.step, h.step_name "
             "FROM _ls_rec_all r JOIN _ls_head h ON h.key = r.key "

@@ -67,22 +67,11 @@ def survival_table(rows: list[dict]) -> Group:
 
     One row with the phase average, one with the worst phase.
     """
-    table = Table(
-        title="stage survival: % of answerable questions keeping support",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        collapse_padding=True,
-        pad_edge=False,
-    )
-    table.add_column("arm", no_wrap=True, max_width=14)
-    table.add_column("", no_wrap=True)
+    table = _per_arm_table("stage survival: % of answerable questions keeping support", "")
     for title in _FUNNEL_TITLES:
         table.add_column(title, justify="right", no_wrap=True, min_width=5)
-    by_arm: dict[str, list[dict]] = {}
-    for r in rows:
-        by_arm.setdefault(r["arm"], []).append(r)
     notes = []
-    for arm, phases in by_arm.items():
+    for arm, phases in _by_arm(rows).items():
         avg, worst = [], []
         for stage in _FUNNEL:
             rates = [
@@ -116,6 +105,22 @@ def survival_table(rows: list[dict]) -> Group:
     return Group(table, Text("\n".join(notes)))
 
 
+def _per_arm_table(title: str, second: str) -> Table:
+    """A summary table in the reports' style, its first columns the arm and ``second``."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+                  pad_edge=False)
+    table.add_column("arm", no_wrap=True, max_width=14)
+    table.add_column(second, no_wrap=True)
+    return table
+
+
+def _by_arm(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["arm"], []).append(r)
+    return out
+
+
 def _mean_of(phases: list[dict], key: str) -> float | None:
     values = [p[key] for p in phases if p.get(key) is not None]
     return sum(values) / len(values) if values else None
@@ -128,21 +133,10 @@ def recall_table(rows: list[dict]) -> Table | None:
     if not rows:
         return None
     ks = list(dict.fromkeys(k for r in rows for by_k in r["recall_at_k"].values() for k in by_k))
-    table = Table(
-        title="recall@k, % of answerable questions: phase average (worst phase)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        collapse_padding=True,
-        pad_edge=False,
-    )
-    table.add_column("arm", no_wrap=True, max_width=14)
-    table.add_column("stage", no_wrap=True)
+    table = _per_arm_table("recall@k, % of answerable questions: phase average (worst phase)", "stage")
     for k in ks:
         table.add_column(f"@{k}", justify="right", no_wrap=True)
-    by_arm: dict[str, list[dict]] = {}
-    for r in rows:
-        by_arm.setdefault(r["arm"], []).append(r)
-    for arm, phases in by_arm.items():
+    for arm, phases in _by_arm(rows).items():
         for i, stage in enumerate(phases[0]["recall_at_k"]):
             cells = []
             for k in ks:
@@ -246,15 +240,7 @@ def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:
     first few and the phases on each side. None when there are none."""
     if not reversals:
         return None
-    table = Table(
-        title="reversals: questions whose verdict changes with the phase",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        collapse_padding=True,
-        pad_edge=False,
-    )
-    table.add_column("arm", no_wrap=True, max_width=14)
-    table.add_column("kind", no_wrap=True)
+    table = _per_arm_table("reversals: questions whose verdict changes with the phase", "kind")
     table.add_column("questions", justify="right")
     table.add_column("examples (phases on each side)")
     groups: dict[tuple[str, str], list[dict]] = {}

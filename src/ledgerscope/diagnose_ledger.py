@@ -53,21 +53,28 @@ def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], d
     return {f.qid: f for f in resolved}, texts
 
 
-def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False):
-    """An Arrow table (qid, doc_id, start, end) of every gold span, for joins against candidates."""
-    import pyarrow as pa
-
-    cols: dict[str, list] = {"qid": [], "doc_id": [], "start": [], "end": []}
+def gold_span_columns(fixtures: Mapping[str, Fixture], answerable_only: bool = False
+                      ) -> dict[str, tuple[str, list]]:
+    """Every gold span as columns (qid, doc_id, start, end) with their SQL types, for
+    :func:`ledgerscope.sql_tables.columns_table`."""
+    cols: dict[str, tuple[str, list]] = {"qid": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
+                                         "start": ("BIGINT", []), "end": ("BIGINT", [])}
     for qid, fx in fixtures.items():
         if answerable_only and not fx.answerable:
             continue
         for s in fx.spans:
-            cols["qid"].append(qid)
-            cols["doc_id"].append(s.doc_id)
-            cols["start"].append(s.start)
-            cols["end"].append(s.end)
-    types = {"qid": pa.string(), "doc_id": pa.string(), "start": pa.int64(), "end": pa.int64()}
-    return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
+            for col, value in zip(cols, (qid, s.doc_id, s.start, s.end), strict=True):
+                cols[col][1].append(value)
+    return cols
+
+
+def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False):
+    """:func:`gold_span_columns` as an Arrow table, for joins against candidates."""
+    import pyarrow as pa
+
+    types = {"VARCHAR": pa.string(), "BIGINT": pa.int64()}
+    cols = gold_span_columns(fixtures, answerable_only)
+    return pa.table({k: pa.array(v, types[t]) for k, (t, v) in cols.items()})
 
 
 def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator[dict[str, Any]]:

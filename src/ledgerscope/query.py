@@ -73,14 +73,14 @@ def _problem(reason: str, source: str) -> InputError:
 def build_record_view(con, ledger: str | Path) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 
-    The diagnosis is computed once, in DuckDB (:mod:`ledgerscope.diagnose_sql`), into
-    the temp table ``record_diagnosis`` (arm, phase, qid, the view's diagnosis
-    columns, and ``evidence_json`` / ``walk_json`` for exports); the view joins it
-    to ``records``. Nothing is written to disk.
+    Step, step name, label and flags of every record go into the temp table
+    ``record_diagnosis`` (from the diagnosis heads: :mod:`ledgerscope.diagnose_sql`);
+    the view joins it to ``records``. The evidence, which only a selection needs,
+    is :func:`ledgerscope.diagnose_sql.diagnosis_evidence`'s. Nothing is written to disk.
     """
-    from .diagnose_sql import VIEW_COLUMNS, diagnosis_table
+    from .diagnose_sql import heads_table
 
-    diagnosis_table(con, ledger, DIAGNOSIS_TABLE, VIEW_COLUMNS)
+    heads_table(con, ledger, DIAGNOSIS_TABLE)
     con.execute(
         f"CREATE OR REPLACE VIEW {VIEW} AS "
         "WITH rev AS (SELECT arm, qid, (count(DISTINCT support_packed) > 1 "

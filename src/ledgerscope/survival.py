@@ -210,7 +210,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
     """
     from .diagnose_sql.coverage import WHITESPACE
-    from .diagnose_sql.inputs import columns_table
+    from .sql_tables import columns_table, drop_tables
 
     spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
              "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
@@ -282,8 +282,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     try:
         rows = con.execute(sql, params).fetchall()
     finally:
-        con.execute("DROP TABLE IF EXISTS _ls_surv_span")
-        con.execute("DROP TABLE IF EXISTS _ls_surv_set")
+        drop_tables(con, "_ls_surv_span", "_ls_surv_set")
     out: dict[tuple[str, str, str], dict[str, int | None]] = {}
     for a, p, q, stage, r in rows:
         ranks = out.setdefault((a, p, q), dict.fromkeys(RANKED_STAGES))

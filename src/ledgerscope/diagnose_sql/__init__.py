@@ -35,6 +35,7 @@ from typing import BinaryIO
 
 from ..diagnose_ledger import load_ledger_fixtures
 from ..safe_text import json_escaped
+from ..sql_tables import columns_table, drop_tables
 from . import coverage, evidence, inputs
 
 #: the columns of query.build_record_view's ``record_diagnosis``
@@ -54,18 +55,24 @@ Slice = tuple[int, int] | None
 
 
 def prepare(
-    con, ledger: str | Path, arm: str | None, max_rows: int | None = None, fixtures: tuple | None = None
+    con,
+    ledger: str | Path,
+    arm: str | None,
+    max_rows: int | None = None,
+    fixtures: tuple | None = None,
+    keys: str | None = None,
 ) -> list[Slice]:
     """Register the small inputs (fixtures, stage members, depths, records, heads); return the
     slices of ledger order to diagnose, each up to ``max_rows`` candidate rows (one record's rows
     are never split). Call :func:`slice_query` per slice, then :func:`drop_inputs`. ``fixtures``:
-    :func:`load_ledger_fixtures`'s result, when the caller has it already."""
+    :func:`load_ledger_fixtures`'s result, when the caller has it already; ``keys``: a table of
+    (arm, phase, qid) to diagnose only those records."""
     fixtures, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
     inputs.register_fixtures(con, fixtures, texts)
     inputs.register_lists(con, ledger)
-    inputs.register_records(con, arm)
+    inputs.register_records(con, arm, keys)
     inputs.register_heads(con)
-    return inputs.slices(con, arm, max_rows or SLICE_ROWS)
+    return inputs.slices(con, arm, max_rows or SLICE_ROWS, selected=keys is not None)
 
 
 def slice_query(con, part: Slice, columns: str) -> str:
@@ -117,6 +124,14 @@ def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict
     return [json.loads(line) for line in diagnosis_lines(con, ledger, arm)]
 
 
+#: a record's diagnosis without its evidence: what depends only on its head key
+_HEADS = (
+    "SELECT r.arm, CAST(r.phase AS VARCHAR) AS phase, r.qid, h.step, h.step_name, h.label, "
+    "CAST(from_json(h.flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags "
+    "FROM _ls_rec_all r JOIN _ls_head h ON h.key = r.key"
+)
+
+
 def diagnosis_steps(
     con, ledger: str | Path, arm: str | None = None, fixtures: tuple | None = None
 ) -> list[dict]:
@@ -125,14 +140,47 @@ def diagnosis_steps(
     try:
         prepare(con, ledger, arm, fixtures=fixtures)
         rows = con.execute(
-            "SELECT r.arm, CAST(r.phase AS VARCHAR), r.qid, h.step, h.step_name "
-            "FROM _ls_rec_all r JOIN _ls_head h ON h.key = r.key "
-            "ORDER BY r.arm, r.phase_offset, r.phase, r.qid"
+            f"SELECT arm, phase, qid, step, step_name FROM ({_HEADS} "
+            "ORDER BY r.arm, r.phase_offset, r.phase, r.qid)"
         ).fetchall()
     finally:
         drop_inputs(con)
     names = ("arm", "phase", "qid", "step", "step_name")
     return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def heads_table(con, ledger: str | Path, table: str) -> None:
+    """The temp table ``table``: arm, phase, qid, step, step_name, label and flags of every record,
+    from the heads alone (milliseconds; the evidence is :func:`diagnosis_evidence`'s)."""
+    try:
+        prepare(con, ledger, None)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {_HEADS}")
+    finally:
+        drop_inputs(con)
+
+
+def diagnosis_evidence(
+    con, ledger: str | Path, keys: list[tuple[str, str, str]], max_rows: int | None = None
+) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(arm, phase, qid) -> (evidence JSON, walk JSON) for the records ``keys`` name, reading only
+    the partitions that hold them."""
+    out: dict[tuple[str, str, str], tuple[str, str]] = {}
+    if not keys:
+        return out
+    columns = {"arm": ("VARCHAR", []), "phase": ("VARCHAR", []), "qid": ("VARCHAR", [])}
+    for key in keys:
+        for (_, values), value in zip(columns.values(), key, strict=True):
+            values.append(value)
+    columns_table(con, "_ls_keys", columns)
+    try:
+        for part in prepare(con, ledger, None, max_rows, keys="_ls_keys"):
+            query = slice_query(con, part, "arm, CAST(phase AS VARCHAR), qid, evidence_json, walk_json")
+            for arm, phase, qid, evidence_json, walk_json in con.execute(query).fetchall():
+                out[(arm, phase, qid)] = (evidence_json, walk_json)
+    finally:
+        drop_inputs(con)
+        drop_tables(con, "_ls_keys")
+    return out
 
 
 def diagnosis_table(

@@ -9,12 +9,14 @@ step, label, flags and walk depend on, never per record.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..diagnose import SUPPORT_WALK, _span_json, diagnose
 from ..diagnose_ledger import UNIT_WINDOW, _top_n
 from ..fixtures import Fixture
+from ..sql_tables import columns_table
 from .sqltext import lit
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
@@ -44,22 +46,8 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order")
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight")
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
-
-
-def columns_table(con, name: str, cols: Mapping[str, tuple[str, list]]) -> None:
-    """Temp table ``name`` from ``{column: (SQL type, values)}`` (all lists one length)."""
-    if not next(iter(cols.values()))[1]:
-        select = ", ".join(f"CAST(NULL AS {typ}) AS {col}" for col, (typ, _) in cols.items())
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} WHERE false")
-        return
-    select = ", ".join(
-        f"CAST(unnest(${i + 1}) AS {typ}) AS {col}"
-        for i, (col, (typ, _)) in enumerate(cols.items())
-    )
-    values = [vals for _, vals in cols.values()]
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select}", values)
 
 
 def _table(**types: str) -> dict[str, tuple[str, list]]:
@@ -137,9 +125,10 @@ def register_lists(con, ledger: str | Path) -> None:
     columns_table(con, "_ls_top", top)
 
 
-def register_records(con, arm: str | None) -> None:
+def register_records(con, arm: str | None, keys: str | None = None) -> None:
     """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict, a head
-    key (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`)."""
+    key (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`). ``keys``:
+    a table of (arm, phase, qid) the records are limited to (a selection)."""
     key = (
         "to_json({"
         + ", ".join(f"'{c}': \"{c}\"" for c in KEY_COLUMNS)
@@ -147,6 +136,9 @@ def register_records(con, arm: str | None) -> None:
     )
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
     where = "" if arm is None else f"WHERE r.arm = {lit(arm)}"
+    semi = "" if keys is None else (
+        f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
+    )
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
         SELECT *, CAST({key} AS VARCHAR) AS key FROM (
             SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
@@ -156,7 +148,7 @@ def register_records(con, arm: str | None) -> None:
             FROM records r
             LEFT JOIN (SELECT arm, qid, any_value({{'v': answer_verdict, 'f': feasible}}) AS o
                        FROM oracle GROUP BY arm, qid) o ON o.arm = r.arm AND o.qid = r.qid
-            LEFT JOIN _ls_fx fx ON fx.qid = r.qid {where})""")
+            LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where})""")
 
 
 def register_heads(con) -> None:
@@ -195,32 +187,37 @@ def register_heads(con) -> None:
     columns_table(con, "_ls_head", heads)
 
 
-def slices(con, arm: str | None, max_rows: int) -> list[tuple[int, int] | None]:
+def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[tuple[int, int] | None]:
     """Consecutive ranges of ledger order (first and last record number), as many as it takes
     for each to hold about ``max_rows`` candidate rows, of about equal size; ``[None]`` when
     the whole ledger is one. Record numbers are kept in ``_ls_order`` (arm, phase, qid, rid);
     a slice selects its records by key, which :func:`ledgerscope.ledger.read.connect`'s row
-    checks make unique.
+    checks make unique. A ``selected`` set of records is always sliced, so that its queries
+    read only the partitions holding it (no slice at all when it is empty).
 
     A record's share is its partition's candidate rows over the partition's records: the
     sizes come from two small counts, not a pass grouping every candidate row by question.
     """
     where = "" if arm is None else f"WHERE arm = {lit(arm)}"
-    total = con.execute(f"SELECT count(*) FROM candidates {where}").fetchall()[0][0]
-    if total <= max_rows:
-        return [None]
-    count = -(-total // max_rows)
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ls_order AS
+    if not selected:
+        total = con.execute(f"SELECT count(*) FROM candidates {where}").fetchall()[0][0]
+        if total <= max_rows:
+            return [None]
+    con.execute("""CREATE OR REPLACE TEMP TABLE _ls_order AS
         SELECT arm, phase, qid, row_number() OVER (ORDER BY arm, phase_offset, phase, qid) AS rid
-        FROM records {where}""")
-    rows = con.execute(f"""
+        FROM _ls_rec_all""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ls_weight AS
         WITH n AS (SELECT arm, phase, count(*) AS n FROM candidates {where} GROUP BY ALL),
-        m AS (SELECT arm, phase, count(*) AS m FROM _ls_order GROUP BY ALL),
+        m AS (SELECT arm, phase, count(*) AS m FROM records {where} GROUP BY ALL),
         w AS (SELECT o.rid, coalesce(n.n, 0) / m.m AS w
-              FROM _ls_order o JOIN m USING (arm, phase) LEFT JOIN n USING (arm, phase)),
-        c AS (SELECT rid, sum(w) OVER (ORDER BY rid) - w AS before FROM w)
-        SELECT min(rid), max(rid) FROM c
-        GROUP BY least({count - 1}, floor(before * {count} / {total})) ORDER BY 1""").fetchall()
+              FROM _ls_order o JOIN m USING (arm, phase) LEFT JOIN n USING (arm, phase))
+        SELECT rid, sum(w) OVER (ORDER BY rid) - w AS before, sum(w) OVER () AS total FROM w""")
+    total = con.execute("SELECT max(total) FROM _ls_weight").fetchall()[0][0]
+    if total is None:
+        return []
+    count = max(1, math.ceil(total / max_rows))
+    rows = con.execute(f"""SELECT min(rid), max(rid) FROM _ls_weight
+        GROUP BY least({count - 1}, floor(before * {count} / {total or 1})) ORDER BY 1""").fetchall()
     return [(int(lo), int(hi)) for lo, hi in rows]
 
 

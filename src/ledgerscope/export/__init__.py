@@ -69,7 +69,7 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportR
     con = connect(ledger)
     build_record_view(con, ledger)
     predicate = validate_predicate(con, where or "")
-    rows = _selection(con, predicate)
+    rows = _selection(con, ledger, predicate)
     paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out)
     return ExportResult(count=len(rows), paths=paths, questions=questions, format=fmt)
 
@@ -98,18 +98,23 @@ def _check_out(ledger: Path, out: Path, fmt: str) -> None:
                                          f"a {fmt} export is a file; a directory is in the way"))
 
 
-def _selection(con: DuckDBPyConnection, predicate: str) -> list[dict]:
-    """The selected rows (record_view plus the diagnosis' evidence and walk), in a total order."""
-    from ..query import DIAGNOSIS_TABLE, VIEW, fetch_dicts, run_query, where_sql
+def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str) -> list[dict]:
+    """The selected rows (record_view plus the diagnosis' evidence and walk), in a total order.
 
-    sql = (f"SELECT s.*, d.evidence_json AS _evidence_json, d.walk_json AS _walk_json "
-           f"FROM (SELECT * FROM {VIEW}{where_sql(predicate)}) s LEFT JOIN {DIAGNOSIS_TABLE} d "
-           "ON d.arm = s.arm AND d.phase = CAST(s.phase AS VARCHAR) AND d.qid = s.qid "
-           "ORDER BY s.arm, s.phase_offset, CAST(s.phase AS VARCHAR), s.qid")
+    Evidence is computed for the selected records only, from the partitions holding them.
+    """
+    from ..diagnose_sql import diagnosis_evidence
+    from ..query import VIEW, fetch_dicts, run_query, where_sql
+
+    sql = (f"SELECT * FROM {VIEW}{where_sql(predicate)} "
+           "ORDER BY arm, phase_offset, CAST(phase AS VARCHAR), qid")
     rows = fetch_dicts(run_query(con, sql))
-    for i, r in enumerate(rows):
+    for r in rows:
         r["phase"] = str(r["phase"])
+    evidence = diagnosis_evidence(con, ledger, [(r["arm"], r["phase"], r["qid"]) for r in rows])
+    for i, r in enumerate(rows):
+        evidence_json, walk_json = evidence.get((r["arm"], r["phase"], r["qid"]), (None, None))
         r["_ord"] = i
-        r["_evidence"] = json.loads(r.pop("_evidence_json") or "{}")
-        r["_walk"] = json.loads(r.pop("_walk_json") or "[]")
+        r["_evidence"] = json.loads(evidence_json or "{}")
+        r["_walk"] = json.loads(walk_json or "[]")
     return rows

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..sql_tables import drop_tables
+
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
@@ -25,15 +27,16 @@ _SELECTION_TABLE = "_ls_export_selection"
 
 
 def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
-    """Register the selection's keys as a table, so candidates join against it instead of a huge IN list."""
-    import pyarrow as pa
+    """The selection's keys as a temp table, so candidates join against it instead of a huge IN list."""
+    from ..sql_tables import columns_table
 
-    table = pa.table({"arm": pa.array([r["arm"] for r in rows], pa.string()),
-                      "phase": pa.array([r["phase"] for r in rows], pa.string()),
-                      "qid": pa.array([r["qid"] for r in rows], pa.string()),
-                      "ord": pa.array([r["_ord"] for r in rows], pa.int64()),
-                      "selection_depth": pa.array([r.get("selection_depth") for r in rows], pa.int64())})
-    con.register(_SELECTION_TABLE, table)
+    columns_table(con, _SELECTION_TABLE, {
+        "arm": ("VARCHAR", [r["arm"] for r in rows]),
+        "phase": ("VARCHAR", [r["phase"] for r in rows]),
+        "qid": ("VARCHAR", [r["qid"] for r in rows]),
+        "ord": ("BIGINT", [r["_ord"] for r in rows]),
+        "selection_depth": ("BIGINT", [r.get("selection_depth") for r in rows]),
+    })
     return _SELECTION_TABLE
 
 
@@ -82,7 +85,7 @@ def stream_candidates(con: DuckDBPyConnection, rows: list[dict], stages: Iterabl
         if current is not None:
             yield current, bucket
     finally:
-        con.unregister(sel)
+        drop_tables(con, sel)
 
 
 @contextlib.contextmanager

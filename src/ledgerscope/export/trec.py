@@ -69,7 +69,7 @@ def trec_scores(cands: list[dict]) -> list[float]:
 def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                 out: Path) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions)."""
-    from ..diagnose_ledger import gold_spans_table, load_ledger_fixtures
+    from ..diagnose_ledger import gold_span_columns, load_ledger_fixtures
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
@@ -97,7 +97,7 @@ def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate
             for fh in handles.values():
                 fh.close()
         for (arm, phase), recs in groups.items():
-            qrels = _qrels(con, arm, phase, recs, gold_spans_table(fixtures, answerable_only=True))
+            qrels = _qrels(con, arm, phase, recs, gold_span_columns(fixtures, answerable_only=True))
             (tmp / f"qrels.{_safe_name(arm)}.{_safe_name(phase)}.txt").write_text(
                 "".join(_qrels_lines(qrels)), encoding="utf-8")
     paths = sorted(out.iterdir())
@@ -113,13 +113,13 @@ def _run_lines(qid: str, cands: list[dict], tag: str) -> Iterator[str]:
 
 
 def _qrels(con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict],
-           spans: Any) -> list[tuple[str, str]]:
+           spans: dict[str, tuple[str, list]]) -> list[tuple[str, str]]:
     """(qid, unit_id) of this arm and phase's units that overlap a gold span of a selected question."""
-    import pyarrow as pa
+    from ..sql_tables import columns_table, drop_tables
 
     qids = sorted({r["qid"] for r in recs})
-    con.register("_ls_qrels_spans", spans)
-    con.register("_ls_qrels_qids", pa.table({"qid": pa.array(qids, pa.string())}))
+    columns_table(con, "_ls_qrels_spans", spans)
+    columns_table(con, "_ls_qrels_qids", {"qid": ("VARCHAR", qids)})
     try:
         return con.execute(
             "SELECT DISTINCT s.qid, u.unit_id FROM units u JOIN _ls_qrels_spans s "
@@ -128,8 +128,7 @@ def _qrels(con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict],
             "WHERE u.arm = ? AND CAST(u.phase AS VARCHAR) = ? ORDER BY s.qid, u.unit_id",
             [arm, phase]).fetchall()
     finally:
-        con.unregister("_ls_qrels_spans")
-        con.unregister("_ls_qrels_qids")
+        drop_tables(con, "_ls_qrels_spans", "_ls_qrels_qids")
 
 
 def _qrels_lines(qrels: list[tuple[str, str]]) -> Iterator[str]:

@@ -70,17 +70,18 @@ def _problem(reason: str, source: str) -> InputError:
 # building the view
 
 
-def build_record_view(con, ledger: str | Path) -> None:
+def build_record_view(con, ledger: str | Path, fixtures: tuple | None = None) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 
     Step, step name, label and flags of every record go into the temp table
     ``record_diagnosis`` (from the diagnosis heads: :mod:`ledgerscope.diagnose_sql`);
     the view joins it to ``records``. The evidence, which only a selection needs,
     is :func:`ledgerscope.diagnose_sql.diagnosis_evidence`'s. Nothing is written to disk.
+    ``fixtures``: :func:`ledgerscope.diagnose_ledger.load_ledger_fixtures`'s result, if at hand.
     """
     from .diagnose_sql import heads_table
 
-    heads_table(con, ledger, DIAGNOSIS_TABLE)
+    heads_table(con, ledger, DIAGNOSIS_TABLE, fixtures)
     con.execute(
         f"CREATE OR REPLACE VIEW {VIEW} AS "
         "WITH rev AS (SELECT arm, qid, (count(DISTINCT support_packed) > 1 "

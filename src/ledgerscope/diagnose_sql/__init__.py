@@ -149,18 +149,22 @@ def diagnosis_steps(
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
-def heads_table(con, ledger: str | Path, table: str) -> None:
+def heads_table(con, ledger: str | Path, table: str, fixtures: tuple | None = None) -> None:
     """The temp table ``table``: arm, phase, qid, step, step_name, label and flags of every record,
     from the heads alone (milliseconds; the evidence is :func:`diagnosis_evidence`'s)."""
     try:
-        prepare(con, ledger, None)
+        prepare(con, ledger, None, fixtures=fixtures)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {_HEADS}")
     finally:
         drop_inputs(con)
 
 
 def diagnosis_evidence(
-    con, ledger: str | Path, keys: list[tuple[str, str, str]], max_rows: int | None = None
+    con,
+    ledger: str | Path,
+    keys: list[tuple[str, str, str]],
+    max_rows: int | None = None,
+    fixtures: tuple | None = None,
 ) -> dict[tuple[str, str, str], tuple[str, str]]:
     """(arm, phase, qid) -> (evidence JSON, walk JSON) for the records ``keys`` name, reading only
     the partitions that hold them."""
@@ -173,7 +177,7 @@ def diagnosis_evidence(
             values.append(value)
     columns_table(con, "_ls_keys", columns)
     try:
-        for part in prepare(con, ledger, None, max_rows, keys="_ls_keys"):
+        for part in prepare(con, ledger, None, max_rows, fixtures, keys="_ls_keys"):
             query = slice_query(con, part, "arm, CAST(phase AS VARCHAR), qid, evidence_json, walk_json")
             for arm, phase, qid, evidence_json, walk_json in con.execute(query).fetchall():
                 out[(arm, phase, qid)] = (evidence_json, walk_json)

@@ -56,6 +56,7 @@ class ExportResult:
 
 def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportResult:
     """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``."""
+    from ..diagnose_ledger import load_ledger_fixtures
     from ..ledger.read import connect
     from ..ledger.verify import load_manifest
     from ..query import build_record_view, validate_predicate
@@ -67,10 +68,11 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportR
     _check_out(ledger, out, fmt)
     manifest = load_manifest(ledger)
     con = connect(ledger)
-    build_record_view(con, ledger)
+    loaded = load_ledger_fixtures(con, ledger)  # once: the view, the evidence and the writers use it
+    build_record_view(con, ledger, loaded)
     predicate = validate_predicate(con, where or "")
-    rows = _selection(con, ledger, predicate)
-    paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out)
+    rows = _selection(con, ledger, predicate, loaded)
+    paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded)
     return ExportResult(count=len(rows), paths=paths, questions=questions, format=fmt)
 
 
@@ -98,7 +100,7 @@ def _check_out(ledger: Path, out: Path, fmt: str) -> None:
                                          f"a {fmt} export is a file; a directory is in the way"))
 
 
-def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str) -> list[dict]:
+def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tuple) -> list[dict]:
     """The selected rows (record_view plus the diagnosis' evidence and walk), in a total order.
 
     Evidence is computed for the selected records only, from the partitions holding them.
@@ -111,7 +113,8 @@ def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str) -> list[di
     rows = fetch_dicts(run_query(con, sql))
     for r in rows:
         r["phase"] = str(r["phase"])
-    evidence = diagnosis_evidence(con, ledger, [(r["arm"], r["phase"], r["qid"]) for r in rows])
+    evidence = diagnosis_evidence(con, ledger, [(r["arm"], r["phase"], r["qid"]) for r in rows],
+                                  fixtures=loaded)
     for i, r in enumerate(rows):
         evidence_json, walk_json = evidence.get((r["arm"], r["phase"], r["qid"]), (None, None))
         r["_ord"] = i

@@ -25,14 +25,13 @@ if TYPE_CHECKING:
 
 
 def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                    out: Path) -> tuple[list[Path], int]:
+                    out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
     from ..diagnose import STEP_NAMES
-    from ..diagnose_ledger import load_ledger_fixtures
     from ..fixtures import write_fixtures
     from ..sources import Corpus, make_source
 
-    fixtures, _ = load_ledger_fixtures(con, ledger)
+    fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     corpus = Corpus()
     for doc_id, version, text, observed, access in con.execute(
             "SELECT doc_id, version, text, observed, access FROM sources").fetchall():

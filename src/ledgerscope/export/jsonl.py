@@ -21,7 +21,7 @@ JSONL_FORMAT = "ledgerscope-record-view/1"
 
 
 def export_jsonl(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                 out: Path) -> tuple[list[Path], int]:
+                 out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
     from ..atomic import atomic_path
     from ..ledger import schema

@@ -38,12 +38,11 @@ _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 
 
 def export_label_studio(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str,
-                        rows: list[dict], out: Path) -> tuple[list[Path], int]:
+                        rows: list[dict], out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
     from ..atomic import atomic_path
-    from ..diagnose_ledger import load_ledger_fixtures
 
-    fixtures, _ = load_ledger_fixtures(con, ledger)
+    fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     texts = source_texts(con)
     config = out.with_name(out.name + ".config.xml")
     labels: dict[str, None] = {}

@@ -67,9 +67,9 @@ def trec_scores(cands: list[dict]) -> list[float]:
 
 
 def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                out: Path) -> tuple[list[Path], int]:
+                out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions)."""
-    from ..diagnose_ledger import gold_span_columns, load_ledger_fixtures
+    from ..diagnose_ledger import gold_span_columns
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
@@ -81,7 +81,7 @@ def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate
             raise InputError(Problem("trec", None, "arm/phase",
                                      f"{(arm, phase)} and {names[name]} map to the same file name {name}"))
         names[name] = (arm, phase)
-    fixtures, _ = load_ledger_fixtures(con, ledger)
+    fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     by_ord = {r["_ord"]: r for r in rows}
     with atomic_dir(out) as tmp:
         handles: dict[tuple[str, str], Any] = {}

@@ -183,15 +183,22 @@ def test_sliced_json_is_written_whole_or_not_at_all(monkeypatch):
     assert out.getvalue() == b"" and len(calls) == 3
 
 
-def test_record_view_sliced_equals_whole():
-    from ledgerscope.diagnose_sql import VIEW_COLUMNS, diagnosis_table
+def test_evidence_of_a_selection_is_that_of_the_whole_diagnosis():
+    """export's evidence: only the selected records, sliced or not, the same as every record's."""
+    from ledgerscope.diagnose_sql import diagnosis_evidence
 
     con = connect(SAMPLE)
-    diagnosis_table(con, SAMPLE, "whole", VIEW_COLUMNS)
-    diagnosis_table(con, SAMPLE, "sliced", VIEW_COLUMNS, max_rows=100_000)
-    assert con.execute("SELECT count(*) FROM sliced").fetchall() == [(896,)]
-    assert not con.execute("(SELECT * FROM whole EXCEPT ALL SELECT * FROM sliced) "
-                           "UNION ALL (SELECT * FROM sliced EXCEPT ALL SELECT * FROM whole)").fetchall()
+    rows = [json.loads(line) for line in diagnosis_lines(con, SAMPLE)]
+    chosen = rows[::7]
+    keys = [(r["arm"], r["phase"], r["qid"]) for r in chosen]
+    for max_rows in (None, 20_000):
+        found = diagnosis_evidence(con, SAMPLE, keys, max_rows=max_rows)
+        assert sorted(found) == sorted(keys)
+        for r in chosen:
+            evidence, walk = found[(r["arm"], r["phase"], r["qid"])]
+            assert json.loads(evidence) == r["evidence"] and json.loads(walk) == r["walk"]
+    assert diagnosis_evidence(con, SAMPLE, []) == {}
+    assert diagnosis_evidence(con, SAMPLE, [("candidate", "0", "no-such-question")]) == {}
 
 
 def test_summary_steps_are_the_full_diagnosis_steps():

@@ -17,6 +17,14 @@ one query of set operations over the candidate table:
   :func:`ledgerscope.safe_text.json_text` escapes (only text that is not plain
   ASCII is searched).
 
+Entry points: :func:`write_json_lines` (``diagnose --json``), :func:`diagnosis_lines` and
+:func:`diagnosis_rows` give every record with its evidence; :func:`diagnosis_steps` and
+:func:`heads_table` only what the heads give (the ``diagnose`` summary, ``export``'s
+``record_view``); :func:`diagnosis_evidence` the evidence of selected records (``export``).
+A ledger of more than :data:`SLICE_ROWS` candidate rows, or a selection, is diagnosed in
+consecutive slices of ledger order, each one query reading only its partitions, so memory
+stays that of one slice.
+
 ``tests/test_diagnose_sql.py`` (and the starved, weak-HNSW and seed sweeps in
 their own tests) check every record against
 :func:`ledgerscope.diagnose_ledger.diagnose_ledger`, the pure function fed
@@ -37,13 +45,6 @@ from ..diagnose_ledger import load_ledger_fixtures
 from ..safe_text import json_escaped
 from ..sql_tables import columns_table, drop_tables
 from . import coverage, evidence, inputs
-
-#: the columns of query.build_record_view's ``record_diagnosis``
-VIEW_COLUMNS = (
-    "arm, CAST(phase AS VARCHAR) AS phase, qid, CAST(step AS INTEGER) AS step, step_name, label, "
-    "CAST(from_json(flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags, evidence_json, walk_json"
-)
-
 
 #: candidate rows per query. The query's memory grows with the rows it reads (about half a
 #: gigabyte per million), so a larger ledger is diagnosed in consecutive slices of ledger order,
@@ -185,21 +186,6 @@ def diagnosis_evidence(
         drop_inputs(con)
         drop_tables(con, "_ls_keys")
     return out
-
-
-def diagnosis_table(
-    con, ledger: str | Path, table: str, columns: str, max_rows: int | None = None
-) -> None:
-    """The temp table ``table`` of ``columns`` over ``_ls_d`` for every record, slice by slice."""
-    try:
-        for i, part in enumerate(prepare(con, ledger, None, max_rows)):
-            query = slice_query(con, part, columns)
-            if i == 0:
-                con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {query}")
-            else:
-                con.execute(f"INSERT INTO {table} {query}")
-    finally:
-        drop_inputs(con)
 
 
 def write_json_lines(

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .diagnose import EVIDENCE_STAGES, _rank, diagnose, diagnosis_step
+from .diagnose import diagnose, diagnosis_step
+from .diagnosis_evidence import EVIDENCE_STAGES, row_rank
 from .fixtures import Fixture
 
 _RECORD_COLUMNS = (
@@ -173,7 +174,7 @@ def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str
         grouped.setdefault(key[:3], {}).setdefault(r["stage"], []).append(r)
     for by_stage in grouped.values():
         for lst in by_stage.values():
-            lst.sort(key=_rank)
+            lst.sort(key=row_rank)
     return grouped
 
 

@@ -1,6 +1,6 @@
 """CTEs: records with their step, the candidate rows over gold spans, coverage per stage, the set named.
 
-Mirrors of :mod:`ledgerscope.diagnose`: ``_stage_rows`` (virtual stages and
+Mirrors of :mod:`ledgerscope.diagnosis_evidence`: ``_stage_rows`` (virtual stages and
 their cutoffs), ``_gaps`` (uncovered parts, whitespace excused) and
 ``_closest_set``. Every record gets an integer ``rid`` (its output position);
 after the first joins everything is keyed by it.
@@ -8,7 +8,8 @@ after the first joins everything is keyed by it.
 
 from __future__ import annotations
 
-from ..diagnose import _TRANSITIONS, NO_RANK, STAGE_OF_STEP
+from ..diagnose import STAGE_OF_STEP
+from ..diagnosis_evidence import NO_RANK, TRANSITIONS
 from .sqltext import arr, lit
 
 #: Python's str.isspace() as an RE2 class: a gap holding only these is excused
@@ -19,7 +20,7 @@ CTEs = list[tuple[str, str]]
 
 def records() -> CTEs:
     """``_ls_r``: numbered records with head, the stages their evidence compares, the covered set."""
-    before = " ".join(f"WHEN {s} THEN {lit(t[0])}" for s, t in _TRANSITIONS.items())
+    before = " ".join(f"WHEN {s} THEN {lit(t[0])}" for s, t in TRANSITIONS.items())
     after = " ".join(f"WHEN {s} THEN {lit(st)}" for s, st in STAGE_OF_STEP.items())
     return [
         (

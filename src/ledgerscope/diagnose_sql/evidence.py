@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ..diagnose import _TRANSITIONS, ANSWER_CHARS, NO_RANK, STAGE_OF_STEP, UNITS_PER_SPAN
+from ..diagnose import STAGE_OF_STEP
+from ..diagnosis_evidence import ANSWER_CHARS, NO_RANK, TRANSITIONS, UNITS_PER_SPAN
 from .coverage import CTEs
 from .sqltext import arr, j, jlit, lit, num, obj, obj_parts, trunc
 
@@ -18,7 +19,7 @@ def _in_key(in_rank: str) -> str:
 
 
 #: every candidate list a step's evidence reads, each pivoted into its own columns per unit
-_LISTS = tuple(dict.fromkeys(name for t in _TRANSITIONS.values() for name in (*t[1], *t[2], *t[3])))
+_LISTS = tuple(dict.fromkeys(name for t in TRANSITIONS.values() for name in (*t[1], *t[2], *t[3])))
 
 
 def _col(name: str) -> str:
@@ -27,7 +28,7 @@ def _col(name: str) -> str:
 
 def _best(names: tuple[str, ...], value: str) -> str:
     """The unit's rank (``value="r"``) or score (``"s"``) in whichever of ``names`` ranks it best;
-    on a tie the earlier list (diagnose._best). NULL where no list holds it."""
+    on a tie the earlier list (diagnosis_evidence._best). NULL where no list holds it."""
     if not names:
         return "NULL"
     pick = f"{value}_{_col(names[0])}"
@@ -50,18 +51,18 @@ def units() -> CTEs:
         for n in _LISTS
     )
     by_step = {
-        "in_rank": {step: _best(t[1], "r") for step, t in _TRANSITIONS.items()},
-        "in_score": {step: _best(t[1], "s") for step, t in _TRANSITIONS.items()},
-        "out_rank": {step: _best(t[2], "r") for step, t in _TRANSITIONS.items()},
-        "out_score": {step: _best(t[2], "s") for step, t in _TRANSITIONS.items()},
+        "in_rank": {step: _best(t[1], "r") for step, t in TRANSITIONS.items()},
+        "in_score": {step: _best(t[1], "s") for step, t in TRANSITIONS.items()},
+        "out_rank": {step: _best(t[2], "r") for step, t in TRANSITIONS.items()},
+        "out_score": {step: _best(t[2], "s") for step, t in TRANSITIONS.items()},
     }
     picked = ", ".join(
         f"CASE h.step {' '.join(f'WHEN {step} THEN {sql}' for step, sql in cases.items())} END AS {col}"
         for col, cases in by_step.items()
     )
-    with_union = [step for step, t in _TRANSITIONS.items() if "union" in t[3]]
+    with_union = [step for step, t in TRANSITIONS.items() if "union" in t[3]]
     whens = []
-    for step, (_, _, _, names) in _TRANSITIONS.items():
+    for step, (_, _, _, names) in TRANSITIONS.items():
         parts = []
         for i, name in enumerate(names):
             rank = obj(("rank", f"x.r_{_col(name)}"), ("score", num(f"x.s_{_col(name)}")))
@@ -244,7 +245,8 @@ def packed() -> CTEs:
 
 
 def _branches() -> list[tuple[str, list[tuple]]]:
-    """(condition, evidence object fields) per kind of record, in CASE order (diagnose._evidence_*)."""
+    """(condition, evidence object fields) per kind of record, in CASE order
+    (diagnosis_evidence.evidence_*)."""
     oracle = (
         "oracle",
         obj(("verdict", j("r.o_verdict")), ("feasible", j("r.o_feasible"))),
@@ -269,7 +271,7 @@ def _branches() -> list[tuple[str, list[tuple]]]:
     note = ("note", jlit("no fixture for this question"))
     spans = ("spans", "coalesce(mj.spans, '[]')")
     chosen = ("sufficient_set", "CAST(sel.sel AS VARCHAR)")
-    inputs = " ".join(f"WHEN {s} THEN {jlit(t[0])}" for s, t in _TRANSITIONS.items())
+    inputs = " ".join(f"WHEN {s} THEN {jlit(t[0])}" for s, t in TRANSITIONS.items())
     cutoff = (
         f"CASE r.step WHEN 6 THEN {j('r.rerank_depth')} WHEN 7 THEN {j('r.selection_depth')} "
         f"WHEN 8 THEN {j('r.budget_tokens')} WHEN 5 THEN 'null' ELSE coalesce(cut.cutoff, 'null') END"

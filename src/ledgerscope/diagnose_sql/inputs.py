@@ -13,8 +13,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..diagnose import SUPPORT_WALK, _span_json, diagnose
+from ..diagnose import SUPPORT_WALK, diagnose
 from ..diagnose_ledger import UNIT_WINDOW, _top_n
+from ..diagnosis_evidence import span_json
 from ..fixtures import Fixture
 from ..sql_tables import columns_table
 from .sqltext import lit
@@ -81,7 +82,7 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
         qid="VARCHAR", set_index="INTEGER", pos="INTEGER", span_id="VARCHAR", resolved="BOOLEAN"
     )
     for qid, f in fixtures.items():
-        corpus = [{**_span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in f.spans]
+        corpus = [{**span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in f.spans]
         _add(
             fx,
             qid=qid,
@@ -98,7 +99,7 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
                 s=s.start,
                 e=s.end,
                 span_text=None if text is None else text[s.start : s.end],
-                base=json.dumps(_span_json(s, texts), ensure_ascii=False)[:-1],
+                base=json.dumps(span_json(s, texts), ensure_ascii=False)[:-1],
                 win_lo=s.start - UNIT_WINDOW,
                 win_hi=s.end + UNIT_WINDOW,
             )

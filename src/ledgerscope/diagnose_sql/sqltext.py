@@ -65,5 +65,5 @@ def arr(item: str, order: str, where: str | None = None) -> str:
 
 
 def trunc(expr: str, n: int) -> str:
-    """diagnose._trunc in SQL: at most ``n`` characters, the last an ellipsis when cut."""
+    """diagnosis_evidence._trunc in SQL: at most ``n`` characters, the last an ellipsis when cut."""
     return f"CASE WHEN length({expr}) <= {n} THEN {expr} ELSE substr({expr}, 1, {n - 1}) || '…' END"

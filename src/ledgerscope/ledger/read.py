@@ -98,19 +98,23 @@ def connect(ledger: str | Path, con=None):
 _SHOW = 5
 
 
+#: a record without its key, or filed under another partition's directory
+_NULL_KEY = "arm IS NULL OR phase IS NULL OR qid IS NULL"
+_MISFILED = (
+    "NOT contains('/' || replace(filename, '\\', '/'), "
+    "'/arm=' || arm || '/phase=' || phase || '/records.parquet')"
+)
+
+
 def _record_counts(con, src: str) -> tuple[int, int, int]:
     """One pass over the records: how many rows each records check of :func:`row_problems` lists.
 
     Null keys, records filed under another partition, repeated (file, arm, phase, qid)
     rows after the first (NULLs group together, as in the listing's window).
     """
-    misfiled = (
-        "NOT contains('/' || replace(filename, '\\', '/'), "
-        "'/arm=' || arm || '/phase=' || phase || '/records.parquet')"
-    )
     row = con.execute(
-        "SELECT sum(n) FILTER (WHERE arm IS NULL OR phase IS NULL OR qid IS NULL), "
-        f"sum(n) FILTER (WHERE {misfiled}), sum(n - 1) FILTER (WHERE qid IS NOT NULL) "
+        f"SELECT sum(n) FILTER (WHERE {_NULL_KEY}), "
+        f"sum(n) FILTER (WHERE {_MISFILED}), sum(n - 1) FILTER (WHERE qid IS NOT NULL) "
         f"FROM (SELECT filename, arm, phase, qid, count(*) AS n FROM {src} GROUP BY ALL)"
     ).fetchall()[0]
     return tuple(int(x or 0) for x in row)
@@ -145,15 +149,13 @@ def row_problems(
             for file, row, col in con.execute(
                 "SELECT filename, file_row_number + 1, "
                 "CASE WHEN arm IS NULL THEN 'arm' WHEN phase IS NULL THEN 'phase' ELSE 'qid' END "
-                f"FROM {src} WHERE arm IS NULL OR phase IS NULL OR qid IS NULL "
+                f"FROM {src} WHERE {_NULL_KEY} "
                 f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
             ).fetchall():
                 out.append(Problem(file, None, col, f"row {row}: missing (null)"))
         if misfiled:
             for file, row, arm, phase in con.execute(
-                f"SELECT filename, file_row_number + 1, arm, phase FROM {src} "
-                "WHERE NOT contains('/' || replace(filename, '\\', '/'), "
-                "'/arm=' || arm || '/phase=' || phase || '/records.parquet') "
+                f"SELECT filename, file_row_number + 1, arm, phase FROM {src} WHERE {_MISFILED} "
                 f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
             ).fetchall():
                 out.append(

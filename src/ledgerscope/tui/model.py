@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,13 +186,3 @@ def worst_phase(cells: Mapping[str, Cell], phases: Sequence[str]) -> str | None:
     return best[1]
 
 
-def json_list(value: Any) -> list[dict]:
-    if not value:
-        return []
-    if isinstance(value, list):
-        return value
-    try:
-        data = json.loads(value)
-    except (TypeError, ValueError):
-        return []
-    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

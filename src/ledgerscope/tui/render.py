@@ -20,13 +20,13 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from ..diagnosis_evidence import json_list
 from ..safe_text import safe
 from .model import (
     CITATION_GLYPHS,
     MISSING_GLYPH,
     REVERSAL_GLYPH,
     RecordDetail,
-    json_list,
     verdict_glyph,
 )
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """diagnose --json and compare against one DuckDB scan of the candidate table, same ledger, same run.
 
-Generates a schema-valid synthetic ledger (ledgerscope.ledger.synthetic) with at least
+Generates a schema-valid synthetic ledger (ledgerscope.testing.synthetic) with at least
 --min-rows candidate rows, then times, each in a fresh subprocess so imports count:
   * the floor: one DuckDB scan of the candidate table (every column read: SUM over each);
   * `ledgerscope diagnose LEDGER --json` (all records, evidence included, output to /dev/null);
@@ -44,7 +44,7 @@ def main() -> int:
     ap.add_argument("--min-rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs per command")
     args = ap.parse_args()
-    from ledgerscope.ledger.synthetic import make_synthetic_ledger, rows_per_record
+    from ledgerscope.testing.synthetic import make_synthetic_ledger, rows_per_record
 
     phases, arms = 8, 2
     questions = -(-args.min_rows // (rows_per_record() * phases * arms))
@@ -54,7 +54,7 @@ def main() -> int:
     print(f"synthetic ledger: {counts['records']:,} records, {counts['candidates']:,} candidate rows, "
           f"{counts['units']:,} units ({time.perf_counter() - t:.1f} s to build)")
     py = sys.executable
-    ls = [py, "-m", "ledgerscope.cli"]
+    ls = [py, "-m", "ledgerscope.cli.main"]
     scan = timed([py, "-c", SCAN, str(ledger)], args.repeat)
     diag = timed([*ls, "diagnose", str(ledger), "--json"], args.repeat)
     comp = timed([*ls, "compare", str(ledger), "--candidate", "candidate", "--baseline", "baseline",

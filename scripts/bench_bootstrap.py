@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ledgerscope.bootstrap import paired_bootstrap
+from ledgerscope.analysis.stats.bootstrap import paired_bootstrap
 
 
 def best_of(k: int, fn) -> float:
@@ -54,7 +54,7 @@ def main() -> None:
         import duckdb
         import pyarrow as pa
 
-        from ledgerscope.compare import compare_arms
+        from ledgerscope.analysis.stats.compare import compare_arms
         from ledgerscope.ledger import schema
 
         rows = []

@@ -39,12 +39,12 @@ def main() -> int:
     )
     args = ap.parse_args()
 
-    from ledgerscope.fixtures import load_fixtures, write_fixtures
-    from ledgerscope.importers.contractnli import import_contractnli
+    from ledgerscope.inputs.fixtures import load_fixtures, write_fixtures
+    from ledgerscope.inputs.importers.contractnli import import_contractnli
+    from ledgerscope.inputs.sources import Corpus, load_corpus
     from ledgerscope.ledger.read import connect
     from ledgerscope.pipeline.config import arm_from_dict
     from ledgerscope.pipeline.sweep import sweep
-    from ledgerscope.sources import Corpus, load_corpus
 
     work = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     import_contractnli(Path(args.data), work / "import")

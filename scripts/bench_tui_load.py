@@ -128,7 +128,7 @@ def child(ledger: str, mode: str) -> None:
 
 
 def build(out: Path, questions: int, phases: int) -> None:
-    from ledgerscope.ledger.synthetic import make_synthetic_ledger, rows_per_record
+    from ledgerscope.testing.synthetic import make_synthetic_ledger, rows_per_record
 
     if (out / "manifest.json").is_file() and (out / "_BUILT.json").is_file():
         return

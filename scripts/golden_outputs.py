@@ -35,7 +35,7 @@ PREDICATES = (
 
 def _cli() -> list[str]:
     exe = Path(sys.executable).with_name("ledgerscope")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ledgerscope.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ledgerscope.cli.main"]
 
 
 def _run(args: list[str], out: Path | None = None) -> None:

@@ -6,9 +6,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ledgerscope.diagnose_ledger import diagnose_ledger
-from ledgerscope.diagnose_sql import diagnosis_lines
-from ledgerscope.safe_text import _UNSAFE, json_text
+from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+from ledgerscope.analysis.diagnosis.sql import diagnosis_lines
+from ledgerscope.common.safe_text import _UNSAFE, json_text
 
 
 def assert_sql_matches_python(con, ledger: str | Path, arm: str | None = None) -> Counter:

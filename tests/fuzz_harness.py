@@ -74,7 +74,7 @@ def _child(argv: list[str], out: str, err: str, block_models: bool, code_file: s
     sys.argv = ["ledgerscope", *argv]
     code = 1
     try:
-        from ledgerscope.cli import main
+        from ledgerscope.cli.main import main
 
         main()
         code = 0
@@ -108,9 +108,9 @@ def _context():
         ctx.set_forkserver_preload(
             [
                 "tests.fuzz_harness",
-                "ledgerscope.cli",
-                "ledgerscope.fixtures",
-                "ledgerscope.validate",
+                "ledgerscope.cli.main",
+                "ledgerscope.inputs.fixtures",
+                "ledgerscope.inputs.validate",
                 "ledgerscope.pipeline.config",
                 "duckdb",
                 "pyarrow.parquet",
@@ -841,7 +841,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
         f = ledger / "sources.parquet"
         t = pq.read_table(f)
         row = t.slice(0, 1)
-        from ledgerscope.sources import text_version
+        from ledgerscope.inputs.sources import text_version
 
         other = row.set_column(row.schema.get_field_index("text"), "text", pa.array(["changed"], pa.string()))
         other = other.set_column(
@@ -1239,10 +1239,10 @@ def make_base_ledger(root: Path, real: bool = False) -> Path:
     """The ledger the ledger cases mutate: a small synthetic one, or (``real``) a real sweep's."""
     out = root / "base-ledger"
     if real:
-        from ledgerscope.fixtures import load_fixtures
+        from ledgerscope.inputs.fixtures import load_fixtures
+        from ledgerscope.inputs.sources import load_corpus
         from ledgerscope.pipeline.config import arm_from_dict
         from ledgerscope.pipeline.sweep import sweep
-        from ledgerscope.sources import load_corpus
 
         corpus = write_corpus_dir(root)
         fixtures = root / "fixtures.jsonl"
@@ -1254,7 +1254,7 @@ def make_base_ledger(root: Path, real: bool = False) -> Path:
         ]
         sweep(fx, merged, arms, out)
     else:
-        from ledgerscope.ledger.synthetic import make_synthetic_ledger
+        from ledgerscope.testing.synthetic import make_synthetic_ledger
 
         make_synthetic_ledger(out, questions=12, phases=2)
     return out

@@ -11,21 +11,22 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ledgerscope.cli import app
+from ledgerscope.cli.main import app
 
 SEED = Path(__file__).parent / "data" / "seed000_fixture.json"
 runner = CliRunner()
 
 
 def test_cli_import_stays_light():
-    code = ("import sys, ledgerscope.cli; heavy = [m for m in ('torch', 'textual', 'sentence_transformers', "
+    code = ("import sys, ledgerscope.cli.main; heavy = [m for m in ('torch', 'textual', "
+            "'sentence_transformers', "
             "'duckdb', 'pyarrow', 'scipy', 'transformers') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_help_starts_fast():
-    best = min(_timed([sys.executable, "-m", "ledgerscope.cli", "--help"]) for _ in range(3))
+    best = min(_timed([sys.executable, "-m", "ledgerscope.cli.main", "--help"]) for _ in range(3))
     assert best < 1.0
 
 

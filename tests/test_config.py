@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from ledgerscope.errors import InputError
+from ledgerscope.common.errors import InputError
 from ledgerscope.pipeline.config import (
     DEFAULT_TOML,
     ArmConfig,

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ledgerscope import coords
-from ledgerscope.coords import (
+from ledgerscope.common.errors import CoordinateError
+from ledgerscope.inputs import coords
+from ledgerscope.inputs.coords import (
     CODEPOINT,
     SYSTEMS,
     UTF8,
@@ -20,7 +21,6 @@ from ledgerscope.coords import (
     to_codepoint_span,
     translate,
 )
-from ledgerscope.errors import CoordinateError
 
 # Characters that make offset arithmetic interesting: astral-plane emoji (4 UTF-8
 # bytes, 2 UTF-16 units), combining marks, CRLF, zero-width characters, a BOM,

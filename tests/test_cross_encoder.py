@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.fixtures import load_fixtures
+from ledgerscope.inputs.fixtures import load_fixtures
+from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.config import arm_from_dict
 from ledgerscope.pipeline.encoder import resolve_model_path
 from ledgerscope.pipeline.rerank import CrossEncoderReranker
 from ledgerscope.pipeline.sweep import sweep
-from ledgerscope.sources import load_corpus
 
 from .sweep_data import write_inputs
 

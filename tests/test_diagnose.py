@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.diagnose import (
+from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+from ledgerscope.analysis.diagnosis.tree import (
     STEP_NAMES,
     Diagnosis,
     diagnose,
     diagnosis_step,
     support_loss,
 )
-from ledgerscope.diagnose_ledger import diagnose_ledger
-from ledgerscope.fixtures import AnswerContract, Fixture, GoldSpan
-from ledgerscope.sources import text_version
+from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan
+from ledgerscope.inputs.sources import text_version
 
 from .diag_equiv import assert_sql_matches_python
 
@@ -438,10 +438,10 @@ SWEEP_FIXTURES = [
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory) -> Path:
-    from ledgerscope.fixtures import load_fixtures
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.config import load_arm
     from ledgerscope.pipeline.sweep import sweep
-    from ledgerscope.sources import load_corpus
 
     root = tmp_path_factory.mktemp("diag")
     corpus = root / "corpus"
@@ -463,9 +463,9 @@ def swept(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_diagnose_ledger_on_a_real_sweep(swept):
+    from ledgerscope.analysis.reversals import find_reversals
+    from ledgerscope.analysis.survival import survival
     from ledgerscope.ledger.read import connect
-    from ledgerscope.reversals import find_reversals
-    from ledgerscope.survival import survival
 
     con = connect(swept)
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
@@ -485,7 +485,7 @@ def test_diagnose_ledger_on_a_real_sweep(swept):
     assert assert_sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
 
     # the ledger path reads only the rows the evidence needs: same answer as whole candidate lists
-    from ledgerscope.diagnose_ledger import load_ledger_fixtures
+    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 
     fixtures, texts = load_ledger_fixtures(con, swept)
     cands = con.sql('SELECT * FROM candidates ORDER BY "rank"').to_arrow_table().to_pylist()

@@ -1,7 +1,7 @@
 """diagnose_sql (the whole ledger diagnosed in DuckDB) equals the pure diagnosis, record for record.
 
-The pure function (:func:`ledgerscope.diagnose.diagnose`, fed by
-:func:`ledgerscope.diagnose_ledger.diagnose_ledger`) is the definition; these
+The pure function (:func:`ledgerscope.analysis.diagnosis.tree.diagnose`, fed by
+:func:`ledgerscope.analysis.diagnosis.feed.diagnose_ledger`) is the definition; these
 tests run both on real sweeps (the sample ledger; the starved and weak-HNSW
 sweeps and the seed sweep check it in their own modules), on a synthetic
 ledger that reaches steps 2-9, and on the sample ledger with its rows edited
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.diagnose_sql import diagnosis_lines
+from ledgerscope.analysis.diagnosis.sql import diagnosis_lines
 from ledgerscope.ledger.read import connect
-from ledgerscope.ledger.synthetic import make_synthetic_ledger
+from ledgerscope.testing.synthetic import make_synthetic_ledger
 
 from .diag_equiv import assert_sql_matches_python
 
@@ -124,7 +124,7 @@ def test_corner_cases_match(tmp_path):
 def test_cli_json_is_the_sql_diagnosis_and_escaped():
     """``diagnose --json`` writes the SQL lines, each valid JSON, nothing raw a terminal acts on."""
     out = subprocess.run(
-        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(SAMPLE), "--json"],
+        [sys.executable, "-m", "ledgerscope.cli.main", "diagnose", str(SAMPLE), "--json"],
         capture_output=True,
         check=True,
     ).stdout
@@ -139,7 +139,7 @@ def test_cli_json_is_the_sql_diagnosis_and_escaped():
 
 def test_slices_give_the_same_lines_in_the_same_order():
     """A ledger diagnosed slice by slice (bounded memory) reads exactly as one query over it."""
-    from ledgerscope.diagnose_sql import drop_inputs, prepare
+    from ledgerscope.analysis.diagnosis.sql import drop_inputs, prepare
 
     con = connect(SAMPLE)
     whole = diagnosis_lines(con, SAMPLE)
@@ -159,7 +159,7 @@ def test_sliced_json_is_written_whole_or_not_at_all(monkeypatch):
     """Several slices gather in a temporary file: the same bytes as one slice, and none on failure."""
     import io
 
-    import ledgerscope.diagnose_sql as dsql
+    import ledgerscope.analysis.diagnosis.sql as dsql
 
     con = connect(SAMPLE)
     one, several = io.BytesIO(), io.BytesIO()
@@ -185,7 +185,7 @@ def test_sliced_json_is_written_whole_or_not_at_all(monkeypatch):
 
 def test_evidence_of_a_selection_is_that_of_the_whole_diagnosis():
     """export's evidence: only the selected records, sliced or not, the same as every record's."""
-    from ledgerscope.diagnose_sql import diagnosis_evidence
+    from ledgerscope.analysis.diagnosis.sql import diagnosis_evidence
 
     con = connect(SAMPLE)
     rows = [json.loads(line) for line in diagnosis_lines(con, SAMPLE)]
@@ -203,7 +203,7 @@ def test_evidence_of_a_selection_is_that_of_the_whole_diagnosis():
 
 def test_summary_steps_are_the_full_diagnosis_steps():
     """``diagnose``'s summary reads step and name from the heads alone: the same as the full rows."""
-    from ledgerscope.diagnose_sql import diagnosis_rows, diagnosis_steps
+    from ledgerscope.analysis.diagnosis.sql import diagnosis_rows, diagnosis_steps
 
     con = connect(SAMPLE)
     for arm in (None, "candidate"):
@@ -216,7 +216,7 @@ def test_cli_summary_shows_steps_survival_and_recall_at_80_columns():
     import os
 
     out = subprocess.run(
-        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(SAMPLE)],
+        [sys.executable, "-m", "ledgerscope.cli.main", "diagnose", str(SAMPLE)],
         capture_output=True, check=True, text=True, env={**os.environ, "COLUMNS": "80"},
     ).stdout
     for needle in ("records per step", "stage survival", "reranker regret", "duplicate ratio", "reversals",

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.diagnose_ledger import diagnose_ledger
-from ledgerscope.fixtures import load_fixtures
+from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+from ledgerscope.inputs.fixtures import load_fixtures
+from ledgerscope.inputs.sources import load_corpus, make_source
 from ledgerscope.ledger.read import connect
 from ledgerscope.pipeline.config import arm_from_dict
 from ledgerscope.pipeline.sweep import sweep
-from ledgerscope.sources import load_corpus, make_source
 
 from .diag_equiv import assert_sql_matches_python
 from .sweep_data import write_inputs

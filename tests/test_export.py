@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ledgerscope.cli import app
-from ledgerscope.errors import InputError
+from ledgerscope.cli.main import app
+from ledgerscope.common.errors import InputError
 from ledgerscope.export import export, trec_scores
 from ledgerscope.export import jsonl as export_jsonl
 from ledgerscope.export import label_studio as export_label_studio
@@ -24,10 +24,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory) -> Path:
-    from ledgerscope.fixtures import load_fixtures
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.config import load_arm
     from ledgerscope.pipeline.sweep import sweep
-    from ledgerscope.sources import load_corpus
 
     root = tmp_path_factory.mktemp("export")
     inputs = write_inputs(root)
@@ -52,8 +52,8 @@ def ledger_untouched(ledger):
 
 @pytest.fixture()
 def view(ledger):
+    from ledgerscope.analysis.diagnosis.query import build_record_view
     from ledgerscope.ledger.read import connect
-    from ledgerscope.query import build_record_view
 
     con = connect(ledger)
     build_record_view(con, ledger)
@@ -69,9 +69,9 @@ def _leftovers(directory: Path) -> list[str]:
 
 
 def test_record_view_matches_diagnosis_and_reversals(ledger, view):
-    from ledgerscope.diagnose_ledger import diagnose_ledger
-    from ledgerscope.query import count_records, select_records
-    from ledgerscope.reversals import find_reversals
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+    from ledgerscope.analysis.diagnosis.query import count_records, select_records
+    from ledgerscope.analysis.reversals import find_reversals
 
     n = view.execute("SELECT count(*) FROM records").fetchone()[0]
     assert count_records(view, "") == n == 30
@@ -91,8 +91,8 @@ def test_record_view_matches_diagnosis_and_reversals(ledger, view):
 
 
 def test_fixtures_export_validates_standalone(ledger, view, tmp_path):
-    from ledgerscope.fixtures import read_fixtures
-    from ledgerscope.query import count_records, select_records
+    from ledgerscope.analysis.diagnosis.query import count_records, select_records
+    from ledgerscope.inputs.fixtures import read_fixtures
 
     where = "step > 0 OR NOT answerable"
     out = tmp_path / "reannotate.jsonl"
@@ -132,7 +132,7 @@ def test_fixtures_export_validates_standalone(ledger, view, tmp_path):
 
 
 def test_label_studio_regions_slice_the_document(ledger, view, tmp_path):
-    from ledgerscope.diagnose_ledger import load_ledger_fixtures
+    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 
     out = tmp_path / "tasks.json"
     result = export(ledger, "answerable", "label-studio", out)
@@ -203,7 +203,7 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
     import ir_measures
     from ir_measures import R, nDCG
 
-    from ledgerscope.query import select_records
+    from ledgerscope.analysis.diagnosis.query import select_records
 
     out = tmp_path / "trec"
     where = "answerable"
@@ -237,7 +237,7 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
         units = {u: (d, s, e) for u, d, s, e in view.execute(
             'SELECT unit_id, doc_id, "start", "end" FROM units WHERE arm = ? AND phase = ?',
             [arm, phase]).fetchall()}
-        from ledgerscope.diagnose_ledger import load_ledger_fixtures
+        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 
         fixtures, _ = load_ledger_fixtures(view, ledger)
         for q in qrels:
@@ -263,8 +263,8 @@ def test_trec_scores_break_ties_by_rank():
 
 
 def test_jsonl_rows_are_self_contained(ledger, view, tmp_path):
+    from ledgerscope.analysis.diagnosis.query import count_records
     from ledgerscope.ledger import schema
-    from ledgerscope.query import count_records
 
     where = "reversal AND arm = 'candidate'"
     out = tmp_path / "records.jsonl"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope import coords
-from ledgerscope.errors import InputError, Problem
-from ledgerscope.fixtures import (
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.inputs import coords
+from ledgerscope.inputs.fixtures import (
     FORMAT,
     Fixture,
     load_fixtures,
@@ -18,7 +18,7 @@ from ledgerscope.fixtures import (
     resolve,
     write_fixtures,
 )
-from ledgerscope.sources import Corpus, load_corpus, make_source
+from ledgerscope.inputs.sources import Corpus, load_corpus, make_source
 
 DATA = Path(__file__).parent / "data"
 SEED000 = DATA / "seed000_fixture.json"

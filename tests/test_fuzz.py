@@ -112,7 +112,7 @@ def test_sweep_output_problems_are_found_before_the_model_loads(tmp_path, proble
 
 
 def test_an_unexpected_exception_is_one_line_and_exit_70(monkeypatch, capsys, tmp_path):
-    import ledgerscope.cli as cli
+    import ledgerscope.cli.main as cli
     import ledgerscope.ledger.read as read
 
     def boom(*args, **kwargs):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.fixtures import load_fixtures
-from ledgerscope.importers.contractnli import import_contractnli
-from ledgerscope.importers.squad import REPAIR_RULE, import_squad
-from ledgerscope.sources import load_corpus
+from ledgerscope.inputs.fixtures import load_fixtures
+from ledgerscope.inputs.importers.contractnli import import_contractnli
+from ledgerscope.inputs.importers.squad import REPAIR_RULE, import_squad
+from ledgerscope.inputs.sources import load_corpus
 
 DATA = Path("/work/shared/data")
 COVIDQA = DATA / "covidqa" / "200423_covidQA.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ledgerscope.cli import app
+from ledgerscope.cli.main import app
 from ledgerscope.ledger.digest import table_digests
 
 LEDGER = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"

@@ -43,7 +43,7 @@ def build_runtime(cfg, factory):
     return rt
 sw.build_runtime = build_runtime
 sys.argv = ["ledgerscope", *sys.argv[2:]]
-from ledgerscope.cli import main
+from ledgerscope.cli.main import main
 main()
 """
 
@@ -67,10 +67,10 @@ def _comparable(ledger: Path) -> list[tuple]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """Inputs and an uninterrupted sweep of them."""
-    from ledgerscope.fixtures import load_fixtures
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.config import load_arm
     from ledgerscope.pipeline.sweep import sweep
-    from ledgerscope.sources import load_corpus
 
     root = tmp_path_factory.mktemp("kill")
     inputs = write_inputs(root)
@@ -161,7 +161,7 @@ def test_sweep_killed_at_random_points_resumes_to_exactly_the_same_records(refer
 @pytest.fixture(scope="module")
 def big_ledger(tmp_path_factory) -> Path:
     """Big enough that writing a JSONL export takes about a second."""
-    from ledgerscope.ledger.synthetic import make_synthetic_ledger
+    from ledgerscope.testing.synthetic import make_synthetic_ledger
 
     out = tmp_path_factory.mktemp("big") / "ledger"
     make_synthetic_ledger(out, questions=300, phases=4)

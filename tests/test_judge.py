@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.fixtures import AnswerContract, Fixture, GoldSpan, load_fixtures
+from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, load_fixtures
 from ledgerscope.pipeline.judge import (
     ANSWER_VERDICTS,
     CITATION_VERDICTS,

@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ledgerscope import compare
-from ledgerscope.errors import InputError, Problem
+from ledgerscope.analysis.stats import compare
+from ledgerscope.analysis.stats.metrics import _ANSWERED, _UNJUDGED
+from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import read, schema, verify
-from ledgerscope.ledger.synthetic import make_synthetic_ledger
-from ledgerscope.stats import _ANSWERED, _UNJUDGED
+from ledgerscope.testing.synthetic import make_synthetic_ledger
 
 SHOW = 5
 

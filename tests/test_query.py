@@ -5,9 +5,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from ledgerscope import query
-from ledgerscope.errors import InputError
-from ledgerscope.query import count_records, select_records, validate_predicate
+from ledgerscope.analysis.diagnosis import query
+from ledgerscope.analysis.diagnosis.query import count_records, select_records, validate_predicate
+from ledgerscope.common.errors import InputError
 
 
 @pytest.fixture()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.compare import compare_arms
-from ledgerscope.errors import InputError
-from ledgerscope.release import OUTCOMES, Rule, decide, load_rule, rule_digest
+from ledgerscope.analysis.stats.compare import compare_arms
+from ledgerscope.analysis.stats.release import OUTCOMES, Rule, decide, load_rule, rule_digest
+from ledgerscope.common.errors import InputError
 
 from .test_stats import records_con, synthetic_rows
 
@@ -150,20 +150,20 @@ def rule(**kw) -> Rule:
 
 
 def _support(limit=-0.02, stats=("mean",)):
-    from ledgerscope.release import DifferenceTolerance
+    from ledgerscope.analysis.stats.release import DifferenceTolerance
 
     return tuple(DifferenceTolerance("max_support_loss", "support", s, limit) for s in stats)
 
 
 def _crit(**limits):
-    from ledgerscope.release import SegmentLimit
+    from ledgerscope.analysis.stats.release import SegmentLimit
 
     return tuple(SegmentLimit(seg.replace("_", "-"), "count" if isinstance(v, int) else "rate", float(v))
                  for seg, v in limits.items())
 
 
 def _tokens(mean=None, mx=None, fld="prompt_tokens"):
-    from ledgerscope.release import TokenCeiling
+    from ledgerscope.analysis.stats.release import TokenCeiling
 
     return TokenCeiling(fld, mean, mx)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ledgerscope.cli import app
+from ledgerscope.cli.main import app
 
 from .sweep_data import DISTRACTORS
 
@@ -102,10 +102,10 @@ def _arm(name: str, clearance: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
-    from ledgerscope.fixtures import load_fixtures
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.config import load_arm
     from ledgerscope.pipeline.sweep import sweep
-    from ledgerscope.sources import load_corpus
 
     root = tmp_path_factory.mktemp("reliability")
     corpus = root / "corpus.jsonl"
@@ -147,9 +147,9 @@ def _invoke(*args: str):
 
 
 def test_reading_never_changes_an_input_byte(built, tmp_path):
-    from ledgerscope.diagnose_ledger import diagnose_ledger
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+    from ledgerscope.analysis.diagnosis.query import build_record_view
     from ledgerscope.ledger.read import connect
-    from ledgerscope.query import build_record_view
 
     ledger = built["ledger"]
     inputs = (ledger, built["fixtures"], built["corpus"], built["reader"], built["cleared"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
+from ledgerscope.analysis.reversals import find_reversals, reversals_from_rows
 from ledgerscope.ledger import schema
-from ledgerscope.reversals import find_reversals, reversals_from_rows
 
 
 def rec(arm, phase, offset, qid, packed, verdict, segment="rule-exception"):

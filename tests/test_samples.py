@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from ledgerscope.inputs.validate import validate_fixtures
 from ledgerscope.ledger.digest import table_digests
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.rerun import load_ledger_inputs
-from ledgerscope.validate import validate_fixtures
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_ledgers"
 LEDGER = SAMPLES / "quillstack" / "ledger"
@@ -52,8 +52,8 @@ def test_committed_ledger_is_complete_and_self_consistent():
 
 def test_sample_ledger_shows_what_the_walkthrough_promises():
     """Reversals in rule-exception and number-scope, failures at steps 3, 6, 7, 8, 9, both control kinds."""
-    from ledgerscope.diagnose_ledger import diagnose_ledger
-    from ledgerscope.reversals import find_reversals
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+    from ledgerscope.analysis.reversals import find_reversals
 
     con = connect(LEDGER)
     segments = {r["segment"] for r in find_reversals(con)}

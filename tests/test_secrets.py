@@ -37,7 +37,7 @@ def _cli(*args: str, env: dict):
     """The CLI in this process (the model loaded once per test session); stdout and stderr as bytes."""
     from typer.testing import CliRunner
 
-    from ledgerscope.cli import app
+    from ledgerscope.cli.main import app
 
     return CliRunner().invoke(app, list(args), env=env)
 
@@ -163,7 +163,7 @@ def test_the_key_is_in_no_ledger_manifest_log_or_export_byte(tmp_path):
     ],
 )
 def test_a_key_in_the_configuration_is_refused(tmp_path, generator, field):
-    from ledgerscope.errors import InputError
+    from ledgerscope.common.errors import InputError
     from ledgerscope.pipeline.config import load_arm
 
     path = tmp_path / "arm.toml"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.errors import DigestMismatch, InputError
-from ledgerscope.sources import (
+from ledgerscope.common.errors import DigestMismatch, InputError
+from ledgerscope.inputs.sources import (
     Corpus,
     load_corpus,
     make_source,

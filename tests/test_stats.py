@@ -10,17 +10,17 @@ import pyarrow as pa
 import pytest
 from scipy import stats as sps
 
-from ledgerscope.bootstrap import paired_bootstrap, paired_bootstrap_many
-from ledgerscope.compare import compare_arms
-from ledgerscope.errors import InputError
-from ledgerscope.ledger import schema
-from ledgerscope.stats import (
+from ledgerscope.analysis.stats.bootstrap import paired_bootstrap, paired_bootstrap_many
+from ledgerscope.analysis.stats.compare import compare_arms
+from ledgerscope.analysis.stats.metrics import (
     METRICS,
     WORST_PHASE_NOTE,
     phase_table,
     record_metrics,
     segment_breakdown,
 )
+from ledgerscope.common.errors import InputError
+from ledgerscope.ledger import schema
 
 nan = np.nan
 
@@ -461,7 +461,7 @@ def test_statistics_modules_import_no_ui_or_models():
     import subprocess
     import sys
 
-    code = ("import sys, ledgerscope.stats, ledgerscope.release; "
+    code = ("import sys, ledgerscope.analysis.stats.metrics, ledgerscope.analysis.stats.release; "
             "print(sorted(m for m in ('textual', 'torch', 'sentence_transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

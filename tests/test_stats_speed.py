@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from ledgerscope import resampling as rs
-from ledgerscope.bootstrap import paired_bootstrap_batch, paired_bootstrap_many
-from ledgerscope.stats import DEFAULT_STATISTICS, STATISTICS, phase_table
+from ledgerscope.analysis.stats import resampling as rs
+from ledgerscope.analysis.stats.bootstrap import paired_bootstrap_batch, paired_bootstrap_many
+from ledgerscope.analysis.stats.metrics import DEFAULT_STATISTICS, STATISTICS, phase_table
 
 nan = np.nan
 

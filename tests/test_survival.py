@@ -6,9 +6,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from ledgerscope.fixtures import Fixture, GoldSpan
-from ledgerscope.ledger import schema
-from ledgerscope.survival import (
+from ledgerscope.analysis.survival import (
     ann_recall,
     duplicate_ratio,
     list_depths,
@@ -19,6 +17,8 @@ from ledgerscope.survival import (
     survival,
     survival_counts,
 )
+from ledgerscope.inputs.fixtures import Fixture, GoldSpan
+from ledgerscope.ledger import schema
 
 TEXT = "alpha beta gamma delta epsilon zeta eta theta"  # spans on word boundaries
 TEXTS = {"d": TEXT}
@@ -144,10 +144,10 @@ def test_support_ranks_in_sql_equal_the_definition_on_a_sweep_and_a_synthetic_le
     the sample sweep, a synthetic ledger, one arm, and edge spans (blank gaps, empty, unknown text)."""
     from pathlib import Path
 
-    from ledgerscope.diagnose_ledger import load_ledger_fixtures
+    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.analysis.survival import support_ranks_sql
     from ledgerscope.ledger.read import connect as open_ledger
-    from ledgerscope.ledger.synthetic import make_synthetic_ledger
-    from ledgerscope.survival import support_ranks_sql
+    from ledgerscope.testing.synthetic import make_synthetic_ledger
 
     sample = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
     synthetic = tmp_path / "ledger"

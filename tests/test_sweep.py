@@ -15,13 +15,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ledgerscope.fixtures import load_fixtures
+from ledgerscope.inputs.fixtures import load_fixtures
+from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.config import load_arm
 from ledgerscope.pipeline.rerun import rerun_record
 from ledgerscope.pipeline.sweep import sweep
-from ledgerscope.sources import load_corpus
 
 from .sweep_data import write_inputs
 
@@ -175,7 +175,7 @@ def test_killed_sweep_resumes_to_the_same_ledger(ledger, inputs, tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "ledgerscope.cli",
+        "ledgerscope.cli.main",
         "sweep",
         "--quiet",
         "--fixtures",
@@ -217,7 +217,7 @@ def test_killed_sweep_resumes_to_the_same_ledger(ledger, inputs, tmp_path):
 
 
 def test_resume_refuses_a_different_configuration(ledger, inputs, tmp_path):
-    from ledgerscope.errors import InputError
+    from ledgerscope.common.errors import InputError
 
     other = tmp_path / "other.toml"
     other.write_text(inputs["candidate"].read_text().replace("capacity = 16", "capacity = 20"))

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.fixtures import load_fixtures
+from ledgerscope.inputs.fixtures import load_fixtures
+from ledgerscope.inputs.sources import Corpus, make_source
 from ledgerscope.ledger.read import connect
 from ledgerscope.pipeline.config import arm_from_dict
 from ledgerscope.pipeline.sweep import sweep
-from ledgerscope.sources import Corpus, make_source
 
 from .sweep_data import DISTRACTORS
 

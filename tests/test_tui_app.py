@@ -386,7 +386,7 @@ async def test_stats_pane_shows_the_release_decision_with_a_rule(ledger, tmp_pat
 def test_cli_open_reports_a_bad_ledger_or_arm_without_starting_the_screen(ledger, tmp_path):  # noqa: F811
     from typer.testing import CliRunner
 
-    from ledgerscope.cli import app as cli
+    from ledgerscope.cli.main import app as cli
 
     runner = CliRunner()
     result = runner.invoke(cli, ["open", str(tmp_path)])

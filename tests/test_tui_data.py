@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgerscope.diagnose import diagnose
-from ledgerscope.diagnose_ledger import diagnose_ledger
-from ledgerscope.errors import InputError
+from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+from ledgerscope.analysis.diagnosis.record_view import create_record_view
+from ledgerscope.analysis.diagnosis.tree import diagnose
+from ledgerscope.common.errors import InputError
 from ledgerscope.ledger import schema
 from ledgerscope.tui.data import LedgerSession, resolve_arms
 from ledgerscope.tui.keymap import keymap_path, load_keymap, parse_keymap
 from ledgerscope.tui.model import Cell, Filters, worst_phase
-from ledgerscope.tui.record_view import create_record_view
 from ledgerscope.tui.render import answer_text, make_palette
 from ledgerscope.tui.render_source import context_text, source_text
 
@@ -63,8 +63,8 @@ def test_record_view_matches_diagnose_on_a_real_ledger(session, ledger):  # noqa
 
 @pytest.mark.slow
 def test_record_view_has_the_columns_of_query_build_record_view(session, ledger):  # noqa: F811
+    from ledgerscope.analysis.diagnosis.query import build_record_view, view_columns
     from ledgerscope.ledger.read import connect
-    from ledgerscope.query import build_record_view, view_columns
 
     con = connect(ledger)
     build_record_view(con, ledger)
@@ -317,7 +317,8 @@ def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
 
 def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
     code = (
-        "import sys, ledgerscope.cli, ledgerscope.tui.data, ledgerscope.tui.render, ledgerscope.tui.model, "
+        "import sys, ledgerscope.cli.main, ledgerscope.tui.data, ledgerscope.tui.render, "
+        "ledgerscope.tui.model, "
         "ledgerscope.tui.render_source, ledgerscope.tui.keymap\n"
         "assert 'textual' not in sys.modules, 'textual imported'\n"
         "assert 'torch' not in sys.modules"
@@ -372,7 +373,7 @@ def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path):
 
 
 def test_a_long_document_shows_a_window_around_the_marks():
-    from ledgerscope.fixtures import Fixture, GoldSpan
+    from ledgerscope.inputs.fixtures import Fixture, GoldSpan
     from ledgerscope.tui.model import RecordDetail
     from ledgerscope.tui.render_source import SOURCE_MARGIN
 

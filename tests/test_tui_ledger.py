@@ -47,10 +47,10 @@ def tui_ledger(tmp_path_factory) -> Path:
     """The shared ledger (candidate and baseline arms, phases 0 1 2 5 9), built on first use."""
     with _LOCK:
         if "ledger" not in _BUILT:
-            from ledgerscope.fixtures import load_fixtures
+            from ledgerscope.inputs.fixtures import load_fixtures
+            from ledgerscope.inputs.sources import load_corpus
             from ledgerscope.pipeline.config import load_arm
             from ledgerscope.pipeline.sweep import sweep
-            from ledgerscope.sources import load_corpus
 
             root = tmp_path_factory.mktemp("tui")
             inputs = write_inputs(root / "inputs")

@@ -1,7 +1,7 @@
 """Exports of a selection of ledger records, for re-annotation and for other tools.
 
 ``export(ledger, where, fmt, out)`` selects the records of ``record_view``
-(see :mod:`ledgerscope.query`) that the predicate ``where`` accepts and writes
+(see :mod:`ledgerscope.analysis.diagnosis.query`) that the predicate ``where`` accepts and writes
 them in one of four formats. The ledger is only read. Every output is written
 to a temporary path beside ``out`` and renamed into place (a directory is
 built beside it and renamed whole), so a failure leaves no partial output and
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InputError, Problem
-from ._common import atomic_dir
-from .fixtures import export_fixtures
-from .jsonl import JSONL_FORMAT, export_jsonl
-from .label_studio import MODEL_VERSION, export_label_studio, label_config
-from .trec import TIE_EPSILON, TREC_FILE_NAME, export_trec, trec_scores
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.export._common import atomic_dir
+from ledgerscope.export.fixtures import export_fixtures
+from ledgerscope.export.jsonl import JSONL_FORMAT, export_jsonl
+from ledgerscope.export.label_studio import MODEL_VERSION, export_label_studio, label_config
+from ledgerscope.export.trec import TIE_EPSILON, TREC_FILE_NAME, export_trec, trec_scores
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -56,10 +56,10 @@ class ExportResult:
 
 def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportResult:
     """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``."""
-    from ..diagnose_ledger import load_ledger_fixtures
-    from ..ledger.read import connect
-    from ..ledger.verify import load_manifest
-    from ..query import build_record_view, validate_predicate
+    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.analysis.diagnosis.query import build_record_view, validate_predicate
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.ledger.verify import load_manifest
 
     ledger, out = Path(ledger), Path(out)
     if fmt not in FORMATS:
@@ -105,8 +105,8 @@ def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tu
 
     Evidence is computed for the selected records only, from the partitions holding them.
     """
-    from ..diagnose_sql import diagnosis_evidence
-    from ..query import VIEW, fetch_dicts, run_query, where_sql
+    from ledgerscope.analysis.diagnosis.query import VIEW, fetch_dicts, run_query, where_sql
+    from ledgerscope.analysis.diagnosis.sql import diagnosis_evidence
 
     sql = (f"SELECT * FROM {VIEW}{where_sql(predicate)} "
            "ORDER BY arm, phase_offset, CAST(phase AS VARCHAR), qid")

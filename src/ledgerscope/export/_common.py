@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..sql_tables import drop_tables
+from ledgerscope.common.sql_tables import drop_tables
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -28,7 +28,7 @@ _SELECTION_TABLE = "_ls_export_selection"
 
 def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
     """The selection's keys as a temp table, so candidates join against it instead of a huge IN list."""
-    from ..sql_tables import columns_table
+    from ledgerscope.common.sql_tables import columns_table
 
     columns_table(con, _SELECTION_TABLE, {
         "arm": ("VARCHAR", [r["arm"] for r in rows]),
@@ -94,7 +94,7 @@ def atomic_dir(target: Path) -> Iterator[Path]:
 
     On any exception the temporary directory is removed and ``target`` is untouched.
     """
-    from ..atomic import clear_stale, temp_prefix
+    from ledgerscope.common.atomic import clear_stale, temp_prefix
 
     target.parent.mkdir(parents=True, exist_ok=True)
     clear_stale(target, ".tmp")

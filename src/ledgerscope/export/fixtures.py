@@ -1,7 +1,7 @@
 """The ``fixtures`` export: the selected questions as canonical fixtures, flagged for re-annotation.
 
 Canonical fixtures (``ledgerscope-fixture/1`` JSONL, as
-:func:`ledgerscope.fixtures.write_fixtures` writes them) of the distinct
+:func:`ledgerscope.inputs.fixtures.write_fixtures` writes them) of the distinct
 questions in the selection, sources inline so the file validates on its own
 (``ledgerscope validate OUT``). Each carries
 ``annotations["ledgerscope"] = {"ledger": {identity, format, created, path},
@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import publish_mode
+from ledgerscope.export._common import publish_mode
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                     out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
-    from ..diagnose import STEP_NAMES
-    from ..fixtures import write_fixtures
-    from ..sources import Corpus, make_source
+    from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
+    from ledgerscope.inputs.fixtures import write_fixtures
+    from ledgerscope.inputs.sources import Corpus, make_source
 
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     corpus = Corpus()

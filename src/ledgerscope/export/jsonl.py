@@ -12,7 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import CANDIDATE_COLUMNS, count_questions, json_line, publish_mode, stream_candidates
+from ledgerscope.export._common import (
+    CANDIDATE_COLUMNS,
+    count_questions,
+    json_line,
+    publish_mode,
+    stream_candidates,
+)
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -23,8 +29,8 @@ JSONL_FORMAT = "ledgerscope-record-view/1"
 def export_jsonl(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                  out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
-    from ..atomic import atomic_path
-    from ..ledger import schema
+    from ledgerscope.common.atomic import atomic_path
+    from ledgerscope.ledger import schema
 
     record_cols = schema.RECORDS.names
     stream = stream_candidates(con, rows)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import quoteattr
 
-from ._common import count_questions, publish_mode, source_texts, stream_candidates
+from ledgerscope.export._common import count_questions, publish_mode, source_texts, stream_candidates
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -40,7 +40,7 @@ _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 def export_label_studio(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str,
                         rows: list[dict], out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
-    from ..atomic import atomic_path
+    from ledgerscope.common.atomic import atomic_path
 
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     texts = source_texts(con)

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError, Problem
-from ._common import atomic_dir, count_questions, stream_candidates
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.export._common import atomic_dir, count_questions, stream_candidates
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -69,7 +69,7 @@ def trec_scores(cands: list[dict]) -> list[float]:
 def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                 out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions)."""
-    from ..diagnose_ledger import gold_span_columns
+    from ledgerscope.analysis.diagnosis.feed import gold_span_columns
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
@@ -115,7 +115,7 @@ def _run_lines(qid: str, cands: list[dict], tag: str) -> Iterator[str]:
 def _qrels(con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict],
            spans: dict[str, tuple[str, list]]) -> list[tuple[str, str]]:
     """(qid, unit_id) of this arm and phase's units that overlap a gold span of a selected question."""
-    from ..sql_tables import columns_table, drop_tables
+    from ledgerscope.common.sql_tables import columns_table, drop_tables
 
     qids = sorted({r["qid"] for r in recs})
     columns_table(con, "_ls_qrels_spans", spans)

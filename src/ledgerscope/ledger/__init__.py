@@ -1,0 +1,3 @@
+"""The boundary ledger: `schema`, `write` (atomic partitions), `verify` (manifest, footers,
+digests), `read` (DuckDB views and row checks), `interchange` (JSONL).
+"""

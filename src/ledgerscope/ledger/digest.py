@@ -13,7 +13,7 @@ import json
 import math
 from pathlib import Path
 
-from .read import connect
+from ledgerscope.ledger.read import connect
 
 #: table -> ORDER BY that makes its row order canonical
 ORDER = {

@@ -23,12 +23,12 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from ..atomic import clear_stale
-from ..errors import InputError, Problem
-from . import schema
-from .read import connect
-from .verify import load_manifest
-from .write import write_partition, write_table
+from ledgerscope.common.atomic import clear_stale
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.verify import load_manifest
+from ledgerscope.ledger.write import write_partition, write_table
 
 TABLES = {**schema.TABLES, "oracle": schema.ORACLE, "sources": schema.SOURCES}
 
@@ -38,7 +38,7 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
     ledger, out = Path(ledger), Path(out)
     _check_jsonl_out(ledger, out)
     con = connect(ledger)
-    from ..diagnose_ledger import load_ledger_fixtures
+    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 
     load_ledger_fixtures(con, ledger)  # sources and fixtures checked too: no damage is passed on
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -159,8 +159,8 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     }
     problems = _row_problems(src, manifest, tables)
     # the sources re-checked against their digests, the fixtures against the sources
-    from ..fixtures import read_fixtures, resolve
-    from .read import sources_corpus
+    from ledgerscope.inputs.fixtures import read_fixtures, resolve
+    from ledgerscope.ledger.read import sources_corpus
 
     s = tables["sources"]
     corpus = sources_corpus(src / "sources.jsonl", zip(*(s[c].to_pylist() for c in (

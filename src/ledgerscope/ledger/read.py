@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InputError, Problem
-from . import schema
-from .verify import finished_partitions, verify_ledger
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.verify import finished_partitions, verify_ledger
 
 if TYPE_CHECKING:
-    from ..sources import Corpus
+    from ledgerscope.inputs.sources import Corpus
 
 
 def sources_corpus(path: Path, rows) -> Corpus:
@@ -27,8 +27,8 @@ def sources_corpus(path: Path, rows) -> Corpus:
 
     Rows are numbered from 1 in the message of any problem.
     """
-    from ..errors import DigestMismatch
-    from ..sources import Corpus, make_source
+    from ledgerscope.common.errors import DigestMismatch
+    from ledgerscope.inputs.sources import Corpus, make_source
 
     corpus, problems = Corpus(), []
     for i, (doc_id, version, text, observed, access) in enumerate(rows, start=1):

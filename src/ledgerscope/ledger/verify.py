@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, Problem
-from . import schema
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.ledger import schema
 
 
 def _kind(value: Any) -> str:

@@ -20,10 +20,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import atomic_path, atomic_write_text, fsync_path
-from ..errors import InputError, Problem
-from . import schema
-from .verify import file_record, load_manifest
+from ledgerscope.common.atomic import atomic_path, atomic_write_text, fsync_path
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.verify import file_record, load_manifest
 
 
 def partition_dir(ledger: Path, arm: str, phase: str) -> Path:

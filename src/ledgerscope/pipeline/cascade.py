@@ -18,22 +18,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ..fixtures import Fixture
-from ..ledger import schema
-from ..sources import Source
-from . import judge as judging
-from . import support
-from .chunk import Boundaries, chunk_sentences, chunk_tokens
-from .config import ArmConfig, Phase
-from .dense import ExactIndex, HnswIndex
-from .encoder import Encoder, TokenCounter
-from .fuse import fuse
-from .generate import ExtractiveReader
-from .lexical import BM25Index
-from .prompt import GenerationResult, render_context
-from .rerank import CrossEncoderReranker, maxsim_many
-from .select import expand, pack, visible
-from .units import Unit
+from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.inputs.sources import Source
+from ledgerscope.ledger import schema
+from ledgerscope.pipeline import judge as judging
+from ledgerscope.pipeline import support
+from ledgerscope.pipeline.chunk import Boundaries, chunk_sentences, chunk_tokens
+from ledgerscope.pipeline.config import ArmConfig, Phase
+from ledgerscope.pipeline.dense import ExactIndex, HnswIndex
+from ledgerscope.pipeline.encoder import Encoder, TokenCounter
+from ledgerscope.pipeline.fuse import fuse
+from ledgerscope.pipeline.generate import ExtractiveReader
+from ledgerscope.pipeline.lexical import BM25Index
+from ledgerscope.pipeline.prompt import GenerationResult, render_context
+from ledgerscope.pipeline.rerank import CrossEncoderReranker, maxsim_many
+from ledgerscope.pipeline.select import expand, pack, visible
+from ledgerscope.pipeline.units import Unit
 
 
 @dataclass
@@ -71,7 +71,7 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
     counter = TokenCounter(emb.get("model"))
     gen_cfg = cfg.generator
     if gen_cfg.get("kind") == "endpoint":
-        from .endpoint import EndpointGenerator
+        from ledgerscope.pipeline.endpoint import EndpointGenerator
 
         generator = EndpointGenerator(
             gen_cfg["base_url"],

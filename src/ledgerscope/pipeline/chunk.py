@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..sources import Source
-from .sentences import split_sentences
-from .units import Unit, unit_id_for
+from ledgerscope.inputs.sources import Source
+from ledgerscope.pipeline.sentences import split_sentences
+from ledgerscope.pipeline.units import Unit, unit_id_for
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, Problem
+from ledgerscope.common.errors import InputError, Problem
 
 DEFAULT_TOML = """\
 # ledgerscope arm configuration. One file per arm; `name` labels the arm in the ledger.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lexical import top_k
+from ledgerscope.pipeline.lexical import top_k
 
 
 class ExactIndex:

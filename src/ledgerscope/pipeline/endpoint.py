@@ -41,9 +41,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ..errors import LedgerscopeError
-from .judge import is_abstention
-from .prompt import ContextBlock, GenerationResult, parse_citations, render_prompt
+from ledgerscope.common.errors import LedgerscopeError
+from ledgerscope.pipeline.judge import is_abstention
+from ledgerscope.pipeline.prompt import ContextBlock, GenerationResult, parse_citations, render_prompt
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _RETRYABLE_HTTP = frozenset({408, 429})

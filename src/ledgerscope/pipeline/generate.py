@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .encoder import Encoded
-from .lexical import analyze
-from .prompt import ABSTAIN_TEXT, ContextBlock, GenerationResult, render_prompt
-from .sentences import split_sentences
+from ledgerscope.pipeline.encoder import Encoded
+from ledgerscope.pipeline.lexical import analyze
+from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, ContextBlock, GenerationResult, render_prompt
+from ledgerscope.pipeline.sentences import split_sentences
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..fixtures import Fixture
-from . import judge as judging
-from .cascade import ArmRuntime
-from .generate import ExtractiveReader, oracle_blocks
-from .prompt import render_context
+from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.pipeline import judge as judging
+from ledgerscope.pipeline.cascade import ArmRuntime
+from ledgerscope.pipeline.generate import ExtractiveReader, oracle_blocks
+from ledgerscope.pipeline.prompt import render_context
 
 
 def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:

@@ -19,16 +19,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError, Problem
-from ..fixtures import read_fixtures, resolve
-from ..ledger.read import connect, sources_corpus
-from ..ledger.verify import load_manifest
-from ..ledger.write import partition_dir
-from ..sources import Corpus
-from .cascade import build_phase, build_runtime, run_questions
-from .config import Phase, arm_from_dict
-from .encoder import shared_encoder
-from .oracle import run_oracle
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.inputs.fixtures import read_fixtures, resolve
+from ledgerscope.inputs.sources import Corpus
+from ledgerscope.ledger.read import connect, sources_corpus
+from ledgerscope.ledger.verify import load_manifest
+from ledgerscope.ledger.write import partition_dir
+from ledgerscope.pipeline.cascade import build_phase, build_runtime, run_questions
+from ledgerscope.pipeline.config import Phase, arm_from_dict
+from ledgerscope.pipeline.encoder import shared_encoder
+from ledgerscope.pipeline.oracle import run_oracle
 
 SCORE_TOLERANCE = 1e-4
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .prompt import BLOCK_SEPARATOR, ContextBlock, render_context
-from .units import Unit
+from ledgerscope.pipeline.prompt import BLOCK_SEPARATOR, ContextBlock, render_context
+from ledgerscope.pipeline.units import Unit
 
 
 @dataclass

@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
-from ..atomic import atomic_write_text
-from ..fixtures import Fixture, write_fixtures
-from ..ledger import schema
-from ..ledger.write import (
+from ledgerscope import __version__
+from ledgerscope.common.atomic import atomic_write_text
+from ledgerscope.inputs.fixtures import Fixture, write_fixtures
+from ledgerscope.inputs.sources import Corpus
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.write import (
     check_out,
     clear_staging,
     is_done,
@@ -29,8 +30,7 @@ from ..ledger.write import (
     write_partition,
     write_table,
 )
-from ..sources import Corpus
-from .cascade import (
+from ledgerscope.pipeline.cascade import (
     ArmRuntime,
     build_phase,
     build_runtime,
@@ -38,9 +38,9 @@ from .cascade import (
     run_questions,
     single_threaded_blas,
 )
-from .config import ArmConfig
-from .encoder import shared_encoder
-from .oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.config import ArmConfig
+from ledgerscope.pipeline.encoder import shared_encoder
+from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume test to interrupt a sweep at a chosen point. Zero by default.
@@ -116,7 +116,7 @@ def sweep_identity(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpu
 
 def check_api_keys(arms: Sequence[ArmConfig]) -> None:
     """Every endpoint arm's key variable is set (its value is only ever read from the environment)."""
-    from ..errors import InputError, Problem
+    from ledgerscope.common.errors import InputError, Problem
 
     problems = []
     for cfg in arms:
@@ -130,7 +130,7 @@ def check_api_keys(arms: Sequence[ArmConfig]) -> None:
 
 
 def check_arm_names(arms: Sequence[ArmConfig]) -> None:
-    from ..errors import InputError, Problem
+    from ledgerscope.common.errors import InputError, Problem
 
     names = [a.name for a in arms]
     dupes = sorted({n for n in names if names.count(n) > 1})

@@ -18,12 +18,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input, TabbedContent
 
-from ..safe_text import safe
-from . import messages as msg
-from .model import Filters
-from .panes import TABS
-from .render_source import SOURCE_STAGES
-from .widgets.query_list import QueryList
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui import messages as msg
+from ledgerscope.tui.model import Filters
+from ledgerscope.tui.panes import TABS
+from ledgerscope.tui.render_source import SOURCE_STAGES
+from ledgerscope.tui.widgets.query_list import QueryList
 
 NARROW_WIDTH = 100
 
@@ -188,7 +188,7 @@ class ActionsMixin:
         ql.move_to(target)
 
     def action_quick_filters(self) -> None:
-        from .screens.filters import FilterScreen
+        from ledgerscope.tui.screens.filters import FilterScreen
 
         def apply(result: Filters | None) -> None:
             if result is not None:
@@ -197,7 +197,7 @@ class ActionsMixin:
         self.push_screen(FilterScreen(self.filters, self.choices or {}), apply)
 
     def action_help(self) -> None:
-        from .screens.help import HelpScreen
+        from ledgerscope.tui.screens.help import HelpScreen
 
         self.push_screen(HelpScreen(self.binding_rows(), self.palette))
 
@@ -211,13 +211,13 @@ class ActionsMixin:
         return rows
 
     def action_export(self) -> None:
-        from .screens.export import ExportScreen
+        from ledgerscope.tui.screens.export import ExportScreen
 
         arm = self.session.arms[self.role]
         self.push_screen(ExportScreen(self.session, self.role, arm.ledger, self.predicate))
 
     def action_rerun(self) -> None:
-        from .screens.rerun import RerunScreen
+        from ledgerscope.tui.screens.rerun import RerunScreen
 
         row = self.query_one(QueryList).current
         if row is None:
@@ -239,11 +239,11 @@ class ActionsMixin:
         import json
         import sys
 
-        from ..pipeline.rerun import RerunDiff
+        from ledgerscope.pipeline.rerun import RerunDiff
 
         arm, qid, phase = key
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ledgerscope.cli", "rerun", str(ledger),
+            sys.executable, "-m", "ledgerscope.cli.main", "rerun", str(ledger),
             f"--arm={arm}", f"--qid={qid}", f"--phase={phase}", "--json",
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -274,7 +274,7 @@ class ActionsMixin:
         self.notify(f"re-run {safe(' / '.join(m.key))}: {state}", markup=False)
 
     def _show_rerun(self, m: msg.RerunDone) -> None:
-        from .screens.rerun import RerunScreen
+        from ledgerscope.tui.screens.rerun import RerunScreen
 
         for screen in self.screen_stack:
             if isinstance(screen, RerunScreen) and screen.key == m.key:

@@ -23,16 +23,16 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from ..errors import LedgerscopeError
-from ..safe_text import safe
-from . import messages as msg
-from .actions import NARROW_WIDTH, ActionsMixin
-from .data import LedgerSession
-from .model import Filters
-from .panes import TABS, PanesMixin, TextPane
-from .render import make_palette
-from .widgets.phase_grid import PhaseGrid
-from .widgets.query_list import PAGE_SIZE, QueryList
+from ledgerscope.common.errors import LedgerscopeError
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui import messages as msg
+from ledgerscope.tui.actions import NARROW_WIDTH, ActionsMixin
+from ledgerscope.tui.data import LedgerSession
+from ledgerscope.tui.model import Filters
+from ledgerscope.tui.panes import TABS, PanesMixin, TextPane
+from ledgerscope.tui.render import make_palette
+from ledgerscope.tui.widgets.phase_grid import PhaseGrid
+from ledgerscope.tui.widgets.query_list import PAGE_SIZE, QueryList
 
 _PROCESS_T0 = time.perf_counter()
 
@@ -130,7 +130,7 @@ class LedgerscopeApp(ActionsMixin, PanesMixin, App):
         self._busy: set[str] = set()
         self._previous_tab = "grid"
         self._show_list = True
-        from .themes import DEFAULT_THEME, load_themes
+        from ledgerscope.tui.themes import DEFAULT_THEME, load_themes
 
         themes, self._theme_problems = load_themes()
         for t in themes:
@@ -170,7 +170,7 @@ class LedgerscopeApp(ActionsMixin, PanesMixin, App):
         yield Footer()
 
     def on_mount(self) -> None:
-        from .keymap import load_keymap
+        from ledgerscope.tui.keymap import load_keymap
 
         keymap, problems = load_keymap(self.binding_ids())
         if keymap:

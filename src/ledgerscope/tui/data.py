@@ -10,7 +10,7 @@ Declared choices
 * **Record view.** The filter bar takes the predicate language of ``export
   --where`` over ``record_view``, built in SQL by :mod:`.record_view` (the
   diagnosis's step, label and flags mirrored from the record's flags). The
-  full :class:`~ledgerscope.diagnose.Diagnosis` (walk and evidence) is
+  full :class:`~ledgerscope.analysis.diagnosis.tree.Diagnosis` (walk and evidence) is
   computed for the selected record only.
 * **Questions list.** One row per question of the current arm that has at
   least one record (any phase) matching the filter, ordered by qid; pages are
@@ -28,11 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, Problem
-from ..ledger.read import connect
-from ..ledger.verify import load_manifest
-from .model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
-from .record_view import create_record_view, materialise_empty_views, sql_in, sql_literal
+from ledgerscope.analysis.diagnosis.record_view import (
+    create_record_view,
+    materialise_empty_views,
+    sql_in,
+    sql_literal,
+)
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.verify import load_manifest
+from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
 
 ROLES = ("candidate", "baseline")
 
@@ -207,7 +212,7 @@ class LedgerSession:
 
     def validate(self, role: str, predicate: str) -> str:
         """The normalised predicate (``query.validate_predicate``), or InputError."""
-        from ..query import validate_predicate
+        from ledgerscope.analysis.diagnosis.query import validate_predicate
 
         cur = self.cursor(role)
         try:
@@ -333,7 +338,7 @@ class LedgerSession:
 
     def fixtures(self, role: str) -> tuple[dict, dict]:
         """(fixtures by qid, source texts) of the role's ledger, loaded once."""
-        from ..diagnose_ledger import load_ledger_fixtures
+        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 
         ledger = self.arms[role].ledger.resolve()
         with self._fixture_lock:
@@ -375,7 +380,7 @@ class LedgerSession:
             return (qid, phase) in self._details
 
     def _record_detail(self, role: str, qid: str, phase: str) -> RecordDetail:
-        from ..diagnose import diagnose
+        from ledgerscope.analysis.diagnosis.tree import diagnose
 
         arm = self.arms[role]
         fixtures, texts = self.fixtures(role)
@@ -448,7 +453,7 @@ class LedgerSession:
 
     def survival(self, role: str) -> dict[str, dict]:
         """Per phase label: stage survival counts of the role's arm (``survival.survival_counts``)."""
-        from ..survival import survival_counts
+        from ledgerscope.analysis.survival import survival_counts
 
         if role not in self._survival:
             cur = self.cursor(role)
@@ -463,14 +468,14 @@ class LedgerSession:
         self, n_resamples: int = 2000, seed: int = 0, rule_path: str | Path | None = None
     ) -> tuple[dict, dict | None]:
         """Paired comparison (``compare.compare_arms``) and, with a rule, the release decision."""
-        from ..compare import compare_arms
+        from ledgerscope.analysis.stats.compare import compare_arms
 
         if "baseline" not in self.arms:
             raise InputError(Problem(str(self.ledger), None, "baseline", "no baseline arm to compare with"))
         confidence = 0.95
         rule = None
         if rule_path is not None:
-            from ..release import load_rule
+            from ledgerscope.analysis.stats.release import load_rule
 
             rule = load_rule(rule_path)
             n_resamples, seed, confidence = rule.n_resamples, rule.seed, rule.confidence
@@ -491,7 +496,7 @@ class LedgerSession:
             b.close()
         decision = None
         if rule is not None:
-            from ..release import decide
+            from ledgerscope.analysis.stats.release import decide
 
             decision = decide(rule, comparison).to_dict()
         return comparison, decision

@@ -16,12 +16,12 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent
 
-from . import messages as msg
-from .render import answer_text, compare_texts, diagnosis_text
-from .render_source import context_text, source_text
-from .render_summary import grid_caption, stats_text
-from .widgets.phase_grid import PhaseGrid
-from .widgets.query_list import QueryList
+from ledgerscope.tui import messages as msg
+from ledgerscope.tui.render import answer_text, compare_texts, diagnosis_text
+from ledgerscope.tui.render_source import context_text, source_text
+from ledgerscope.tui.render_summary import grid_caption, stats_text
+from ledgerscope.tui.widgets.phase_grid import PhaseGrid
+from ledgerscope.tui.widgets.query_list import QueryList
 
 TABS = ("grid", "source", "context", "answer", "diagnosis", "stats")
 

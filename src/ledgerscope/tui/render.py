@@ -5,7 +5,7 @@ Diagnosis and Compare panes; the Source and Context panes are in
 :mod:`.render_source`, the summary panes in :mod:`.render_summary`.
 
 Untrusted text (documents, questions, answers, contexts, ids) is always
-appended as plain strings through :func:`ledgerscope.safe_text.safe` into
+appended as plain strings through :func:`ledgerscope.common.safe_text.safe` into
 ``rich.text.Text`` objects, never parsed as markup: a document holding
 ``[bold red]`` or an escape byte shows those characters literally. Meaning
 is carried by glyphs and words (✓ ✗ ! ∅ ? ⚠ ⊘, ⟪span⟫, ⟦r3 … r3⟧, ┃);
@@ -20,9 +20,9 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
-from ..diagnosis_evidence import json_list
-from ..safe_text import safe
-from .model import (
+from ledgerscope.analysis.diagnosis.evidence import json_list
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui.model import (
     CITATION_GLYPHS,
     MISSING_GLYPH,
     REVERSAL_GLYPH,
@@ -235,7 +235,7 @@ def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, pal
     if not survival_row:
         out.append("  (loading…)\n", style=pick(palette, "muted"))
         return out
-    from ..survival import SURVIVAL_STAGES
+    from ledgerscope.analysis.survival import SURVIVAL_STAGES
 
     n = survival_row.get("n_answerable") or 0
     for stage in SURVIVAL_STAGES:

@@ -15,9 +15,9 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
-from ..safe_text import safe
-from .model import RecordDetail
-from .render import COVER_GLYPHS, MAX_TEXT, Palette, bar, fmt, lit, pick
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui.model import RecordDetail
+from ledgerscope.tui.render import COVER_GLYPHS, MAX_TEXT, Palette, bar, fmt, lit, pick
 
 SOURCE_STAGES = ("packed", "selected", "reranked", "fused", "union", "dense_ann", "dense_exact", "bm25")
 SOURCE_WINDOW = 20_000  # documents longer than this show a window around the marked intervals

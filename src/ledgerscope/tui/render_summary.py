@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.text import Text
 
-from ..report import METRIC_TITLES
-from .model import MISSING_GLYPH, REVERSAL_GLYPH
-from .render import VERDICT_STYLE, Palette, fmt, lit, pick
+from ledgerscope.report.terminal import METRIC_TITLES
+from ledgerscope.tui.model import MISSING_GLYPH, REVERSAL_GLYPH
+from ledgerscope.tui.render import VERDICT_STYLE, Palette, fmt, lit, pick
 
 
 def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
@@ -192,7 +192,7 @@ def grid_caption(
 
 
 def legend_text(palette: Palette) -> Text:
-    from .model import VERDICT_GLYPHS, WORST_GLYPH
+    from ledgerscope.tui.model import VERDICT_GLYPHS, WORST_GLYPH
 
     t = Text()
     t.append("verdicts: ", style=pick(palette, "heading"))

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
 
-from ...safe_text import safe
+from ledgerscope.common.safe_text import safe
 
 DEFAULT_NAMES = {
     "jsonl": "ledgerscope-export.jsonl",
@@ -40,7 +40,7 @@ class ExportScreen(ModalScreen[None]):
         self.count: tuple[int, int] | None = None
 
     def compose(self) -> ComposeResult:
-        from ...export import FORMATS
+        from ledgerscope.export import FORMATS
 
         with Vertical(classes="dialog"):
             yield Static(Text("Export the current filter"), classes="dialog-title")
@@ -118,7 +118,7 @@ class ExportScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, group="export")
     def _export(self, fmt: str, out: Path, where: str) -> None:
-        from ...export import export
+        from ledgerscope.export import export
 
         try:
             result = export(self.ledger, where, fmt, out)

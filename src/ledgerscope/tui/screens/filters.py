@@ -12,9 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
-from ...diagnose import STEP_NAMES
-from ...safe_text import safe
-from ..model import Filters, verdict_glyph
+from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui.model import Filters, verdict_glyph
 
 
 class FilterScreen(ModalScreen[Filters | None]):

@@ -11,7 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..render_summary import legend_text
+from ledgerscope.tui.render_summary import legend_text
 
 
 class HelpScreen(ModalScreen[None]):

@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import LoadingIndicator, Static
 
-from ...safe_text import safe
+from ledgerscope.common.safe_text import safe
 
 
 class RerunScreen(ModalScreen[None]):

@@ -14,8 +14,8 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ..model import REVERSAL_GLYPH, WORST_GLYPH, worst_phase
-from ..render import cell_text, lit
+from ledgerscope.tui.model import REVERSAL_GLYPH, WORST_GLYPH, worst_phase
+from ledgerscope.tui.render import cell_text, lit
 
 QID_W = 26  # at most; narrower when the phases need the room
 

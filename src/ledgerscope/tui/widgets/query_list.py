@@ -20,9 +20,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ...safe_text import safe
-from ..model import MISSING_GLYPH, ListRow, verdict_glyph
-from ..render import VERDICT_STYLE, reversal_mark
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui.model import MISSING_GLYPH, ListRow, verdict_glyph
+from ledgerscope.tui.render import VERDICT_STYLE, reversal_mark
 
 PAGE_SIZE = 100
 MAX_PAGES = 40

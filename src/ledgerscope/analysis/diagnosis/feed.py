@@ -1,0 +1,211 @@
+"""Diagnosing a whole ledger with the pure tree: read records once, fetch only the rows evidence needs.
+
+The tree itself is the pure :func:`ledgerscope.analysis.diagnosis.tree.diagnose`; this module
+feeds it from DuckDB without one query per record. It is the reference the
+commands are checked against: ``diagnose``, ``export`` and the TUI's
+``record_view`` use :mod:`ledgerscope.analysis.diagnosis.sql`, the same rows computed in
+DuckDB, and the tests compare the two record for record. The fixture loading
+here (:func:`load_ledger_fixtures`) is shared by both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, row_rank
+from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
+from ledgerscope.inputs.fixtures import Fixture
+
+_RECORD_COLUMNS = (
+    "arm", "phase", "phase_offset", "qid", "segment", "answerable", "support_only", "gold_status",
+    "support_chunked", "support_bm25", "support_dense_exact", "support_exact", "support_dense_ann",
+    "support_production", "support_union", "support_fused", "support_reranked", "support_selected",
+    "support_packed", "support_cited", "covered_set", "single_unit_complete", "packed_unit_ids",
+    "evidence_tokens", "budget_tokens", "rerank_depth", "selection_depth", "overflow_json",
+    "expansion_dropped_json", "answer", "abstained", "citations_json", "answer_verdict", "answer_reason",
+    "citation_verdict", "citation_reason", "generator_error", "oracle_verdict", "oracle_feasible",
+)
+_CAND_COLUMNS = ('c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, c.score, c.doc_id, '
+                 'c."start", c."end", CASE WHEN c.stage = \'union\' THEN c.lineage END AS lineage')
+UNIT_WINDOW = 2000  # characters either side of a span searched for step-2/3 unit evidence
+_WHOLE = 1 << 30
+
+
+def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], dict[str, str]]:
+    """The ledger's fixtures by qid (re-resolved against its sources) and the source texts."""
+    from ledgerscope.common.errors import InputError, Problem
+    from ledgerscope.inputs.fixtures import read_fixtures, resolve
+    from ledgerscope.ledger.read import sources_corpus
+
+    # A ledger's sources and fixtures were checked when the sweep wrote them: anything that no
+    # longer checks out is damage to the ledger, reported as such (never diagnosed as step 1).
+    corpus = sources_corpus(Path(ledger) / "sources.parquet", con.execute(
+        "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
+    texts = {s.doc_id: s.text for s in corpus}
+    path = Path(ledger) / "fixtures.jsonl"
+    if not path.is_file():
+        raise InputError(Problem(str(path), None, "fixtures", "missing: the ledger's resolved fixtures"))
+    fset, problems = read_fixtures(path)
+    resolved, _, more = resolve(fset, corpus)
+    if problems or more:
+        raise InputError(problems + more)
+    return {f.qid: f for f in resolved}, texts
+
+
+def gold_span_columns(fixtures: Mapping[str, Fixture], answerable_only: bool = False
+                      ) -> dict[str, tuple[str, list]]:
+    """Every gold span as columns (qid, doc_id, start, end) with their SQL types, for
+    :func:`ledgerscope.common.sql_tables.columns_table`."""
+    cols: dict[str, tuple[str, list]] = {"qid": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
+                                         "start": ("BIGINT", []), "end": ("BIGINT", [])}
+    for qid, fx in fixtures.items():
+        if answerable_only and not fx.answerable:
+            continue
+        for s in fx.spans:
+            for col, value in zip(cols, (qid, s.doc_id, s.start, s.end), strict=True):
+                cols[col][1].append(value)
+    return cols
+
+
+def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False):
+    """:func:`gold_span_columns` as an Arrow table, for joins against candidates."""
+    import pyarrow as pa
+
+    types = {"VARCHAR": pa.string(), "BIGINT": pa.int64()}
+    cols = gold_span_columns(fixtures, answerable_only)
+    return pa.table({k: pa.array(v, types[t]) for k, (t, v) in cols.items()})
+
+
+def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator[dict[str, Any]]:
+    """One JSON-ready diagnosis row per record of the ledger (optionally one arm).
+
+    Reads the records once, then, in one query, only the candidate rows the
+    evidence needs: for each record, the rows of its step's stages that
+    overlap one of its gold spans, plus the packed list (and for step 8 the
+    reranked list down to the selection cutoff). Records at steps 0, 9 and 10
+    need only their packed rows; no query runs per record.
+    """
+    fixtures, texts = load_ledger_fixtures(con, ledger)
+    top_n = _top_n(ledger)
+    where, params = ("WHERE arm = ?", [arm]) if arm is not None else ("", [])
+    cols = ", ".join(f'"{c}"' for c in _RECORD_COLUMNS)
+    records = con.sql(f"SELECT {cols} FROM records {where} ORDER BY arm, phase_offset, phase, qid",
+                      params=params).to_arrow_table().to_pylist()
+    oracle = {(r["arm"], r["qid"]): r for r in con.sql(
+        f"SELECT arm, qid, answer_verdict, feasible FROM oracle {where}",
+        params=params).to_arrow_table().to_pylist()}
+
+    steps = [diagnosis_step(rec) for rec in records]
+    need: dict[str, list] = {"arm": [], "phase": [], "qid": [], "stage": [], "keep_rank": []}
+    unit_need: dict[str, list] = {"arm": [], "phase": [], "doc_id": [], "lo": [], "hi": []}
+    for rec, step in zip(records, steps, strict=True):
+        if rec["arm"] in top_n:
+            rec["top_n"] = top_n[rec["arm"]]
+        fx = fixtures.get(rec["qid"])
+        if fx is None or rec.get("answerable") is False:
+            continue
+        for stage in EVIDENCE_STAGES[step]:
+            if stage == "units":
+                for s in fx.spans:
+                    for key, val in (("arm", rec["arm"]), ("phase", rec["phase"]), ("doc_id", s.doc_id),
+                                     ("lo", s.start - UNIT_WINDOW), ("hi", s.end + UNIT_WINDOW)):
+                        unit_need[key].append(val)
+                continue
+            # lists shown whole: the packed context; for step 8 the reranked list to the selection cut
+            keep = (_WHOLE if stage == "packed" else
+                    int(rec.get("selection_depth") or 0) if stage == "reranked" and step == 8 else 0)
+            for key, val in (("arm", rec["arm"]), ("phase", rec["phase"]), ("qid", rec["qid"]),
+                             ("stage", stage), ("keep_rank", keep)):
+                need[key].append(val)
+    grouped = _fetch_candidates(con, need, gold_spans_table(fixtures))
+    units_by = _fetch_units(con, unit_need)
+
+    for rec, step in zip(records, steps, strict=True):
+        fx = fixtures.get(rec["qid"])
+        key = (rec["arm"], rec["phase"], rec["qid"])
+        stages: dict[str, list[dict]] = dict(grouped.get(key, {}))
+        for stage in EVIDENCE_STAGES[step]:
+            if stage == "units" and fx is not None:
+                stages["units"] = [u for d in fx.doc_ids
+                                   for u in units_by.get((rec["arm"], rec["phase"], d), [])]
+            else:
+                stages.setdefault(stage, [])
+        orow = oracle.get((rec["arm"], rec["qid"]))
+        d = diagnose(rec, stages, fx, texts, orow)
+        yield {
+            "qid": rec["qid"], "arm": rec["arm"], "phase": str(rec["phase"]),
+            "phase_offset": rec["phase_offset"], "segment": rec["segment"],
+            "step": d.step, "step_name": d.step_name, "label": d.label,
+            "evidence": d.evidence, "flags": list(d.flags), "walk": d.walk,
+            "answer_verdict": rec["answer_verdict"], "citation_verdict": rec["citation_verdict"],
+            "support_packed": rec["support_packed"],
+            "oracle_verdict": orow["answer_verdict"] if orow else rec["oracle_verdict"],
+        }
+
+
+def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str, list[dict]]]:
+    """Candidate rows per (arm, phase, qid) and stage, sorted by rank, in one query."""
+    import pyarrow as pa
+
+    grouped: dict[tuple, dict[str, list[dict]]] = {}
+    if not need["arm"]:
+        return grouped
+    con.register("_ls_need", pa.table(need))
+    con.register("_ls_spans", spans)
+    try:
+        rows = con.sql(
+            f"SELECT {_CAND_COLUMNS} FROM candidates c "
+            "JOIN _ls_need n ON c.arm = n.arm AND c.phase = n.phase AND c.qid = n.qid "
+            "AND c.stage = n.stage "
+            "LEFT JOIN _ls_spans s ON s.qid = c.qid AND s.doc_id = c.doc_id "
+            'AND c."start" < s."end" AND c."end" > s."start" '
+            'WHERE s.qid IS NOT NULL OR c."rank" <= n.keep_rank').to_arrow_table().to_pylist()
+    finally:
+        con.unregister("_ls_need")
+        con.unregister("_ls_spans")
+    seen: set[tuple] = set()
+    for r in rows:  # a row overlapping two spans comes twice
+        key = (r["arm"], r["phase"], r["qid"], r["stage"], r["rank"])
+        if key in seen:
+            continue
+        seen.add(key)
+        grouped.setdefault(key[:3], {}).setdefault(r["stage"], []).append(r)
+    for by_stage in grouped.values():
+        for lst in by_stage.values():
+            lst.sort(key=row_rank)
+    return grouped
+
+
+def _fetch_units(con, unit_need: dict[str, list]) -> dict[tuple, list[dict]]:
+    """Units near the gold spans of step-2/3 records, per (arm, phase, doc_id), by start."""
+    import pyarrow as pa
+
+    units_by: dict[tuple, list[dict]] = {}
+    if not unit_need["arm"]:
+        return units_by
+    con.register("_ls_unit_need", pa.table(unit_need))
+    try:
+        urows = con.sql(
+            'SELECT DISTINCT u.arm, u.phase, u.unit_id, u.doc_id, u."start", u."end", u.ordinal '
+            "FROM units u JOIN _ls_unit_need n ON u.arm = n.arm AND u.phase = n.phase "
+            'AND u.doc_id = n.doc_id AND u."end" >= n.lo AND u."start" <= n.hi '
+            'ORDER BY u.arm, u.phase, u.doc_id, u."start"').to_arrow_table().to_pylist()
+    finally:
+        con.unregister("_ls_unit_need")
+    for u in urows:
+        units_by.setdefault((u["arm"], u["phase"], u["doc_id"]), []).append(u)
+    return units_by
+
+
+def _top_n(ledger: str | Path) -> dict[str, dict[str, int]]:
+    """Per arm, the configured depth of each first-stage list (the cutoff steps 3 and 4 report)."""
+    from ledgerscope.ledger.verify import load_manifest
+
+    out: dict[str, dict[str, int]] = {}
+    for name, arm in (load_manifest(ledger).get("arms") or {}).items():
+        r = ((arm or {}).get("config") or {}).get("retrieval") or {}
+        out[name] = {k: int(r[c]) for k, c in (("bm25", "bm25_top_n"), ("dense_exact", "dense_top_n"),
+                                               ("dense_ann", "ann_top_n")) if c in r}
+    return out

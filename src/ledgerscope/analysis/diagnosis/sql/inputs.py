@@ -1,0 +1,253 @@
+"""What Python hands DuckDB before the diagnosis query: fixtures, list names, depths, heads, records.
+
+Small temp tables, built from Python lists (never through pyarrow: its list
+conversion imports pandas, a quarter of a second). The heads are the one place
+the pure tree runs: once per distinct combination of the columns a record's
+step, label, flags and walk depend on, never per record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from ledgerscope.analysis.diagnosis.evidence import span_json
+from ledgerscope.analysis.diagnosis.feed import UNIT_WINDOW, _top_n
+from ledgerscope.analysis.diagnosis.sql.sqltext import lit
+from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
+from ledgerscope.common.sql_tables import columns_table
+from ledgerscope.inputs.fixtures import Fixture
+
+#: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
+KEY_COLUMNS = (
+    "answerable",
+    "gold_status",
+    *(c for _, c, _ in SUPPORT_WALK),
+    "answer_verdict",
+    "citation_verdict",
+    "single_unit_complete",
+)
+RECORD_COLUMNS = (
+    *("arm", "phase", "phase_offset", "qid", "segment", *KEY_COLUMNS, "covered_set"),
+    *("evidence_tokens", "budget_tokens", "rerank_depth", "selection_depth", "overflow_json"),
+    *("expansion_dropped_json", "answer", "abstained", "citations_json", "answer_reason"),
+    *("citation_reason", "generator_error"),
+)
+#: virtual stage -> the candidate lists (or "units") whose union it is
+MEMBERS = {
+    "chunked": ("units",),
+    "exact": ("bm25", "dense_exact"),
+    "production": ("bm25", "dense_ann"),
+    "union": ("union",),
+    "fused": ("fused",),
+    "reranked": ("reranked",),
+    "packed": ("packed",),
+}
+#: stands in the walk's last detail for the missing spans, which only the query knows
+SENTINEL = "\ue000missing\ue000"
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight")
+VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
+
+
+def _table(**types: str) -> dict[str, tuple[str, list]]:
+    return {col: (typ, []) for col, typ in types.items()}
+
+
+def _add(table: dict[str, tuple[str, list]], **values) -> None:
+    for col, value in values.items():
+        table[col][1].append(value)
+
+
+def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]) -> None:
+    """``_ls_fx`` (per question), ``_ls_span`` (per gold span), ``_ls_set`` (per set member).
+
+    A span's JSON (``base``, without its closing brace) and its text (for the
+    whitespace test on gaps) are computed here, once per span, not per record.
+    """
+    fx = _table(qid="VARCHAR", n_sets="INTEGER", corpus_spans="VARCHAR")
+    sp = _table(
+        qid="VARCHAR",
+        span_id="VARCHAR",
+        doc_id="VARCHAR",
+        s="BIGINT",
+        e="BIGINT",
+        span_text="VARCHAR",
+        base="VARCHAR",
+        win_lo="BIGINT",
+        win_hi="BIGINT",
+    )
+    st = _table(
+        qid="VARCHAR", set_index="INTEGER", pos="INTEGER", span_id="VARCHAR", resolved="BOOLEAN"
+    )
+    for qid, f in fixtures.items():
+        corpus = [{**span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in f.spans]
+        _add(
+            fx,
+            qid=qid,
+            n_sets=len(f.sufficient_sets),
+            corpus_spans=json.dumps(corpus, ensure_ascii=False),
+        )
+        for s in f.spans:
+            text = texts.get(s.doc_id)
+            _add(
+                sp,
+                qid=qid,
+                span_id=s.span_id,
+                doc_id=s.doc_id,
+                s=s.start,
+                e=s.end,
+                span_text=None if text is None else text[s.start : s.end],
+                base=json.dumps(span_json(s, texts), ensure_ascii=False)[:-1],
+                win_lo=s.start - UNIT_WINDOW,
+                win_hi=s.end + UNIT_WINDOW,
+            )
+        ids = {s.span_id for s in f.spans}
+        for i, sset in enumerate(f.sufficient_sets):
+            for pos, sid in enumerate(sset):
+                _add(st, qid=qid, set_index=i, pos=pos, span_id=sid, resolved=sid in ids)
+    columns_table(con, "_ls_fx", fx)
+    columns_table(con, "_ls_span", sp)
+    columns_table(con, "_ls_set", st)
+
+
+def register_lists(con, ledger: str | Path) -> None:
+    """``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
+    members = _table(vstage="VARCHAR", stage="VARCHAR")
+    for vstage, names in MEMBERS.items():
+        for name in names:
+            _add(members, vstage=vstage, stage=name)
+    columns_table(con, "_ls_members", members)
+    top = _table(arm="VARCHAR", name="VARCHAR", n="INTEGER")
+    for arm, depths in _top_n(ledger).items():
+        for name, n in depths.items():
+            _add(top, arm=arm, name=name, n=n)
+    columns_table(con, "_ls_top", top)
+
+
+def register_records(con, arm: str | None, keys: str | None = None) -> None:
+    """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict, a head
+    key (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`). ``keys``:
+    a table of (arm, phase, qid) the records are limited to (a selection)."""
+    key = (
+        "to_json({"
+        + ", ".join(f"'{c}': \"{c}\"" for c in KEY_COLUMNS)
+        + ", 'ov': o_verdict, 'of': o_feasible})"
+    )
+    cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
+    where = "" if arm is None else f"WHERE r.arm = {lit(arm)}"
+    semi = "" if keys is None else (
+        f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
+    )
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
+        SELECT *, CAST({key} AS VARCHAR) AS key FROM (
+            SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
+                   CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END AS o_verdict,
+                   CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END AS o_feasible,
+                   fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
+            FROM records r
+            LEFT JOIN (SELECT arm, qid, any_value({{'v': answer_verdict, 'f': feasible}}) AS o
+                       FROM oracle GROUP BY arm, qid) o ON o.arm = r.arm AND o.qid = r.qid
+            LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where})""")
+
+
+def register_heads(con) -> None:
+    """``_ls_head``: step, label, flags and walk per distinct key of ``_ls_rec_all``, from the pure tree.
+
+    The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
+    the query completes with the missing span ids.
+    """
+    cols = ", ".join(f'"{c}"' for c in (*KEY_COLUMNS, "o_verdict", "o_feasible"))
+    names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
+    heads = _table(
+        key="VARCHAR",
+        step="INTEGER",
+        step_name="VARCHAR",
+        label="VARCHAR",
+        flags="VARCHAR",
+        walk_pre="VARCHAR",
+        walk_post="VARCHAR",
+    )
+    for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec_all").fetchall():
+        d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
+        walk = [dict(w) for w in d.walk]
+        if 2 <= d.step <= 8:
+            walk[-1]["detail"] += SENTINEL
+        pre, _, post = json.dumps(walk, ensure_ascii=False).partition(SENTINEL)
+        _add(
+            heads,
+            key=key,
+            step=d.step,
+            step_name=d.step_name,
+            label=d.label,
+            flags=json.dumps(list(d.flags)),
+            walk_pre=pre,
+            walk_post=post if 2 <= d.step <= 8 else None,
+        )
+    columns_table(con, "_ls_head", heads)
+
+
+def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[tuple[int, int] | None]:
+    """Consecutive ranges of ledger order (first and last record number), as many as it takes
+    for each to hold about ``max_rows`` candidate rows, of about equal size; ``[None]`` when
+    the whole ledger is one. Record numbers are kept in ``_ls_order`` (arm, phase, qid, rid);
+    a slice selects its records by key, which :func:`ledgerscope.ledger.read.connect`'s row
+    checks make unique. A ``selected`` set of records is always sliced, so that its queries
+    read only the partitions holding it (no slice at all when it is empty).
+
+    A record's share is its partition's candidate rows over the partition's records: the
+    sizes come from two small counts, not a pass grouping every candidate row by question.
+    """
+    where = "" if arm is None else f"WHERE arm = {lit(arm)}"
+    if not selected:
+        total = con.execute(f"SELECT count(*) FROM candidates {where}").fetchall()[0][0]
+        if total <= max_rows:
+            return [None]
+    con.execute("""CREATE OR REPLACE TEMP TABLE _ls_order AS
+        SELECT arm, phase, qid, row_number() OVER (ORDER BY arm, phase_offset, phase, qid) AS rid
+        FROM _ls_rec_all""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ls_weight AS
+        WITH n AS (SELECT arm, phase, count(*) AS n FROM candidates {where} GROUP BY ALL),
+        m AS (SELECT arm, phase, count(*) AS m FROM records {where} GROUP BY ALL),
+        w AS (SELECT o.rid, coalesce(n.n, 0) / m.m AS w
+              FROM _ls_order o JOIN m USING (arm, phase) LEFT JOIN n USING (arm, phase))
+        SELECT rid, sum(w) OVER (ORDER BY rid) - w AS before, sum(w) OVER () AS total FROM w""")
+    total = con.execute("SELECT max(total) FROM _ls_weight").fetchall()[0][0]
+    if total is None:
+        return []
+    count = max(1, math.ceil(total / max_rows))
+    rows = con.execute(f"""SELECT min(rid), max(rid) FROM _ls_weight
+        GROUP BY least({count - 1}, floor(before * {count} / {total or 1})) ORDER BY 1""").fetchall()
+    return [(int(lo), int(hi)) for lo, hi in rows]
+
+
+def select_slice(con, part: tuple[int, int] | None) -> None:
+    """The views the query reads: ``_ls_rec`` (the records of ``part``), ``_ls_cand`` and
+    ``_ls_unit`` (candidates and units, cut to the arms and phases holding them, so that a
+    slice reads only its partitions' files)."""
+    if part is None:
+        con.execute("CREATE OR REPLACE TEMP VIEW _ls_rec AS SELECT * FROM _ls_rec_all")
+        con.execute("CREATE OR REPLACE TEMP VIEW _ls_cand AS SELECT * FROM candidates")
+        con.execute("CREATE OR REPLACE TEMP VIEW _ls_unit AS SELECT * FROM units")
+        return
+    lo, hi = part
+    keys = f"SELECT arm, phase, qid FROM _ls_order WHERE rid BETWEEN {int(lo)} AND {int(hi)}"
+    pairs = con.execute(f"SELECT DISTINCT arm, phase FROM ({keys})").fetchall()
+    arms = ", ".join(sorted({lit(a) for a, _ in pairs}))
+    phases = ", ".join(sorted({lit(p) for _, p in pairs}))
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec AS SELECT * FROM _ls_rec_all r
+        SEMI JOIN ({keys}) k ON k.arm = r.arm AND k.phase = r.phase AND k.qid = r.qid""")
+    for view, table in (("_ls_cand", "candidates"), ("_ls_unit", "units")):
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {table} "
+            f"WHERE arm IN ({arms}) AND phase IN ({phases})"
+        )
+
+
+def drop(con) -> None:
+    """Remove what the register_* and slice functions created."""
+    for name in VIEWS:
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+    for name in TABLES:
+        con.execute(f"DROP TABLE IF EXISTS {name}")

@@ -1,0 +1,299 @@
+"""The ten-step diagnosis (seed 001, section 15): where did each record lose its support?
+
+:func:`diagnose` is a pure function of one record, that record's candidate
+lists, its fixture and the source texts: the definition. This module decides
+the step, label, flags and walk; :mod:`ledgerscope.analysis.diagnosis.evidence` builds
+the evidence for the step (the last rule below).
+:func:`ledgerscope.analysis.diagnosis.feed.diagnose_ledger` feeds it a whole ledger;
+:mod:`ledgerscope.analysis.diagnosis.sql` computes the same rows in DuckDB for the
+commands (checked against it record for record).
+
+Declared rules
+--------------
+* The record's ``support_*`` flags (written by the cascade) are the truth for
+  *which* step fires; candidate rows are read only to build the evidence.
+* Steps, in order: 1 ``gold_status`` is not ``ok``; 2 ``support_chunked``; 3
+  ``support_exact`` (BM25 + exact dense together); 4 ``support_production``
+  (BM25 + ANN); 5 ``support_union``; 6 ``support_fused`` (fused list cut at
+  ``rerank_depth``); 7 ``support_reranked`` (reranked list cut at
+  ``selection_depth``); 8 ``support_packed``; 9 the answer verdict is neither
+  ``correct`` nor ``not-judged``; 10 the answer is correct (or not judged) but
+  the citations do not support it; 0 pass.
+* Support is lost for good at the first stage after which no later stage up to
+  the packed context keeps it. A stage that loses support which a later stage
+  regains (ANN finding a unit exact search ranked lower; neighbour expansion
+  restoring a unit cut by the reranker) is not the record's step: it is listed
+  in the walk as passed with a note and flagged ``support-recovered``. In
+  particular, a record whose packed context keeps support never fails steps
+  2 to 8.
+* Support-only fixtures (answer ``not-judged``): step 9 is not applicable; step
+  10 fires when the citations are ``unsupported`` or ``unresolvable`` (the
+  answer cites intervals that do not hold a sufficient set, or points nowhere).
+  A support-only answer that cites nothing (``no-citation``/``not-applicable``)
+  passes, flagged ``citations-not-checked``: there is no answer contract, so
+  an uncited answer gives the attribution check nothing to test.
+* Answer-judged records with a correct answer fail step 10 on any citation
+  verdict other than ``supported`` (``no-citation`` included).
+* ``infrastructure-failure`` (the generator failed) is flagged on every step;
+  where support survived to the packed context it is step 9 with the label
+  ``infrastructure-failure`` (never a generator or oracle judgement).
+* Unanswerable controls are not walked on support: ``abstained`` is step 0
+  ``control-abstained``; anything else is step 9 ``control-false-assertion``
+  (or ``infrastructure-failure``).
+* Oracle (same generator on an adjudicated sufficient set under the production
+  budget): steps 2-8 with the oracle correct are labelled
+  ``retrieval-failure-oracle-success``; steps 2-9 with the oracle failing
+  (critical-condition-error, abstained, wrong) ``both-fail``; step 9 with the
+  oracle correct ``generator-failure-oracle-success``. An oracle that fails
+  while feasible flags ``annotation-check`` (inspect the full-source
+  annotation before crediting any boundary remedy); an infeasible oracle flags
+  ``budget-infeasible``; an oracle infrastructure failure is flagged
+  ``oracle-infrastructure-failure`` and takes part in no label.
+* Other flags: ``answer-correct-without-support`` (steps 1-8 with a correct
+  answer), ``single-unit-incomplete`` (packed support only jointly).
+* Evidence names the missing spans of the sufficient set *closest to being
+  kept* at the losing stage: among the sets the previous stage kept, the one
+  with the fewest uncovered spans at the losing stage (ties: the first). For
+  steps 3-8 it lists every unit of the previous stage that overlaps a missing
+  span, with its rank and score there and its rank and score (or ``None``:
+  absent) in the losing stage's whole list, plus the stage cutoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgerscope.analysis.diagnosis.evidence import (
+    answer_json,
+    evidence_answer,
+    evidence_citation,
+    evidence_gold,
+    evidence_pass,
+    evidence_support,
+)
+from ledgerscope.inputs.fixtures import Fixture
+
+STEP_NAMES: dict[int, str] = {
+    0: "pass",
+    1: "gold absent from corpus",
+    2: "no unit contains it",
+    3: "exact retrievers miss",
+    4: "ANN misses",
+    5: "union/dedup drops it",
+    6: "fusion ranks it low",
+    7: "reranker removes it",
+    8: "selector omits it",
+    9: "answer ignores it",
+    10: "citation wrong",
+}
+STEP_LABELS: dict[int, str] = {
+    0: "pass",
+    1: "gold-absent-from-corpus",
+    2: "no-unit-contains-it",
+    3: "exact-retrievers-miss",
+    4: "ann-misses",
+    5: "union-dedup-drops-it",
+    6: "fusion-ranks-it-low",
+    7: "reranker-removes-it",
+    8: "selector-omits-it",
+    9: "answer-ignores-it",
+    10: "citation-wrong",
+}
+#: (step, record flag, stage that flag describes), in cascade order
+SUPPORT_WALK: tuple[tuple[int, str, str], ...] = (
+    (2, "support_chunked", "chunked"),
+    (3, "support_exact", "exact"),
+    (4, "support_production", "production"),
+    (5, "support_union", "union"),
+    (6, "support_fused", "fused"),
+    (7, "support_reranked", "reranked"),
+    (8, "support_packed", "packed"),
+)
+STAGE_OF_STEP = {step: stage for step, _, stage in SUPPORT_WALK}
+PASSING_ANSWERS = frozenset({"correct", "not-judged"})
+ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "false-assertion"})
+INFRA = "infrastructure-failure"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    step: int
+    step_name: str
+    label: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
+    walk: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "step_name": self.step_name, "label": self.label,
+                "evidence": self.evidence, "flags": list(self.flags), "walk": self.walk}
+
+
+# ---------------------------------------------------------------------------
+# the walk (flags only)
+
+
+def support_loss(record: Mapping[str, Any]) -> tuple[int | None, tuple[int, ...]]:
+    """(the step at which support is lost for good or None, steps lost and later regained)."""
+    kept = [bool(record.get(col)) for _, col, _ in SUPPORT_WALK]
+    steps = [step for step, _, _ in SUPPORT_WALK]
+    if kept[-1]:
+        return None, tuple(s for s, k in zip(steps, kept, strict=True) if not k)
+    last = max((i for i, k in enumerate(kept) if k), default=-1)
+    recovered = tuple(s for s, k in zip(steps[: last + 1], kept[: last + 1], strict=True) if not k)
+    return steps[last + 1], recovered
+
+
+def diagnosis_step(record: Mapping[str, Any]) -> int:
+    """The record's step from its flags and verdicts alone (cheap; no evidence)."""
+    verdict = record.get("answer_verdict")
+    if record.get("answerable") is False:
+        return 0 if verdict == "abstained" else 9
+    if (record.get("gold_status") or "ok") != "ok":
+        return 1
+    lost, _ = support_loss(record)
+    if lost is not None:
+        return lost
+    if verdict == INFRA or verdict not in PASSING_ANSWERS:
+        return 9
+    return 10 if _citation_fails(record) else 0
+
+
+def _citation_fails(record: Mapping[str, Any]) -> bool:
+    cv = record.get("citation_verdict")
+    if record.get("answer_verdict") == "not-judged":
+        return cv in ("unsupported", "unresolvable")
+    return cv != "supported"
+
+
+def _oracle_fields(record: Mapping[str, Any], oracle: Mapping[str, Any] | None) -> tuple[str | None, Any]:
+    if oracle is not None:
+        return oracle.get("answer_verdict"), oracle.get("feasible")
+    return record.get("oracle_verdict"), record.get("oracle_feasible")
+
+
+# ---------------------------------------------------------------------------
+# the diagnosis
+
+
+def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],
+             fixture: Fixture | None, texts: Mapping[str, str],
+             oracle: Mapping[str, Any] | None = None) -> Diagnosis:
+    """Place one record on the ten-step tree, with evidence (rules in the module docstring).
+
+    ``stages`` maps a candidate stage (``bm25``, ``dense_exact``, ``dense_ann``,
+    ``union``, ``fused``, ``reranked``, ``selected``, ``packed``) to the record's
+    rows sorted by rank; ``units`` may hold the chunker's units of the gold
+    documents (for steps 2 and 3). Rows may be restricted to those overlapping
+    gold spans: ranks are read from the rows, never from list positions.
+    """
+    verdict = record.get("answer_verdict")
+    flags: list[str] = []
+    walk: list[dict[str, Any]] = []
+    oracle_verdict, oracle_feasible = _oracle_fields(record, oracle)
+    infra = verdict == INFRA
+    if infra:
+        flags.append(INFRA)
+
+    if record.get("answerable") is False:
+        step, label = _control(record, walk)
+        evidence = {"stage": "control", **answer_json(record)}
+        return Diagnosis(step, STEP_NAMES[step], label, evidence, tuple(flags), walk)
+
+    gold_status = record.get("gold_status") or "ok"
+    walk.append({"step": 1, "name": STEP_NAMES[1], "passed": gold_status == "ok", "detail": gold_status})
+    step: int
+    evidence: dict[str, Any]
+    if gold_status != "ok":
+        step = 1
+        evidence = evidence_gold(record, fixture, texts)
+    else:
+        lost, recovered = support_loss(record)
+        if recovered:
+            flags.append("support-recovered")
+        for s, _col, stage in SUPPORT_WALK:
+            if lost is not None and s > lost:
+                break
+            if s == lost:
+                walk.append({"step": s, "name": STEP_NAMES[s], "passed": False,
+                             "detail": f"support lost: {_stage_title(stage)}"})
+            elif s in recovered:
+                walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
+                             "detail": f"support lost: {_stage_title(stage)}; a later stage regains it"})
+            else:
+                walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
+                             "detail": f"support kept: {_stage_title(stage)}"})
+        if lost is not None:
+            step = lost
+            evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
+            missing = [m["span"] for m in evidence.get("spans", [])]
+            if missing:
+                walk[-1]["detail"] += f" (missing: {', '.join(missing)})"
+        else:
+            step, evidence = _after_support(record, stages, fixture, texts, walk, flags)
+
+    if 1 <= step <= 8 and verdict == "correct":
+        flags.append("answer-correct-without-support")
+    if record.get("support_packed") and record.get("single_unit_complete") is False:
+        flags.append("single-unit-incomplete")
+
+    label = STEP_LABELS[step]
+    oracle_failed = oracle_verdict in ORACLE_FAILURES
+    oracle_ok = oracle_verdict == "correct"
+    if step == 9 and infra:
+        label = INFRA
+    elif 2 <= step <= 8 and oracle_ok:
+        label = "retrieval-failure-oracle-success"
+    elif 2 <= step <= 9 and oracle_failed:
+        label = "both-fail"
+    elif step == 9 and oracle_ok:
+        label = "generator-failure-oracle-success"
+    if oracle_failed and oracle_feasible is not False:
+        flags.append("annotation-check")
+    if oracle_feasible is False:
+        flags.append("budget-infeasible")
+    if oracle_verdict == INFRA:
+        flags.append("oracle-infrastructure-failure")
+    if oracle_verdict is not None:
+        evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
+    return Diagnosis(step, STEP_NAMES[step], label, evidence, tuple(flags), walk)
+
+
+_STAGE_TITLES = {"chunked": "the chunked units", "exact": "BM25 + exact dense", "production": "BM25 + ANN",
+                 "union": "the deduplicated union", "fused": "the fused list cut at rerank depth",
+                 "reranked": "the reranked list cut at selection depth", "packed": "the packed context"}
+
+
+def _stage_title(stage: str) -> str:
+    return _STAGE_TITLES.get(stage, stage)
+
+
+def _control(record: Mapping[str, Any], walk: list[dict[str, Any]]) -> tuple[int, str]:
+    verdict = record.get("answer_verdict")
+    if verdict == "abstained":
+        walk.append({"step": 9, "name": "unanswerable control", "passed": True, "detail": "abstained"})
+        return 0, "control-abstained"
+    walk.append({"step": 9, "name": "unanswerable control", "passed": False, "detail": str(verdict)})
+    return 9, INFRA if verdict == INFRA else "control-false-assertion"
+
+
+def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, dict[str, Any]]:
+    verdict = record.get("answer_verdict")
+    cv = record.get("citation_verdict")
+    if verdict == "not-judged":
+        walk.append({"step": 9, "name": STEP_NAMES[9], "passed": None,
+                     "detail": "not judged (support-only fixture)"})
+    else:
+        ok = verdict in PASSING_ANSWERS
+        walk.append({"step": 9, "name": STEP_NAMES[9], "passed": ok, "detail": f"answer verdict {verdict}"})
+        if not ok:
+            return 9, evidence_answer(record, stages, fixture, texts)
+    fails = _citation_fails(record)
+    walk.append({"step": 10, "name": STEP_NAMES[10], "passed": not fails, "detail": f"citation verdict {cv}"})
+    if fails:
+        return 10, evidence_citation(record, stages, fixture, texts)
+    if verdict == "not-judged" and cv != "supported":
+        flags.append("citations-not-checked")
+    return 0, evidence_pass(record, stages, fixture, texts)

@@ -1,0 +1,3 @@
+"""Statistics over phases: `metrics` (definitions), `resampling` and `bootstrap` (paired, clustered),
+`compare` (candidate minus baseline), `release` (the preregistered rule).
+"""

@@ -1,0 +1,528 @@
+"""A preregistered release rule (TOML) and the accept / reject / collect-more-evidence decision.
+
+The rule is written **before** the candidate's results are seen; its SHA-256
+(:func:`rule_digest`, over the file's bytes) travels with every decision so a
+reader can check the decision used the file that was declared. The comparison
+it is applied to is :func:`ledgerscope.analysis.stats.compare.compare_arms`'s dict, computed with
+the rule's ``confidence``, ``n_resamples`` and ``seed`` (a mismatch is an
+error, not a silent recomputation).
+
+File format (``ledgerscope-release-rule/1``; ``docs/release_rule.example.toml``)
+--------------------------------------------------------------------------------
+Top-level keys, all optional except that at least one tolerance is required::
+
+    format = "ledgerscope-release-rule/1"
+    description = "free text: population, intervention, why these tolerances"
+    candidate = "arm-name"            # if given, the comparison's arms must match
+    baseline = "arm-name"
+    confidence = 0.95                 # two-sided percentile interval (default 0.95)
+    n_resamples = 10000               # bootstrap replicates (default 10000, at least 100)
+    seed = 0                          # bootstrap seed (default 0)
+    interval_handling = "conservative"  # the only handling (default)
+    min_questions = 30                # default 1; see below
+    stress_sets = ["representative", "enriched"]   # default: every stress set in the comparison
+
+Tolerances on the paired difference (candidate minus baseline), each a number
+in [-1, 1] that the difference must not fall below (``-0.02`` = at most two
+points of loss). A bare number applies to ``mean`` (the phase average: mean of
+per-phase means) and ``worst_aggregate`` (the worst phase: min over phases of
+aggregate support); a table names statistics one by one, any of ``mean``,
+``pooled_mean``, ``worst_aggregate``, ``worst_per_question``::
+
+    max_support_loss = -0.02                          # support (complete support in the packed context)
+    [max_support_loss]                                # or, per statistic
+    mean = -0.02
+    worst_aggregate = -0.03
+    worst_per_question = -0.05
+    [max_answer_loss]                                 # answer_correct, same form
+    [max_citation_loss]                               # citation_supported (unresolved attribution)
+
+Critical-condition errors of the **candidate**, per segment (segment names as in
+the fixtures; quote none, hyphens are valid bare keys). An integer is the most
+questions allowed to have a critical-condition error in at least one phase; a
+float in [0, 1] is the most share of the segment's answer-judged questions
+allowed to have one (its exact Clopper-Pearson interval at ``confidence`` is
+what the rule judges)::
+
+    [max_critical_errors_per_segment]
+    rule-exception = 0
+    number-scope = 0.05
+
+Token ceiling of the candidate per record (a measured resource, judged without
+an interval). A bare integer is the ``max`` of ``prompt_tokens``::
+
+    [max_evidence_tokens]
+    field = "prompt_tokens"           # or "evidence_tokens" (default prompt_tokens)
+    mean = 900                        # mean over the matched records
+    max = 1200                        # largest single record
+
+Unknown keys, wrong types and out-of-range values are errors naming the file,
+line (where it can be found) and field.
+
+Decision (``interval_handling = "conservative"``)
+--------------------------------------------------
+Every tolerance is checked in every evaluated stress set (representative and
+enriched are judged apart, never pooled). A check with an interval *passes*
+only if the whole interval lies within the tolerance, *violates* if the whole
+interval lies outside, and is *inconclusive* otherwise; a check without an
+interval (counts, tokens) passes or violates on the observed value. A check
+over fewer than ``min_questions`` questions cannot pass (a small sample that
+looks fine is inconclusive), but a violation still counts. The outcome is
+``reject`` if any check violates, else ``collect-more-evidence`` if any is
+inconclusive or has no data, else ``accept``. Every check yields a reason
+naming the stress set, metric, observed value or interval, and the tolerance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.inputs.fixtures import SEGMENTS, STRESS_SETS
+
+FORMAT = "ledgerscope-release-rule/1"
+OUTCOMES = ("accept", "reject", "collect-more-evidence")
+INTERVAL_HANDLING = ("conservative",)
+DIFFERENCE_STATISTICS = ("mean", "pooled_mean", "worst_aggregate", "worst_per_question")
+#: tolerance key -> the metric of :data:`ledgerscope.analysis.stats.metrics.METRICS` it bounds
+DIFFERENCE_KEYS = {"max_support_loss": "support", "max_answer_loss": "answer_correct",
+                   "max_citation_loss": "citation_supported"}
+TOKEN_FIELDS = ("prompt_tokens", "evidence_tokens")
+_TOP_KEYS = ("format", "description", "candidate", "baseline", "confidence", "n_resamples", "seed",
+             "interval_handling", "min_questions", "stress_sets", *DIFFERENCE_KEYS,
+             "max_critical_errors_per_segment", "max_evidence_tokens")
+_STAT_WORDS = {
+    "mean": "phase average (mean of per-phase means)",
+    "pooled_mean": "pooled mean over records",
+    "worst_aggregate": "worst phase (worst per-phase aggregate)",
+    "worst_per_question": "worst phase per question, averaged",
+}
+
+
+@dataclass(frozen=True)
+class DifferenceTolerance:
+    key: str            # e.g. max_support_loss
+    metric: str         # e.g. support
+    statistic: str      # e.g. worst_aggregate
+    limit: float        # the difference must be >= limit
+
+
+@dataclass(frozen=True)
+class SegmentLimit:
+    segment: str
+    kind: str           # "count" or "rate"
+    limit: float
+
+
+@dataclass(frozen=True)
+class TokenCeiling:
+    field: str
+    mean: float | None
+    max: float | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    path: str
+    digest: str
+    description: str = ""
+    candidate: str | None = None
+    baseline: str | None = None
+    confidence: float = 0.95
+    n_resamples: int = 10_000
+    seed: int = 0
+    interval_handling: str = "conservative"
+    min_questions: int = 1
+    stress_sets: tuple[str, ...] | None = None
+    differences: tuple[DifferenceTolerance, ...] = ()
+    critical_per_segment: tuple[SegmentLimit, ...] = ()
+    tokens: TokenCeiling | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    stress_set: str
+    tolerance: str      # the rule's key path, e.g. max_support_loss.mean
+    metric: str
+    status: str         # pass | violates | inconclusive
+    reason: str
+    observed: float | None = None
+    low: float | None = None
+    high: float | None = None
+    limit: float | None = None
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: str
+    reasons: list[str]
+    rule_digest: str
+    checks: list[Check] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"outcome": self.outcome, "reasons": list(self.reasons), "rule_digest": self.rule_digest,
+                "checks": [asdict(c) for c in self.checks]}
+
+
+# ---------------------------------------------------------------------------
+# loading
+
+
+def rule_digest(path: str | Path) -> str:
+    """``sha256:<hex>`` of the rule file's bytes."""
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class _Problems:
+    def __init__(self, path: str, text: str):
+        self.path, self.lines, self.items = path, text.splitlines(), []
+
+    def line_of(self, dotted: str) -> int | None:
+        """Best effort: the line that sets ``dotted`` (``table.key`` or ``key``)."""
+        parts = dotted.split(".")
+        key, table = parts[-1], parts[0] if len(parts) > 1 else None
+        in_table = table is None
+        pat = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
+        inline = re.compile(rf'^\s*{re.escape(table)}\s*=.*\b{re.escape(key)}\b') if table else None
+        for i, line in enumerate(self.lines, 1):
+            head = re.match(r"^\s*\[([^\]]+)\]", line)
+            if head:
+                in_table = table is not None and head.group(1).strip() == table
+                if table is None:
+                    break
+                continue
+            if (in_table and pat.match(line)) or (inline and inline.match(line)):
+                return i
+        return None
+
+    def add(self, dotted: str, reason: str) -> None:
+        self.items.append(Problem(self.path, self.line_of(dotted), dotted, reason))
+
+
+def load_rule(path: str | Path) -> Rule:
+    """Read and validate a release rule; every problem is reported with file, line and field."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(Problem(str(path), None, "rule", f"cannot read: {exc.strerror or exc}")) from None
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8")
+        doc = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise InputError(Problem(str(path), None, "rule", f"not UTF-8: {exc}")) from None
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise InputError(Problem(str(path), int(m.group(1)) if m else None, "toml", str(exc))) from None
+    pr = _Problems(str(path), text)
+
+    for key in doc:
+        if key not in _TOP_KEYS:
+            pr.add(key, f"unknown key; known: {', '.join(_TOP_KEYS)}")
+    if "format" in doc and doc["format"] != FORMAT:
+        pr.add("format", f"unknown rule format {doc['format']!r} (expected {FORMAT})")
+    kw: dict = {}
+    for key in ("description", "candidate", "baseline"):
+        if key in doc:
+            if isinstance(doc[key], str) and (doc[key] or key == "description"):
+                kw[key] = doc[key]
+            else:
+                pr.add(key, "must be a non-empty string")
+    if "confidence" in doc:
+        v = doc["confidence"]
+        if _is_number(v) and 0 < v < 1:
+            kw["confidence"] = float(v)
+        else:
+            pr.add("confidence", f"must be a number strictly between 0 and 1, got {v!r}")
+    if "n_resamples" in doc:
+        v = doc["n_resamples"]
+        if _is_int(v) and v >= 100:
+            kw["n_resamples"] = v
+        else:
+            pr.add("n_resamples", f"must be an integer of at least 100, got {v!r}")
+    if "seed" in doc:
+        v = doc["seed"]
+        if _is_int(v) and v >= 0:
+            kw["seed"] = v
+        else:
+            pr.add("seed", f"must be a non-negative integer, got {v!r}")
+    if "interval_handling" in doc:
+        v = doc["interval_handling"]
+        if v in INTERVAL_HANDLING:
+            kw["interval_handling"] = v
+        else:
+            pr.add("interval_handling", f"must be one of {', '.join(INTERVAL_HANDLING)}, got {v!r}")
+    if "min_questions" in doc:
+        v = doc["min_questions"]
+        if _is_int(v) and v >= 1:
+            kw["min_questions"] = v
+        else:
+            pr.add("min_questions", f"must be a positive integer, got {v!r}")
+    if "stress_sets" in doc:
+        v = doc["stress_sets"]
+        if (isinstance(v, list) and v and all(isinstance(s, str) and s in STRESS_SETS for s in v)
+                and len(set(v)) == len(v)):
+            kw["stress_sets"] = tuple(v)
+        else:
+            pr.add("stress_sets", f"must be a non-empty list of distinct names from {', '.join(STRESS_SETS)}")
+
+    diffs: list[DifferenceTolerance] = []
+    for key, metric in DIFFERENCE_KEYS.items():
+        if key not in doc:
+            continue
+        v = doc[key]
+        if _is_number(v):
+            table = {"mean": v, "worst_aggregate": v}
+        elif isinstance(v, dict) and v:
+            table = v
+        else:
+            pr.add(key, "must be a number or a table of statistic = number")
+            continue
+        for stat, limit in table.items():
+            where = f"{key}.{stat}" if isinstance(v, dict) else key
+            if stat not in DIFFERENCE_STATISTICS:
+                pr.add(where, f"unknown statistic; known: {', '.join(DIFFERENCE_STATISTICS)}")
+            elif not (_is_number(limit) and -1 <= limit <= 1):
+                pr.add(where, f"must be a number in [-1, 1] (candidate minus baseline), got {limit!r}")
+            else:
+                diffs.append(DifferenceTolerance(key, metric, stat, float(limit)))
+    kw["differences"] = tuple(diffs)
+
+    crit: list[SegmentLimit] = []
+    if "max_critical_errors_per_segment" in doc:
+        v = doc["max_critical_errors_per_segment"]
+        if not isinstance(v, dict) or not v:
+            pr.add("max_critical_errors_per_segment", "must be a table of segment = count or rate")
+        else:
+            for seg, limit in v.items():
+                where = f"max_critical_errors_per_segment.{seg}"
+                if seg not in SEGMENTS:
+                    pr.add(where, f"unknown segment; known: {', '.join(SEGMENTS)}")
+                elif _is_int(limit) and limit >= 0:
+                    crit.append(SegmentLimit(seg, "count", float(limit)))
+                elif isinstance(limit, float) and 0 <= limit <= 1:
+                    crit.append(SegmentLimit(seg, "rate", limit))
+                else:
+                    pr.add(where, "must be a non-negative integer (most questions) or a float in [0, 1] "
+                                  f"(most share of questions), got {limit!r}")
+    kw["critical_per_segment"] = tuple(crit)
+
+    if "max_evidence_tokens" in doc:
+        v = doc["max_evidence_tokens"]
+        key = "max_evidence_tokens"
+        if _is_number(v) and v > 0:
+            kw["tokens"] = TokenCeiling("prompt_tokens", None, float(v))
+        elif isinstance(v, dict):
+            ok = True
+            for k in v:
+                if k not in ("field", "mean", "max"):
+                    pr.add(f"{key}.{k}", "unknown key; known: field, mean, max")
+                    ok = False
+            fld = v.get("field", "prompt_tokens")
+            if fld not in TOKEN_FIELDS:
+                pr.add(f"{key}.field", f"must be one of {', '.join(TOKEN_FIELDS)}, got {fld!r}")
+                ok = False
+            for k in ("mean", "max"):
+                if k in v and not (_is_number(v[k]) and v[k] > 0):
+                    pr.add(f"{key}.{k}", f"must be a positive number of tokens, got {v[k]!r}")
+                    ok = False
+            if "mean" not in v and "max" not in v:
+                pr.add(key, "names neither mean nor max")
+                ok = False
+            if ok:
+                kw["tokens"] = TokenCeiling(fld, float(v["mean"]) if "mean" in v else None,
+                                            float(v["max"]) if "max" in v else None)
+        else:
+            pr.add(key, "must be a positive number (max prompt tokens) or a table with field, mean, max")
+
+    if not pr.items and not (kw["differences"] or kw["critical_per_segment"] or kw.get("tokens")):
+        pr.add("rule", "declares no tolerance (max_support_loss, max_answer_loss, max_citation_loss, "
+                       "max_critical_errors_per_segment or max_evidence_tokens)")
+    if pr.items:
+        raise InputError(pr.items)
+    return Rule(path=str(path), digest=digest, **kw)
+
+
+# ---------------------------------------------------------------------------
+# deciding
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.4f}"
+
+
+def _fmt_plain(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _check_settings(rule: Rule, comparison: dict) -> None:
+    problems = []
+    settings = comparison.get("settings", {})
+    for key in ("confidence", "n_resamples", "seed"):
+        if key in settings and settings[key] != getattr(rule, key):
+            problems.append(Problem("comparison", None, f"settings.{key}",
+                                    f"computed with {settings[key]!r} but the rule ({rule.path}) declares "
+                                    f"{getattr(rule, key)!r}; rerun the comparison with the rule's settings"))
+        elif key not in settings:
+            problems.append(Problem("comparison", None, f"settings.{key}", "missing"))
+    for arm in ("candidate", "baseline"):
+        want = getattr(rule, arm)
+        got = (comparison.get(arm) or {}).get("arm")
+        if want is not None and got != want:
+            problems.append(Problem("comparison", None, f"{arm}.arm",
+                                    f"is {got!r} but the rule ({rule.path}) was declared for {want!r}"))
+    if problems:
+        raise InputError(problems)
+
+
+def _interval_status(low: float, high: float, limit: float) -> str:
+    """Conservative: the whole interval at or above the limit passes, wholly below violates."""
+    if low >= limit:
+        return "pass"
+    if high < limit:
+        return "violates"
+    return "inconclusive"
+
+
+def _gate(status: str, n: int | None, rule: Rule) -> tuple[str, str]:
+    if status == "pass" and (n is None or n < rule.min_questions):
+        return "inconclusive", f"; only {n or 0} question(s), fewer than min_questions {rule.min_questions}"
+    return status, ""
+
+
+_VERB = {"pass": "within tolerance", "violates": "VIOLATES tolerance", "inconclusive": "inconclusive"}
+
+
+def _difference_checks(rule: Rule, s: str, block: dict) -> list[Check]:
+    out = []
+    conf = f"{rule.confidence:.0%}"
+    for tol in rule.differences:
+        name = f"{tol.key}.{tol.statistic}"
+        what = f"{s}: {tol.metric} difference (candidate - baseline), {_STAT_WORDS[tol.statistic]}"
+        metric = (block.get("metrics") or {}).get(tol.metric) or {}
+        diff = metric.get("difference")
+        entry = ((diff or {}).get("statistics") or {}).get(tol.statistic)
+        if entry is None or entry.get("low") is None or entry.get("high") is None:
+            out.append(Check(s, name, tol.metric, "inconclusive",
+                             f"{what}: no data; tolerance >= {_fmt(tol.limit)}: no evidence", limit=tol.limit,
+                             n=(diff or {}).get("n_questions")))
+            continue
+        n = diff.get("n_questions")
+        low, high, est = entry["low"], entry["high"], entry.get("estimate")
+        status, extra = _gate(_interval_status(low, high, tol.limit), n, rule)
+        reason = (f"{what} = {_fmt(est)}, {conf} CI [{_fmt(low)}, {_fmt(high)}], n={n} questions; "
+                  f"tolerance >= {_fmt(tol.limit)}: {_VERB[status]}{extra}")
+        out.append(Check(s, name, tol.metric, status, reason, est, low, high, tol.limit, n))
+    return out
+
+
+def _clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _segment_checks(rule: Rule, s: str, block: dict) -> list[Check]:
+    out = []
+    for lim in rule.critical_per_segment:
+        name = f"max_critical_errors_per_segment.{lim.segment}"
+        seg = (block.get("segments") or {}).get(lim.segment) or {}
+        table = ((seg.get("metrics") or {}).get("critical") or {}).get("candidate") or {}
+        n = table.get("n_questions") or 0
+        k = table.get("questions_with_any")
+        what = f"{s}: critical-condition errors of the candidate in segment {lim.segment}"
+        if not n or k is None:
+            bound = (f"<= {int(lim.limit)} question(s)" if lim.kind == "count"
+                     else f"<= {_fmt_plain(lim.limit)} of questions")
+            out.append(Check(s, name, "critical", "inconclusive",
+                             f"{what}: no answer-judged questions; tolerance {bound}: no evidence",
+                             limit=lim.limit, n=n))
+            continue
+        if lim.kind == "count":
+            status = "violates" if k > lim.limit else "pass"
+            status, extra = _gate(status, n, rule)
+            reason = (f"{what}: {k} of {n} question(s) with a critical error in at least one phase; "
+                      f"tolerance <= {int(lim.limit)} question(s): {_VERB[status]}{extra}")
+            out.append(Check(s, name, "critical", status, reason, float(k), None, None, lim.limit, n))
+        else:
+            low, high = _clopper_pearson(int(k), int(n), rule.confidence)
+            status = "pass" if high <= lim.limit else "violates" if low > lim.limit else "inconclusive"
+            status, extra = _gate(status, n, rule)
+            reason = (f"{what}: share of questions with a critical error in at least one phase = "
+                      f"{k}/{n} = {k / n:.4f}, {rule.confidence:.0%} Clopper-Pearson CI "
+                      f"[{low:.4f}, {high:.4f}]; tolerance <= {_fmt_plain(lim.limit)}: "
+                      f"{_VERB[status]}{extra}")
+            out.append(Check(s, name, "critical", status, reason, k / n, low, high, lim.limit, n))
+    return out
+
+
+def _token_checks(rule: Rule, s: str, block: dict) -> list[Check]:
+    tok = rule.tokens
+    if tok is None:
+        return []
+    out = []
+    table = ((block.get("metrics") or {}).get(tok.field) or {}).get("candidate") or {}
+    n = table.get("n_questions")
+    for kind, limit in (("mean", tok.mean), ("max", tok.max)):
+        if limit is None:
+            continue
+        name = f"max_evidence_tokens.{kind}"
+        observed = ((table.get("phase_average") or {}).get("pooled") if kind == "mean"
+                    else table.get("max_value"))
+        what = f"{s}: candidate {tok.field} per record, {kind}"
+        if observed is None:
+            out.append(Check(s, name, tok.field, "inconclusive",
+                             f"{what}: no records with a token count; ceiling <= {limit:g}: no evidence",
+                             limit=limit, n=n))
+            continue
+        status, extra = _gate("pass" if observed <= limit else "violates", n, rule)
+        n_rec = (table.get("phase_average") or {}).get("n_records")
+        reason = (f"{what} = {observed:.1f} over {n_rec} record(s); ceiling <= {limit:g} "
+                  f"(measured, no interval): {_VERB[status]}{extra}")
+        out.append(Check(s, name, tok.field, status, reason, observed, None, None, limit, n))
+    return out
+
+
+def decide(rule: Rule, comparison: dict) -> Decision:
+    """Apply a loaded rule to a :func:`ledgerscope.analysis.stats.compare.compare_arms` result."""
+    fmt = comparison.get("format")
+    if fmt not in (None, "ledgerscope-comparison/1"):
+        raise InputError(Problem("comparison", None, "format", f"unknown format {fmt!r}"))
+    _check_settings(rule, comparison)
+    by_set = comparison.get("stress_sets") or {}
+    wanted = list(rule.stress_sets) if rule.stress_sets else sorted(by_set)
+    checks: list[Check] = []
+    if not wanted:
+        checks.append(Check("-", "stress_sets", "-", "inconclusive",
+                            "the comparison holds no matched questions: no evidence"))
+    for s in wanted:
+        block = by_set.get(s)
+        if block is None:
+            checks.append(Check(s, "stress_sets", "-", "inconclusive",
+                                f"{s}: the rule evaluates this stress set but the comparison holds no "
+                                "matched questions in it: no evidence"))
+            continue
+        checks += _difference_checks(rule, s, block)
+        checks += _segment_checks(rule, s, block)
+        checks += _token_checks(rule, s, block)
+    statuses = {c.status for c in checks}
+    outcome = ("reject" if "violates" in statuses
+               else "collect-more-evidence" if "inconclusive" in statuses else "accept")
+    order = {"violates": 0, "inconclusive": 1, "pass": 2}
+    ranked = sorted(checks, key=lambda c: order[c.status])
+    return Decision(outcome, [c.reason for c in ranked], rule.digest, ranked)

@@ -1,0 +1,348 @@
+"""Stage survival per (arm, phase): how much support each cascade stage keeps.
+
+Declared definitions (seed 001, sections 7, 10.9 and 14):
+
+* **survival** at a stage: answerable records (those with a sufficient set,
+  i.e. non-null ``support_*`` flags) whose stage keeps support, from the
+  record's flags: chunked, exact (BM25 + exact dense), production (BM25 +
+  ANN), union, fused (cut at rerank depth), reranked (cut at selection depth),
+  selected, packed, cited. Rates divide by the answerable count.
+* **recall@k** at a ranked stage (bm25, dense_exact, dense_ann, union, fused,
+  reranked): the share of answerable records whose stage list *cut at k*
+  keeps support (some sufficient set covered by the first k units together).
+  Reported for k in :data:`KS` up to the longest list the stage holds in that
+  (arm, phase); computed from the candidate rows that overlap a gold span.
+* **reranker regret**: records with ``support_fused`` and not
+  ``support_reranked`` (support in the reranker's input, lost below the
+  selection cutoff); the rate divides by the ``support_fused`` count.
+* **ANN recall** against exact: per record ``|ANN_k ∩ Exact_k| / k`` with
+  ``k = min(len(dense_ann), len(dense_exact))``, by unit id, averaged over
+  records with ``k > 0``.
+* **duplicate ratio**: per record ``1 - |union| / (|bm25| + |dense_ann|)``,
+  averaged over records with a non-empty production list.
+* mean prompt tokens, evidence tokens and repeated source tokens over all
+  records of the (arm, phase) (nulls, e.g. infrastructure failures, skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ledgerscope.inputs.fixtures import Fixture, GoldSpan
+from ledgerscope.pipeline.units import merge_intervals, uncovered
+
+SURVIVAL_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "selected", "packed",
+                   "cited")
+RANKED_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked")
+KS = (1, 5, 10, 20, 50)
+
+
+# ---------------------------------------------------------------------------
+# SQL parts (each one query over the views; arm filter optional)
+
+
+def _where(arm: str | None, prefix: str = "WHERE") -> tuple[str, list]:
+    return (f"{prefix} arm = ?", [arm]) if arm is not None else ("", [])
+
+
+def survival_counts(con, arm: str | None = None) -> list[dict[str, Any]]:
+    """Per (arm, phase): record counts, survival counts, regret and mean token counts."""
+    where, params = _where(arm)
+    surv = ", ".join(f"count(*) FILTER (WHERE support_{s}) AS {s}" for s in SURVIVAL_STAGES)
+    sql = f"""
+        SELECT arm, CAST(phase AS VARCHAR) AS phase, min(phase_offset) AS phase_offset,
+               count(*) AS n_records,
+               count(*) FILTER (WHERE answerable AND support_chunked IS NOT NULL) AS n_answerable,
+               {surv},
+               count(*) FILTER (WHERE support_fused AND NOT support_reranked) AS reranker_regret,
+               avg(prompt_tokens) AS mean_prompt_tokens,
+               avg(evidence_tokens) AS mean_evidence_tokens,
+               avg(repeated_source_tokens) AS mean_repeated_source_tokens
+        FROM records {where}
+        GROUP BY arm, CAST(phase AS VARCHAR)
+        ORDER BY arm, phase_offset, phase"""
+    return con.sql(sql, params=params).to_arrow_table().to_pylist()
+
+
+def ann_recall(con, arm: str | None = None) -> dict[tuple[str, str], float | None]:
+    """(arm, phase) -> mean over records of |ANN_k ∩ Exact_k| / k, k = the shorter list's length."""
+    where, params = _where(arm, "AND")
+    sql = f"""
+        WITH c AS (
+            SELECT arm, CAST(phase AS VARCHAR) AS phase, qid, stage, unit_id, "rank" FROM candidates
+            WHERE stage IN ('dense_exact', 'dense_ann') {where}),
+        k AS (
+            SELECT arm, phase, qid,
+                   least(count(*) FILTER (WHERE stage = 'dense_exact'),
+                         count(*) FILTER (WHERE stage = 'dense_ann')) AS k
+            FROM c GROUP BY arm, phase, qid),
+        hits AS (
+            SELECT e.arm, e.phase, e.qid, count(DISTINCT e.unit_id) AS h
+            FROM c e JOIN c a ON e.arm = a.arm AND e.phase = a.phase AND e.qid = a.qid
+                              AND e.unit_id = a.unit_id
+            JOIN k ON k.arm = e.arm AND k.phase = e.phase AND k.qid = e.qid
+            WHERE e.stage = 'dense_exact' AND a.stage = 'dense_ann' AND e."rank" <= k.k AND a."rank" <= k.k
+            GROUP BY e.arm, e.phase, e.qid)
+        SELECT k.arm, k.phase, avg(coalesce(hits.h, 0) / k.k) AS ann_recall
+        FROM k LEFT JOIN hits ON hits.arm = k.arm AND hits.phase = k.phase AND hits.qid = k.qid
+        WHERE k.k > 0 GROUP BY k.arm, k.phase"""
+    return {(a, p): v for a, p, v in con.sql(sql, params=params).fetchall()}
+
+
+def duplicate_ratio(con, arm: str | None = None) -> dict[tuple[str, str], float | None]:
+    """(arm, phase) -> mean over records of 1 - |union| / (|bm25| + |dense_ann|)."""
+    where, params = _where(arm, "AND")
+    sql = f"""
+        WITH n AS (
+            SELECT arm, CAST(phase AS VARCHAR) AS phase, qid,
+                   count(*) FILTER (WHERE stage = 'union') AS nu,
+                   count(*) FILTER (WHERE stage IN ('bm25', 'dense_ann')) AS np
+            FROM candidates WHERE stage IN ('bm25', 'dense_ann', 'union') {where}
+            GROUP BY arm, CAST(phase AS VARCHAR), qid)
+        SELECT arm, phase, avg(1 - nu / np) FROM n WHERE np > 0 GROUP BY arm, phase"""
+    return {(a, p): v for a, p, v in con.sql(sql, params=params).fetchall()}
+
+
+def list_depths(con, arm: str | None = None) -> dict[tuple[str, str, str], int]:
+    """(arm, phase, stage) -> the longest list the stage holds."""
+    where, params = _where(arm, "AND")
+    stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
+    sql = (f'SELECT arm, CAST(phase AS VARCHAR), stage, max("rank") FROM candidates '
+           f"WHERE stage IN ({stages}) {where} GROUP BY ALL")
+    return {(a, p, s): int(m) for a, p, s, m in con.sql(sql, params=params).fetchall()}
+
+
+# ---------------------------------------------------------------------------
+# recall@k (pure helpers)
+
+
+def span_rank(span: GoldSpan, rows: Iterable[Mapping[str, Any]], texts: Mapping[str, str]) -> int | None:
+    """The smallest k such that the list's first k rows cover the span (None: never)."""
+    hits = sorted((r for r in rows if r.get("doc_id") == span.doc_id and r.get("start") is not None
+                   and int(r["start"]) < span.end and int(r["end"]) > span.start),
+                  key=lambda r: int(r["rank"]))
+    text = texts.get(span.doc_id)
+    intervals: list[tuple[int, int]] = []
+    for r in hits:
+        intervals.append((int(r["start"]), int(r["end"])))
+        if text is not None:
+            if not uncovered(text, span.start, span.end, intervals):
+                return int(r["rank"])
+        else:
+            merged = merge_intervals(intervals)
+            if any(s <= span.start and e >= span.end for s, e in merged):
+                return int(r["rank"])
+    return None
+
+
+def support_rank(fixture: Fixture, rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str]) -> int | None:
+    """The smallest k such that the list cut at k keeps support (joint evidence counts)."""
+    by_id = {s.span_id: s for s in fixture.spans}
+    cache: dict[str, int | None] = {}
+    best: int | None = None
+    for sset in fixture.sufficient_sets:
+        ks = []
+        for sid in sset:
+            if sid not in cache:
+                cache[sid] = span_rank(by_id[sid], rows, texts) if sid in by_id else None
+            ks.append(cache[sid])
+        if ks and all(k is not None for k in ks):
+            k = max(ks)  # type: ignore[type-var]
+            best = k if best is None else min(best, k)
+    return best
+
+
+def recall_at_k(ranks: Sequence[int | None], n: int, ks: Sequence[int] = KS,
+                depth: int | None = None) -> dict[str, float | None]:
+    """Share of ``n`` records whose support rank is at most k, for each k up to ``depth``."""
+    out: dict[str, float | None] = {}
+    for k in ks:
+        if depth is not None and k > depth and out:
+            break
+        out[str(k)] = (sum(1 for r in ranks if r is not None and r <= k) / n) if n else None
+    return out
+
+
+def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
+                  arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
+    """(arm, phase, qid) -> stage -> support rank, for answerable records: the definition, one
+    query for the rows, then :func:`support_rank` per record and stage in Python (reports use
+    :func:`support_ranks_sql`, the same in DuckDB)."""
+    from ledgerscope.analysis.diagnosis.feed import gold_spans_table
+
+    spans = gold_spans_table(fixtures, answerable_only=True)
+    if not spans.num_rows:
+        return {}
+    where, params = ("AND c.arm = ?", [arm]) if arm is not None else ("", [])
+    stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
+    con.register("_ls_surv_spans", spans)
+    try:
+        rows = con.sql(
+            'SELECT DISTINCT c.arm, CAST(c.phase AS VARCHAR) AS phase, c.qid, c.stage, c."rank", c.doc_id, '
+            'c."start", c."end" FROM candidates c JOIN _ls_surv_spans s ON s.qid = c.qid '
+            'AND s.doc_id = c.doc_id AND c."start" < s."end" AND c."end" > s."start" '
+            f"WHERE c.stage IN ({stages}) {where}",
+            params=params).to_arrow_table().to_pylist()
+    finally:
+        con.unregister("_ls_surv_spans")
+    grouped: dict[tuple[str, str, str], dict[str, list[dict]]] = {}
+    for r in rows:
+        grouped.setdefault((r["arm"], r["phase"], r["qid"]), {}).setdefault(r["stage"], []).append(r)
+    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
+    for key, by_stage in grouped.items():
+        fx = fixtures.get(key[2])
+        if fx is None:
+            continue
+        out[key] = {stage: support_rank(fx, by_stage.get(stage, []), texts) for stage in RANKED_STAGES}
+    return out
+
+
+def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
+                      arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
+    """:func:`support_ranks` computed in DuckDB: the same ranks (``tests/test_survival.py``
+    compares them on real and synthetic ledgers), without a Python loop per record and stage.
+
+    A span's rank is the largest first-covering rank over its elementary segments (the pieces
+    between every clipped row edge) that hold non-whitespace, at least the rank of its first row,
+    and none where such a segment is never covered: the smallest k whose first k rows leave no
+    uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
+    """
+    from ledgerscope.analysis.diagnosis.sql.coverage import WHITESPACE
+    from ledgerscope.common.sql_tables import columns_table, drop_tables
+
+    spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
+             "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
+             "span_text": ("VARCHAR", [])}
+    sets = {"qid": ("VARCHAR", []), "set_index": ("INTEGER", []), "span_id": ("VARCHAR", []),
+            "resolved": ("BOOLEAN", [])}
+    for qid, fx in fixtures.items():
+        if not fx.answerable:
+            continue
+        for sp in fx.spans:
+            text = texts.get(sp.doc_id)
+            values = (len(spans["sid"][1]), qid, sp.span_id, sp.doc_id, sp.start, sp.end,
+                      None if text is None else text[sp.start:sp.end])
+            for col, value in zip(spans, values, strict=True):
+                spans[col][1].append(value)
+        ids = {sp.span_id for sp in fx.spans}
+        for i, sset in enumerate(fx.sufficient_sets):
+            for sid in sset:
+                for col, value in zip(sets, (qid, i, sid, sid in ids), strict=True):
+                    sets[col][1].append(value)
+    if not spans["qid"][1]:
+        return {}
+    columns_table(con, "_ls_surv_span", spans)
+    columns_table(con, "_ls_surv_set", sets)
+    where, params = ("AND c.arm = ?", [arm]) if arm is not None else ("", [])
+    stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
+    # g numbers each (record, stage, span): the windows and joins below key on one integer
+    sql = f"""
+        WITH hit AS (  -- each row of a ranked list over a gold span, clipped to it
+            SELECT *, dense_rank() OVER (ORDER BY arm, phase, qid, stage, sid) AS g FROM (
+                SELECT c.arm, CAST(c.phase AS VARCHAR) AS phase, c.qid, c.stage, sp.sid, sp.s, sp.e,
+                       c."rank" AS r, greatest(c."start", sp.s) AS a, least(c."end", sp.e) AS b
+                FROM candidates c JOIN _ls_surv_span sp ON sp.qid = c.qid AND sp.doc_id = c.doc_id
+                     AND c."start" < sp.e AND c."end" > sp.s
+                WHERE c.stage IN ({stages}) AND c."rank" IS NOT NULL {where})),
+        cut AS (SELECT DISTINCT g, sid, s, unnest([a, b, s, e]) AS x FROM hit),
+        seg AS (SELECT *, lead(x) OVER (PARTITION BY g ORDER BY x) AS y FROM cut),
+        seg_t AS (  -- each elementary segment between row edges: the first rank covering it
+            SELECT g.g, any_value(g.sid) AS sid, any_value(g.s) AS s, g.x, g.y, min(h.r) AS t
+            FROM seg g LEFT JOIN hit h ON h.g = g.g AND h.a <= g.x AND h.b >= g.y
+            WHERE g.y IS NOT NULL
+            GROUP BY g.g, g.x, g.y),
+        seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
+            SELECT t.*, sp.span_text IS NOT NULL AND regexp_full_match(
+                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {_sql_text(WHITESPACE)}) AS blank
+            FROM seg_t t JOIN _ls_surv_span sp USING (sid)),
+        span_rank AS (
+            SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id,
+                   CASE WHEN coalesce(b.lost, false) THEN NULL ELSE coalesce(b.t, h.r0) END AS r
+            FROM (SELECT g, any_value(arm) AS arm, any_value(phase) AS phase, any_value(qid) AS qid,
+                         any_value(stage) AS stage, any_value(sid) AS sid, min(r) AS r0
+                  FROM hit GROUP BY g) h
+            JOIN _ls_surv_span sp USING (sid)
+            LEFT JOIN (SELECT g, bool_or(t IS NULL AND NOT blank) AS lost,
+                              max(t) FILTER (WHERE NOT blank) AS t
+                       FROM seg_b GROUP BY g) b USING (g)),
+        set_rank AS (
+            SELECT k.arm, k.phase, k.qid, k.stage, st.set_index, max(sr.r) AS r,
+                   bool_and(st.resolved AND sr.r IS NOT NULL) AS ok
+            FROM (SELECT DISTINCT arm, phase, qid, stage FROM span_rank) k
+            JOIN _ls_surv_set st ON st.qid = k.qid
+            LEFT JOIN span_rank sr ON sr.arm = k.arm AND sr.phase = k.phase AND sr.qid = k.qid
+                 AND sr.stage = k.stage AND sr.span_id = st.span_id
+            GROUP BY ALL)
+        SELECT k.arm, k.phase, k.qid, s.stage, s.r
+        FROM (SELECT DISTINCT arm, phase, qid FROM span_rank) k
+        LEFT JOIN (SELECT arm, phase, qid, stage, min(r) AS r FROM set_rank WHERE ok GROUP BY ALL) s
+             USING (arm, phase, qid)"""
+    try:
+        rows = con.execute(sql, params).fetchall()
+    finally:
+        drop_tables(con, "_ls_surv_span", "_ls_surv_set")
+    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
+    for a, p, q, stage, r in rows:
+        ranks = out.setdefault((a, p, q), dict.fromkeys(RANKED_STAGES))
+        if stage is not None:
+            ranks[stage] = int(r)
+    return out
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+# ---------------------------------------------------------------------------
+# the report
+
+
+def survival(con, ledger: str | Path | None = None, arm: str | None = None,
+             ks: Sequence[int] = KS, fixtures: tuple | None = None) -> list[dict[str, Any]]:
+    """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
+    ``fixtures`` as :func:`ledgerscope.analysis.diagnosis.feed.load_ledger_fixtures` returned them."""
+    rows = survival_counts(con, arm)
+    ann = ann_recall(con, arm)
+    dup = duplicate_ratio(con, arm)
+    ranks: dict[tuple[str, str, str], dict[str, int | None]] = {}
+    depths: dict[tuple[str, str, str], int] = {}
+    answerable_qids: dict[tuple[str, str], list[str]] = {}
+    if ledger is not None:
+        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+
+        by_qid, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
+        ranks = support_ranks_sql(con, by_qid, texts, arm)
+        depths = list_depths(con, arm)
+        where, params = _where(arm, "AND")
+        for a, p, q in con.sql("SELECT arm, CAST(phase AS VARCHAR), qid FROM records "
+                               f"WHERE answerable AND support_chunked IS NOT NULL {where}",
+                               params=params).fetchall():
+            answerable_qids.setdefault((a, p), []).append(q)
+    out = []
+    for r in rows:
+        a, p, n = r["arm"], r["phase"], r["n_answerable"]
+        entry: dict[str, Any] = {
+            "arm": a, "phase": p, "phase_offset": r["phase_offset"],
+            "n_records": r["n_records"], "n_answerable": n,
+            "survival": {s: r[s] for s in SURVIVAL_STAGES},
+            "survival_rate": {s: (r[s] / n if n else None) for s in SURVIVAL_STAGES},
+            "reranker_regret": r["reranker_regret"],
+            "reranker_regret_rate": (r["reranker_regret"] / r["fused"]) if r["fused"] else None,
+            "ann_recall": ann.get((a, p)),
+            "duplicate_ratio": dup.get((a, p)),
+            "mean_prompt_tokens": r["mean_prompt_tokens"],
+            "mean_evidence_tokens": r["mean_evidence_tokens"],
+            "mean_repeated_source_tokens": r["mean_repeated_source_tokens"],
+        }
+        if ledger is not None:
+            qids = answerable_qids.get((a, p), [])
+            found = [by_stage for q in qids if (by_stage := ranks.get((a, p, q)))]
+            entry["recall_at_k"] = {
+                stage: recall_at_k([by_stage[stage] for by_stage in found], len(qids), ks,
+                                   depths.get((a, p, stage)))
+                for stage in RANKED_STAGES
+            }
+        out.append(entry)
+    return out

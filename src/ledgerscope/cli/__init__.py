@@ -1,0 +1,1 @@
+"""The command line: the Typer app (`main`), progress display. Heavy imports stay inside commands."""

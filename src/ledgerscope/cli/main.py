@@ -1,0 +1,421 @@
+"""Command-line entry point. Heavy imports (torch, textual, duckdb) stay inside commands."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
+from ledgerscope.common.safe_text import json_text, safe, safe_line
+
+#: exit status for a bug (BSD sysexits EX_SOFTWARE): an exception no check anticipated
+EXIT_INTERNAL = 70
+
+
+class _App(typer.Typer):
+    """The Typer app, with a last line of defence: no Python traceback ever reaches a user.
+
+    Input problems are :class:`LedgerscopeError` and exit 2 with located messages
+    (each command catches them; this catches any that slip through). Anything else
+    is a bug: one line ``ledgerscope: internal error: <type>: <message> (please report)``,
+    exit 70.
+    """
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except LedgerscopeError as exc:
+            _print_error(exc)
+            sys.exit(2)
+        except BrokenPipeError:  # e.g. `ledgerscope diagnose --json | head`
+            with contextlib.suppress(OSError):
+                sys.stdout = open(__import__("os").devnull, "w")  # noqa: SIM115 - quiet exit flush
+            sys.exit(1)
+        except Exception as exc:
+            print(f"ledgerscope: internal error: {type(exc).__name__}: {safe_line(str(exc), 500)} "
+                  "(please report)", file=sys.stderr)
+            sys.exit(EXIT_INTERNAL)
+
+
+app = _App(
+    name="ledgerscope",
+    help="Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+import_app = typer.Typer(help="Import public QA datasets as a corpus and canonical fixtures.",
+                         no_args_is_help=True)
+config_app = typer.Typer(help="Arm configuration files.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+app.add_typer(config_app, name="config")
+
+
+def _print_error(exc: LedgerscopeError) -> None:
+    """One line per problem on stderr, control and bidi characters escaped, each line capped."""
+    lines = [str(p) for p in exc.problems] if isinstance(exc, InputError) else str(exc).splitlines()
+    for line in lines or [type(exc).__name__]:
+        print(safe_line(line), file=sys.stderr)
+
+
+def _fail(exc: LedgerscopeError, code: int = 2) -> None:
+    """Print a user-facing error (one line per problem) and exit non-zero, no traceback."""
+    _print_error(exc)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _reading(ledger: Path | None):
+    """Data a ledger's checks could not see (a corrupted data page) as an input error naming the ledger."""
+    import duckdb
+    import pyarrow as pa
+
+    try:
+        yield
+    except (duckdb.IOException, duckdb.InvalidInputException, pa.ArrowException) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(Problem(str(ledger), None, "ledger", f"could not be read: {first}")) from None
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, markup=False, emoji=False)
+
+
+@app.command()
+def validate(
+    fixtures: Annotated[Path, typer.Argument(
+        help="Fixtures file: seed 000 JSON, seed 002 gold, or canonical JSONL.")],
+    corpus: Annotated[Path | None, typer.Option(help="Corpus directory or JSONL.")] = None,
+) -> None:
+    """Check every fixture: sources resolve, digests match, spans slice to their quotes."""
+    from ledgerscope.inputs.validate import summarise, validate_fixtures
+
+    try:
+        fixture_list, merged, problems = validate_fixtures(fixtures, corpus)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if problems:
+        for p in problems:
+            print(safe_line(str(p)), file=sys.stderr)
+        print(f"{len(problems)} problem(s); nothing written.", file=sys.stderr)
+        raise typer.Exit(2)
+    _console().print(summarise(fixture_list, merged, safe(str(fixtures))))
+
+
+@import_app.command("squad")
+def import_squad_cmd(
+    file: Annotated[Path, typer.Argument(help="A SQuAD-format JSON file.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")],
+    repair_offsets: Annotated[bool, typer.Option(
+        "--repair-offsets",
+        help="Repair answer offsets that are off by 1 to 3 characters; each change is written to "
+             "repairs.jsonl.",
+    )] = False,
+) -> None:
+    """Import a SQuAD-format file (for example COVID-QA)."""
+    from ledgerscope.inputs.importers.squad import import_squad
+
+    try:
+        report = import_squad(file, out, repair=repair_offsets)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _print_import(report)
+
+
+@import_app.command("contractnli")
+def import_contractnli_cmd(
+    file: Annotated[Path, typer.Argument(help="A ContractNLI split (for example dev.json).")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")],
+) -> None:
+    """Import ContractNLI: hypotheses become support-only questions over evidence spans."""
+    from ledgerscope.inputs.importers.contractnli import import_contractnli
+
+    try:
+        report = import_contractnli(file, out)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _print_import(report)
+
+
+def _say(console, text: str) -> None:
+    """Print untrusted text literally: escapes shown, never markup."""
+    from rich.text import Text
+
+    console.print(Text(safe_line(text)))
+
+
+def _print_import(report) -> None:
+    console = _console()
+    for line in report.offset_mismatches:
+        _say(console, f"offset: {line}")
+    for line in report.skipped:
+        _say(console, f"skipped: {line}")
+    _say(console,
+         f"{report.dataset}: {report.documents} documents, {report.questions} questions, "
+         f"{report.spans} spans, {len(report.offset_mismatches)} offset mismatches, "
+         f"{report.repaired} repaired, {len(report.skipped)} skipped")
+    _say(console, f"corpus:   {report.corpus_path}")
+    _say(console, f"fixtures: {report.fixtures_path}")
+    if report.repairs_path:
+        _say(console, f"repairs:  {report.repairs_path}")
+
+
+@app.command()
+def diagnose(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    arm: Annotated[str | None, typer.Option("--arm", help="Only this arm.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
+) -> None:
+    """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
+    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.analysis.diagnosis.sql import diagnosis_steps, write_json_lines
+    from ledgerscope.ledger.read import connect
+
+    try:
+        with _reading(ledger):
+            con = connect(ledger)
+            if json_out:  # built whole in DuckDB before the first byte is written: no partial output
+                sys.stdout.flush()
+                write_json_lines(con, ledger, sys.stdout.buffer, arm)
+                sys.stdout.buffer.flush()
+                return
+            fixtures = load_ledger_fixtures(con, ledger)  # read once for steps and recall@k
+            rows = diagnosis_steps(con, ledger, arm, fixtures)  # the summary needs no evidence
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    from ledgerscope.analysis.reversals import find_reversals
+    from ledgerscope.analysis.survival import survival
+    from ledgerscope.report.terminal import diagnosis_table, recall_table, reversals_table, survival_table
+
+    try:
+        with _reading(ledger):
+            funnel = survival(con, ledger, arm, fixtures=fixtures)
+            reversals = find_reversals(con, arm)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    console = _console()
+    console.print(diagnosis_table(rows))
+    console.print(survival_table(funnel))
+    for extra in (recall_table(funnel), reversals_table(reversals)):
+        if extra is not None:
+            console.print(extra)
+
+
+@app.command()
+def compare(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (holds the candidate arm).")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Candidate arm name.")],
+    baseline: Annotated[str, typer.Option("--baseline", help="Baseline arm name.")],
+    baseline_ledger: Annotated[Path | None, typer.Option(
+        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    n_resamples: Annotated[int, typer.Option(
+        help="Bootstrap replicates (a rule's own setting wins).")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed (a rule's own setting wins).")] = 0,
+) -> None:
+    """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
+    import os
+
+    # its matrix products are small, two run at a time: no BLAS thread pool (spinning at start-up)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ledgerscope.analysis.stats.compare import compare_arms
+    from ledgerscope.ledger.read import connect
+
+    try:
+        with _reading(ledger):
+            con = connect(ledger)
+            base_con = connect(baseline_ledger) if baseline_ledger else None
+            decision = None
+            confidence = 0.95
+            if rule is not None:
+                from ledgerscope.analysis.stats.release import decide, load_rule
+
+                release_rule = load_rule(rule)
+                n_resamples, seed = release_rule.n_resamples, release_rule.seed
+                confidence = release_rule.confidence
+            comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
+                                      n_resamples=n_resamples, confidence=confidence)
+            if rule is not None:
+                decision = decide(release_rule, comparison).to_dict()
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        print(json_text({"comparison": comparison, "decision": decision}))
+        return
+    from ledgerscope.report.terminal import comparison_report
+
+    console = _console()
+    for renderable in comparison_report(comparison, decision):
+        console.print(renderable)
+
+
+@config_app.command("default")
+def config_default() -> None:
+    """Print the documented default arm configuration (TOML)."""
+    from ledgerscope.pipeline.config import DEFAULT_TOML
+
+    sys.stdout.write(DEFAULT_TOML)
+
+
+@app.command()
+def sweep(
+    fixtures: Annotated[Path, typer.Option("--fixtures", help="Fixtures file (any accepted form).")],
+    arm: Annotated[list[Path], typer.Option("--arm", help="Arm TOML; repeat for candidate and baseline.")],
+    out: Annotated[Path, typer.Option("--out", help="Ledger directory (created; resumed if it exists).")],
+    corpus: Annotated[Path | None, typer.Option(
+        "--corpus",
+        help="Corpus directory or JSONL; optional when fixtures carry their sources inline.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+) -> None:
+    """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.config import load_arm
+
+    try:
+        arms = [load_arm(a) for a in arm]
+        base = load_corpus(corpus) if corpus else None
+        fixture_list, merged = load_fixtures(fixtures, base)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    from ledgerscope.cli.progress import RichSweepProgress
+    from ledgerscope.pipeline.sweep import sweep as run_sweep
+
+    try:
+        if quiet:
+            result = run_sweep(fixture_list, merged, arms, out)
+        else:
+            with RichSweepProgress() as progress:
+                result = run_sweep(fixture_list, merged, arms, out, progress=progress)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _say(_console(),
+         f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
+         f"(resumed), {len(fixture_list)} questions, {result.encoded_texts} texts encoded, "
+         f"{result.seconds:.1f} s")
+
+
+@app.command()
+def convert(
+    source: Annotated[Path, typer.Argument(help="A ledger directory, or a JSONL interchange directory.")],
+    to: Annotated[str, typer.Option("--to", help="jsonl (ledger -> interchange) or parquet (back).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write (renamed into place whole).")],
+) -> None:
+    """Convert a ledger to JSONL interchange (one file per table) or build a ledger from one."""
+    from ledgerscope.ledger.interchange import from_jsonl, to_jsonl
+
+    if to not in ("jsonl", "parquet"):
+        raise typer.BadParameter("--to must be jsonl or parquet")
+    try:
+        with _reading(source):
+            counts = to_jsonl(source, out) if to == "jsonl" else from_jsonl(source, out)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _say(_console(), f"{out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+
+
+@app.command()
+def rerun(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    arm: Annotated[str, typer.Option("--arm", help="Arm name.")],
+    qid: Annotated[str, typer.Option("--qid", help="Question id.")],
+    phase: Annotated[str, typer.Option("--phase", help="Phase label.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
+) -> None:
+    """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
+    from ledgerscope.pipeline.rerun import rerun_record
+
+    try:
+        with _reading(ledger):
+            diff = rerun_record(ledger, arm, qid, phase)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        print(json_text(diff.to_json(), indent=2))
+    else:
+        console = _console()
+        for line in diff.lines():
+            _say(console, line)
+    raise typer.Exit(0 if diff.identical else 1)
+
+
+@app.command()
+def export(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
+    out: Annotated[Path, typer.Option("--out", help="Output file (a directory for trec).")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="fixtures | label-studio | trec | jsonl.")] = "jsonl",
+    where: Annotated[str, typer.Option(
+        "--where", help="DuckDB boolean expression over record_view's columns (records plus step, "
+                        "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "
+                        "empty: every record.")] = "",
+) -> None:
+    """Export the records a filter selects: fixtures to re-annotate, Label Studio, TREC run/qrels, JSONL."""
+    from ledgerscope.export import export as run_export
+
+    try:
+        with _reading(ledger):
+            result = run_export(ledger, where, fmt, out)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    _say(_console(), f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
+
+
+@app.command("open")
+def open_ledger(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="A second ledger holding the baseline arm.")] = None,
+    candidate: Annotated[str | None, typer.Option(
+        "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first).")] = None,
+    baseline_arm: Annotated[str | None, typer.Option(
+        "--baseline-arm", help="Baseline arm (default: 'baseline', else the next arm).")] = None,
+    rule: Annotated[Path | None, typer.Option(
+        "--rule", help="Release rule (TOML) for the Stats pane.")] = None,
+    theme: Annotated[str | None, typer.Option(
+        "--theme", help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
+                        "or any Textual theme (also LEDGERSCOPE_THEME).")] = None,
+) -> None:
+    """Browse a ledger in the terminal: questions, phases, sources, contexts, answers, diagnosis, stats."""
+    from ledgerscope.tui.data import LedgerSession
+
+    try:
+        session = LedgerSession(ledger, baseline, candidate, baseline_arm)
+        session.start_open()  # DuckDB opens the ledger while Textual is imported
+        if rule is not None:
+            from ledgerscope.analysis.stats.release import load_rule
+
+            load_rule(rule)  # a broken rule fails here, before the screen opens
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    from ledgerscope.tui.app import LedgerscopeApp
+
+    LedgerscopeApp(session, rule=rule, theme=theme).run()
+
+
+def main() -> None:  # pragma: no cover - console script shim
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,3 @@
+"""Inputs: versioned sources, exact coordinate translation, fixtures (gold spans and sufficient sets),
+importers, validation.
+"""

@@ -1,0 +1,386 @@
+"""A schema-valid synthetic ledger of any size, for benchmarks and load tests.
+
+The rows are random but consistent where it matters: every record's support
+flags form a funnel that loses support at one stage (so the diagnosis lands
+on every step), verdicts follow the flags, candidate units are real intervals
+of real (generated) sources, and gold spans are real slices of them. Built
+column by column with numpy, so a million candidate rows take seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ledgerscope.inputs.sources import text_version
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.write import write_partition
+
+#: (stage, list length) per record: about 67 candidate rows per record
+STAGE_SIZES = (
+    ("bm25", 8),
+    ("dense_exact", 8),
+    ("dense_ann", 8),
+    ("union", 12),
+    ("fused", 12),
+    ("reranked", 10),
+    ("selected", 4),
+    ("packed", 3),
+    ("topk", 2),
+)
+FUNNEL = (
+    "support_chunked",
+    "support_exact",
+    "support_production",
+    "support_union",
+    "support_fused",
+    "support_reranked",
+    "support_packed",
+)
+SEGMENTS = (
+    "rule-exception",
+    "definition-referent",
+    "number-scope",
+    "cross-reference",
+    "joint-evidence",
+    "unanswerable",
+)
+WORDS = (
+    "retention",
+    "limit",
+    "requests",
+    "temporary",
+    "plan",
+    "audit",
+    "region",
+    "export",
+    "token",
+    "workspace",
+    "owner",
+    "days",
+    "hours",
+    "seats",
+    "backup",
+    "policy",
+    "section",
+    "except",
+    "unless",
+)
+
+
+def rows_per_record() -> int:
+    return sum(n for _, n in STAGE_SIZES)
+
+
+def make_synthetic_ledger(
+    out: str | Path,
+    questions: int = 1000,
+    phases: int = 8,
+    arms: tuple[str, ...] = ("candidate", "baseline"),
+    unit_chars: int = 80,
+    doc_chars: int = 2400,
+    seed: int = 0,
+) -> dict:
+    """Write a ledger directory; returns counts (records, candidate rows, units)."""
+    out = Path(out)
+    rng = np.random.default_rng(seed)
+    n_docs = max(1, questions // 4)
+    docs = {}
+    for d in range(n_docs):
+        words = rng.choice(WORDS, size=doc_chars // 7)
+        text = " ".join(words)[:doc_chars]
+        docs[f"docs/d{d:05d}.md"] = text.rstrip() + "."
+    doc_ids = sorted(docs)
+    out.mkdir(parents=True, exist_ok=True)
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
+                for k, v in docs.items()
+            ],
+            schema=schema.SOURCES,
+        ),
+        out / "sources.parquet",
+    )
+
+    q_doc = np.array([doc_ids[q % n_docs] for q in range(questions)], dtype=object)
+    q_seg = np.array([SEGMENTS[q % len(SEGMENTS)] for q in range(questions)], dtype=object)
+    fixtures = []
+    spans_of = {}
+    for q in range(questions):
+        doc = q_doc[q]
+        text = docs[doc]
+        if q_seg[q] == "unanswerable":
+            fixtures.append(
+                {
+                    "format": "ledgerscope-fixture/1",
+                    "qid": f"q{q:06d}",
+                    "question": f"question {q}?",
+                    "segment": "unanswerable",
+                    "answerable": False,
+                    "answer": {"expected": None},
+                    "spans": [],
+                    "sufficient_sets": [],
+                }
+            )
+            continue
+        a = int(rng.integers(0, len(text) - 200))
+        b = a + int(rng.integers(60, 150))
+        spans = [(a, a + 40), (b, b + 40)]
+        spans_of[q] = spans
+        fixtures.append(
+            {
+                "format": "ledgerscope-fixture/1",
+                "qid": f"q{q:06d}",
+                "question": f"question {q}?",
+                "segment": q_seg[q],
+                "answer": {"expected": "7 days", "default": "30 days"},
+                "spans": [
+                    {
+                        "id": "rule",
+                        "doc_id": doc,
+                        "start": s,
+                        "end": e,
+                        "quote": text[s:e],
+                        "version": text_version(text),
+                        "dependency": dep,
+                    }
+                    for (s, e), dep in zip(spans, ("primary", "exception"), strict=True)
+                ],
+                "sufficient_sets": [["rule", "qualifier"]],
+            }
+        )
+        fixtures[-1]["spans"][1]["id"] = "qualifier"
+    (out / "fixtures.jsonl").write_text(
+        "\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8"
+    )
+
+    phase_list = [
+        {"label": str(p), "offset": p * (unit_chars // max(1, phases))} for p in range(phases)
+    ]
+    manifest = {
+        "format": schema.FORMAT,
+        "ledgerscope_version": "synthetic",
+        "created": "synthetic",
+        "identity": f"synthetic:{questions}:{phases}:{seed}",
+        "fixtures_digest": "synthetic",
+        "fixture_count": questions,
+        "sources": {k: text_version(v) for k, v in docs.items()},
+        "arms": {
+            arm: {
+                "config": {
+                    "name": arm,
+                    "capacity": unit_chars,
+                    "overlap": 0,
+                    "budget_tokens": 320,
+                    "rerank_depth": 12,
+                    "retrieval": {"bm25_top_n": 8, "dense_top_n": 8, "ann_top_n": 8},
+                    "rerank": {"selection_depth": 10},
+                },
+                "config_digest": f"synthetic:{arm}",
+                "phases": phase_list,
+                "stride": unit_chars,
+                "edge_policy": "keep-short",
+                "components": {},
+            }
+            for arm in arms
+        },
+        "stages": list(schema.STAGES),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+    total_cands = total_records = total_units = 0
+    for arm in arms:
+        for p in phase_list:
+            units, bounds, unit_index = _units(docs, doc_ids, arm, p, unit_chars)
+            recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index)
+            write_partition(
+                out,
+                arm,
+                p["label"],
+                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs},
+                {"arm": arm, "phase": p["label"], "synthetic": True},
+            )
+            total_cands += cands.num_rows
+            total_records += len(recs)
+            total_units += len(units)
+        oracle = [
+            {
+                "arm": arm,
+                "qid": f"q{q:06d}",
+                "support_set": 0,
+                "feasible": True,
+                "evidence_tokens": 40,
+                "budget_tokens": 320,
+                "context": "",
+                "answer": "7 days",
+                "abstained": False,
+                "answer_verdict": "correct" if q % 3 else "wrong",
+                "answer_reason": "synthetic",
+                "generator_error": None,
+                "attempts": 1,
+            }
+            for q in range(questions)
+        ]
+        path = out / "oracle" / f"arm={arm}" / "oracle.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(oracle, schema=schema.ORACLE), path)
+    return {"records": total_records, "candidates": total_cands, "units": total_units}
+
+
+def _units(docs, doc_ids, arm, p, unit_chars):
+    rows, bounds, index = [], [], {}
+    for doc in doc_ids:
+        text = docs[doc]
+        cuts = list(range(p["offset"] or unit_chars, len(text), unit_chars))
+        edges = [0, *cuts, len(text)]
+        doc_units = []
+        for i, (s, e) in enumerate(itertools.pairwise(edges)):
+            uid = f"{doc}@{s}-{e}"
+            rows.append(
+                {
+                    "arm": arm,
+                    "phase": p["label"],
+                    "unit_id": uid,
+                    "doc_id": doc,
+                    "version": text_version(text),
+                    "ordinal": i,
+                    "start": s,
+                    "end": e,
+                    "core_start": s,
+                    "core_end": e,
+                    "token_start": s // 5,
+                    "token_end": e // 5,
+                    "n_tokens": (e - s) // 5,
+                    "text": text[s:e],
+                    "access": [],
+                }
+            )
+            doc_units.append((uid, s, e))
+        index[doc] = doc_units
+        bounds.append(
+            {
+                "arm": arm,
+                "phase": p["label"],
+                "phase_offset": p["offset"],
+                "doc_id": doc,
+                "version": text_version(text),
+                "n_tokens": len(text) // 5,
+                "cut_tokens": [c // 5 for c in cuts],
+                "cut_chars": cuts,
+            }
+        )
+    return rows, bounds, index
+
+
+def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index):
+    cols: dict[str, list] = {name: [] for name in schema.CANDIDATES.names}
+    recs = []
+    lose = rng.integers(0, len(FUNNEL) + 2, size=questions)  # >= len(FUNNEL): support kept
+    for q in range(questions):
+        qid = f"q{q:06d}"
+        doc = q_doc[q]
+        units = unit_index[doc]
+        answerable = q_seg[q] != "unanswerable"
+        gold_units = [
+            u for u in units if q in spans_of and any(u[1] < e and s < u[2] for s, e in spans_of[q])
+        ]
+        for stage, n in STAGE_SIZES:
+            picks = [
+                units[i] for i in rng.choice(len(units), size=min(n, len(units)), replace=False)
+            ]
+            keeps = answerable and FUNNEL.index(_funnel_of(stage)) < lose[q]
+            if keeps:  # a stage that keeps support lists the gold-covering units first
+                picks = (gold_units + [u for u in picks if u not in gold_units])[:n]
+            k = len(picks)
+            cols["arm"] += [arm] * k
+            cols["phase"] += [p["label"]] * k
+            cols["qid"] += [qid] * k
+            cols["stage"] += [stage] * k
+            cols["rank"] += list(range(1, k + 1))
+            cols["unit_id"] += [u[0] for u in picks]
+            cols["score"] += sorted(rng.random(k).tolist(), reverse=True)
+            cols["doc_id"] += [doc] * k
+            cols["start"] += [u[1] for u in picks]
+            cols["end"] += [u[2] for u in picks]
+            cols["lineage"] += [["bm25"] if stage == "union" else []] * k
+        flags = {c: None for c in schema.SUPPORT_COLUMNS}
+        if answerable:
+            kept = {c: FUNNEL.index(c) < lose[q] for c in FUNNEL}
+            flags.update({c: True for c in schema.SUPPORT_COLUMNS})
+            flags.update(kept)
+            flags["support_bm25"] = flags["support_dense_exact"] = flags["support_exact"]
+            flags["support_dense_ann"] = flags["support_production"]
+            flags["support_selected"] = flags["support_reranked"]
+            flags["support_cited"] = flags["support_topk"] = flags["support_packed"]
+        packed = bool(flags.get("support_packed"))
+        verdict = (
+            ("correct" if packed and q % 4 else "wrong")
+            if answerable
+            else ("abstained" if q % 2 else "false-assertion")
+        )
+        if answerable and not packed and q % 5 == 0:
+            verdict = "critical-condition-error"
+        text = docs[doc]
+        recs.append(
+            {
+                "arm": arm,
+                "phase": p["label"],
+                "phase_offset": p["offset"],
+                "qid": qid,
+                "question": f"question {q}?",
+                "segment": q_seg[q],
+                "answerable": answerable,
+                "support_only": False,
+                "stress_set": "representative",
+                "doc_ids": [doc],
+                "gold_status": "ok",
+                **flags,
+                "covered_set": 0 if packed else None,
+                "single_unit_complete": False,
+                "packed_context": "[1] (" + doc + ")\n" + text[:160],
+                "packed_unit_ids": [units[0][0]],
+                "evidence_tokens": 40,
+                "prompt_tokens": 90,
+                "budget_tokens": 320,
+                "rerank_depth": 12,
+                "selection_depth": 10,
+                "repeated_source_tokens": 0,
+                "topk_tokens": 30,
+                "overflow_json": "[]",
+                "expansion_dropped_json": "[]",
+                "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
+                "abstained": verdict == "abstained",
+                "citations_json": "[]",
+                "answer_verdict": verdict,
+                "answer_reason": "synthetic",
+                "citation_verdict": "supported" if packed else "unsupported",
+                "citation_reason": "synthetic",
+                "generator_error": None,
+                "attempts": 1,
+                "generator_detail_json": "{}",
+                "oracle_verdict": "correct",
+                "oracle_feasible": True,
+                "config_digest": f"synthetic:{arm}",
+            }
+        )
+    return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)
+
+
+def _funnel_of(stage: str) -> str:
+    return {
+        "bm25": "support_exact",
+        "dense_exact": "support_exact",
+        "dense_ann": "support_production",
+        "union": "support_union",
+        "fused": "support_fused",
+        "reranked": "support_reranked",
+        "selected": "support_reranked",
+        "packed": "support_packed",
+        "topk": "support_packed",
+    }[stage]

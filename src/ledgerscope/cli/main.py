@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.safe_text import json_text, safe, safe_line
 
@@ -20,14 +21,18 @@ class _App(typer.Typer):
     """The Typer app, with a last line of defence: no Python traceback ever reaches a user.
 
     Input problems are :class:`LedgerscopeError` and exit 2 with located messages
-    (each command catches them; this catches any that slip through). Anything else
-    is a bug: one line ``ledgerscope: internal error: <type>: <message> (please report)``,
-    exit 70.
+    (each command catches them; this catches any that slip through). Conditions of the
+    machine (no space left, permission denied, a read-only file system) name the path and
+    what to do, exit 74. Anything else is a bug: one line
+    ``ledgerscope: internal error: <type>: <message> (please report)``, exit 70.
     """
 
     def __call__(self, *args, **kwargs):
         try:
             return super().__call__(*args, **kwargs)
+        except MachineError as exc:
+            _print_error(exc)
+            sys.exit(EXIT_IO)
         except LedgerscopeError as exc:
             _print_error(exc)
             sys.exit(2)
@@ -35,10 +40,21 @@ class _App(typer.Typer):
             with contextlib.suppress(OSError):
                 sys.stdout = open(__import__("os").devnull, "w")  # noqa: SIM115 - quiet exit flush
             sys.exit(1)
+        except OSError as exc:
+            err = machine_error(exc)
+            if err is None:
+                _internal(exc)
+            _print_error(err)
+            sys.exit(EXIT_IO)
         except Exception as exc:
-            print(f"ledgerscope: internal error: {type(exc).__name__}: {safe_line(str(exc), 500)} "
-                  "(please report)", file=sys.stderr)
-            sys.exit(EXIT_INTERNAL)
+            _internal(exc)
+
+
+def _internal(exc: BaseException) -> None:
+    """A bug: one line, exit 70."""
+    print(f"ledgerscope: internal error: {type(exc).__name__}: {safe_line(str(exc), 500)} "
+          "(please report)", file=sys.stderr)
+    sys.exit(EXIT_INTERNAL)
 
 
 app = _App(
@@ -56,6 +72,38 @@ app.add_typer(import_app, name="import")
 app.add_typer(config_app, name="config")
 
 
+def version_lines() -> list[str]:
+    """The package version and the ledger formats this build reads and writes (from the schema)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ledgerscope import __version__
+    from ledgerscope.ledger import schema
+
+    try:
+        installed = version("ledgerscope")
+    except PackageNotFoundError:  # run from a source tree
+        installed = __version__
+    reads = tuple(getattr(schema, "READ_FORMATS", None) or (schema.FORMAT,))
+    return [f"ledgerscope {installed}",
+            f"ledger format: writes {schema.FORMAT}; reads {', '.join(reads)}"]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        for line in version_lines():
+            print(line)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and the ledger format versions read and written, then exit.")] = False,
+) -> None:
+    """Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary."""
+
+
 def _print_error(exc: LedgerscopeError) -> None:
     """One line per problem on stderr, control and bidi characters escaped, each line capped."""
     lines = [str(p) for p in exc.problems] if isinstance(exc, InputError) else str(exc).splitlines()
@@ -64,9 +112,10 @@ def _print_error(exc: LedgerscopeError) -> None:
 
 
 def _fail(exc: LedgerscopeError, code: int = 2) -> None:
-    """Print a user-facing error (one line per problem) and exit non-zero, no traceback."""
+    """Print a user-facing error (one line per problem) and exit non-zero, no traceback
+    (:data:`EXIT_IO` for a condition of the machine)."""
     _print_error(exc)
-    raise typer.Exit(code)
+    raise typer.Exit(EXIT_IO if isinstance(exc, MachineError) else code)
 
 
 @contextlib.contextmanager
@@ -124,7 +173,8 @@ def import_squad_cmd(
     from ledgerscope.inputs.importers.squad import import_squad
 
     try:
-        report = import_squad(file, out, repair=repair_offsets)
+        with writing(out):
+            report = import_squad(file, out, repair=repair_offsets)
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -140,7 +190,8 @@ def import_contractnli_cmd(
     from ledgerscope.inputs.importers.contractnli import import_contractnli
 
     try:
-        report = import_contractnli(file, out)
+        with writing(out):
+            report = import_contractnli(file, out)
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -184,6 +235,8 @@ def diagnose(
     try:
         with _reading(ledger):
             con = connect(ledger)
+            if arm is not None:
+                _check_arms(con, ledger, [arm], "--arm")
             if json_out:  # built whole in DuckDB before the first byte is written: no partial output
                 sys.stdout.flush()
                 write_json_lines(con, ledger, sys.stdout.buffer, arm)
@@ -213,6 +266,33 @@ def diagnose(
             console.print(extra)
 
 
+def _check_arms(con, ledger: Path, arms: list[str], option: str) -> None:
+    """An arm the ledger does not hold is an error naming the arms it does."""
+    present = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
+    for arm in arms:
+        if arm not in present:
+            raise InputError(Problem(str(ledger), None, option,
+                                     f"no arm {arm!r} in this ledger; arms present: {', '.join(present) or 'none'}"))
+
+
+def _rule_settings(rule_path: Path, n_resamples: int | None, seed: int | None):
+    """The rule and the bootstrap settings it declares; a --n-resamples or --seed that disagrees
+    with the rule is an error (the decision is only valid with the rule's own settings)."""
+    from ledgerscope.analysis.stats.release import load_rule
+
+    release_rule = load_rule(rule_path)
+    problems = [Problem(str(rule_path), None, option,
+                        f"{option} {given} disagrees with the rule's {key} = {declared}; the decision is made "
+                        f"with the rule's settings (omit {option}, or change the rule before seeing results)")
+                for option, key, given, declared in (
+                    ("--n-resamples", "n_resamples", n_resamples, release_rule.n_resamples),
+                    ("--seed", "seed", seed, release_rule.seed))
+                if given is not None and given != declared]
+    if problems:
+        raise InputError(problems)
+    return release_rule
+
+
 @app.command()
 def compare(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (holds the candidate arm).")],
@@ -222,9 +302,11 @@ def compare(
         "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
     rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    n_resamples: Annotated[int, typer.Option(
-        help="Bootstrap replicates (a rule's own setting wins).")] = 10_000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed (a rule's own setting wins).")] = 0,
+    n_resamples: Annotated[int | None, typer.Option(
+        help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different value is an "
+             "error).")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an error).")] = None,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
     import os
@@ -241,11 +323,13 @@ def compare(
             decision = None
             confidence = 0.95
             if rule is not None:
-                from ledgerscope.analysis.stats.release import decide, load_rule
+                from ledgerscope.analysis.stats.release import decide
 
-                release_rule = load_rule(rule)
+                release_rule = _rule_settings(rule, n_resamples, seed)
                 n_resamples, seed = release_rule.n_resamples, release_rule.seed
                 confidence = release_rule.confidence
+            n_resamples = 10_000 if n_resamples is None else n_resamples
+            seed = 0 if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
                                       n_resamples=n_resamples, confidence=confidence)
             if rule is not None:
@@ -297,11 +381,12 @@ def sweep(
     from ledgerscope.pipeline.sweep import sweep as run_sweep
 
     try:
-        if quiet:
-            result = run_sweep(fixture_list, merged, arms, out)
-        else:
-            with RichSweepProgress() as progress:
-                result = run_sweep(fixture_list, merged, arms, out, progress=progress)
+        with writing(out):
+            if quiet:
+                result = run_sweep(fixture_list, merged, arms, out)
+            else:
+                with RichSweepProgress() as progress:
+                    result = run_sweep(fixture_list, merged, arms, out, progress=progress)
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -323,7 +408,7 @@ def convert(
     if to not in ("jsonl", "parquet"):
         raise typer.BadParameter("--to must be jsonl or parquet")
     try:
-        with _reading(source):
+        with _reading(source), writing(out):
             counts = to_jsonl(source, out) if to == "jsonl" else from_jsonl(source, out)
     except LedgerscopeError as exc:
         _fail(exc)
@@ -367,28 +452,58 @@ def export(
         "--where", help="DuckDB boolean expression over record_view's columns (records plus step, "
                         "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "
                         "empty: every record.")] = "",
+    include_restricted: Annotated[bool, typer.Option(
+        "--include-restricted", help="Include the text of restricted documents (access labels); by default "
+                                     "only their ids, offsets and digests leave.")] = False,
 ) -> None:
     """Export the records a filter selects: fixtures to re-annotate, Label Studio, TREC run/qrels, JSONL."""
     from ledgerscope.export import export as run_export
+    from ledgerscope.export.redaction import summary_line
 
     try:
-        with _reading(ledger):
-            result = run_export(ledger, where, fmt, out)
+        with _reading(ledger), writing(out):
+            result = run_export(ledger, where, fmt, out, include_restricted=include_restricted)
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    _say(_console(), f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
+    console = _console()
+    _say(console, f"exported {result.count} record(s) ({result.questions} question(s)) to {out}")
+    if (line := summary_line(result.redacted)) is not None:
+        _say(console, line)
+
+
+def _is_ledger_dir(value: str | None) -> bool:
+    return value is not None and (Path(value) / "manifest.json").is_file()
+
+
+def _arm_vocabulary(baseline: str | None, baseline_arm: str | None,
+                    baseline_ledger: Path | None) -> tuple[str | None, Path | None]:
+    """``--baseline`` is an arm everywhere; the older spellings keep working, with a deprecation note:
+    ``--baseline LEDGER_DIR`` (a second ledger, now ``--baseline-ledger``) and ``--baseline-arm``."""
+    if baseline is not None and baseline_ledger is None and _is_ledger_dir(baseline):
+        print(f"ledgerscope: --baseline {safe_line(baseline)} names a ledger directory: read as "
+              "--baseline-ledger (deprecated spelling; --baseline is an arm name)", file=sys.stderr)
+        baseline, baseline_ledger = None, Path(baseline)
+    if baseline_arm is not None:
+        print("ledgerscope: --baseline-arm is deprecated; use --baseline ARM", file=sys.stderr)
+        baseline = baseline if baseline is not None else baseline_arm
+    return baseline, baseline_ledger
+
+
+_OPEN_BASELINE_HELP = ("Baseline arm (default: 'baseline', else the next arm). A ledger directory here is read "
+                       "as --baseline-ledger (deprecated spelling).")
 
 
 @app.command("open")
 def open_ledger(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
-    baseline: Annotated[Path | None, typer.Option(
-        "--baseline", help="A second ledger holding the baseline arm.")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help=_OPEN_BASELINE_HELP)] = None,
     candidate: Annotated[str | None, typer.Option(
         "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first).")] = None,
+    baseline_ledger: Annotated[Path | None, typer.Option(
+        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
     baseline_arm: Annotated[str | None, typer.Option(
-        "--baseline-arm", help="Baseline arm (default: 'baseline', else the next arm).")] = None,
+        "--baseline-arm", help="Deprecated spelling of --baseline ARM.")] = None,
     rule: Annotated[Path | None, typer.Option(
         "--rule", help="Release rule (TOML) for the Stats pane.")] = None,
     theme: Annotated[str | None, typer.Option(
@@ -398,8 +513,9 @@ def open_ledger(
     """Browse a ledger in the terminal: questions, phases, sources, contexts, answers, diagnosis, stats."""
     from ledgerscope.tui.data import LedgerSession
 
+    baseline, baseline_ledger = _arm_vocabulary(baseline, baseline_arm, baseline_ledger)
     try:
-        session = LedgerSession(ledger, baseline, candidate, baseline_arm)
+        session = LedgerSession(ledger, baseline_ledger, candidate, baseline)
         session.start_open()  # DuckDB opens the ledger while Textual is imported
         if rule is not None:
             from ledgerscope.analysis.stats.release import load_rule
@@ -411,6 +527,93 @@ def open_ledger(
     from ledgerscope.tui.app import LedgerscopeApp
 
     LedgerscopeApp(session, rule=rule, theme=theme).run()
+
+
+@app.command()
+def report(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (holds the candidate arm).")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Candidate arm name.")],
+    baseline: Annotated[str, typer.Option("--baseline", help="Baseline arm name.")],
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (replaced whole).")],
+    baseline_ledger: Annotated[Path | None, typer.Option(
+        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
+    n_resamples: Annotated[int | None, typer.Option(
+        help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different value is an "
+             "error).")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an error).")] = None,
+    include_restricted: Annotated[bool, typer.Option(
+        "--include-restricted", help="Include the text of restricted documents (access labels); by default "
+                                     "only their ids, offsets and digests.")] = False,
+) -> None:
+    """One self-contained HTML file: decision, phase curves, funnel, steps, segments, reversals and their
+    boundaries. Opens offline, needs no JavaScript, prints."""
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ledgerscope.common.atomic import atomic_path
+    from ledgerscope.export._common import publish_mode
+    from ledgerscope.report.figures import Settings, gather
+    from ledgerscope.report.html import render
+
+    try:
+        with _reading(ledger):
+            settings = Settings(10_000 if n_resamples is None else n_resamples, 0 if seed is None else seed)
+            if rule is not None:
+                loaded = _rule_settings(rule, n_resamples, seed)
+                settings = Settings(loaded.n_resamples, loaded.seed, loaded.confidence)
+            data = gather(ledger, candidate, baseline, baseline_ledger=baseline_ledger, rule_path=rule,
+                          settings=settings, include_restricted=include_restricted)
+        page = render(data)
+        with writing(out), atomic_path(out) as tmp:
+            tmp.write_text(page, encoding="utf-8")
+            publish_mode(tmp)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    console = _console()
+    outcome = (data.decision or {}).get("outcome", "no rule").upper()
+    _say(console, f"report: {out} ({len(page.encode()) // 1024} KiB; decision {outcome}; "
+                  f"{len(data.reversals)} reversal(s))")
+    from ledgerscope.export.redaction import summary_line
+
+    if data.redaction and (line := summary_line(data.redaction)) is not None:
+        _say(console, line)
+
+
+@app.command()
+def serve(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
+    host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Allow a non-loopback --host. The app has no authentication: prefer SSH port "
+                               "forwarding.")] = False,
+    candidate: Annotated[str | None, typer.Option("--candidate", help="Candidate arm (as for open).")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline arm (as for open).")] = None,
+    baseline_ledger: Annotated[Path | None, typer.Option(
+        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    rule: Annotated[Path | None, typer.Option("--rule", help="Release rule (TOML) for the Stats pane.")] = None,
+    theme: Annotated[str | None, typer.Option("--theme", help="Theme (as for open).")] = None,
+) -> None:
+    """The TUI in a browser (textual-serve): one `ledgerscope open` per browser tab, loopback by default."""
+    from ledgerscope.cli.serve import check_host
+    from ledgerscope.cli.serve import serve as run_server
+    from ledgerscope.ledger.verify import load_manifest
+
+    options: list[str] = []
+    for flag, value in (("--candidate", candidate), ("--baseline", baseline), ("--rule", rule),
+                        ("--baseline-ledger", baseline_ledger), ("--theme", theme)):
+        if value is not None:
+            options += [flag, str(Path(value).resolve()) if isinstance(value, Path) else value]
+    try:
+        check_host(host, allow_remote)
+        load_manifest(ledger)  # not a ledger: say so here, not in every browser tab
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    run_server(ledger, host, port, options, allow_remote)
 
 
 def main() -> None:  # pragma: no cover - console script shim

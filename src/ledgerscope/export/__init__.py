@@ -17,6 +17,11 @@ Each format lives in its own module, whose docstring gives the layout:
     a directory of run and qrels files per (arm, phase);
 ``jsonl`` (:mod:`.jsonl`)
     one self-contained line per record: columns, candidates, diagnosis.
+
+Restricted source text (documents with access labels) is withheld unless
+``include_restricted`` is set (:mod:`.redaction`): ids, offsets and digests
+stay, the text reads ``[redacted: restricted source text]``, and
+``ExportResult.redacted`` counts what was withheld.
 """
 
 from __future__ import annotations
@@ -52,12 +57,16 @@ class ExportResult:
     paths: list[Path]  # what was written
     questions: int = 0  # distinct questions written
     format: str = ""
+    redacted: dict | None = None  # what restricted text was withheld (Redactor.summary), if any
 
 
-def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportResult:
-    """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``."""
+def export(ledger: str | Path, where: str, fmt: str, out: str | Path, *,
+           include_restricted: bool = False) -> ExportResult:
+    """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``; restricted
+    source text only with ``include_restricted``."""
     from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
     from ledgerscope.analysis.diagnosis.query import build_record_view, validate_predicate
+    from ledgerscope.export.redaction import Redactor
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
 
@@ -72,8 +81,15 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportR
     build_record_view(con, ledger, loaded)
     predicate = validate_predicate(con, where or "")
     rows = _selection(con, ledger, predicate, loaded)
-    paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded)
-    return ExportResult(count=len(rows), paths=paths, questions=questions, format=fmt)
+    redactor = Redactor.from_connection(con, include_restricted)
+    if redactor.active:
+        rows = [redactor.record(r) for r in rows]
+        paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded,
+                                         redactor=redactor)
+    else:  # nothing to withhold: the writers as they always were, byte for byte
+        paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded)
+    return ExportResult(count=len(rows), paths=paths, questions=questions, format=fmt,
+                        redacted=redactor.summary() if redactor.any() else None)
 
 
 def _check_out(ledger: Path, out: Path, fmt: str) -> None:

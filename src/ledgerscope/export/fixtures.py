@@ -9,6 +9,11 @@ questions in the selection, sources inline so the file validates on its own
 evidence, answer, answer_verdict, citation_verdict}, ...]}`` and the
 adjudication ``{"state": "needs-review", "reason": "exported from ledger for
 re-annotation: steps ...", "previous": <the fixture's adjudication>}``.
+
+Restricted documents (access labels) are not carried inline unless asked; their spans keep
+doc id, offsets and version but no quote, and ``annotations["ledgerscope"]["redacted"]``
+lists the documents and spans withheld. Such a file validates against the authorised corpus
+(``ledgerscope validate OUT --corpus CORPUS``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                    out: Path, loaded: tuple) -> tuple[list[Path], int]:
+                    out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
     from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
     from ledgerscope.inputs.fixtures import write_fixtures
@@ -35,6 +40,8 @@ def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predi
     corpus = Corpus()
     for doc_id, version, text, observed, access in con.execute(
             "SELECT doc_id, version, text, observed, access FROM sources").fetchall():
+        if redactor is not None and redactor.is_restricted(doc_id):
+            continue  # its text stays home: only its id and digest leave, on the spans
         with contextlib.suppress(Exception):  # a damaged source: its fixtures fail validation, visibly
             corpus.add(make_source(doc_id, text, version, observed, tuple(access or ())))
     by_qid: dict[str, list[dict]] = {}
@@ -57,7 +64,28 @@ def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predi
         annotations = {**fx.annotations, "ledgerscope": {"ledger": identity, "where": predicate,
                                                          "records": records}}
         adjudication = {"state": "needs-review", "reason": reason, "previous": fx.adjudication}
+        if redactor is not None:
+            fx, annotations = _redacted(fx, annotations, redactor)
         out_fixtures.append(replace(fx, annotations=annotations, adjudication=adjudication))
     write_fixtures(out_fixtures, out, corpus, inline_sources=True)  # itself written to a temp and renamed
     publish_mode(out)
     return [out], len(out_fixtures)
+
+
+def _redacted(fx, annotations: dict, redactor):
+    """The fixture with the quotes of its restricted spans withheld, and what was withheld noted."""
+    spans, withheld = [], []
+    for span in fx.spans:
+        if redactor.is_restricted(span.doc_id):
+            redactor.span_text(span.doc_id, span.start, span.end, span.quote or "")
+            spans.append(replace(span, quote=None, prefix="", suffix=""))
+            withheld.append(span.span_id)
+        else:
+            spans.append(span)
+    annotations = redactor.value(annotations)
+    docs = sorted({s.doc_id for s in fx.spans if redactor.is_restricted(s.doc_id)})
+    if docs or withheld:
+        annotations["ledgerscope"]["redacted"] = {
+            "documents": [{k: redactor.restricted[d][k] for k in ("doc_id", "version", "access")} for d in docs],
+            "spans": withheld, "marker": "quote withheld (restricted source); offsets and version kept"}
+    return replace(fx, spans=tuple(spans)), annotations

@@ -4,7 +4,9 @@ One line per selected record: every ``records`` column as stored (``*_json``
 columns stay JSON text), ``reversal``, ``candidates`` (every stage of
 :data:`ledgerscope.ledger.schema.STAGES`, each a list of ``{rank, unit_id,
 doc_id, start, end, score, lineage}`` in rank order) and ``diagnosis``
-(``step``, ``step_name``, ``label``, ``evidence``, ``flags``, ``walk``).
+(``step``, ``step_name``, ``label``, ``evidence``, ``flags``, ``walk``). A record whose
+restricted source text was withheld also has ``redacted``: the fields that read
+``[redacted: restricted source text]``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ JSONL_FORMAT = "ledgerscope-record-view/1"
 
 
 def export_jsonl(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                 out: Path, loaded: tuple) -> tuple[list[Path], int]:
+                 out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.ledger import schema
@@ -59,4 +61,6 @@ def _jsonl_row(r: dict, cands: list[dict], record_cols: list[str], stages: tuple
     row["candidates"] = by_stage
     row["diagnosis"] = {"step": r.get("step"), "step_name": r.get("step_name"), "label": r.get("label"),
                         "evidence": r["_evidence"], "flags": list(r.get("flags") or []), "walk": r["_walk"]}
+    if r.get("_redacted"):  # restricted source text withheld (see ledgerscope.export.redaction)
+        row["redacted"] = r["_redacted"]
     return row

@@ -18,6 +18,10 @@ regions since its emoji-offset fix; older versions count UTF-16 code units
 and would show regions after a character outside the Basic Multilingual
 Plane shifted. The config declares ``<Labels name="label" toName="text">``
 with every label the tasks use and ``<Text name="text" value="$text"/>``.
+
+A task over a restricted document (access labels) carries its text only when asked: by default
+``data.text`` and every region's ``text`` read ``[redacted: restricted source text]``, offsets
+stay, and ``data.redacted`` holds the document's id, version digest, labels and length.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 
 
 def export_label_studio(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str,
-                        rows: list[dict], out: Path, loaded: tuple) -> tuple[list[Path], int]:
+                        rows: list[dict], out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
     from ledgerscope.common.atomic import atomic_path
 
@@ -52,7 +56,8 @@ def export_label_studio(con: DuckDBPyConnection, ledger: Path, manifest: dict, p
             first = True
             cands = dict(stream_candidates(con, rows, ("packed", "reranked"), cutoff_stage="reranked"))
             for r in rows:
-                for task in _record_tasks(r, fixtures.get(r["qid"]), cands.get(r["_ord"], []), texts):
+                tasks = _record_tasks(r, fixtures.get(r["qid"]), cands.get(r["_ord"], []), texts)
+                for task in (_redact_task(t, redactor) for t in tasks) if redactor is not None else tasks:
                     for region in task["predictions"][0]["result"]:
                         labels.update(dict.fromkeys(region["value"]["labels"]))
                     fh.write(("\n" if first else ",\n") + json.dumps(task, ensure_ascii=False))
@@ -87,6 +92,19 @@ def _record_tasks(rec: dict, fx: Any, cands: list[dict], texts: dict[str, str]) 
                         "phase": rec["phase"], "doc_id": doc, "step": rec.get("step"),
                         "step_name": rec.get("step_name"), "label": rec.get("label")},
                "predictions": [{"model_version": MODEL_VERSION, "result": result}]}
+
+
+def _redact_task(task: dict, redactor) -> dict:
+    """A task with its document's text and its regions' texts withheld if the document is restricted."""
+    doc = task["data"]["doc_id"]
+    if not redactor.is_restricted(doc):
+        return task
+    task["data"]["text"] = redactor.document_text(doc, task["data"]["text"])
+    task["data"]["redacted"] = redactor.restricted[doc]
+    for region in task["predictions"][0]["result"]:
+        value = region["value"]
+        value["text"] = redactor.span_text(doc, value["start"], value["end"], value["text"])
+    return task
 
 
 def _label_order(name: str) -> tuple[int, int, str]:

@@ -67,8 +67,10 @@ def trec_scores(cands: list[dict]) -> list[float]:
 
 
 def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                out: Path, loaded: tuple) -> tuple[list[Path], int]:
-    """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions)."""
+                out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
+    """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions).
+
+    TREC files hold ids, ranks and scores only: no source text to withhold (``redactor`` unused)."""
     from ledgerscope.analysis.diagnosis.feed import gold_span_columns
 
     groups: dict[tuple[str, str], list[dict]] = {}

@@ -1,0 +1,399 @@
+"""The shareable HTML report: one self-contained file, readable offline, without JavaScript, printable.
+
+:func:`render` turns :class:`ledgerscope.report.figures.ReportData` into a page with inline
+styles and inline SVG (:mod:`.svg`). It contains no script and no reference to another file or
+host, and its Content-Security-Policy forbids both, so the page cannot fetch anything even if
+it tried. Every string from the ledger (documents, questions, answers, ids) goes through
+:func:`ledgerscope.report.svg.esc`: markup shows as text and control or bidi characters as
+visible escapes; no markup is ever built from data.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+
+from ledgerscope.report.figures import ReportData
+from ledgerscope.report.svg import Cell, Series, bars, esc, histogram, line_chart, strip
+
+CANDIDATE_COLOUR, BASELINE_COLOUR = "#c2410c", "#0f766e"
+METRIC_NAMES = {"support": "support (complete support in the packed context)",
+                "answer_correct": "correct answers", "critical": "critical-condition errors"}
+OUTCOME_GLYPHS = {"accept": "✓", "reject": "✗", "collect-more-evidence": "?"}
+STATUS_GLYPHS = {"pass": "✓", "violates": "✗", "inconclusive": "?"}
+VERDICTS = {  # glyph and fill per answer verdict: never colour alone
+    "correct": ("✓", "#bbf7d0"), "wrong": ("✗", "#fecaca"), "critical-condition-error": ("!", "#fca5a5"),
+    "abstained": ("∅", "#e5e7eb"), "false-assertion": ("⊘", "#fde68a"), "not-judged": ("?", "#f3f4f6"),
+    "infrastructure-failure": ("⚠", "#ddd6fe"),
+}
+SUPPORT_CELLS = {True: ("●", "#bfdbfe", "support kept"), False: ("○", "#ffffff", "support lost"),
+                 None: ("–", "#f9fafb", "no support flag (unanswerable)")}
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1rem 1.5rem;color:#111;
+background:#fff;line-height:1.4}
+h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.2rem;border-bottom:1px solid #ccc;margin-top:2rem}
+h3{font-size:1rem;margin:1rem 0 .3rem}
+.meta,.note{color:#444;font-size:.85rem}
+.decision{border:3px solid #111;padding:.6rem 1rem;margin:1rem 0}
+.outcome{font-size:1.8rem;font-weight:bold;letter-spacing:.05em}
+.outcome.reject{color:#b91c1c}.outcome.accept{color:#15803d}.outcome.collect-more-evidence{color:#a16207}
+.reasons li{margin:.2rem 0}.status{font-weight:bold;display:inline-block;width:1.2em}
+.withheld{background:#fef3c7;border:1px solid #d97706;padding:.5rem .8rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.4rem 0}
+td,th{border-bottom:1px solid #e5e7eb;padding:.15rem .5rem;text-align:right}
+td:first-child,th:first-child{text-align:left}
+.charts{display:flex;flex-wrap:wrap;gap:1rem}
+svg{max-width:100%;height:auto}
+.card{border:1px solid #ccc;padding:.5rem .8rem;margin:1rem 0;break-inside:avoid}
+.sides{display:grid;grid-template-columns:1fr 1fr;gap:1rem}
+.text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:.78rem;background:#f9fafb;
+padding:.4rem;border:1px solid #eee;overflow-wrap:anywhere}
+mark.gold{background:#fde68a;color:#000}.packed{text-decoration:underline #2563eb 2px}
+.cut{color:#dc2626;font-weight:bold}.lbl{color:#92400e;font-size:.7rem}
+nav ul{columns:3;font-size:.8rem}
+@page{size:A4;margin:12mm}
+"""
+PRINT_STYLE = """
+body{max-width:none;padding:0;font-size:10pt}nav{display:none}
+h2{break-after:avoid}.card,.decision,svg,table{break-inside:avoid}
+.sides{grid-template-columns:1fr 1fr}a{color:#000;text-decoration:none}
+"""
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
+def render(data: ReportData, *, generated: str | None = None) -> str:
+    """The whole page as one string."""
+    generated = generated or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"ledgerscope report: {data.candidate} vs {data.baseline}"
+    body = [_header(data, title, generated), _decision(data), _withheld(data), _nav(),
+            _curves(data), _distributions(data), _funnel(data), _steps(data), _segments(data),
+            _strip(data), _reversals(data), _footer(data)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{STYLE}</style><style media=\"print\">{PRINT_STYLE}</style>"
+            "</head><body>" + "".join(body) + "</body></html>\n")
+
+
+def _header(data: ReportData, title: str, generated: str) -> str:
+    m = data.manifest
+    return (f"<header><h1>{esc(title)}</h1><p class=\"meta\">ledger <code>{esc(data.ledger)}</code> · "
+            f"identity <code>{esc(m.get('identity', '?'))}</code> · swept {esc(m.get('created', '?'))} · "
+            f"report generated {esc(generated)}</p></header>")
+
+
+def _decision(data: ReportData) -> str:
+    d = data.decision
+    if d is None:
+        return ('<section id="decision" class="decision"><div class="outcome">no release decision</div>'
+                "<p>No preregistered rule was given (<code>--rule</code>): the figures below describe the "
+                "comparison without judging it.</p></section>")
+    items = "".join(f'<li><span class="status" title="{esc(c["status"])}">{STATUS_GLYPHS[c["status"]]}</span>'
+                    f'{esc(c["status"])}: {esc(c["reason"])}</li>' for c in d["checks"])
+    rule = data.rule or {}
+    outcome = d["outcome"]
+    return (f'<section id="decision" class="decision"><div class="outcome {esc(outcome)}">'
+            f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(outcome.upper())}</div>'
+            f'<ul class="reasons">{items}</ul><p class="meta">rule <code>{esc(rule.get("path", ""))}</code>, '
+            f'digest <code>{esc(d["rule_digest"])}</code>{_rule_description(rule)}</p></section>')
+
+
+def _rule_description(rule: dict) -> str:
+    return f" · {esc(rule['description'])}" if rule.get("description") else ""
+
+
+def _withheld(data: ReportData) -> str:
+    r = data.redaction
+    if not r:
+        return ""
+    return ('<section id="withheld" class="withheld"><strong>Restricted source text withheld.</strong> '
+            f'{r["documents"]} document(s), {r["spans"]} span(s) and {r["fields"]} other text field(s) of '
+            "documents with access labels are shown as ids, offsets and digests only "
+            f'({", ".join(esc(d) for d in r["doc_ids"])}). Run <code>ledgerscope report … '
+            "--include-restricted</code> inside the authorised environment to include them.</section>")
+
+
+def _nav() -> str:
+    parts = [("curves", "phase curves"), ("differences", "paired differences"), ("funnel", "stage survival"),
+             ("steps", "diagnosis steps"), ("segments", "segments"), ("strip", "reversal strip"),
+             ("reversals", "reversal boundaries")]
+    return "<nav><ul>" + "".join(f'<li><a href="#{a}">{t}</a></li>' for a, t in parts) + "</ul></nav>"
+
+
+def _series(data: ReportData, entries: list[dict]) -> list[Series]:
+    out = []
+    for arm, name, colour, dash, marker in (("candidate", data.candidate, CANDIDATE_COLOUR, "", "circle"),
+                                             ("baseline", data.baseline, BASELINE_COLOUR, "6 4", "square")):
+        vals = [(e[arm] or {}) for e in entries]
+        out.append(Series(name if name == arm else f"{arm}: {name}", [v.get("mean") for v in vals], [v.get("low") for v in vals],
+                          [v.get("high") for v in vals], colour, dash, marker))
+    return out
+
+
+def _curves(data: ReportData) -> str:
+    out = ['<section id="curves"><h2>Per phase: support and correct answers</h2>'
+           f'<p class="note">Each point is one arm\'s rate at one phase, its whisker the '
+           f'{data.settings.confidence:.0%} bootstrap interval ({data.settings.n_resamples} replicates, '
+           f'seed {data.settings.seed}, documents resampled). The ring marks each arm\'s worst phase. '
+           f'{esc(data.comparison.get("note", ""))}</p>']
+    for stress_set, by_metric in sorted(data.curves.items(), key=lambda kv: kv[0] != "representative"):
+        block = data.comparison["stress_sets"][stress_set]
+        out.append(f"<h3>stress set {esc(stress_set)} ({block['n_questions']} questions, "
+                   f"{block['n_clusters']} document clusters)</h3><div class=\"charts\">")
+        tables = []
+        for metric, entries in by_metric.items():
+            labels = [e["phase"] for e in entries]
+            marks = []
+            for k, arm in enumerate(("candidate", "baseline")):
+                worst = block["metrics"][metric][arm]["worst_phase"]["aggregate"]["phase"]
+                if worst in labels:
+                    marks.append((k, labels.index(worst), f"worst {worst}"))
+            out.append(line_chart(labels, _series(data, entries), title=f"{METRIC_NAMES[metric]}",
+                                  y_label="rate", marks=marks,
+                                  element_id=f"phase-curve-{stress_set}-{metric}"))
+            tables.append(_curve_table(metric, entries))
+        out.append("</div>" + "".join(tables))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.0f}%"
+
+
+def _curve_table(metric: str, entries: list[dict]) -> str:
+    head = "".join(f"<th>{esc(e['phase'])}</th>" for e in entries)
+    rows = []
+    for arm in ("candidate", "baseline"):
+        cells = "".join(f"<td>{_pct(e[arm]['mean'])} [{_pct(e[arm]['low'])}, {_pct(e[arm]['high'])}] "
+                        f"n={e[arm]['n']}</td>" if e[arm] else "<td>–</td>" for e in entries)
+        rows.append(f"<tr><td>{arm}</td>{cells}</tr>")
+    return (f"<table><caption>{esc(METRIC_NAMES[metric])} per phase: rate [interval] and denominator"
+            f"</caption><tr><th>phase</th>{head}</tr>{''.join(rows)}</table>")
+
+
+def _distributions(data: ReportData) -> str:
+    out = ['<section id="differences"><h2>Paired difference (candidate − baseline) against the rule</h2>'
+           '<p class="note">The bootstrap distribution of the difference, the shaded band its interval, the '
+           'solid line the estimate, the dashed line the rule\'s tolerance (the difference must not fall '
+           'below it). A tolerance passes only if the whole interval lies at or above it.</p><div class="charts">']
+    for d in sorted(data.distributions, key=lambda d: d["stress_set"] != "representative"):
+        lines = [(d["estimate"], f"estimate {d['estimate']:+.3f}", "")] if d["estimate"] is not None else []
+        if d["limit"] is not None:
+            lines.append((d["limit"], f"tolerance ≥ {d['limit']:+.3f}", "5 3"))
+        status = f" · {STATUS_GLYPHS[d['status']]} {d['status']}" if d["status"] else ""
+        band = (d["low"], d["high"]) if d["low"] is not None else None
+        title = f"{d['stress_set']}: {d['metric']}, {d['statistic']}{status}"
+        out.append(histogram(list(d["replicates"]), title=title, lines=lines, band=band,
+                             element_id=f"difference-{d['stress_set']}-{d['metric']}-{d['statistic']}"))
+    out.append("</div></section>")
+    return "".join(out)
+
+
+def _funnel(data: ReportData) -> str:
+    stages = [f["stage"] for f in next(iter(data.funnel.values()))]
+    groups = []
+    for arm, colour, dash in ((data.candidate, CANDIDATE_COLOUR, ""), (data.baseline, BASELINE_COLOUR, "6 4")):
+        rows = data.funnel[arm]
+        groups.append((Series(arm, [r["mean"] for r in rows], [r["worst"] for r in rows], [], colour, dash),
+                       [f"{_pct(r['mean'])} (worst {_pct(r['worst'])})" for r in rows]))
+    chart = bars(stages, groups, title="stage survival: share of answerable records keeping support",
+                 element_id="funnel-chart")
+    return ('<section id="funnel"><h2>Stage survival</h2><p class="note">Per stage of the cascade, the phase '
+            "average of the share of answerable records whose support survives it; the black tick is the "
+            f"worst phase.</p>{chart}</section>")
+
+
+def _steps(data: ReportData) -> str:
+    arms = list(data.steps)
+    names = {step: name for arm in arms for step, name, _n in data.steps[arm]}
+    counts = {arm: {step: n for step, _name, n in data.steps[arm]} for arm in arms}
+    totals = {arm: sum(counts[arm].values()) or 1 for arm in arms}
+    head = "".join(f"<th>{esc(a)}</th>" for a in arms)
+    rows = "".join(
+        f"<tr><td>{step} {esc(names[step])}</td>"
+        + "".join(f"<td>{counts[a].get(step, 0)} ({100 * counts[a].get(step, 0) / totals[a]:.0f}%)</td>"
+                  for a in arms) + "</tr>" for step in sorted(names))
+    return ('<section id="steps"><h2>Records per diagnosis step</h2><p class="note">Each record sits on the '
+            "first step of the ten-step tree that fails (0: every step passes).</p>"
+            f"<table><tr><th>step</th>{head}</tr>{rows}</table></section>")
+
+
+def _segments(data: ReportData) -> str:
+    out = ['<section id="segments"><h2>Segments</h2><p class="note">Phase averages per segment; n is the '
+           "denominator: the questions where the metric applies.</p>"]
+    for stress_set, block in sorted(data.comparison["stress_sets"].items(),
+                                    key=lambda kv: kv[0] != "representative"):
+        rows = []
+        for name, seg in (block.get("segments") or {}).items():
+            cells = [f"<td>{esc(name)}</td><td>{seg['n_questions']}</td>"]
+            for metric in ("support", "answer_correct", "critical"):
+                res = seg["metrics"].get(metric) or {}
+                c, b = res.get("candidate") or {}, res.get("baseline") or {}
+                diff = ((res.get("difference") or {}).get("statistics") or {}).get("mean") or {}
+                interval = (f" [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff.get("low") is not None else "")
+                cells.append(f"<td>{_pct((c.get('phase_average') or {}).get('mean_of_phases'))} / "
+                             f"{_pct((b.get('phase_average') or {}).get('mean_of_phases'))} "
+                             f"(n={c.get('n_questions', 0)})</td><td>{_diff(diff.get('estimate'))}{interval}</td>")
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        head = "".join(f"<th>{esc(m)} c / b</th><th>difference [CI]</th>" for m in
+                       ("support", "correct", "critical"))
+        out.append(f"<h3>stress set {esc(stress_set)}</h3><table><tr><th>segment</th><th>questions</th>{head}"
+                   f"</tr>{''.join(rows)}</table>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _diff(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.2f}"
+
+
+def _strip(data: ReportData) -> str:
+    s = data.strip
+    arms = s["arms"]
+    headers = [(f"{a}: support", s["phases"][a]) for a in arms] + [(f"{a}: answer", s["phases"][a]) for a in arms]
+    rows = []
+    for q in s["questions"]:
+        marker = "↕ " if q["reversals"] else "  "
+        groups: list[list[Cell | None]] = []
+        for kind in ("support", "answer"):
+            for arm in arms:
+                cells = q["cells"].get(arm, {})
+                groups.append([_cell(kind, cells.get(p)) for p in s["phases"][arm]])
+        hover = f"{q['qid']} ({q['segment']}): {q['question']}"
+        rows.append((marker + q["qid"], hover, groups))
+    chart = strip(rows, headers, title="verdict per question and phase (↕: the verdict changes with the phase)",
+                  element_id="reversal-strip")
+    legend = " · ".join(f"{g} {esc(v)}" for v, (g, _f) in VERDICTS.items())
+    return ('<section id="strip"><h2>Reversal strip</h2><p class="note">Support: ● kept, ○ lost, – no '
+            f"support flag. Answer: {legend}. Hover a question id for its text.</p>{chart}</section>")
+
+
+def _cell(kind: str, value: tuple | None) -> Cell | None:
+    if value is None:
+        return None
+    verdict, support = value
+    if kind == "support":
+        glyph, fill, _what = SUPPORT_CELLS[support]
+        return Cell(glyph, fill)
+    glyph, fill = VERDICTS.get(verdict, ("~", "#ffffff"))
+    return Cell(glyph, fill)
+
+
+def _reversals(data: ReportData) -> str:
+    out = ['<section id="reversals"><h2>Reversal boundaries</h2><p class="note">For each reversal, the two '
+           "neighbouring phases on either side of the flip: the source around the gold spans with this "
+           "phase's chunk cuts (<span class=\"cut\">┃</span>), gold spans (<mark class=\"gold\">⟪id … ⟫"
+           "</mark>) and packed units (<span class=\"packed\">underlined</span>), then the packed context "
+           "the reader got, its surviving gold marked.</p>"]
+    index = [f'<li><a href="#rev-{i}">{esc(c["arm"])} · {esc(c["kind"])} · {esc(c["qid"])}</a></li>'
+             for i, c in enumerate(data.reversals)]
+    out.append(f"<nav><ul>{''.join(index)}</ul></nav>")
+    out.extend(_card(i, c) for i, c in enumerate(data.reversals))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _card(i: int, c: dict) -> str:
+    sides_text = " | ".join(f"{esc(k)} {esc(', '.join(v))}" for k, v in c["phases"].items())
+    sides = "".join(_side_html(c["kind"], s) for s in c["sides"])
+    return (f'<article class="card" id="rev-{i}"><h3>{esc(c["qid"])} · {esc(c["arm"])} · {esc(c["kind"])} '
+            f'reversal · {esc(c["segment"])}</h3><p>question: {esc(c["question"])}</p>'
+            f'<p class="meta">phases on each side: {sides_text}</p><div class="sides">{sides}</div></article>')
+
+
+def _side_html(kind: str, s: dict) -> str:
+    support = {True: "support kept ●", False: "support lost ○", None: "no support flag"}[s["support_packed"]]
+    glyph = VERDICTS.get(s["answer_verdict"], ("~", ""))[0]
+    head = (f"<h4>phase {esc(s['phase'])}: {glyph} {esc(s['answer_verdict'])} · {support} · evidence "
+            f"{esc(s['evidence_tokens'])}/{esc(s['budget_tokens'])} tokens</h4>")
+    parts = [head]
+    for e in s["excerpts"]:
+        parts.append(_excerpt_html(e))
+    units = ", ".join(f"r{p['rank']} {esc(p['unit_id'])}" for p in s["packed"])
+    parts.append(f'<p class="meta">packed units: {units or "none"}</p>')
+    parts.append(f'<div class="text" title="packed context">{_marked_context(s)}</div>')
+    parts.append(f"<p>answer: <q>{esc(s['answer'] or '')}</q></p>")
+    return f"<div class=\"side\">{''.join(parts)}</div>"
+
+
+def _excerpt_html(e: dict) -> str:
+    where = f"{esc(e['doc_id'])} [{e['start']}, {e['end']})"
+    if e.get("withheld"):
+        w = e["withheld"]
+        return (f'<p class="meta">{where}: text withheld (restricted: {esc(", ".join(w["access"]))}; version '
+                f'<code>{esc(w["version"])}</code>); gold spans '
+                f'{esc(", ".join(f"{sid} [{a}, {b})" for sid, a, b in e["spans"]))}; chunk cuts at '
+                f'{esc(", ".join(str(c) for c in e["cuts"]) or "none")}</p>')
+    if e["text"] is None:
+        return f'<p class="meta">{where}: source text not in the ledger</p>'
+    cuts_in = [f"{c} (inside {', '.join(sid for sid, a, b in e['spans'] if a < c < b)})"
+               for c in e.get("cuts_in_gold") or []]
+    note = (f"chunk cut inside a gold span at char {', '.join(cuts_in)}" if cuts_in
+            else "no chunk cut inside a gold span")
+    return (f'<p class="meta">{where}: {esc(note)}</p>'
+            f'<div class="text">{_marked_source(e)}</div>')
+
+
+def _marked_source(e: dict) -> str:
+    """The excerpt's text with gold spans, packed units and chunk cuts marked (positions in the document)."""
+    base, text = e["start"], e["text"]
+    end = base + len(text)
+    points = {base, end, *(c for c in e["cuts"])}
+    for _sid, a, b in e["spans"]:
+        points.update((max(base, a), min(end, b)))
+    for a, b, _r in e["packed"]:
+        points.update((min(max(base, a), end), min(max(base, b), end)))
+    cuts = set(e["cuts"])
+    out = []
+    ordered = sorted(points)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        out.extend(f'<span class="lbl">⟪{esc(sid)}</span>' for sid, s0, _e in e["spans"] if s0 == a)
+        if a in cuts:
+            out.append(f'<span class="cut" title="chunk cut at char {a}">┃</span>')
+        piece = esc(text[a - base:b - base])
+        if any(p0 <= a and b <= p1 for p0, p1, _r in e["packed"]):
+            piece = f'<span class="packed">{piece}</span>'
+        if any(s0 <= a and b <= s1 for _sid, s0, s1 in e["spans"]):
+            piece = f'<mark class="gold">{piece}</mark>'
+        out.append(piece)
+        out.extend(f'<span class="lbl">{esc(sid)}⟫</span>' for sid, _s, e1 in e["spans"] if e1 == b)
+    if end in cuts:
+        out.append(f'<span class="cut" title="chunk cut at char {end}">┃</span>')
+    return "".join(out)
+
+
+def _marked_context(s: dict) -> str:
+    context = s["context"] or ""
+    if not context:
+        return "(empty)"
+    pos, out = 0, []
+    for a, b in _merge((a, b) for a, b, _sid in s["context_gold"]):
+        if a > pos:
+            out.append(esc(context[pos:a]))
+        out.append(f'<mark class="gold">{esc(context[max(a, pos):b])}</mark>')
+        pos = max(pos, b)
+    out.append(esc(context[pos:]))
+    return "".join(out)
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def _footer(data: ReportData) -> str:
+    s = data.comparison["settings"]
+    m = data.comparison["matching"]
+    return (f'<footer><h2>How these figures were made</h2><p class="note">{m["matched_questions"]} matched '
+            f'questions, {m["matched_records"]} matched records over phases {esc(", ".join(m["shared_phases"]))}; '
+            f'bootstrap {s["n_resamples"]} x, seed {s["seed"]}, {s["confidence"]:.0%} {esc(s["method"])} '
+            f'intervals, resampling unit: {esc(s["resampling_unit"])}. The same numbers as '
+            f"<code>ledgerscope compare</code> and <code>ledgerscope diagnose</code> print for this ledger."
+            "</p></footer>")

@@ -183,8 +183,9 @@ class Chromium:
 
     async def screenshot(self, clip: dict | None = None) -> bytes:
         params: dict[str, Any] = {"format": "png"}
-        if clip:
+        if clip:  # in document coordinates
             params["clip"] = {**clip, "scale": 1}
+            params["captureBeyondViewport"] = True
         return base64.b64decode((await self.page("Page.captureScreenshot", params))["data"])
 
     async def key(self, key: str, text: str | None = None, code: str | None = None) -> None:

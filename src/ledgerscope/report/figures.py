@@ -78,15 +78,17 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
     matched = matched_arms(con, candidate, baseline, base_con, CURVE_METRICS)
     _curves_and_distributions(data, matched)
     loaded = {arm: _fixtures(c, ledger if c is con else baseline_ledger) for arm, c in cons.items()}
-    redactors = {arm: Redactor.from_connection(c, include_restricted) for arm, c in cons.items()}
+    by_con = {id(c): Redactor.from_connection(c, include_restricted) for c in cons.values()}
+    redactors = {arm: by_con[id(c)] for arm, c in cons.items()}
     for arm, c in cons.items():
         _arm_summaries(data, arm, c, ledger if c is con else baseline_ledger, loaded[arm])
     _strip(data, cons)
     data.reversals = _reversal_cards(data, cons, loaded, redactors)
-    counts = [r.summary() for r in redactors.values() if r.any()]
+    counts = [r.summary() for r in by_con.values() if r.any()]
     if counts:
-        data.redaction = {k: sum(c[k] for c in counts) for k in ("documents", "spans", "fields")}
+        data.redaction = {k: sum(c[k] for c in counts) for k in ("spans", "fields")}
         data.redaction["doc_ids"] = sorted({d for c in counts for d in c["doc_ids"]})
+        data.redaction["documents"] = len(data.redaction["doc_ids"])
     return data
 
 

@@ -28,3 +28,21 @@ if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   echo "$want" >> "$stamp"
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+# The browser tests drive Debian's chromium headless; a fresh machine installs it (apt, as root or
+# through sudo) rather than skipping them.
+ensure_chromium() {
+  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+    return 0
+  fi
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "chromium is missing and this user cannot install it: apt-get install chromium" >&2
+      return 1
+    fi
+  fi
+  echo "installing chromium (apt) for the browser tests" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+}

@@ -208,7 +208,8 @@ class Chromium:
         return out
 
     def requests(self) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
+        return [e["params"]["request"]["url"] for e in self.events
+                if e.get("method") == "Network.requestWillBeSent"]
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:

@@ -38,7 +38,8 @@ FIXTURES = [
     {"format": "ledgerscope-fixture/1", "qid": "temp-retention",
      "question": "How long may requests marked temporary be retained?", "segment": "rule-exception",
      "answer": {"expected": "7 days", "default": "30 days", "missing_condition": "abstain"},
-     "spans": [{"id": "rule", "doc_id": "policy/retention.md", "quote": "Requests may be retained for 30 days."},
+     "spans": [{"id": "rule", "doc_id": "policy/retention.md",
+                "quote": "Requests may be retained for 30 days."},
                {"id": "qualifier", "doc_id": "policy/retention.md",
                 "quote": "This limit is 7 days for requests marked temporary.", "dependency": "exception"}],
      "sufficient_sets": [["rule", "qualifier"]]},
@@ -48,7 +49,8 @@ FIXTURES = [
      "spans": [{"id": "minutes", "doc_id": RESTRICTED_DOC,
                 "quote": "Temporary requests are retained 7 days."}],
      "sufficient_sets": [["minutes"]]},
-    {"format": "ledgerscope-fixture/1", "qid": HOSTILE_QID, "question": f"What does the style note {HOSTILE} say?",
+    {"format": "ledgerscope-fixture/1", "qid": HOSTILE_QID,
+     "question": f"What does the style note {HOSTILE} say?",
      "segment": "definition-referent", "answer": {"expected": MARKUP},
      "spans": [{"id": "note", "doc_id": "policy/retention.md", "quote": f"Style note: {HOSTILE} is how"}],
      "sufficient_sets": [["note"]]},
@@ -57,7 +59,8 @@ FIXTURES = [
 
 def _arm(name: str, clearance: list[str]) -> str:
     return (f'name = "{name}"\ncapacity = 16\noverlap = 0\nphases = [0, 5, 11]\nbudget_tokens = 60\n'
-            f'top_k = 2\n[generator]\nabstain_threshold = 0.3\n[access]\nclearance = {json.dumps(clearance)}\n')
+            'top_k = 2\n[generator]\nabstain_threshold = 0.3\n'
+            f'[access]\nclearance = {json.dumps(clearance)}\n')
 
 
 _BUILT: dict[str, Path] = {}

@@ -52,7 +52,8 @@ def _save(name: str, png: bytes, tmp_path: Path) -> None:
 
 
 async def _clip(browser: Chromium, selector: str, height: int | None = None, pad: int = 8) -> bytes:
-    rect = json.loads(await browser.evaluate(  # document coordinates (the clip is captured beyond the viewport)
+    # document coordinates: the clip is captured beyond the viewport
+    rect = json.loads(await browser.evaluate(
         f"(() => {{const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect(); "
         "return JSON.stringify({x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, "
         "height: r.height});})()"))
@@ -63,8 +64,8 @@ async def _clip(browser: Chromium, selector: str, height: int | None = None, pad
 
 def test_the_report_renders_offline_with_the_phase_curve(tmp_path):
     out = tmp_path / "report.html"
-    res = CliRunner().invoke(app, ["report", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline",
-                                   "--rule", str(RULE), "--out", str(out)])
+    res = CliRunner().invoke(app, ["report", str(SAMPLE), "--candidate", "candidate", "--baseline",
+                                   "baseline", "--rule", str(RULE), "--out", str(out)])
     assert res.exit_code == 0, res.output
 
     async def scenario() -> Chromium:
@@ -95,8 +96,9 @@ def test_the_report_renders_offline_with_the_phase_curve(tmp_path):
 def test_a_hostile_report_runs_none_of_its_text(tmp_path, tmp_path_factory):
     ledger = hostile_ledger(tmp_path_factory)
     out = tmp_path / "hostile.html"
-    res = CliRunner().invoke(app, ["report", str(ledger), "--candidate", "candidate", "--baseline", "baseline",
-                                   "--n-resamples", "200", "--include-restricted", "--out", str(out)])
+    res = CliRunner().invoke(app, ["report", str(ledger), "--candidate", "candidate", "--baseline",
+                                   "baseline", "--n-resamples", "200", "--include-restricted",
+                                   "--out", str(out)])
     assert res.exit_code == 0, res.output
 
     async def scenario() -> tuple[Chromium, dict]:
@@ -144,14 +146,16 @@ async def _until(browser: Chromium, since: int, needle: str, timeout: float = 30
         if needle in text:
             return text
         await asyncio.sleep(0.2)
-    raise AssertionError(f"{needle!r} never shown; last screen text: {_screen_text(browser.events[since:])[-800:]!r}")
+    last = _screen_text(browser.events[since:])[-800:]
+    raise AssertionError(f"{needle!r} never shown; last screen text: {last!r}")
 
 
 def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
     port = _free_port()
     log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "ledgerscope.cli", "serve", str(SAMPLE), "--port", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ledgerscope.cli", "serve", str(SAMPLE), "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     app_pids: list[int] = []
     try:
         deadline = time.monotonic() + 60
@@ -160,7 +164,8 @@ def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
                 break
             except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    (tmp_path / "serve.log").read_text()
                 time.sleep(0.1)
 
         async def scenario() -> Chromium:

@@ -72,7 +72,7 @@ def test_report_refuses_them_too(tmp_path):
 
 
 def test_baseline_is_an_arm_and_the_old_spellings_still_work(capsys):
-    from ledgerscope.cli.main import _arm_vocabulary
+    from ledgerscope.cli.vocabulary import arm_vocabulary as _arm_vocabulary
 
     assert _arm_vocabulary("base", None, None) == ("base", None)
     assert _arm_vocabulary(str(SAMPLE), None, None) == (None, SAMPLE)  # a ledger directory: old spelling
@@ -156,8 +156,8 @@ def test_a_real_full_disk(tmp_path):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         out = mount / "all.jsonl"
-        res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "export", str(SAMPLE), "--format", "jsonl",
-                              "--out", str(out)], capture_output=True, text=True, timeout=300)
+        res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "export", str(SAMPLE), "--format",
+                              "jsonl", "--out", str(out)], capture_output=True, text=True, timeout=300)
         assert res.returncode == 74, res.stderr
         assert f"{out}: no space left on the device; free some space there or write elsewhere" in res.stderr
         assert not out.exists() and not list(mount.iterdir())

@@ -25,9 +25,9 @@ def ledger(tmp_path_factory) -> Path:
 
 
 def _export(ledger: Path, fmt: str, out: Path, *extra: str):
+    where = "qid <> 'hostile-<script>alert(1)</script>-\u202e'" if fmt == "trec" else ""  # TREC: no spaces
     res = CliRunner().invoke(app, ["export", str(ledger), "--format", fmt, "--out", str(out),
-                                   "--where", "qid <> 'hostile-<script>alert(1)</script>-\u202e'" if fmt == "trec"
-                                   else "", *extra], env={"COLUMNS": "250"})
+                                   "--where", where, *extra], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     return res.output, b"".join(p.read_bytes() for p in sorted(out.parent.rglob("*")) if p.is_file())
 

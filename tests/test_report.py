@@ -26,8 +26,8 @@ def _invoke(*args: str):
 @pytest.fixture(scope="module")
 def sample_report(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("report") / "report.html"
-    res = _invoke("report", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline", "--rule", str(RULE),
-                  "--out", str(out))
+    res = _invoke("report", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline",
+                  "--rule", str(RULE), "--out", str(out))
     assert res.exit_code == 0, res.output
     assert "decision REJECT" in res.output and str(out) in res.output
     return out.read_text(encoding="utf-8")
@@ -85,7 +85,8 @@ def test_the_figures_are_the_comparisons(tmp_path):
     comp = compare_arms(connect(SAMPLE), "candidate", "baseline", seed=3, n_resamples=400)
     assert data.distributions
     for d in data.distributions:
-        expect = comp["stress_sets"][d["stress_set"]]["metrics"][d["metric"]]["difference"]["statistics"]["mean"]
+        metric = comp["stress_sets"][d["stress_set"]]["metrics"][d["metric"]]
+        expect = metric["difference"]["statistics"]["mean"]
         assert (d["low"], d["high"], d["estimate"]) == (expect["low"], expect["high"], expect["estimate"])
         assert len(d["replicates"]) == 400
     for stress_set, by_metric in data.curves.items():

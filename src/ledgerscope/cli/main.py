@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
+from ledgerscope.cli.vocabulary import arm_vocabulary, check_arms, rule_settings, version_lines
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.safe_text import json_text, safe, safe_line
 
@@ -70,22 +71,6 @@ import_app = typer.Typer(help="Import public QA datasets as a corpus and canonic
 config_app = typer.Typer(help="Arm configuration files.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 app.add_typer(config_app, name="config")
-
-
-def version_lines() -> list[str]:
-    """The package version and the ledger formats this build reads and writes (from the schema)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from ledgerscope import __version__
-    from ledgerscope.ledger import schema
-
-    try:
-        installed = version("ledgerscope")
-    except PackageNotFoundError:  # run from a source tree
-        installed = __version__
-    reads = tuple(getattr(schema, "READ_FORMATS", None) or (schema.FORMAT,))
-    return [f"ledgerscope {installed}",
-            f"ledger format: writes {schema.FORMAT}; reads {', '.join(reads)}"]
 
 
 def _print_version(value: bool) -> None:
@@ -236,7 +221,7 @@ def diagnose(
         with _reading(ledger):
             con = connect(ledger)
             if arm is not None:
-                _check_arms(con, ledger, [arm], "--arm")
+                check_arms(con, ledger, [arm], "--arm")
             if json_out:  # built whole in DuckDB before the first byte is written: no partial output
                 sys.stdout.flush()
                 write_json_lines(con, ledger, sys.stdout.buffer, arm)
@@ -266,33 +251,6 @@ def diagnose(
             console.print(extra)
 
 
-def _check_arms(con, ledger: Path, arms: list[str], option: str) -> None:
-    """An arm the ledger does not hold is an error naming the arms it does."""
-    present = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
-    for arm in arms:
-        if arm not in present:
-            raise InputError(Problem(str(ledger), None, option,
-                                     f"no arm {arm!r} in this ledger; arms present: {', '.join(present) or 'none'}"))
-
-
-def _rule_settings(rule_path: Path, n_resamples: int | None, seed: int | None):
-    """The rule and the bootstrap settings it declares; a --n-resamples or --seed that disagrees
-    with the rule is an error (the decision is only valid with the rule's own settings)."""
-    from ledgerscope.analysis.stats.release import load_rule
-
-    release_rule = load_rule(rule_path)
-    problems = [Problem(str(rule_path), None, option,
-                        f"{option} {given} disagrees with the rule's {key} = {declared}; the decision is made "
-                        f"with the rule's settings (omit {option}, or change the rule before seeing results)")
-                for option, key, given, declared in (
-                    ("--n-resamples", "n_resamples", n_resamples, release_rule.n_resamples),
-                    ("--seed", "seed", seed, release_rule.seed))
-                if given is not None and given != declared]
-    if problems:
-        raise InputError(problems)
-    return release_rule
-
-
 @app.command()
 def compare(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (holds the candidate arm).")],
@@ -306,7 +264,8 @@ def compare(
         help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different value is an "
              "error).")] = None,
     seed: Annotated[int | None, typer.Option(
-        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an error).")] = None,
+        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an "
+             "error).")] = None,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
     import os
@@ -325,7 +284,7 @@ def compare(
             if rule is not None:
                 from ledgerscope.analysis.stats.release import decide
 
-                release_rule = _rule_settings(rule, n_resamples, seed)
+                release_rule = rule_settings(rule, n_resamples, seed)
                 n_resamples, seed = release_rule.n_resamples, release_rule.seed
                 confidence = release_rule.confidence
             n_resamples = 10_000 if n_resamples is None else n_resamples
@@ -472,26 +431,8 @@ def export(
         _say(console, line)
 
 
-def _is_ledger_dir(value: str | None) -> bool:
-    return value is not None and (Path(value) / "manifest.json").is_file()
-
-
-def _arm_vocabulary(baseline: str | None, baseline_arm: str | None,
-                    baseline_ledger: Path | None) -> tuple[str | None, Path | None]:
-    """``--baseline`` is an arm everywhere; the older spellings keep working, with a deprecation note:
-    ``--baseline LEDGER_DIR`` (a second ledger, now ``--baseline-ledger``) and ``--baseline-arm``."""
-    if baseline is not None and baseline_ledger is None and _is_ledger_dir(baseline):
-        print(f"ledgerscope: --baseline {safe_line(baseline)} names a ledger directory: read as "
-              "--baseline-ledger (deprecated spelling; --baseline is an arm name)", file=sys.stderr)
-        baseline, baseline_ledger = None, Path(baseline)
-    if baseline_arm is not None:
-        print("ledgerscope: --baseline-arm is deprecated; use --baseline ARM", file=sys.stderr)
-        baseline = baseline if baseline is not None else baseline_arm
-    return baseline, baseline_ledger
-
-
-_OPEN_BASELINE_HELP = ("Baseline arm (default: 'baseline', else the next arm). A ledger directory here is read "
-                       "as --baseline-ledger (deprecated spelling).")
+_OPEN_BASELINE_HELP = ("Baseline arm (default: 'baseline', else the next arm). A ledger directory here is "
+                       "read as --baseline-ledger (deprecated spelling).")
 
 
 @app.command("open")
@@ -513,7 +454,7 @@ def open_ledger(
     """Browse a ledger in the terminal: questions, phases, sources, contexts, answers, diagnosis, stats."""
     from ledgerscope.tui.data import LedgerSession
 
-    baseline, baseline_ledger = _arm_vocabulary(baseline, baseline_arm, baseline_ledger)
+    baseline, baseline_ledger = arm_vocabulary(baseline, baseline_arm, baseline_ledger)
     try:
         session = LedgerSession(ledger, baseline_ledger, candidate, baseline)
         session.start_open()  # DuckDB opens the ledger while Textual is imported
@@ -542,7 +483,8 @@ def report(
         help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different value is an "
              "error).")] = None,
     seed: Annotated[int | None, typer.Option(
-        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an error).")] = None,
+        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an "
+             "error).")] = None,
     include_restricted: Annotated[bool, typer.Option(
         "--include-restricted", help="Include the text of restricted documents (access labels); by default "
                                      "only their ids, offsets and digests.")] = False,
@@ -561,7 +503,7 @@ def report(
         with _reading(ledger):
             settings = Settings(10_000 if n_resamples is None else n_resamples, 0 if seed is None else seed)
             if rule is not None:
-                loaded = _rule_settings(rule, n_resamples, seed)
+                loaded = rule_settings(rule, n_resamples, seed)
                 settings = Settings(loaded.n_resamples, loaded.seed, loaded.confidence)
             data = gather(ledger, candidate, baseline, baseline_ledger=baseline_ledger, rule_path=rule,
                           settings=settings, include_restricted=include_restricted)
@@ -585,7 +527,8 @@ def report(
 @app.command()
 def serve(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
-    host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only).")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(
+        "--host", help="Address to bind (default loopback only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="Allow a non-loopback --host. The app has no authentication: prefer SSH port "
@@ -594,7 +537,8 @@ def serve(
     baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline arm (as for open).")] = None,
     baseline_ledger: Annotated[Path | None, typer.Option(
         "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
-    rule: Annotated[Path | None, typer.Option("--rule", help="Release rule (TOML) for the Stats pane.")] = None,
+    rule: Annotated[Path | None, typer.Option(
+        "--rule", help="Release rule (TOML) for the Stats pane.")] = None,
     theme: Annotated[str | None, typer.Option("--theme", help="Theme (as for open).")] = None,
 ) -> None:
     """The TUI in a browser (textual-serve): one `ledgerscope open` per browser tab, loopback by default."""

@@ -86,6 +86,7 @@ def _redacted(fx, annotations: dict, redactor):
     docs = sorted({s.doc_id for s in fx.spans if redactor.is_restricted(s.doc_id)})
     if docs or withheld:
         annotations["ledgerscope"]["redacted"] = {
-            "documents": [{k: redactor.restricted[d][k] for k in ("doc_id", "version", "access")} for d in docs],
+            "documents": [{k: redactor.restricted[d][k] for k in ("doc_id", "version", "access")}
+                          for d in docs],
             "spans": withheld, "marker": "quote withheld (restricted source); offsets and version kept"}
     return replace(fx, spans=tuple(spans)), annotations

@@ -11,6 +11,7 @@ through an :class:`ledgerscope.export.redaction.Redactor`.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +137,9 @@ def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> No
     data.funnel[arm] = funnel
 
 
-_CELLS_SQL = ("SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, answer_verdict, support_packed, "
-              "question, segment FROM records WHERE arm = ? ORDER BY qid, phase_offset, phase")
+_CELLS_SQL = ("SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, answer_verdict, "
+              "support_packed, question, segment FROM records WHERE arm = ? "
+              "ORDER BY qid, phase_offset, phase")
 
 
 def _strip(data: ReportData, cons: dict) -> None:
@@ -168,7 +170,7 @@ def _flip(rev: dict, cells: dict[str, tuple]) -> tuple[str, str] | None:
     order = [p for side in rev["phases"].values() for p in side]
     order = sorted(order, key=lambda p: list(cells).index(p) if p in cells else len(cells))
     key = (lambda p: cells[p][1]) if rev["kind"] == "support" else (lambda p: cells[p][0])
-    pairs = [(a, b) for a, b in zip(order, order[1:], strict=False) if key(a) != key(b)]
+    pairs = [(a, b) for a, b in itertools.pairwise(order) if key(a) != key(b)]
     if rev["kind"] == "answer":
         pairs.sort(key=lambda ab: "correct" not in (cells[ab[0]][0], cells[ab[1]][0]))
     return pairs[0] if pairs else None
@@ -215,7 +217,8 @@ def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, 
     from ledgerscope.common.sql_tables import columns_table, drop_tables
 
     table = "_ls_report_keys"
-    columns_table(con, table, {"qid": ("VARCHAR", [k[0] for k in keys]), "phase": ("VARCHAR", [k[1] for k in keys])})
+    columns_table(con, table, {"qid": ("VARCHAR", [k[0] for k in keys]),
+                               "phase": ("VARCHAR", [k[1] for k in keys])})
     join = f"JOIN {table} k ON t.qid = k.qid AND CAST(t.phase AS VARCHAR) = k.phase WHERE t.arm = ?"
     try:
         cols = ", ".join(f"t.{c}" for c in _SIDE_COLUMNS)
@@ -223,7 +226,8 @@ def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, 
             f"SELECT t.qid, k.phase, {cols} FROM records t {join}", [arm]).fetchall()}
         packed: dict[tuple[str, str], list[dict]] = {}
         for q, p, *rest in con.execute(
-                f'SELECT t.qid, k.phase, t.doc_id, t.start, t."end", t."rank", t.unit_id FROM candidates t {join} '
+                'SELECT t.qid, k.phase, t.doc_id, t.start, t."end", t."rank", t.unit_id '
+                f"FROM candidates t {join} "
                 "AND t.stage = 'packed' ORDER BY t.\"rank\"", [arm]).fetchall():
             packed.setdefault((q, p), []).append(dict(zip(("doc_id", "start", "end", "rank", "unit_id"), rest,
                                                           strict=True)))
@@ -239,8 +243,9 @@ def _side(row: dict, packed: list[dict], cuts: dict, phase: str, fx, texts: dict
           redactor: Redactor) -> dict:
     """One phase of a flip: the record, the cuts and packed units over the gold spans' documents."""
     spans = list(fx.spans) if fx is not None else []
-    excerpts = [_excerpt(doc, texts.get(doc), [s for s in spans if s.doc_id == doc], cuts.get((phase, doc), []),
-                         packed, redactor) for doc in dict.fromkeys(s.doc_id for s in spans)]
+    excerpts = [_excerpt(doc, texts.get(doc), [s for s in spans if s.doc_id == doc],
+                         cuts.get((phase, doc), []), packed, redactor)
+                for doc in dict.fromkeys(s.doc_id for s in spans)]
     shown = redactor.record_docs(row)
     context = row["packed_context"] or ""
     side = {"phase": phase, "answer_verdict": row["answer_verdict"], "support_packed": row["support_packed"],

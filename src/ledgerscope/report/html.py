@@ -11,6 +11,7 @@ visible escapes; no markup is ever built from data.
 from __future__ import annotations
 
 import datetime
+import itertools
 from collections.abc import Iterable
 
 from ledgerscope.report.figures import ReportData
@@ -126,7 +127,8 @@ def _series(data: ReportData, entries: list[dict]) -> list[Series]:
     for arm, name, colour, dash, marker in (("candidate", data.candidate, CANDIDATE_COLOUR, "", "circle"),
                                              ("baseline", data.baseline, BASELINE_COLOUR, "6 4", "square")):
         vals = [(e[arm] or {}) for e in entries]
-        out.append(Series(name if name == arm else f"{arm}: {name}", [v.get("mean") for v in vals], [v.get("low") for v in vals],
+        out.append(Series(name if name == arm else f"{arm}: {name}", [v.get("mean") for v in vals],
+                          [v.get("low") for v in vals],
                           [v.get("high") for v in vals], colour, dash, marker))
     return out
 
@@ -177,7 +179,8 @@ def _distributions(data: ReportData) -> str:
     out = ['<section id="differences"><h2>Paired difference (candidate − baseline) against the rule</h2>'
            '<p class="note">The bootstrap distribution of the difference, the shaded band its interval, the '
            'solid line the estimate, the dashed line the rule\'s tolerance (the difference must not fall '
-           'below it). A tolerance passes only if the whole interval lies at or above it.</p><div class="charts">']
+           'below it). A tolerance passes only if the whole interval lies at or above it.</p>'
+           '<div class="charts">']
     for d in sorted(data.distributions, key=lambda d: d["stress_set"] != "representative"):
         lines = [(d["estimate"], f"estimate {d['estimate']:+.3f}", "")] if d["estimate"] is not None else []
         if d["limit"] is not None:
@@ -194,7 +197,8 @@ def _distributions(data: ReportData) -> str:
 def _funnel(data: ReportData) -> str:
     stages = [f["stage"] for f in next(iter(data.funnel.values()))]
     groups = []
-    for arm, colour, dash in ((data.candidate, CANDIDATE_COLOUR, ""), (data.baseline, BASELINE_COLOUR, "6 4")):
+    for arm, colour, dash in ((data.candidate, CANDIDATE_COLOUR, ""),
+                              (data.baseline, BASELINE_COLOUR, "6 4")):
         rows = data.funnel[arm]
         groups.append((Series(arm, [r["mean"] for r in rows], [r["worst"] for r in rows], [], colour, dash),
                        [f"{_pct(r['mean'])} (worst {_pct(r['worst'])})" for r in rows]))
@@ -232,10 +236,12 @@ def _segments(data: ReportData) -> str:
                 res = seg["metrics"].get(metric) or {}
                 c, b = res.get("candidate") or {}, res.get("baseline") or {}
                 diff = ((res.get("difference") or {}).get("statistics") or {}).get("mean") or {}
-                interval = (f" [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff.get("low") is not None else "")
+                interval = (f" [{diff['low']:+.2f}, {diff['high']:+.2f}]"
+                            if diff.get("low") is not None else "")
                 cells.append(f"<td>{_pct((c.get('phase_average') or {}).get('mean_of_phases'))} / "
                              f"{_pct((b.get('phase_average') or {}).get('mean_of_phases'))} "
-                             f"(n={c.get('n_questions', 0)})</td><td>{_diff(diff.get('estimate'))}{interval}</td>")
+                             f"(n={c.get('n_questions', 0)})</td>"
+                             f"<td>{_diff(diff.get('estimate'))}{interval}</td>")
             rows.append("<tr>" + "".join(cells) + "</tr>")
         head = "".join(f"<th>{esc(m)} c / b</th><th>difference [CI]</th>" for m in
                        ("support", "correct", "critical"))
@@ -252,7 +258,8 @@ def _diff(v: float | None) -> str:
 def _strip(data: ReportData) -> str:
     s = data.strip
     arms = s["arms"]
-    headers = [(f"{a}: support", s["phases"][a]) for a in arms] + [(f"{a}: answer", s["phases"][a]) for a in arms]
+    headers = ([(f"{a}: support", s["phases"][a]) for a in arms]
+               + [(f"{a}: answer", s["phases"][a]) for a in arms])
     rows = []
     for q in s["questions"]:
         marker = "↕ " if q["reversals"] else "  "
@@ -263,8 +270,8 @@ def _strip(data: ReportData) -> str:
                 groups.append([_cell(kind, cells.get(p)) for p in s["phases"][arm]])
         hover = f"{q['qid']} ({q['segment']}): {q['question']}"
         rows.append((marker + q["qid"], hover, groups))
-    chart = strip(rows, headers, title="verdict per question and phase (↕: the verdict changes with the phase)",
-                  element_id="reversal-strip")
+    chart = strip(rows, headers, element_id="reversal-strip",
+                  title="verdict per question and phase (↕: the verdict changes with the phase)")
     legend = " · ".join(f"{g} {esc(v)}" for v, (g, _f) in VERDICTS.items())
     return ('<section id="strip"><h2>Reversal strip</h2><p class="note">Support: ● kept, ○ lost, – no '
             f"support flag. Answer: {legend}. Hover a question id for its text.</p>{chart}</section>")
@@ -300,7 +307,8 @@ def _card(i: int, c: dict) -> str:
     sides = "".join(_side_html(c["kind"], s) for s in c["sides"])
     return (f'<article class="card" id="rev-{i}"><h3>{esc(c["qid"])} · {esc(c["arm"])} · {esc(c["kind"])} '
             f'reversal · {esc(c["segment"])}</h3><p>question: {esc(c["question"])}</p>'
-            f'<p class="meta">phases on each side: {sides_text}</p><div class="sides">{sides}</div></article>')
+            f'<p class="meta">phases on each side: {sides_text}</p><div class="sides">{sides}</div>'
+            "</article>")
 
 
 def _side_html(kind: str, s: dict) -> str:
@@ -348,7 +356,7 @@ def _marked_source(e: dict) -> str:
     cuts = set(e["cuts"])
     out = []
     ordered = sorted(points)
-    for a, b in zip(ordered, ordered[1:], strict=False):
+    for a, b in itertools.pairwise(ordered):
         out.extend(f'<span class="lbl">⟪{esc(sid)}</span>' for sid, s0, _e in e["spans"] if s0 == a)
         if a in cuts:
             out.append(f'<span class="cut" title="chunk cut at char {a}">┃</span>')
@@ -392,7 +400,8 @@ def _footer(data: ReportData) -> str:
     s = data.comparison["settings"]
     m = data.comparison["matching"]
     return (f'<footer><h2>How these figures were made</h2><p class="note">{m["matched_questions"]} matched '
-            f'questions, {m["matched_records"]} matched records over phases {esc(", ".join(m["shared_phases"]))}; '
+            f'questions, {m["matched_records"]} matched records over phases '
+            f'{esc(", ".join(m["shared_phases"]))}; '
             f'bootstrap {s["n_resamples"]} x, seed {s["seed"]}, {s["confidence"]:.0%} {esc(s["method"])} '
             f'intervals, resampling unit: {esc(s["resampling_unit"])}. The same numbers as '
             f"<code>ledgerscope compare</code> and <code>ledgerscope diagnose</code> print for this ledger."

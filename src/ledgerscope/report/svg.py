@@ -133,7 +133,8 @@ def bars(labels: Sequence[str], groups: Sequence[tuple[Series, Sequence[str]]], 
             w = pw * (v or 0)
             pattern = ' fill-opacity="0.55"' if s.dash else ""
             out.append(f'<rect x="{left}" y="{y:.1f}" width="{w:.1f}" height="{bar_h - 2}" fill="{s.colour}"'
-                       f'{pattern}/><text x="{left + w + 4:.1f}" y="{y + bar_h - 3:.1f}">{esc(texts[i])}</text>')
+                       f'{pattern}/><text x="{left + w + 4:.1f}" y="{y + bar_h - 3:.1f}">'
+                       f"{esc(texts[i])}</text>")
             if lo is not None:
                 x = left + pw * lo
                 out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y - 1:.1f}" y2="{y + bar_h - 1:.1f}" '
@@ -179,7 +180,8 @@ def histogram(values: Sequence[float], *, title: str, lines: Sequence[tuple[floa
         d = f' stroke-dasharray="{dash}"' if dash else ""
         y = top - 6 if k % 2 == 0 else top + ph + 26
         anchor = "start" if xpos(x) < left + pw / 2 else "end"
-        out.append(f'<line x1="{xpos(x):.1f}" x2="{xpos(x):.1f}" y1="{top - 4}" y2="{top + ph}" stroke="#000" '
+        out.append(f'<line x1="{xpos(x):.1f}" x2="{xpos(x):.1f}" y1="{top - 4}" y2="{top + ph}" '
+                   'stroke="#000" '
                    f'stroke-width="1.5"{d}/><text x="{xpos(x):.1f}" y="{y}" '
                    f'text-anchor="{anchor}">{esc(label)}</text>')
     for frac in (0, 0.5, 1):
@@ -196,8 +198,9 @@ class Cell:
     fill: str
 
 
-def strip(rows: Sequence[tuple[str, str, Sequence[Sequence[Cell | None]]]], headers: Sequence[tuple[str, Sequence[str]]],
-          *, title: str, cell: int = 15, label_width: int = 230, element_id: str | None = None) -> str:
+def strip(rows: Sequence[tuple[str, str, Sequence[Sequence[Cell | None]]]],
+          headers: Sequence[tuple[str, Sequence[str]]], *, title: str, cell: int = 15,
+          label_width: int = 230, element_id: str | None = None) -> str:
     """A grid: one row per (label, hover text, groups of cells), one group of columns per header
     (name, column labels); each cell a glyph on a fill."""
     gap = 12

@@ -176,7 +176,7 @@ def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
                 await _until(browser, 0, "cr-backup-after-deletion")
                 app_pids.extend(p for p in _children(server.pid) if p != server.pid)
                 await asyncio.sleep(1.0)
-                _save("serve-query-list.png", await browser.screenshot(), tmp_path)
+                (tmp_path / "serve-query-list.png").write_bytes(await browser.screenshot())
                 await browser.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
                 mark = len(browser.events)
                 await browser.key("j", "j", "KeyJ")  # next question

@@ -203,8 +203,9 @@ def _write_partition(
     import pyarrow.parquet as pq
 
     from ledgerscope.ledger import schema
+    from ledgerscope.ledger.write import partition_dir
 
-    part = out / "partitions" / f"arm={arm}" / f"phase={phase}"
+    part = partition_dir(out, arm, phase)
     part.mkdir(parents=True, exist_ok=True)
     units, bounds, unit_index = [], [], {}
     for doc, text in texts.items():
@@ -366,8 +367,9 @@ def _write_oracle(out: Path, arm: str, fixtures) -> None:
     import pyarrow.parquet as pq
 
     from ledgerscope.ledger import schema
+    from ledgerscope.ledger.write import oracle_path
 
-    d = out / "oracle" / f"arm={arm}"
+    d = oracle_path(out, arm).parent
     d.mkdir(parents=True, exist_ok=True)
     rows = [
         {

@@ -699,7 +699,7 @@ LEDGER_TABLES = ("records", "candidates", "units", "boundaries")
 
 
 def _partitions(ledger: Path) -> list[Path]:
-    return sorted(p.parent for p in ledger.glob("partitions/arm=*/phase=*/_SUCCESS.json"))
+    return sorted(p.parent for p in ledger.glob("partitions/arm-*/phase-*/_SUCCESS.json"))
 
 
 def _rewrite(path: Path, table, rerecord: bool = True) -> None:
@@ -735,7 +735,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
             [
                 table_file(),
                 ledger / "sources.parquet",
-                next(iter(sorted(ledger.glob("oracle/arm=*/oracle.parquet")))),
+                next(iter(sorted(ledger.glob("oracle/arm-*/oracle.parquet")))),
             ]
         )
         data = f.read_bytes()
@@ -791,7 +791,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
         _rewrite(f, t.set_column(t.schema.get_field_index("score"), "score", pa.array(scores, pa.float64())))
     elif name == "manifest-unknown-version":
         m = json.loads(manifest.read_text())
-        m["format"] = rnd.choice(["ledgerscope-ledger/2", "ledgerscope-ledger/0", None, 1])
+        m["format"] = rnd.choice(["ledgerscope-ledger/3", "ledgerscope-ledger/0", None, 1])
         manifest.write_text(json.dumps(m))
     elif name == "manifest-missing-key":
         m = json.loads(manifest.read_text())
@@ -825,7 +825,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
     elif name == "marker-corrupted":
         (part / "_SUCCESS.json").write_bytes(rnd.choice([b"{", b"[]", b"\xff\xfe", b""]))
     elif name == "partition-of-unknown-arm":
-        dest = ledger / "partitions" / "arm=ghost" / part.name
+        dest = ledger / "partitions" / "arm-ghost" / part.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(part, dest)
     elif name == "sources-digest-mismatch":

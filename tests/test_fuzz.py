@@ -135,7 +135,7 @@ def test_console_script_on_a_truncated_parquet_file(base, tmp_path):
 
     ledger = tmp_path / "ledger"
     shutil.copytree(base, ledger)
-    victim = sorted(ledger.glob("partitions/arm=candidate/phase=*/candidates.parquet"))[0]
+    victim = sorted(ledger.glob("partitions/arm-candidate/phase-*/candidates.parquet"))[0]
     victim.write_bytes(victim.read_bytes()[:100])
     exe = Path(sys.executable).with_name("ledgerscope")
     for argv in (

@@ -42,7 +42,7 @@ def reference_row_problems(con, record_files, candidate_files) -> list[Problem]:
         for file, row, arm, phase in con.execute(
             f"SELECT filename, file_row_number + 1, arm, phase FROM {src} "
             "WHERE NOT contains('/' || replace(filename, '\\', '/'), "
-            "'/arm=' || arm || '/phase=' || phase || '/records.parquet') "
+            "'/arm-' || arm || '/phase-' || phase || '/records.parquet') "
             f"ORDER BY filename, file_row_number LIMIT {SHOW}"
         ).fetchall():
             out.append(

@@ -260,7 +260,7 @@ def test_rerun_diff_lines_print_a_hostile_answer_literally(built, tmp_path):
 
     copy = tmp_path / "ledger"
     shutil.copytree(built["ledger"], copy)
-    part = copy / "partitions" / "arm=reader" / "phase=0" / "records.parquet"
+    part = copy / "partitions" / "arm-reader" / "phase-0" / "records.parquet"
     rows = pq.read_table(part).to_pylist()
     for row in rows:
         if row["qid"] == "temp-retention":

@@ -79,7 +79,7 @@ def test_ledger_layout_and_manifest(ledger, inputs):
     for doc in corpus:
         assert manifest["sources"][doc.doc_id] == doc.version
     parts = sorted(p.relative_to(ledger).as_posix() for p in ledger.glob("partitions/*/*"))
-    assert parts[0] == "partitions/arm=baseline/phase=0" and len(parts) == 10
+    assert parts[0] == "partitions/arm-baseline/phase-0" and len(parts) == 10
     con = connect(ledger)
     # every unit's text is the exact source slice, and units stay inside their document
     sources = {r[0]: r[1] for r in con.execute("SELECT doc_id, text FROM sources").fetchall()}
@@ -127,7 +127,7 @@ def test_rerun_reports_a_difference(ledger, tmp_path):
 
     copy = tmp_path / "ledger"
     shutil.copytree(ledger, copy)
-    part = copy / "partitions" / "arm=candidate" / "phase=1" / "records.parquet"
+    part = copy / "partitions" / "arm-candidate" / "phase-1" / "records.parquet"
     table = pq.read_table(part).to_pylist()
     for row in table:
         if row["qid"] == "temp-retention":

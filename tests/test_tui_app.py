@@ -402,7 +402,7 @@ async def test_a_damaged_ledger_shows_why_on_screen(ledger, tmp_path):  # noqa: 
 
     broken = tmp_path / "broken"
     shutil.copytree(ledger, broken)
-    (broken / "partitions" / "arm=candidate" / "phase=1" / "records.parquet").write_bytes(b"not parquet")
+    (broken / "partitions" / "arm-candidate" / "phase-1" / "records.parquet").write_bytes(b"not parquet")
     app = make_app(broken)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

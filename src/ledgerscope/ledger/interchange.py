@@ -8,7 +8,9 @@ Layout of an interchange directory::
 Every row carries its ``arm`` and ``phase`` columns, so another team's pipeline
 can produce a ledger by writing these files; :func:`from_jsonl` checks each
 file against the table's Arrow schema (an unknown or mistyped field is an error
-naming the file) and writes the partitioned Parquet ledger.
+naming the file) and writes the partitioned Parquet ledger, always in the
+current format (:data:`.schema.FORMAT`): the rows do not depend on the format,
+so a format 1 ledger converted to JSONL and back is the same ledger in format 2.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.ledger.write import write_partition, write_table
+from ledgerscope.ledger.write import oracle_path, write_partition, write_table
 
 TABLES = {**schema.TABLES, "oracle": schema.ORACLE, "sources": schema.SOURCES}
 
@@ -175,7 +177,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     try:
         staging.mkdir(parents=True)
         (staging / "manifest.json").write_text(
-            json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False)
+            json.dumps({**manifest, "format": schema.FORMAT}, indent=2, sort_keys=True, ensure_ascii=False)
         )
         shutil.copy(src / "fixtures.jsonl", staging / "fixtures.jsonl")
         pq.write_table(tables["sources"], staging / "sources.parquet", compression="zstd")
@@ -201,7 +203,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
         oracle = tables["oracle"]
         for arm in sorted(set(oracle["arm"].to_pylist())):
             rows = oracle.filter(pc.equal(oracle["arm"], arm)).to_pylist()
-            write_table(staging / "oracle" / f"arm={arm}" / "oracle.parquet", rows, schema.ORACLE)
+            write_table(oracle_path(staging, arm), rows, schema.ORACLE)
         connect(staging).close()  # the built ledger passes the reader's checks before it appears
         os.replace(staging, ledger)
     except BaseException:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.verify import finished_partitions, verify_ledger
+from ledgerscope.ledger.layout import CURRENT, Layout, layout_for
+from ledgerscope.ledger.verify import finished_partitions, oracle_files, verify_ledger
 
 if TYPE_CHECKING:
     from ledgerscope.inputs.sources import Corpus
@@ -75,20 +76,19 @@ def connect(ledger: str | Path, con=None):
         max_workers=1
     ) as pool:  # a new database starts while the files are checked
         opened = pool.submit(duckdb.connect) if con is None else None
-        verify_ledger(ledger, schemas)
+        layout = layout_for(verify_ledger(ledger, schemas))
         con = opened.result() if opened is not None else con
-    parts = finished_partitions(ledger)
+    parts = finished_partitions(ledger, layout)
     files: dict[str, list[Path]] = {}
     for name, table_schema in schema.TABLES.items():
         files[name] = [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").is_file()]
         found = [schemas.get(f) for f in files[name]]  # one schema in every file: nothing to unify
         alike = bool(found) and all(x is not None and x.equals(found[0]) for x in found)
         _view(con, name, files[name], table_schema, union=not alike)
-    oracle_files = sorted((ledger / "oracle").glob("arm=*/oracle.parquet"))
-    _view(con, "oracle", oracle_files, schema.ORACLE)
+    _view(con, "oracle", oracle_files(ledger, layout), schema.ORACLE)
     src = ledger / "sources.parquet"
     _view(con, "sources", [src] if src.is_file() else [], schema.SOURCES)
-    problems = row_problems(con, ledger, files["records"], files["candidates"])
+    problems = row_problems(con, ledger, files["records"], files["candidates"], layout)
     if problems:
         raise InputError(problems)
     return con
@@ -98,15 +98,19 @@ def connect(ledger: str | Path, con=None):
 _SHOW = 5
 
 
-#: a record without its key, or filed under another partition's directory
+#: a record without its key
 _NULL_KEY = "arm IS NULL OR phase IS NULL OR qid IS NULL"
-_MISFILED = (
-    "NOT contains('/' || replace(filename, '\\', '/'), "
-    "'/arm=' || arm || '/phase=' || phase || '/records.parquet')"
-)
 
 
-def _record_counts(con, src: str) -> tuple[int, int, int]:
+def _misfiled(layout: Layout) -> str:
+    """A record filed under another partition's directory (its path does not name its arm and phase)."""
+    return (
+        "NOT contains('/' || replace(filename, '\\', '/'), "
+        f"{layout.records_suffix_sql('arm', 'phase')})"
+    )
+
+
+def _record_counts(con, src: str, misfiled: str) -> tuple[int, int, int]:
     """One pass over the records: how many rows each records check of :func:`row_problems` lists.
 
     Null keys, records filed under another partition, repeated (file, arm, phase, qid)
@@ -114,19 +118,20 @@ def _record_counts(con, src: str) -> tuple[int, int, int]:
     """
     row = con.execute(
         f"SELECT sum(n) FILTER (WHERE {_NULL_KEY}), "
-        f"sum(n) FILTER (WHERE {_MISFILED}), sum(n - 1) FILTER (WHERE qid IS NOT NULL) "
+        f"sum(n) FILTER (WHERE {misfiled}), sum(n - 1) FILTER (WHERE qid IS NOT NULL) "
         f"FROM (SELECT filename, arm, phase, qid, count(*) AS n FROM {src} GROUP BY ALL)"
     ).fetchall()[0]
     return tuple(int(x or 0) for x in row)
 
 
 def row_problems(
-    con, ledger: Path, record_files: list[Path], candidate_files: list[Path]
+    con, ledger: Path, record_files: list[Path], candidate_files: list[Path], layout: Layout = CURRENT
 ) -> list[Problem]:
     """Rows no analysis can use: duplicate or misfiled records, records without a key, non-finite scores.
 
     Rows are numbered from 1 within their file. One counting pass decides which
     checks have rows to list; only those are listed (at most five rows each).
+    ``layout``: the ledger's, which names the directory a record belongs in.
     """
     import duckdb
 
@@ -144,7 +149,8 @@ def row_problems(
         else None
     )
     try:
-        nulls, misfiled, duplicates = _record_counts(con, src) if src else (0, 0, 0)
+        misfiled_sql = _misfiled(layout)
+        nulls, misfiled, duplicates = _record_counts(con, src, misfiled_sql) if src else (0, 0, 0)
         if nulls:
             for file, row, col in con.execute(
                 "SELECT filename, file_row_number + 1, "
@@ -155,7 +161,7 @@ def row_problems(
                 out.append(Problem(file, None, col, f"row {row}: missing (null)"))
         if misfiled:
             for file, row, arm, phase in con.execute(
-                f"SELECT filename, file_row_number + 1, arm, phase FROM {src} WHERE {_MISFILED} "
+                f"SELECT filename, file_row_number + 1, arm, phase FROM {src} WHERE {misfiled_sql} "
                 f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
             ).fetchall():
                 out.append(

@@ -1,13 +1,34 @@
 """The boundary ledger's tables: one Arrow schema each, versioned by FORMAT.
 
-Layout of a ledger directory::
+Layout of a ledger directory (format 2)::
 
     manifest.json                      arms (config, digest, phase list, model ids), sources, fixtures
     sources.parquet                    every source version the sweep read (text included)
     fixtures.jsonl                     the resolved canonical fixtures
-    partitions/arm=A/phase=L/          one partition per arm and phase, renamed into place whole
+    partitions/arm-A/phase-L/          one partition per arm and phase, renamed into place whole
         units.parquet  boundaries.parquet  candidates.parquet  records.parquet  _SUCCESS.json
-    oracle/arm=A/oracle.parquet        the oracle run per question and arm
+    oracle/arm-A/oracle.parquet        the oracle run per question and arm
+
+Partition values are written once, as data: every row of every table carries
+its ``arm`` and ``phase`` as strings, and no directory name is a ``key=value``
+pair, so no engine derives a column from the path. With the Hive spelling of
+format 1 (``arm=A/phase=L``, the same values in the files too) the engines'
+default calls disagreed: pandas and ``pyarrow.dataset(partitioning="hive")``
+refused to merge the file's string with the path's dictionary or int32, DuckDB
+read ``phase`` as BIGINT, polars as String. Values in the path only (the Hive
+convention) do not agree either: a label that looks like a number (the default
+labels ``0``..``7``) comes back as an integer from DuckDB, polars and pyarrow
+and as a category from pandas, and polars reads no path column from a glob.
+With the format 2 names (measured with DuckDB 2.0, polars 2.1, pandas 3.1,
+pyarrow 26; tests/test_ledger_engines.py keeps it so),
+``read_parquet('L/partitions/*/*/records.parquet')`` in DuckDB and polars,
+``pandas.read_parquet`` and ``pyarrow.dataset.dataset`` over those files (with
+or without ``partitioning="hive"``) give the same rows, with ``arm`` and
+``phase`` as strings and labels such as ``0``, ``5``, ``a`` and ``p5``
+unchanged. The prefixes ``arm-`` and ``phase-`` keep a name such as ``..`` or
+``_x`` from being a path step or a name that dataset discovery skips as
+hidden. :mod:`.layout` builds and parses these paths; format 1 ledgers are
+still read (:data:`FORMAT_1`), not resumed.
 
 Candidate lists are recorded whole: ``fused`` holds every fused unit (the
 reranker reads the first ``rerank_depth``), ``reranked`` every reranked unit
@@ -20,7 +41,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-FORMAT = "ledgerscope-ledger/1"
+#: the format this version writes
+FORMAT = "ledgerscope-ledger/2"
+#: the Hive-named layout (``arm=A/phase=L``): read, no longer written
+FORMAT_1 = "ledgerscope-ledger/1"
+READABLE_FORMATS = (FORMAT, FORMAT_1)
 
 STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed", "topk")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
+from ledgerscope.ledger.layout import ARM_NAME, CURRENT, PHASE_LABEL, Layout, layout_for, ledger_layout
 
 
 def _kind(value: Any) -> str:
@@ -54,13 +55,14 @@ def load_manifest(ledger: str | Path) -> dict:
     if not isinstance(manifest, dict):
         reason = f"must be a JSON object, not {_kind(manifest)}"
         raise InputError(Problem(str(path), None, "manifest", reason))
-    if manifest.get("format") != schema.FORMAT:
+    if manifest.get("format") not in schema.READABLE_FORMATS:
         raise InputError(
             Problem(
                 str(path),
                 None,
                 "format",
-                f"unknown ledger format {manifest.get('format')!r} (expected {schema.FORMAT})",
+                f"unknown ledger format {manifest.get('format')!r} "
+                f"(expected {' or '.join(schema.READABLE_FORMATS)})",
             )
         )
     problems = manifest_problems(manifest, str(path))
@@ -87,6 +89,9 @@ def manifest_problems(manifest: dict, where: str) -> list[Problem]:
         return out
     for name, entry in arms.items():
         field = f"arms.{name}"
+        if ARM_NAME.fullmatch(name) is None:
+            out.append(Problem(where, None, field, "an arm name names a directory: "
+                               "only letters, digits, '_', '.', '-'"))
         if not isinstance(entry, dict):
             out.append(Problem(where, None, field, f"must be an object, not {_kind(entry)}"))
             continue
@@ -115,6 +120,11 @@ def manifest_problems(manifest: dict, where: str) -> list[Problem]:
                         "must be an object {label: string, offset: integer}",
                     )
                 )
+            elif PHASE_LABEL.fullmatch(ph["label"]) is None:
+                out.append(
+                    Problem(where, None, f"{field}.phases[{i}]", f"label {ph['label'][:40]!r} names a "
+                            "directory: only letters, digits, '_', '.', '-' (not '.' first)")
+                )
             elif ph["label"] in labels:
                 out.append(
                     Problem(where, None, f"{field}.phases[{i}]", f"duplicate label {ph['label']!r}")
@@ -124,10 +134,19 @@ def manifest_problems(manifest: dict, where: str) -> list[Problem]:
     return out
 
 
-def finished_partitions(ledger: str | Path) -> list[Path]:
-    """Partition directories holding ``_SUCCESS.json``, sorted: the only ones read."""
-    root = Path(ledger) / "partitions"
-    return sorted(p.parent for p in root.glob("arm=*/phase=*/_SUCCESS.json"))
+def finished_partitions(ledger: str | Path, layout: Layout | None = None) -> list[Path]:
+    """Partition directories holding ``_SUCCESS.json``, sorted: the only ones read.
+
+    ``layout``: the ledger's (:mod:`.layout`); by default the one its manifest names.
+    """
+    layout = layout or ledger_layout(ledger)
+    return sorted(p.parent for p in Path(ledger).glob(layout.marker_glob))
+
+
+def oracle_files(ledger: str | Path, layout: Layout | None = None) -> list[Path]:
+    """The per-arm oracle tables, sorted."""
+    layout = layout or ledger_layout(ledger)
+    return sorted(Path(ledger).glob(layout.oracle_glob))
 
 
 # ---------------------------------------------------------------------------
@@ -293,11 +312,13 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
     return out, bad
 
 
-def _partition_problems(part: Path, arms: dict, schemas: dict | None = None) -> list[Problem]:
+def _partition_problems(
+    part: Path, arms: dict, schemas: dict | None = None, layout: Layout = CURRENT
+) -> list[Problem]:
     """One finished partition: its arm and phase, its marker's sizes and digests, its footers
-    (each file's Arrow schema into ``schemas``)."""
+    (each file's Arrow schema into ``schemas``); ``layout`` names its directory."""
     problems: list[Problem] = []
-    arm, phase = part.parent.name[len("arm=") :], part.name[len("phase=") :]
+    arm, phase = layout.partition_key(part)
     labels = {p["label"] for p in arms.get(arm, {}).get("phases", [])}
     if arm not in arms:
         problems.append(
@@ -348,14 +369,15 @@ def verify_ledger(ledger: str | Path, schemas: dict | None = None) -> dict:
     ledger = Path(ledger)
     schemas = {} if schemas is None else schemas
     manifest = load_manifest(ledger)
-    arms = manifest["arms"]
+    arms, layout = manifest["arms"], layout_for(manifest)
     with ThreadPoolExecutor(max_workers=2) as pool:
         found = pool.map(
-            lambda part: _partition_problems(part, arms, schemas), finished_partitions(ledger)
+            lambda part: _partition_problems(part, arms, schemas, layout),
+            finished_partitions(ledger, layout),
         )
         problems = [p for part_problems in found for p in part_problems]
-    for path in sorted((ledger / "oracle").glob("arm=*/oracle.parquet")):
-        if path.parent.name[len("arm=") :] not in arms:
+    for path in oracle_files(ledger, layout):
+        if layout.oracle_arm(path) not in arms:
             problems.append(
                 Problem(
                     str(path), None, "arm", "an oracle table of an arm the manifest does not list"

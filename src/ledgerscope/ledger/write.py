@@ -1,5 +1,8 @@
 """Writing a ledger: manifest first, then one partition at a time, each renamed into place whole.
 
+Only the current format is written (:data:`.layout.CURRENT`); a ledger of an
+older format is read, never resumed.
+
 A partition directory appears under ``partitions/`` only when all of its
 tables and its ``_SUCCESS.json`` are on disk, so an interrupted sweep leaves
 either a finished partition or nothing (stale temporaries are cleared on the
@@ -23,11 +26,18 @@ import pyarrow.parquet as pq
 from ledgerscope.common.atomic import atomic_path, atomic_write_text, fsync_path
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
+from ledgerscope.ledger.layout import CURRENT
 from ledgerscope.ledger.verify import file_record, load_manifest
 
 
 def partition_dir(ledger: Path, arm: str, phase: str) -> Path:
-    return ledger / "partitions" / f"arm={arm}" / f"phase={phase}"
+    """Where this version writes the (arm, phase) partition."""
+    return CURRENT.partition_dir(ledger, arm, phase)
+
+
+def oracle_path(ledger: Path, arm: str) -> Path:
+    """Where this version writes the arm's oracle table."""
+    return CURRENT.oracle_path(ledger, arm)
 
 
 def is_done(ledger: Path, arm: str, phase: str) -> bool:
@@ -45,7 +55,7 @@ def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[d
     """Write all tables of one (arm, phase) partition, then rename the directory into place."""
     final = partition_dir(ledger, arm, phase)
     staging_root = ledger / ".staging"
-    staging = staging_root / f"arm={arm}__phase={phase}.{os.getpid()}"
+    staging = staging_root / f"{final.parent.name}__{final.name}.{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
@@ -84,6 +94,7 @@ def check_out(ledger: Path, identity: str) -> None:
                                      "write to a new --out"))
         return
     old = load_manifest(ledger)
+    _check_format(old, path)
     if old.get("identity") != identity:
         raise InputError(Problem(
             str(path), None, "manifest",
@@ -97,6 +108,7 @@ def write_or_check_manifest(ledger: Path, manifest: dict) -> None:
     path = ledger / "manifest.json"
     if path.is_file():
         old = load_manifest(ledger)
+        _check_format(old, path)
         if old.get("identity") != manifest["identity"]:
             raise InputError(Problem(
                 str(path), None, "manifest",
@@ -106,3 +118,13 @@ def write_or_check_manifest(ledger: Path, manifest: dict) -> None:
         return
     ledger.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _check_format(manifest: dict, path: Path) -> None:
+    """A sweep resumes only a ledger of the format it writes (an older one is read, not extended)."""
+    if manifest.get("format") != schema.FORMAT:
+        raise InputError(Problem(
+            str(path), None, "format",
+            f"this ledger is of the older format {manifest.get('format')}; it can be read, not resumed "
+            f"(this version writes {schema.FORMAT}); write to a new --out",
+        ))

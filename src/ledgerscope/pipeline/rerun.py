@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import read_fixtures, resolve
 from ledgerscope.inputs.sources import Corpus
+from ledgerscope.ledger.layout import layout_for
 from ledgerscope.ledger.read import connect, sources_corpus
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.ledger.write import partition_dir
 from ledgerscope.pipeline.cascade import build_phase, build_runtime, run_questions
 from ledgerscope.pipeline.config import Phase, arm_from_dict
 from ledgerscope.pipeline.encoder import shared_encoder
@@ -117,7 +117,8 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
         raise InputError(
             Problem(str(ledger / "fixtures.jsonl"), None, "qid", f"no question {qid!r}")
         )
-    part = partition_dir(ledger, arm, phase)
+    layout = layout_for(manifest)
+    part = layout.partition_dir(ledger, arm, phase)
     if not (part / "_SUCCESS.json").is_file():
         raise InputError(
             Problem(str(part), None, "partition", "this partition was never completed")
@@ -128,7 +129,7 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
             Problem(where, None, "config_digest", "stored configuration does not match its digest")
         )
 
-    oracle_path = ledger / "oracle" / f"arm={arm}" / "oracle.parquet"
+    oracle_path = layout.oracle_path(ledger, arm)
     recorded = _read_rows(part / "records.parquet", qid)
     recorded_cands = _read_rows(part / "candidates.parquet", qid)
     recorded_oracle = _read_rows(oracle_path, qid) if oracle_path.is_file() else []

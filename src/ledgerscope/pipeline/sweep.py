@@ -26,6 +26,7 @@ from ledgerscope.ledger.write import (
     check_out,
     clear_staging,
     is_done,
+    oracle_path,
     write_or_check_manifest,
     write_partition,
     write_table,
@@ -316,7 +317,7 @@ def _oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> d
     """Run (or load) the per-arm oracle table; it is written atomically like a partition."""
     import pyarrow.parquet as pq
 
-    path = out / "oracle" / f"arm={rt.config.name}" / "oracle.parquet"
+    path = oracle_path(out, rt.config.name)
     if path.is_file():
         return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
     prepare_oracle(rt, fixtures)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 
 from ledgerscope.inputs.sources import text_version
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.write import write_partition
+from ledgerscope.ledger.write import oracle_path, write_partition
 
 #: (stage, list length) per record: about 67 candidate rows per record
 STAGE_SIZES = (
@@ -85,9 +86,16 @@ def make_synthetic_ledger(
     unit_chars: int = 80,
     doc_chars: int = 2400,
     seed: int = 0,
+    phase_labels: Sequence[str] | None = None,
 ) -> dict:
-    """Write a ledger directory; returns counts (records, candidate rows, units)."""
+    """Write a ledger directory; returns counts (records, candidate rows, units).
+
+    ``phase_labels``: the labels of the phases (their number replaces ``phases``);
+    by default ``"0"`` .. ``phases - 1``.
+    """
     out = Path(out)
+    labels = list(phase_labels) if phase_labels is not None else [str(p) for p in range(phases)]
+    phases = len(labels)
     rng = np.random.default_rng(seed)
     n_docs = max(1, questions // 4)
     docs = {}
@@ -161,7 +169,7 @@ def make_synthetic_ledger(
     )
 
     phase_list = [
-        {"label": str(p), "offset": p * (unit_chars // max(1, phases))} for p in range(phases)
+        {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
     ]
     manifest = {
         "format": schema.FORMAT,
@@ -227,7 +235,7 @@ def make_synthetic_ledger(
             }
             for q in range(questions)
         ]
-        path = out / "oracle" / f"arm={arm}" / "oracle.parquet"
+        path = oracle_path(out, arm)
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(oracle, schema=schema.ORACLE), path)
     return {"records": total_records, "candidates": total_cands, "units": total_units}

@@ -35,6 +35,7 @@ from ledgerscope.analysis.diagnosis.record_view import (
     sql_literal,
 )
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.ledger.layout import ledger_layout
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
@@ -385,7 +386,7 @@ class LedgerSession:
         arm = self.arms[role]
         fixtures, texts = self.fixtures(role)
         fx = fixtures.get(qid)
-        part = arm.ledger / "partitions" / f"arm={arm.name}" / f"phase={phase}"
+        part = ledger_layout(arm.ledger).partition_dir(arm.ledger, arm.name, phase)
         empty = RecordDetail(role, arm.name, phase, None, {}, [], {}, None, fx, {})
         if phase not in arm.phases or not (part / "_SUCCESS.json").is_file():
             return empty

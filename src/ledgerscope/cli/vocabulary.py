@@ -24,7 +24,7 @@ def version_lines() -> list[str]:
         installed = version("ledgerscope")
     except PackageNotFoundError:  # run from a source tree
         installed = __version__
-    reads = tuple(getattr(schema, "READ_FORMATS", None) or (schema.FORMAT,))
+    reads = schema.READABLE_FORMATS
     return [f"ledgerscope {installed}",
             f"ledger format: writes {schema.FORMAT}; reads {', '.join(reads)}"]
 

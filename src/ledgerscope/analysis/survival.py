@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ledgerscope.common.intervals import WHITESPACE, merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-from ledgerscope.pipeline.units import merge_intervals, uncovered
 
 SURVIVAL_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "selected", "packed",
                    "cited")
@@ -209,8 +209,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     and none where such a segment is never covered: the smallest k whose first k rows leave no
     uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
     """
-    from ledgerscope.analysis.diagnosis.sql.coverage import WHITESPACE
-    from ledgerscope.common.sql_tables import columns_table, drop_tables
+    from ledgerscope.common.sql_tables import columns_table, drop_tables, sql_literal
 
     spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
              "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
@@ -255,7 +254,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
             GROUP BY g.g, g.x, g.y),
         seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
             SELECT t.*, sp.span_text IS NOT NULL AND regexp_full_match(
-                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {_sql_text(WHITESPACE)}) AS blank
+                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {sql_literal(WHITESPACE)}) AS blank
             FROM seg_t t JOIN _ls_surv_span sp USING (sid)),
         span_rank AS (
             SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id,
@@ -289,10 +288,6 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
         if stage is not None:
             ranks[stage] = int(r)
     return out
-
-
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 # ---------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ledgerscope.common.intervals import merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-from ledgerscope.pipeline.units import merge_intervals, uncovered
 
 #: the candidate lists each step's evidence reads ("units" = the chunker's units table)
 EVIDENCE_STAGES: dict[int, tuple[str, ...]] = {

@@ -9,19 +9,18 @@ after the first joins everything is keyed by it.
 from __future__ import annotations
 
 from ledgerscope.analysis.diagnosis.evidence import NO_RANK, TRANSITIONS
-from ledgerscope.analysis.diagnosis.sql.sqltext import arr, lit
+from ledgerscope.analysis.diagnosis.sql.sqltext import arr
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
-
-#: Python's str.isspace() as an RE2 class: a gap holding only these is excused
-WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
+from ledgerscope.common.intervals import WHITESPACE
+from ledgerscope.common.sql_tables import sql_literal
 
 CTEs = list[tuple[str, str]]
 
 
 def records() -> CTEs:
     """``_ls_r``: numbered records with head, the stages their evidence compares, the covered set."""
-    before = " ".join(f"WHEN {s} THEN {lit(t[0])}" for s, t in TRANSITIONS.items())
-    after = " ".join(f"WHEN {s} THEN {lit(st)}" for s, st in STAGE_OF_STEP.items())
+    before = " ".join(f"WHEN {s} THEN {sql_literal(t[0])}" for s, t in TRANSITIONS.items())
+    after = " ".join(f"WHEN {s} THEN {sql_literal(st)}" for s, st in STAGE_OF_STEP.items())
     return [
         (
             "_ls_r",
@@ -156,7 +155,7 @@ def coverage() -> CTEs:
             SELECT g.* FROM raw g JOIN _ls_sn sn USING (rid, vstage, span_id)
             WHERE sn.span_text IS NULL
                OR NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs),
-                                        {lit(WHITESPACE)})),
+                                        {sql_literal(WHITESPACE)})),
         agg AS (
             SELECT rid, vstage, span_id, count(*) AS n_gaps,
                    {arr("concat('[', gs, ', ', ge, ']')", "gs")} AS gaps_json

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from ledgerscope.analysis.diagnosis.evidence import span_json
 from ledgerscope.analysis.diagnosis.feed import UNIT_WINDOW, _top_n
-from ledgerscope.analysis.diagnosis.sql.sqltext import lit
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
-from ledgerscope.common.sql_tables import columns_table
+from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
@@ -136,7 +135,7 @@ def register_records(con, arm: str | None, keys: str | None = None) -> None:
         + ", 'ov': o_verdict, 'of': o_feasible})"
     )
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
-    where = "" if arm is None else f"WHERE r.arm = {lit(arm)}"
+    where = "" if arm is None else f"WHERE r.arm = {sql_literal(arm)}"
     semi = "" if keys is None else (
         f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
     )
@@ -199,7 +198,7 @@ def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[
     A record's share is its partition's candidate rows over the partition's records: the
     sizes come from two small counts, not a pass grouping every candidate row by question.
     """
-    where = "" if arm is None else f"WHERE arm = {lit(arm)}"
+    where = "" if arm is None else f"WHERE arm = {sql_literal(arm)}"
     if not selected:
         total = con.execute(f"SELECT count(*) FROM candidates {where}").fetchall()[0][0]
         if total <= max_rows:
@@ -234,8 +233,8 @@ def select_slice(con, part: tuple[int, int] | None) -> None:
     lo, hi = part
     keys = f"SELECT arm, phase, qid FROM _ls_order WHERE rid BETWEEN {int(lo)} AND {int(hi)}"
     pairs = con.execute(f"SELECT DISTINCT arm, phase FROM ({keys})").fetchall()
-    arms = ", ".join(sorted({lit(a) for a, _ in pairs}))
-    phases = ", ".join(sorted({lit(p) for _, p in pairs}))
+    arms = ", ".join(sorted({sql_literal(a) for a, _ in pairs}))
+    phases = ", ".join(sorted({sql_literal(p) for _, p in pairs}))
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec AS SELECT * FROM _ls_rec_all r
         SEMI JOIN ({keys}) k ON k.arm = r.arm AND k.phase = r.phase AND k.qid = r.qid""")
     for view, table in (("_ls_cand", "candidates"), ("_ls_unit", "units")):

@@ -132,7 +132,7 @@ def test_fixtures_export_validates_standalone(ledger, view, tmp_path):
 
 
 def test_label_studio_regions_slice_the_document(ledger, view, tmp_path):
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
     out = tmp_path / "tasks.json"
     result = export(ledger, "answerable", "label-studio", out)
@@ -237,7 +237,7 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
         units = {u: (d, s, e) for u, d, s, e in view.execute(
             'SELECT unit_id, doc_id, "start", "end" FROM units WHERE arm = ? AND phase = ?',
             [arm, phase]).fetchall()}
-        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+        from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         fixtures, _ = load_ledger_fixtures(view, ledger)
         for q in qrels:

@@ -170,7 +170,7 @@ def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
     """(arm, phase, qid) -> stage -> support rank, for answerable records: the definition, one
     query for the rows, then :func:`support_rank` per record and stage in Python (reports use
     :func:`support_ranks_sql`, the same in DuckDB)."""
-    from ledgerscope.analysis.diagnosis.feed import gold_spans_table
+    from ledgerscope.ledger.fixtures import gold_spans_table
 
     spans = gold_spans_table(fixtures, answerable_only=True)
     if not spans.num_rows:
@@ -297,7 +297,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
 def survival(con, ledger: str | Path | None = None, arm: str | None = None,
              ks: Sequence[int] = KS, fixtures: tuple | None = None) -> list[dict[str, Any]]:
     """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
-    ``fixtures`` as :func:`ledgerscope.analysis.diagnosis.feed.load_ledger_fixtures` returned them."""
+    ``fixtures`` as :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures` returned them."""
     rows = survival_counts(con, arm)
     ann = ann_recall(con, arm)
     dup = duplicate_ratio(con, arm)
@@ -305,7 +305,7 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
     depths: dict[tuple[str, str, str], int] = {}
     answerable_qids: dict[tuple[str, str], list[str]] = {}
     if ledger is not None:
-        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+        from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         by_qid, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
         ranks = support_ranks_sql(con, by_qid, texts, arm)

@@ -177,8 +177,8 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
     from ledgerscope.analysis.diagnosis.sql import diagnosis_steps, write_json_lines
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
 
     try:

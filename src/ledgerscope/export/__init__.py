@@ -56,8 +56,8 @@ class ExportResult:
 
 def export(ledger: str | Path, where: str, fmt: str, out: str | Path) -> ExportResult:
     """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``."""
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
     from ledgerscope.analysis.diagnosis.query import build_record_view, validate_predicate
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
 

@@ -69,7 +69,7 @@ def trec_scores(cands: list[dict]) -> list[float]:
 def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                 out: Path, loaded: tuple) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions)."""
-    from ledgerscope.analysis.diagnosis.feed import gold_span_columns
+    from ledgerscope.ledger.fixtures import gold_span_columns
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:

@@ -338,7 +338,7 @@ class LedgerSession:
 
     def fixtures(self, role: str) -> tuple[dict, dict]:
         """(fixtures by qid, source texts) of the role's ledger, loaded once."""
-        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+        from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         ledger = self.arms[role].ledger.resolve()
         with self._fixture_lock:

@@ -77,7 +77,7 @@ def build_record_view(con, ledger: str | Path, fixtures: tuple | None = None) ->
     ``record_diagnosis`` (from the diagnosis heads: :mod:`ledgerscope.analysis.diagnosis.sql`);
     the view joins it to ``records``. The evidence, which only a selection needs,
     is :func:`ledgerscope.analysis.diagnosis.sql.diagnosis_evidence`'s. Nothing is written to disk.
-    ``fixtures``: :func:`ledgerscope.analysis.diagnosis.feed.load_ledger_fixtures`'s result, if at hand.
+    ``fixtures``: :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures`'s result, if at hand.
     """
     from ledgerscope.analysis.diagnosis.sql import heads_table
 

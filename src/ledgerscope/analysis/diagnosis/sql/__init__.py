@@ -41,10 +41,10 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 from ledgerscope.analysis.diagnosis.sql import coverage, evidence, inputs
 from ledgerscope.common.safe_text import json_escaped
 from ledgerscope.common.sql_tables import columns_table, drop_tables
+from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
 #: candidate rows per query. The query's memory grows with the rows it reads (about half a
 #: gigabyte per million), so a larger ledger is diagnosed in consecutive slices of ledger order,

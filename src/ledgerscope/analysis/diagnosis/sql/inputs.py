@@ -13,11 +13,11 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from ledgerscope.analysis.diagnosis.evidence import span_json
-from ledgerscope.analysis.diagnosis.feed import UNIT_WINDOW, _top_n
+from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, span_json
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
 from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.ledger.verify import load_manifest
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
 KEY_COLUMNS = (
@@ -119,7 +119,7 @@ def register_lists(con, ledger: str | Path) -> None:
             _add(members, vstage=vstage, stage=name)
     columns_table(con, "_ls_members", members)
     top = _table(arm="VARCHAR", name="VARCHAR", n="INTEGER")
-    for arm, depths in _top_n(ledger).items():
+    for arm, depths in depths_by_arm(load_manifest(ledger)).items():
         for name, n in depths.items():
             _add(top, arm=arm, name=name, n=n)
     columns_table(con, "_ls_top", top)

@@ -134,3 +134,32 @@ def test_importing_any_module_loads_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _private_imports(tree) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every ``from ledgerscope... import _name`` in a parsed module."""
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ledgerscope"):
+            found.extend((node.lineno, node.module, a.name) for a in node.names
+                         if a.name.startswith("_") and not a.name.startswith("__"))
+    return found
+
+
+def test_private_import_finder_finds_one() -> None:
+    import ast
+
+    tree = ast.parse("def f():\n    from ledgerscope.analysis.stats.metrics import _num, finite\n")
+    assert _private_imports(tree) == [(2, "ledgerscope.analysis.stats.metrics", "_num")]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name another module needs is public (or moves to where both can reach it)."""
+    import ast
+
+    found = [f"{path.relative_to(SRC)}:{line}: {module}.{name}"
+             for path in sorted(SRC.rglob("*.py"))
+             for line, module, name in _private_imports(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == []

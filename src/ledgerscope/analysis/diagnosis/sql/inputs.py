@@ -17,7 +17,6 @@ from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, 
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
 from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
-from ledgerscope.ledger.verify import load_manifest
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
 KEY_COLUMNS = (
@@ -113,6 +112,8 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
 
 def register_lists(con, ledger: str | Path) -> None:
     """``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
+    from ledgerscope.ledger.verify import load_manifest  # pyarrow, for the schemas: only when run
+
     members = _table(vstage="VARCHAR", stage="VARCHAR")
     for vstage, names in MEMBERS.items():
         for name in names:

@@ -69,8 +69,8 @@ def _leftovers(directory: Path) -> list[str]:
 
 
 def test_record_view_matches_diagnosis_and_reversals(ledger, view):
-    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
     from ledgerscope.analysis.diagnosis import count_records, select_records
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
     from ledgerscope.analysis.reversals import find_reversals
 
     n = view.execute("SELECT count(*) FROM records").fetchone()[0]

@@ -147,8 +147,8 @@ def _invoke(*args: str):
 
 
 def test_reading_never_changes_an_input_byte(built, tmp_path):
-    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
     from ledgerscope.analysis.diagnosis import build_record_view
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
     from ledgerscope.ledger.read import connect
 
     ledger = built["ledger"]

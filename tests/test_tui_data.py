@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
 from ledgerscope.analysis.diagnosis import build_record_view
+from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
 from ledgerscope.analysis.diagnosis.tree import diagnose
 from ledgerscope.common.errors import InputError
 from ledgerscope.ledger import schema

@@ -13,25 +13,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledgerscope.analysis.diagnosis.sql import heads_table
+from ledgerscope.analysis.diagnosis.sql import head_join, heads_table
+from ledgerscope.analysis.diagnosis.sql.inputs import ORACLE_FEASIBLE, ORACLE_ROWS, ORACLE_VERDICT
 from ledgerscope.analysis.reversals import reversed_questions_sql
 
 VIEW = "record_view"
-#: the heads of every record: an in-memory table (not TEMP), so a cursor of the connection sees it too
-DIAGNOSIS_TABLE = "record_diagnosis"
+#: the heads, one row per distinct combination of what they depend on (:func:`heads_table`)
+HEADS_TABLE = "record_heads"
 DIAGNOSIS_COLUMNS = ("step", "step_name", "label", "flags", "reversal")
 
 
 def build_record_view(con) -> None:
-    """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`."""
-    heads_table(con, DIAGNOSIS_TABLE)
+    """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
+
+    A view (each query reads the records afresh) over a table of a few hundred heads; both are
+    visible to the connection's cursors."""
+    heads_table(con, HEADS_TABLE)
     con.execute(
         f"CREATE OR REPLACE VIEW {VIEW} AS "
-        f"WITH rev AS ({reversed_questions_sql()}) "
-        "SELECT r.*, d.step, d.step_name, d.label, d.flags, coalesce(v.reversal, false) AS reversal "
-        f"FROM records r LEFT JOIN {DIAGNOSIS_TABLE} d "
-        "ON d.arm = r.arm AND d.phase = CAST(r.phase AS VARCHAR) AND d.qid = r.qid "
-        "LEFT JOIN rev v ON v.arm = r.arm AND v.qid = r.qid")
+        f"WITH rev AS ({reversed_questions_sql()}), "
+        f"b AS (SELECT r.*, {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible "
+        f"FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid) "
+        "SELECT b.* EXCLUDE (o_verdict, o_feasible), h.step, h.step_name, h.label, h.flags, "
+        f"coalesce(v.reversal, false) AS reversal FROM b {head_join('b', HEADS_TABLE)} "
+        "LEFT JOIN rev v ON v.arm = b.arm AND v.qid = b.qid")
 
 
 def ledger_heads(con, arm: str | None = None) -> list[dict[str, Any]]:

@@ -33,6 +33,14 @@ RECORD_COLUMNS = (
     *("expansion_dropped_json", "answer", "abstained", "citations_json", "answer_reason"),
     *("citation_reason", "generator_error"),
 )
+#: the columns a head depends on: :data:`KEY_COLUMNS` of a record, and its oracle verdict and feasibility
+HEAD_COLUMNS = (*KEY_COLUMNS, "o_verdict", "o_feasible")
+#: SQL: one oracle row per question (any one: they agree), to join to records ``r`` as ``o``
+ORACLE_ROWS = ("(SELECT arm, qid, any_value({'v': answer_verdict, 'f': feasible}) AS o "
+               "FROM oracle GROUP BY arm, qid)")
+#: SQL: the oracle verdict and feasibility of record ``r`` (the oracle table's, else its own columns)
+ORACLE_VERDICT = "CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END"
+ORACLE_FEASIBLE = "CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END"
 #: virtual stage -> the candidate lists (or "units") whose union it is
 MEMBERS = {
     "chunked": ("units",),
@@ -45,7 +53,8 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight")
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight",
+          )
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
 
@@ -143,12 +152,9 @@ def register_records(con, arm: str | None, keys: str | None = None) -> None:
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
         SELECT *, CAST({key} AS VARCHAR) AS key FROM (
             SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
-                   CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END AS o_verdict,
-                   CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END AS o_feasible,
+                   {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible,
                    fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
-            FROM records r
-            LEFT JOIN (SELECT arm, qid, any_value({{'v': answer_verdict, 'f': feasible}}) AS o
-                       FROM oracle GROUP BY arm, qid) o ON o.arm = r.arm AND o.qid = r.qid
+            FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid
             LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where})""")
 
 
@@ -158,7 +164,7 @@ def register_heads(con) -> None:
     The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
     the query completes with the missing span ids.
     """
-    cols = ", ".join(f'"{c}"' for c in (*KEY_COLUMNS, "o_verdict", "o_feasible"))
+    cols = ", ".join(f'"{c}"' for c in HEAD_COLUMNS)
     names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
     heads = _table(
         key="VARCHAR",

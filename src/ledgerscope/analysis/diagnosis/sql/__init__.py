@@ -34,7 +34,6 @@ from the same ledger, including rows edited into corners no sweep produces.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import tempfile
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ledgerscope.analysis.diagnosis.sql import coverage, evidence, inputs
-from ledgerscope.analysis.diagnosis.tree import diagnose
 from ledgerscope.common.safe_text import json_escaped
 from ledgerscope.common.sql_tables import columns_table, drop_tables
 
@@ -123,42 +121,24 @@ def diagnosis_lines(
 
 
 def heads_table(con, table: str) -> None:
-    """The table ``table``: one row per distinct combination of :data:`.inputs.HEAD_COLUMNS` among
-    the ledger's records (a few hundred at most), with the step, step name, label and flags the pure
-    tree gives it: the heads, in milliseconds (no fixtures, no candidate rows). A record finds its
-    row with :func:`head_join`. An in-memory table, not TEMP, so the connection's cursors see it."""
-    cols = ", ".join(f'r."{c}"' for c in inputs.KEY_COLUMNS)
-    names = ", ".join(f'"{c}"' for c in inputs.HEAD_COLUMNS)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _ls_combo AS SELECT row_number() OVER () AS n, * FROM ("
-        f"SELECT DISTINCT {cols}, {inputs.ORACLE_VERDICT} AS o_verdict, "
-        f"{inputs.ORACLE_FEASIBLE} AS o_feasible "
-        f"FROM records r LEFT JOIN {inputs.ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid)")
-    record_names = (*inputs.KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
-    heads: dict[str, tuple[str, list]] = {
-        "n": ("BIGINT", []), "step": ("INTEGER", []), "step_name": ("VARCHAR", []),
-        "label": ("VARCHAR", []), "flags": ("VARCHAR", []),
-    }
+    """The table ``table``: the heads of every distinct combination of :data:`.inputs.HEAD_COLUMNS`
+    among the ledger's records, ``flags`` a list (milliseconds: no fixtures, no candidate rows); a
+    record finds its row with :func:`head_join`. An in-memory table, not TEMP, so the connection's
+    cursors see it."""
     try:
-        for n, *values in con.execute(f"SELECT n, {names} FROM _ls_combo").fetchall():
-            d = diagnose(dict(zip(record_names, values, strict=True)), {}, None, {}, None)
-            for col, value in zip(heads, (n, d.step, d.step_name, d.label, json.dumps(list(d.flags))),
-                                  strict=True):
-                heads[col][1].append(value)
-        columns_table(con, "_ls_combo_head", heads)
-        con.execute(
-            f"CREATE OR REPLACE TABLE {table} AS SELECT c.* EXCLUDE (n), h.step, h.step_name, h.label, "
-            "CAST(from_json(h.flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags "
-            "FROM _ls_combo c JOIN _ls_combo_head h USING (n)")
+        inputs.register_fixtures(con, {}, {})  # the record columns the heads ignore stay empty
+        inputs.register_records(con, None)
+        inputs.register_heads(con)
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * EXCLUDE (walk_pre, walk_post) REPLACE "
+                    "(CAST(from_json(flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags) FROM _ls_head")
     finally:
-        drop_tables(con, "_ls_combo", "_ls_combo_head")
+        drop_inputs(con)
 
 
 def head_join(records: str, table: str) -> str:
     """SQL: ``LEFT JOIN`` of ``records`` (an alias whose columns include :data:`.inputs.HEAD_COLUMNS`)
-    to its row of :func:`heads_table`'s ``table``, aliased ``h``; NULL matches NULL."""
-    on = " AND ".join(f'{records}."{c}" IS NOT DISTINCT FROM h."{c}"' for c in inputs.HEAD_COLUMNS)
-    return f"LEFT JOIN {table} h ON {on}"
+    to its row of :func:`heads_table`'s ``table``, aliased ``h``."""
+    return f"LEFT JOIN {table} h ON {inputs.head_match(records)}"
 
 
 def diagnosis_evidence(

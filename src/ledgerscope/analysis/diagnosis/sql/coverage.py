@@ -9,6 +9,7 @@ after the first joins everything is keyed by it.
 from __future__ import annotations
 
 from ledgerscope.analysis.diagnosis.evidence import NO_RANK, TRANSITIONS
+from ledgerscope.analysis.diagnosis.sql.inputs import head_match
 from ledgerscope.analysis.diagnosis.sql.sqltext import arr
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
 from ledgerscope.common.intervals import WHITESPACE
@@ -34,7 +35,7 @@ def records() -> CTEs:
                         AND coalesce(nullif(gold_status, ''), 'ok') = 'ok' AS ev,
                      CASE WHEN covered_set >= 0 AND covered_set < n_sets THEN covered_set END AS cover_set
               FROM _ls_rec) x
-        JOIN _ls_head h ON h.key = x.key""",
+        JOIN _ls_head h ON {head_match("x")}""",
         )
     ]
 

@@ -54,7 +54,7 @@ MEMBERS = {
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
 TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight",
-          )
+          "_ls_combo", "_ls_head_n")
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
 
@@ -136,38 +136,36 @@ def register_lists(con, ledger: str | Path) -> None:
 
 
 def register_records(con, arm: str | None, keys: str | None = None) -> None:
-    """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict, a head
-    key (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`). ``keys``:
-    a table of (arm, phase, qid) the records are limited to (a selection)."""
-    key = (
-        "to_json({"
-        + ", ".join(f"'{c}': \"{c}\"" for c in KEY_COLUMNS)
-        + ", 'ov': o_verdict, 'of': o_feasible})"
-    )
+    """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict and
+    feasibility (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`).
+    ``keys``: a table of (arm, phase, qid) the records are limited to (a selection)."""
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
     where = "" if arm is None else f"WHERE r.arm = {sql_literal(arm)}"
     semi = "" if keys is None else (
         f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
     )
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
-        SELECT *, CAST({key} AS VARCHAR) AS key FROM (
-            SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
-                   {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible,
-                   fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
-            FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid
-            LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where})""")
+        SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
+               {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible,
+               fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
+        FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid
+        LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where}""")
 
 
 def register_heads(con) -> None:
-    """``_ls_head``: step, label, flags and walk per distinct key of ``_ls_rec_all``, from the pure tree.
+    """``_ls_head``: one row per distinct combination of :data:`HEAD_COLUMNS` in ``_ls_rec_all`` (a
+    few hundred at most), those columns with the step, step name, label, flags (JSON text) and walk
+    the pure tree gives it; a record finds its row with :func:`head_match`.
 
     The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
     the query completes with the missing span ids.
     """
     cols = ", ".join(f'"{c}"' for c in HEAD_COLUMNS)
+    con.execute("CREATE OR REPLACE TEMP TABLE _ls_combo AS SELECT row_number() OVER () AS n, * "
+                f"FROM (SELECT DISTINCT {cols} FROM _ls_rec_all)")
     names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
     heads = _table(
-        key="VARCHAR",
+        n="BIGINT",
         step="INTEGER",
         step_name="VARCHAR",
         label="VARCHAR",
@@ -175,7 +173,7 @@ def register_heads(con) -> None:
         walk_pre="VARCHAR",
         walk_post="VARCHAR",
     )
-    for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec_all").fetchall():
+    for n, *values in con.execute(f"SELECT n, {cols} FROM _ls_combo").fetchall():
         d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
         walk = [dict(w) for w in d.walk]
         if 2 <= d.step <= 8:
@@ -183,7 +181,7 @@ def register_heads(con) -> None:
         pre, _, post = json.dumps(walk, ensure_ascii=False).partition(SENTINEL)
         _add(
             heads,
-            key=key,
+            n=n,
             step=d.step,
             step_name=d.step_name,
             label=d.label,
@@ -191,7 +189,17 @@ def register_heads(con) -> None:
             walk_pre=pre,
             walk_post=post if 2 <= d.step <= 8 else None,
         )
-    columns_table(con, "_ls_head", heads)
+    columns_table(con, "_ls_head_n", heads)
+    con.execute("CREATE OR REPLACE TEMP TABLE _ls_head AS "
+                "SELECT c.* EXCLUDE (n), h.* EXCLUDE (n) FROM _ls_combo c JOIN _ls_head_n h USING (n)")
+    con.execute("DROP TABLE _ls_combo")
+    con.execute("DROP TABLE _ls_head_n")
+
+
+def head_match(record: str, head: str = "h") -> str:
+    """SQL: the join condition of record ``record`` (an alias whose columns include
+    :data:`HEAD_COLUMNS`) and its row ``head`` of :func:`register_heads`' table; NULL matches NULL."""
+    return " AND ".join(f'{record}."{c}" IS NOT DISTINCT FROM {head}."{c}"' for c in HEAD_COLUMNS)
 
 
 def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[tuple[int, int] | None]:

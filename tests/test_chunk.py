@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledgerscope.common.intervals import covers
 from ledgerscope.inputs.sources import make_source
 from ledgerscope.pipeline.chunk import (
     Boundaries,
@@ -19,7 +20,6 @@ from ledgerscope.pipeline.chunk import (
     token_ranges,
 )
 from ledgerscope.pipeline.sentences import split_sentences
-from ledgerscope.pipeline.units import covers
 
 PROP = settings(max_examples=200, deadline=None)
 TEXT_PROP = settings(max_examples=50, deadline=None)

@@ -485,7 +485,7 @@ def test_diagnose_ledger_on_a_real_sweep(swept):
     assert assert_sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
 
     # the ledger path reads only the rows the evidence needs: same answer as whole candidate lists
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
     fixtures, texts = load_ledger_fixtures(con, swept)
     cands = con.sql('SELECT * FROM candidates ORDER BY "rank"').to_arrow_table().to_pylist()

@@ -202,14 +202,16 @@ def test_evidence_of_a_selection_is_that_of_the_whole_diagnosis():
 
 
 def test_summary_steps_are_the_full_diagnosis_steps():
-    """``diagnose``'s summary reads step and name from the heads alone: the same as the full rows."""
-    from ledgerscope.analysis.diagnosis.sql import diagnosis_rows, diagnosis_steps
+    """``diagnose``'s summary reads step and name from the heads alone: the same as the full rows,
+    in the same order."""
+    from ledgerscope.analysis.diagnosis import ledger_heads
 
     con = connect(SAMPLE)
     for arm in (None, "candidate"):
         full = [{k: r[k] for k in ("arm", "phase", "qid", "step", "step_name")}
-                for r in diagnosis_rows(con, SAMPLE, arm)]
-        assert diagnosis_steps(con, SAMPLE, arm) == full
+                for r in map(json.loads, diagnosis_lines(con, SAMPLE, arm))]
+        assert ledger_heads(con, arm) == full
+        assert len(full) == (896 if arm is None else 448)
 
 
 def test_cli_summary_shows_steps_survival_and_recall_at_80_columns():

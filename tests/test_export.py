@@ -52,11 +52,11 @@ def ledger_untouched(ledger):
 
 @pytest.fixture()
 def view(ledger):
-    from ledgerscope.analysis.diagnosis.query import build_record_view
+    from ledgerscope.analysis.diagnosis import build_record_view
     from ledgerscope.ledger.read import connect
 
     con = connect(ledger)
-    build_record_view(con, ledger)
+    build_record_view(con)
     return con
 
 
@@ -69,8 +69,8 @@ def _leftovers(directory: Path) -> list[str]:
 
 
 def test_record_view_matches_diagnosis_and_reversals(ledger, view):
+    from ledgerscope.analysis.diagnosis import count_records, select_records
     from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
-    from ledgerscope.analysis.diagnosis.query import count_records, select_records
     from ledgerscope.analysis.reversals import find_reversals
 
     n = view.execute("SELECT count(*) FROM records").fetchone()[0]
@@ -91,7 +91,7 @@ def test_record_view_matches_diagnosis_and_reversals(ledger, view):
 
 
 def test_fixtures_export_validates_standalone(ledger, view, tmp_path):
-    from ledgerscope.analysis.diagnosis.query import count_records, select_records
+    from ledgerscope.analysis.diagnosis import count_records, select_records
     from ledgerscope.inputs.fixtures import read_fixtures
 
     where = "step > 0 OR NOT answerable"
@@ -132,7 +132,7 @@ def test_fixtures_export_validates_standalone(ledger, view, tmp_path):
 
 
 def test_label_studio_regions_slice_the_document(ledger, view, tmp_path):
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
     out = tmp_path / "tasks.json"
     result = export(ledger, "answerable", "label-studio", out)
@@ -203,7 +203,7 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
     import ir_measures
     from ir_measures import R, nDCG
 
-    from ledgerscope.analysis.diagnosis.query import select_records
+    from ledgerscope.analysis.diagnosis import select_records
 
     out = tmp_path / "trec"
     where = "answerable"
@@ -237,7 +237,7 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
         units = {u: (d, s, e) for u, d, s, e in view.execute(
             'SELECT unit_id, doc_id, "start", "end" FROM units WHERE arm = ? AND phase = ?',
             [arm, phase]).fetchall()}
-        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+        from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         fixtures, _ = load_ledger_fixtures(view, ledger)
         for q in qrels:
@@ -263,7 +263,7 @@ def test_trec_scores_break_ties_by_rank():
 
 
 def test_jsonl_rows_are_self_contained(ledger, view, tmp_path):
-    from ledgerscope.analysis.diagnosis.query import count_records
+    from ledgerscope.analysis.diagnosis import count_records
     from ledgerscope.ledger import schema
 
     where = "reversal AND arm = 'candidate'"

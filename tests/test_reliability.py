@@ -147,8 +147,8 @@ def _invoke(*args: str):
 
 
 def test_reading_never_changes_an_input_byte(built, tmp_path):
+    from ledgerscope.analysis.diagnosis import build_record_view
     from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
-    from ledgerscope.analysis.diagnosis.query import build_record_view
     from ledgerscope.ledger.read import connect
 
     ledger = built["ledger"]
@@ -156,7 +156,7 @@ def test_reading_never_changes_an_input_byte(built, tmp_path):
     before = _tree(*inputs)
     assert len(before) > 20
     con = connect(ledger)
-    build_record_view(con, ledger)
+    build_record_view(con)
     con.execute("SELECT count(*) FROM record_view").fetchall()
     list(diagnose_ledger(con, ledger))
     con.close()

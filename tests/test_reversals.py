@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ledgerscope.analysis.reversals import find_reversals, reversals_from_rows
+from ledgerscope.analysis.reversals import find_reversals, reversals_from_rows, reversed_questions_sql
 from ledgerscope.ledger import schema
 
 
@@ -57,3 +59,21 @@ def test_find_reversals_over_duckdb():
     only_b = find_reversals(con, arm="b")
     assert only_b == []
     assert {r["kind"] for r in find_reversals(con, arm="c")} == {"support"}
+
+
+_VERDICTS = st.sampled_from(["correct", "wrong", "abstained", "not-judged", "infrastructure-failure", None])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(["q1", "q2", "q3"]), st.integers(0, 3),
+                          st.sampled_from([True, False, None]), _VERDICTS), max_size=30))
+def test_the_sql_rule_and_the_python_rule_name_the_same_questions(draws):
+    """REVERSED (record_view's ``reversal``) and reversals_from_rows agree on which questions reverse."""
+    rows = list({(arm, qid, phase): rec(arm, str(phase), phase, qid, packed, verdict)
+                 for arm, qid, phase, packed, verdict in draws}.values())
+    con = duckdb.connect()
+    con.register("_r", pa.Table.from_pylist(rows, schema=schema.RECORDS))
+    con.execute("CREATE TABLE records AS SELECT * FROM _r")
+    in_sql = {(a, q) for a, q, rev in con.execute(reversed_questions_sql()).fetchall() if rev}
+    assert in_sql == {(r["arm"], r["qid"]) for r in reversals_from_rows(rows)}
+    assert {(r["arm"], r["qid"]) for r in find_reversals(con)} == in_sql

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledgerscope.common.intervals import covers
 from ledgerscope.pipeline.sentences import split_sentences
-from ledgerscope.pipeline.units import covers
 
 
 def sents(text: str, start: int = 0, end: int | None = None) -> list[str]:

@@ -144,8 +144,8 @@ def test_support_ranks_in_sql_equal_the_definition_on_a_sweep_and_a_synthetic_le
     the sample sweep, a synthetic ledger, one arm, and edge spans (blank gaps, empty, unknown text)."""
     from pathlib import Path
 
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
     from ledgerscope.analysis.survival import support_ranks_sql
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect as open_ledger
     from ledgerscope.testing.synthetic import make_synthetic_ledger
 

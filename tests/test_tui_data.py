@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledgerscope.analysis.diagnosis import build_record_view
 from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
-from ledgerscope.analysis.diagnosis.record_view import create_record_view
 from ledgerscope.analysis.diagnosis.tree import diagnose
 from ledgerscope.common.errors import InputError
 from ledgerscope.ledger import schema
@@ -63,11 +63,11 @@ def test_record_view_matches_diagnose_on_a_real_ledger(session, ledger):  # noqa
 
 @pytest.mark.slow
 def test_record_view_has_the_columns_of_query_build_record_view(session, ledger):  # noqa: F811
-    from ledgerscope.analysis.diagnosis.query import build_record_view, view_columns
+    from ledgerscope.analysis.diagnosis.query import view_columns
     from ledgerscope.ledger.read import connect
 
     con = connect(ledger)
-    build_record_view(con, ledger)
+    build_record_view(con)
     cur = session.cursor("candidate")
     assert view_columns(cur) == view_columns(con)
 
@@ -125,7 +125,7 @@ def test_record_view_matches_diagnose_on_any_flags(records):
     con.register("_o", pa.Table.from_pylist(oracle, schema=schema.ORACLE))
     con.execute("CREATE VIEW records AS SELECT * FROM _r")
     con.execute("CREATE VIEW oracle AS SELECT * FROM _o")
-    create_record_view(con)
+    build_record_view(con)
     got = {
         q: (s, n, lab, f)
         for q, s, n, lab, f in con.execute(

@@ -7,7 +7,8 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgerscope.pipeline.units import Unit, covers, merge_intervals, uncovered, unit_id_for
+from ledgerscope.common.intervals import WHITESPACE, covers, merge_intervals, uncovered
+from ledgerscope.pipeline.units import Unit, unit_id_for
 
 PROP = settings(max_examples=200, deadline=None)
 
@@ -150,3 +151,18 @@ def test_unit_interval_and_id():
     assert u.interval == (0, 5)
     assert unit_id_for("docs/a.md", 3, 9) == "docs/a.md@3-9"
     assert unit_id_for("d", 0, 5) == u.unit_id
+
+
+def test_the_sql_whitespace_pattern_is_str_isspace_on_every_code_point():
+    """WHITESPACE (the SQL diagnosis and survival excuse gaps with it) and ``str.isspace`` (which
+    :func:`uncovered` excuses gaps with) agree on every code point but the surrogates."""
+    import duckdb
+
+    points = [p for p in range(0x110000) if not 0xD800 <= p <= 0xDFFF]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE cp AS SELECT unnest($1) AS p", [points])
+    blank = {p for (p,) in con.execute(
+        "SELECT p FROM cp WHERE regexp_full_match(chr(p), ?)", [WHITESPACE]).fetchall()}
+    assert blank == {p for p in points if chr(p).isspace()}
+    assert con.execute("SELECT regexp_full_match('', ?), regexp_full_match(' a', ?)",
+                       [WHITESPACE, WHITESPACE]).fetchall() == [(True, False)]

@@ -7,12 +7,25 @@ phases (``infrastructure-failure`` counts as a verdict and shows in the map,
 so a generator outage is visible rather than silently dropped). Phases are
 listed by phase offset, then label, as strings (the views may type hive
 partition labels as integers).
+
+The rule is written twice, for speed: :data:`REVERSED` in SQL (``record_view``'s ``reversal``
+column, and the filter that keeps all but the questions that reverse out of Python) and
+:func:`reversals_from_rows` in Python (which also says which phases lie on each side);
+``tests/test_reversals.py`` holds the two together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+#: SQL: one question's records in one arm (a group) reverse, on support or on the answer
+REVERSED = "count(DISTINCT support_packed) > 1 OR count(DISTINCT coalesce(answer_verdict, '')) > 1"
+
+
+def reversed_questions_sql() -> str:
+    """SQL: arm, qid and ``reversal`` (:data:`REVERSED`) of every question in ``records``."""
+    return f"SELECT arm, qid, ({REVERSED}) AS reversal FROM records GROUP BY arm, qid"
 
 
 def reversals_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -47,8 +60,7 @@ def find_reversals(con, arm: str | None = None) -> list[dict[str, Any]]:
     rows = con.sql(
         "WITH r AS (SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, segment, support_packed, "
         f"answer_verdict FROM records {where}), "
-        "q AS (SELECT arm, qid FROM r GROUP BY arm, qid "
-        "HAVING count(DISTINCT support_packed) > 1 OR count(DISTINCT coalesce(answer_verdict, '')) > 1) "
+        f"q AS (SELECT arm, qid FROM r GROUP BY arm, qid HAVING {REVERSED}) "
         "SELECT r.* FROM r SEMI JOIN q ON r.arm = q.arm AND r.qid = q.qid",
         params=params).to_arrow_table().to_pylist()
     return reversals_from_rows(rows)

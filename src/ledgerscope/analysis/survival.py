@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ledgerscope.common.intervals import WHITESPACE, merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-from ledgerscope.pipeline.units import merge_intervals, uncovered
 
 SURVIVAL_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "selected", "packed",
                    "cited")
@@ -170,7 +170,7 @@ def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
     """(arm, phase, qid) -> stage -> support rank, for answerable records: the definition, one
     query for the rows, then :func:`support_rank` per record and stage in Python (reports use
     :func:`support_ranks_sql`, the same in DuckDB)."""
-    from ledgerscope.analysis.diagnosis.feed import gold_spans_table
+    from ledgerscope.ledger.fixtures import gold_spans_table
 
     spans = gold_spans_table(fixtures, answerable_only=True)
     if not spans.num_rows:
@@ -209,8 +209,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     and none where such a segment is never covered: the smallest k whose first k rows leave no
     uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
     """
-    from ledgerscope.analysis.diagnosis.sql.coverage import WHITESPACE
-    from ledgerscope.common.sql_tables import columns_table, drop_tables
+    from ledgerscope.common.sql_tables import columns_table, drop_tables, sql_literal
 
     spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
              "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
@@ -255,7 +254,7 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
             GROUP BY g.g, g.x, g.y),
         seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
             SELECT t.*, sp.span_text IS NOT NULL AND regexp_full_match(
-                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {_sql_text(WHITESPACE)}) AS blank
+                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {sql_literal(WHITESPACE)}) AS blank
             FROM seg_t t JOIN _ls_surv_span sp USING (sid)),
         span_rank AS (
             SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id,
@@ -291,10 +290,6 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     return out
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 # ---------------------------------------------------------------------------
 # the report
 
@@ -302,7 +297,7 @@ def _sql_text(value: str) -> str:
 def survival(con, ledger: str | Path | None = None, arm: str | None = None,
              ks: Sequence[int] = KS, fixtures: tuple | None = None) -> list[dict[str, Any]]:
     """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
-    ``fixtures`` as :func:`ledgerscope.analysis.diagnosis.feed.load_ledger_fixtures` returned them."""
+    ``fixtures`` as :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures` returned them."""
     rows = survival_counts(con, arm)
     ann = ann_recall(con, arm)
     dup = duplicate_ratio(con, arm)
@@ -310,7 +305,7 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
     depths: dict[tuple[str, str, str], int] = {}
     answerable_qids: dict[tuple[str, str], list[str]] = {}
     if ledger is not None:
-        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+        from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         by_qid, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
         ranks = support_ranks_sql(con, by_qid, texts, arm)

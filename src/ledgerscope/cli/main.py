@@ -213,8 +213,8 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
 ) -> None:
     """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
-    from ledgerscope.analysis.diagnosis.sql import diagnosis_steps, write_json_lines
+    from ledgerscope.analysis.diagnosis import ledger_heads, write_json_lines
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
 
     try:
@@ -228,7 +228,7 @@ def diagnose(
                 sys.stdout.buffer.flush()
                 return
             fixtures = load_ledger_fixtures(con, ledger)  # read once for steps and recall@k
-            rows = diagnosis_steps(con, ledger, arm, fixtures)  # the summary needs no evidence
+            rows = ledger_heads(con, arm)  # the summary needs no evidence
     except LedgerscopeError as exc:
         _fail(exc)
         return

@@ -1,3 +1,3 @@
-"""Utilities every layer may use: errors, atomic writes, safe text, SQL literals, intervals. Imports
-nothing else of ledgerscope.
+"""Utilities every layer may use: errors, atomic writes, safe text, SQL literals and small tables,
+intervals, one BLAS thread. Imports nothing else of ledgerscope.
 """

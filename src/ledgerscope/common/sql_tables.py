@@ -1,4 +1,6 @@
-"""Small DuckDB temp tables from Python lists.
+"""SQL text from Python values (literals), and small DuckDB temp tables from Python lists.
+
+Every module that writes a value into SQL text quotes it here, once.
 
 Registering an Arrow table (``con.register``) makes DuckDB's Python client import
 pandas, about 0.2 s on every command that does it; a selection's keys or a few
@@ -7,7 +9,23 @@ thousand gold spans go in as list parameters instead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+
+
+def sql_literal(value: object) -> str:
+    """A SQL literal for a Python value: NULL, true/false, an integer, else a string (quotes doubled)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_in(values: Iterable[object]) -> str:
+    """A parenthesised list of literals, for ``x IN (...)``."""
+    return "(" + ", ".join(sql_literal(v) for v in values) + ")"
 
 
 def columns_table(con, name: str, cols: Mapping[str, tuple[str, list]]) -> None:

@@ -1,7 +1,7 @@
 """Exports of a selection of ledger records, for re-annotation and for other tools.
 
 ``export(ledger, where, fmt, out)`` selects the records of ``record_view``
-(see :mod:`ledgerscope.analysis.diagnosis.query`) that the predicate ``where`` accepts and writes
+(:func:`ledgerscope.analysis.diagnosis.build_record_view`) that the predicate ``where`` accepts and writes
 them in one of four formats. The ledger is only read. Every output is written
 to a temporary path beside ``out`` and renamed into place (a directory is
 built beside it and renamed whole), so a failure leaves no partial output and
@@ -64,9 +64,9 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path, *,
            include_restricted: bool = False) -> ExportResult:
     """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``; restricted
     source text only with ``include_restricted``."""
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
-    from ledgerscope.analysis.diagnosis.query import build_record_view, validate_predicate
+    from ledgerscope.analysis.diagnosis import build_record_view, validate_predicate
     from ledgerscope.export.redaction import Redactor
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
 
@@ -78,7 +78,7 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path, *,
     manifest = load_manifest(ledger)
     con = connect(ledger)
     loaded = load_ledger_fixtures(con, ledger)  # once: the view, the evidence and the writers use it
-    build_record_view(con, ledger, loaded)
+    build_record_view(con)
     predicate = validate_predicate(con, where or "")
     rows = _selection(con, ledger, predicate, loaded)
     redactor = Redactor.from_connection(con, include_restricted)
@@ -121,8 +121,7 @@ def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tu
 
     Evidence is computed for the selected records only, from the partitions holding them.
     """
-    from ledgerscope.analysis.diagnosis.query import VIEW, fetch_dicts, run_query, where_sql
-    from ledgerscope.analysis.diagnosis.sql import diagnosis_evidence
+    from ledgerscope.analysis.diagnosis import VIEW, diagnosis_evidence, fetch_dicts, run_query, where_sql
 
     sql = (f"SELECT * FROM {VIEW}{where_sql(predicate)} "
            "ORDER BY arm, phase_offset, CAST(phase AS VARCHAR), qid")

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
                     out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
-    from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
+    from ledgerscope.analysis.diagnosis import STEP_NAMES
     from ledgerscope.inputs.fixtures import write_fixtures
     from ledgerscope.inputs.sources import Corpus, make_source
 

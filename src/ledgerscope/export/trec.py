@@ -71,7 +71,7 @@ def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions).
 
     TREC files hold ids, ranks and scores only: no source text to withhold (``redactor`` unused)."""
-    from ledgerscope.analysis.diagnosis.feed import gold_span_columns
+    from ledgerscope.ledger.fixtures import gold_span_columns
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:

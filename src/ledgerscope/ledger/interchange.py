@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
+from ledgerscope.ledger.fixtures import load_ledger_fixtures
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.ledger.write import oracle_path, write_partition, write_table
@@ -40,8 +41,6 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
     ledger, out = Path(ledger), Path(out)
     _check_jsonl_out(ledger, out)
     con = connect(ledger)
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
-
     load_ledger_fixtures(con, ledger)  # sources and fixtures checked too: no damage is passed on
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     clear_stale(out)  # what a killed conversion left

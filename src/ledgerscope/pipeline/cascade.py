@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.inputs.sources import Source
 from ledgerscope.ledger import schema
@@ -240,16 +241,6 @@ def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) 
                 total += count(u.text[: overlap_end - u.start])
             reach = max(reach, u.end)
     return total
-
-
-def single_threaded_blas():
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scipy's usual installs
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def run_questions(

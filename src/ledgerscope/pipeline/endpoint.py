@@ -38,6 +38,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,15 +178,19 @@ class EndpointGenerator:
             raise _AttemptError("response", "response is not a JSON object", True)
         return data
 
-    def _post(self, path: str, payload: dict) -> tuple[dict | None, list[str]]:
-        """POST with retries: (data or None, the error string of every failed attempt)."""
+    def _post(self, path: str, payload: dict, read: Callable[[dict], Any] = lambda data: data
+              ) -> tuple[Any, list[str]]:
+        """POST with retries: (``read`` of the response's data, or None, and the error string of
+        every failed attempt). ``read`` may raise :class:`_AttemptError` to fail (and perhaps
+        retry) an attempt whose response is unusable."""
         key = self._key()
         errors: list[str] = []
         for attempt in range(self.retries + 1):
             if attempt and self.backoff > 0:
                 time.sleep(self.backoff * attempt)
             try:
-                return self._post_once(path, payload, key), errors
+                data = self._post_once(path, payload, key)
+                return read(data), errors
             except _AttemptError as exc:
                 errors.append(self._scrub(str(exc), key))
                 if not exc.retryable:
@@ -209,19 +214,10 @@ class EndpointGenerator:
         if self.seed is not None:
             payload["seed"] = self.seed
         started = time.perf_counter()
-        key = self._key()
-        errors: list[str] = []
-        for attempt in range(self.retries + 1):
-            if attempt and self.backoff > 0:
-                time.sleep(self.backoff * attempt)
-            try:
-                data = self._post_once("/v1/chat/completions", payload, key)
-                answer, finish = self._read_choice(data)
-            except _AttemptError as exc:
-                errors.append(self._scrub(str(exc), key))
-                if not exc.retryable:
-                    break
-                continue
+        done, errors = self._post("/v1/chat/completions", payload,
+                                  lambda data: (data, *self._read_choice(data)))
+        if done is not None:
+            data, answer, finish = done
             usage = data.get("usage") or {}
             return GenerationResult(
                 answer=answer,
@@ -229,7 +225,7 @@ class EndpointGenerator:
                 abstained=is_abstention(answer),
                 prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
                 completion_tokens=_int_or_none(usage.get("completion_tokens")),
-                attempts=attempt + 1,
+                attempts=len(errors) + 1,
                 detail={
                     "attempts": errors,
                     "finish_reason": finish,

@@ -140,9 +140,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ledgerscope.common.intervals import covers, uncovered
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.pipeline.prompt import ABSTAIN_TEXT
-from ledgerscope.pipeline.units import covers, uncovered
 
 ANSWER_VERDICTS = (
     "correct",

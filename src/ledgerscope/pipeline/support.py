@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ledgerscope.common.intervals import covers, merge_intervals
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-from ledgerscope.pipeline.units import covers, merge_intervals
 
 
 def intervals_by_doc(units: Iterable) -> dict[tuple[str, str], list[tuple[int, int]]]:

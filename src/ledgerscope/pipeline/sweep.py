@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ledgerscope import __version__
 from ledgerscope.common.atomic import atomic_write_text
+from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.inputs.fixtures import Fixture, write_fixtures
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
@@ -37,7 +38,6 @@ from ledgerscope.pipeline.cascade import (
     build_runtime,
     chunk_phase,
     run_questions,
-    single_threaded_blas,
 )
 from ledgerscope.pipeline.config import ArmConfig
 from ledgerscope.pipeline.encoder import shared_encoder

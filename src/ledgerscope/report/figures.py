@@ -94,7 +94,7 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
 
 
 def _fixtures(con, ledger) -> tuple:
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
     return load_ledger_fixtures(con, ledger)
 

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ledgerscope.inputs.fixtures import SEGMENTS
 from ledgerscope.inputs.sources import text_version
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.write import oracle_path, write_partition
@@ -42,14 +43,6 @@ FUNNEL = (
     "support_fused",
     "support_reranked",
     "support_packed",
-)
-SEGMENTS = (
-    "rule-exception",
-    "definition-referent",
-    "number-scope",
-    "cross-reference",
-    "joint-evidence",
-    "unanswerable",
 )
 WORDS = (
     "retention",

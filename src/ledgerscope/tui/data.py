@@ -8,8 +8,8 @@ tables (``tui_index``, ``tui_list``) live in the in-memory DuckDB database.
 Declared choices
 ----------------
 * **Record view.** The filter bar takes the predicate language of ``export
-  --where`` over ``record_view``, built in SQL by :mod:`.record_view` (the
-  diagnosis's step, label and flags mirrored from the record's flags). The
+  --where`` over ``record_view``, built as ``export`` builds it
+  (:func:`ledgerscope.analysis.diagnosis.build_record_view`: the heads only). The
   full :class:`~ledgerscope.analysis.diagnosis.tree.Diagnosis` (walk and evidence) is
   computed for the selected record only.
 * **Questions list.** One row per question of the current arm that has at
@@ -28,13 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledgerscope.analysis.diagnosis.record_view import (
-    create_record_view,
-    materialise_empty_views,
-    sql_in,
-    sql_literal,
-)
+from ledgerscope.analysis.diagnosis import build_record_view, first_stage_depths
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.sql_tables import sql_in, sql_literal
+from ledgerscope.ledger.cursors import materialise_empty_views
 from ledgerscope.ledger.layout import ledger_layout
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
@@ -67,15 +64,6 @@ def _order_phases(entries: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(str(e["label"]) for e in sorted(entries, key=key))
 
 
-def _top_n(arm_entry: Mapping[str, Any]) -> dict[str, int]:
-    r = ((arm_entry or {}).get("config") or {}).get("retrieval") or {}
-    return {
-        k: int(r[c])
-        for k, c in (("bm25", "bm25_top_n"), ("dense_exact", "dense_top_n"), ("dense_ann", "ann_top_n"))
-        if c in r
-    }
-
-
 def resolve_arms(
     ledger: Path, baseline_ledger: Path | None, candidate: str | None, baseline_arm: str | None
 ) -> dict[str, ArmRef]:
@@ -94,7 +82,7 @@ def resolve_arms(
             cand,
             ledger,
             _order_phases(manifest["arms"][cand]["phases"]),
-            _top_n(manifest["arms"][cand]),
+            first_stage_depths(manifest["arms"][cand]),
         )
     }
     base_ledger = baseline_ledger or ledger
@@ -118,7 +106,7 @@ def resolve_arms(
             base,
             Path(base_ledger),
             _order_phases(bman["arms"][base]["phases"]),
-            _top_n(bman["arms"][base]),
+            first_stage_depths(bman["arms"][base]),
         )
     return out
 
@@ -183,7 +171,7 @@ class LedgerSession:
         for ledger in {a.ledger.resolve(): a.ledger for a in self.arms.values()}.values():
             con = connect(ledger)
             materialise_empty_views(con)
-            create_record_view(con)
+            build_record_view(con)
             names = [a.name for a in self.arms.values() if a.ledger.resolve() == ledger.resolve()]
             con.execute(
                 "CREATE OR REPLACE TABLE tui_index AS SELECT arm, CAST(phase AS VARCHAR) AS phase, "
@@ -213,7 +201,7 @@ class LedgerSession:
 
     def validate(self, role: str, predicate: str) -> str:
         """The normalised predicate (``query.validate_predicate``), or InputError."""
-        from ledgerscope.analysis.diagnosis.query import validate_predicate
+        from ledgerscope.analysis.diagnosis import validate_predicate
 
         cur = self.cursor(role)
         try:
@@ -339,7 +327,7 @@ class LedgerSession:
 
     def fixtures(self, role: str) -> tuple[dict, dict]:
         """(fixtures by qid, source texts) of the role's ledger, loaded once."""
-        from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+        from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         ledger = self.arms[role].ledger.resolve()
         with self._fixture_lock:
@@ -381,7 +369,7 @@ class LedgerSession:
             return (qid, phase) in self._details
 
     def _record_detail(self, role: str, qid: str, phase: str) -> RecordDetail:
-        from ledgerscope.analysis.diagnosis.tree import diagnose
+        from ledgerscope.analysis.diagnosis import diagnose
 
         arm = self.arms[role]
         fixtures, texts = self.fixtures(role)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgerscope.analysis.diagnosis.record_view import sql_literal
+from ledgerscope.common.sql_tables import sql_literal
 
 #: verdict -> glyph; meaning never rests on colour alone
 VERDICT_GLYPHS: dict[str, str] = {
@@ -139,7 +139,7 @@ class Filters:
 
 def span_coverage(fixture, rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str]) -> dict[str, str]:
     """Per gold span: ``full``, ``partial`` or ``none`` coverage by the rows' intervals."""
-    from ledgerscope.pipeline.units import uncovered
+    from ledgerscope.common.intervals import uncovered
 
     out: dict[str, str] = {}
     for span in fixture.spans:

@@ -20,7 +20,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
-from ledgerscope.analysis.diagnosis.evidence import json_list
+from ledgerscope.analysis.diagnosis import json_list
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui.model import (
     CITATION_GLYPHS,

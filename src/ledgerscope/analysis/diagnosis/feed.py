@@ -4,19 +4,20 @@ The tree itself is the pure :func:`ledgerscope.analysis.diagnosis.tree.diagnose`
 feeds it from DuckDB without one query per record. It is the reference the
 commands are checked against: ``diagnose``, ``export`` and the TUI's
 ``record_view`` use :mod:`ledgerscope.analysis.diagnosis.sql`, the same rows computed in
-DuckDB, and the tests compare the two record for record. The fixture loading
-here (:func:`load_ledger_fixtures`) is shared by both.
+DuckDB, and the tests compare the two record for record. Both read the fixtures with
+:func:`ledgerscope.ledger.fixtures.load_ledger_fixtures`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, row_rank
+from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, UNIT_WINDOW, depths_by_arm, row_rank
 from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
-from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
+from ledgerscope.ledger.verify import load_manifest
 
 _RECORD_COLUMNS = (
     "arm", "phase", "phase_offset", "qid", "segment", "answerable", "support_only", "gold_status",
@@ -29,53 +30,7 @@ _RECORD_COLUMNS = (
 )
 _CAND_COLUMNS = ('c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, c.score, c.doc_id, '
                  'c."start", c."end", CASE WHEN c.stage = \'union\' THEN c.lineage END AS lineage')
-UNIT_WINDOW = 2000  # characters either side of a span searched for step-2/3 unit evidence
 _WHOLE = 1 << 30
-
-
-def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], dict[str, str]]:
-    """The ledger's fixtures by qid (re-resolved against its sources) and the source texts."""
-    from ledgerscope.common.errors import InputError, Problem
-    from ledgerscope.inputs.fixtures import read_fixtures, resolve
-    from ledgerscope.ledger.read import sources_corpus
-
-    # A ledger's sources and fixtures were checked when the sweep wrote them: anything that no
-    # longer checks out is damage to the ledger, reported as such (never diagnosed as step 1).
-    corpus = sources_corpus(Path(ledger) / "sources.parquet", con.execute(
-        "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
-    texts = {s.doc_id: s.text for s in corpus}
-    path = Path(ledger) / "fixtures.jsonl"
-    if not path.is_file():
-        raise InputError(Problem(str(path), None, "fixtures", "missing: the ledger's resolved fixtures"))
-    fset, problems = read_fixtures(path)
-    resolved, _, more = resolve(fset, corpus)
-    if problems or more:
-        raise InputError(problems + more)
-    return {f.qid: f for f in resolved}, texts
-
-
-def gold_span_columns(fixtures: Mapping[str, Fixture], answerable_only: bool = False
-                      ) -> dict[str, tuple[str, list]]:
-    """Every gold span as columns (qid, doc_id, start, end) with their SQL types, for
-    :func:`ledgerscope.common.sql_tables.columns_table`."""
-    cols: dict[str, tuple[str, list]] = {"qid": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
-                                         "start": ("BIGINT", []), "end": ("BIGINT", [])}
-    for qid, fx in fixtures.items():
-        if answerable_only and not fx.answerable:
-            continue
-        for s in fx.spans:
-            for col, value in zip(cols, (qid, s.doc_id, s.start, s.end), strict=True):
-                cols[col][1].append(value)
-    return cols
-
-
-def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False):
-    """:func:`gold_span_columns` as an Arrow table, for joins against candidates."""
-    import pyarrow as pa
-
-    types = {"VARCHAR": pa.string(), "BIGINT": pa.int64()}
-    cols = gold_span_columns(fixtures, answerable_only)
-    return pa.table({k: pa.array(v, types[t]) for k, (t, v) in cols.items()})
 
 
 def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator[dict[str, Any]]:
@@ -88,7 +43,7 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
     need only their packed rows; no query runs per record.
     """
     fixtures, texts = load_ledger_fixtures(con, ledger)
-    top_n = _top_n(ledger)
+    top_n = depths_by_arm(load_manifest(ledger))
     where, params = ("WHERE arm = ?", [arm]) if arm is not None else ("", [])
     cols = ", ".join(f'"{c}"' for c in _RECORD_COLUMNS)
     records = con.sql(f"SELECT {cols} FROM records {where} ORDER BY arm, phase_offset, phase, qid",
@@ -197,15 +152,3 @@ def _fetch_units(con, unit_need: dict[str, list]) -> dict[tuple, list[dict]]:
     for u in urows:
         units_by.setdefault((u["arm"], u["phase"], u["doc_id"]), []).append(u)
     return units_by
-
-
-def _top_n(ledger: str | Path) -> dict[str, dict[str, int]]:
-    """Per arm, the configured depth of each first-stage list (the cutoff steps 3 and 4 report)."""
-    from ledgerscope.ledger.verify import load_manifest
-
-    out: dict[str, dict[str, int]] = {}
-    for name, arm in (load_manifest(ledger).get("arms") or {}).items():
-        r = ((arm or {}).get("config") or {}).get("retrieval") or {}
-        out[name] = {k: int(r[c]) for k, c in (("bm25", "bm25_top_n"), ("dense_exact", "dense_top_n"),
-                                               ("dense_ann", "ann_top_n")) if c in r}
-    return out

@@ -1,6 +1,7 @@
 """The record filter language shared by ``ledgerscope export --where`` and the TUI's filter bar.
 
-A filter is one DuckDB boolean expression over the view ``record_view``: one
+A filter is one DuckDB boolean expression over the view ``record_view``
+(:func:`ledgerscope.analysis.diagnosis.record_view.build_record_view`): one
 row per record, every column of the ``records`` table plus the diagnosis:
 
 * ``step`` (integer, 0 = pass, 1-10 the ten steps), ``step_name``, ``label``;
@@ -31,14 +32,11 @@ import difflib
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+from ledgerscope.analysis.diagnosis.record_view import VIEW
 from ledgerscope.common.errors import InputError, Problem
 
-VIEW = "record_view"
-DIAGNOSIS_TABLE = "record_diagnosis"
-DIAGNOSIS_COLUMNS = ("step", "step_name", "label", "flags", "reversal")
 DEFAULT_ORDER = "arm, phase_offset, qid"
 
 _PREFIX = f"SELECT * FROM {VIEW} WHERE ("
@@ -67,29 +65,7 @@ def _problem(reason: str, source: str) -> InputError:
 
 
 # ---------------------------------------------------------------------------
-# building the view
-
-
-def build_record_view(con, ledger: str | Path, fixtures: tuple | None = None) -> None:
-    """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
-
-    Step, step name, label and flags of every record go into the temp table
-    ``record_diagnosis`` (from the diagnosis heads: :mod:`ledgerscope.analysis.diagnosis.sql`);
-    the view joins it to ``records``. The evidence, which only a selection needs,
-    is :func:`ledgerscope.analysis.diagnosis.sql.diagnosis_evidence`'s. Nothing is written to disk.
-    ``fixtures``: :func:`ledgerscope.analysis.diagnosis.feed.load_ledger_fixtures`'s result, if at hand.
-    """
-    from ledgerscope.analysis.diagnosis.sql import heads_table
-
-    heads_table(con, ledger, DIAGNOSIS_TABLE, fixtures)
-    con.execute(
-        f"CREATE OR REPLACE VIEW {VIEW} AS "
-        "WITH rev AS (SELECT arm, qid, (count(DISTINCT support_packed) > 1 "
-        "OR count(DISTINCT coalesce(answer_verdict, '')) > 1) AS reversal FROM records GROUP BY arm, qid) "
-        "SELECT r.*, d.step, d.step_name, d.label, d.flags, coalesce(v.reversal, false) AS reversal "
-        f"FROM records r LEFT JOIN {DIAGNOSIS_TABLE} d "
-        "ON d.arm = r.arm AND d.phase = CAST(r.phase AS VARCHAR) AND d.qid = r.qid "
-        "LEFT JOIN rev v ON v.arm = r.arm AND v.qid = r.qid")
+# the view
 
 
 def view_columns(con) -> list[str]:

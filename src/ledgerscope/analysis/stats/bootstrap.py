@@ -15,8 +15,8 @@ from ledgerscope.analysis.stats.metrics import (
     DEFAULT_STATISTICS,
     STATISTICS,
     WORST_PHASE_NOTE,
-    _direction,
-    _num,
+    direction_label,
+    finite_or_none,
 )
 from ledgerscope.analysis.stats.resampling import Pass, Problem, intervals, run_here, schedule, units
 
@@ -86,9 +86,9 @@ def _summary(
             bounds, se, n_ok = (x[i] for x in spread[s])
             est_c, est_b = float(point[s][2 * i]), float(point[s][2 * i + 1])
             entry = {
-                "estimate": _num(est_c - est_b),
-                "candidate": _num(est_c),
-                "baseline": _num(est_b),
+                "estimate": finite_or_none(est_c - est_b),
+                "candidate": finite_or_none(est_c),
+                "baseline": finite_or_none(est_b),
                 "low": None,
                 "high": None,
                 "standard_error": None,
@@ -118,7 +118,7 @@ def _summary(
                 }
         results[name] = {
             "statistics": stats_out,
-            "direction": _direction(h),
+            "direction": direction_label(h),
             "n_questions": int(n_q),
             "n_units": int(n_units),
             "n_phases": int(n_p),

@@ -23,6 +23,7 @@ from ledgerscope.analysis.stats.metrics import (
     phase_table,
     record_metrics,
 )
+from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.common.errors import InputError, Problem
 
 
@@ -291,15 +292,6 @@ def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) ->
     return out
 
 
-def _one_blas_thread():
-    """One BLAS thread: the bootstrap's products are small and run two at a time (no spinning pool)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 @contextlib.contextmanager
 def _no_gc_pauses():
     """No cyclic garbage collection during a comparison (its many small objects live on anyway);
@@ -370,7 +362,7 @@ def compare_arms(
             ]
     by_set: dict[str, dict] = {}
     # the bootstraps run on two threads (numpy releases the GIL) while this one builds the tables
-    with _one_blas_thread(), ThreadPoolExecutor(max_workers=2) as pool:
+    with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
         jobs, calls = [], []
         for _s, _g, rows in blocks:
             clusters, pairs, groups = _block_pairs(rows, matched, metrics)

@@ -112,7 +112,7 @@ class Metric:
         return {
             "definition": self.definition,
             "denominator": self.denominator,
-            "direction": _direction(self.higher_is_better),
+            "direction": direction_label(self.higher_is_better),
             "binary": self.binary,
         }
 
@@ -169,7 +169,8 @@ METRICS: dict[str, Metric] = {
 DEFAULT_METRICS = tuple(METRICS)
 
 
-def _direction(higher_is_better: bool) -> str:
+def direction_label(higher_is_better: bool) -> str:
+    """How a metric's ``direction`` reads in a comparison's JSON."""
     return "higher-is-better" if higher_is_better else "lower-is-better"
 
 
@@ -264,7 +265,8 @@ def record_metrics(
 # phase tables
 
 
-def _num(x) -> float | None:
+def finite_or_none(x) -> float | None:
+    """``float(x)``, or None for NaN (JSON has no NaN; an undefined mean is null)."""
     x = float(x)
     return None if np.isnan(x) else x
 
@@ -312,34 +314,34 @@ def phase_table(
         per_q = lo if use_min else hi  # each question's worst (best) phase
         return {
             "aggregate": {
-                "value": None if k is None else _num(means[k]),
+                "value": None if k is None else finite_or_none(means[k]),
                 "phase": None if k is None else labels[k],
             },
             "per_question": {
-                "value": _num(per_q.mean()) if per_q.size else None,
+                "value": finite_or_none(per_q.mean()) if per_q.size else None,
                 "n_questions": int(per_q.size),
             },
         }
 
     table = {
-        "direction": _direction(higher_is_better),
+        "direction": direction_label(higher_is_better),
         "n_questions": int(row_any.sum()),
         "n_phases": len(labels),
         "per_phase": [
-            {"phase": lab, "mean": _num(means[i]), "sum": float(sums[i]), "n": int(n[i])}
+            {"phase": lab, "mean": finite_or_none(means[i]), "sum": float(sums[i]), "n": int(n[i])}
             for i, lab in enumerate(labels)
         ],
         "phase_average": {
-            "mean_of_phases": _num(mean_of_phases),
-            "pooled": _num(pooled),
+            "mean_of_phases": finite_or_none(mean_of_phases),
+            "pooled": finite_or_none(pooled),
             "n_records": int(n.sum()),
         },
         "worst_phase": extreme(True),
         "best_phase": extreme(False),
         # a question whose value differs between phases (for 0/1 outcomes: a reversal)
         "reversals": int(np.sum(lo != hi)),
-        "min_value": _num(values.min()) if values.size else None,
-        "max_value": _num(values.max()) if values.size else None,
+        "min_value": finite_or_none(values.min()) if values.size else None,
+        "max_value": finite_or_none(values.max()) if values.size else None,
         "note": WORST_PHASE_NOTE,
     }
     if binary:

@@ -78,8 +78,10 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import SEGMENTS, STRESS_SETS
@@ -212,6 +214,16 @@ class _Problems:
         self.items.append(Problem(self.path, self.line_of(dotted), dotted, reason))
 
 
+#: a rule's single-valued settings: key -> (accepts the value, converts it, what it must be)
+_SETTINGS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = {
+    "confidence": (lambda v: _is_number(v) and 0 < v < 1, float, "a number strictly between 0 and 1"),
+    "n_resamples": (lambda v: _is_int(v) and v >= 100, int, "an integer of at least 100"),
+    "seed": (lambda v: _is_int(v) and v >= 0, int, "a non-negative integer"),
+    "interval_handling": (lambda v: v in INTERVAL_HANDLING, str, f"one of {', '.join(INTERVAL_HANDLING)}"),
+    "min_questions": (lambda v: _is_int(v) and v >= 1, int, "a positive integer"),
+}
+
+
 def load_rule(path: str | Path) -> Rule:
     """Read and validate a release rule; every problem is reported with file, line and field."""
     path = Path(path)
@@ -242,36 +254,13 @@ def load_rule(path: str | Path) -> Rule:
                 kw[key] = doc[key]
             else:
                 pr.add(key, "must be a non-empty string")
-    if "confidence" in doc:
-        v = doc["confidence"]
-        if _is_number(v) and 0 < v < 1:
-            kw["confidence"] = float(v)
-        else:
-            pr.add("confidence", f"must be a number strictly between 0 and 1, got {v!r}")
-    if "n_resamples" in doc:
-        v = doc["n_resamples"]
-        if _is_int(v) and v >= 100:
-            kw["n_resamples"] = v
-        else:
-            pr.add("n_resamples", f"must be an integer of at least 100, got {v!r}")
-    if "seed" in doc:
-        v = doc["seed"]
-        if _is_int(v) and v >= 0:
-            kw["seed"] = v
-        else:
-            pr.add("seed", f"must be a non-negative integer, got {v!r}")
-    if "interval_handling" in doc:
-        v = doc["interval_handling"]
-        if v in INTERVAL_HANDLING:
-            kw["interval_handling"] = v
-        else:
-            pr.add("interval_handling", f"must be one of {', '.join(INTERVAL_HANDLING)}, got {v!r}")
-    if "min_questions" in doc:
-        v = doc["min_questions"]
-        if _is_int(v) and v >= 1:
-            kw["min_questions"] = v
-        else:
-            pr.add("min_questions", f"must be a positive integer, got {v!r}")
+    for key, (accepts, convert, must_be) in _SETTINGS.items():
+        if key in doc:
+            v = doc[key]
+            if accepts(v):
+                kw[key] = convert(v)
+            else:
+                pr.add(key, f"must be {must_be}, got {v!r}")
     if "stress_sets" in doc:
         v = doc["stress_sets"]
         if (isinstance(v, list) and v and all(isinstance(s, str) and s in STRESS_SETS for s in v)

@@ -5,7 +5,12 @@ Each writes ``corpus.jsonl`` and ``fixtures.jsonl`` to a directory.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledgerscope.common.errors import InputError, Problem
 
 
 @dataclass
@@ -31,3 +36,15 @@ class ImportReport:
     licenses: dict[str, str] = field(default_factory=dict)
     #: other facts a reader of the import should know (one line each)
     notes: list[str] = field(default_factory=list)
+
+
+def read_json_file(file: Path) -> Any:
+    """A dataset file's JSON, or :class:`InputError` saying why not (unreadable, not UTF-8, not JSON)."""
+    try:
+        data = json.loads(file.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(Problem(str(file), None, "file", exc.strerror or str(exc))) from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(Problem(str(file), getattr(exc, "lineno", None), "file",
+                                 f"not valid JSON: {exc}")) from exc
+    return data

@@ -51,7 +51,7 @@ from typing import Any
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, write_fixtures
-from ledgerscope.inputs.importers import ImportReport
+from ledgerscope.inputs.importers import ImportReport, read_json_file
 from ledgerscope.inputs.sources import Corpus, make_source, write_corpus_jsonl
 
 CUES = ("except", "unless", "provided that", "notwithstanding", "subject to")
@@ -71,13 +71,7 @@ def _cues(text: str) -> list[str]:
 
 
 def _load(file: Path) -> dict:
-    try:
-        data = json.loads(file.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InputError(Problem(str(file), None, "file", exc.strerror or str(exc))) from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(Problem(str(file), getattr(exc, "lineno", None), "file",
-                                 f"not valid JSON: {exc}")) from exc
+    data = read_json_file(file)
     if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
         raise InputError(Problem(str(file), None, "documents",
                                  "expected an object with a 'documents' list"))

@@ -57,7 +57,7 @@ from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, write_fixtures
-from ledgerscope.inputs.importers import ImportReport
+from ledgerscope.inputs.importers import ImportReport, read_json_file
 from ledgerscope.inputs.sources import Corpus, make_source, write_corpus_jsonl
 
 MAX_SHIFT = 3
@@ -88,13 +88,7 @@ def _find_shift(context: str, text: str, start: int) -> int | None:
 
 
 def _load(file: Path) -> list[dict]:
-    try:
-        data = json.loads(file.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InputError(Problem(str(file), None, "file", exc.strerror or str(exc))) from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(Problem(str(file), getattr(exc, "lineno", None), "file",
-                                 f"not valid JSON: {exc}")) from exc
+    data = read_json_file(file)
     articles = data.get("data") if isinstance(data, dict) else None
     if not isinstance(articles, list):
         raise InputError(Problem(str(file), None, "data",

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
-from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
+from ledgerscope.analysis.diagnosis import STEP_NAMES
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui.model import Filters, verdict_glyph
 

@@ -17,10 +17,10 @@ one query of set operations over the candidate table:
   :func:`ledgerscope.common.safe_text.json_text` escapes (only text that is not plain
   ASCII is searched).
 
-Entry points: :func:`write_json_lines` (``diagnose --json``), :func:`diagnosis_lines` and
-:func:`diagnosis_rows` give every record with its evidence; :func:`diagnosis_steps` and
-:func:`heads_table` only what the heads give (the ``diagnose`` summary, ``export``'s
-``record_view``); :func:`diagnosis_evidence` the evidence of selected records (``export``).
+Entry points: :func:`write_json_lines` (``diagnose --json``) and :func:`diagnosis_lines` give
+every record with its evidence; :func:`heads_table` only what the heads give (``record_view``:
+the ``diagnose`` summary, ``export``, the TUI); :func:`diagnosis_evidence` the evidence of
+selected records (``export``).
 A ledger of more than :data:`SLICE_ROWS` candidate rows, or a selection, is diagnosed in
 consecutive slices of ledger order, each one query reading only its partitions, so memory
 stays that of one slice.
@@ -34,14 +34,12 @@ from the same ledger, including rows edited into corners no sweep produces.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
 from ledgerscope.analysis.diagnosis.sql import coverage, evidence, inputs
 from ledgerscope.common.safe_text import json_escaped
 from ledgerscope.common.sql_tables import columns_table, drop_tables
@@ -66,8 +64,10 @@ def prepare(
     """Register the small inputs (fixtures, stage members, depths, records, heads); return the
     slices of ledger order to diagnose, each up to ``max_rows`` candidate rows (one record's rows
     are never split). Call :func:`slice_query` per slice, then :func:`drop_inputs`. ``fixtures``:
-    :func:`load_ledger_fixtures`'s result, when the caller has it already; ``keys``: a table of
-    (arm, phase, qid) to diagnose only those records."""
+    :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures`'s result, when the caller has it
+    already; ``keys``: a table of (arm, phase, qid) to diagnose only those records."""
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures  # pyarrow: only when run
+
     fixtures, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
     inputs.register_fixtures(con, fixtures, texts)
     inputs.register_lists(con, ledger)
@@ -120,44 +120,25 @@ def diagnosis_lines(
     return lines
 
 
-def diagnosis_rows(con, ledger: str | Path, arm: str | None = None) -> list[dict]:
-    """The rows of ``diagnose --json`` as dicts (for tables and views), in ledger order."""
-    return [json.loads(line) for line in diagnosis_lines(con, ledger, arm)]
-
-
-#: a record's diagnosis without its evidence: what depends only on its head key
-_HEADS = (
-    "SELECT r.arm, CAST(r.phase AS VARCHAR) AS phase, r.qid, h.step, h.step_name, h.label, "
-    "CAST(from_json(h.flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags "
-    "FROM _ls_rec_all r JOIN _ls_head h ON h.key = r.key"
-)
-
-
-def diagnosis_steps(
-    con, ledger: str | Path, arm: str | None = None, fixtures: tuple | None = None
-) -> list[dict]:
-    """Arm, phase, qid, step and step name of every record, in ledger order: what a summary
-    needs, from the heads alone (a record's step depends only on its head key), no evidence."""
+def heads_table(con, table: str) -> None:
+    """The table ``table``: the heads of every distinct combination of :data:`.inputs.HEAD_COLUMNS`
+    among the ledger's records, ``flags`` a list (milliseconds: no fixtures, no candidate rows); a
+    record finds its row with :func:`head_join`. An in-memory table, not TEMP, so the connection's
+    cursors see it."""
     try:
-        prepare(con, ledger, arm, fixtures=fixtures)
-        rows = con.execute(
-            f"SELECT arm, phase, qid, step, step_name FROM ({_HEADS} "
-            "ORDER BY r.arm, r.phase_offset, r.phase, r.qid)"
-        ).fetchall()
+        inputs.register_fixtures(con, {}, {})  # the record columns the heads ignore stay empty
+        inputs.register_records(con, None)
+        inputs.register_heads(con)
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * EXCLUDE (walk_pre, walk_post) REPLACE "
+                    "(CAST(from_json(flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags) FROM _ls_head")
     finally:
         drop_inputs(con)
-    names = ("arm", "phase", "qid", "step", "step_name")
-    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
-def heads_table(con, ledger: str | Path, table: str, fixtures: tuple | None = None) -> None:
-    """The temp table ``table``: arm, phase, qid, step, step_name, label and flags of every record,
-    from the heads alone (milliseconds; the evidence is :func:`diagnosis_evidence`'s)."""
-    try:
-        prepare(con, ledger, None, fixtures=fixtures)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {_HEADS}")
-    finally:
-        drop_inputs(con)
+def head_join(records: str, table: str) -> str:
+    """SQL: ``LEFT JOIN`` of ``records`` (an alias whose columns include :data:`.inputs.HEAD_COLUMNS`)
+    to its row of :func:`heads_table`'s ``table``, aliased ``h``."""
+    return f"LEFT JOIN {table} h ON {inputs.head_match(records)}"
 
 
 def diagnosis_evidence(

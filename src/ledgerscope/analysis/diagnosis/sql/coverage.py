@@ -9,19 +9,19 @@ after the first joins everything is keyed by it.
 from __future__ import annotations
 
 from ledgerscope.analysis.diagnosis.evidence import NO_RANK, TRANSITIONS
-from ledgerscope.analysis.diagnosis.sql.sqltext import arr, lit
+from ledgerscope.analysis.diagnosis.sql.inputs import head_match
+from ledgerscope.analysis.diagnosis.sql.sqltext import arr
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
-
-#: Python's str.isspace() as an RE2 class: a gap holding only these is excused
-WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
+from ledgerscope.common.intervals import WHITESPACE
+from ledgerscope.common.sql_tables import sql_literal
 
 CTEs = list[tuple[str, str]]
 
 
 def records() -> CTEs:
     """``_ls_r``: numbered records with head, the stages their evidence compares, the covered set."""
-    before = " ".join(f"WHEN {s} THEN {lit(t[0])}" for s, t in TRANSITIONS.items())
-    after = " ".join(f"WHEN {s} THEN {lit(st)}" for s, st in STAGE_OF_STEP.items())
+    before = " ".join(f"WHEN {s} THEN {sql_literal(t[0])}" for s, t in TRANSITIONS.items())
+    after = " ".join(f"WHEN {s} THEN {sql_literal(st)}" for s, st in STAGE_OF_STEP.items())
     return [
         (
             "_ls_r",
@@ -35,7 +35,7 @@ def records() -> CTEs:
                         AND coalesce(nullif(gold_status, ''), 'ok') = 'ok' AS ev,
                      CASE WHEN covered_set >= 0 AND covered_set < n_sets THEN covered_set END AS cover_set
               FROM _ls_rec) x
-        JOIN _ls_head h ON h.key = x.key""",
+        JOIN _ls_head h ON {head_match("x")}""",
         )
     ]
 
@@ -156,7 +156,7 @@ def coverage() -> CTEs:
             SELECT g.* FROM raw g JOIN _ls_sn sn USING (rid, vstage, span_id)
             WHERE sn.span_text IS NULL
                OR NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs),
-                                        {lit(WHITESPACE)})),
+                                        {sql_literal(WHITESPACE)})),
         agg AS (
             SELECT rid, vstage, span_id, count(*) AS n_gaps,
                    {arr("concat('[', gs, ', ', ge, ']')", "gs")} AS gaps_json

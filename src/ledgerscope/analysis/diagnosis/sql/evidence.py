@@ -10,8 +10,9 @@ import json
 
 from ledgerscope.analysis.diagnosis.evidence import ANSWER_CHARS, NO_RANK, TRANSITIONS, UNITS_PER_SPAN
 from ledgerscope.analysis.diagnosis.sql.coverage import CTEs
-from ledgerscope.analysis.diagnosis.sql.sqltext import arr, j, jlit, lit, num, obj, obj_parts, trunc
+from ledgerscope.analysis.diagnosis.sql.sqltext import arr, j, jlit, num, obj, obj_parts, trunc
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
+from ledgerscope.common.sql_tables import sql_literal
 
 
 def _in_key(in_rank: str) -> str:
@@ -47,8 +48,8 @@ def units() -> CTEs:
     """Steps 3-8: the input stage's units over each missing span, their ranks in every list shown,
     the packing log of each (step 8); ``_ls_units_json`` per record."""
     pivot = ", ".join(
-        f"min(rnk) FILTER (WHERE stage = {lit(n)}) AS r_{_col(n)}, "
-        f"arg_min_null(score, rnk) FILTER (WHERE stage = {lit(n)}) AS s_{_col(n)}"
+        f"min(rnk) FILTER (WHERE stage = {sql_literal(n)}) AS r_{_col(n)}, "
+        f"arg_min_null(score, rnk) FILTER (WHERE stage = {sql_literal(n)}) AS s_{_col(n)}"
         for n in _LISTS
     )
     by_step = {
@@ -67,7 +68,7 @@ def units() -> CTEs:
         parts = []
         for i, name in enumerate(names):
             rank = obj(("rank", f"x.r_{_col(name)}"), ("score", num(f"x.s_{_col(name)}")))
-            parts.append(lit(("" if i == 0 else ", ") + json.dumps(name) + ": "))
+            parts.append(sql_literal(("" if i == 0 else ", ") + json.dumps(name) + ": "))
             parts.append(f"CASE WHEN x.r_{_col(name)} IS NULL THEN 'null' ELSE {rank} END")
         whens.append(f"WHEN {step} THEN concat('{{', {', '.join(parts)}, '}}')")
     entry = obj(
@@ -362,7 +363,7 @@ _LINE_AFTER = [
             ("support_packed", j("r.support_packed")),
             ("oracle_verdict", j("r.o_verdict")),
         )
-        for part in (lit(f', "{key}": '), expr)
+        for part in (sql_literal(f', "{key}": '), expr)
     ),
     "'}'",
     "chr(10)",
@@ -372,7 +373,7 @@ _LINE_AFTER = [
 def assemble() -> CTEs:
     """``_ls_d``: every record with its evidence and walk as JSON text, and its whole JSON line
     (each computed only where a query reads it)."""
-    stages = " ".join(f"WHEN {s} THEN {lit(st)}" for s, st in STAGE_OF_STEP.items())
+    stages = " ".join(f"WHEN {s} THEN {sql_literal(st)}" for s, st in STAGE_OF_STEP.items())
     return [
         (
             "_ls_mj",

@@ -13,11 +13,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from ledgerscope.analysis.diagnosis.evidence import span_json
-from ledgerscope.analysis.diagnosis.feed import UNIT_WINDOW, _top_n
-from ledgerscope.analysis.diagnosis.sql.sqltext import lit
+from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, span_json
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
-from ledgerscope.common.sql_tables import columns_table
+from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
@@ -35,6 +33,14 @@ RECORD_COLUMNS = (
     *("expansion_dropped_json", "answer", "abstained", "citations_json", "answer_reason"),
     *("citation_reason", "generator_error"),
 )
+#: the columns a head depends on: :data:`KEY_COLUMNS` of a record, and its oracle verdict and feasibility
+HEAD_COLUMNS = (*KEY_COLUMNS, "o_verdict", "o_feasible")
+#: SQL: one oracle row per question (any one: they agree), to join to records ``r`` as ``o``
+ORACLE_ROWS = ("(SELECT arm, qid, any_value({'v': answer_verdict, 'f': feasible}) AS o "
+               "FROM oracle GROUP BY arm, qid)")
+#: SQL: the oracle verdict and feasibility of record ``r`` (the oracle table's, else its own columns)
+ORACLE_VERDICT = "CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END"
+ORACLE_FEASIBLE = "CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END"
 #: virtual stage -> the candidate lists (or "units") whose union it is
 MEMBERS = {
     "chunked": ("units",),
@@ -47,7 +53,8 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight")
+TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight",
+          "_ls_combo", "_ls_head_n")
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
 
@@ -114,54 +121,51 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
 
 def register_lists(con, ledger: str | Path) -> None:
     """``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
+    from ledgerscope.ledger.verify import load_manifest  # pyarrow, for the schemas: only when run
+
     members = _table(vstage="VARCHAR", stage="VARCHAR")
     for vstage, names in MEMBERS.items():
         for name in names:
             _add(members, vstage=vstage, stage=name)
     columns_table(con, "_ls_members", members)
     top = _table(arm="VARCHAR", name="VARCHAR", n="INTEGER")
-    for arm, depths in _top_n(ledger).items():
+    for arm, depths in depths_by_arm(load_manifest(ledger)).items():
         for name, n in depths.items():
             _add(top, arm=arm, name=name, n=n)
     columns_table(con, "_ls_top", top)
 
 
 def register_records(con, arm: str | None, keys: str | None = None) -> None:
-    """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict, a head
-    key (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`). ``keys``:
-    a table of (arm, phase, qid) the records are limited to (a selection)."""
-    key = (
-        "to_json({"
-        + ", ".join(f"'{c}': \"{c}\"" for c in KEY_COLUMNS)
-        + ", 'ov': o_verdict, 'of': o_feasible})"
-    )
+    """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict and
+    feasibility (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`).
+    ``keys``: a table of (arm, phase, qid) the records are limited to (a selection)."""
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
-    where = "" if arm is None else f"WHERE r.arm = {lit(arm)}"
+    where = "" if arm is None else f"WHERE r.arm = {sql_literal(arm)}"
     semi = "" if keys is None else (
         f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
     )
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
-        SELECT *, CAST({key} AS VARCHAR) AS key FROM (
-            SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
-                   CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END AS o_verdict,
-                   CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END AS o_feasible,
-                   fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
-            FROM records r
-            LEFT JOIN (SELECT arm, qid, any_value({{'v': answer_verdict, 'f': feasible}}) AS o
-                       FROM oracle GROUP BY arm, qid) o ON o.arm = r.arm AND o.qid = r.qid
-            LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where})""")
+        SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
+               {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible,
+               fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
+        FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid
+        LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where}""")
 
 
 def register_heads(con) -> None:
-    """``_ls_head``: step, label, flags and walk per distinct key of ``_ls_rec_all``, from the pure tree.
+    """``_ls_head``: one row per distinct combination of :data:`HEAD_COLUMNS` in ``_ls_rec_all`` (a
+    few hundred at most), those columns with the step, step name, label, flags (JSON text) and walk
+    the pure tree gives it; a record finds its row with :func:`head_match`.
 
     The walk is split around :data:`SENTINEL` for steps 2-8, whose last detail
     the query completes with the missing span ids.
     """
-    cols = ", ".join(f'"{c}"' for c in (*KEY_COLUMNS, "o_verdict", "o_feasible"))
+    cols = ", ".join(f'"{c}"' for c in HEAD_COLUMNS)
+    con.execute("CREATE OR REPLACE TEMP TABLE _ls_combo AS SELECT row_number() OVER () AS n, * "
+                f"FROM (SELECT DISTINCT {cols} FROM _ls_rec_all)")
     names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
     heads = _table(
-        key="VARCHAR",
+        n="BIGINT",
         step="INTEGER",
         step_name="VARCHAR",
         label="VARCHAR",
@@ -169,7 +173,7 @@ def register_heads(con) -> None:
         walk_pre="VARCHAR",
         walk_post="VARCHAR",
     )
-    for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec_all").fetchall():
+    for n, *values in con.execute(f"SELECT n, {cols} FROM _ls_combo").fetchall():
         d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
         walk = [dict(w) for w in d.walk]
         if 2 <= d.step <= 8:
@@ -177,7 +181,7 @@ def register_heads(con) -> None:
         pre, _, post = json.dumps(walk, ensure_ascii=False).partition(SENTINEL)
         _add(
             heads,
-            key=key,
+            n=n,
             step=d.step,
             step_name=d.step_name,
             label=d.label,
@@ -185,7 +189,17 @@ def register_heads(con) -> None:
             walk_pre=pre,
             walk_post=post if 2 <= d.step <= 8 else None,
         )
-    columns_table(con, "_ls_head", heads)
+    columns_table(con, "_ls_head_n", heads)
+    con.execute("CREATE OR REPLACE TEMP TABLE _ls_head AS "
+                "SELECT c.* EXCLUDE (n), h.* EXCLUDE (n) FROM _ls_combo c JOIN _ls_head_n h USING (n)")
+    con.execute("DROP TABLE _ls_combo")
+    con.execute("DROP TABLE _ls_head_n")
+
+
+def head_match(record: str, head: str = "h") -> str:
+    """SQL: the join condition of record ``record`` (an alias whose columns include
+    :data:`HEAD_COLUMNS`) and its row ``head`` of :func:`register_heads`' table; NULL matches NULL."""
+    return " AND ".join(f'{record}."{c}" IS NOT DISTINCT FROM {head}."{c}"' for c in HEAD_COLUMNS)
 
 
 def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[tuple[int, int] | None]:
@@ -199,7 +213,7 @@ def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[
     A record's share is its partition's candidate rows over the partition's records: the
     sizes come from two small counts, not a pass grouping every candidate row by question.
     """
-    where = "" if arm is None else f"WHERE arm = {lit(arm)}"
+    where = "" if arm is None else f"WHERE arm = {sql_literal(arm)}"
     if not selected:
         total = con.execute(f"SELECT count(*) FROM candidates {where}").fetchall()[0][0]
         if total <= max_rows:
@@ -234,8 +248,8 @@ def select_slice(con, part: tuple[int, int] | None) -> None:
     lo, hi = part
     keys = f"SELECT arm, phase, qid FROM _ls_order WHERE rid BETWEEN {int(lo)} AND {int(hi)}"
     pairs = con.execute(f"SELECT DISTINCT arm, phase FROM ({keys})").fetchall()
-    arms = ", ".join(sorted({lit(a) for a, _ in pairs}))
-    phases = ", ".join(sorted({lit(p) for _, p in pairs}))
+    arms = ", ".join(sorted({sql_literal(a) for a, _ in pairs}))
+    phases = ", ".join(sorted({sql_literal(p) for _, p in pairs}))
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec AS SELECT * FROM _ls_rec_all r
         SEMI JOIN ({keys}) k ON k.arm = r.arm AND k.phase = r.phase AND k.qid = r.qid""")
     for view, table in (("_ls_cand", "candidates"), ("_ls_unit", "units")):

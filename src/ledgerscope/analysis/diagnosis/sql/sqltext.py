@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import json
 
-
-def lit(value: object) -> str:
-    """A SQL literal for a Python value (strings quoted, quotes doubled)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
+from ledgerscope.common.sql_tables import sql_literal
 
 
 def jlit(value: object) -> str:
     """A SQL literal holding the JSON text of a Python value."""
-    return lit(json.dumps(value, ensure_ascii=False))
+    return sql_literal(json.dumps(value, ensure_ascii=False))
 
 
 def j(expr: str) -> str:
@@ -37,7 +28,7 @@ def obj_parts(*fields: tuple) -> list[str]:
     parts = ["'{'"]
     for i, field in enumerate(fields):
         key, expr = field[0], field[1]
-        label = lit(("" if i == 0 else ", ") + json.dumps(key) + ": ")
+        label = sql_literal(("" if i == 0 else ", ") + json.dumps(key) + ": ")
         if len(field) > 2:
             assert i > 0, "the first field of an object is unconditional"
             parts.append(f"CASE WHEN {field[2]} THEN concat({label}, {expr}) ELSE '' END")

@@ -1,0 +1,165 @@
+"""The layering holds: import-linter's contracts (pyproject.toml [tool.importlinter]), no cycle between
+modules, and no module that loads torch when it is imported.
+
+A broken contract is a wrong-way import: fix the import (move what it needs down a layer), do not
+widen the contract.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is in the test extra")
+def test_import_contracts_are_kept(tmp_path: Path) -> None:
+    done = subprocess.run([str(LINT_IMPORTS), "--no-logo", "--no-cache", str(ROOT / "pyproject.toml")],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout, done.stdout
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is in the test extra")
+def test_a_wrong_way_import_breaks_the_layers_contract(tmp_path: Path) -> None:
+    """The contract can fail: a copy of the package with one import from common up to cli breaks it."""
+    import shutil
+
+    copy = tmp_path / "src"
+    shutil.copytree(SRC / "ledgerscope", copy / "ledgerscope",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    with (copy / "ledgerscope" / "common" / "errors.py").open("a") as f:
+        f.write("\n\ndef _upward():\n    from ledgerscope.cli import main  # noqa: F401\n")
+    env = _env()
+    env["PYTHONPATH"] = str(copy)
+    done = subprocess.run([str(LINT_IMPORTS), "--no-logo", "--no-cache", "--contract", "layers",
+                           str(ROOT / "pyproject.toml")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode != 0, done.stdout
+    assert "ledgerscope.common.errors -> ledgerscope.cli.main" in done.stdout, done.stdout
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of more than one module (iterative: the graph is a few hundred nodes)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_strongly_connected_finds_a_cycle() -> None:
+    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    """Every import grimp sees (those inside functions too), module to module, including a package's
+    ``__init__`` and its own children, which the acyclic_siblings contract does not compare."""
+    grimp = pytest.importorskip("grimp")
+    sys.path.insert(0, str(SRC))
+    try:
+        graph = grimp.build_graph("ledgerscope", cache_dir=None)
+    finally:
+        sys.path.remove(str(SRC))
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert _strongly_connected(edges) == []
+
+
+def test_importing_any_module_loads_no_torch() -> None:
+    """Heavy model libraries load only inside the functions that embed, rerank or generate."""
+    script = textwrap.dedent("""
+        import importlib, pkgutil, sys
+        import ledgerscope
+        names = [m.name for m in pkgutil.walk_packages(ledgerscope.__path__, "ledgerscope.")
+                 if not m.name.endswith("__main__")]
+        for name in names:
+            importlib.import_module(name)
+        heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules)
+        print(len(names), heavy)
+        assert not heavy, heavy
+        assert len(names) > 60, names
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _private_imports(tree) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every ``from ledgerscope... import _name`` in a parsed module."""
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ledgerscope"):
+            found.extend((node.lineno, node.module, a.name) for a in node.names
+                         if a.name.startswith("_") and not a.name.startswith("__"))
+    return found
+
+
+def test_private_import_finder_finds_one() -> None:
+    import ast
+
+    tree = ast.parse("def f():\n    from ledgerscope.analysis.stats.metrics import _num, finite\n")
+    assert _private_imports(tree) == [(2, "ledgerscope.analysis.stats.metrics", "_num")]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name another module needs is public (or moves to where both can reach it)."""
+    import ast
+
+    found = [f"{path.relative_to(SRC)}:{line}: {module}.{name}"
+             for path in sorted(SRC.rglob("*.py"))
+             for line, module, name in _private_imports(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == []

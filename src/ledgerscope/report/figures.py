@@ -3,7 +3,7 @@
 The figures are the ones ``compare`` and ``diagnose`` print: :func:`compare_arms` and
 :func:`decide` for the comparison and the decision, :mod:`..analysis.stats.replicates` for the
 bootstrap distributions and per-phase intervals (same draw, same intervals), :func:`survival`
-for the funnel, :func:`diagnosis_steps` for the steps, :func:`find_reversals` for the
+for the funnel, :func:`ledger_heads` for the steps, :func:`find_reversals` for the
 reversals. What is read directly is what is shown as it is: verdicts per cell, packed contexts,
 chunk cuts and gold spans for the boundary of each reversal. Restricted source text goes
 through an :class:`ledgerscope.export.redaction.Redactor`.
@@ -122,10 +122,10 @@ def _curves_and_distributions(data: ReportData, matched) -> None:
 
 def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> None:
     """Records per diagnosis step and the stage survival funnel (phase average and worst phase)."""
-    from ledgerscope.analysis.diagnosis.sql import diagnosis_steps
+    from ledgerscope.analysis.diagnosis import ledger_heads
     from ledgerscope.analysis.survival import survival
 
-    steps = Counter((r["step"], r["step_name"]) for r in diagnosis_steps(con, ledger, arm, loaded))
+    steps = Counter((r["step"], r["step_name"]) for r in ledger_heads(con, arm))
     data.steps[arm] = sorted((step, name, n) for (step, name), n in steps.items())
     phases = survival(con, ledger, arm, fixtures=loaded)
     funnel = []

@@ -318,7 +318,7 @@ def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
 def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
     code = (
         "import sys, ledgerscope.cli.main, ledgerscope.tui.data, ledgerscope.tui.render, "
-        "ledgerscope.tui.model, "
+        "ledgerscope.tui.model, ledgerscope.tui.record_data, "
         "ledgerscope.tui.render_source, ledgerscope.tui.keymap\n"
         "assert 'textual' not in sys.modules, 'textual imported'\n"
         "assert 'torch' not in sys.modules"

@@ -296,19 +296,32 @@ def test_keymap_location(tmp_path, monkeypatch):
     assert load_keymap(["go-down"])[1] == [f"{tmp_path / 'missing.toml'}: keymap file not found"]
 
 
-def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
-    from ledgerscope.tui.themes import BUILTIN, load_themes, theme_from_dict
+def test_built_in_theme_files_load_and_a_user_file_overrides_one(tmp_path, monkeypatch):
+    from ledgerscope.tui.themes import BUILT_IN_THEMES, load_themes, theme_dirs
 
-    themes, problems = load_themes([REPO / "themes"])
+    themes, problems = load_themes([BUILT_IN_THEMES])
     assert problems == []
-    names = {t.name for t in themes}
-    assert {"ledgerscope-dark", "ledgerscope-light", "ledgerscope-high-contrast", "ledgerscope-ansi"} <= names
     by_name = {t.name: t for t in themes}
-    for name, spec in BUILTIN.items():
-        assert by_name[name] == theme_from_dict({"name": name, **spec}), name
+    assert set(by_name) == {
+        "ledgerscope-dark",
+        "ledgerscope-light",
+        "ledgerscope-high-contrast",
+        "ledgerscope-ansi",
+    }
+    assert by_name["ledgerscope-ansi"].ansi and not by_name["ledgerscope-light"].dark
+    assert all({"ls-gold", "ls-retrieved"} <= set(t.variables) for t in themes)
+    # the search order: built-in, the user's config, then LEDGERSCOPE_THEMES; a later file wins
+    user = tmp_path / "config" / "ledgerscope" / "themes"
+    user.mkdir(parents=True)
+    (user / "mine.toml").write_text('name = "ledgerscope-dark"\nprimary = "#123456"\n')
     (tmp_path / "bad.toml").write_text('name = "x"\nprimary = "#fff"\ncolour = "red"\n')
-    _, problems = load_themes([tmp_path])
-    assert problems and "unknown theme field(s) colour" in problems[0]
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("LEDGERSCOPE_THEMES", str(tmp_path))
+    assert theme_dirs() == [BUILT_IN_THEMES, user, tmp_path]
+    themes, problems = load_themes()
+    assert {t.name: t for t in themes}["ledgerscope-dark"].primary == "#123456"
+    assert len(themes) == 4
+    assert len(problems) == 1 and "unknown theme field(s) colour" in problems[0]
 
 
 # ---------------------------------------------------------------------------

@@ -184,5 +184,3 @@ def worst_phase(cells: Mapping[str, Cell], phases: Sequence[str]) -> str | None:
     if best[0][0] == 0 and len(set(keys)) == 1:
         return None
     return best[1]
-
-

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
 from ledgerscope.tui.app import LedgerscopeApp
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
@@ -98,7 +100,8 @@ async def test_moving_across_questions_and_phases_updates_the_panes(ledger):  # 
         await press(pilot, "k", "g")
         assert current_qid(app) == "backup-weekly"
         await press(pilot, "G", "right_square_bracket")
-        assert app.main.phase == "1" and app.main.detail.phase == "1" and app.main.detail.qid == "temp-retention"
+        main = app.main
+        assert main.phase == "1" and main.detail.phase == "1" and main.detail.qid == "temp-retention"
         await press(pilot, "l", "l")
         assert app.main.phase == "5"
         await press(pilot, "h", "left_square_bracket", "left_square_bracket", "left_square_bracket")
@@ -128,7 +131,15 @@ async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
         assert "How long may requests be retained" in answer and "citations" in answer and "oracle" in answer
         await press(pilot, "6")
         diag = pane(app, "diagnosis")
-        assert "the walk" in diag and "gold absent from corpus" in diag and "stage survival" in diag
+        # the record's own step heads the pane: the Python diagnosis agrees with the list's SQL one
+        cell = app.query_one(QueryList).current.cells["candidate"]["0"]
+        assert cell.step == 8  # the selector leaves the qualifier out (tests/sweep_data.py's budget)
+        lines = diag.splitlines()
+        assert lines[0] == f"step {cell.step} · {STEP_NAMES[cell.step]} · label {cell.label}", lines[0]
+        walk = [line.split() for line in lines[lines.index("the walk") + 1 : lines.index("evidence") - 1]]
+        failed = [int(w[1]) for w in walk if w[0] == "✗"]
+        assert failed == ([cell.step] if cell.step else []) and walk[-1][0] == ("✗" if cell.step else "✓")
+        assert "stage survival" in diag
         assert "chunked" in diag and "reranker regret" in diag
         await press(pilot, "7")
         stats = pane(app, "stats")
@@ -352,16 +363,36 @@ async def test_small_terminal_shows_one_pane_at_a_time(ledger):  # noqa: F811
         assert left.region.width == 80 and app.focused is app.query_one(QueryList)
 
 
+#: colours of the window Rich draws around an SVG screenshot (traffic lights, default text)
+SVG_FRAME = {"#ff5f57", "#febc2e", "#28c840", "#c5c8c6"}
+
+
+def screen_colours(app) -> set[str]:
+    """The colours on screen (of an SVG screenshot), greys and the frame left out."""
+    found = {c.lower() for c in re.findall(r"#[0-9a-fA-F]{6}\b", app.export_screenshot())}
+    return {c for c in found - SVG_FRAME if not c[1:3] == c[3:5] == c[5:7]}
+
+
 async def test_themes_switch_and_no_color(ledger, monkeypatch):  # noqa: F811
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    app = make_app(ledger, theme="ledgerscope-dark")  # the control: colours on screen, one palette per theme
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert screen_colours(app)
+        dark = app.palette
+        app.theme = "ledgerscope-light"
+        await settle(pilot)
+        assert app.palette != dark and app.main.palette is app.palette and screen_colours(app)
     monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(ledger, theme="ledgerscope-high-contrast")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.theme == "ledgerscope-high-contrast"
+        assert screen_colours(app) == set()
         for name in ("ledgerscope-light", "ledgerscope-ansi", "ledgerscope-dark"):
             app.theme = name
             await settle(pilot)
-            assert app.palette["v-correct"].bold
+            assert app.palette["v-correct"].bold and screen_colours(app) == set(), name
         # meaning survives without colour: glyphs in the list
         ql = app.query_one(QueryList)
         assert any(g in ql.row_text(ql.current, 60).plain for g in "✓✗!∅?⚠⊘")

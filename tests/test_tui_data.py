@@ -371,18 +371,33 @@ def test_a_second_ledger_holds_the_baseline(ledger, tmp_path):  # noqa: F811
     assert comparison["baseline"]["arm"] == "baseline" and decision is None
 
 
+RULE_HEAD = (
+    'format = "ledgerscope-release-rule/1"\ndescription = "tui test"\ncandidate = "candidate"\n'
+    'baseline = "baseline"\nconfidence = 0.9\nn_resamples = 300\nseed = 3\n'
+    'interval_handling = "conservative"\nstress_sets = ["representative"]\n'
+)
+
+
 @pytest.mark.slow
-def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path):
-    rule = tmp_path / "rule.toml"
-    rule.write_text(
-        'format = "ledgerscope-release-rule/1"\ndescription = "tui test"\ncandidate = "candidate"\n'
-        'baseline = "baseline"\nconfidence = 0.9\nn_resamples = 300\nseed = 3\n'
-        'interval_handling = "conservative"\nmin_questions = 2\nstress_sets = ["representative"]\n'
-        "[max_support_loss]\nmean = -0.5\n"
-    )
-    comparison, decision = session.compare(rule_path=rule)
+@pytest.mark.parametrize(
+    ("rule", "outcome", "reason"),
+    [
+        # no difference falls below -1: the check passes whatever the data
+        ("min_questions = 1\n[max_support_loss]\nmean = -1.0\n", "accept", "within tolerance"),
+        # the same check, with far more questions asked for than the ledger holds
+        ("min_questions = 1000\n[max_support_loss]\nmean = -1.0\n", "collect-more-evidence", "min_questions"),
+        # every record's prompt is longer than one token
+        ("min_questions = 1\n[max_evidence_tokens]\nmax = 1\n", "reject", "VIOLATES"),
+    ],
+    ids=["accept", "collect-more-evidence", "reject"],
+)
+def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path, rule, outcome, reason):
+    path = tmp_path / "rule.toml"
+    path.write_text(RULE_HEAD + rule)
+    comparison, decision = session.compare(rule_path=path)
     assert comparison["settings"]["n_resamples"] == 300 and comparison["settings"]["seed"] == 3
-    assert decision["outcome"] in ("accept", "reject", "collect-more-evidence") and decision["reasons"]
+    assert decision["outcome"] == outcome
+    assert reason in decision["reasons"][0], decision["reasons"]
 
 
 def test_a_long_document_shows_a_window_around_the_marks():

@@ -1,9 +1,11 @@
-"""Loading records as the cursor moves: the latest wanted, the neighbours, the time taken. No Textual.
+"""Loading records as the cursor moves: the latest wanted, the neighbours, the time taken.
 
 Holding ``j`` asks for a record per key press; loading each in turn would put
 the panes ever further behind the cursor. :class:`LatestOnly` keeps the key
 asked for last; the single running load, when done, delivers its result only
 if its key is still the one wanted, and otherwise loads the new one.
+:class:`RecordFeed` runs it (and the prefetch of the neighbours) in a node's
+thread workers; the rest is plain Python.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from ledgerscope.tui import messages as msg
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
+    from ledgerscope.tui.data import LedgerSession
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -96,3 +106,54 @@ class MoveTimer:
             kind, t0 = self._move
             self._move = None
             self.timings[kind].append(time.perf_counter() - t0)
+
+
+class RecordFeed:
+    """The record pairs the cursor asks for, loaded in ``node``'s thread workers: the one asked
+    for last (:class:`LatestOnly`), then its neighbours; each result is posted to ``node`` as
+    :class:`~ledgerscope.tui.messages.DetailLoaded`."""
+
+    def __init__(self, node: DOMNode, session: LedgerSession) -> None:
+        self._node = node
+        self._session = session
+        self._latest: LatestOnly[tuple[str, str], object] = LatestOnly(lambda key: session.detail(*key))
+
+    @property
+    def wanted(self) -> tuple[str, str] | None:
+        return self._latest.wanted
+
+    @property
+    def loading(self) -> bool:
+        return self._latest.running
+
+    def request(self, key: tuple[str, str]) -> bool:
+        """Ask for ``key``: True while a worker loads it, False when it was cached (posted at once)."""
+        state = self._latest.want(key, lambda k: self._session.cached(*k))
+        if state == "ready":  # a dict lookup: no worker needed
+            self._node.post_message(msg.DetailLoaded(key, self._session.detail(*key)))
+            return False
+        if state == "start":
+            self._node.run_worker(self._load, thread=True, group="detail")
+        return True
+
+    def _load(self) -> None:
+        self._node.post_message(msg.DetailLoaded(*self._latest.run()))
+
+    def prefetch(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Load ``keys`` not cached yet, in order, in one worker (a new prefetch cancels it)."""
+        keys = [k for k in keys if not self._session.cached(*k)]
+        if keys:
+            load = partial(self._prefetch, keys)
+            self._node.run_worker(load, thread=True, exclusive=True, group="prefetch")
+
+    def _prefetch(self, keys: list[tuple[str, str]]) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        for key in keys:
+            if worker.is_cancelled:
+                return
+            try:
+                self._session.detail(*key)
+            except Exception:  # a prefetch failure surfaces when the record is really asked for
+                return

@@ -1,4 +1,5 @@
-"""What each detail pane shows, drawn from an explicit snapshot of the main screen's state.
+"""What each detail pane shows, drawn from an explicit snapshot of the main screen's state,
+and the workers that load what the panes show beyond the record.
 
 Only the active pane is drawn when the record changes; the others are drawn
 when they are shown (:meth:`ledgerscope.tui.screens.main.MainScreen._refresh_panes`).
@@ -9,11 +10,16 @@ The text itself is built by :mod:`.render`, :mod:`.render_source` and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.dom import DOMNode
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Static, TabbedContent, TabPane
 
+from ledgerscope.tui import messages as msg
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.model import Detail, StatsState
 from ledgerscope.tui.render import Palette, answer_text, compare_texts, diagnosis_text
@@ -25,6 +31,21 @@ from ledgerscope.tui.widgets.text_pane import TextPane
 
 #: the detail panes, keys 2-7 (1 is the questions list); ``c`` shows the compare pane
 TABS = ("grid", "source", "context", "answer", "diagnosis", "stats")
+
+
+def compose_detail_panes() -> ComposeResult:
+    """The tabs 2-7 and the compare tab (``#detail``), each pane a widget with a stable id."""
+    with TabbedContent(id="detail", initial="grid"):
+        for i, name in enumerate(TABS, start=2):
+            with TabPane(f"{i} {name.title()}", id=name):
+                if name == "grid":  # Line API, aligned with the list: a move redraws two lines
+                    yield Static(Text(""), id="grid-caption")
+                    yield PhaseGrid(id="grid-view")
+                else:
+                    yield TextPane(id=f"{name}-view")
+        with TabPane("c Compare", id="compare"), Horizontal(id="compare-row"):
+            yield TextPane(id="compare-candidate")
+            yield TextPane(id="compare-baseline")
 
 
 @dataclass(frozen=True)
@@ -74,6 +95,41 @@ def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
     elif tab == "diagnosis":
         row = (view.survival.get(view.role) or {}).get(view.phase)
         root.query_one("#diagnosis-view", TextPane).show(diagnosis_text(rd, row, p))
+
+
+def load_summaries(node: DOMNode, session: LedgerSession, role: str) -> None:
+    """Per role and phase the rates the grid and Stats show, and the quick filters' choices for
+    ``role``, in a thread worker; ``SummaryLoaded`` is posted to ``node``."""
+
+    def load() -> None:
+        summaries = {r: session.phase_summary(r) for r in session.roles}
+        node.post_message(msg.SummaryLoaded(summaries, session.choices(role)))
+
+    node.run_worker(load, thread=True, exclusive=True, group="summary")
+
+
+def load_survival(node: DOMNode, session: LedgerSession, role: str) -> None:
+    """The role's stage survival counts, in a thread worker; ``SurvivalLoaded`` is posted to ``node``."""
+
+    def load() -> None:
+        node.post_message(msg.SurvivalLoaded(role, session.survival(role)))
+
+    node.run_worker(load, thread=True, exclusive=True, group="survival")
+
+
+def load_comparison(node: DOMNode, session: LedgerSession, n_resamples: int, rule: str | Path | None) -> None:
+    """The paired comparison (and with ``rule`` the release decision), in a thread worker;
+    :class:`~.messages.StatsLoaded` to ``node``."""
+
+    def load() -> None:
+        try:
+            comparison, decision = session.compare(n_resamples, 0, rule)
+        except Exception as exc:  # a rule problem or a mismatch between arms: shown in the pane
+            node.post_message(msg.StatsLoaded(None, None, f"{type(exc).__name__}: {exc}"))
+            return
+        node.post_message(msg.StatsLoaded(comparison, decision))
+
+    node.run_worker(load, thread=True, exclusive=True, group="stats")
 
 
 def configure_grid(root: Widget, view: PaneView) -> None:

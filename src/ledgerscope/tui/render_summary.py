@@ -7,13 +7,16 @@ Same rules as :mod:`.render`: untrusted strings go through ``safe`` into
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from ledgerscope.report.terminal import METRIC_TITLES
 from ledgerscope.tui.model import MISSING_GLYPH, REVERSAL_GLYPH
 from ledgerscope.tui.render import VERDICT_STYLE, Palette, fmt, lit, pick
+
+if TYPE_CHECKING:
+    from ledgerscope.tui.data import LedgerSession
 
 
 def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
@@ -212,14 +215,15 @@ def legend_text(palette: Palette) -> Text:
 # the title, the list header and the status line
 
 
-def title_text(ledger: str, candidate: str, baseline: str | None, baseline_ledger: str | None) -> Text:
+def title_text(session: LedgerSession) -> Text:
+    """The ledger, the candidate arm and the baseline arm (with its ledger when it is another)."""
     t = Text("ledgerscope · ", style="bold")
-    t.append(lit(ledger))
-    t.append(f" · candidate arm {lit(candidate)!r}")
-    if baseline is not None:
-        t.append(f" vs baseline arm {lit(baseline)!r}")
-        if baseline_ledger:
-            t.append(f" ({lit(baseline_ledger)})")
+    t.append(lit(session.ledger.name))
+    t.append(f" · candidate arm {lit(session.arms['candidate'].name)!r}")
+    if "baseline" in session.arms:
+        t.append(f" vs baseline arm {lit(session.arms['baseline'].name)!r}")
+        if session.baseline_ledger:
+            t.append(f" ({lit(session.baseline_ledger.name)})")
     return t
 
 

@@ -17,22 +17,30 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.widgets import Footer, Input, Static, TabbedContent
 
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.bindings import BROWSE_BINDINGS
 from ledgerscope.tui.data import LedgerSession
-from ledgerscope.tui.loading import LatestOnly, MoveTimer, neighbour_keys
+from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
 from ledgerscope.tui.model import Detail, Filters, StatsState
-from ledgerscope.tui.panes import TABS, PaneView, draw_pane, follow_grid
+from ledgerscope.tui.panes import (
+    TABS,
+    PaneView,
+    compose_detail_panes,
+    draw_pane,
+    follow_grid,
+    load_comparison,
+    load_summaries,
+    load_survival,
+)
 from ledgerscope.tui.render import Palette
 from ledgerscope.tui.render_source import SOURCE_STAGES
 from ledgerscope.tui.render_summary import title_text
@@ -40,7 +48,6 @@ from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.queries_panel import QueriesPanel
 from ledgerscope.tui.widgets.query_list import QueryList
 from ledgerscope.tui.widgets.status_line import StatusLine
-from ledgerscope.tui.widgets.text_pane import TextPane
 
 #: under this many columns one pane shows at a time
 NARROW_WIDTH = 100
@@ -87,7 +94,7 @@ class MainScreen(Screen):
         self.reruns: dict[tuple[str, str, str], msg.RerunDone] = {}  # results, kept for the session
         self._t0 = time.perf_counter() if started is None else started
         self._timer = MoveTimer()
-        self._details = LatestOnly(lambda key: session.detail(*key))
+        self._records = RecordFeed(self, session)
         self._pending_detail = False  # a record is wanted once its list page arrives
 
     # -- layout --------------------------------------------------------------
@@ -96,17 +103,7 @@ class MainScreen(Screen):
         yield Static(id="title")
         with Horizontal(id="main"):
             yield QueriesPanel(self.session, id="left")
-            with TabbedContent(id="detail", initial="grid"):
-                for i, name in enumerate(TABS, start=2):
-                    with TabPane(f"{i} {name.title()}", id=name):
-                        if name == "grid":  # Line API, aligned with the list: a move redraws two lines
-                            yield Static(Text(""), id="grid-caption")
-                            yield PhaseGrid(id="grid-view")
-                        else:
-                            yield TextPane(id=f"{name}-view")
-                with TabPane("c Compare", id="compare"), Horizontal(id="compare-row"):
-                    yield TextPane(id="compare-candidate")
-                    yield TextPane(id="compare-baseline")
+            yield from compose_detail_panes()
         yield Input(id="search", placeholder="search qid or question text (enter: find; n/N: next/previous)")
         yield Input(
             id="filterbar", placeholder="DuckDB predicate, as export --where: step = 8 AND NOT support_packed"
@@ -136,22 +133,13 @@ class MainScreen(Screen):
     @property
     def detail_loading(self) -> bool:
         """A record is being loaded (tests wait for it)."""
-        return self._details.running
+        return self._records.loading
 
     def on_mount(self) -> None:
         self.query_one(QueriesPanel).set_view(self.role, self.phase, self.palette)
         self.query_list.focus()
         self.watch(self.app, "palette", self._palette_changed, init=False)
-        s = self.session
-        base = s.arms.get("baseline")
-        self.query_one("#title", Static).update(
-            title_text(
-                s.ledger.name,
-                s.arms["candidate"].name,
-                base.name if base else None,
-                s.baseline_ledger.name if base and s.baseline_ledger else None,
-            )
-        )
+        self.query_one("#title", Static).update(title_text(self.session))
         self._apply_layout()
         self._set_busy("open", True)
         self.query_one(QueriesPanel).load(self.role, self.filters, opening=True)
@@ -208,7 +196,7 @@ class MainScreen(Screen):
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
             self._request_detail()
-            self._summary_worker()
+            load_summaries(self, self.session, self.role)
             if self.tune_gc:
                 # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
                 gc.collect()
@@ -221,12 +209,6 @@ class MainScreen(Screen):
         err.display = True
         if m.opening:
             self.notify(safe(m.error), severity="error", markup=False)
-
-    @work(thread=True, exclusive=True, group="summary")
-    def _summary_worker(self) -> None:
-        s = self.session
-        summaries = {r: s.phase_summary(r) for r in s.roles}
-        self.post_message(msg.SummaryLoaded(summaries, s.choices(self.role)))
 
     def on_summary_loaded(self, m: msg.SummaryLoaded) -> None:
         self.choices = m.choices
@@ -262,23 +244,13 @@ class MainScreen(Screen):
         self._pending_detail = False
         key = (row.qid, self.phase)
         shown = self.detail is not None and (self.detail.qid, self.detail.phase) == key
-        if shown and self._details.wanted == key:
+        if shown and self._records.wanted == key:
             self._timer.finish()
-            return
-        state = self._details.want(key, lambda k: self.session.cached(*k))
-        if state == "ready":  # a dict lookup: no worker needed
-            self.post_message(msg.DetailLoaded(key, self.session.detail(*key)))
-            return
-        self._set_busy("detail", True)
-        if state == "start":
-            self._detail_worker()
-
-    @work(thread=True, group="detail")
-    def _detail_worker(self) -> None:
-        self.post_message(msg.DetailLoaded(*self._details.run()))
+        elif self._records.request(key):
+            self._set_busy("detail", True)
 
     def on_detail_loaded(self, m: msg.DetailLoaded) -> None:
-        if m.key != self._details.wanted:
+        if m.key != self._records.wanted:
             return
         self._set_busy("detail", False)
         if m.error:
@@ -297,21 +269,8 @@ class MainScreen(Screen):
         ql = self.query_list
         rows = [ql.row(ql.cursor + delta) for delta in (1, -1)]
         shown = self.detail.qid if self.detail is not None else None
-        keys = neighbour_keys([r.qid if r else None for r in rows], self.phase, self.session.phases, shown)
-        keys = [k for k in keys if not self.session.cached(*k)]
-        if keys:
-            self._prefetch_worker(keys)
-
-    @work(thread=True, exclusive=True, group="prefetch")
-    def _prefetch_worker(self, keys: list[tuple[str, str]]) -> None:
-        worker = get_current_worker()
-        for key in keys:
-            if worker.is_cancelled:
-                return
-            try:
-                self.session.detail(*key)
-            except Exception:  # a prefetch failure surfaces when the record is really asked for
-                return
+        qids = [r.qid if r else None for r in rows]
+        self._records.prefetch(neighbour_keys(qids, self.phase, self.session.phases, shown))
 
     def _start_move(self, kind: str) -> None:
         """Time this move until the panes show its record; a question move that moves nothing is not."""
@@ -348,7 +307,7 @@ class MainScreen(Screen):
             return
         tabs = [*TABS, "compare"] if all_panes else [self._active_tab()]
         if "diagnosis" in tabs and self.detail is not None and self.role not in self.survival:
-            self._survival_worker(self.role)
+            load_survival(self, self.session, self.role)
         view = PaneView(
             self.session,
             self.detail,
@@ -363,10 +322,6 @@ class MainScreen(Screen):
         )
         for tab in tabs:
             draw_pane(self, tab, view)
-
-    @work(thread=True, exclusive=True, group="survival")
-    def _survival_worker(self, role: str) -> None:
-        self.post_message(msg.SurvivalLoaded(role, self.session.survival(role)))
 
     def on_survival_loaded(self, m: msg.SurvivalLoaded) -> None:
         self.survival = {**self.survival, m.role: m.rows}
@@ -385,16 +340,7 @@ class MainScreen(Screen):
         n = "the rule's" if self.rule else str(self.n_resamples)
         self.stats = StatsState(f"⟳ computing the paired bootstrap ({n} resamples)…", running=True)
         self._set_busy("stats", True)
-        self._stats_worker()
-
-    @work(thread=True, exclusive=True, group="stats")
-    def _stats_worker(self) -> None:
-        try:
-            comparison, decision = self.session.compare(self.n_resamples, 0, self.rule)
-        except Exception as exc:  # a rule problem or a mismatch between arms: shown in the pane
-            self.post_message(msg.StatsLoaded(None, None, f"{type(exc).__name__}: {exc}"))
-            return
-        self.post_message(msg.StatsLoaded(comparison, decision))
+        load_comparison(self, self.session, self.n_resamples, self.rule)
 
     def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
         self._set_busy("stats", False)
@@ -410,20 +356,20 @@ class MainScreen(Screen):
     # -- actions: moving -----------------------------------------------------
 
     def action_move(self, delta: int) -> None:
-        self._start_move("question")
-        self.query_list.move(delta)
+        self._move_to(self.query_list.cursor + delta)
 
     def action_go_top(self) -> None:
-        self._start_move("question")
-        self.query_list.move_to(0)
+        self._move_to(0)
 
     def action_go_bottom(self) -> None:
-        self._start_move("question")
-        self.query_list.move_to(self.query_list.total - 1)
+        self._move_to(self.query_list.total - 1)
 
     def action_page(self, direction: int) -> None:
+        self._move_to(self.query_list.cursor + direction * self.query_list.page_height)
+
+    def _move_to(self, index: int) -> None:
         self._start_move("question")
-        self.query_list.move(direction * self.query_list.page_height)
+        self.query_list.move_to(index)
 
     def action_phase(self, delta: int) -> None:
         phases = self.session.phases
@@ -525,11 +471,7 @@ class MainScreen(Screen):
             self.matches = []
             self.query_list.matches = set()
             return
-        self._search_worker(self.search_text)
-
-    @work(thread=True, exclusive=True, group="search")
-    def _search_worker(self, text: str) -> None:
-        self.post_message(msg.SearchDone(text, self.session.search(self.role, text)))
+        self.query_one(QueriesPanel).search(self.role, self.search_text)
 
     def on_search_done(self, m: msg.SearchDone) -> None:
         self.matches = m.matches
@@ -551,8 +493,7 @@ class MainScreen(Screen):
         else:
             before = [i for i in self.matches if i < cur]
             target = before[-1] if before else self.matches[-1]
-        self._start_move("question")
-        self.query_list.move_to(target)
+        self._move_to(target)
 
     # -- actions: dialogs ----------------------------------------------------
 
@@ -572,7 +513,7 @@ class MainScreen(Screen):
         self.app.push_screen(ExportScreen(self.session, self.role, arm.ledger, self.predicate))
 
     def action_rerun(self) -> None:
-        from ledgerscope.tui.screens.rerun import RerunScreen
+        from ledgerscope.tui.screens.rerun import RerunScreen, start_rerun
 
         row = self.query_list.current
         if row is None:
@@ -581,27 +522,18 @@ class MainScreen(Screen):
         key = (arm.name, row.qid, self.phase)
         self.app.push_screen(RerunScreen(key))
         if key in self.reruns:
-            self.call_after_refresh(self._show_rerun, self.reruns[key])
+            from ledgerscope.tui.screens.rerun import show_rerun
+
+            self.call_after_refresh(show_rerun, self.app, self.reruns[key], self.palette)
             return
         self._set_busy("rerun", True)
-        self._rerun_worker(arm.ledger, key)
-
-    @work(group="rerun")
-    async def _rerun_worker(self, ledger: Path, key: tuple[str, str, str]) -> None:
-        from ledgerscope.tui.screens.rerun import rerun_in_child
-
-        self.post_message(msg.RerunDone(key, *await rerun_in_child(ledger, key)))
+        start_rerun(self, arm.ledger, key)
 
     def on_rerun_done(self, m: msg.RerunDone) -> None:
+        from ledgerscope.tui.screens.rerun import show_rerun
+
         self._set_busy("rerun", False)
         self.reruns[m.key] = m
-        self._show_rerun(m)
+        show_rerun(self.app, m, self.palette)
         state = "failed" if m.error else ("identical" if m.identical else "differs")
         self.notify(f"re-run {safe(' / '.join(m.key))}: {state}", markup=False)
-
-    def _show_rerun(self, m: msg.RerunDone) -> None:
-        from ledgerscope.tui.screens.rerun import RerunScreen
-
-        for screen in self.app.screen_stack:
-            if isinstance(screen, RerunScreen) and screen.key == m.key:
-                screen.show_result(m, self.palette)

@@ -12,13 +12,32 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.dom import DOMNode
 from textual.screen import ModalScreen
 from textual.widgets import LoadingIndicator, Static
 
 from ledgerscope.common.safe_text import safe
+from ledgerscope.tui.messages import RerunDone
+
+
+def start_rerun(node: DOMNode, ledger: Path, key: tuple[str, str, str]) -> None:
+    """Re-run ``key`` (arm, qid, phase) in a child process (an async worker of ``node``, so it outlives
+    the dialog); :class:`~ledgerscope.tui.messages.RerunDone` is posted to ``node``."""
+
+    async def run() -> None:
+        node.post_message(RerunDone(key, *await rerun_in_child(ledger, key)))
+
+    node.run_worker(run(), group="rerun")
+
+
+def show_rerun(app: App, result: RerunDone, palette) -> None:
+    """Show ``result`` in the dialogs open for its key."""
+    for screen in app.screen_stack:
+        if isinstance(screen, RerunScreen) and screen.key == result.key:
+            screen.show_result(result, palette)
 
 
 async def rerun_in_child(

@@ -94,6 +94,11 @@ class QueriesPanel(Vertical):
         header: Text = list_header_text(count, total, arm, self.session.phases, width)
         self.query_one("#list-header", Static).update(header)
 
+    @work(thread=True, exclusive=True, group="search")
+    def search(self, role: str, text: str) -> None:
+        """In a worker: the list positions whose qid or question holds ``text``; ``SearchDone`` bubbles up."""
+        self.post_message(msg.SearchDone(text, self.session.search(role, text)))
+
     # -- pages -------------------------------------------------------------
 
     @on(QueryList.NeedPage)

@@ -430,3 +430,97 @@ def test_a_long_document_shows_a_window_around_the_marks():
     assert "⟪g⟫THE GOLD SENTENCE.⟪/g⟫" in plain and "⟦r1" in plain and "┃" in plain
     assert f"… {start - 10 - SOURCE_MARGIN} characters before …" in plain and "characters after …" in plain
     assert len(plain) < 4 * SOURCE_MARGIN
+
+
+# ---------------------------------------------------------------------------
+# one record through the views; loading as the cursor moves
+
+
+def _views_over_rows(tables: dict[str, list[dict]]):
+    """A DuckDB connection whose ledger views are in-memory tables: no ledger files at all."""
+    con = duckdb.connect()
+    schemas = {**schema.TABLES, "oracle": schema.ORACLE}
+    for name, table_schema in schemas.items():
+        rows = [{f.name: None for f in table_schema} | r for r in tables.get(name, [])]
+        con.register(f"_{name}", pa.Table.from_pylist(rows, schema=table_schema))
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{name}")
+    return con
+
+
+def test_a_record_is_read_through_the_views_alone():
+    from ledgerscope.tui.record_data import read_record_rows
+
+    def cand(arm, stage, rank, doc):
+        key = {"arm": arm, "phase": "p", "qid": "q", "stage": stage, "rank": rank}
+        return key | {"unit_id": f"{doc}@{rank}", "score": 1.0 / rank, "doc_id": doc, "start": 0, "end": 5}
+
+    con = _views_over_rows(
+        {
+            "records": [
+                {"arm": a, "phase": p, "qid": q, "answer": f"{a}/{p}/{q}"}
+                for a in ("a", "b")
+                for p in ("p", "other")
+                for q in ("q", "r")
+            ],
+            "candidates": [
+                cand("a", "packed", 2, "d2"),
+                cand("a", "packed", 1, "d1"),
+                cand("b", "bm25", 1, "d1"),
+            ],
+            "units": [
+                {"arm": "a", "phase": "p", "unit_id": u, "doc_id": d, "start": s, "end": s + 5}
+                for u, d, s in (("u2", "d1", 5), ("u1", "d1", 0), ("u3", "d2", 0), ("u4", "d3", 0))
+            ],
+            "boundaries": [{"arm": "a", "phase": "p", "doc_id": "d1", "cut_chars": [5]}],
+            "oracle": [{"arm": "b", "qid": "q", "answer_verdict": "correct"}],
+        }
+    )
+    rows = read_record_rows(con, ["a", "b", "c"], "p", "q", None)
+    assert set(rows) == {"a", "b"}  # arm c holds no such record
+    a, b = rows["a"], rows["b"]
+    assert a.record["answer"] == "a/p/q" and b.record["answer"] == "b/p/q"
+    assert [c["rank"] for c in a.stages["packed"]] == [1, 2] and "arm" not in a.stages["packed"][0]
+    assert a.docs == ["d1", "d2"]  # no gold documents given: those of the packed context
+    assert [u["unit_id"] for u in a.units] == ["u1", "u2", "u3"] and a.cuts == {"d1": [5]}
+    assert b.docs == [] and b.units == [] and a.oracle is None and b.oracle["answer_verdict"] == "correct"
+    gold = read_record_rows(con, ["a"], "p", "q", ["d3"])["a"]
+    assert gold.docs == ["d3"] and [u["unit_id"] for u in gold.units] == ["u4"]
+    assert read_record_rows(con, ["a"], "p", "nope", None) == {}
+
+
+def test_only_the_latest_wanted_record_is_delivered():
+    from ledgerscope.tui.loading import LatestOnly
+
+    loaded = []
+
+    def load(key: str) -> str:
+        if key == "a":  # while "a" loads, the cursor moves on twice
+            assert latest.want("b", lambda _: False) == "queued"
+            assert latest.want("c", lambda _: True) == "queued"  # cached, but a load runs: it picks it up
+        loaded.append(key)
+        if key == "boom":
+            raise ValueError("no such record")
+        return key.upper()
+
+    latest: LatestOnly[str, str] = LatestOnly(load)
+    assert latest.want("a", lambda _: False) == "start" and latest.running
+    assert latest.run() == ("c", "C", None) and loaded == ["a", "c"] and not latest.running
+    assert latest.want("a", lambda _: True) == "ready" and not latest.running
+    assert latest.want("boom", lambda _: False) == "start"
+    assert latest.run() == ("boom", None, "ValueError: no such record")
+
+
+def test_neighbours_and_move_timing():
+    from ledgerscope.tui.loading import MoveTimer, neighbour_keys
+
+    phases = ("0", "1", "2")
+    assert neighbour_keys(["b", None], "2", phases, "a") == [("b", "2"), ("a", "0"), ("a", "1")]
+    assert neighbour_keys([None, None], "9", phases, "a") == []
+    timer = MoveTimer()
+    timer.start("question")
+    timer.cancel()
+    timer.finish()
+    timer.start("phase")
+    timer.finish()
+    timer.finish()
+    assert timer.timings["question"] == [] and len(timer.timings["phase"]) == 1

@@ -26,6 +26,8 @@ from ledgerscope.tui.widgets.query_list import PAGE_SIZE, QueryList
 
 
 class QueriesPanel(Vertical):
+    """``#left``: the list header and the questions list; builds the list, loads its pages, searches it."""
+
     def __init__(self, session: LedgerSession, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.session = session

@@ -9,7 +9,7 @@ opens it headless in a *subprocess* and reports:
   passed as ``LEDGERSCOPE_T0``, so interpreter start and imports count) to
   the first screen painted with the questions list filled;
 * ``question_move_p95_ms`` / ``phase_move_p95_ms``: key press (``j`` / ``]``)
-  to panes updated, measured inside the app (``app.timings``);
+  to panes updated, measured inside the app (``app.main.timings``);
 * ``peak_rss_mb``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of the subprocess.
 
 Targets: first screen <= 1.0 s, p95 move <= 100 ms, peak memory < 600 MB.
@@ -416,9 +416,9 @@ def child(ledger: str, moves: int, pane: str = "grid") -> None:
     async def run() -> dict:
         app = LedgerscopeApp(session)
         async with app.run_test(size=(120, 40)) as pilot:
-            while app.timings["first_list"] is None:
+            while app.main.timings["first_list"] is None:
                 await asyncio.sleep(0.002)
-            while app.detail is None:
+            while app.main.detail is None:
                 await asyncio.sleep(0.002)
             await pilot.press(PANE_KEYS[pane])
             await pilot.pause()
@@ -426,9 +426,9 @@ def child(ledger: str, moves: int, pane: str = "grid") -> None:
                 for i in range(moves):
                     await pilot.press(key)
                     deadline = time.perf_counter() + 10
-                    while len(app.timings[kind]) < i + 1 and time.perf_counter() < deadline:
+                    while len(app.main.timings[kind]) < i + 1 and time.perf_counter() < deadline:
                         await asyncio.sleep(0.001)
-            return dict(app.timings)
+            return dict(app.main.timings)
 
     timings = asyncio.run(run())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -78,9 +78,9 @@ def child(ledger: str, mode: str) -> None:
         app = LedgerscopeApp(session)
         extra: dict = {}
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(lambda: app.timings["first_list"] is not None, 600, "the first list")
+            await wait_for(lambda: app.main.timings["first_list"] is not None, 600, "the first list")
             marks["first_list"] = time.perf_counter()
-            settled = lambda: app.detail is not None and bool(app.summaries)  # noqa: E731
+            settled = lambda: app.main.detail is not None and bool(app.main.summaries)  # noqa: E731
             await wait_for(settled, 600, "detail and summaries")
             marks["settled"] = time.perf_counter()
             if mode == "rerun":
@@ -88,9 +88,9 @@ def child(ledger: str, mode: str) -> None:
                 marks["rerun_start"] = time.perf_counter()
                 await pilot.press("r")
                 key = app.screen.key  # the RerunScreen: (arm, qid, phase)
-                await wait_for(lambda: key in app.reruns, 600, "the re-run result")
+                await wait_for(lambda: key in app.main.reruns, 600, "the re-run result")
                 marks["rerun_done"] = time.perf_counter()
-                m = app.reruns[key]
+                m = app.main.reruns[key]
                 extra["rerun"] = {
                     "key": list(key),
                     "identical": m.identical,
@@ -98,8 +98,8 @@ def child(ledger: str, mode: str) -> None:
                     "seconds": round(marks["rerun_done"] - marks["rerun_start"], 2),
                 }
                 await pilot.pause(0.1)
-            extra["first_list_s"] = app.timings["first_list"]
-            extra["rows"] = app.total
+            extra["first_list_s"] = app.main.timings["first_list"]
+            extra["rows"] = app.main.total
         tick_task.cancel()
         return extra
 

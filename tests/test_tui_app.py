@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
 from ledgerscope.tui.app import LedgerscopeApp
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
@@ -33,7 +35,7 @@ async def settle(pilot, rounds: int = 8) -> None:
     app = pilot.app
     for _ in range(rounds):
         await pilot.pause()
-        if not any(w.is_running for w in app.workers) and not app._detail_running:
+        if not any(w.is_running for w in app.workers) and not app.main.detail_loading:
             break
         await app.workers.wait_for_complete()
     await pilot.pause()
@@ -73,11 +75,11 @@ async def test_open_fills_the_list_and_the_first_record(ledger):  # noqa: F811
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         ql = app.query_one(QueryList)
-        assert (app.count, app.total, ql.total) == (4, 4, 4)
+        assert (app.main.count, app.main.total, ql.total) == (4, 4, 4)
         assert app.focused is ql
-        assert app.timings["first_list"] is not None
+        assert app.main.timings["first_list"] is not None
         assert current_qid(app) == "backup-weekly"
-        assert app.detail.qid == "backup-weekly" and app.detail.phase == "0"
+        assert app.main.detail.qid == "backup-weekly" and app.main.detail.phase == "0"
         row = ql.row_text(ql.current, 60).plain
         assert "backup-weekly" in row and any(g in row for g in "✓✗!∅")
         grid = app.query_one(PhaseGrid).text_lines()
@@ -92,20 +94,21 @@ async def test_moving_across_questions_and_phases_updates_the_panes(ledger):  # 
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await press(pilot, "j")
-        assert current_qid(app) == "markup-notes" and app.detail.qid == "markup-notes"
+        assert current_qid(app) == "markup-notes" and app.main.detail.qid == "markup-notes"
         await press(pilot, "G")
         assert current_qid(app) == "temp-retention"
         await press(pilot, "k", "g")
         assert current_qid(app) == "backup-weekly"
         await press(pilot, "G", "right_square_bracket")
-        assert app.phase == "1" and app.detail.phase == "1" and app.detail.qid == "temp-retention"
+        main = app.main
+        assert main.phase == "1" and main.detail.phase == "1" and main.detail.qid == "temp-retention"
         await press(pilot, "l", "l")
-        assert app.phase == "5"
+        assert app.main.phase == "5"
         await press(pilot, "h", "left_square_bracket", "left_square_bracket", "left_square_bracket")
-        assert app.phase == "9"  # wraps around
+        assert app.main.phase == "9"  # wraps around
         assert app.query_one(QueryList).phase == "9"
         assert "[9]" in app.query_one(PhaseGrid).text_lines()[0]
-        assert len(app.timings["question"]) >= 3 and len(app.timings["phase"]) >= 3
+        assert len(app.main.timings["question"]) >= 3 and len(app.main.timings["phase"]) >= 3
 
 
 async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
@@ -118,7 +121,7 @@ async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
         assert "policy/retention.md" in source and "⟪rule⟫" in source and "⟪qualifier:exception⟫" in source
         assert "┃" in source and "⟦r1" in source and "packed units in this document" in source
         await press(pilot, "t")
-        assert app.source_stage == "selected" and "selected rank" in pane(app, "source")
+        assert app.main.source_stage == "selected" and "selected rank" in pane(app, "source")
         await press(pilot, "4")
         context = pane(app, "context")
         assert "budget" in context and "/40 tokens" in context and "packed context (literal)" in context
@@ -128,12 +131,20 @@ async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
         assert "How long may requests be retained" in answer and "citations" in answer and "oracle" in answer
         await press(pilot, "6")
         diag = pane(app, "diagnosis")
-        assert "the walk" in diag and "gold absent from corpus" in diag and "stage survival" in diag
+        # the record's own step heads the pane: the Python diagnosis agrees with the list's SQL one
+        cell = app.query_one(QueryList).current.cells["candidate"]["0"]
+        assert cell.step == 8  # the selector leaves the qualifier out (tests/sweep_data.py's budget)
+        lines = diag.splitlines()
+        assert lines[0] == f"step {cell.step} · {STEP_NAMES[cell.step]} · label {cell.label}", lines[0]
+        walk = [line.split() for line in lines[lines.index("the walk") + 1 : lines.index("evidence") - 1]]
+        failed = [int(w[1]) for w in walk if w[0] == "✗"]
+        assert failed == ([cell.step] if cell.step else []) and walk[-1][0] == ("✗" if cell.step else "✓")
+        assert "stage survival" in diag
         assert "chunked" in diag and "reranker regret" in diag
         await press(pilot, "7")
         stats = pane(app, "stats")
         assert "paired comparison: candidate minus baseline" in stats and "phase average" in stats
-        assert "segments" in stats and app.comparison["settings"]["n_resamples"] == 2000
+        assert "segments" in stats and app.main.stats.comparison["settings"]["n_resamples"] == 2000
         await press(pilot, "2")
         assert app.query_one("TabbedContent").active == "grid"
 
@@ -143,7 +154,7 @@ async def test_compare_mode_shows_both_arms_with_differences(ledger):  # noqa: F
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await press(pilot, "G", "c")
-        assert app.compare and app.query_one("TabbedContent").active == "compare"
+        assert app.main.compare and app.query_one("TabbedContent").active == "compare"
         cand = app.query_one("#compare-candidate").text
         base = app.query_one("#compare-baseline").text
         assert cand.startswith("candidate: candidate · phase 0") and base.startswith(
@@ -153,7 +164,7 @@ async def test_compare_mode_shows_both_arms_with_differences(ledger):  # noqa: F
         await press(pilot, "right_square_bracket")
         assert "phase 1" in app.query_one("#compare-candidate").text
         await press(pilot, "c")
-        assert not app.compare and app.query_one("TabbedContent").active == "grid"
+        assert not app.main.compare and app.query_one("TabbedContent").active == "grid"
 
 
 async def test_filter_bar_validates_inline_and_filters(ledger):  # noqa: F811
@@ -171,20 +182,20 @@ async def test_filter_bar_validates_inline_and_filters(ledger):  # noqa: F811
             and "unknown column 'stpe'" in str(err.render())
             and "did you mean step" in str(err.render())
         )
-        assert app.count == 4  # the list is unchanged
+        assert app.main.count == 4  # the list is unchanged
         assert bar.display and app.focused is bar and bar.value == "stpe = 8"  # open for correction
         await submit(pilot, "#filterbar", "segment = 'rule-exception'")
         assert not bar.display
-        assert app.count == 1 and current_qid(app) == "temp-retention"
+        assert app.main.count == 1 and current_qid(app) == "temp-retention"
         assert not app.query_one("#filter-error").display
-        assert "segment = 'rule-exception'" in app.predicate
+        assert "segment = 'rule-exception'" in app.main.predicate
         await press(pilot, "x")  # reversals only, on top of the filter
-        assert app.filters.reversal and app.count == 1 and "reversal" in app.predicate
+        assert app.main.filters.reversal and app.main.count == 1 and "reversal" in app.main.predicate
         await press(pilot, "f")
         await submit(pilot, "#filterbar", "")
-        assert app.count == 3  # reversals only, no predicate: the unanswerable control never reverses
+        assert app.main.count == 3  # reversals only, no predicate: the unanswerable control never reverses
         await press(pilot, "x")
-        assert app.count == 4
+        assert app.main.count == 4
 
 
 async def test_quick_filters_dialog(ledger):  # noqa: F811
@@ -200,7 +211,7 @@ async def test_quick_filters_dialog(ledger):  # noqa: F811
         screen.query_one("#f-segment").value = "number-scope"
         await pilot.click("#f-apply")
         await settle(pilot)
-        assert app.filters == Filters(segment="number-scope") and app.count == 2
+        assert app.main.filters == Filters(segment="number-scope") and app.main.count == 2
 
 
 async def test_search_jumps_and_cycles(ledger):  # noqa: F811
@@ -209,7 +220,7 @@ async def test_search_jumps_and_cycles(ledger):  # noqa: F811
         await settle(pilot)
         await press(pilot, "slash")
         await submit(pilot, "#search", "RETENTION")
-        assert app.matches == [3] and current_qid(app) == "temp-retention"
+        assert app.main.matches == [3] and current_qid(app) == "temp-retention"
         await press(pilot, "g", "slash")
         await submit(pilot, "#search", "e")  # every question holds an 'e'
         assert current_qid(app) == "backup-weekly"
@@ -224,7 +235,7 @@ async def test_switching_arm(ledger):  # noqa: F811
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await press(pilot, "G", "a")
-        assert app.role == "baseline" and app.predicate == "arm = 'baseline'"
+        assert app.main.role == "baseline" and app.main.predicate == "arm = 'baseline'"
         assert current_qid(app) == "temp-retention"  # the selection is kept
         assert "baseline" in str(app.query_one("#list-header").render())
         await press(pilot, "6")
@@ -243,7 +254,7 @@ async def test_export_writes_the_filtered_records(ledger, tmp_path):  # noqa: F8
         screen = app.screen
         assert isinstance(screen, ExportScreen)
         await settle(pilot)
-        assert screen.query_one("#x-where").value == app.predicate
+        assert screen.query_one("#x-where").value == app.main.predicate
         n, _questions = screen.count
         assert n > 0 and "record(s) of" in str(screen.query_one("#x-count").render())
         out = tmp_path / "picked.jsonl"
@@ -278,14 +289,15 @@ async def test_rerun_shows_the_difference_and_never_writes_the_ledger(ledger):  
         await press(pilot, "j")  # the UI stays responsive while the model loads (the key goes to the dialog)
         await settle(pilot)
         screen = app.screen
-        assert isinstance(screen, RerunScreen) and screen.result is not None, app.reruns
+        assert isinstance(screen, RerunScreen) and screen.result is not None, app.main.reruns
         assert screen.result.error is None and screen.result.identical is True
         assert "✓ identical" in str(screen.query_one("#rerun-status").render())
-        assert ("candidate", "temp-retention", "0") in app.reruns
+        assert ("candidate", "temp-retention", "0") in app.main.reruns
     assert digest(ledger) == before
 
 
 async def test_help_lists_every_binding_id_and_the_palette_has_every_action(ledger):  # noqa: F811
+    from ledgerscope.tui.bindings import all_bindings, binding_ids
     from ledgerscope.tui.screens.help import HelpScreen
 
     app = make_app(ledger)
@@ -294,13 +306,13 @@ async def test_help_lists_every_binding_id_and_the_palette_has_every_action(ledg
         await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         body = app.screen.body().plain
-        for binding_id in app.binding_ids():
+        for binding_id in binding_ids():
             assert binding_id in body
         assert "✓ correct" in body and "⊘ false-assertion" in body
         await press(pilot, "escape")
         assert not isinstance(app.screen, HelpScreen)
         titles = {c.title for c in app.get_system_commands(app.screen)}
-        for b in app.BINDINGS:
+        for b in all_bindings():
             if b.action not in ("quit", "command_palette"):
                 assert b.description in titles
 
@@ -346,21 +358,41 @@ async def test_small_terminal_shows_one_pane_at_a_time(ledger):  # noqa: F811
         assert detail.region.width == 80 and left.region.width == 0
         assert "budget" in pane(app, "context")
         await press(pilot, "j")  # still moves through questions with the list hidden
-        assert app.detail.qid == "markup-notes"
+        assert app.main.detail.qid == "markup-notes"
         await press(pilot, "1")
         assert left.region.width == 80 and app.focused is app.query_one(QueryList)
 
 
+#: colours of the window Rich draws around an SVG screenshot (traffic lights, default text)
+SVG_FRAME = {"#ff5f57", "#febc2e", "#28c840", "#c5c8c6"}
+
+
+def screen_colours(app) -> set[str]:
+    """The colours on screen (of an SVG screenshot), greys and the frame left out."""
+    found = {c.lower() for c in re.findall(r"#[0-9a-fA-F]{6}\b", app.export_screenshot())}
+    return {c for c in found - SVG_FRAME if not c[1:3] == c[3:5] == c[5:7]}
+
+
 async def test_themes_switch_and_no_color(ledger, monkeypatch):  # noqa: F811
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    app = make_app(ledger, theme="ledgerscope-dark")  # the control: colours on screen, one palette per theme
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert screen_colours(app)
+        dark = app.palette
+        app.theme = "ledgerscope-light"
+        await settle(pilot)
+        assert app.palette != dark and app.main.palette is app.palette and screen_colours(app)
     monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(ledger, theme="ledgerscope-high-contrast")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.theme == "ledgerscope-high-contrast"
+        assert screen_colours(app) == set()
         for name in ("ledgerscope-light", "ledgerscope-ansi", "ledgerscope-dark"):
             app.theme = name
             await settle(pilot)
-            assert app.palette["v-correct"].bold
+            assert app.palette["v-correct"].bold and screen_colours(app) == set(), name
         # meaning survives without colour: glyphs in the list
         ql = app.query_one(QueryList)
         assert any(g in ql.row_text(ql.current, 60).plain for g in "✓✗!∅?⚠⊘")
@@ -408,6 +440,6 @@ async def test_a_damaged_ledger_shows_why_on_screen(ledger, tmp_path):  # noqa: 
         await settle(pilot)
         err = app.query_one("#filter-error")
         assert err.display and "records.parquet" in str(err.render())
-        assert app.count == 0
+        assert app.main.count == 0
         await press(pilot, "j", "3")  # nothing to show, nothing breaks
-        assert app.detail is None
+        assert app.main.detail is None

@@ -296,19 +296,32 @@ def test_keymap_location(tmp_path, monkeypatch):
     assert load_keymap(["go-down"])[1] == [f"{tmp_path / 'missing.toml'}: keymap file not found"]
 
 
-def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
-    from ledgerscope.tui.themes import BUILTIN, load_themes, theme_from_dict
+def test_built_in_theme_files_load_and_a_user_file_overrides_one(tmp_path, monkeypatch):
+    from ledgerscope.tui.themes import BUILT_IN_THEMES, load_themes, theme_dirs
 
-    themes, problems = load_themes([REPO / "themes"])
+    themes, problems = load_themes([BUILT_IN_THEMES])
     assert problems == []
-    names = {t.name for t in themes}
-    assert {"ledgerscope-dark", "ledgerscope-light", "ledgerscope-high-contrast", "ledgerscope-ansi"} <= names
     by_name = {t.name: t for t in themes}
-    for name, spec in BUILTIN.items():
-        assert by_name[name] == theme_from_dict({"name": name, **spec}), name
+    assert set(by_name) == {
+        "ledgerscope-dark",
+        "ledgerscope-light",
+        "ledgerscope-high-contrast",
+        "ledgerscope-ansi",
+    }
+    assert by_name["ledgerscope-ansi"].ansi and not by_name["ledgerscope-light"].dark
+    assert all({"ls-gold", "ls-retrieved"} <= set(t.variables) for t in themes)
+    # the search order: built-in, the user's config, then LEDGERSCOPE_THEMES; a later file wins
+    user = tmp_path / "config" / "ledgerscope" / "themes"
+    user.mkdir(parents=True)
+    (user / "mine.toml").write_text('name = "ledgerscope-dark"\nprimary = "#123456"\n')
     (tmp_path / "bad.toml").write_text('name = "x"\nprimary = "#fff"\ncolour = "red"\n')
-    _, problems = load_themes([tmp_path])
-    assert problems and "unknown theme field(s) colour" in problems[0]
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("LEDGERSCOPE_THEMES", str(tmp_path))
+    assert theme_dirs() == [BUILT_IN_THEMES, user, tmp_path]
+    themes, problems = load_themes()
+    assert {t.name: t for t in themes}["ledgerscope-dark"].primary == "#123456"
+    assert len(themes) == 4
+    assert len(problems) == 1 and "unknown theme field(s) colour" in problems[0]
 
 
 # ---------------------------------------------------------------------------
@@ -318,7 +331,7 @@ def test_theme_files_load_and_match_the_built_in_copies(tmp_path):
 def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
     code = (
         "import sys, ledgerscope.cli.main, ledgerscope.tui.data, ledgerscope.tui.render, "
-        "ledgerscope.tui.model, "
+        "ledgerscope.tui.model, ledgerscope.tui.record_data, "
         "ledgerscope.tui.render_source, ledgerscope.tui.keymap\n"
         "assert 'textual' not in sys.modules, 'textual imported'\n"
         "assert 'torch' not in sys.modules"
@@ -358,18 +371,33 @@ def test_a_second_ledger_holds_the_baseline(ledger, tmp_path):  # noqa: F811
     assert comparison["baseline"]["arm"] == "baseline" and decision is None
 
 
+RULE_HEAD = (
+    'format = "ledgerscope-release-rule/1"\ndescription = "tui test"\ncandidate = "candidate"\n'
+    'baseline = "baseline"\nconfidence = 0.9\nn_resamples = 300\nseed = 3\n'
+    'interval_handling = "conservative"\nstress_sets = ["representative"]\n'
+)
+
+
 @pytest.mark.slow
-def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path):
-    rule = tmp_path / "rule.toml"
-    rule.write_text(
-        'format = "ledgerscope-release-rule/1"\ndescription = "tui test"\ncandidate = "candidate"\n'
-        'baseline = "baseline"\nconfidence = 0.9\nn_resamples = 300\nseed = 3\n'
-        'interval_handling = "conservative"\nmin_questions = 2\nstress_sets = ["representative"]\n'
-        "[max_support_loss]\nmean = -0.5\n"
-    )
-    comparison, decision = session.compare(rule_path=rule)
+@pytest.mark.parametrize(
+    ("rule", "outcome", "reason"),
+    [
+        # no difference falls below -1: the check passes whatever the data
+        ("min_questions = 1\n[max_support_loss]\nmean = -1.0\n", "accept", "within tolerance"),
+        # the same check, with far more questions asked for than the ledger holds
+        ("min_questions = 1000\n[max_support_loss]\nmean = -1.0\n", "collect-more-evidence", "min_questions"),
+        # every record's prompt is longer than one token
+        ("min_questions = 1\n[max_evidence_tokens]\nmax = 1\n", "reject", "VIOLATES"),
+    ],
+    ids=["accept", "collect-more-evidence", "reject"],
+)
+def test_compare_with_a_rule_gives_the_release_decision(session, tmp_path, rule, outcome, reason):
+    path = tmp_path / "rule.toml"
+    path.write_text(RULE_HEAD + rule)
+    comparison, decision = session.compare(rule_path=path)
     assert comparison["settings"]["n_resamples"] == 300 and comparison["settings"]["seed"] == 3
-    assert decision["outcome"] in ("accept", "reject", "collect-more-evidence") and decision["reasons"]
+    assert decision["outcome"] == outcome
+    assert reason in decision["reasons"][0], decision["reasons"]
 
 
 def test_a_long_document_shows_a_window_around_the_marks():
@@ -402,3 +430,97 @@ def test_a_long_document_shows_a_window_around_the_marks():
     assert "⟪g⟫THE GOLD SENTENCE.⟪/g⟫" in plain and "⟦r1" in plain and "┃" in plain
     assert f"… {start - 10 - SOURCE_MARGIN} characters before …" in plain and "characters after …" in plain
     assert len(plain) < 4 * SOURCE_MARGIN
+
+
+# ---------------------------------------------------------------------------
+# one record through the views; loading as the cursor moves
+
+
+def _views_over_rows(tables: dict[str, list[dict]]):
+    """A DuckDB connection whose ledger views are in-memory tables: no ledger files at all."""
+    con = duckdb.connect()
+    schemas = {**schema.TABLES, "oracle": schema.ORACLE}
+    for name, table_schema in schemas.items():
+        rows = [{f.name: None for f in table_schema} | r for r in tables.get(name, [])]
+        con.register(f"_{name}", pa.Table.from_pylist(rows, schema=table_schema))
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{name}")
+    return con
+
+
+def test_a_record_is_read_through_the_views_alone():
+    from ledgerscope.tui.record_data import read_record_rows
+
+    def cand(arm, stage, rank, doc):
+        key = {"arm": arm, "phase": "p", "qid": "q", "stage": stage, "rank": rank}
+        return key | {"unit_id": f"{doc}@{rank}", "score": 1.0 / rank, "doc_id": doc, "start": 0, "end": 5}
+
+    con = _views_over_rows(
+        {
+            "records": [
+                {"arm": a, "phase": p, "qid": q, "answer": f"{a}/{p}/{q}"}
+                for a in ("a", "b")
+                for p in ("p", "other")
+                for q in ("q", "r")
+            ],
+            "candidates": [
+                cand("a", "packed", 2, "d2"),
+                cand("a", "packed", 1, "d1"),
+                cand("b", "bm25", 1, "d1"),
+            ],
+            "units": [
+                {"arm": "a", "phase": "p", "unit_id": u, "doc_id": d, "start": s, "end": s + 5}
+                for u, d, s in (("u2", "d1", 5), ("u1", "d1", 0), ("u3", "d2", 0), ("u4", "d3", 0))
+            ],
+            "boundaries": [{"arm": "a", "phase": "p", "doc_id": "d1", "cut_chars": [5]}],
+            "oracle": [{"arm": "b", "qid": "q", "answer_verdict": "correct"}],
+        }
+    )
+    rows = read_record_rows(con, ["a", "b", "c"], "p", "q", None)
+    assert set(rows) == {"a", "b"}  # arm c holds no such record
+    a, b = rows["a"], rows["b"]
+    assert a.record["answer"] == "a/p/q" and b.record["answer"] == "b/p/q"
+    assert [c["rank"] for c in a.stages["packed"]] == [1, 2] and "arm" not in a.stages["packed"][0]
+    assert a.docs == ["d1", "d2"]  # no gold documents given: those of the packed context
+    assert [u["unit_id"] for u in a.units] == ["u1", "u2", "u3"] and a.cuts == {"d1": [5]}
+    assert b.docs == [] and b.units == [] and a.oracle is None and b.oracle["answer_verdict"] == "correct"
+    gold = read_record_rows(con, ["a"], "p", "q", ["d3"])["a"]
+    assert gold.docs == ["d3"] and [u["unit_id"] for u in gold.units] == ["u4"]
+    assert read_record_rows(con, ["a"], "p", "nope", None) == {}
+
+
+def test_only_the_latest_wanted_record_is_delivered():
+    from ledgerscope.tui.loading import LatestOnly
+
+    loaded = []
+
+    def load(key: str) -> str:
+        if key == "a":  # while "a" loads, the cursor moves on twice
+            assert latest.want("b", lambda _: False) == "queued"
+            assert latest.want("c", lambda _: True) == "queued"  # cached, but a load runs: it picks it up
+        loaded.append(key)
+        if key == "boom":
+            raise ValueError("no such record")
+        return key.upper()
+
+    latest: LatestOnly[str, str] = LatestOnly(load)
+    assert latest.want("a", lambda _: False) == "start" and latest.running
+    assert latest.run() == ("c", "C", None) and loaded == ["a", "c"] and not latest.running
+    assert latest.want("a", lambda _: True) == "ready" and not latest.running
+    assert latest.want("boom", lambda _: False) == "start"
+    assert latest.run() == ("boom", None, "ValueError: no such record")
+
+
+def test_neighbours_and_move_timing():
+    from ledgerscope.tui.loading import MoveTimer, neighbour_keys
+
+    phases = ("0", "1", "2")
+    assert neighbour_keys(["b", None], "2", phases, "a") == [("b", "2"), ("a", "0"), ("a", "1")]
+    assert neighbour_keys([None, None], "9", phases, "a") == []
+    timer = MoveTimer()
+    timer.start("question")
+    timer.cancel()
+    timer.finish()
+    timer.start("phase")
+    timer.finish()
+    timer.finish()
+    assert timer.timings["question"] == [] and len(timer.timings["phase"]) == 1

@@ -26,7 +26,7 @@ def steps(*keys: str):
         async def settle() -> None:
             for _ in range(8):
                 await pilot.pause()
-                if not any(w.is_running for w in app.workers) and not app._detail_running:
+                if not any(w.is_running for w in app.workers) and not app.main.detail_loading:
                     break
                 await app.workers.wait_for_complete()
             await pilot.pause()

@@ -2,14 +2,18 @@
 
 Every method of :class:`LedgerSession` may run in a worker thread: each one
 takes its own DuckDB cursor (DuckDB connections are not shared across threads)
-and returns plain data. Nothing is written to the ledger directory: the helper
-tables (``tui_index``, ``tui_list``) live in the in-memory DuckDB database.
+and returns plain data. Everything is read through the views of
+:func:`ledgerscope.ledger.read.connect` (its checks included), never from
+partition paths; one record's rows and diagnosis come from :mod:`.record_data`.
+Nothing is written to the ledger directory: the helper tables (``tui_index``,
+``tui_list``) live in the in-memory DuckDB database.
 
 Declared choices
 ----------------
 * **Record view.** The filter bar takes the predicate language of ``export
-  --where`` over ``record_view``, built as ``export`` builds it
-  (:func:`ledgerscope.analysis.diagnosis.build_record_view`: the heads only). The
+  --where`` over ``record_view``, built by
+  :func:`ledgerscope.analysis.diagnosis.build_record_view` (the heads: step, label and flags from
+  the diagnosis tree). The
   full :class:`~ledgerscope.analysis.diagnosis.tree.Diagnosis` (walk and evidence) is
   computed for the selected record only.
 * **Questions list.** One row per question of the current arm that has at
@@ -30,18 +34,14 @@ from typing import Any
 
 from ledgerscope.analysis.diagnosis import build_record_view, first_stage_depths
 from ledgerscope.common.errors import InputError, Problem
-from ledgerscope.common.sql_tables import sql_in, sql_literal
+from ledgerscope.common.sql_tables import sql_in
 from ledgerscope.ledger.cursors import materialise_empty_views
-from ledgerscope.ledger.layout import ledger_layout
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
+from ledgerscope.tui.record_data import RecordRows, diagnose_record, fetch_dicts, read_record_rows
 
 ROLES = ("candidate", "baseline")
-
-
-def _path_literal(path: Path) -> str:
-    return sql_literal(str(path))
 
 
 # ---------------------------------------------------------------------------
@@ -170,6 +170,8 @@ class LedgerSession:
     def _open(self) -> None:
         for ledger in {a.ledger.resolve(): a.ledger for a in self.arms.values()}.values():
             con = connect(ledger)
+            # a record's lookup touches every partition's file footer: keep them parsed in memory
+            con.execute("SET parquet_metadata_cache = true")
             materialise_empty_views(con)
             build_record_view(con)
             names = [a.name for a in self.arms.values() if a.ledger.resolve() == ledger.resolve()]
@@ -187,9 +189,7 @@ class LedgerSession:
     def _fetch(self, role: str, sql: str, params: Sequence[Any] = ()) -> list[dict]:
         cur = self.cursor(role)
         try:
-            result = cur.execute(sql, list(params))
-            names = [d[0] for d in result.description]
-            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+            return fetch_dicts(cur, sql, params)
         finally:
             cur.close()
 
@@ -353,7 +353,7 @@ class LedgerSession:
                     break
             waiting.wait()  # another thread is loading it (a prefetch)
         try:
-            d = Detail(qid, phase, {role: self._record_detail(role, qid, phase) for role in self.roles})
+            d = self._load_detail(qid, phase)
             with self._lock:
                 self._details[key] = d
                 while len(self._details) > self.DETAIL_CACHE:
@@ -368,75 +368,54 @@ class LedgerSession:
         with self._lock:
             return (qid, phase) in self._details
 
-    def _record_detail(self, role: str, qid: str, phase: str) -> RecordDetail:
-        from ledgerscope.analysis.diagnosis import diagnose
+    def _load_detail(self, qid: str, phase: str) -> Detail:
+        """Every role's record: one set of queries per ledger for the roles it holds."""
+        found: dict[str, RecordDetail] = {}
+        for roles in self._roles_by_ledger():
+            fixtures, texts = self.fixtures(roles[0])
+            fx = fixtures.get(qid)
+            names = [self.arms[r].name for r in roles if phase in self.arms[r].phases]
+            rows: dict[str, RecordRows] = {}
+            if names:
+                cur = self.cursor(roles[0])
+                try:
+                    rows = read_record_rows(cur, names, phase, qid, fx.doc_ids if fx is not None else None)
+                finally:
+                    cur.close()
+            for role in roles:
+                found[role] = self._record_detail(role, phase, fx, texts, rows.get(self.arms[role].name))
+        return Detail(qid, phase, {role: found[role] for role in self.roles})
 
+    def _roles_by_ledger(self) -> list[list[str]]:
+        groups: dict[Path, list[str]] = {}
+        for role in self.roles:
+            groups.setdefault(self.arms[role].ledger.resolve(), []).append(role)
+        return list(groups.values())
+
+    def _record_detail(
+        self, role: str, phase: str, fx, texts: Mapping[str, str], rows: RecordRows | None
+    ) -> RecordDetail:
         arm = self.arms[role]
-        fixtures, texts = self.fixtures(role)
-        fx = fixtures.get(qid)
-        part = ledger_layout(arm.ledger).partition_dir(arm.ledger, arm.name, phase)
-        empty = RecordDetail(role, arm.name, phase, None, {}, [], {}, None, fx, {})
-        if phase not in arm.phases or not (part / "_SUCCESS.json").is_file():
-            return empty
-        recs = self._fetch(
+        if rows is None:
+            return RecordDetail(role, arm.name, phase, None, {}, [], {}, None, fx, {})
+        diag = diagnose_record(rows, fx, texts, arm.top_n)
+        shown = set(rows.docs) | {c["doc_id"] for s in rows.stages.values() for c in s if c.get("doc_id")}
+        doc_texts = {d: texts[d] for d in shown if d in texts}
+        cov = span_coverage(fx, rows.stages.get("packed", []), texts) if fx is not None else {}
+        return RecordDetail(
             role,
-            f"SELECT * FROM read_parquet({_path_literal(part / 'records.parquet')}) WHERE qid = ? LIMIT 1",
-            [qid],
+            arm.name,
+            phase,
+            rows.record,
+            rows.stages,
+            rows.units,
+            rows.cuts,
+            rows.oracle,
+            fx,
+            doc_texts,
+            diag,
+            cov,
         )
-        if not recs:
-            return empty
-        rec = recs[0]
-        rec["phase"] = str(rec["phase"])
-        cands = self._fetch(
-            role,
-            'SELECT stage, "rank", unit_id, score, doc_id, "start", "end", lineage '
-            f"FROM read_parquet({_path_literal(part / 'candidates.parquet')}) WHERE qid = ? "
-            'ORDER BY stage, "rank"',
-            [qid],
-        )
-        stages: dict[str, list[dict]] = {}
-        for c in cands:
-            stages.setdefault(c["stage"], []).append(c)
-        docs = list(fx.doc_ids) if fx is not None else []
-        if not docs:
-            docs = list(dict.fromkeys(r["doc_id"] for r in stages.get("packed", []) if r.get("doc_id")))
-        units = (
-            self._fetch(
-                role,
-                'SELECT unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens '
-                f"FROM read_parquet({_path_literal(part / 'units.parquet')}) "
-                'WHERE list_contains(?, doc_id) ORDER BY doc_id, "start"',
-                [docs],
-            )
-            if docs
-            else []
-        )
-        cuts = (
-            {
-                r["doc_id"]: list(r["cut_chars"] or [])
-                for r in self._fetch(
-                    role,
-                    "SELECT doc_id, cut_chars FROM "
-                    f"read_parquet({_path_literal(part / 'boundaries.parquet')}) "
-                    "WHERE list_contains(?, doc_id)",
-                    [docs],
-                )
-            }
-            if docs
-            else {}
-        )
-        orc = self._fetch(role, "SELECT * FROM oracle WHERE arm = ? AND qid = ? LIMIT 1", [arm.name, qid])
-        oracle = orc[0] if orc else None
-        rec["top_n"] = arm.top_n
-        stages_for = {**stages, "units": units}
-        for s in ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed"):
-            stages_for.setdefault(s, [])
-        diag = diagnose(rec, stages_for, fx, texts, oracle)
-        doc_texts = {
-            d: texts[d] for d in set(docs) | {c["doc_id"] for c in cands if c.get("doc_id")} if d in texts
-        }
-        cov = span_coverage(fx, stages.get("packed", []), texts) if fx is not None else {}
-        return RecordDetail(role, arm.name, phase, rec, stages, units, cuts, oracle, fx, doc_texts, diag, cov)
 
     # -- aggregates --------------------------------------------------------
 

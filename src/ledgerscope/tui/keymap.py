@@ -11,7 +11,7 @@ at the top level or under a ``[keymap]`` table::
     export = "x"
 
 Unknown ids and malformed values are reported (never fatal); the rest applies.
-The ids are listed by ``?`` in the TUI and in :data:`BINDING_IDS` of the app.
+The ids are listed by ``?`` in the TUI and in :mod:`ledgerscope.tui.bindings`.
 """
 
 from __future__ import annotations

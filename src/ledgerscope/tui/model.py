@@ -94,6 +94,16 @@ class Detail:
     arms: dict[str, RecordDetail]
 
 
+@dataclass(frozen=True)
+class StatsState:
+    """The Stats pane's paired comparison: not yet asked for, running, done (or failed, in ``status``)."""
+
+    status: str = "paired comparison: press s (or open this pane) to compute"
+    running: bool = False
+    comparison: dict | None = None
+    decision: dict | None = None
+
+
 @dataclass
 class Filters:
     """The list filter: the filter-bar predicate plus quick filters, composed into one predicate."""
@@ -184,5 +194,3 @@ def worst_phase(cells: Mapping[str, Cell], phases: Sequence[str]) -> str | None:
     if best[0][0] == 0 and len(set(keys)) == 1:
         return None
     return best[1]
-
-

@@ -7,13 +7,16 @@ Same rules as :mod:`.render`: untrusted strings go through ``safe`` into
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from ledgerscope.report.terminal import METRIC_TITLES
 from ledgerscope.tui.model import MISSING_GLYPH, REVERSAL_GLYPH
 from ledgerscope.tui.render import VERDICT_STYLE, Palette, fmt, lit, pick
+
+if TYPE_CHECKING:
+    from ledgerscope.tui.data import LedgerSession
 
 
 def _interval(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
@@ -205,4 +208,56 @@ def legend_text(palette: Palette) -> Text:
         "┃ chunk boundary   ⟪id⟫ gold span   ⟦rN … rN⟧ retrieved unit at rank N   "
         "✓/◐/✗ gold span fully/partly/not in the packed context   ≠ differs between arms\n"
     )
+    return t
+
+
+# ---------------------------------------------------------------------------
+# the title, the list header and the status line
+
+
+def title_text(session: LedgerSession) -> Text:
+    """The ledger, the candidate arm and the baseline arm (with its ledger when it is another)."""
+    t = Text("ledgerscope · ", style="bold")
+    t.append(lit(session.ledger.name))
+    t.append(f" · candidate arm {lit(session.arms['candidate'].name)!r}")
+    if "baseline" in session.arms:
+        t.append(f" vs baseline arm {lit(session.arms['baseline'].name)!r}")
+        if session.baseline_ledger:
+            t.append(f" ({lit(session.baseline_ledger.name)})")
+    return t
+
+
+def list_header_text(count: int, total: int, arm: str, phases: Sequence[str], width: int) -> Text:
+    """Questions listed, then the column heads; one-character phase labels stand over their glyphs."""
+    t = Text(f" {count} of {total} questions · {lit(arm)}", no_wrap=True, overflow="ellipsis")
+    if phases and all(len(p) == 1 for p in phases) and width > len(phases) + 12:
+        # the labels stand over their glyph columns (the strip ends 3 columns before the step)
+        strip_at = width - 3 - len(phases)
+        t.append("\n" + "  qid".ljust(strip_at) + "".join(lit(p) for p in phases) + " st", style="dim")
+    else:
+        t.append("\n  qid · phases " + " ".join(lit(p) for p in phases), style="dim")
+    return t
+
+
+def status_text(
+    busy: Sequence[str],
+    phase: str,
+    phases: Sequence[str],
+    arm: str,
+    compare: bool,
+    search: str,
+    n_matches: int,
+    filter_description: str,
+) -> Text:
+    """What is running, where the cursor is (phase, arm, compare), the search and the filter."""
+    i = phases.index(phase) + 1 if phase in phases else 0
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if busy:
+        t.append("⟳ " + ", ".join(sorted(busy)) + "… ", style="bold")
+    t.append(f"phase {lit(phase)} ({i}/{len(phases)}) · arm {lit(arm)}")
+    if compare:
+        t.append(" · compare")
+    if search:
+        t.append(f" · /{lit(search)}: {n_matches} match(es)")
+    t.append(f" · filter: {lit(filter_description)}" if filter_description else " · no filter")
     return t

@@ -1,0 +1,539 @@
+"""The main screen of ``ledgerscope open``: the questions list, the detail panes, the bars.
+
+Its reactives are the browsing state, all of it and nowhere else: the arm and
+phase shown, the filter and its validated predicate, the record pair on
+screen, search matches, what is running. Watchers redraw what depends on them
+(the status line binds to them). The data comes from
+:class:`~ledgerscope.tui.data.LedgerSession` in thread workers and comes back
+as messages (:mod:`ledgerscope.tui.messages`); the actions are the browsing
+keys of :mod:`ledgerscope.tui.bindings`, dialogs are modal screens.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static, TabbedContent
+
+from ledgerscope.common.safe_text import safe
+from ledgerscope.tui import messages as msg
+from ledgerscope.tui.bindings import BROWSE_BINDINGS
+from ledgerscope.tui.data import LedgerSession
+from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
+from ledgerscope.tui.model import Detail, Filters, StatsState
+from ledgerscope.tui.panes import (
+    TABS,
+    PaneView,
+    compose_detail_panes,
+    draw_pane,
+    follow_grid,
+    load_comparison,
+    load_summaries,
+    load_survival,
+)
+from ledgerscope.tui.render import Palette
+from ledgerscope.tui.render_source import SOURCE_STAGES
+from ledgerscope.tui.render_summary import title_text
+from ledgerscope.tui.widgets.phase_grid import PhaseGrid
+from ledgerscope.tui.widgets.queries_panel import QueriesPanel
+from ledgerscope.tui.widgets.query_list import QueryList
+from ledgerscope.tui.widgets.status_line import StatusLine
+
+#: under this many columns one pane shows at a time
+NARROW_WIDTH = 100
+
+
+class MainScreen(Screen):
+    AUTO_FOCUS = "#queries"
+    BINDINGS: ClassVar[list[BindingType]] = list(BROWSE_BINDINGS)
+
+    role: var[str] = var("candidate", init=False)
+    phase: var[str] = var("", init=False)
+    compare: var[bool] = var(False, init=False)
+    filters: var[Filters] = var(Filters, init=False)
+    predicate: var[str] = var("", init=False)  # the list's filter, validated
+    count: var[int] = var(0, init=False)  # questions listed
+    total: var[int] = var(0, init=False)  # questions of the arm
+    detail: var[Detail | None] = var(None, init=False, always_update=True)  # the record pair shown
+    source_stage: var[str] = var("packed", init=False)
+    summaries: var[dict] = var(dict, init=False)  # role -> phase -> rates (SQL, at start)
+    choices: var[dict] = var(dict, init=False)  # the quick filters' values
+    survival: var[dict] = var(dict, init=False)  # role -> phase -> stage survival counts
+    stats: var[StatsState] = var(StatsState, init=False)
+    search_text: var[str] = var("", init=False)
+    matches: var[list[int]] = var(list, init=False)
+    busy: var[frozenset[str]] = var(frozenset(), init=False)
+    show_list: var[bool] = var(True, init=False)  # narrow terminals: the list, or a detail pane
+    previous_tab: var[str] = var("grid", init=False)  # where ``c`` returns to
+
+    def __init__(
+        self,
+        session: LedgerSession,
+        *,
+        rule: str | Path | None = None,
+        n_resamples: int = 2000,
+        tune_gc: bool = True,
+        started: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.rule = rule
+        self.n_resamples = n_resamples
+        self.tune_gc = tune_gc
+        self.set_reactive(MainScreen.phase, session.phases[0] if session.phases else "")
+        self.reruns: dict[tuple[str, str, str], msg.RerunDone] = {}  # results, kept for the session
+        self._t0 = time.perf_counter() if started is None else started
+        self._timer = MoveTimer()
+        self._records = RecordFeed(self, session)
+        self._pending_detail = False  # a record is wanted once its list page arrives
+
+    # -- layout --------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="title")
+        with Horizontal(id="main"):
+            yield QueriesPanel(self.session, id="left")
+            yield from compose_detail_panes()
+        yield Input(id="search", placeholder="search qid or question text (enter: find; n/N: next/previous)")
+        yield Input(
+            id="filterbar", placeholder="DuckDB predicate, as export --where: step = 8 AND NOT support_packed"
+        )
+        yield Static(id="filter-error")
+        arms = {r: self.session.arms[r].name for r in self.session.roles}
+        yield StatusLine(self.session.phases, arms, id="status").data_bind(
+            MainScreen.busy,
+            MainScreen.phase,
+            MainScreen.role,
+            MainScreen.compare,
+            MainScreen.search_text,
+            MainScreen.matches,
+            MainScreen.filters,
+        )
+        yield Footer()
+
+    @property
+    def palette(self) -> Palette:
+        """The theme's styles (the App's)."""
+        return self.app.palette
+
+    @property
+    def query_list(self) -> QueryList:
+        return self.query_one(QueryList)
+
+    @property
+    def detail_loading(self) -> bool:
+        """A record is being loaded (tests wait for it)."""
+        return self._records.loading
+
+    def on_mount(self) -> None:
+        self.query_one(QueriesPanel).set_view(self.role, self.phase, self.palette)
+        self.query_list.focus()
+        self.watch(self.app, "palette", self._palette_changed, init=False)
+        self.query_one("#title", Static).update(title_text(self.session))
+        self._apply_layout()
+        self._set_busy("open", True)
+        self.query_one(QueriesPanel).load(self.role, self.filters, opening=True)
+
+    def _palette_changed(self, palette: Palette) -> None:
+        self.query_list.palette = palette
+        self.query_list.invalidate()
+        self._refresh_panes(all_panes=True)
+
+    def on_resize(self) -> None:
+        self._apply_layout()
+        self.call_after_refresh(self.query_one(QueriesPanel).show_header)
+
+    def watch_show_list(self) -> None:
+        self._apply_layout()
+
+    def _apply_layout(self) -> None:
+        narrow = self.size.width < NARROW_WIDTH
+        self.set_class(narrow, "-narrow")
+        self.set_class(narrow and self.show_list, "-show-list")
+        self.set_class(narrow and not self.show_list, "-show-detail")
+
+    def _set_busy(self, what: str, on: bool) -> None:
+        self.busy = self.busy | {what} if on else self.busy - {what}
+
+    # -- the list ------------------------------------------------------------
+
+    def _rebuild_list(self, filters: Filters) -> None:
+        self._set_busy("list", True)
+        current = self.query_list.current
+        self.query_one(QueriesPanel).load(self.role, filters, current.qid if current else None)
+
+    def on_list_ready(self, m: msg.ListReady) -> None:
+        """The panel shows the new list (it handled the message first); the state follows it."""
+        self.count, self.total, self.predicate = m.count, m.total, m.predicate
+        if m.filters is not None:
+            self.filters = m.filters
+        ql = self.query_list
+        self.query_one("#filter-error").display = False
+        bar = self.query_one("#filterbar", Input)
+        if bar.display:
+            bar.display = False
+            ql.focus()
+        self.busy = self.busy - {"open", "list"}
+        if self.focused is None:
+            ql.focus()
+        if self.timings["first_list"] is None:
+            # the first screen paints before anything else competes for the CPU
+            self.call_after_refresh(self._mark_first_list)
+        else:
+            self._request_detail()
+
+    def _mark_first_list(self) -> None:
+        if self.timings["first_list"] is None:
+            self.timings["first_list"] = time.perf_counter() - self._t0
+            self._request_detail()
+            load_summaries(self, self.session, self.role)
+            if self.tune_gc:
+                # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
+                gc.collect()
+                gc.freeze()
+
+    def on_list_failed(self, m: msg.ListFailed) -> None:
+        self.busy = self.busy - {"open", "list"}
+        err = self.query_one("#filter-error", Static)
+        err.update(Text("✗ " + safe(m.error), style=self.palette.get("error")))
+        err.display = True
+        if m.opening:
+            self.notify(safe(m.error), severity="error", markup=False)
+
+    def on_summary_loaded(self, m: msg.SummaryLoaded) -> None:
+        self.choices = m.choices
+        self.summaries = m.summaries
+
+    def watch_summaries(self) -> None:
+        self._refresh_panes()
+
+    def on_page_loaded(self) -> None:
+        """The panel put the page in the list (it handled the message first)."""
+        if self._pending_detail:
+            self._request_detail()
+        self.query_one(PhaseGrid).refresh()
+
+    @on(QueryList.Scrolled)
+    def _list_scrolled(self) -> None:
+        if self._active_tab() == "grid":
+            follow_grid(self)
+
+    # -- the selected record -------------------------------------------------
+
+    @on(QueryList.CursorMoved)
+    def _cursor_moved(self, m: QueryList.CursorMoved) -> None:
+        self._request_detail()
+        if self._active_tab() == "grid":
+            follow_grid(self)
+
+    def _request_detail(self) -> None:
+        row = self.query_list.current
+        if row is None:
+            self._pending_detail = self.count > 0
+            return
+        self._pending_detail = False
+        key = (row.qid, self.phase)
+        shown = self.detail is not None and (self.detail.qid, self.detail.phase) == key
+        if shown and self._records.wanted == key:
+            self._timer.finish()
+        elif self._records.request(key):
+            self._set_busy("detail", True)
+
+    def on_detail_loaded(self, m: msg.DetailLoaded) -> None:
+        if m.key != self._records.wanted:
+            return
+        self._set_busy("detail", False)
+        if m.error:
+            self.notify(safe(m.error), severity="error", markup=False)
+            return
+        self.detail = m.detail
+        self.call_after_refresh(self._timer.finish)
+        self.call_after_refresh(self._prefetch)
+
+    def watch_detail(self) -> None:
+        if self._active_tab() != "grid":
+            self._refresh_panes()
+
+    def _prefetch(self) -> None:
+        """Load the neighbours (next/previous question, next/previous phase) before they are asked for."""
+        ql = self.query_list
+        rows = [ql.row(ql.cursor + delta) for delta in (1, -1)]
+        shown = self.detail.qid if self.detail is not None else None
+        qids = [r.qid if r else None for r in rows]
+        self._records.prefetch(neighbour_keys(qids, self.phase, self.session.phases, shown))
+
+    def _start_move(self, kind: str) -> None:
+        """Time this move until the panes show its record; a question move that moves nothing is not."""
+        self._timer.start(kind)
+        if kind == "question":
+            self.call_later(self._check_move, self.query_list.cursor)
+
+    def _check_move(self, before: int) -> None:
+        if self.query_list.cursor == before:
+            self._timer.cancel()
+
+    @property
+    def timings(self) -> dict:
+        """Seconds to the first list painted, and per move kind its durations (scripts/bench_tui.py)."""
+        return self._timer.timings
+
+    # -- the panes -----------------------------------------------------------
+
+    def _active_tab(self) -> str:
+        return self.query_one(TabbedContent).active or "grid"
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        tab = event.pane.id or ""
+        if tab != "compare":
+            self.previous_tab = tab
+        self.compare = tab == "compare" or (self.compare and tab == "grid")
+        if tab == "stats":
+            self._start_stats()
+        self._refresh_panes()
+
+    def _refresh_panes(self, all_panes: bool = False) -> None:
+        """Draw the active pane (every pane after a theme change); the others draw when shown."""
+        if not self.is_mounted:
+            return
+        tabs = [*TABS, "compare"] if all_panes else [self._active_tab()]
+        if "diagnosis" in tabs and self.detail is not None and self.role not in self.survival:
+            load_survival(self, self.session, self.role)
+        view = PaneView(
+            self.session,
+            self.detail,
+            self.role,
+            self.phase,
+            self.compare,
+            self.palette,
+            self.summaries,
+            self.survival,
+            self.stats,
+            self.source_stage,
+        )
+        for tab in tabs:
+            draw_pane(self, tab, view)
+
+    def on_survival_loaded(self, m: msg.SurvivalLoaded) -> None:
+        self.survival = {**self.survival, m.role: m.rows}
+
+    def watch_survival(self) -> None:
+        if self._active_tab() == "diagnosis":
+            self._refresh_panes()
+
+    def _start_stats(self) -> None:
+        if self.stats.comparison is not None or self.stats.running:
+            return
+        if "baseline" not in self.session.arms:
+            no_baseline = "paired comparison: no baseline arm (open with --baseline or --baseline-arm)"
+            self.stats = StatsState(no_baseline)
+            return
+        n = "the rule's" if self.rule else str(self.n_resamples)
+        self.stats = StatsState(f"⟳ computing the paired bootstrap ({n} resamples)…", running=True)
+        self._set_busy("stats", True)
+        load_comparison(self, self.session, self.n_resamples, self.rule)
+
+    def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
+        self._set_busy("stats", False)
+        status = "✗ " + m.error if m.error else self.stats.status
+        self.stats = StatsState(status, False, m.comparison, m.decision)
+
+    def watch_stats(self) -> None:
+        self._refresh_panes()
+
+    def watch_source_stage(self) -> None:
+        self._refresh_panes()
+
+    # -- actions: moving -----------------------------------------------------
+
+    def action_move(self, delta: int) -> None:
+        self._move_to(self.query_list.cursor + delta)
+
+    def action_go_top(self) -> None:
+        self._move_to(0)
+
+    def action_go_bottom(self) -> None:
+        self._move_to(self.query_list.total - 1)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.query_list.cursor + direction * self.query_list.page_height)
+
+    def _move_to(self, index: int) -> None:
+        self._start_move("question")
+        self.query_list.move_to(index)
+
+    def action_phase(self, delta: int) -> None:
+        phases = self.session.phases
+        if not phases:
+            return
+        i = phases.index(self.phase) if self.phase in phases else 0
+        self._start_move("phase")
+        new = phases[(i + delta) % len(phases)]
+        if new == self.phase:  # one phase: the record shown is already the one asked for
+            self._timer.finish()
+        self.phase = new
+
+    def watch_phase(self) -> None:
+        ql = self.query_list
+        ql.phase = self.phase
+        ql.invalidate()
+        self._request_detail()
+        if self._active_tab() == "grid":
+            self._refresh_panes()
+
+    # -- actions: what is shown ----------------------------------------------
+
+    def action_pane(self, number: int) -> None:
+        if number == 1:
+            self.show_list = True
+            self.query_list.focus()
+            return
+        self.show_list = False
+        self.query_one(TabbedContent).active = TABS[number - 2]
+
+    def action_toggle_compare(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == "compare":
+            self.compare = False
+            tabs.active = self.previous_tab if self.previous_tab != "compare" else "grid"
+        else:
+            self.compare = True
+            tabs.active = "compare"
+        if self.size.width < NARROW_WIDTH:
+            self.show_list = False
+
+    def action_source_stage(self) -> None:
+        i = SOURCE_STAGES.index(self.source_stage)
+        if self._active_tab() != "source":
+            self.query_one(TabbedContent).active = "source"
+        self.source_stage = SOURCE_STAGES[(i + 1) % len(SOURCE_STAGES)]
+
+    def action_stats(self) -> None:
+        self.action_pane(TABS.index("stats") + 2)
+        self._start_stats()
+        self._refresh_panes()
+
+    def action_toggle_arm(self) -> None:
+        if len(self.session.roles) < 2:
+            self.notify("only one arm in this session", markup=False)
+            return
+        self.role = "baseline" if self.role == "candidate" else "candidate"
+        self._rebuild_list(self.filters)
+        self.choices = {}
+
+    def watch_role(self) -> None:
+        self._refresh_panes()
+
+    # -- actions: filter and search ------------------------------------------
+
+    def action_toggle_reversal(self) -> None:
+        f = self.filters
+        self._rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
+
+    def action_filter_bar(self) -> None:
+        bar = self.query_one("#filterbar", Input)
+        bar.value = self.filters.where
+        bar.display = True
+        bar.focus()
+
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.value = self.search_text
+        box.display = True
+        box.focus()
+
+    def action_close_bars(self) -> None:
+        for wid in ("#search", "#filterbar", "#filter-error"):
+            self.query_one(wid).display = False
+        self.query_list.focus()
+
+    @on(Input.Submitted, "#filterbar")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        # the bar closes when the predicate is valid, and stays open under its error otherwise
+        f = self.filters
+        self._rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        event.input.display = False
+        self.query_list.focus()
+        self.search_text = event.value.strip()
+        if not self.search_text:
+            self.matches = []
+            self.query_list.matches = set()
+            return
+        self.query_one(QueriesPanel).search(self.role, self.search_text)
+
+    def on_search_done(self, m: msg.SearchDone) -> None:
+        self.matches = m.matches
+        ql = self.query_list
+        ql.matches = set(m.matches)
+        ql.invalidate()
+        if not m.matches:
+            self.notify(f"no question matches {safe(m.text)!r}", markup=False)
+            return
+        self.action_search_next(1, include_current=True)
+
+    def action_search_next(self, direction: int, include_current: bool = False) -> None:
+        if not self.matches:
+            return
+        cur = self.query_list.cursor
+        if direction > 0:
+            after = [i for i in self.matches if i > cur or (include_current and i == cur)]
+            target = after[0] if after else self.matches[0]
+        else:
+            before = [i for i in self.matches if i < cur]
+            target = before[-1] if before else self.matches[-1]
+        self._move_to(target)
+
+    # -- actions: dialogs ----------------------------------------------------
+
+    def action_quick_filters(self) -> None:
+        from ledgerscope.tui.screens.filters import FilterScreen
+
+        def apply(result: Filters | None) -> None:
+            if result is not None:
+                self._rebuild_list(result)
+
+        self.app.push_screen(FilterScreen(self.filters, self.choices or {}), apply)
+
+    def action_export(self) -> None:
+        from ledgerscope.tui.screens.export import ExportScreen
+
+        arm = self.session.arms[self.role]
+        self.app.push_screen(ExportScreen(self.session, self.role, arm.ledger, self.predicate))
+
+    def action_rerun(self) -> None:
+        from ledgerscope.tui.screens.rerun import RerunScreen, start_rerun
+
+        row = self.query_list.current
+        if row is None:
+            return
+        arm = self.session.arms[self.role]
+        key = (arm.name, row.qid, self.phase)
+        self.app.push_screen(RerunScreen(key))
+        if key in self.reruns:
+            from ledgerscope.tui.screens.rerun import show_rerun
+
+            self.call_after_refresh(show_rerun, self.app, self.reruns[key], self.palette)
+            return
+        self._set_busy("rerun", True)
+        start_rerun(self, arm.ledger, key)
+
+    def on_rerun_done(self, m: msg.RerunDone) -> None:
+        from ledgerscope.tui.screens.rerun import show_rerun
+
+        self._set_busy("rerun", False)
+        self.reruns[m.key] = m
+        show_rerun(self.app, m, self.palette)
+        state = "failed" if m.error else ("identical" if m.identical else "differs")
+        self.notify(f"re-run {safe(' / '.join(m.key))}: {state}", markup=False)

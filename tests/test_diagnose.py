@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,6 @@ from ledgerscope.analysis.diagnosis.tree import (
 )
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan
 from ledgerscope.inputs.sources import text_version
-
-from .diag_equiv import assert_sql_matches_python
 
 DOC = "policy.md"
 TEXT = (
@@ -404,85 +401,35 @@ def test_walk_stops_at_the_losing_step():
 
 
 # ---------------------------------------------------------------------------
-# a real sweep (loads the embedding model: ~10 s)
-
-POLICY = (
-    "# Request retention\n\n"
-    "Support requests are stored in the regional data store of the workspace. "
-    "Requests may be retained for 30 days. This limit is 7 days for requests marked temporary. "
-    "After the retention period ends, the request body is deleted and only an audit entry remains.\n\n"
-    "Attachments follow the same schedule as the request they belong to.\n"
-)
-OTHERS = {
-    "backups.md": "# Backups\n\nNightly backups are kept for 14 days in the primary region. Weekly snapshots "
-                  "are kept for 90 days.\nRestores are requested through the support portal.\n",
-    "sessions.md": "# Sessions\n\nInteractive sessions expire after 12 hours of inactivity. Service tokens "
-                   "do not expire but can be revoked at any time.\n",
-}
-SWEEP_FIXTURES = [
-    {"format": "ledgerscope-fixture/1", "qid": "temp-retention",
-     "question": "How long may requests be retained when they are marked temporary?",
-     "segment": "rule-exception",
-     "answer": {"expected": "7 days", "default": "30 days", "missing_condition": "abstain"},
-     "spans": [{"id": "rule", "doc_id": "policy/retention.md",
-                "quote": "Requests may be retained for 30 days.", "dependency": "primary"},
-               {"id": "qualifier", "doc_id": "policy/retention.md",
-                "quote": "This limit is 7 days for requests marked temporary.", "dependency": "exception"}],
-     "sufficient_sets": [["rule", "qualifier"]]},
-    {"format": "ledgerscope-fixture/1", "qid": "no-such-thing",
-     "question": "What is the maximum number of seats on the Enterprise plan?",
-     "segment": "unanswerable", "answerable": False, "answer": {"expected": None}, "spans": [],
-     "sufficient_sets": []},
-]
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory) -> Path:
-    from ledgerscope.inputs.fixtures import load_fixtures
-    from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
-
-    root = tmp_path_factory.mktemp("diag")
-    corpus = root / "corpus"
-    (corpus / "policy").mkdir(parents=True)
-    (corpus / "policy" / "retention.md").write_text(POLICY, encoding="utf-8")
-    for name, text in OTHERS.items():
-        (corpus / name).write_text(text, encoding="utf-8")
-    fx_path = root / "fx.jsonl"
-    fx_path.write_text("\n".join(json.dumps(f) for f in SWEEP_FIXTURES) + "\n", encoding="utf-8")
-    arm_path = root / "arm.toml"
-    arm_path.write_text('name = "candidate"\ncapacity = 16\noverlap = 0\nphases = [0, 1, 2, 5]\n'
-                        "budget_tokens = 40\ntop_k = 1\n[generator]\nabstain_threshold = 0.3\n",
-                        encoding="utf-8")
-    fixtures, merged = load_fixtures(fx_path, load_corpus(corpus))
-    out = root / "ledger"
-    sweep(fixtures, merged, [load_arm(arm_path)], out)
-    return out
+# a real sweep (the shared rule-exception ledger of conftest.py)
 
 
 @pytest.mark.slow
-def test_diagnose_ledger_on_a_real_sweep(swept):
+def test_diagnose_ledger_on_a_real_sweep(rule_exception_ledger, sql_matches_python):
     from ledgerscope.analysis.reversals import find_reversals
     from ledgerscope.analysis.survival import survival
     from ledgerscope.ledger.read import connect
 
+    swept = rule_exception_ledger
     con = connect(swept)
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
     rows = list(diagnose_ledger(con, swept))
-    assert len(rows) == n_records == 8
+    assert len(rows) == n_records == 30
     assert len({(r["arm"], r["phase"], r["qid"]) for r in rows}) == n_records
     json.dumps(rows)
     critical = [r for r in rows if r["answer_verdict"] == "critical-condition-error"]
     assert critical, [(r["phase"], r["answer_verdict"]) for r in rows]
+    assert any(r["qid"] == "temp-retention" for r in critical), critical
     for r in critical:
         assert r["step"] in (8, 9), r
-        assert "qualifier" in [s["span"] for s in r["evidence"]["spans"]]
+        if r["qid"] == "temp-retention":  # the default rule was applied: its exception was lost
+            assert "qualifier" in [s["span"] for s in r["evidence"]["spans"]]
     for r in rows:
         if r["qid"] == "no-such-thing":
             assert r["label"] in ("control-abstained", "control-false-assertion")
+    assert len(list(diagnose_ledger(con, swept, arm="candidate"))) == 15
     assert list(diagnose_ledger(con, swept, arm="nope")) == []
-    assert assert_sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
+    assert sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
 
     # the ledger path reads only the rows the evidence needs: same answer as whole candidate lists
     from ledgerscope.ledger.fixtures import load_ledger_fixtures
@@ -505,15 +452,17 @@ def test_diagnose_ledger_on_a_real_sweep(swept):
             fast["step"], fast["label"], fast["flags"], fast["evidence"], fast["walk"])
 
     revs = find_reversals(con)
-    answer = [r for r in revs if r["kind"] == "answer" and r["qid"] == "temp-retention"]
+    answer = [r for r in revs if r["kind"] == "answer" and r["qid"] == "temp-retention"
+              and r["arm"] == "candidate"]
     assert len(answer) == 1
     phases = answer[0]["phases"]
     assert phases["critical-condition-error"] and phases["correct"]
-    assert sorted(p for ps in phases.values() for p in ps) == sorted(["0", "1", "2", "5"])
+    assert sorted(p for ps in phases.values() for p in ps) == sorted(["0", "1", "2", "5", "9"])
 
     surv = survival(con, swept)
-    assert [s["phase"] for s in surv] == ["0", "1", "2", "5"]
+    assert sorted((s["arm"], s["phase"]) for s in surv) == [  # one row per partition
+        (arm, p) for arm in ("baseline", "candidate") for p in ("0", "1", "2", "5", "9")]
     for s in surv:
-        assert s["n_records"] == 2 and s["n_answerable"] == 1
-        assert s["survival"]["chunked"] == 1
+        assert s["n_records"] == 3 and s["n_answerable"] == 2
+        assert s["survival"]["chunked"] == 2
         assert 0.0 <= s["ann_recall"] <= 1.0

@@ -318,7 +318,8 @@ def test_unanswerable_controls_are_scored_by_abstention(verdict, step, label):
                    answerable=False)
     d = run(rec, {}, ctrl)
     assert (d.step, d.label) == (step, label)
-    assert d.walk[0]["name"] == "unanswerable control"
+    assert d.walk == [{"step": 9, "name": "unanswerable control", "passed": verdict == "abstained",
+                       "detail": verdict}]
 
 
 def test_infrastructure_failure_is_its_own_label():

@@ -180,6 +180,24 @@ def test_segment_breakdown_keeps_stress_sets_apart():
     assert out["enriched"]["segments"]["number-scope"]["worst_phase"]["aggregate"]["value"] == 1.0
 
 
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_segment_breakdown_tables_are_phase_tables_of_their_rows(higher_is_better):
+    m = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 1]], dtype=float)
+    seg = ["rule-exception", "number-scope", "rule-exception", "rule-exception", "number-scope"]
+    sset = ["representative", "representative", "representative", "enriched", "enriched"]
+    out = segment_breakdown(m, ["0", "1"], seg, sset, higher_is_better=higher_is_better)
+    for s in ("representative", "enriched"):
+        rows = np.array(sset) == s
+        assert out[s]["all"] == phase_table(m[rows], ["0", "1"], higher_is_better=higher_is_better)
+        for g in set(np.array(seg)[rows]):
+            sub = rows & (np.array(seg) == g)
+            assert out[s]["segments"][g] == phase_table(m[sub], ["0", "1"], higher_is_better=higher_is_better)
+    assert out["representative"]["all"]["direction"] != segment_breakdown(
+        m, ["0", "1"], seg, sset, higher_is_better=not higher_is_better)["representative"]["all"]["direction"]
+    if higher_is_better:  # the default
+        assert segment_breakdown(m, ["0", "1"], seg, sset) == out
+
+
 # ---------------------------------------------------------------------------
 # paired bootstrap
 

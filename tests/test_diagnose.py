@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -320,6 +321,7 @@ def test_unanswerable_controls_are_scored_by_abstention(verdict, step, label):
     assert (d.step, d.label) == (step, label)
     assert d.walk == [{"step": 9, "name": "unanswerable control", "passed": verdict == "abstained",
                        "detail": verdict}]
+    assert d.evidence["stage"] == "control" and d.evidence["answer_verdict"] == verdict
 
 
 def test_infrastructure_failure_is_its_own_label():
@@ -399,6 +401,85 @@ def test_walk_stops_at_the_losing_step():
     d = run(record("union"), full_stages(union=rows(U_RULE)))
     assert [w["step"] for w in d.walk] == [1, 2, 3, 4, 5]
     assert [w["passed"] for w in d.walk] == [True, True, True, True, False]
+
+
+# ---------------------------------------------------------------------------
+# the walk and the JSON, word for word (what diagnose --json and the TUI show)
+
+PASS_WALK = [
+    {"step": 1, "name": "gold absent from corpus", "passed": True, "detail": "ok"},
+    {"step": 2, "name": "no unit contains it", "passed": True, "detail": "support kept: the chunked units"},
+    {"step": 3, "name": "exact retrievers miss", "passed": True,
+     "detail": "support kept: BM25 + exact dense"},
+    {"step": 4, "name": "ANN misses", "passed": True, "detail": "support kept: BM25 + ANN"},
+    {"step": 5, "name": "union/dedup drops it", "passed": True,
+     "detail": "support kept: the deduplicated union"},
+    {"step": 6, "name": "fusion ranks it low", "passed": True,
+     "detail": "support kept: the fused list cut at rerank depth"},
+    {"step": 7, "name": "reranker removes it", "passed": True,
+     "detail": "support kept: the reranked list cut at selection depth"},
+    {"step": 8, "name": "selector omits it", "passed": True, "detail": "support kept: the packed context"},
+    {"step": 9, "name": "answer ignores it", "passed": True, "detail": "answer verdict correct"},
+    {"step": 10, "name": "citation wrong", "passed": True, "detail": "citation verdict supported"},
+]
+
+
+def test_walk_of_a_passing_record_and_its_json():
+    d = run(record())
+    assert d.walk == PASS_WALK
+    assert d.to_json() == {"step": 0, "step_name": "pass", "label": "pass", "evidence": d.evidence,
+                           "flags": [], "walk": PASS_WALK}
+    assert d.evidence["stage"] == "pass"
+    assert run(record(gold_status=None)).walk == PASS_WALK  # a null gold status reads as ok
+
+
+def test_walk_names_the_lost_stage_its_missing_spans_and_regained_stages():
+    d = run(record("chunked"), full_stages(units=rows(U_HEAD)))
+    assert d.walk == [PASS_WALK[0], {"step": 2, "name": "no unit contains it", "passed": False,
+                                     "detail": "support lost: the chunked units (missing: rule, qualifier)"}]
+    d = run(record(support_exact=False))
+    regained = "support lost: BM25 + exact dense; a later stage regains it"
+    assert d.walk == [*PASS_WALK[:2], {**PASS_WALK[2], "detail": regained}, *PASS_WALK[3:]]
+    d = run(record(answer_verdict="wrong", citation_verdict="unsupported"))
+    assert d.walk == [*PASS_WALK[:8], {**PASS_WALK[8], "passed": False, "detail": "answer verdict wrong"}]
+    d = run(record(citation_verdict="unsupported"))
+    wrong = {**PASS_WALK[9], "passed": False, "detail": "citation verdict unsupported"}
+    assert d.walk == [*PASS_WALK[:9], wrong]
+
+
+def test_a_null_gold_status_is_ok_and_a_gold_miss_with_a_correct_answer_is_flagged():
+    assert (run(record(gold_status=None)).step, diagnosis_step(record(gold_status=None))) == (0, 0)
+    d = run(record(gold_status="not in the authorized corpus: policy.md"))
+    assert d.step == 1 and d.flags == ("answer-correct-without-support",)
+
+
+def test_evidence_quotes_come_from_the_texts_when_a_span_has_none():
+    bare = _fixture(spans=(replace(RULE, quote=None), replace(QUAL, quote=None)))
+    for rec in (record(), record(answer_verdict="wrong", citation_verdict="unsupported")):
+        quotes = [sp["quote"] for sp in run(rec, fixture=bare).evidence["spans"]]
+        assert quotes == [RULE.quote, QUAL.quote]
+
+
+@pytest.mark.parametrize(("rec", "stages", "oracle_verdict", "label"), [
+    ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "correct", "retrieval-failure-oracle-success"),
+    ({"lost_at": "packed"}, {"packed": [U_RULE]}, "correct", "retrieval-failure-oracle-success"),
+    ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "wrong", "both-fail"),
+    ({"answer_verdict": "wrong", "citation_verdict": "unsupported"}, {}, "wrong", "both-fail"),
+    ({"citation_verdict": "unsupported"}, {}, "wrong", "citation-wrong"),
+    ({"gold_status": "not in the authorized corpus: policy.md"}, {}, "correct", "gold-absent-from-corpus"),
+])
+def test_oracle_labels_at_the_step_bounds(rec, stages, oracle_verdict, label):
+    st = full_stages(**{k: rows(*v) for k, v in stages.items()})
+    rec = dict(rec)  # the parameter is shared between runs: never edit it
+    lost_at = rec.pop("lost_at", None)
+    d = run(record(lost_at, **rec), st, oracle={"answer_verdict": oracle_verdict, "feasible": True})
+    assert d.label == label
+
+
+def test_the_record_oracle_columns_carry_feasibility():
+    d = run(record(answer_verdict="abstained", oracle_verdict="abstained", oracle_feasible=False))
+    assert "budget-infeasible" in d.flags and "annotation-check" not in d.flags
+    assert d.evidence["oracle"] == {"verdict": "abstained", "feasible": False}
 
 
 # ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from ledgerscope.pipeline.prompt import BLOCK_SEPARATOR, ContextBlock
 from ledgerscope.pipeline.select import expand, pack, visible
 from ledgerscope.pipeline.units import Unit
 
@@ -43,7 +44,7 @@ def test_a_block_over_the_budget_is_skipped_and_later_blocks_that_fit_are_packed
     assert ids(p.units) == ids([a, c])  # b would end at 24 > 20: skipped, c still fits (16)
     assert p.overflow == [{"unit_id": b.unit_id, "tokens": 14, "remaining": 10}]
     assert p.evidence_tokens == 16
-    assert [blk.label for blk in p.blocks] == ["1", "2"] and p.blocks[1].unit_id == c.unit_id
+    assert p.blocks == [ContextBlock("1", a.unit_id, "d", a.text), ContextBlock("2", c.unit_id, "d", c.text)]
 
 
 def test_a_first_block_slightly_over_the_budget_is_never_packed_then_shed():
@@ -55,9 +56,10 @@ def test_a_first_block_slightly_over_the_budget_is_never_packed_then_shed():
 
 
 def test_a_block_that_fills_the_budget_exactly_is_packed():
-    a, b = unit(0, 8), unit(1, 8)  # 10 + 10 = 20
-    p = pack([a, b], words, budget=20)
-    assert ids(p.units) == ids([a, b]) and p.overflow == [] and p.evidence_tokens == 20
+    a, b, c = unit(0, 8), unit(1, 8), unit(2, 8)  # 10 + 10 = 20, then nothing is left
+    p = pack([a, b, c], words, budget=20)
+    assert ids(p.units) == ids([a, b]) and p.evidence_tokens == 20
+    assert p.overflow == [{"unit_id": c.unit_id, "tokens": 10, "remaining": 0}]
     p = pack([a, b], words, budget=19)
     assert ids(p.units) == [a.unit_id]
     assert p.overflow == [{"unit_id": b.unit_id, "tokens": 10, "remaining": 9}]
@@ -73,6 +75,20 @@ def test_separators_are_counted_between_blocks_not_before_the_first():
     assert ids(p.units) == [a.unit_id]
     assert p.overflow == [{"unit_id": b.unit_id, "tokens": 11, "remaining": 10}]
     assert pack([a], counted_separators, budget=10).evidence_tokens == 10
+
+
+def test_the_separator_is_measured_between_two_one_token_texts():
+    asked: list[str] = []
+
+    def two_per_word(text: str) -> int:  # "x" is 2 tokens, a separator 1
+        asked.append(text)
+        return 2 * words(text) + text.count("\n\n")
+
+    a, b = unit(0, 3), unit(1, 3)  # blocks of 2 * 5 = 10 tokens
+    assert ids(pack([a, b], two_per_word, budget=21).units) == ids([a, b])
+    assert asked[:2] == ["x" + BLOCK_SEPARATOR + "x", "x"]
+    p = pack([a, b], two_per_word, budget=20)
+    assert ids(p.units) == [a.unit_id] and p.overflow[0]["tokens"] == 11
 
 
 def test_the_rendered_context_is_re_measured_and_shed_from_the_tail():
@@ -132,6 +148,9 @@ def test_expansion_stays_inside_the_document_and_drops_other_versions_and_hidden
     assert dropped == [{"unit_id": doc[3].unit_id, "reason": "access label not held by reader"}]
     out, _ = expand([doc[4]], {"d": doc}, 1, frozenset({"legal"}))
     assert ids(out) == ids(doc[3:])
+    out, dropped = expand([doc[2]], {"d": doc}, 1, frozenset({"legal"}))  # a dropped unit, then more
+    assert ids(out) == ids(doc[2:4])
+    assert dropped == [{"unit_id": doc[1].unit_id, "reason": "version differs from the hit"}]
     assert expand([doc[2]], {"d": doc}, 0, frozenset()) == ([doc[2]], [])
     assert expand([unit(9, 1, doc="other")], {"d": doc}, 1, frozenset()) == ([], [])
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import pytest
 
-from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+from ledgerscope.ledger.fixtures import load_ledger_fixtures
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.schema import SUPPORT_COLUMNS
 from ledgerscope.pipeline import support

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile_ledger import build_hostile_ledger
 from tests.sweep_data import write_inputs
 
 SAMPLE_LEDGER = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
@@ -88,6 +89,19 @@ def starved_arms_ledger(rule_exception_inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("starved-arms-ledger") / "ledger"
     _sweep(inputs["fixtures"], inputs["corpus"], [arm_from_dict(a) for a in STARVED_ARMS], out)
     yield from _read_only(out)
+
+
+@pytest.fixture(scope="session")
+def hostile_sweep(tmp_path_factory) -> dict[str, Path]:
+    """tests/hostile_ledger.py swept: {"ledger", "corpus"}; HTML, markup and a bidi override in the
+    text, a restricted document that arm candidate may read and arm baseline may not."""
+    return build_hostile_ledger(tmp_path_factory.mktemp("hostile-ledger"))
+
+
+@pytest.fixture(scope="session")
+def hostile_ledger(hostile_sweep):
+    """The hostile-text ledger itself (read only)."""
+    yield from _read_only(hostile_sweep["ledger"])
 
 
 def _assert_sql_matches_python(con, ledger: str | Path, arm: str | None = None) -> Counter:

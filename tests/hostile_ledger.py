@@ -1,4 +1,4 @@
-"""One small real ledger with hostile text and a restricted document, built once per test session.
+"""One small real ledger with hostile text and a restricted document (conftest.py's ``hostile_ledger``).
 
 The corpus holds a policy page whose text carries HTML (``<script>``, an ``onerror=``
 attribute), Rich markup and a bidi override, and a restricted document (access label
@@ -63,19 +63,13 @@ def _arm(name: str, clearance: list[str]) -> str:
             f'[access]\nclearance = {json.dumps(clearance)}\n')
 
 
-_BUILT: dict[str, Path] = {}
-
-
-def hostile_ledger(tmp_path_factory) -> Path:
-    """The ledger (built on first use in this test session)."""
-    if "ledger" in _BUILT:
-        return _BUILT["ledger"]
+def build_hostile_ledger(root: Path) -> dict[str, Path]:
+    """Write the inputs under ``root`` and sweep them: {"ledger": ..., "corpus": ...}."""
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.config import load_arm
     from ledgerscope.pipeline.sweep import sweep
 
-    root = tmp_path_factory.mktemp("hostile-ledger")
     rows = [{"doc_id": "policy/retention.md", "text": POLICY},
             {"doc_id": RESTRICTED_DOC, "text": RESTRICTED, "access": ["restricted"]}]
     rows += [{"doc_id": k, "text": v} for k, v in sorted(DISTRACTORS.items())]
@@ -91,9 +85,4 @@ def hostile_ledger(tmp_path_factory) -> Path:
     fx, merged = load_fixtures(fixtures, load_corpus(corpus))
     ledger = root / "ledger"
     sweep(fx, merged, arms, ledger)
-    _BUILT.update(ledger=ledger, corpus=corpus)
-    return ledger
-
-
-def corpus_of(ledger: Path) -> Path:
-    return _BUILT["corpus"]
+    return {"ledger": ledger, "corpus": corpus}

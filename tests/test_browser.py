@@ -30,7 +30,6 @@ from typer.testing import CliRunner
 from ledgerscope.cli.main import app
 
 from .cdp import Chromium, colour_count, find_chromium, png_pixels, session_alive, stop_session
-from .hostile_ledger import hostile_ledger
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,8 +92,8 @@ def test_the_report_renders_offline_with_the_phase_curve(tmp_path):
     assert not session_alive(browser.proc.pid)
 
 
-def test_a_hostile_report_runs_none_of_its_text(tmp_path, tmp_path_factory):
-    ledger = hostile_ledger(tmp_path_factory)
+def test_a_hostile_report_runs_none_of_its_text(tmp_path, hostile_ledger):
+    ledger = hostile_ledger
     out = tmp_path / "hostile.html"
     res = CliRunner().invoke(app, ["report", str(ledger), "--candidate", "candidate", "--baseline",
                                    "baseline", "--n-resamples", "200", "--include-restricted",

@@ -116,6 +116,25 @@ def test_merge_short_threshold_is_half_a_stride_for_odd_strides():
 
 def test_merge_short_two_short_cores_become_one():
     assert token_ranges(5, 8, 0, 1, "merge-short") == [(0, 5, 0, 5)]
+    assert token_ranges(3, 8, 0, 1, "merge-short") == [(0, 3, 0, 3)]  # still short: nothing left to join
+
+
+def test_merge_short_keeps_a_tail_of_exactly_half_a_stride():
+    # cores (0,2) (2,6) (6,8) with S = 4: both edges are exactly S/2, neither is shorter
+    assert token_ranges(8, 4, 0, 2, "merge-short") == [(0, 2, 0, 2), (2, 6, 2, 6), (6, 8, 6, 8)]
+
+
+def test_cut_tokens_says_what_is_wrong():
+    with pytest.raises(ValueError, match="stride must be at least 1"):
+        cut_tokens(10, 0, 0)
+    with pytest.raises(ValueError, match=r"phase 4 must lie in \[0, 4\)"):
+        cut_tokens(10, 4, 4)
+
+
+def test_leading_whitespace_is_trimmed_from_the_first_unit():
+    src = make_source("w.md", "  \n ab cd")
+    units, _ = chunk_tokens(src, ws_offsets(src.text), 4, 0, 0)
+    assert [(u.start, u.end, u.text) for u in units] == [(4, 9, "ab cd")]
 
 
 # ---------------------------------------------------------------------------

@@ -54,13 +54,19 @@ def test_validate_reports_each_problem_and_exits_2(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+COMMON_KEYS = ["capacity", "overlap", "phases", "edge_policy", "budget_tokens", "top_k", "rerank_depth"]
+
+
 def test_config_default_is_valid_toml_with_the_common_keys_first():
     result = runner.invoke(app, ["config", "default"])
     assert result.exit_code == 0
     data = tomllib.loads(result.output)
-    for key in ("capacity", "overlap", "phases", "edge_policy", "budget_tokens", "top_k", "rerank_depth"):
-        assert key in data
-        assert any(line.startswith(f"{key} = ") for line in result.output.splitlines())
+    assert set(COMMON_KEYS) <= data.keys()  # top-level keys, not inside a table
+    # the key lines in the order printed: the arm's name, then the common keys in this order, then
+    # everything else (tables and their keys)
+    keys = [line.split("=", 1)[0].strip() for line in result.output.splitlines()
+            if "=" in line and not line.lstrip().startswith("#")]
+    assert keys[: len(COMMON_KEYS) + 1] == ["name", *COMMON_KEYS]
 
 
 def test_sweep_rejects_bad_arm_before_loading_any_model(tmp_path):

@@ -20,8 +20,6 @@ from ledgerscope.pipeline.encoder import resolve_model_path
 from ledgerscope.pipeline.rerank import CrossEncoderReranker
 from ledgerscope.pipeline.sweep import sweep
 
-from .sweep_data import write_inputs
-
 pytestmark = pytest.mark.slow
 
 
@@ -51,8 +49,8 @@ def test_cross_encoder_scores_query_candidate_pairs(tiny_cross_encoder):
     assert (scores == again).all()
 
 
-def test_sweep_with_a_named_cross_encoder(tiny_cross_encoder, tmp_path):
-    paths = write_inputs(tmp_path)
+def test_sweep_with_a_named_cross_encoder(tiny_cross_encoder, rule_exception_inputs, tmp_path):
+    paths = rule_exception_inputs
     fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
     arm = arm_from_dict({"name": "ce", "capacity": 16, "phases": [0], "budget_tokens": 40,
                          "rerank": {"kind": "cross-encoder", "model": str(tiny_cross_encoder)}})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
@@ -17,8 +17,6 @@ from ledgerscope.analysis.diagnosis.tree import (
 )
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan
 from ledgerscope.inputs.sources import text_version
-
-from .diag_equiv import assert_sql_matches_python
 
 DOC = "policy.md"
 TEXT = (
@@ -321,7 +319,9 @@ def test_unanswerable_controls_are_scored_by_abstention(verdict, step, label):
                    answerable=False)
     d = run(rec, {}, ctrl)
     assert (d.step, d.label) == (step, label)
-    assert d.walk[0]["name"] == "unanswerable control"
+    assert d.walk == [{"step": 9, "name": "unanswerable control", "passed": verdict == "abstained",
+                       "detail": verdict}]
+    assert d.evidence["stage"] == "control" and d.evidence["answer_verdict"] == verdict
 
 
 def test_infrastructure_failure_is_its_own_label():
@@ -404,85 +404,114 @@ def test_walk_stops_at_the_losing_step():
 
 
 # ---------------------------------------------------------------------------
-# a real sweep (loads the embedding model: ~10 s)
+# the walk and the JSON, word for word (what diagnose --json and the TUI show)
 
-POLICY = (
-    "# Request retention\n\n"
-    "Support requests are stored in the regional data store of the workspace. "
-    "Requests may be retained for 30 days. This limit is 7 days for requests marked temporary. "
-    "After the retention period ends, the request body is deleted and only an audit entry remains.\n\n"
-    "Attachments follow the same schedule as the request they belong to.\n"
-)
-OTHERS = {
-    "backups.md": "# Backups\n\nNightly backups are kept for 14 days in the primary region. Weekly snapshots "
-                  "are kept for 90 days.\nRestores are requested through the support portal.\n",
-    "sessions.md": "# Sessions\n\nInteractive sessions expire after 12 hours of inactivity. Service tokens "
-                   "do not expire but can be revoked at any time.\n",
-}
-SWEEP_FIXTURES = [
-    {"format": "ledgerscope-fixture/1", "qid": "temp-retention",
-     "question": "How long may requests be retained when they are marked temporary?",
-     "segment": "rule-exception",
-     "answer": {"expected": "7 days", "default": "30 days", "missing_condition": "abstain"},
-     "spans": [{"id": "rule", "doc_id": "policy/retention.md",
-                "quote": "Requests may be retained for 30 days.", "dependency": "primary"},
-               {"id": "qualifier", "doc_id": "policy/retention.md",
-                "quote": "This limit is 7 days for requests marked temporary.", "dependency": "exception"}],
-     "sufficient_sets": [["rule", "qualifier"]]},
-    {"format": "ledgerscope-fixture/1", "qid": "no-such-thing",
-     "question": "What is the maximum number of seats on the Enterprise plan?",
-     "segment": "unanswerable", "answerable": False, "answer": {"expected": None}, "spans": [],
-     "sufficient_sets": []},
+PASS_WALK = [
+    {"step": 1, "name": "gold absent from corpus", "passed": True, "detail": "ok"},
+    {"step": 2, "name": "no unit contains it", "passed": True, "detail": "support kept: the chunked units"},
+    {"step": 3, "name": "exact retrievers miss", "passed": True,
+     "detail": "support kept: BM25 + exact dense"},
+    {"step": 4, "name": "ANN misses", "passed": True, "detail": "support kept: BM25 + ANN"},
+    {"step": 5, "name": "union/dedup drops it", "passed": True,
+     "detail": "support kept: the deduplicated union"},
+    {"step": 6, "name": "fusion ranks it low", "passed": True,
+     "detail": "support kept: the fused list cut at rerank depth"},
+    {"step": 7, "name": "reranker removes it", "passed": True,
+     "detail": "support kept: the reranked list cut at selection depth"},
+    {"step": 8, "name": "selector omits it", "passed": True, "detail": "support kept: the packed context"},
+    {"step": 9, "name": "answer ignores it", "passed": True, "detail": "answer verdict correct"},
+    {"step": 10, "name": "citation wrong", "passed": True, "detail": "citation verdict supported"},
 ]
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory) -> Path:
-    from ledgerscope.inputs.fixtures import load_fixtures
-    from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
+def test_walk_of_a_passing_record_and_its_json():
+    d = run(record())
+    assert d.walk == PASS_WALK
+    assert d.to_json() == {"step": 0, "step_name": "pass", "label": "pass", "evidence": d.evidence,
+                           "flags": [], "walk": PASS_WALK}
+    assert d.evidence["stage"] == "pass"
+    assert run(record(gold_status=None)).walk == PASS_WALK  # a null gold status reads as ok
 
-    root = tmp_path_factory.mktemp("diag")
-    corpus = root / "corpus"
-    (corpus / "policy").mkdir(parents=True)
-    (corpus / "policy" / "retention.md").write_text(POLICY, encoding="utf-8")
-    for name, text in OTHERS.items():
-        (corpus / name).write_text(text, encoding="utf-8")
-    fx_path = root / "fx.jsonl"
-    fx_path.write_text("\n".join(json.dumps(f) for f in SWEEP_FIXTURES) + "\n", encoding="utf-8")
-    arm_path = root / "arm.toml"
-    arm_path.write_text('name = "candidate"\ncapacity = 16\noverlap = 0\nphases = [0, 1, 2, 5]\n'
-                        "budget_tokens = 40\ntop_k = 1\n[generator]\nabstain_threshold = 0.3\n",
-                        encoding="utf-8")
-    fixtures, merged = load_fixtures(fx_path, load_corpus(corpus))
-    out = root / "ledger"
-    sweep(fixtures, merged, [load_arm(arm_path)], out)
-    return out
+
+def test_walk_names_the_lost_stage_its_missing_spans_and_regained_stages():
+    d = run(record("chunked"), full_stages(units=rows(U_HEAD)))
+    assert d.walk == [PASS_WALK[0], {"step": 2, "name": "no unit contains it", "passed": False,
+                                     "detail": "support lost: the chunked units (missing: rule, qualifier)"}]
+    d = run(record(support_exact=False))
+    regained = "support lost: BM25 + exact dense; a later stage regains it"
+    assert d.walk == [*PASS_WALK[:2], {**PASS_WALK[2], "detail": regained}, *PASS_WALK[3:]]
+    d = run(record(answer_verdict="wrong", citation_verdict="unsupported"))
+    assert d.walk == [*PASS_WALK[:8], {**PASS_WALK[8], "passed": False, "detail": "answer verdict wrong"}]
+    d = run(record(citation_verdict="unsupported"))
+    wrong = {**PASS_WALK[9], "passed": False, "detail": "citation verdict unsupported"}
+    assert d.walk == [*PASS_WALK[:9], wrong]
+
+
+def test_a_null_gold_status_is_ok_and_a_gold_miss_with_a_correct_answer_is_flagged():
+    assert (run(record(gold_status=None)).step, diagnosis_step(record(gold_status=None))) == (0, 0)
+    d = run(record(gold_status="not in the authorized corpus: policy.md"))
+    assert d.step == 1 and d.flags == ("answer-correct-without-support",)
+
+
+def test_evidence_quotes_come_from_the_texts_when_a_span_has_none():
+    bare = _fixture(spans=(replace(RULE, quote=None), replace(QUAL, quote=None)))
+    for rec in (record(), record(answer_verdict="wrong", citation_verdict="unsupported")):
+        quotes = [sp["quote"] for sp in run(rec, fixture=bare).evidence["spans"]]
+        assert quotes == [RULE.quote, QUAL.quote]
+
+
+@pytest.mark.parametrize(("rec", "stages", "oracle_verdict", "label"), [
+    ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "correct", "retrieval-failure-oracle-success"),
+    ({"lost_at": "packed"}, {"packed": [U_RULE]}, "correct", "retrieval-failure-oracle-success"),
+    ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "wrong", "both-fail"),
+    ({"answer_verdict": "wrong", "citation_verdict": "unsupported"}, {}, "wrong", "both-fail"),
+    ({"citation_verdict": "unsupported"}, {}, "wrong", "citation-wrong"),
+    ({"gold_status": "not in the authorized corpus: policy.md"}, {}, "correct", "gold-absent-from-corpus"),
+])
+def test_oracle_labels_at_the_step_bounds(rec, stages, oracle_verdict, label):
+    st = full_stages(**{k: rows(*v) for k, v in stages.items()})
+    rec = dict(rec)  # the parameter is shared between runs: never edit it
+    lost_at = rec.pop("lost_at", None)
+    d = run(record(lost_at, **rec), st, oracle={"answer_verdict": oracle_verdict, "feasible": True})
+    assert d.label == label
+
+
+def test_the_record_oracle_columns_carry_feasibility():
+    d = run(record(answer_verdict="abstained", oracle_verdict="abstained", oracle_feasible=False))
+    assert "budget-infeasible" in d.flags and "annotation-check" not in d.flags
+    assert d.evidence["oracle"] == {"verdict": "abstained", "feasible": False}
+
+
+# ---------------------------------------------------------------------------
+# a real sweep (the shared rule-exception ledger of conftest.py)
 
 
 @pytest.mark.slow
-def test_diagnose_ledger_on_a_real_sweep(swept):
+def test_diagnose_ledger_on_a_real_sweep(rule_exception_ledger, sql_matches_python):
     from ledgerscope.analysis.reversals import find_reversals
     from ledgerscope.analysis.survival import survival
     from ledgerscope.ledger.read import connect
 
+    swept = rule_exception_ledger
     con = connect(swept)
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
     rows = list(diagnose_ledger(con, swept))
-    assert len(rows) == n_records == 8
+    assert len(rows) == n_records == 30
     assert len({(r["arm"], r["phase"], r["qid"]) for r in rows}) == n_records
     json.dumps(rows)
     critical = [r for r in rows if r["answer_verdict"] == "critical-condition-error"]
     assert critical, [(r["phase"], r["answer_verdict"]) for r in rows]
+    assert any(r["qid"] == "temp-retention" for r in critical), critical
     for r in critical:
         assert r["step"] in (8, 9), r
-        assert "qualifier" in [s["span"] for s in r["evidence"]["spans"]]
+        if r["qid"] == "temp-retention":  # the default rule was applied: its exception was lost
+            assert "qualifier" in [s["span"] for s in r["evidence"]["spans"]]
     for r in rows:
         if r["qid"] == "no-such-thing":
             assert r["label"] in ("control-abstained", "control-false-assertion")
+    assert len(list(diagnose_ledger(con, swept, arm="candidate"))) == 15
     assert list(diagnose_ledger(con, swept, arm="nope")) == []
-    assert assert_sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
+    assert sql_matches_python(con, swept)  # the SQL diagnosis agrees record for record
 
     # the ledger path reads only the rows the evidence needs: same answer as whole candidate lists
     from ledgerscope.ledger.fixtures import load_ledger_fixtures
@@ -505,15 +534,17 @@ def test_diagnose_ledger_on_a_real_sweep(swept):
             fast["step"], fast["label"], fast["flags"], fast["evidence"], fast["walk"])
 
     revs = find_reversals(con)
-    answer = [r for r in revs if r["kind"] == "answer" and r["qid"] == "temp-retention"]
+    answer = [r for r in revs if r["kind"] == "answer" and r["qid"] == "temp-retention"
+              and r["arm"] == "candidate"]
     assert len(answer) == 1
     phases = answer[0]["phases"]
     assert phases["critical-condition-error"] and phases["correct"]
-    assert sorted(p for ps in phases.values() for p in ps) == sorted(["0", "1", "2", "5"])
+    assert sorted(p for ps in phases.values() for p in ps) == sorted(["0", "1", "2", "5", "9"])
 
     surv = survival(con, swept)
-    assert [s["phase"] for s in surv] == ["0", "1", "2", "5"]
+    assert sorted((s["arm"], s["phase"]) for s in surv) == [  # one row per partition
+        (arm, p) for arm in ("baseline", "candidate") for p in ("0", "1", "2", "5", "9")]
     for s in surv:
-        assert s["n_records"] == 2 and s["n_answerable"] == 1
-        assert s["survival"]["chunked"] == 1
+        assert s["n_records"] == 3 and s["n_answerable"] == 2
+        assert s["survival"]["chunked"] == 2
         assert 0.0 <= s["ann_recall"] <= 1.0

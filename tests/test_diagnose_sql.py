@@ -22,22 +22,20 @@ from ledgerscope.analysis.diagnosis.sql import diagnosis_lines
 from ledgerscope.ledger.read import connect
 from ledgerscope.testing.synthetic import make_synthetic_ledger
 
-from .diag_equiv import assert_sql_matches_python
-
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
 
 
-def test_sample_ledger_matches_record_for_record():
-    steps = assert_sql_matches_python(connect(SAMPLE), SAMPLE)
+def test_sample_ledger_matches_record_for_record(sql_matches_python):
+    steps = sql_matches_python(connect(SAMPLE), SAMPLE)
     assert sum(steps.values()) == 896
     assert {0, 3, 6, 7, 8, 9, 10} <= set(steps)
 
 
-def test_one_arm_only():
+def test_one_arm_only(sql_matches_python):
     con = connect(SAMPLE)
-    steps = assert_sql_matches_python(con, SAMPLE, arm="candidate")
+    steps = sql_matches_python(con, SAMPLE, arm="candidate")
     assert sum(steps.values()) == 448
-    assert assert_sql_matches_python(con, SAMPLE, arm="nope") == {}
+    assert sql_matches_python(con, SAMPLE, arm="nope") == {}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +45,8 @@ def synthetic(tmp_path_factory) -> Path:
     return out
 
 
-def test_synthetic_ledger_matches_on_every_support_step(synthetic):
-    steps = assert_sql_matches_python(connect(synthetic), synthetic)
+def test_synthetic_ledger_matches_on_every_support_step(synthetic, sql_matches_python):
+    steps = sql_matches_python(connect(synthetic), synthetic)
     assert set(range(2, 10)) <= set(steps), steps
 
 
@@ -65,7 +63,7 @@ def _sql(text: str) -> str:
 HOSTILE = "evil \x1b[31mred\x1b[0m \u202eevig\u202c \x9b2J \x7f end"
 
 
-def test_corner_cases_match(tmp_path):
+def test_corner_cases_match(tmp_path, sql_matches_python):
     """Edited rows: gold absent, unknown question, missing depths, broken JSON, hostile text, NaN."""
     con = connect(SAMPLE)
     long_answer = "x" * 250 + HOSTILE
@@ -114,7 +112,7 @@ def test_corner_cases_match(tmp_path):
         FROM _orig_candidates""",
     )
     _edit(con, "oracle", "SELECT * FROM _orig_oracle WHERE hash(qid) % 4 <> 0")
-    steps = assert_sql_matches_python(con, SAMPLE)
+    steps = sql_matches_python(con, SAMPLE)
     assert steps[1] > 0 and steps[9] > 0 and steps[8] > 0, steps
     rows = [json.loads(line) for line in diagnosis_lines(con, SAMPLE)]
     assert any(r["evidence"].get("note") for r in rows)  # the unknown question

@@ -14,40 +14,20 @@ from ledgerscope.ledger.read import connect
 from ledgerscope.pipeline.config import arm_from_dict
 from ledgerscope.pipeline.sweep import sweep
 
-from .diag_equiv import assert_sql_matches_python
-from .sweep_data import write_inputs
-
 pytestmark = pytest.mark.slow
 CONTRACTNLI = Path(__file__).resolve().parents[2] / "shared" / "data" / "contractnli" / "dev.json"
-BASE = {"capacity": 12, "overlap": 0, "phases": [0, 3], "budget_tokens": 200, "top_k": 2}
 
 
 @pytest.fixture(scope="module")
-def starved_ledger(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("starved")
-    paths = write_inputs(root)
-    fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
-    arms = [
-        arm_from_dict({**BASE, "name": "starved-fusion", "rerank_depth": 1}),
-        arm_from_dict(
-            {**BASE, "name": "starved-rerank", "rerank_depth": 10, "rerank": {"selection_depth": 1}}
-        ),
-        arm_from_dict({**BASE, "name": "starved-budget", "budget_tokens": 20}),
-    ]
-    sweep(fixtures, corpus, arms, root / "ledger")
-    return root / "ledger"
-
-
-@pytest.fixture(scope="module")
-def starved(starved_ledger):
+def starved(starved_arms_ledger):
     return {
         (r["arm"], r["phase"], r["qid"]): r
-        for r in diagnose_ledger(connect(starved_ledger), starved_ledger)
+        for r in diagnose_ledger(connect(starved_arms_ledger), starved_arms_ledger)
     }
 
 
-def test_sql_diagnosis_matches_on_starved_arms(starved_ledger):
-    steps = assert_sql_matches_python(connect(starved_ledger), starved_ledger)
+def test_sql_diagnosis_matches_on_starved_arms(starved_arms_ledger, sql_matches_python):
+    steps = sql_matches_python(connect(starved_arms_ledger), starved_arms_ledger)
     assert {6, 7, 8} <= set(steps), steps
 
 
@@ -75,8 +55,8 @@ def test_starved_stage_is_the_diagnosed_step_with_unit_and_rank(starved, arm, st
 
 
 @pytest.mark.skipif(not CONTRACTNLI.is_file(), reason="shared ContractNLI data not present")
-def test_weak_hnsw_shows_ann_misses(tmp_path):
-    paths = write_inputs(tmp_path)
+def test_weak_hnsw_shows_ann_misses(rule_exception_inputs, sql_matches_python, tmp_path):
+    paths = rule_exception_inputs
     corpus = load_corpus(paths["corpus"])
     for doc in json.loads(CONTRACTNLI.read_text())["documents"][
         :2
@@ -99,7 +79,7 @@ def test_weak_hnsw_shows_ann_misses(tmp_path):
     )
     sweep(fixtures, corpus, [arm], tmp_path / "ledger")
     rows = list(diagnose_ledger(connect(tmp_path / "ledger"), tmp_path / "ledger"))
-    assert assert_sql_matches_python(connect(tmp_path / "ledger"), tmp_path / "ledger")[4] > 0
+    assert sql_matches_python(connect(tmp_path / "ledger"), tmp_path / "ledger")[4] > 0
     ann = [r for r in rows if r["step"] == 4]
     assert ann, [(r["qid"], r["phase"], r["step"]) for r in rows]
     ev = ann[0]["evidence"]

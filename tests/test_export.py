@@ -17,24 +17,14 @@ from ledgerscope.export import export, trec_scores
 from ledgerscope.export import jsonl as export_jsonl
 from ledgerscope.export import label_studio as export_label_studio
 from ledgerscope.export import trec as export_trec
-from tests.sweep_data import write_inputs
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def ledger(tmp_path_factory) -> Path:
-    from ledgerscope.inputs.fixtures import load_fixtures
-    from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
-
-    root = tmp_path_factory.mktemp("export")
-    inputs = write_inputs(root)
-    fixtures, merged = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
-    out = root / "ledger"
-    sweep(fixtures, merged, [load_arm(inputs["candidate"]), load_arm(inputs["baseline"])], out)
-    return out
+def ledger(rule_exception_ledger) -> Path:
+    """The shared rule-exception sweep (conftest.py): two arms, five phases, three questions."""
+    return rule_exception_ledger
 
 
 def _checksums(root: Path) -> dict[str, str]:
@@ -293,13 +283,20 @@ def test_jsonl_rows_are_self_contained(ledger, view, tmp_path):
 # failures: no partial output, exit status 2
 
 
-def test_cli_export_prints_summary(ledger, tmp_path):
+def test_cli_export_prints_summary(ledger, view, tmp_path):
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+
+    # the expected records come from the pure diagnosis, not from the export under test
+    expected = sorted((d["arm"], d["phase"], d["qid"])
+                      for d in diagnose_ledger(view, ledger) if d["step"] == 0)
+    assert 0 < len(expected) < 30, "the predicate must select some records, not all"
     out = tmp_path / "r.jsonl"
     res = CliRunner().invoke(app, ["export", str(ledger), "--where", "step = 0", "--format", "jsonl",
                                    "--out", str(out)])
     assert res.exit_code == 0, res.output
-    n = len(out.read_text().splitlines())
-    assert f"exported {n} record(s) (" in res.output and str(out) in res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((r["arm"], str(r["phase"]), r["qid"]) for r in rows) == expected
+    assert f"exported {len(expected)} record(s) (" in res.output and str(out) in res.output
 
 
 @pytest.mark.parametrize("where", ["step = ", "nosuch = 1", "1=1; DROP TABLE x",

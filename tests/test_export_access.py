@@ -13,15 +13,15 @@ from typer.testing import CliRunner
 
 from ledgerscope.cli.main import app
 
-from .hostile_ledger import MARKER, RESTRICTED, RESTRICTED_DOC, corpus_of, hostile_ledger
+from .hostile_ledger import MARKER, RESTRICTED, RESTRICTED_DOC
 
 pytestmark = pytest.mark.slow
 FORMATS = ("jsonl", "fixtures", "label-studio", "trec")
 
 
 @pytest.fixture(scope="module")
-def ledger(tmp_path_factory) -> Path:
-    return hostile_ledger(tmp_path_factory)
+def ledger(hostile_ledger) -> Path:
+    return hostile_ledger
 
 
 def _export(ledger: Path, fmt: str, out: Path, *extra: str):
@@ -81,14 +81,14 @@ def test_exports_hold_it_with_include_restricted(ledger, tmp_path, fmt):
         assert MARKER.encode() in blob and _leaks(blob)
 
 
-def test_a_redacted_fixtures_export_validates_against_the_corpus(ledger, tmp_path):
+def test_a_redacted_fixtures_export_validates_against_the_corpus(ledger, hostile_sweep, tmp_path):
     out = tmp_path / "fx.jsonl"
     _export(ledger, "fixtures", out)
     board = next(json.loads(line) for line in out.read_text().splitlines() if '"board-temporary"' in line)
     assert all(s["quote"] is None for s in board["spans"] if s["doc_id"] == RESTRICTED_DOC)
     assert board["annotations"]["ledgerscope"]["redacted"]["spans"] == ["minutes"]
     assert not any(s["doc_id"] == RESTRICTED_DOC for s in board.get("sources", []))
-    res = CliRunner().invoke(app, ["validate", str(out), "--corpus", str(corpus_of(ledger))])
+    res = CliRunner().invoke(app, ["validate", str(out), "--corpus", str(hostile_sweep["corpus"])])
     assert res.exit_code == 0, res.output
 
 

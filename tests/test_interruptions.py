@@ -25,8 +25,6 @@ import pytest
 
 from ledgerscope.ledger.read import connect
 
-from .sweep_data import write_inputs
-
 pytestmark = pytest.mark.slow
 SEED = 20261129
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -65,19 +63,9 @@ def _comparable(ledger: Path) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """Inputs and an uninterrupted sweep of them."""
-    from ledgerscope.inputs.fixtures import load_fixtures
-    from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
-
-    root = tmp_path_factory.mktemp("kill")
-    inputs = write_inputs(root)
-    fixtures, corpus = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
-    out = root / "reference"
-    sweep(fixtures, corpus, [load_arm(inputs["candidate"]), load_arm(inputs["baseline"])], out)
-    return inputs, out
+def reference(rule_exception_inputs, rule_exception_ledger):
+    """Inputs and an uninterrupted sweep of them (shared, conftest.py)."""
+    return rule_exception_inputs, rule_exception_ledger
 
 
 def test_sweep_killed_at_random_points_resumes_to_exactly_the_same_records(reference, tmp_path):

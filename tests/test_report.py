@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ledgerscope.cli.main import app
 
-from .hostile_ledger import BIDI, HOSTILE_QID, MARKER, ONERROR, RESTRICTED, SCRIPT, hostile_ledger
+from .hostile_ledger import BIDI, HOSTILE_QID, MARKER, ONERROR, RESTRICTED, SCRIPT
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_ledgers" / "quillstack" / "ledger"
@@ -101,8 +101,8 @@ def test_the_figures_are_the_comparisons(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory) -> Path:
-    return hostile_ledger(tmp_path_factory)
+def hostile(hostile_ledger) -> Path:
+    return hostile_ledger
 
 
 def _report(ledger: Path, out: Path, *extra: str) -> str:

@@ -49,6 +49,20 @@ def test_reversals_from_rows():
     assert got[("a", "q3", "answer")]["segment"] == "unanswerable"
     assert got[("c", "q1", "support")]["phases"] == {"kept": ["10"], "lost": ["2"]}
     assert got[("a", "q1", "answer")]["n_phases"] == 4
+    assert got[("a", "q1", "support")]["n_phases"] == 4 and got[("c", "q1", "support")]["n_phases"] == 2
+
+
+def test_phases_are_listed_by_offset_then_label_and_a_missing_offset_is_zero():
+    rows = [rec("a", "9", 1, "q", True, "correct"), rec("a", "b", None, "q", False, "wrong"),
+            rec("a", "1", 1, "q", False, "wrong"), rec("a", "a", 0, "q", True, "correct"),
+            rec("a", "12", 12, "q", True, "correct")]
+    (support, answer) = reversals_from_rows(rows)
+    assert support["phases"] == {"kept": ["a", "9", "12"], "lost": ["b", "1"]}
+    assert answer["phases"] == {"correct": ["a", "9", "12"], "wrong": ["b", "1"]}
+
+
+def test_a_single_phase_reverses_nothing():
+    assert reversals_from_rows([rec("a", "0", 0, "q", True, "correct")]) == []
 
 
 def test_find_reversals_over_duckdb():

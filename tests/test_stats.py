@@ -110,6 +110,33 @@ def test_record_metrics_denominators():
     # every metric documents its denominator and direction
     assert all(METRICS[k].denominator and METRICS[k].definition for k in METRICS)
     assert METRICS["critical"].higher_is_better is False and METRICS["support"].higher_is_better
+    # float arrays with NaN outside the denominator (not None in an object array)
+    assert all(v.dtype == np.float64 for v in m.values())
+
+
+def test_metric_descriptions_name_definition_denominator_direction_and_kind():
+    assert METRICS["critical"].describe() == {
+        "definition": "answer_verdict is critical-condition-error",
+        "denominator": METRICS["critical"].denominator, "direction": "lower-is-better", "binary": True}
+    assert METRICS["support"].describe()["direction"] == "higher-is-better"
+    assert METRICS["prompt_tokens"].describe()["binary"] is False
+
+
+def test_record_metrics_support_needs_an_answerable_record_with_a_flag():
+    m = record_metrics(answerable=[True, True, False], support_only=[False] * 3,
+                       support_packed=[None, True, True], answer_verdict=["correct"] * 3,
+                       citation_verdict=["supported"] * 3)
+    np.testing.assert_array_equal(m["support"], [nan, 1.0, nan])
+
+
+def test_record_metrics_accept_unhashable_values():
+    """A column value that cannot be hashed is tested one by one, with the same outcome."""
+    odd = {"verdict": "supported"}  # unhashable, equal to no verdict
+    m = record_metrics(answerable=[True] * 3, support_only=[False] * 3, support_packed=[True, False, True],
+                       answer_verdict=["correct", "wrong", "correct"],
+                       citation_verdict=["supported", odd, odd])
+    np.testing.assert_array_equal(m["citation_supported"], [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(m["answer_correct"], [1.0, 0.0, 1.0])
 
 
 # ---------------------------------------------------------------------------
@@ -153,6 +180,30 @@ def test_phase_table_lower_is_better_worst_is_max():
     assert t["questions_with_any"] == 2
 
 
+def test_phase_table_whole_for_a_small_matrix():
+    t = phase_table(np.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]), ["a", "b", "c"])
+    assert t == {
+        "direction": "higher-is-better", "n_questions": 2, "n_phases": 3,
+        "per_phase": [{"phase": "a", "mean": 0.0, "sum": 0.0, "n": 2},
+                      {"phase": "b", "mean": 0.5, "sum": 1.0, "n": 2},
+                      {"phase": "c", "mean": 1.0, "sum": 2.0, "n": 2}],
+        "phase_average": {"mean_of_phases": 0.5, "pooled": 0.5, "n_records": 6},
+        "worst_phase": {"aggregate": {"value": 0.0, "phase": "a"},
+                        "per_question": {"value": 0.0, "n_questions": 2}},
+        "best_phase": {"aggregate": {"value": 1.0, "phase": "c"},
+                       "per_question": {"value": 1.0, "n_questions": 2}},
+        "reversals": 2, "min_value": 0.0, "max_value": 1.0, "note": WORST_PHASE_NOTE,
+        "questions_with_any": 2, "questions_with_all": 0,
+    }
+
+
+def test_phase_table_of_one_phase_names_it_worst_and_best():
+    t = phase_table(np.array([[1.0], [0.0]]), ["only"])
+    assert t["worst_phase"]["aggregate"] == t["best_phase"]["aggregate"] == {"value": 0.5, "phase": "only"}
+    with pytest.raises(ValueError, match=r"matrix shape \(2, 1\) does not match 2 phase labels"):
+        phase_table(np.array([[1.0], [0.0]]), ["a", "b"])
+
+
 def test_phase_table_empty_and_continuous():
     t = phase_table(np.full((3, 2), nan), ["0", "1"])
     assert t["n_questions"] == 0 and t["per_phase"][0]["mean"] is None
@@ -178,6 +229,24 @@ def test_segment_breakdown_keeps_stress_sets_apart():
     assert first == {"phase": "0", "mean": 0.5, "sum": 1.0, "n": 2}
     assert out["enriched"]["segments"]["rule-exception"]["phase_average"]["pooled"] == 0.0
     assert out["enriched"]["segments"]["number-scope"]["worst_phase"]["aggregate"]["value"] == 1.0
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_segment_breakdown_tables_are_phase_tables_of_their_rows(higher_is_better):
+    m = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 1]], dtype=float)
+    seg = ["rule-exception", "number-scope", "rule-exception", "rule-exception", "number-scope"]
+    sset = ["representative", "representative", "representative", "enriched", "enriched"]
+    out = segment_breakdown(m, ["0", "1"], seg, sset, higher_is_better=higher_is_better)
+    for s in ("representative", "enriched"):
+        rows = np.array(sset) == s
+        assert out[s]["all"] == phase_table(m[rows], ["0", "1"], higher_is_better=higher_is_better)
+        for g in set(np.array(seg)[rows]):
+            sub = rows & (np.array(seg) == g)
+            assert out[s]["segments"][g] == phase_table(m[sub], ["0", "1"], higher_is_better=higher_is_better)
+    assert out["representative"]["all"]["direction"] != segment_breakdown(
+        m, ["0", "1"], seg, sset, higher_is_better=not higher_is_better)["representative"]["all"]["direction"]
+    if higher_is_better:  # the default
+        assert segment_breakdown(m, ["0", "1"], seg, sset) == out
 
 
 # ---------------------------------------------------------------------------

@@ -23,24 +23,19 @@ from ledgerscope.pipeline.config import load_arm
 from ledgerscope.pipeline.rerun import rerun_record
 from ledgerscope.pipeline.sweep import sweep
 
-from .sweep_data import write_inputs
-
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    return write_inputs(tmp_path_factory.mktemp("inputs"))
+def inputs(rule_exception_inputs):
+    """The shared rule-exception inputs (conftest.py)."""
+    return rule_exception_inputs
 
 
 @pytest.fixture(scope="module")
-def ledger(inputs, tmp_path_factory):
-    out = tmp_path_factory.mktemp("ledger") / "ledger"
-    fixtures, corpus = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
-    arms = [load_arm(inputs["candidate"]), load_arm(inputs["baseline"])]
-    result = sweep(fixtures, corpus, arms, out)
-    assert len(result.written) == 10 and not result.skipped
-    return out
+def ledger(rule_exception_ledger):
+    """Their shared two-arm sweep (conftest.py): read only; a test that edits it copies it."""
+    return rule_exception_ledger
 
 
 def records(ledger: Path) -> list[dict]:

@@ -1,0 +1,129 @@
+"""Shared expensive fixtures: one sweep per distinct ledger, built once per session, read-only.
+
+A real sweep loads the embedding model and indexes every phase, so the ledgers several modules read
+are built here once, each named for what it holds. Tests only read them: a test that edits a ledger
+copies it first (``shutil.copytree``), and each ledger's teardown checks that no test changed a
+byte of it. Ledgers that a single module builds from its own data stay in that module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.hostile_ledger import build_hostile_ledger
+from tests.sweep_data import write_inputs
+
+SAMPLE_LEDGER = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
+
+#: the rule-exception inputs' arms with one stage starved each (fusion, reranker, packer)
+STARVED_BASE = {"capacity": 12, "overlap": 0, "phases": [0, 3], "budget_tokens": 200, "top_k": 2}
+STARVED_ARMS = (
+    {**STARVED_BASE, "name": "starved-fusion", "rerank_depth": 1},
+    {**STARVED_BASE, "name": "starved-rerank", "rerank_depth": 10, "rerank": {"selection_depth": 1}},
+    {**STARVED_BASE, "name": "starved-budget", "budget_tokens": 20},
+)
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _read_only(ledger: Path):
+    """Yield ``ledger``; afterwards fail if any test changed its files (names or bytes)."""
+    before = _tree_digest(ledger)
+    yield ledger
+    assert _tree_digest(ledger) == before, f"a test modified the shared ledger {ledger}"
+
+
+def _sweep(fixtures_path: Path, corpus_path: Path, arms: list, out: Path):
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.sweep import sweep
+
+    fixtures, corpus = load_fixtures(fixtures_path, load_corpus(corpus_path))
+    return sweep(fixtures, corpus, arms, out)
+
+
+@pytest.fixture(scope="session")
+def sample_ledger() -> Path:
+    """The committed sample ledger (quillstack: candidate and baseline, eight phases, 56 questions)."""
+    return SAMPLE_LEDGER
+
+
+@pytest.fixture(scope="session")
+def rule_exception_inputs(tmp_path_factory) -> dict[str, Path]:
+    """tests/sweep_data.py written out: corpus dir, fixtures.jsonl, candidate.toml, baseline.toml."""
+    return write_inputs(tmp_path_factory.mktemp("rule-exception-inputs"))
+
+
+@pytest.fixture(scope="session")
+def rule_exception_ledger(rule_exception_inputs, tmp_path_factory):
+    """The rule-exception inputs swept by candidate (stride 16) and baseline (stride 8) over the
+    phases 0 1 2 5 9: 10 partitions, 30 records; a boundary reverses temp-retention's answer."""
+    from ledgerscope.pipeline.config import load_arm
+
+    inputs = rule_exception_inputs
+    out = tmp_path_factory.mktemp("rule-exception-ledger") / "ledger"
+    arms = [load_arm(inputs["candidate"]), load_arm(inputs["baseline"])]
+    result = _sweep(inputs["fixtures"], inputs["corpus"], arms, out)
+    assert len(result.written) == 10 and not result.skipped
+    yield from _read_only(out)
+
+
+@pytest.fixture(scope="session")
+def starved_arms_ledger(rule_exception_inputs, tmp_path_factory):
+    """The rule-exception corpus and fixtures swept by three arms (stride 12, phases 0 and 3) that
+    each starve one stage (fusion depth 1, selection depth 1, a 20-token budget): steps 6, 7, 8."""
+    from ledgerscope.pipeline.config import arm_from_dict
+
+    inputs = rule_exception_inputs
+    out = tmp_path_factory.mktemp("starved-arms-ledger") / "ledger"
+    _sweep(inputs["fixtures"], inputs["corpus"], [arm_from_dict(a) for a in STARVED_ARMS], out)
+    yield from _read_only(out)
+
+
+@pytest.fixture(scope="session")
+def hostile_sweep(tmp_path_factory) -> dict[str, Path]:
+    """tests/hostile_ledger.py swept: {"ledger", "corpus"}; HTML, markup and a bidi override in the
+    text, a restricted document that arm candidate may read and arm baseline may not."""
+    return build_hostile_ledger(tmp_path_factory.mktemp("hostile-ledger"))
+
+
+@pytest.fixture(scope="session")
+def hostile_ledger(hostile_sweep):
+    """The hostile-text ledger itself (read only)."""
+    yield from _read_only(hostile_sweep["ledger"])
+
+
+def _assert_sql_matches_python(con, ledger: str | Path, arm: str | None = None) -> Counter:
+    """Every record's JSON line from SQL equals the pure diagnosis's, key for key; returns steps seen."""
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+    from ledgerscope.analysis.diagnosis.sql import diagnosis_lines
+    from ledgerscope.common.safe_text import _UNSAFE, json_text
+
+    lines = diagnosis_lines(con, ledger, arm)
+    rows = list(diagnose_ledger(con, ledger, arm))
+    assert len(lines) == len(rows)
+    steps: Counter = Counter()
+    for line, row in zip(lines, rows, strict=True):
+        where = (row["arm"], row["phase"], row["qid"], row["step"])
+        assert json.loads(line) == json.loads(json_text(row)), where
+        assert not _UNSAFE.search(line), line  # nothing a terminal would act on
+        steps[row["step"]] += 1
+    return steps
+
+
+@pytest.fixture(scope="session")
+def sql_matches_python():
+    """``check(con, ledger, arm=None) -> Counter of steps``: the SQL diagnosis (diagnose_sql) equals
+    the pure one (diagnose_ledger) on every record, and no line holds a terminal control character."""
+    return _assert_sql_matches_python

@@ -1,141 +1,74 @@
 """One arm at one phase: build the indexes, then run every question down the cascade.
 
-    chunk -> bm25 | dense exact | dense ANN -> union/dedup -> fuse -> rerank -> select/pack
-          -> generate -> judge
+    chunk -> embed -> index                                      (once per phase: build_phase)
+    retrieve (bm25 | dense exact | dense ANN) -> union -> fuse -> rerank -> select -> pack
+          -> generate -> judge -> support                        (per question: run_one)
 
-Each stage's output is returned as ledger rows (candidates with ranks, scores
-and source intervals; one record per question with the packed context, the
-answer and the verdicts). Used by the sweep and by ``rerun`` alike, so a
-re-executed record goes through exactly the recorded code path.
+Each stage is a named function from typed inputs to a typed output (:mod:`.stages`); the
+replaceable components (chunker, retrievers, reranker, generator) come from the arm's
+runtime (:mod:`.runtime`). The ledger rows are assembled from the finished trace in one
+place (:mod:`.record`). Used by the sweep and by ``rerun`` alike, so a re-executed record
+goes through exactly the recorded code path.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
 from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.inputs.sources import Source
-from ledgerscope.ledger import schema
 from ledgerscope.pipeline import judge as judging
-from ledgerscope.pipeline import support
-from ledgerscope.pipeline.chunk import Boundaries, chunk_sentences, chunk_tokens
+from ledgerscope.pipeline import support as supporting
+from ledgerscope.pipeline.chunk import Boundaries
 from ledgerscope.pipeline.config import ArmConfig, Phase
-from ledgerscope.pipeline.dense import ExactIndex, HnswIndex
-from ledgerscope.pipeline.encoder import Encoder, TokenCounter
-from ledgerscope.pipeline.fuse import fuse
-from ledgerscope.pipeline.generate import ExtractiveReader
-from ledgerscope.pipeline.lexical import BM25Index
-from ledgerscope.pipeline.prompt import GenerationResult, render_context
-from ledgerscope.pipeline.rerank import CrossEncoderReranker, maxsim_many
-from ledgerscope.pipeline.select import expand, pack, visible
+from ledgerscope.pipeline.fuse import fuse as fuse_runs
+from ledgerscope.pipeline.record import CandidateSink, build_record, record_candidates
+from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
+from ledgerscope.pipeline.select import Packed, expand, visible
+from ledgerscope.pipeline.select import pack as pack_units
+from ledgerscope.pipeline.stages import (
+    Fused,
+    Generated,
+    Generator,
+    Merged,
+    PhaseIndex,
+    QuestionTrace,
+    Reranked,
+    Reranker,
+    Retrieved,
+    Selected,
+    Support,
+    Verdicts,
+    Views,
+)
 from ledgerscope.pipeline.units import Unit
 
-
-@dataclass
-class ArmRuntime:
-    """Per-arm components that survive across phases (models load once)."""
-
-    config: ArmConfig
-    encoder: Encoder
-    chunk_counter: TokenCounter
-    count_tokens: Callable[[str], int]
-    generator: object
-    cross_encoder: CrossEncoderReranker | None = None
-    offsets_cache: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-
-    def describe(self) -> dict:
-        gen = self.generator.describe() if hasattr(self.generator, "describe") else {}
-        rr = self.config.rerank.get("kind")
-        reranker = {"kind": rr}
-        if rr == "maxsim":
-            reranker["name"] = "late-interaction MaxSim over the embedding model's token vectors"
-            reranker["model"] = self.encoder.name
-        elif rr == "cross-encoder":
-            reranker["model"] = self.config.rerank.get("model")
-        return {
-            "embedding": self.encoder.describe(),
-            "chunk_tokenizer": self.chunk_counter.describe(),
-            "reranker": reranker,
-            "generator": gen,
-        }
+# re-exported: callers build a runtime and a phase index from here
+__all__ = [
+    "ArmRuntime", "CandidateSink", "PhaseIndex", "build_phase", "build_runtime", "chunk_phase",
+    "run_one", "run_questions", "support",
+]
 
 
-def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]) -> ArmRuntime:
-    emb = cfg.embedding
-    encoder = encoder_factory(emb.get("model"), int(emb.get("batch_size", 64)))
-    counter = TokenCounter(emb.get("model"))
-    gen_cfg = cfg.generator
-    if gen_cfg.get("kind") == "endpoint":
-        from ledgerscope.pipeline.endpoint import EndpointGenerator
-
-        generator = EndpointGenerator(
-            gen_cfg["base_url"],
-            gen_cfg.get("model", ""),
-            api_key_env=gen_cfg.get("api_key_env") or None,
-            temperature=float(gen_cfg.get("temperature", 0.0)),
-            max_tokens=int(gen_cfg.get("max_tokens", 128)),
-        )
-        count = generator.count_tokens
-    else:
-        generator = ExtractiveReader(
-            encoder.get, counter.count, float(gen_cfg.get("abstain_threshold", 0.5))
-        )
-        count = counter.count
-    cross = None
-    if cfg.rerank.get("kind") == "cross-encoder":
-        cross = CrossEncoderReranker(cfg.rerank["model"])
-    return ArmRuntime(cfg, encoder, counter, count, generator, cross)
-
-
-@dataclass
-class PhaseIndex:
-    arm: str
-    phase: Phase
-    units: list[Unit]
-    boundaries: list[Boundaries]
-    by_doc: dict[str, list[Unit]]
-    bm25: BM25Index
-    exact: ExactIndex
-    ann: HnswIndex
-    config_digest: str = ""
-    _all_intervals: dict | None = None
-
-    @property
-    def all_intervals(self) -> dict:
-        """Every unit's interval grouped by document, computed once per phase."""
-        if self._all_intervals is None:
-            self._all_intervals = support.intervals_by_doc(self.units)
-        return self._all_intervals
+# --- once per phase -------------------------------------------------------------------------
 
 
 def chunk_phase(
     rt: ArmRuntime, phase: Phase, sources: Sequence[Source]
 ) -> tuple[list[Unit], list[Boundaries]]:
-    cfg = rt.config
+    """The arm's chunker over every source at this phase (tokenizer offsets cached per version)."""
     units: list[Unit] = []
     bounds: list[Boundaries] = []
-    missing = [s.text for s in sources if s.version not in rt.offsets_cache]
+    missing = [s for s in sources if s.version not in rt.offsets_cache]
     if missing:
-        for s, offs in zip(
-            [s for s in sources if s.version not in rt.offsets_cache],
-            rt.chunk_counter.offsets_many(missing),
-            strict=True,
-        ):
+        offsets = rt.chunk_counter.offsets_many([s.text for s in missing])
+        for s, offs in zip(missing, offsets, strict=True):
             rt.offsets_cache[s.version] = offs
     for src in sources:
-        offsets = rt.offsets_cache[src.version]
-        if cfg.chunker_kind == "sentence":
-            u, b = chunk_sentences(src, offsets, cfg.capacity, phase.offset)
-        else:
-            u, b = chunk_tokens(
-                src, offsets, cfg.capacity, cfg.overlap, phase.offset, cfg.edge_policy
-            )
+        u, b = rt.chunker.chunk(src, rt.offsets_cache[src.version], phase.offset)
         units.extend(u)
         bounds.append(b)
     return units, bounds
@@ -147,36 +80,30 @@ def build_phase(
     sources: Sequence[Source],
     on_stage: Callable[[str], None] | None = None,
 ) -> PhaseIndex:
-    """Chunk the visible sources and build BM25, exact and HNSW indexes for one phase."""
+    """Chunk the visible sources, embed the units, build the three retrievers' indexes."""
     cfg = rt.config
     visible_sources = [s for s in sources if set(s.access) <= cfg.clearance]
     units, bounds = chunk_phase(rt, phase, visible_sources)
     if on_stage:
         on_stage("chunk")
-    texts = [u.text for u in units]
-    vectors = rt.encoder.vectors(texts)
+    # one pass of the embedding model over every unit text: the dense retrievers, the MaxSim
+    # reranker and the reader all read these from the encoder's cache
+    rt.encoder.encode([u.text for u in units])
     if on_stage:
         on_stage("embed")
-    r = cfg.retrieval
-    hnsw = r.get("hnsw", {})
     by_doc: dict[str, list[Unit]] = {}
     for u in units:
         by_doc.setdefault(u.doc_id, []).append(u)
+    r = rt.retrievers
     index = PhaseIndex(
         cfg.name,
         phase,
         units,
         bounds,
         by_doc,
-        BM25Index(texts, float(r.get("bm25_k1", 1.5)), float(r.get("bm25_b", 0.75))),
-        ExactIndex(vectors),
-        HnswIndex(
-            vectors,
-            int(hnsw.get("M", 16)),
-            int(hnsw.get("ef_construction", 200)),
-            int(hnsw.get("ef_search", 64)),
-            int(hnsw.get("seed", 0)),
-        ),
+        r.bm25.build_index(units),
+        r.dense_exact.build_index(units),
+        r.dense_ann.build_index(units),
         cfg.digest(),
     )
     if on_stage:
@@ -184,92 +111,15 @@ def build_phase(
     return index
 
 
-class CandidateSink:
-    """Candidate rows accumulated column by column (a sweep writes millions of them)."""
-
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {name: [] for name in schema.CANDIDATES.names}
-
-    def add(
-        self,
-        arm: str,
-        phase: str,
-        qid: str,
-        stage: str,
-        units: Sequence[Unit],
-        scores: Sequence[float | None] | None,
-        lineage: Sequence[list[str]] | None = None,
-    ) -> None:
-        n = len(units)
-        c = self.cols
-        c["arm"].extend([arm] * n)
-        c["phase"].extend([phase] * n)
-        c["qid"].extend([qid] * n)
-        c["stage"].extend([stage] * n)
-        c["rank"].extend(range(1, n + 1))
-        c["unit_id"].extend([u.unit_id for u in units])
-        c["score"].extend(
-            [None] * n if scores is None else [None if x is None else float(x) for x in scores]
-        )
-        c["doc_id"].extend([u.doc_id for u in units])
-        c["start"].extend([u.start for u in units])
-        c["end"].extend([u.end for u in units])
-        c["lineage"].extend(list(lineage) if lineage else [[]] * n)
-
-    def __len__(self) -> int:
-        return len(self.cols["arm"])
-
-    def table(self) -> pa.Table:
-        return pa.Table.from_pydict(self.cols, schema=schema.CANDIDATES)
-
-    def rows(self) -> list[dict]:
-        return self.table().to_pylist()
+# --- the stages, per question ---------------------------------------------------------------
 
 
-def _repeated_source_tokens(units: Sequence[Unit], count: Callable[[str], int]) -> int:
-    """Tokens the packed context spends on source characters it already contains (overlap)."""
-    total = 0
-    by_doc: dict[tuple[str, str], list[Unit]] = {}
-    for u in units:
-        by_doc.setdefault((u.doc_id, u.version), []).append(u)
-    for group in by_doc.values():
-        group.sort(key=lambda u: u.start)
-        reach = -1
-        for u in group:
-            if u.start < reach:
-                overlap_end = min(reach, u.end)
-                total += count(u.text[: overlap_end - u.start])
-            reach = max(reach, u.end)
-    return total
-
-
-def run_questions(
-    rt: ArmRuntime,
-    index: PhaseIndex,
-    fixtures: Sequence[Fixture],
-    texts: dict[str, str],
-    oracle: dict[str, dict],
-    on_question: Callable[[], None] | None = None,
-) -> tuple[list[dict], CandidateSink]:
-    """Every question down the cascade at this phase; returns (records, candidate sink)."""
-    cfg = rt.config
-    r = cfg.retrieval
-    qvecs = rt.encoder.vectors([f.question for f in fixtures])
-    exact_all = index.exact.search_many(qvecs, int(r.get("dense_top_n", 50)))
-    ann_all = index.ann.search_many(qvecs, int(r.get("ann_top_n", 50)))
-    records: list[dict] = []
-    cands = CandidateSink()
-    # The per-question products are tiny: waking BLAS worker threads for each costs more than the
-    # product itself (and competes with the model's own threads on small machines).
-    with single_threaded_blas():
-        for fx, exact_hits, ann_hits in zip(fixtures, exact_all, ann_all, strict=True):
-            rec = _run_one(
-                rt, index, fx, texts, exact_hits, ann_hits, oracle.get(fx.qid, {}), cands
-            )
-            records.append(rec)
-            if on_question:
-                on_question()
-    return records, cands
+def retrieve(index: PhaseIndex, questions: Sequence[str]) -> list[Retrieved]:
+    """All three retrievers over every question at once (the dense ones batch their queries)."""
+    bm25 = index.bm25.search(questions)
+    exact = index.dense_exact.search(questions)
+    ann = index.dense_ann.search(questions)
+    return [Retrieved(*lists) for lists in zip(bm25, exact, ann, strict=True)]
 
 
 def union_dedup(
@@ -292,17 +142,66 @@ def union_dedup(
     return [units[first[k][1]] for k in keys], [lineage[k] for k in keys]
 
 
-def rerank_scores(
-    rt: ArmRuntime, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
-) -> np.ndarray:
-    """Second-stage scores for the reranker's input, by the configured kind."""
-    kind = rt.config.rerank.get("kind")
-    if kind == "maxsim" and candidates:
-        q = rt.encoder.get(question)
-        return maxsim_many(q.tokens, [rt.encoder.get(u.text).tokens for u in candidates])
-    if kind == "cross-encoder" and candidates:
-        return rt.cross_encoder.score(question, [u.text for u in candidates])
-    return np.array(fused_scores, dtype=np.float64)
+def union(units: Sequence[Unit], hits: Retrieved) -> Merged:
+    """The production retrievers' lists (BM25 and ANN) merged by source interval."""
+    merged, lineage = union_dedup(
+        units, [("bm25", hits.bm25.pairs()), ("dense_ann", hits.dense_ann.pairs())]
+    )
+    return Merged(merged, lineage)
+
+
+def fuse(cfg: ArmConfig, units: Sequence[Unit], hits: Retrieved) -> Fused:
+    """The production lists fused by the configured method; the head goes to the reranker."""
+    fusion = cfg.fusion
+    ranked = fuse_runs(
+        {"bm25": hits.bm25.pairs(), "dense": hits.dense_ann.pairs()},
+        fusion.get("method", "rrf"),
+        int(fusion.get("rrf_k", 60)),
+        fusion.get("weights", {}),
+    )
+    head = ranked[: cfg.rerank_depth]
+    return Fused(ranked, [units[i] for i, _ in head], [s for _, s in head])
+
+
+def rerank(reranker: Reranker, cfg: ArmConfig, question: str, fused: Fused) -> Reranked:
+    """The head reordered by the reranker's scores (ties keep the fused order), then cut."""
+    if fused.head:
+        scores = reranker.score_candidates(question, fused.head, fused.head_scores)
+    else:
+        scores = np.array(fused.head_scores, dtype=np.float64)
+    order = sorted(range(len(fused.head)), key=lambda i: (-float(scores[i]), i))
+    depth = int(cfg.rerank.get("selection_depth", 10))
+    ordered = [fused.head[i] for i in order]
+    return Reranked(ordered, [float(scores[i]) for i in order], ordered[:depth], depth)
+
+
+def select(cfg: ArmConfig, reranked: Reranked, by_doc: dict[str, list[Unit]]) -> Selected:
+    """The kept units the reader may see, each followed by its neighbours when configured."""
+    sel = cfg.selection
+    units = [u for u in reranked.kept if visible(u, cfg.clearance)]
+    if sel.get("expansion") == "neighbours":
+        units, dropped = expand(units, by_doc, int(sel.get("neighbours", 1)), cfg.clearance)
+        return Selected(units, dropped)
+    return Selected(units, [])
+
+
+def pack(cfg: ArmConfig, selected: Selected, count_tokens: Callable[[str], int]) -> Views:
+    """Both views: under the token budget and as a fixed top-k; the configured mode is primary."""
+    mode = cfg.selection.get("mode", "budget")
+    budget, top_k = cfg.budget_tokens, cfg.top_k
+    primary = pack_units(
+        selected.units,
+        count_tokens,
+        budget if mode == "budget" else None,
+        top_k if mode == "top-k" else None,
+    )
+    secondary = pack_units(
+        selected.units,
+        count_tokens,
+        budget if mode == "top-k" else None,
+        top_k if mode == "budget" else None,
+    )
+    return Views(primary, secondary)
 
 
 def resolve_citations(
@@ -327,171 +226,114 @@ def resolve_citations(
     return citations, cited
 
 
-def _run_one(
-    rt: ArmRuntime,
-    index: PhaseIndex,
-    fx: Fixture,
-    texts: dict[str, str],
-    exact_hits,
-    ann_hits,
-    oracle_row: dict,
-    sink: CandidateSink,
-) -> dict:
-    cfg = rt.config
-    r = cfg.retrieval
-    arm, phase = cfg.name, index.phase.label
-    units = index.units
-    bm_idx, bm_sc = index.bm25.search(fx.question, int(r.get("bm25_top_n", 50)))
-    lists = {
-        "bm25": list(zip(bm_idx.tolist(), bm_sc.tolist(), strict=True)),
-        "dense_exact": list(zip(exact_hits[0].tolist(), exact_hits[1].tolist(), strict=True)),
-        "dense_ann": list(zip(ann_hits[0].tolist(), ann_hits[1].tolist(), strict=True)),
-    }
-    for stage, hits in lists.items():
-        sink.add(arm, phase, fx.qid, stage, [units[i] for i, _ in hits], [s for _, s in hits])
+def generate(generator: Generator, question: str, primary: Packed) -> Generated:
+    """The arm's generator on the primary view; its cited labels resolved to packed units."""
+    result = generator.generate(question, primary.blocks)
+    citations, cited = resolve_citations(result.citations, primary.blocks, primary.units)
+    return Generated(result, citations, cited)
 
-    union_units, union_lineage = union_dedup(
-        units, [("bm25", lists["bm25"]), ("dense_ann", lists["dense_ann"])]
-    )
-    sink.add(arm, phase, fx.qid, "union", union_units, None, union_lineage)
 
-    fusion = cfg.fusion
-    weights = fusion.get("weights", {})
-    fused_all = fuse(
-        {"bm25": lists["bm25"], "dense": lists["dense_ann"]},
-        fusion.get("method", "rrf"),
-        int(fusion.get("rrf_k", 60)),
-        weights,
-    )
-    # the whole fused list is recorded; the reranker sees its first rerank_depth entries
-    sink.add(
-        arm, phase, fx.qid, "fused", [units[i] for i, _ in fused_all], [s for _, s in fused_all]
-    )
-    fused = fused_all[: cfg.rerank_depth]
-    fused_units = [units[i] for i, _ in fused]
-
-    scores = rerank_scores(rt, fx.question, fused_units, [s for _, s in fused])
-    order = sorted(range(len(fused_units)), key=lambda i: (-float(scores[i]), i))
-    depth = int(cfg.rerank.get("selection_depth", 10))
-    # the whole reranked list is recorded (reranker regret needs the ranks below the cut)
-    sink.add(
-        arm,
-        phase,
-        fx.qid,
-        "reranked",
-        [fused_units[i] for i in order],
-        [float(scores[i]) for i in order],
-    )
-    reranked = [fused_units[i] for i in order][:depth]
-
-    sel = cfg.selection
-    dropped: list[dict] = []
-    selected = [u for u in reranked if visible(u, cfg.clearance)]
-    if sel.get("expansion") == "neighbours":
-        selected, dropped = expand(
-            selected, index.by_doc, int(sel.get("neighbours", 1)), cfg.clearance
-        )
-    sink.add(arm, phase, fx.qid, "selected", selected, None)
-    mode = sel.get("mode", "budget")
-    primary = pack(
-        selected,
-        rt.count_tokens,
-        cfg.budget_tokens if mode == "budget" else None,
-        cfg.top_k if mode == "top-k" else None,
-    )
-    secondary = pack(
-        selected,
-        rt.count_tokens,
-        cfg.budget_tokens if mode == "top-k" else None,
-        cfg.top_k if mode == "budget" else None,
-    )
-    sink.add(arm, phase, fx.qid, "packed", primary.units, None)
-    sink.add(arm, phase, fx.qid, "topk", secondary.units, None)
-
-    gen: GenerationResult = rt.generator.generate(fx.question, primary.blocks)
-    citations, cited_units = resolve_citations(gen.citations, primary.blocks, primary.units)
+def judge(generated: Generated, fx: Fixture, texts: dict[str, str]) -> Verdicts:
+    """Answer and citation verdicts; a generator failure is an infrastructure verdict, not a wrong answer."""
+    gen = generated.result
     if gen.error:
-        verdict, reason = "infrastructure-failure", gen.error
-        cit_verdict, cit_reason = "not-applicable", "generator failed"
-    else:
-        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
-        verdict, reason = aj.verdict, aj.reason
-        cj = judging.judge_citations(
-            [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, verdict
-        )
-        cit_verdict, cit_reason = cj.verdict, cj.reason
+        return Verdicts("infrastructure-failure", gen.error, "not-applicable", "generator failed")
+    aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+    cj = judging.judge_citations(
+        [(c["label"], c["doc_id"], c["start"], c["end"]) for c in generated.citations],
+        fx,
+        texts,
+        aj.verdict,
+    )
+    return Verdicts(aj.verdict, aj.reason, cj.verdict, cj.reason)
 
-    stage_units = {
+
+def stage_units(index: PhaseIndex, trace: QuestionTrace) -> dict[str, list[Unit]]:
+    """The unit set each support flag is computed over, in the record's column order."""
+    units, hits = index.units, trace.retrieved
+    out = {
         "chunked": units,
-        "bm25": [units[i] for i, _ in lists["bm25"]],
-        "dense_exact": [units[i] for i, _ in lists["dense_exact"]],
-        "dense_ann": [units[i] for i, _ in lists["dense_ann"]],
-        "union": union_units,
-        "fused": fused_units,
-        "reranked": reranked,
-        "selected": selected,
-        "packed": primary.units,
-        "cited": cited_units,
-        "topk": secondary.units,
+        "bm25": [units[i] for i in hits.bm25.indices],
+        "dense_exact": [units[i] for i in hits.dense_exact.indices],
+        "dense_ann": [units[i] for i in hits.dense_ann.indices],
+        "union": trace.merged.units,
+        "fused": trace.fused.head,
+        "reranked": trace.reranked.kept,
+        "selected": trace.selected.units,
+        "packed": trace.views.primary.units,
+        "cited": trace.generated.cited,
+        "topk": trace.views.secondary.units,
     }
-    stage_units["exact"] = stage_units["bm25"] + stage_units["dense_exact"]
-    stage_units["production"] = stage_units["bm25"] + stage_units["dense_ann"]
-    flags: dict[str, bool | None] = {}
+    out["exact"] = out["bm25"] + out["dense_exact"]
+    out["production"] = out["bm25"] + out["dense_ann"]
+    return out
+
+
+def support(index: PhaseIndex, trace: QuestionTrace, texts: dict[str, str]) -> Support:
+    """Does each stage's unit set still keep a sufficient set? (None for unanswerable questions.)"""
+    fx, units_by_stage = trace.fixture, stage_units(index, trace)
     answerable = fx.answerable and bool(fx.sufficient_sets)
-    gold_ok = all(s.doc_id in index.by_doc or s.doc_id in texts for s in fx.spans)
-    restricted = [s.doc_id for s in fx.spans if s.doc_id not in index.by_doc]
-    for name, us in stage_units.items():
+    flags: dict[str, bool | None] = {}
+    for name, us in units_by_stage.items():
         if not answerable:
             flags[f"support_{name}"] = None
         elif name == "chunked":
-            flags[f"support_{name}"] = (
-                support.kept_set_in(fx, index.all_intervals, texts) is not None
-            )
+            flags[f"support_{name}"] = supporting.kept_set_in(fx, index.all_intervals, texts) is not None
         else:
-            flags[f"support_{name}"] = support.keeps(fx, us, texts)
-    covered = support.kept_set(fx, primary.units, texts) if answerable else None
-    record = {
-        "arm": arm,
-        "phase": phase,
-        "phase_offset": index.phase.offset,
-        "qid": fx.qid,
-        "question": fx.question,
-        "segment": fx.segment,
-        "answerable": fx.answerable,
-        "support_only": fx.support_only,
-        "stress_set": fx.stress_set,
-        "doc_ids": list(fx.doc_ids),
-        "gold_status": "ok"
+            flags[f"support_{name}"] = supporting.keeps(fx, us, texts)
+    packed = units_by_stage["packed"]
+    gold_ok = all(s.doc_id in index.by_doc or s.doc_id in texts for s in fx.spans)
+    restricted = [s.doc_id for s in fx.spans if s.doc_id not in index.by_doc]
+    gold_status = (
+        "ok"
         if gold_ok and not restricted
-        else f"not in the authorized corpus: {', '.join(sorted(set(restricted)))}",
-        **flags,
-        "covered_set": covered,
-        "single_unit_complete": support.single_unit_complete(fx, primary.units, texts)
-        if answerable
-        else None,
-        "packed_context": render_context(primary.blocks),
-        "packed_unit_ids": [u.unit_id for u in primary.units],
-        "evidence_tokens": primary.evidence_tokens,
-        "prompt_tokens": gen.prompt_tokens,
-        "budget_tokens": cfg.budget_tokens,
-        "rerank_depth": cfg.rerank_depth,
-        "selection_depth": depth,
-        "repeated_source_tokens": _repeated_source_tokens(primary.units, rt.count_tokens),
-        "topk_tokens": secondary.evidence_tokens,
-        "overflow_json": json.dumps(primary.overflow),
-        "expansion_dropped_json": json.dumps(dropped),
-        "answer": gen.answer,
-        "abstained": gen.abstained,
-        "citations_json": json.dumps(citations, ensure_ascii=False),
-        "answer_verdict": verdict,
-        "answer_reason": reason,
-        "citation_verdict": cit_verdict,
-        "citation_reason": cit_reason,
-        "generator_error": gen.error,
-        "attempts": gen.attempts,
-        "generator_detail_json": json.dumps(gen.detail, ensure_ascii=False, sort_keys=True),
-        "oracle_verdict": oracle_row.get("answer_verdict"),
-        "oracle_feasible": oracle_row.get("feasible"),
-        "config_digest": index.config_digest,
-    }
-    return record
+        else f"not in the authorized corpus: {', '.join(sorted(set(restricted)))}"
+    )
+    return Support(
+        flags,
+        supporting.kept_set(fx, packed, texts) if answerable else None,
+        supporting.single_unit_complete(fx, packed, texts) if answerable else None,
+        gold_status,
+    )
+
+
+def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
+            texts: dict[str, str]) -> QuestionTrace:
+    """One question from its retrieved lists to its verdicts."""
+    cfg = rt.config
+    merged = union(index.units, hits)
+    fused = fuse(cfg, index.units, hits)
+    reranked = rerank(rt.reranker, cfg, fx.question, fused)
+    selected = select(cfg, reranked, index.by_doc)
+    views = pack(cfg, selected, rt.count_tokens)
+    generated = generate(rt.generator, fx.question, views.primary)
+    verdicts = judge(generated, fx, texts)
+    return QuestionTrace(fx, hits, merged, fused, reranked, selected, views, generated, verdicts)
+
+
+def run_questions(
+    rt: ArmRuntime,
+    index: PhaseIndex,
+    fixtures: Sequence[Fixture],
+    texts: dict[str, str],
+    oracle: dict[str, dict],
+    on_question: Callable[[], None] | None = None,
+) -> tuple[list[dict], CandidateSink]:
+    """Every question down the cascade at this phase; returns (records, candidate sink)."""
+    retrieved = retrieve(index, [f.question for f in fixtures])
+    records: list[dict] = []
+    cands = CandidateSink()
+    # The per-question products are tiny: waking BLAS worker threads for each costs more than the
+    # product itself (and competes with the model's own threads on small machines).
+    with single_threaded_blas():
+        for fx, hits in zip(fixtures, retrieved, strict=True):
+            trace = run_one(rt, index, fx, hits, texts)
+            flags = support(index, trace, texts)
+            record_candidates(cands, rt.config.name, index, trace)
+            records.append(
+                build_record(rt.config, index, trace, flags, oracle.get(fx.qid, {}), rt.count_tokens)
+            )
+            if on_question:
+                on_question()
+    return records, cands
+

@@ -172,3 +172,27 @@ def _pack(sentences: Sequence[Sequence[int]], capacity: int) -> list[tuple[int, 
     if cur:
         groups.append((cur[0], cur[1]))
     return groups
+
+
+@dataclass(frozen=True)
+class TokenChunker:
+    """``chunker.kind = "token"``: windows of ``capacity`` tokens, ``overlap`` into the next core."""
+
+    capacity: int
+    overlap: int
+    edge_policy: str = "keep-short"
+
+    def chunk(self, source: Source, offsets: Sequence[tuple[int, int]],
+              phase_offset: int) -> tuple[list[Unit], Boundaries]:
+        return chunk_tokens(source, offsets, self.capacity, self.overlap, phase_offset, self.edge_policy)
+
+
+@dataclass(frozen=True)
+class SentenceChunker:
+    """``chunker.kind = "sentence"``: whole sentences packed up to ``capacity`` tokens."""
+
+    capacity: int
+
+    def chunk(self, source: Source, offsets: Sequence[tuple[int, int]],
+              phase_offset: int) -> tuple[list[Unit], Boundaries]:
+        return chunk_sentences(source, offsets, self.capacity, phase_offset)

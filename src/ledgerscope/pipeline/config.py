@@ -82,13 +82,12 @@ temperature = 0.0
 clearance = []           # labels this reader holds; a source is visible when all its labels are held
 """
 
-_CHUNKERS = ("token", "sentence")
+# The kinds of the replaceable stages (chunker, rerank, generator) are the keys of their factory
+# tables in .runtime, read by check_arm: a new kind is added there only.
 _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
-_RERANK = ("maxsim", "cross-encoder", "none")
 _SELECTION = ("budget", "top-k")
 _EXPANSION = ("none", "neighbours")
-_GENERATORS = ("extractive", "endpoint")
 
 
 @dataclass(frozen=True)
@@ -223,6 +222,11 @@ def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
 
 def check_arm(cfg: ArmConfig, where: str) -> None:
     """Validate an arm; every problem found is reported in one InputError."""
+    from ledgerscope.pipeline import runtime
+
+    # tuples, not the tables: a wrongly typed (unhashable) kind is a problem to report, not a TypeError
+    chunkers, rerankers, generators = (tuple(t) for t in (runtime.CHUNKERS, runtime.RERANKERS,
+                                                          runtime.GENERATORS))
     p: list[Problem] = []
 
     def need(cond: bool, key: str, reason: str) -> None:
@@ -251,19 +255,19 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         need(ints["top_k"] >= 1, "top_k", "must be at least 1")
     if "rerank_depth" in ints:
         need(ints["rerank_depth"] >= 1, "rerank_depth", "must be at least 1")
-    chunker_ok = tables["chunker"].get("kind", "token") in _CHUNKERS
-    need(chunker_ok, "chunker.kind", f"must be one of {', '.join(_CHUNKERS)}")
+    chunker_ok = tables["chunker"].get("kind", "token") in chunkers
+    need(chunker_ok, "chunker.kind", f"must be one of {', '.join(chunkers)}")
     need(cfg.edge_policy in _EDGE, "edge_policy", f"must be one of {', '.join(_EDGE)}")
     fusion, rerank, selection, generator = (tables[k] for k in ("fusion", "rerank", "selection", "generator"))
     need(fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")
-    need(rerank.get("kind") in _RERANK, "rerank.kind", f"must be one of {', '.join(_RERANK)}")
+    need(rerank.get("kind") in rerankers, "rerank.kind", f"must be one of {', '.join(rerankers)}")
     need(rerank.get("kind") != "cross-encoder" or bool(rerank.get("model")),
          "rerank.model", "a cross-encoder needs a model name or path")
     need(selection.get("mode") in _SELECTION, "selection.mode", f"must be one of {', '.join(_SELECTION)}")
     need(selection.get("expansion") in _EXPANSION, "selection.expansion",
          f"must be one of {', '.join(_EXPANSION)}")
-    need(generator.get("kind") in _GENERATORS, "generator.kind",
-         f"must be one of {', '.join(_GENERATORS)}")
+    need(generator.get("kind") in generators, "generator.kind",
+         f"must be one of {', '.join(generators)}")
     if generator.get("kind") == "endpoint":
         need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
     # secrets come from the environment only: never in the configuration (it is copied into the ledger)

@@ -7,9 +7,15 @@ misses (step 3).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
 import numpy as np
 
 from ledgerscope.pipeline.lexical import top_k
+from ledgerscope.pipeline.stages import Embedder, Ranked
+from ledgerscope.pipeline.units import Unit
 
 
 class ExactIndex:
@@ -48,3 +54,42 @@ class HnswIndex:
                                              num_threads=1)
         return [(labels[i].astype(np.int64), (1.0 - dists[i]).astype(np.float64))
                 for i in range(len(queries))]
+
+
+VectorIndex = ExactIndex | HnswIndex
+
+
+@dataclass(frozen=True)
+class DenseRetriever:
+    """A dense retriever slot: the embedder's unit vectors in a vector index, ``top_n`` per question."""
+
+    embedder: Embedder
+    top_n: int
+    make_index: Callable[[np.ndarray], VectorIndex]
+
+    def build_index(self, units: Sequence[Unit]) -> DenseSearch:
+        vectors = self.embedder.vectors([u.text for u in units])
+        return DenseSearch(self.embedder, self.make_index(vectors), self.top_n)
+
+
+@dataclass(frozen=True)
+class DenseSearch:
+    embedder: Embedder
+    index: VectorIndex
+    top_n: int
+
+    def search(self, questions: Sequence[str]) -> list[Ranked]:
+        hits = self.index.search_many(self.embedder.vectors(list(questions)), self.top_n)
+        return [Ranked(idx.tolist(), scores.tolist()) for idx, scores in hits]
+
+
+def exact_retriever(embedder: Embedder, top_n: int) -> DenseRetriever:
+    """Exhaustive inner product: the reference the ANN index is diagnosed against."""
+    return DenseRetriever(embedder, top_n, ExactIndex)
+
+
+def hnsw_retriever(embedder: Embedder, top_n: int, M: int = 16, ef_construction: int = 200,
+                   ef_search: int = 64, seed: int = 0) -> DenseRetriever:
+    """The production dense retriever (hnswlib, seeded, single-threaded build)."""
+    make = partial(HnswIndex, M=M, ef_construction=ef_construction, ef_search=ef_search, seed=seed)
+    return DenseRetriever(embedder, top_n, make)

@@ -9,8 +9,13 @@ removed, no stemming (kept transparent on purpose).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from ledgerscope.pipeline.stages import Ranked
+from ledgerscope.pipeline.units import Unit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -136,6 +141,31 @@ class BM25Index:
         """Top-k unit indices and scores (ties broken by index), zero scores dropped."""
         s = self.scores(query)
         return top_k(s, k, drop_nonpositive=True)
+
+
+@dataclass(frozen=True)
+class BM25Retriever:
+    """The lexical retriever slot: exact BM25 over unit text, the ``top_n`` best per question."""
+
+    top_n: int
+    k1: float = 1.5
+    b: float = 0.75
+
+    def build_index(self, units: Sequence[Unit]) -> BM25Search:
+        return BM25Search(BM25Index([u.text for u in units], self.k1, self.b), self.top_n)
+
+
+@dataclass(frozen=True)
+class BM25Search:
+    index: BM25Index
+    top_n: int
+
+    def search(self, questions: Sequence[str]) -> list[Ranked]:
+        out = []
+        for question in questions:
+            idx, scores = self.index.search(question, self.top_n)
+            out.append(Ranked(idx.tolist(), scores.tolist()))
+        return out
 
 
 def top_k(

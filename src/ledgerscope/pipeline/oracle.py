@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.pipeline import judge as judging
-from ledgerscope.pipeline.cascade import ArmRuntime
 from ledgerscope.pipeline.generate import ExtractiveReader, oracle_blocks
 from ledgerscope.pipeline.prompt import render_context
+from ledgerscope.pipeline.runtime import ArmRuntime
 
 
 def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:

@@ -12,9 +12,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from ledgerscope.pipeline.encoder import Encoded
+from ledgerscope.pipeline.units import Unit
 
 
 def maxsim(query_tokens: np.ndarray, unit_tokens: np.ndarray) -> float:
@@ -37,8 +41,40 @@ def maxsim_many(query_tokens: np.ndarray, units_tokens: Sequence[np.ndarray]) ->
     return out
 
 
+@dataclass(frozen=True)
+class MaxSimReranker:
+    """``rerank.kind = "maxsim"``: late interaction over the embedding model's token vectors."""
+
+    encode: Callable[[str], Encoded]
+    model: str
+
+    def score_candidates(self, question: str, candidates: Sequence[Unit],
+                         fused_scores: Sequence[float]) -> np.ndarray:
+        q = self.encode(question)
+        return maxsim_many(q.tokens, [self.encode(u.text).tokens for u in candidates])
+
+    def describe(self) -> dict:
+        return {"kind": "maxsim",
+                "name": "late-interaction MaxSim over the embedding model's token vectors",
+                "model": self.model}
+
+
+@dataclass(frozen=True)
+class PassThroughReranker:
+    """``rerank.kind = "none"``: the fused scores, so the fused order passes through unchanged."""
+
+    kind: str | None = "none"
+
+    def score_candidates(self, question: str, candidates: Sequence[Unit],
+                         fused_scores: Sequence[float]) -> np.ndarray:
+        return np.array(fused_scores, dtype=np.float64)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind}
+
+
 class CrossEncoderReranker:
-    """Any sentence-transformers cross-encoder (name or local path)."""
+    """``rerank.kind = "cross-encoder"``: any sentence-transformers cross-encoder (name or local path)."""
 
     def __init__(self, model: str, batch_size: int = 32):
         from sentence_transformers import CrossEncoder
@@ -54,6 +90,13 @@ class CrossEncoderReranker:
                                     show_progress_bar=False)
         scores = np.asarray(scores, dtype=np.float64)
         return scores if scores.ndim == 1 else scores[:, -1]
+
+    def score_candidates(self, question: str, candidates: Sequence[Unit],
+                         fused_scores: Sequence[float]) -> np.ndarray:
+        return self.score(question, [u.text for u in candidates])
+
+    def describe(self) -> dict:
+        return {"kind": "cross-encoder", "model": self.name}
 
 
 def order_by(scores: np.ndarray, keys: Sequence[int]) -> list[int]:

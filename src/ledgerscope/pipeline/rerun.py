@@ -25,10 +25,12 @@ from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger.layout import layout_for
 from ledgerscope.ledger.read import connect, sources_corpus
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.cascade import build_phase, build_runtime, run_questions
+from ledgerscope.pipeline.cascade import build_phase, run_questions
+from ledgerscope.pipeline.runtime import build_runtime
 from ledgerscope.pipeline.config import Phase, arm_from_dict
 from ledgerscope.pipeline.encoder import shared_encoder
 from ledgerscope.pipeline.oracle import run_oracle
+from ledgerscope.pipeline.runtime import build_runtime
 
 SCORE_TOLERANCE = 1e-4
 

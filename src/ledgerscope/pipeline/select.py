@@ -88,3 +88,20 @@ def pack(units: Sequence[Unit], count_tokens: Callable[[str], int], budget: int 
         overflow.append({"unit_id": u.unit_id, "tokens": None, "remaining": None, "reason": "re-measure"})
     used = count_tokens(render_context(blocks)) if blocks else 0
     return Packed(blocks, packed, used, overflow, [], list(units))
+
+
+def repeated_source_tokens(units: Sequence[Unit], count_tokens: Callable[[str], int]) -> int:
+    """Tokens a packed context spends on source characters it already contains (overlap)."""
+    total = 0
+    by_doc: dict[tuple[str, str], list[Unit]] = {}
+    for u in units:
+        by_doc.setdefault((u.doc_id, u.version), []).append(u)
+    for group in by_doc.values():
+        group.sort(key=lambda u: u.start)
+        reach = -1
+        for u in group:
+            if u.start < reach:
+                overlap_end = min(reach, u.end)
+                total += count_tokens(u.text[: overlap_end - u.start])
+            reach = max(reach, u.end)
+    return total

@@ -32,16 +32,11 @@ from ledgerscope.ledger.write import (
     write_partition,
     write_table,
 )
-from ledgerscope.pipeline.cascade import (
-    ArmRuntime,
-    build_phase,
-    build_runtime,
-    chunk_phase,
-    run_questions,
-)
+from ledgerscope.pipeline.cascade import build_phase, chunk_phase, run_questions
 from ledgerscope.pipeline.config import ArmConfig
 from ledgerscope.pipeline.encoder import shared_encoder
 from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume test to interrupt a sweep at a chosen point. Zero by default.

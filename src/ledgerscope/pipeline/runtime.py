@@ -1,0 +1,148 @@
+"""An arm's components, chosen by configuration kind and loaded once for all its phases.
+
+Each replaceable seam (:mod:`.stages`) has one table here from kind to factory; the
+configuration's validation reads the same tables, so a new kind is added in one place.
+A factory gets the arm's configuration, its embedding model and its chunk tokenizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ledgerscope.pipeline.chunk import SentenceChunker, TokenChunker
+from ledgerscope.pipeline.dense import exact_retriever, hnsw_retriever
+from ledgerscope.pipeline.encoder import Encoder, TokenCounter
+from ledgerscope.pipeline.generate import ExtractiveReader
+from ledgerscope.pipeline.lexical import BM25Retriever
+from ledgerscope.pipeline.rerank import MaxSimReranker, PassThroughReranker
+from ledgerscope.pipeline.stages import Chunker, Generator, Reranker, Retriever
+
+if TYPE_CHECKING:
+    from ledgerscope.pipeline.config import ArmConfig
+
+Factory = Callable[["ArmConfig", Encoder, TokenCounter], object]
+
+
+def _token_chunker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Chunker:
+    return TokenChunker(cfg.capacity, cfg.overlap, cfg.edge_policy)
+
+
+def _sentence_chunker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Chunker:
+    return SentenceChunker(cfg.capacity)
+
+
+def _maxsim(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
+    return MaxSimReranker(encoder.get, encoder.name)
+
+
+def _cross_encoder(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
+    from ledgerscope.pipeline.rerank import CrossEncoderReranker
+
+    return CrossEncoderReranker(cfg.rerank["model"])
+
+
+def _no_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
+    return PassThroughReranker(cfg.rerank.get("kind"))
+
+
+def _extractive(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
+    threshold = float(cfg.generator.get("abstain_threshold", 0.5))
+    return ExtractiveReader(encoder.get, counter.count, threshold)
+
+
+def _endpoint(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
+    from ledgerscope.pipeline.endpoint import EndpointGenerator
+
+    g = cfg.generator
+    return EndpointGenerator(
+        g["base_url"],
+        g.get("model", ""),
+        api_key_env=g.get("api_key_env") or None,
+        temperature=float(g.get("temperature", 0.0)),
+        max_tokens=int(g.get("max_tokens", 128)),
+    )
+
+
+#: ``chunker.kind`` -> factory
+CHUNKERS: dict[str, Factory] = {"token": _token_chunker, "sentence": _sentence_chunker}
+#: ``rerank.kind`` -> factory
+RERANKERS: dict[str, Factory] = {"maxsim": _maxsim, "cross-encoder": _cross_encoder, "none": _no_reranker}
+#: ``generator.kind`` -> factory
+GENERATORS: dict[str, Factory] = {"extractive": _extractive, "endpoint": _endpoint}
+
+
+@dataclass
+class Retrievers:
+    """The three retriever slots, named as the ledger's stages: bm25 and dense_ann are the
+    production pair (fused), dense_exact the reference the ANN index is diagnosed against."""
+
+    bm25: Retriever
+    dense_exact: Retriever
+    dense_ann: Retriever
+
+
+def build_retrievers(cfg: ArmConfig, encoder: Encoder) -> Retrievers:
+    r = cfg.retrieval
+    hnsw = r.get("hnsw", {})
+    return Retrievers(
+        BM25Retriever(
+            int(r.get("bm25_top_n", 50)), float(r.get("bm25_k1", 1.5)), float(r.get("bm25_b", 0.75))
+        ),
+        exact_retriever(encoder, int(r.get("dense_top_n", 50))),
+        hnsw_retriever(
+            encoder,
+            int(r.get("ann_top_n", 50)),
+            int(hnsw.get("M", 16)),
+            int(hnsw.get("ef_construction", 200)),
+            int(hnsw.get("ef_search", 64)),
+            int(hnsw.get("seed", 0)),
+        ),
+    )
+
+
+def _choose(table: dict[str, Factory], section: str, kind: str | None, default: str) -> Factory:
+    """The factory for a configured kind (a configuration that names none gets the default)."""
+    factory = table.get(kind if kind is not None else default)
+    if factory is None:
+        raise ValueError(f"{section}.kind {kind!r}: not one of {', '.join(table)}")
+    return factory
+
+
+@dataclass
+class ArmRuntime:
+    """Per-arm components that survive across phases (models load once)."""
+
+    config: ArmConfig
+    encoder: Encoder
+    chunk_counter: TokenCounter
+    chunker: Chunker
+    retrievers: Retrievers
+    reranker: Reranker
+    generator: Generator
+    offsets_cache: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def count_tokens(self) -> Callable[[str], int]:
+        """The evidence budget's tokenizer: the generator's own."""
+        return self.generator.count_tokens
+
+    def describe(self) -> dict:
+        return {
+            "embedding": self.encoder.describe(),
+            "chunk_tokenizer": self.chunk_counter.describe(),
+            "reranker": self.reranker.describe(),
+            "generator": self.generator.describe(),
+        }
+
+
+def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]) -> ArmRuntime:
+    emb = cfg.embedding
+    encoder = encoder_factory(emb.get("model"), int(emb.get("batch_size", 64)))
+    counter = TokenCounter(emb.get("model"))
+    parts = (cfg, encoder, counter)
+    chunker = _choose(CHUNKERS, "chunker", cfg.chunker.get("kind"), "token")(*parts)
+    generator = _choose(GENERATORS, "generator", cfg.generator.get("kind"), "extractive")(*parts)
+    reranker = _choose(RERANKERS, "rerank", cfg.rerank.get("kind"), "none")(*parts)
+    return ArmRuntime(cfg, encoder, counter, chunker, build_retrievers(cfg, encoder), reranker, generator)

@@ -1,0 +1,252 @@
+"""The cascade's seams: what each stage takes and what it returns, as plain dataclasses.
+
+Modelled on Haystack's components: a stage declares its inputs and outputs, and the
+orchestration (:mod:`.cascade`) only wires outputs to inputs. Four seams hold replaceable
+components, chosen per arm by configuration kind (:mod:`.runtime`); each is a Protocol, so
+any object with these methods fits (a later change plugs user stages in here):
+
+    Chunker    one source, its tokenizer offsets, a phase offset -> units and the cuts made
+    Retriever  a phase's units -> a RetrieverIndex;  questions -> one Ranked list per question
+    Reranker   a question and candidate units (with their fused scores) -> one score per unit
+    Generator  a question and labelled context blocks -> GenerationResult (answer text,
+               abstention, cited block labels), plus the token count the budget is measured in
+
+The rest of this module names the outputs of the fixed stages between them (union, fusion,
+rerank order, selection, the two packed views, generation, verdicts) and the support flags
+computed over them, so that the ledger rows are assembled from one typed trace per question
+(:mod:`.record`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.inputs.sources import Source
+from ledgerscope.pipeline.chunk import Boundaries
+from ledgerscope.pipeline.config import Phase
+from ledgerscope.pipeline.prompt import ContextBlock, GenerationResult
+from ledgerscope.pipeline.select import Packed
+from ledgerscope.pipeline.units import Unit
+
+__all__ = [
+    "Chunker",
+    "ContextBlock",
+    "Embedder",
+    "Fused",
+    "Generated",
+    "GenerationResult",
+    "Generator",
+    "Merged",
+    "PhaseIndex",
+    "QuestionTrace",
+    "Ranked",
+    "Reranked",
+    "Reranker",
+    "Retrieved",
+    "Retriever",
+    "RetrieverIndex",
+    "Selected",
+    "Support",
+    "Verdicts",
+    "Views",
+]
+
+
+# --- plain data crossing the replaceable seams ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One retriever's answer to one question, best first.
+
+    ``indices`` are positions in the unit list the index was built over (so equal-scored
+    units keep a deterministic order); ``scores`` align with them, higher is better.
+    """
+
+    indices: list[int]
+    scores: list[float]
+
+    def pairs(self) -> list[tuple[int, float]]:
+        return list(zip(self.indices, self.scores, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    """Cuts one source into units at one phase (code-point intervals with their token ranges)."""
+
+    def chunk(
+        self, source: Source, offsets: Sequence[tuple[int, int]], phase_offset: int
+    ) -> tuple[list[Unit], Boundaries]: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text to L2-normalised vectors, one row per text (the dense retrievers' model)."""
+
+    def vectors(self, texts: list[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class RetrieverIndex(Protocol):
+    """A retriever's index over one phase's units."""
+
+    def search(self, questions: Sequence[str]) -> list[Ranked]: ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Builds a fresh index for every phase (the units move with the boundaries)."""
+
+    def build_index(self, units: Sequence[Unit]) -> RetrieverIndex: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores a candidate list against the question; the cascade sorts by these scores."""
+
+    def score_candidates(
+        self, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+    ) -> Sequence[float]: ...
+
+    def describe(self) -> dict: ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Answers from labelled blocks; ``count_tokens`` is the tokenizer the evidence budget uses."""
+
+    def generate(self, question: str, blocks: list[ContextBlock]) -> GenerationResult: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def describe(self) -> dict: ...
+
+
+# --- what the fixed stages hand on ----------------------------------------------------------
+
+
+@dataclass
+class PhaseIndex:
+    """One arm at one phase, chunked and indexed: the input every question starts from."""
+
+    arm: str
+    phase: Phase
+    units: list[Unit]
+    boundaries: list[Boundaries]
+    by_doc: dict[str, list[Unit]]
+    bm25: RetrieverIndex
+    dense_exact: RetrieverIndex
+    dense_ann: RetrieverIndex
+    config_digest: str = ""
+    _all_intervals: dict | None = None
+
+    @property
+    def all_intervals(self) -> dict:
+        """Every unit's interval grouped by document, computed once per phase."""
+        if self._all_intervals is None:
+            from ledgerscope.pipeline.support import intervals_by_doc
+
+            self._all_intervals = intervals_by_doc(self.units)
+        return self._all_intervals
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The three retrievers' lists for one question (all recorded; bm25 + ANN are production)."""
+
+    bm25: Ranked
+    dense_exact: Ranked
+    dense_ann: Ranked
+
+
+@dataclass(frozen=True)
+class Merged:
+    """Union of the production lists, one unit per source interval, with who found it."""
+
+    units: list[Unit]
+    lineage: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Fused:
+    """The whole fused list (recorded) and its head, the reranker's input."""
+
+    ranked: list[tuple[int, float]]
+    head: list[Unit]
+    head_scores: list[float]
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """The head in reranked order (recorded whole) and the part kept for selection."""
+
+    units: list[Unit]
+    scores: list[float]
+    kept: list[Unit]
+    depth: int
+
+
+@dataclass(frozen=True)
+class Selected:
+    """Visible reranked units, expanded with neighbours when configured; what expansion dropped."""
+
+    units: list[Unit]
+    dropped: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Views:
+    """The primary packing (by the configured mode) and the secondary (the other mode)."""
+
+    primary: Packed
+    secondary: Packed
+
+
+@dataclass(frozen=True)
+class Generated:
+    """The generator's result with its citation labels resolved to packed units."""
+
+    result: GenerationResult
+    citations: list[dict]
+    cited: list[Unit]
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    answer: str
+    answer_reason: str
+    citation: str
+    citation_reason: str
+
+
+@dataclass(frozen=True)
+class Support:
+    """Per-stage support flags (None for unanswerable questions) and the packed set's coverage."""
+
+    flags: dict[str, bool | None]
+    covered_set: int | None
+    single_unit_complete: bool | None
+    gold_status: str
+
+
+@dataclass(frozen=True)
+class QuestionTrace:
+    """Everything one question produced on its way down the cascade."""
+
+    fixture: Fixture
+    retrieved: Retrieved
+    merged: Merged
+    fused: Fused
+    reranked: Reranked
+    selected: Selected
+    views: Views
+    generated: Generated
+    verdicts: Verdicts

@@ -141,3 +141,11 @@ def test_replaced_stages_flow_through_to_the_ledger_rows(phase_inputs):
     # the record row is built in one place, with exactly the ledger's columns
     for rec in records + plain_records:
         assert sorted(rec) == sorted(f.name for f in schema.RECORDS)
+
+
+def test_every_kind_names_a_factory_that_exists():
+    from ledgerscope.pipeline import kinds
+
+    for table in (kinds.CHUNKERS, kinds.RERANKERS, kinds.GENERATORS):
+        for kind, entry in table.items():
+            assert callable(kinds.resolve(entry)), kind

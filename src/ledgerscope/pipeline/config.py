@@ -83,7 +83,7 @@ clearance = []           # labels this reader holds; a source is visible when al
 """
 
 # The kinds of the replaceable stages (chunker, rerank, generator) are the keys of their factory
-# tables in .runtime, read by check_arm: a new kind is added there only.
+# tables in .kinds, read by check_arm: a new kind is added there only.
 _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
 _SELECTION = ("budget", "top-k")
@@ -222,11 +222,11 @@ def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
 
 def check_arm(cfg: ArmConfig, where: str) -> None:
     """Validate an arm; every problem found is reported in one InputError."""
-    from ledgerscope.pipeline import runtime
+    from ledgerscope.pipeline import kinds
 
     # tuples, not the tables: a wrongly typed (unhashable) kind is a problem to report, not a TypeError
-    chunkers, rerankers, generators = (tuple(t) for t in (runtime.CHUNKERS, runtime.RERANKERS,
-                                                          runtime.GENERATORS))
+    chunkers, rerankers, generators = (tuple(t) for t in (kinds.CHUNKERS, kinds.RERANKERS,
+                                                          kinds.GENERATORS))
     p: list[Problem] = []
 
     def need(cond: bool, key: str, reason: str) -> None:

@@ -26,7 +26,6 @@ from ledgerscope.ledger.layout import layout_for
 from ledgerscope.ledger.read import connect, sources_corpus
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.cascade import build_phase, run_questions
-from ledgerscope.pipeline.runtime import build_runtime
 from ledgerscope.pipeline.config import Phase, arm_from_dict
 from ledgerscope.pipeline.encoder import shared_encoder
 from ledgerscope.pipeline.oracle import run_oracle

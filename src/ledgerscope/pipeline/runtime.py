@@ -1,8 +1,8 @@
 """An arm's components, chosen by configuration kind and loaded once for all its phases.
 
-Each replaceable seam (:mod:`.stages`) has one table here from kind to factory; the
-configuration's validation reads the same tables, so a new kind is added in one place.
-A factory gets the arm's configuration, its embedding model and its chunk tokenizer.
+The factories of every kind live here; the tables from kind to factory are :mod:`.kinds`, which the
+configuration's validation reads too, so a new kind is added in one place. A factory gets the
+arm's configuration, its embedding model and its chunk tokenizer.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ledgerscope.pipeline.chunk import SentenceChunker, TokenChunker
 from ledgerscope.pipeline.dense import exact_retriever, hnsw_retriever
 from ledgerscope.pipeline.encoder import Encoder, TokenCounter
 from ledgerscope.pipeline.generate import ExtractiveReader
+from ledgerscope.pipeline.kinds import CHUNKERS, GENERATORS, RERANKERS, resolve
 from ledgerscope.pipeline.lexical import BM25Retriever
 from ledgerscope.pipeline.rerank import MaxSimReranker, PassThroughReranker
 from ledgerscope.pipeline.stages import Chunker, Generator, Reranker, Retriever
@@ -25,34 +26,34 @@ if TYPE_CHECKING:
 Factory = Callable[["ArmConfig", Encoder, TokenCounter], object]
 
 
-def _token_chunker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Chunker:
+def token_chunker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Chunker:
     return TokenChunker(cfg.capacity, cfg.overlap, cfg.edge_policy)
 
 
-def _sentence_chunker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Chunker:
+def sentence_chunker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Chunker:
     return SentenceChunker(cfg.capacity)
 
 
-def _maxsim(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
+def maxsim_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
     return MaxSimReranker(encoder.get, encoder.name)
 
 
-def _cross_encoder(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
+def cross_encoder_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
     from ledgerscope.pipeline.rerank import CrossEncoderReranker
 
     return CrossEncoderReranker(cfg.rerank["model"])
 
 
-def _no_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
+def no_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
     return PassThroughReranker(cfg.rerank.get("kind"))
 
 
-def _extractive(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
+def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
     threshold = float(cfg.generator.get("abstain_threshold", 0.5))
     return ExtractiveReader(encoder.get, counter.count, threshold)
 
 
-def _endpoint(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
+def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
     from ledgerscope.pipeline.endpoint import EndpointGenerator
 
     g = cfg.generator
@@ -65,12 +66,6 @@ def _endpoint(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Genera
     )
 
 
-#: ``chunker.kind`` -> factory
-CHUNKERS: dict[str, Factory] = {"token": _token_chunker, "sentence": _sentence_chunker}
-#: ``rerank.kind`` -> factory
-RERANKERS: dict[str, Factory] = {"maxsim": _maxsim, "cross-encoder": _cross_encoder, "none": _no_reranker}
-#: ``generator.kind`` -> factory
-GENERATORS: dict[str, Factory] = {"extractive": _extractive, "endpoint": _endpoint}
 
 
 @dataclass
@@ -102,12 +97,12 @@ def build_retrievers(cfg: ArmConfig, encoder: Encoder) -> Retrievers:
     )
 
 
-def _choose(table: dict[str, Factory], section: str, kind: str | None, default: str) -> Factory:
+def _choose(table: dict, section: str, kind: str | None, default: str) -> Factory:
     """The factory for a configured kind (a configuration that names none gets the default)."""
     factory = table.get(kind if kind is not None else default)
     if factory is None:
         raise ValueError(f"{section}.kind {kind!r}: not one of {', '.join(table)}")
-    return factory
+    return resolve(factory)
 
 
 @dataclass

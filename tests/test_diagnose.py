@@ -401,6 +401,8 @@ def test_walk_stops_at_the_losing_step():
     d = run(record("union"), full_stages(union=rows(U_RULE)))
     assert [w["step"] for w in d.walk] == [1, 2, 3, 4, 5]
     assert [w["passed"] for w in d.walk] == [True, True, True, True, False]
+    assert d.walk[-1]["detail"] == "support lost: the deduplicated union (missing: qualifier)"
+    assert d.walk[1]["detail"] == "support kept: the chunked units"
 
 
 # ---------------------------------------------------------------------------

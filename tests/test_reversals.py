@@ -54,11 +54,11 @@ def test_reversals_from_rows():
 
 def test_phases_are_listed_by_offset_then_label_and_a_missing_offset_is_zero():
     rows = [rec("a", "9", 1, "q", True, "correct"), rec("a", "b", None, "q", False, "wrong"),
-            rec("a", "1", 1, "q", False, "wrong"), rec("a", "a", 0, "q", True, "correct"),
-            rec("a", "12", 12, "q", True, "correct")]
+            rec("a", "7", 1, "q", False, "wrong"), rec("a", "a", 0, "q", True, "correct"),
+            rec("a", "12", 12, "q", True, "correct"), rec("a", "1", 1, "q", True, "correct")]
     (support, answer) = reversals_from_rows(rows)
-    assert support["phases"] == {"kept": ["a", "9", "12"], "lost": ["b", "1"]}
-    assert answer["phases"] == {"correct": ["a", "9", "12"], "wrong": ["b", "1"]}
+    assert support["phases"] == {"kept": ["a", "1", "9", "12"], "lost": ["b", "7"]}  # 1 and 9 share offset 1
+    assert answer["phases"] == {"correct": ["a", "1", "9", "12"], "wrong": ["b", "7"]}
 
 
 def test_a_single_phase_reverses_nothing():

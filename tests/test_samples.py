@@ -39,6 +39,7 @@ def _digest(rows: list[dict], table: str) -> dict:
 
 def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
     """Units and boundaries rows re-derived by chunking the ledger's sources with its arms' configs."""
+    from ledgerscope.pipeline import kinds
     from ledgerscope.pipeline.cascade import ArmRuntime, chunk_phase
     from ledgerscope.pipeline.config import arm_from_dict
     from ledgerscope.pipeline.encoder import TokenCounter
@@ -48,7 +49,8 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
     for name, entry in manifest["arms"].items():
         cfg = arm_from_dict(entry["config"])
         counter = TokenCounter(cfg.embedding["model"])
-        rt = ArmRuntime(cfg, None, counter, counter.count, None)
+        chunker = kinds.resolve(kinds.CHUNKERS[cfg.chunker.get("kind", "token")])(cfg, None, counter)
+        rt = ArmRuntime(cfg, None, counter, chunker, None, None, None)  # chunking needs no model
         phases = cfg.phase_list()
         assert [(p.label, p.offset) for p in phases] == [(p["label"], p["offset"]) for p in entry["phases"]]
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]

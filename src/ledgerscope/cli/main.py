@@ -183,6 +183,17 @@ def import_contractnli_cmd(
     _print_import(report)
 
 
+# Options several commands share, written once (the same spelling and help everywhere).
+BaselineLedgerOption = Annotated[Path | None, typer.Option(
+    "--baseline-ledger", help="A second ledger holding the baseline arm.")]
+ResamplesOption = Annotated[int | None, typer.Option(
+    "--n-resamples", help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different "
+                          "value is an error).")]
+SeedOption = Annotated[int | None, typer.Option(
+    "--seed", help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an "
+                   "error).")]
+
+
 def _say(console, text: str) -> None:
     """Print untrusted text literally: escapes shown, never markup."""
     from rich.text import Text
@@ -256,16 +267,11 @@ def compare(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (holds the candidate arm).")],
     candidate: Annotated[str, typer.Option("--candidate", help="Candidate arm name.")],
     baseline: Annotated[str, typer.Option("--baseline", help="Baseline arm name.")],
-    baseline_ledger: Annotated[Path | None, typer.Option(
-        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    baseline_ledger: BaselineLedgerOption = None,
     rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    n_resamples: Annotated[int | None, typer.Option(
-        help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different value is an "
-             "error).")] = None,
-    seed: Annotated[int | None, typer.Option(
-        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an "
-             "error).")] = None,
+    n_resamples: ResamplesOption = None,
+    seed: SeedOption = None,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
     import os
@@ -441,8 +447,7 @@ def open_ledger(
     baseline: Annotated[str | None, typer.Option("--baseline", help=_OPEN_BASELINE_HELP)] = None,
     candidate: Annotated[str | None, typer.Option(
         "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first).")] = None,
-    baseline_ledger: Annotated[Path | None, typer.Option(
-        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    baseline_ledger: BaselineLedgerOption = None,
     baseline_arm: Annotated[str | None, typer.Option(
         "--baseline-arm", help="Deprecated spelling of --baseline ARM.")] = None,
     rule: Annotated[Path | None, typer.Option(
@@ -476,15 +481,10 @@ def report(
     candidate: Annotated[str, typer.Option("--candidate", help="Candidate arm name.")],
     baseline: Annotated[str, typer.Option("--baseline", help="Baseline arm name.")],
     out: Annotated[Path, typer.Option("--out", help="The HTML file to write (replaced whole).")],
-    baseline_ledger: Annotated[Path | None, typer.Option(
-        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    baseline_ledger: BaselineLedgerOption = None,
     rule: Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")] = None,
-    n_resamples: Annotated[int | None, typer.Option(
-        help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different value is an "
-             "error).")] = None,
-    seed: Annotated[int | None, typer.Option(
-        help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an "
-             "error).")] = None,
+    n_resamples: ResamplesOption = None,
+    seed: SeedOption = None,
     include_restricted: Annotated[bool, typer.Option(
         "--include-restricted", help="Include the text of restricted documents (access labels); by default "
                                      "only their ids, offsets and digests.")] = False,
@@ -535,8 +535,7 @@ def serve(
                                "forwarding.")] = False,
     candidate: Annotated[str | None, typer.Option("--candidate", help="Candidate arm (as for open).")] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline arm (as for open).")] = None,
-    baseline_ledger: Annotated[Path | None, typer.Option(
-        "--baseline-ledger", help="A second ledger holding the baseline arm.")] = None,
+    baseline_ledger: BaselineLedgerOption = None,
     rule: Annotated[Path | None, typer.Option(
         "--rule", help="Release rule (TOML) for the Stats pane.")] = None,
     theme: Annotated[str | None, typer.Option("--theme", help="Theme (as for open).")] = None,

@@ -117,13 +117,15 @@ def load_survival(node: DOMNode, session: LedgerSession, role: str) -> None:
     node.run_worker(load, thread=True, exclusive=True, group="survival")
 
 
-def load_comparison(node: DOMNode, session: LedgerSession, n_resamples: int, rule: str | Path | None) -> None:
+def load_comparison(
+    node: DOMNode, session: LedgerSession, n_resamples: int, seed: int, rule: str | Path | None
+) -> None:
     """The paired comparison (and with ``rule`` the release decision), in a thread worker;
     :class:`~.messages.StatsLoaded` to ``node``."""
 
     def load() -> None:
         try:
-            comparison, decision = session.compare(n_resamples, 0, rule)
+            comparison, decision = session.compare(n_resamples, seed, rule)
         except Exception as exc:  # a rule problem or a mismatch between arms: shown in the pane
             node.post_message(msg.StatsLoaded(None, None, f"{type(exc).__name__}: {exc}"))
             return

@@ -25,6 +25,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.bindings import BROWSE_BINDINGS
@@ -44,13 +45,19 @@ from ledgerscope.tui.panes import (
 from ledgerscope.tui.render import Palette
 from ledgerscope.tui.render_source import SOURCE_STAGES
 from ledgerscope.tui.render_summary import title_text
+from ledgerscope.tui.screens.integrity import IntegrityScreen, start_checks
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.queries_panel import QueriesPanel
 from ledgerscope.tui.widgets.query_list import QueryList
+from ledgerscope.tui.widgets.question_line import QuestionLine
 from ledgerscope.tui.widgets.status_line import StatusLine
 
 #: under this many columns one pane shows at a time
 NARROW_WIDTH = 100
+#: what the status line says while the ledger's checks run
+CHECKS_BUSY = "verifying ledger"
+#: in place of the list and panes once the checks failed
+UNTRUSTED_NOTE = "✗ the ledger failed its integrity checks: nothing it holds is shown (q quits)"
 
 
 class MainScreen(Screen):
@@ -75,20 +82,22 @@ class MainScreen(Screen):
     busy: var[frozenset[str]] = var(frozenset(), init=False)
     show_list: var[bool] = var(True, init=False)  # narrow terminals: the list, or a detail pane
     previous_tab: var[str] = var("grid", init=False)  # where ``c`` returns to
+    trust: var[str] = var("checking", init=False)  # the ledger's checks: checking, verified, failed
 
     def __init__(
         self,
         session: LedgerSession,
         *,
         rule: str | Path | None = None,
-        n_resamples: int = 2000,
+        n_resamples: int = DEFAULT_N_RESAMPLES,
+        seed: int = DEFAULT_SEED,
         tune_gc: bool = True,
         started: float | None = None,
     ) -> None:
         super().__init__()
         self.session = session
         self.rule = rule
-        self.n_resamples = n_resamples
+        self.n_resamples, self.seed = n_resamples, seed
         self.tune_gc = tune_gc
         self.set_reactive(MainScreen.phase, session.phases[0] if session.phases else "")
         self.reruns: dict[tuple[str, str, str], msg.RerunDone] = {}  # results, kept for the session
@@ -96,6 +105,7 @@ class MainScreen(Screen):
         self._timer = MoveTimer()
         self._records = RecordFeed(self, session)
         self._pending_detail = False  # a record is wanted once its list page arrives
+        self._stats_waiting = False  # the stats pane was asked for before the checks passed
 
     # -- layout --------------------------------------------------------------
 
@@ -104,6 +114,8 @@ class MainScreen(Screen):
         with Horizontal(id="main"):
             yield QueriesPanel(self.session, id="left")
             yield from compose_detail_panes()
+        yield Static(Text(UNTRUSTED_NOTE), id="untrusted")
+        yield QuestionLine(id="question")
         yield Input(id="search", placeholder="search qid or question text (enter: find; n/N: next/previous)")
         yield Input(
             id="filterbar", placeholder="DuckDB predicate, as export --where: step = 8 AND NOT support_packed"
@@ -143,6 +155,32 @@ class MainScreen(Screen):
         self._apply_layout()
         self._set_busy("open", True)
         self.query_one(QueriesPanel).load(self.role, self.filters, opening=True)
+
+    # -- the ledger's integrity checks ---------------------------------------
+
+    def _start_checks(self) -> None:
+        self._set_busy(CHECKS_BUSY, True)
+        start_checks(self, self.session)
+
+    def on_checks_done(self, m: msg.ChecksDone) -> None:
+        """Passed: the ledger is verified (a stats pane asked for meanwhile starts). Failed: what was
+        painted is hidden, every browsing action refused, and the blocking screen shown."""
+        self._set_busy(CHECKS_BUSY, False)
+        self.timings["checks"] = time.perf_counter() - self._t0
+        if m.problems:
+            self.trust = "failed"
+            self.add_class("-untrusted")
+            self.detail = None  # the record read before the checks failed is dropped too
+            self.app.push_screen(IntegrityScreen(str(self.session.ledger), m.problems))
+            return
+        self.trust = "verified"
+        if self._stats_waiting:
+            self._stats_waiting = False
+            self._start_stats()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A ledger that failed its checks: nothing to browse, no key or command does anything here."""
+        return self.trust != "failed"
 
     def _palette_changed(self, palette: Palette) -> None:
         self.query_list.palette = palette
@@ -186,6 +224,7 @@ class MainScreen(Screen):
         self.busy = self.busy - {"open", "list"}
         if self.focused is None:
             ql.focus()
+        self._show_question()
         if self.timings["first_list"] is None:
             # the first screen paints before anything else competes for the CPU
             self.call_after_refresh(self._mark_first_list)
@@ -195,6 +234,7 @@ class MainScreen(Screen):
     def _mark_first_list(self) -> None:
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
+            self._start_checks()  # painted before they finish; nothing is trusted until they pass
             self._request_detail()
             load_summaries(self, self.session, self.role)
             if self.tune_gc:
@@ -209,6 +249,7 @@ class MainScreen(Screen):
         err.display = True
         if m.opening:
             self.notify(safe(m.error), severity="error", markup=False)
+            self._start_checks()  # a ledger that does not open: its checks say where and why
 
     def on_summary_loaded(self, m: msg.SummaryLoaded) -> None:
         self.choices = m.choices
@@ -221,6 +262,7 @@ class MainScreen(Screen):
         """The panel put the page in the list (it handled the message first)."""
         if self._pending_detail:
             self._request_detail()
+        self._show_question()
         self.query_one(PhaseGrid).refresh()
 
     @on(QueryList.Scrolled)
@@ -232,9 +274,15 @@ class MainScreen(Screen):
 
     @on(QueryList.CursorMoved)
     def _cursor_moved(self, m: QueryList.CursorMoved) -> None:
+        self._show_question()
         self._request_detail()
         if self._active_tab() == "grid":
             follow_grid(self)
+
+    def _show_question(self) -> None:
+        """The selected question's id and text on the line under the panes (what was asked, at a glance)."""
+        row = self.query_list.current
+        self.query_one(QuestionLine).row = (row.qid, row.question) if row is not None else None
 
     def _request_detail(self) -> None:
         row = self.query_list.current
@@ -250,7 +298,7 @@ class MainScreen(Screen):
             self._set_busy("detail", True)
 
     def on_detail_loaded(self, m: msg.DetailLoaded) -> None:
-        if m.key != self._records.wanted:
+        if m.key != self._records.wanted or self.trust == "failed":
             return
         self._set_busy("detail", False)
         if m.error:
@@ -337,10 +385,14 @@ class MainScreen(Screen):
             no_baseline = "paired comparison: no baseline arm (open with --baseline or --baseline-arm)"
             self.stats = StatsState(no_baseline)
             return
-        n = "the rule's" if self.rule else str(self.n_resamples)
-        self.stats = StatsState(f"⟳ computing the paired bootstrap ({n} resamples)…", running=True)
+        if self.trust != "verified":  # no decision from rows not yet verified
+            self._stats_waiting = True
+            self.stats = StatsState("⟳ waiting for the ledger's integrity checks…")
+            return
+        n = "the rule's settings" if self.rule else f"{self.n_resamples} resamples, seed {self.seed}"
+        self.stats = StatsState(f"⟳ computing the paired bootstrap ({n})…", running=True)
         self._set_busy("stats", True)
-        load_comparison(self, self.session, self.n_resamples, self.rule)
+        load_comparison(self, self.session, self.n_resamples, self.seed, self.rule)
 
     def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
         self._set_busy("stats", False)

@@ -34,8 +34,8 @@ from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
 from ledgerscope.tui.model import Detail, Filters, StatsState
 from ledgerscope.tui.panes import (
     TABS,
+    DetailPanes,
     PaneView,
-    compose_detail_panes,
     draw_pane,
     follow_grid,
     load_comparison,
@@ -113,7 +113,7 @@ class MainScreen(Screen):
         yield Static(id="title")
         with Horizontal(id="main"):
             yield QueriesPanel(self.session, id="left")
-            yield from compose_detail_panes()
+            yield DetailPanes(id="detail")  # built right after the first paint
         yield Static(Text(UNTRUSTED_NOTE), id="untrusted")
         yield QuestionLine(id="question")
         yield Input(id="search", placeholder="search qid or question text (enter: find; n/N: next/previous)")
@@ -131,7 +131,7 @@ class MainScreen(Screen):
             MainScreen.matches,
             MainScreen.filters,
         )
-        yield Footer()
+        # the Footer (a widget per key, rebuilt on every focus change) mounts after the first paint
 
     @property
     def palette(self) -> Palette:
@@ -235,12 +235,21 @@ class MainScreen(Screen):
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
             self._start_checks()  # painted before they finish; nothing is trusted until they pass
+            self.call_later(self._build_panes)
             self._request_detail()
             load_summaries(self, self.session, self.role)
             if self.tune_gc:
                 # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
                 gc.collect()
                 gc.freeze()
+
+    async def _build_panes(self) -> TabbedContent:
+        """The detail panes and the Footer (a widget per key, rebuilt on each focus change): what the
+        first frame goes without, so that it shows the list sooner; built once."""
+        panes = self.query_one(DetailPanes)
+        if not panes.built:
+            self.mount(Footer())
+        return await panes.build()
 
     def on_list_failed(self, m: msg.ListFailed) -> None:
         self.busy = self.busy - {"open", "list"}
@@ -250,6 +259,7 @@ class MainScreen(Screen):
         if m.opening:
             self.notify(safe(m.error), severity="error", markup=False)
             self._start_checks()  # a ledger that does not open: its checks say where and why
+            self.call_later(self._build_panes)
 
     def on_summary_loaded(self, m: msg.SummaryLoaded) -> None:
         self.choices = m.choices
@@ -263,7 +273,8 @@ class MainScreen(Screen):
         if self._pending_detail:
             self._request_detail()
         self._show_question()
-        self.query_one(PhaseGrid).refresh()
+        for grid in self.query(PhaseGrid):
+            grid.refresh()
 
     @on(QueryList.Scrolled)
     def _list_scrolled(self) -> None:
@@ -338,7 +349,8 @@ class MainScreen(Screen):
     # -- the panes -----------------------------------------------------------
 
     def _active_tab(self) -> str:
-        return self.query_one(TabbedContent).active or "grid"
+        tabs = self.query_one(DetailPanes).tabs
+        return (tabs.active if tabs is not None else "") or "grid"
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id or ""
@@ -351,7 +363,7 @@ class MainScreen(Screen):
 
     def _refresh_panes(self, all_panes: bool = False) -> None:
         """Draw the active pane (every pane after a theme change); the others draw when shown."""
-        if not self.is_mounted:
+        if not self.is_mounted or self.query_one(DetailPanes).tabs is None:
             return
         tabs = [*TABS, "compare"] if all_panes else [self._active_tab()]
         if "diagnosis" in tabs and self.detail is not None and self.role not in self.survival:
@@ -444,16 +456,16 @@ class MainScreen(Screen):
 
     # -- actions: what is shown ----------------------------------------------
 
-    def action_pane(self, number: int) -> None:
+    async def action_pane(self, number: int) -> None:
         if number == 1:
             self.show_list = True
             self.query_list.focus()
             return
         self.show_list = False
-        self.query_one(TabbedContent).active = TABS[number - 2]
+        (await self._build_panes()).active = TABS[number - 2]
 
-    def action_toggle_compare(self) -> None:
-        tabs = self.query_one(TabbedContent)
+    async def action_toggle_compare(self) -> None:
+        tabs = await self._build_panes()
         if tabs.active == "compare":
             self.compare = False
             tabs.active = self.previous_tab if self.previous_tab != "compare" else "grid"
@@ -463,14 +475,15 @@ class MainScreen(Screen):
         if self.size.width < NARROW_WIDTH:
             self.show_list = False
 
-    def action_source_stage(self) -> None:
+    async def action_source_stage(self) -> None:
         i = SOURCE_STAGES.index(self.source_stage)
-        if self._active_tab() != "source":
-            self.query_one(TabbedContent).active = "source"
+        tabs = await self._build_panes()
+        if tabs.active != "source":
+            tabs.active = "source"
         self.source_stage = SOURCE_STAGES[(i + 1) % len(SOURCE_STAGES)]
 
-    def action_stats(self) -> None:
-        self.action_pane(TABS.index("stats") + 2)
+    async def action_stats(self) -> None:
+        await self.action_pane(TABS.index("stats") + 2)
         self._start_stats()
         self._refresh_panes()
 

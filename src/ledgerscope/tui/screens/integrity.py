@@ -26,6 +26,10 @@ from ledgerscope.tui.data import LedgerSession
 
 #: at most this many problems are listed on the screen (``ledgerscope diagnose`` lists them all)
 SHOWN_PROBLEMS = 40
+#: what the status line says while the checks run
+CHECKS_BUSY = "verifying ledger"
+#: in place of the list and panes once the checks failed
+UNTRUSTED_NOTE = "✗ the ledger failed its integrity checks: nothing it holds is shown (q quits)"
 
 
 def start_checks(node: DOMNode, session: LedgerSession) -> None:

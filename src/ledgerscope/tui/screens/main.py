@@ -31,7 +31,7 @@ from ledgerscope.tui import messages as msg
 from ledgerscope.tui.bindings import BROWSE_BINDINGS
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
-from ledgerscope.tui.model import Detail, Filters, StatsState
+from ledgerscope.tui.model import Detail, Filters, StatsState, next_match
 from ledgerscope.tui.panes import (
     TABS,
     DetailPanes,
@@ -45,7 +45,8 @@ from ledgerscope.tui.panes import (
 from ledgerscope.tui.render import Palette
 from ledgerscope.tui.render_source import SOURCE_STAGES
 from ledgerscope.tui.render_summary import title_text
-from ledgerscope.tui.screens.integrity import IntegrityScreen, start_checks
+from ledgerscope.tui.screens import dialogs
+from ledgerscope.tui.screens.integrity import CHECKS_BUSY, UNTRUSTED_NOTE, IntegrityScreen, start_checks
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.queries_panel import QueriesPanel
 from ledgerscope.tui.widgets.query_list import QueryList
@@ -54,10 +55,6 @@ from ledgerscope.tui.widgets.status_line import StatusLine
 
 #: under this many columns one pane shows at a time
 NARROW_WIDTH = 100
-#: what the status line says while the ledger's checks run
-CHECKS_BUSY = "verifying ledger"
-#: in place of the list and panes once the checks failed
-UNTRUSTED_NOTE = "✗ the ledger failed its integrity checks: nothing it holds is shown (q quits)"
 
 
 class MainScreen(Screen):
@@ -106,6 +103,8 @@ class MainScreen(Screen):
         self._records = RecordFeed(self, session)
         self._pending_detail = False  # a record is wanted once its list page arrives
         self._stats_waiting = False  # the stats pane was asked for before the checks passed
+        self._checks_started = False
+        self._settled = False  # the work after the first screen was started
 
     # -- layout --------------------------------------------------------------
 
@@ -153,19 +152,23 @@ class MainScreen(Screen):
         self.watch(self.app, "palette", self._palette_changed, init=False)
         self.query_one("#title", Static).update(title_text(self.session))
         self._apply_layout()
-        self._set_busy("open", True)
+        self.set_busy("open", True)
         self.query_one(QueriesPanel).load(self.role, self.filters, opening=True)
 
     # -- the ledger's integrity checks ---------------------------------------
 
     def _start_checks(self) -> None:
-        self._set_busy(CHECKS_BUSY, True)
+        """Once: the checks in a worker (``ChecksDone`` comes back)."""
+        if self._checks_started:
+            return
+        self._checks_started = True
+        self.set_busy(CHECKS_BUSY, True)
         start_checks(self, self.session)
 
     def on_checks_done(self, m: msg.ChecksDone) -> None:
         """Passed: the ledger is verified (a stats pane asked for meanwhile starts). Failed: what was
         painted is hidden, every browsing action refused, and the blocking screen shown."""
-        self._set_busy(CHECKS_BUSY, False)
+        self.set_busy(CHECKS_BUSY, False)
         self.timings["checks"] = time.perf_counter() - self._t0
         if m.problems:
             self.trust = "failed"
@@ -200,13 +203,13 @@ class MainScreen(Screen):
         self.set_class(narrow and self.show_list, "-show-list")
         self.set_class(narrow and not self.show_list, "-show-detail")
 
-    def _set_busy(self, what: str, on: bool) -> None:
+    def set_busy(self, what: str, on: bool) -> None:
         self.busy = self.busy | {what} if on else self.busy - {what}
 
     # -- the list ------------------------------------------------------------
 
-    def _rebuild_list(self, filters: Filters) -> None:
-        self._set_busy("list", True)
+    def rebuild_list(self, filters: Filters) -> None:
+        self.set_busy("list", True)
         current = self.query_list.current
         self.query_one(QueriesPanel).load(self.role, filters, current.qid if current else None)
 
@@ -232,24 +235,43 @@ class MainScreen(Screen):
             self._request_detail()
 
     def _mark_first_list(self) -> None:
+        """The first frame (the list) is painted: the record under the cursor, then the rest of the screen."""
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
-            self._start_checks()  # painted before they finish; nothing is trusted until they pass
-            self.call_later(self._build_panes)
             self._request_detail()
-            load_summaries(self, self.session, self.role)
-            if self.tune_gc:
-                # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
-                gc.collect()
-                gc.freeze()
+            if self.query_one(DetailPanes).built:  # a key asked for a pane before the list came
+                self._after_first_screen()
+            else:
+                self.call_later(self._build_panes)
 
     async def _build_panes(self) -> TabbedContent:
         """The detail panes and the Footer (a widget per key, rebuilt on each focus change): what the
         first frame goes without, so that it shows the list sooner; built once."""
         panes = self.query_one(DetailPanes)
-        if not panes.built:
-            self.mount(Footer())
-        return await panes.build()
+        if panes.built:
+            return await panes.build()
+        self.mount(Footer())
+        tabs = await panes.build()
+        self.call_after_refresh(self._panes_painted)
+        return tabs
+
+    def _panes_painted(self) -> None:
+        self.timings["panes"] = time.perf_counter() - self._t0
+        if self.timings["first_list"] is not None:
+            self._after_first_screen()
+
+    def _after_first_screen(self) -> None:
+        """What waits for the whole first screen, once: the integrity checks (nothing is trusted until
+        they pass), the phase summaries, and the collector frozen."""
+        if self._settled:
+            return
+        self._settled = True
+        self._start_checks()
+        load_summaries(self, self.session, self.role)
+        if self.tune_gc:
+            # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
+            gc.collect()
+            gc.freeze()
 
     def on_list_failed(self, m: msg.ListFailed) -> None:
         self.busy = self.busy - {"open", "list"}
@@ -306,12 +328,12 @@ class MainScreen(Screen):
         if shown and self._records.wanted == key:
             self._timer.finish()
         elif self._records.request(key):
-            self._set_busy("detail", True)
+            self.set_busy("detail", True)
 
     def on_detail_loaded(self, m: msg.DetailLoaded) -> None:
         if m.key != self._records.wanted or self.trust == "failed":
             return
-        self._set_busy("detail", False)
+        self.set_busy("detail", False)
         if m.error:
             self.notify(safe(m.error), severity="error", markup=False)
             return
@@ -403,11 +425,11 @@ class MainScreen(Screen):
             return
         n = "the rule's settings" if self.rule else f"{self.n_resamples} resamples, seed {self.seed}"
         self.stats = StatsState(f"⟳ computing the paired bootstrap ({n})…", running=True)
-        self._set_busy("stats", True)
+        self.set_busy("stats", True)
         load_comparison(self, self.session, self.n_resamples, self.seed, self.rule)
 
     def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
-        self._set_busy("stats", False)
+        self.set_busy("stats", False)
         status = "✗ " + m.error if m.error else self.stats.status
         self.stats = StatsState(status, False, m.comparison, m.decision)
 
@@ -492,7 +514,7 @@ class MainScreen(Screen):
             self.notify("only one arm in this session", markup=False)
             return
         self.role = "baseline" if self.role == "candidate" else "candidate"
-        self._rebuild_list(self.filters)
+        self.rebuild_list(self.filters)
         self.choices = {}
 
     def watch_role(self) -> None:
@@ -502,7 +524,7 @@ class MainScreen(Screen):
 
     def action_toggle_reversal(self) -> None:
         f = self.filters
-        self._rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
+        self.rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
 
     def action_filter_bar(self) -> None:
         bar = self.query_one("#filterbar", Input)
@@ -525,7 +547,7 @@ class MainScreen(Screen):
     def _filter_submitted(self, event: Input.Submitted) -> None:
         # the bar closes when the predicate is valid, and stays open under its error otherwise
         f = self.filters
-        self._rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
+        self.rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
 
     @on(Input.Submitted, "#search")
     def _search_submitted(self, event: Input.Submitted) -> None:
@@ -549,56 +571,19 @@ class MainScreen(Screen):
         self.action_search_next(1, include_current=True)
 
     def action_search_next(self, direction: int, include_current: bool = False) -> None:
-        if not self.matches:
-            return
-        cur = self.query_list.cursor
-        if direction > 0:
-            after = [i for i in self.matches if i > cur or (include_current and i == cur)]
-            target = after[0] if after else self.matches[0]
-        else:
-            before = [i for i in self.matches if i < cur]
-            target = before[-1] if before else self.matches[-1]
-        self._move_to(target)
+        if self.matches:
+            self._move_to(next_match(self.matches, self.query_list.cursor, direction, include_current))
 
     # -- actions: dialogs ----------------------------------------------------
 
     def action_quick_filters(self) -> None:
-        from ledgerscope.tui.screens.filters import FilterScreen
-
-        def apply(result: Filters | None) -> None:
-            if result is not None:
-                self._rebuild_list(result)
-
-        self.app.push_screen(FilterScreen(self.filters, self.choices or {}), apply)
+        dialogs.quick_filters(self)
 
     def action_export(self) -> None:
-        from ledgerscope.tui.screens.export import ExportScreen
-
-        arm = self.session.arms[self.role]
-        self.app.push_screen(ExportScreen(self.session, self.role, arm.ledger, self.predicate))
+        dialogs.export(self)
 
     def action_rerun(self) -> None:
-        from ledgerscope.tui.screens.rerun import RerunScreen, start_rerun
-
-        row = self.query_list.current
-        if row is None:
-            return
-        arm = self.session.arms[self.role]
-        key = (arm.name, row.qid, self.phase)
-        self.app.push_screen(RerunScreen(key))
-        if key in self.reruns:
-            from ledgerscope.tui.screens.rerun import show_rerun
-
-            self.call_after_refresh(show_rerun, self.app, self.reruns[key], self.palette)
-            return
-        self._set_busy("rerun", True)
-        start_rerun(self, arm.ledger, key)
+        dialogs.rerun(self)
 
     def on_rerun_done(self, m: msg.RerunDone) -> None:
-        from ledgerscope.tui.screens.rerun import show_rerun
-
-        self._set_busy("rerun", False)
-        self.reruns[m.key] = m
-        show_rerun(self.app, m, self.palette)
-        state = "failed" if m.error else ("identical" if m.identical else "differs")
-        self.notify(f"re-run {safe(' / '.join(m.key))}: {state}", markup=False)
+        dialogs.rerun_done(self, m)

@@ -8,10 +8,13 @@ that look like markup or carry an escape sequence.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 import threading
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -94,7 +97,12 @@ def status(app) -> str:
 
 
 def screen_text(app) -> str:
-    return app.export_screenshot().replace("&#160;", " ")
+    """The screen as text lines (an SVG screenshot's text runs, joined by row)."""
+    rows: dict[float, list[tuple[float, str]]] = defaultdict(list)
+    for x, y, text in re.findall(r'<text[^>]*x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>',
+                                 app.export_screenshot(), re.S):
+        rows[float(y)].append((float(x), html.unescape(re.sub("<[^>]+>", "", text))))
+    return "\n".join("".join(t for _, t in sorted(r)).replace("\xa0", " ") for _, r in sorted(rows.items()))
 
 
 # -- the integrity checks after the first paint -------------------------------------------------------
@@ -118,6 +126,8 @@ async def test_a_good_ledger_paints_the_list_before_its_checks_finish_then_is_ve
         assert not any(isinstance(s, IntegrityScreen) for s in app.screen_stack)
         assert "verifying" not in status(app) and not app.main.has_class("-untrusted")
         assert app.main.query_one("#main").display and "q000000" in screen_text(app)
+        assert app.main.timings["panes"] >= app.main.timings["first_list"]
+        assert "] Next phase" in screen_text(app)  # the footer follows the first frame
         await pilot.press("j")
         await settle(pilot)
         assert app.main.detail.qid == "q000001"

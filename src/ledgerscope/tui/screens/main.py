@@ -250,7 +250,8 @@ class MainScreen(Screen):
         panes = self.query_one(DetailPanes)
         if panes.built:
             return await panes.build()
-        self.mount(Footer())
+        await self.mount(Footer())
+        self.refresh_bindings()  # a Footer mounted after the focus settled waits for this to show the keys
         tabs = await panes.build()
         self.call_after_refresh(self._panes_painted)
         return tabs

@@ -6,14 +6,14 @@ Each function takes the :class:`~ledgerscope.tui.screens.main.MainScreen` whose 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.model import Filters
 
-if TYPE_CHECKING:
-    from ledgerscope.tui.screens.main import MainScreen
+#: the main screen (not imported: it imports this module)
+MainScreen = Any
 
 
 def quick_filters(screen: MainScreen) -> None:

@@ -145,7 +145,8 @@ async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
         await press(pilot, "7")
         stats = pane(app, "stats")
         assert "paired comparison: candidate minus baseline" in stats and "phase average" in stats
-        assert "segments" in stats and app.main.stats.comparison["settings"]["n_resamples"] == DEFAULT_N_RESAMPLES
+        assert "segments" in stats
+        assert app.main.stats.comparison["settings"]["n_resamples"] == DEFAULT_N_RESAMPLES
         await press(pilot, "2")
         assert app.query_one("TabbedContent").active == "grid"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from ledgerscope.analysis.diagnosis.evidence import span_json
 from ledgerscope.analysis.diagnosis.feed import UNIT_WINDOW, _top_n
 from ledgerscope.analysis.diagnosis.sql.sqltext import lit
-from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
+from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose, recorded_stages
 from ledgerscope.common.sql_tables import columns_table
 from ledgerscope.inputs.fixtures import Fixture
 
@@ -168,6 +168,8 @@ def register_heads(con) -> None:
         flags="VARCHAR",
         walk_pre="VARCHAR",
         walk_post="VARCHAR",
+        recorded="VARCHAR",
+        not_recorded="VARCHAR",
     )
     for key, *values in con.execute(f"SELECT DISTINCT key, {cols} FROM _ls_rec_all").fetchall():
         d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
@@ -175,6 +177,8 @@ def register_heads(con) -> None:
         if 2 <= d.step <= 8:
             walk[-1]["detail"] += SENTINEL
         pre, _, post = json.dumps(walk, ensure_ascii=False).partition(SENTINEL)
+        rec = dict(zip(names, values, strict=True))
+        stages = recorded_stages(rec) if "stages-not-recorded" in d.flags else None
         _add(
             heads,
             key=key,
@@ -184,6 +188,8 @@ def register_heads(con) -> None:
             flags=json.dumps(list(d.flags)),
             walk_pre=pre,
             walk_post=post if 2 <= d.step <= 8 else None,
+            recorded=None if stages is None else json.dumps(stages[0]),
+            not_recorded=None if stages is None else json.dumps(stages[1]),
         )
     columns_table(con, "_ls_head", heads)
 

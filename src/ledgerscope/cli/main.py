@@ -560,6 +560,11 @@ def serve(
     run_server(ledger, host, port, options, allow_remote)
 
 
+from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app it joins
+
+app.command("ingest")(ingest_command)
+
+
 def main() -> None:  # pragma: no cover - console script shim
     app()
 

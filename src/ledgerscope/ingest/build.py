@@ -26,7 +26,7 @@ from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ingest import derive, verdicts
 from ledgerscope.ingest.chunkstore import Chunk, read_chunks
-from ledgerscope.ingest.resolve import Resolution, ResolutionReport, resolve_chunks
+from ledgerscope.ingest.resolve import RESOLVED, UNRESOLVED, Resolution, ResolutionReport, resolve_chunks
 from ledgerscope.ingest.spec import FORMAT, STAGE_ORDER, virtual_recorded
 from ledgerscope.ingest.tables import chunk_table, fixture_tables, trace_tables
 from ledgerscope.ingest.traceformat import Traces, read_traces, unknown_ids
@@ -54,6 +54,8 @@ class IngestOptions:
     chunks_partial: bool = False
     oracle_arm: Path | None = None
     source: str = FORMAT
+    #: why the chunk store is partial, when it is (the report and the manifest say so)
+    partial_reason: str = "the chunk store is declared partial (--chunks-partial)"
 
 
 @dataclass
@@ -69,13 +71,53 @@ class IngestReport:
     claims: Counter = field(default_factory=Counter)
     context_mismatches: int = 0
 
+    def to_json(self) -> dict:
+        return {
+            "ledger": str(self.out), "traces": self.traces,
+            "records": [{"arm": a, "phase": p, "records": n} for (a, p), n in sorted(self.records.items())],
+            "chunks": self.resolution.to_json(), "stages_recorded": self.recorded,
+            "tree_stages_not_recorded": self.not_recorded, "chunked": self.chunked, "oracle": self.oracle,
+            "claims": [{"claim": k, "agrees": a, "records": n} for (k, a), n in sorted(self.claims.items())],
+            "context_text_lacks_a_chunk": self.context_mismatches,
+        }
+
+    def lines(self) -> list[str]:
+        """The report for a terminal."""
+        arms = sorted({a for a, _ in self.records})
+        out = [f"ledger {self.out}: {self.traces} trace(s) -> {sum(self.records.values())} record(s); "
+               + "; ".join(f"{a}: {sum(1 for b, _ in self.records if b == a)} phase(s)" for a in arms)]
+        counts = self.resolution.counts
+        out.append("chunks: " + ", ".join(f"{k} {counts[k]}" for k in (*RESOLVED, *UNRESOLVED) if counts[k]))
+        for status, examples in sorted(self.resolution.examples.items()):
+            docs = {d: c[status] for d, c in self.resolution.per_doc.items() if c[status]}
+            out.append(f"  {status} in {len(docs)} document(s): "
+                       + ", ".join(f"{d} {n}" for d, n in sorted(docs.items())[:8]))
+            out.extend(f"    e.g. {e}" for e in examples)
+        for arm in arms:
+            out.append(f"{arm}: recorded {', '.join(self.recorded[arm])}; chunker output {self.chunked[arm]}")
+            if self.not_recorded[arm]:
+                out.append(f"  not recorded: {', '.join(self.not_recorded[arm])} (the diagnosis walk names them "
+                           "and collapses their steps into the recorded transitions)")
+        out.append(f"oracle: {self.oracle}" + (" (name a generator with --oracle-arm)"
+                                                if self.oracle == "not run" else ""))
+        disagree = {k: n for (k, a), n in self.claims.items() if a == "false"}
+        if self.claims:
+            agree = sum(n for (_, a), n in self.claims.items() if a == "true")
+            out.append(f"producer claims: {agree} agree with ledgerscope's derivation, "
+                       f"{sum(disagree.values())} disagree"
+                       + (": " + ", ".join(f"{k} {n}" for k, n in sorted(disagree.items())) if disagree else ""))
+        if self.context_mismatches:
+            out.append(f"context_text: {self.context_mismatches} record(s) whose literal context lacks a "
+                       "context chunk's text (named in each record's detail)")
+        return out
+
 
 def _digest(path: Path) -> str:
     with path.open("rb") as fh:
         return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def _check_out(out: Path, inputs: list[Path]) -> None:
+def check_out(out: Path, inputs: list[Path]) -> None:
     if out.exists() or out.is_symlink():
         raise InputError(Problem(str(out), None, "out", "already exists; choose a new ledger directory"))
     dst = out.resolve()
@@ -84,15 +126,26 @@ def _check_out(out: Path, inputs: list[Path]) -> None:
             raise InputError(Problem(str(out), None, "out", f"would replace the input {p}"))
 
 
-def read_inputs(opts: IngestOptions) -> tuple[list[Fixture], Corpus, list[Chunk], Traces]:
-    """Fixtures (resolved against the corpus), the chunk store and the traces, all checked."""
+@dataclass
+class Checked:
+    """Inputs read and checked: what the derivation may rely on."""
+
+    fixtures: list[Fixture]
+    corpus: Corpus
+    chunks: list[Chunk]
+    traces: Traces
+    #: the manifest's record of the inputs (names and digests)
+    inputs: dict
+    chunks_file: str
+
+
+def read_fixtures_and_corpus(opts: IngestOptions) -> tuple[list[Fixture], Corpus]:
     base = load_corpus(opts.corpus) if opts.corpus else None
-    fixtures, corpus = load_fixtures(opts.fixtures, base)
-    chunks, problems = read_chunks(opts.chunks, opts.coordinates)
-    traces, trace_problems = read_traces(opts.traces, opts.config)
-    problems += trace_problems
-    if problems:
-        raise InputError(problems)
+    return load_fixtures(opts.fixtures, base)
+
+
+def check_names(traces: Traces, chunks: list[Chunk], fixtures: list[Fixture], fixtures_path: Path) -> None:
+    """Every chunk id a trace names is in the store, every question in the fixtures."""
     problems = unknown_ids(traces, {c.chunk_id for c in chunks})
     known = {f.qid for f in fixtures}
     seen: set[str] = set()
@@ -100,16 +153,32 @@ def read_inputs(opts: IngestOptions) -> tuple[list[Fixture], Corpus, list[Chunk]
         if qid not in known and qid not in seen:
             seen.add(qid)
             problems.append(Problem(traces.file[i], traces.line[i], "qid",
-                                    f"{qid[:80]!r} is not in the fixtures ({opts.fixtures})"))
+                                    f"{qid[:80]!r} is not in the fixtures ({fixtures_path})"))
     if problems:
         raise InputError(problems[:200])
-    return fixtures, corpus, chunks, traces
 
 
-def _unresolved_problems(resolutions: list[Resolution], traces: Traces, path: Path) -> list[Problem]:
+def read_inputs(opts: IngestOptions) -> Checked:
+    """Fixtures (resolved against the corpus), the chunk store and the traces, all checked."""
+    fixtures, corpus = read_fixtures_and_corpus(opts)
+    chunks, problems = read_chunks(opts.chunks, opts.coordinates)
+    traces, trace_problems = read_traces(opts.traces, opts.config)
+    problems += trace_problems
+    if problems:
+        raise InputError(problems)
+    check_names(traces, chunks, fixtures, opts.fixtures)
+    inputs = {
+        "traces": [{"name": p.name, "sha256": _digest(p)} for p in opts.traces],
+        "chunks": {"name": opts.chunks.name, "sha256": _digest(opts.chunks), "partial": opts.chunks_partial},
+        "fixtures": {"name": opts.fixtures.name, "sha256": _digest(opts.fixtures)},
+    }
+    return Checked(fixtures, corpus, chunks, traces, inputs, str(opts.chunks))
+
+
+def _unresolved_problems(resolutions: list[Resolution], traces: Traces, path: str) -> list[Problem]:
     """A chunk a trace names that lies nowhere: the ingest stops (never a guessed interval)."""
     named = set(traces.s_chunk)
-    return [Problem(str(path), r.chunk.line, "text", f"chunk {r.chunk.chunk_id[:80]!r} ({r.status}): {r.note}")
+    return [Problem(path, r.chunk.line, "text", f"chunk {r.chunk.chunk_id[:80]!r} ({r.status}): {r.note}")
             for r in resolutions if not r.resolved and r.chunk.chunk_id in named][:200]
 
 
@@ -129,17 +198,17 @@ def _recorded(traces: Traces) -> dict[str, list[str]]:
     return {a: sorted(s, key=lambda n: (order.get(n, 99), n)) for a, s in sorted(out.items())}
 
 
-def _chunked(arms: list[str], resolutions: list[Resolution], partial: bool) -> dict[str, str]:
+def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None) -> dict[str, str]:
     """Per arm: 'recorded', or why the chunker's output (step 2) is not recorded."""
     out = {}
     for arm in arms:
         bad = [r for r in resolutions if not r.resolved and (r.chunk.configs is None or arm in r.chunk.configs)]
-        out[arm] = ("not recorded: the chunk store is declared partial (--chunks-partial)" if partial else
+        out[arm] = (f"not recorded: {partial}" if partial else
                     f"not recorded: {len(bad)} chunk(s) of the store lie nowhere" if bad else "recorded")
     return out
 
 
-def manifest_for(opts: IngestOptions, arms: dict[str, list[str]], recorded: dict[str, list[str]],
+def manifest_for(opts: IngestOptions, inputs: dict, arms: dict[str, list[str]], recorded: dict[str, list[str]],
                  chunked: dict[str, str], corpus: Corpus, fixtures_digest: str, n_fixtures: int,
                  report: ResolutionReport, oracle: str) -> dict:
     """The ledger's manifest: each config an arm, and how the ledger was ingested."""
@@ -158,12 +227,7 @@ def manifest_for(opts: IngestOptions, arms: dict[str, list[str]], recorded: dict
             "components": {"tokenizer": {"kind": "huggingface-tokenizers", "model": opts.tokenizer},
                            "generator": {"kind": "external", "oracle": oracle}},
         }
-    inputs = {
-        "traces": [{"name": p.name, "sha256": _digest(p)} for p in opts.traces],
-        "chunks": {"name": opts.chunks.name, "sha256": _digest(opts.chunks),
-                   "partial": opts.chunks_partial, "resolution": report.to_json()},
-        "fixtures": {"name": opts.fixtures.name, "sha256": _digest(opts.fixtures)},
-    }
+    inputs = {**inputs, "chunks": {**inputs["chunks"], "resolution": report.to_json()}}
     manifest = {
         "format": schema.FORMAT,
         "ledgerscope_version": __version__,
@@ -222,27 +286,33 @@ def _file_names(paths: list[Path]) -> dict[str, str]:
 
 
 def ingest(opts: IngestOptions, con=None) -> IngestReport:
-    """Run the whole ingest (rules in the module docstring); returns what the CLI reports."""
+    """Run the whole ingest of trace files (rules in the module docstring)."""
+    check_out(opts.out, [*opts.traces, opts.chunks, opts.fixtures, *([opts.corpus] if opts.corpus else [])])
+    return ingest_checked(opts, read_inputs(opts), con)
+
+
+def ingest_checked(opts: IngestOptions, checked: Checked, con=None) -> IngestReport:
+    """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
     import duckdb
 
-    _check_out(opts.out, [*opts.traces, opts.chunks, opts.fixtures, *([opts.corpus] if opts.corpus else [])])
-    fixture_list, corpus, chunks, traces = read_inputs(opts)
-    resolutions = resolve_chunks(chunks, corpus)
+    traces, corpus = checked.traces, checked.corpus
+    resolutions = resolve_chunks(checked.chunks, corpus)
     report = ResolutionReport.of(resolutions)
-    problems = _unresolved_problems(resolutions, traces, opts.chunks)
+    problems = _unresolved_problems(resolutions, traces, checked.chunks_file)
     if problems:
         raise InputError(problems)
-    used = {q for q in traces.qid}
-    fixtures = {f.qid: f for f in fixture_list if f.qid in used}
+    used = set(traces.qid)
+    fixtures = {f.qid: f for f in checked.fixtures if f.qid in used}
     arms = _arms(traces)
     recorded = _recorded(traces)
-    chunked = _chunked(list(arms), resolutions, opts.chunks_partial)
+    chunked = _chunked(list(arms), resolutions, opts.partial_reason if opts.chunks_partial else None)
     con = con or duckdb.connect()
     oracle = "not run"
     if opts.oracle_arm is not None:
         from ledgerscope.ingest.oracle import oracle_rows
 
         oracle = oracle_rows(con, opts.oracle_arm, list(arms), list(fixtures.values()))
+    from ledgerscope.ingest.write import write_ledger
     from ledgerscope.inputs.fixtures import write_fixtures
 
     staging = opts.out.with_name(f".{opts.out.name}.{os.getpid()}.tmp")
@@ -252,12 +322,10 @@ def ingest(opts: IngestOptions, con=None) -> IngestReport:
     try:
         write_fixtures(list(fixtures.values()), staging / "fixtures.jsonl")
         fixtures_digest = _digest(staging / "fixtures.jsonl")
-        manifest = manifest_for(opts, arms, recorded, chunked, corpus, fixtures_digest, len(fixtures),
-                                report, oracle)
+        manifest = manifest_for(opts, checked.inputs, arms, recorded, chunked, corpus, fixtures_digest,
+                                len(fixtures), report, oracle)
         digests = {a: e["config_digest"] for a, e in manifest["arms"].items()}
         derive_all(con, traces, resolutions, fixtures, corpus, opts, arms, chunked, digests)
-        from ledgerscope.ingest.write import write_ledger
-
         counts = write_ledger(con, staging, manifest, arms, corpus)
         os.replace(staging, opts.out)
     except BaseException:

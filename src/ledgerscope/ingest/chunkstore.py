@@ -9,6 +9,7 @@ not trusted here: :mod:`.resolve` verifies them by slicing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,25 +93,33 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
 
 def read_chunks(path: Path, coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
     """Every line of the chunk store checked; (chunks in file order, problems)."""
-    chunks: list[Chunk] = []
     problems: list[Problem] = []
-    first: dict[str, int] = {}
     if coordinates is not None and coordinates not in SYSTEMS:
         return [], [Problem("--coordinates", None, "coordinate_system",
                             f"unknown system {coordinates!r}; known: {', '.join(SYSTEMS)}")]
-    for line, obj in read_objects(path, problems, "chunks"):
+    items = ((str(path), line, obj) for line, obj in read_objects(path, problems, "chunks"))
+    chunks = chunks_from_objects(items, coordinates, problems)
+    if not chunks and not problems:
+        problems.append(Problem(str(path), None, "chunks", "no chunks in the file"))
+    return chunks, problems
+
+
+def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str | None,
+                        problems: list[Problem]) -> list[Chunk]:
+    """Chunk objects (each with where it came from) checked; problems appended."""
+    chunks: list[Chunk] = []
+    first: dict[str, int] = {}
+    for file, line, obj in items:
         if len(problems) > MAX_PROBLEMS:
-            problems.append(Problem(str(path), None, "chunks", "more problems not listed"))
+            problems.append(Problem(file, None, "chunks", "more problems not listed"))
             break
-        chunk = _chunk_problems(obj, str(path), line, coordinates, problems)
+        chunk = _chunk_problems(obj, file, line, coordinates, problems)
         if chunk is None:
             continue
         if chunk.chunk_id in first:
-            problems.append(Problem(str(path), line, "chunk_id", f"duplicate id {chunk.chunk_id[:80]!r} "
+            problems.append(Problem(file, line, "chunk_id", f"duplicate id {chunk.chunk_id[:80]!r} "
                                     f"(first at line {first[chunk.chunk_id]})"))
             continue
         first[chunk.chunk_id] = line
         chunks.append(chunk)
-    if not chunks and not problems:
-        problems.append(Problem(str(path), None, "chunks", "no chunks in the file"))
-    return chunks, problems
+    return chunks

@@ -12,6 +12,7 @@ Chunk ids are checked against the chunk store later (:func:`unknown_ids`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -316,27 +317,39 @@ def cascade_key(order: list[str]):
 
 def read_traces(paths: list[Path], default_config: str | None = None) -> tuple[Traces, list[Problem]]:
     """Every trace of ``paths`` checked; (the traces, the problems). Any problem: nothing is usable."""
-    out = Traces()
     problems: list[Problem] = []
-    first: dict[tuple[str, str, str], tuple[str, int]] = {}
-    for path in paths:
-        for line, obj in read_objects(path, problems, "traces"):
-            if len(problems) > MAX_PROBLEMS:
-                break
-            if not line_problems(obj, str(path), line, default_config, problems):
-                continue
-            config = obj.get("config", default_config)
-            key = (config, obj.get("phase", DEFAULT_PHASE), obj["qid"])
-            if key in first:
-                f, n = first[key]
-                problems.append(Problem(str(path), line, "qid", f"a second trace for config {key[0]!r}, "
-                                        f"phase {key[1]!r}, qid {key[2][:60]!r} (first at {f}:{n})"))
-                continue
-            first[key] = (str(path), line)
-            _add_trace(out, obj, str(path), line, config)
+
+    def objects() -> Iterator[tuple[str, int | None, dict]]:
+        for path in paths:
+            for line, obj in read_objects(path, problems, "traces"):
+                yield str(path), line, obj
+
+    out = traces_from_objects(objects(), default_config, problems)
     if not problems and not len(out):
         problems.append(Problem(", ".join(map(str, paths)), None, "traces", "no traces in the file(s)"))
     return out, _capped(problems)
+
+
+def traces_from_objects(items: Iterable[tuple[str, int | None, dict]], default_config: str | None,
+                        problems: list[Problem]) -> Traces:
+    """Trace objects (each with where it came from) checked into columns; problems appended."""
+    out = Traces()
+    first: dict[tuple[str, str, str], tuple[str, int | None]] = {}
+    for file, line, obj in items:
+        if len(problems) > MAX_PROBLEMS:
+            break
+        if not line_problems(obj, file, line, default_config, problems):
+            continue
+        config = obj.get("config", default_config)
+        key = (config, obj.get("phase", DEFAULT_PHASE), obj["qid"])
+        if key in first:
+            f, n = first[key]
+            problems.append(Problem(file, line, "qid", f"a second trace for config {key[0]!r}, "
+                                    f"phase {key[1]!r}, qid {key[2][:60]!r} (first at {f}:{n})"))
+            continue
+        first[key] = (file, line)
+        _add_trace(out, obj, file, line or 0, config)
+    return out
 
 
 def _capped(problems: list[Problem]) -> list[Problem]:

@@ -50,6 +50,9 @@ def ingest_command(
     start_key: Annotated[str, typer.Option(
         "--start-key", help="openinference: the document metadata key holding its start offset.")
     ] = "start_index",
+    id_key: Annotated[str, typer.Option(
+        "--id-key", help="openinference: the document metadata key holding its chunk id, for documents "
+                         "without document.id.")] = "chunk_id",
     json_out: Annotated[bool, typer.Option("--json", help="Print the ingest report as JSON.")] = False,
 ) -> None:
     """Ingest per-request traces into a standard ledger: every chunk located in its source, every support
@@ -65,7 +68,7 @@ def ingest_command(
         if source == "openinference":
             from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
 
-            report = ingest_spans(opts, SpanKeys(qid_key, doc_key, start_key))
+            report = ingest_spans(opts, SpanKeys(qid_key, doc_key, start_key, id_key))
         else:
             if chunks is None:
                 raise typer.BadParameter("--chunks is required for trace files")

@@ -9,6 +9,8 @@ are flattened first. Spans are grouped by trace id; per trace, declared mapping:
 * ``qid``: the span attribute ``--qid-key``, or that key of a span's
   ``metadata`` (JSON), the first found from the root span down; a trace
   without one is a problem (never guessed from the question text);
+* a document's chunk id is its ``document.id``, else ``metadata[--id-key]``
+  (LangChain's instrumentor records no id), else a digest of its content;
 * RETRIEVER spans (``retrieval.documents.N.document.{id,content,score,metadata}``):
   one retriever is the ``retrieved`` list (what the reranker reads); with a
   RERANKER span as well, the reranker's input documents are that list and the
@@ -68,9 +70,13 @@ FIRST_STAGE = ("bm25", "dense_exact", "dense_ann")
 
 @dataclass(frozen=True)
 class SpanKeys:
+    """Where the mapping finds what OpenInference leaves to the application."""
+
     qid: str = "qid"
     doc: str = "source"
     start: str = "start_index"
+    #: a document's chunk id when it has no ``document.id`` (LangChain's instrumentor records none)
+    chunk: str = "chunk_id"
 
 
 @dataclass
@@ -229,8 +235,11 @@ def _messages(span: Span, kind: str) -> list[str]:
     return [str(msgs[i].get("content") or "") for i in sorted(msgs)]
 
 
-def _doc_id(doc: dict) -> str:
+def _doc_id(doc: dict, id_key: str) -> str:
+    """``document.id``, else the metadata's chunk id key, else a digest of the content."""
     cid = doc.get("id")
+    if cid in (None, ""):
+        cid = _metadata(doc.get("metadata")).get(id_key)
     if isinstance(cid, str) and cid:
         return cid
     if isinstance(cid, int | float) and not isinstance(cid, bool):
@@ -285,7 +294,7 @@ def trace_object(spans: list[Span], keys: SpanKeys, docs_out: dict[str, tuple[di
     for sp in [*retrievers, *rerankers]:
         for kind in ("retrieval.documents", "reranker.input_documents", "reranker.output_documents"):
             for d in _documents(sp, kind):
-                docs_out.setdefault(_doc_id(d), (d, sp.where))
+                docs_out.setdefault(_doc_id(d, keys.chunk), (d, sp.where))
     if not llms:
         problems.append(Problem(file, line, "span_kind", f"trace {spans[0].trace_id[:40]} ({qid!r}): no LLM span "
                                 "(the model's input and output are what a trace must record)"))
@@ -297,7 +306,7 @@ def trace_object(spans: list[Span], keys: SpanKeys, docs_out: dict[str, tuple[di
     seen: dict[str, None] = {}
     for docs in stages.values():
         for d in docs:
-            seen.setdefault(_doc_id(d), None)
+            seen.setdefault(_doc_id(d, keys.chunk), None)
     content = {cid: str(docs_out[cid][0].get("content") or "") for cid in seen}
     context = _in_prompt(prompt, list(content.items()))
     obj: dict[str, Any] = {"qid": qid if isinstance(qid, str) else str(qid), "context_ids": context,
@@ -309,7 +318,7 @@ def trace_object(spans: list[Span], keys: SpanKeys, docs_out: dict[str, tuple[di
             obj[k] = str(v)
     body = {}
     for name, docs in stages.items():
-        ids = [_doc_id(d) for d in docs]
+        ids = [_doc_id(d, keys.chunk) for d in docs]
         scores = [d.get("score") if isinstance(d.get("score"), int | float) else None for d in docs]
         body[name] = {"ids": ids, **({"scores": scores} if any(s is not None for s in scores) else {})}
     if body:

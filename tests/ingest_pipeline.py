@@ -114,3 +114,25 @@ def run(config: str, traces: Path, chunks: Path, n_retrieved: int = 20) -> None:
             rec.record(qid=q["qid"], retrieved=[(c.chunk_id, s) for c, s in hits], context=context,
                        answer=answer + (f" [{cited[0]}]" if cited else ""), citations=cited,
                        question=q["question"])
+
+
+def run_staged(config: str, traces: Path, chunks: Path, n_retrieved: int = 20, rerank: int = 8) -> None:
+    """The staged shape: a BM25 list, a "reranker" (the BM25 top ``rerank`` reordered by a second
+    score, shorter chunks first) and the context from it; every other question records no citations."""
+    from ledgerscope.trace import Recorder
+
+    store = split(config)
+    index = BM25(store)
+    _, _, k = CONFIGS[config]
+    with Recorder(traces, chunks=chunks, config=config) as rec:
+        for c in store:
+            rec.chunk(c.chunk_id, c.doc_id, c.text, start=c.start, end=c.start + len(c.text), config=config)
+        for i, q in enumerate(questions()):
+            hits = index.search(q["question"], n_retrieved)
+            reranked = sorted(hits[:rerank], key=lambda h: (len(h[0].text), h[0].chunk_id))
+            context = [(c.chunk_id, c.text) for c, _ in reranked[:k]]
+            answer, cited = read(q["question"], [t for _, t in context])
+            rec.record(qid=q["qid"], retrieved=[], context=context, answer=answer,
+                       stages={"bm25": [(c.chunk_id, s) for c, s in hits],
+                               "reranked": [(c.chunk_id, float(-len(c.text))) for c, _ in reranked]},
+                       citations=cited if i % 2 == 0 else None)

@@ -63,7 +63,8 @@ def test_flags_equal_those_recomputed_from_the_intervals(ingested):
     fixtures, texts = load_ledger_fixtures(con, ingested)
     versions = dict(con.execute("SELECT doc_id, version FROM sources").fetchall())
     units = {}
-    for arm, doc, s, e in con.execute('SELECT arm, doc_id, "start", "end" FROM units WHERE phase = \'0\'').fetchall():
+    unit_rows = con.execute('SELECT arm, doc_id, "start", "end" FROM units WHERE phase = \'0\'').fetchall()
+    for arm, doc, s, e in unit_rows:
         units.setdefault(arm, []).append(_Unit(doc, versions[doc], s, e))
     lists: dict[tuple, list] = {}
     for arm, qid, stage, doc, s, e in con.execute(
@@ -75,7 +76,7 @@ def test_flags_equal_those_recomputed_from_the_intervals(ingested):
                           ).fetchall()
     assert len(records) == 2 * len(pipe.questions())
     checked = 0
-    for arm, qid, answerable, chunked, fused, packed, covered, single, exact, reranked in records:
+    for arm, qid, _answerable, chunked, fused, packed, covered, single, exact, reranked in records:
         fx = fixtures[qid]
         if not (fx.answerable and fx.sufficient_sets):
             assert (chunked, fused, packed, covered, single) == (None,) * 5
@@ -97,7 +98,8 @@ def test_flags_equal_those_recomputed_from_the_intervals(ingested):
 
 def test_intervals_are_the_splitters_own(ingested):
     con = connect(ingested)
-    rows = con.execute('SELECT unit_id, doc_id, "start", "end", text FROM units WHERE phase = \'0\'').fetchall()
+    rows = con.execute('SELECT unit_id, doc_id, "start", "end", text FROM units '
+                       "WHERE phase = '0'").fetchall()
     by_id = {c.chunk_id: c for config in pipe.CONFIGS for c in pipe.split(config)}
     assert len(rows) == len(by_id)
     for uid, doc, s, e, text in rows:
@@ -212,5 +214,6 @@ def test_out_must_be_new_and_qids_must_be_in_the_fixtures(recorded, ingested, tm
                          corpus=pipe.CORPUS)
     with pytest.raises(InputError) as exc:
         ingest(opts)
-    assert str(exc.value.problems[0]).startswith(f"{tmp_path / 't.jsonl'}:4: qid: 'no-such-question' is not in")
+    first = str(exc.value.problems[0])
+    assert first.startswith(f"{tmp_path / 't.jsonl'}:4: qid: 'no-such-question' is not in")
     assert not (tmp_path / "x").exists()

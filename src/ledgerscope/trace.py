@@ -120,9 +120,10 @@ class Recorder:
                stages: Mapping[str, Iterable[Any]] | None = None, stage_order: Sequence[str] | None = None,
                abstained: bool | None = None, error: str | None = None, prompt: str | None = None,
                claims: Mapping[str, Any] | None = None) -> dict:
-        """One request: ``retrieved`` the ranked candidates the reranker read (ids or (id, score)),
-        ``context`` what reached the model in prompt order (ids with ``context_text``, or (id, text)
-        pairs), ``answer`` the model's answer. Returns the line written (as a dict)."""
+        """One request: ``retrieved`` the ranked candidates the reranker read (ids or (id, score);
+        with ``stages`` it may be empty: not recorded), ``context`` what reached the model in prompt
+        order (ids with ``context_text``, or (id, text) pairs), ``answer`` the model's answer.
+        Returns the line written (as a dict)."""
         ret_ids, ret_scores = _ids_scores(retrieved, "retrieved")
         ctx = list(context)
         if ctx and all(isinstance(c, tuple | list) and len(c) == 2 and isinstance(c[1], str) for c in ctx):
@@ -138,9 +139,11 @@ class Recorder:
                            ("question", question)):
             if value is not None:
                 obj[key] = value
-        obj.update(retrieved_ids=ret_ids, context_ids=ctx_ids, context_text=texts, answer=answer)
-        if ret_scores is not None:
-            obj["scores"] = ret_scores
+        if ret_ids or not stages:
+            obj["retrieved_ids"] = ret_ids
+            if ret_scores is not None:
+                obj["scores"] = ret_scores
+        obj.update(context_ids=ctx_ids, context_text=texts, answer=answer)
         if stages:
             body = {}
             for name, items in stages.items():

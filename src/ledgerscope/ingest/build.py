@@ -96,8 +96,8 @@ class IngestReport:
         for arm in arms:
             out.append(f"{arm}: recorded {', '.join(self.recorded[arm])}; chunker output {self.chunked[arm]}")
             if self.not_recorded[arm]:
-                out.append(f"  not recorded: {', '.join(self.not_recorded[arm])} (the diagnosis walk names them "
-                           "and collapses their steps into the recorded transitions)")
+                out.append(f"  not recorded: {', '.join(self.not_recorded[arm])} (the diagnosis walk "
+                           "names them and collapses their steps into the recorded transitions)")
         out.append(f"oracle: {self.oracle}" + (" (name a generator with --oracle-arm)"
                                                 if self.oracle == "not run" else ""))
         disagree = {k: n for (k, a), n in self.claims.items() if a == "false"}
@@ -105,7 +105,8 @@ class IngestReport:
             agree = sum(n for (_, a), n in self.claims.items() if a == "true")
             out.append(f"producer claims: {agree} agree with ledgerscope's derivation, "
                        f"{sum(disagree.values())} disagree"
-                       + (": " + ", ".join(f"{k} {n}" for k, n in sorted(disagree.items())) if disagree else ""))
+                       + (": " + ", ".join(f"{k} {n}" for k, n in sorted(disagree.items()))
+                          if disagree else ""))
         if self.context_mismatches:
             out.append(f"context_text: {self.context_mismatches} record(s) whose literal context lacks a "
                        "context chunk's text (named in each record's detail)")
@@ -202,15 +203,16 @@ def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None
     """Per arm: 'recorded', or why the chunker's output (step 2) is not recorded."""
     out = {}
     for arm in arms:
-        bad = [r for r in resolutions if not r.resolved and (r.chunk.configs is None or arm in r.chunk.configs)]
+        bad = [r for r in resolutions
+               if not r.resolved and (r.chunk.configs is None or arm in r.chunk.configs)]
         out[arm] = (f"not recorded: {partial}" if partial else
                     f"not recorded: {len(bad)} chunk(s) of the store lie nowhere" if bad else "recorded")
     return out
 
 
-def manifest_for(opts: IngestOptions, inputs: dict, arms: dict[str, list[str]], recorded: dict[str, list[str]],
-                 chunked: dict[str, str], corpus: Corpus, fixtures_digest: str, n_fixtures: int,
-                 report: ResolutionReport, oracle: str) -> dict:
+def manifest_for(opts: IngestOptions, inputs: dict, arms: dict[str, list[str]],
+                 recorded: dict[str, list[str]], chunked: dict[str, str], corpus: Corpus,
+                 fixtures_digest: str, n_fixtures: int, report: ResolutionReport, oracle: str) -> dict:
     """The ledger's manifest: each config an arm, and how the ledger was ingested."""
     entries, not_recorded = {}, {}
     for arm, phases in arms.items():
@@ -277,7 +279,8 @@ def derive_all(con, traces: Traces, resolutions: list[Resolution], fixtures: dic
 
 
 def _has_table(con, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+    rows = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()
+    return bool(rows[0][0])
 
 
 def _file_names(paths: list[Path]) -> dict[str, str]:

@@ -48,7 +48,8 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
     if unknown:
         bad(unknown[0][:60], f"unknown field (known: {', '.join(spec.CHUNK_FIELDS)})")
     if "format" in obj and obj["format"] != spec.FORMAT:
-        bad("format", f"unknown format version {str(obj['format'])[:60]!r} (this version reads {spec.FORMAT})")
+        bad("format", f"unknown format version {str(obj['format'])[:60]!r} "
+            f"(this version reads {spec.FORMAT})")
     for name, (kind, required) in spec.CHUNK_FIELDS.items():
         if name not in obj:
             if required:

@@ -97,7 +97,8 @@ def support(con, chunked_arms: list[str]) -> None:
     con.execute("""CREATE OR REPLACE TEMP TABLE _ig_iv_chunked AS
         SELECT n.key, 'chunked' AS vstage, c.doc_id, c."start" AS vs, c."end" AS ve
         FROM _ig_need_chunked n JOIN (SELECT DISTINCT qid, doc_id FROM _ig_span) sp ON sp.qid = n.qid
-        JOIN _ig_chunk c ON c.doc_id = sp.doc_id AND (c.configs IS NULL OR list_contains(c.configs, n.arm))""")
+        JOIN _ig_chunk c ON c.doc_id = sp.doc_id
+             AND (c.configs IS NULL OR list_contains(c.configs, n.arm))""")
     con.execute(coverage.kept_sql("_ig_chunked", "_ig_need_chunked", "_ig_iv_chunked"))
 
 
@@ -172,7 +173,8 @@ def records(con, digests: dict[str, str]) -> None:
                    'context_text', CAST(v.context_check AS JSON),
                    'question_differs', t.trace_question IS NOT NULL AND t.trace_question <> f.question),
                    'producer_claims', CAST(t.claims_json AS JSON)) AS VARCHAR) AS generator_detail_json,
-               CAST(o.answer_verdict AS VARCHAR) AS oracle_verdict, CAST(o.feasible AS BOOLEAN) AS oracle_feasible,
+               CAST(o.answer_verdict AS VARCHAR) AS oracle_verdict,
+               CAST(o.feasible AS BOOLEAN) AS oracle_feasible,
                CASE t.arm {cases} END AS config_digest, t.tid, t.claims_json
         FROM _ig_trace t JOIN _ig_fx f USING (qid)
         LEFT JOIN k USING (tid) LEFT JOIN ch ON ch.arm = t.arm AND ch.qid = t.qid

@@ -296,7 +296,8 @@ def trace_object(spans: list[Span], keys: SpanKeys, docs_out: dict[str, tuple[di
             for d in _documents(sp, kind):
                 docs_out.setdefault(_doc_id(d, keys.chunk), (d, sp.where))
     if not llms:
-        problems.append(Problem(file, line, "span_kind", f"trace {spans[0].trace_id[:40]} ({qid!r}): no LLM span "
+        problems.append(Problem(file, line, "span_kind", f"trace {spans[0].trace_id[:40]} ({qid!r}): "
+                                "no LLM span "
                                 "(the model's input and output are what a trace must record)"))
         return None
     llm = llms[-1]
@@ -394,7 +395,8 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
     if opts.chunks is not None:
         chunks, more = read_chunks(opts.chunks, opts.coordinates)
         chunks_file = str(opts.chunks)
-        chunk_input = {"name": opts.chunks.name, "sha256": _digest(opts.chunks), "partial": opts.chunks_partial}
+        chunk_input = {"name": opts.chunks.name, "sha256": _digest(opts.chunks),
+                       "partial": opts.chunks_partial}
     else:
         more: list[Problem] = []
         chunks = chunks_from_objects(chunk_objects(docs, keys, more), opts.coordinates, more)
@@ -404,7 +406,8 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
         opts.partial_reason = "the chunk store is the spans' documents (only what was retrieved)"
     problems += more
     if not problems and not len(traces):
-        problems.append(Problem(", ".join(map(str, opts.traces)), None, "spans", "no traces in the span export"))
+        problems.append(Problem(", ".join(map(str, opts.traces)), None, "spans",
+                                "no traces in the span export"))
     if problems:
         raise InputError(problems[:MAX_PROBLEMS])
     check_names(traces, chunks, fixtures, opts.fixtures)

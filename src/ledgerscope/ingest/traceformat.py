@@ -211,7 +211,8 @@ def _check_stages(v: _Line, obj: dict) -> None:
     if "fused" in canonical and "retrieved_ids" in obj:
         v.bad("retrieved_ids", f"given with stages.{canonical['fused']}: the same stage twice")
     packed = stages.get("packed")
-    if isinstance(packed, dict) and isinstance(packed.get("ids"), list) and packed["ids"] != obj["context_ids"]:
+    if (isinstance(packed, dict) and isinstance(packed.get("ids"), list)
+            and packed["ids"] != obj["context_ids"]):
         v.bad("stages.packed.ids", "differs from context_ids (what reached the model)")
     if declared is not None:
         _check_order(v, declared, {n for n in stages if n not in spec.KNOWN_STAGES})

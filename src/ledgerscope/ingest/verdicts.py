@@ -32,7 +32,8 @@ NOT_RECORDED = "not-recorded"
 
 def answer_table(con, fixtures: Mapping[str, Fixture]) -> None:
     """``_ig_answer``: (qid, answer, abstained, failed) -> verdict and reason."""
-    rows = con.execute("SELECT DISTINCT qid, answer, coalesce(abstained, false), error FROM _ig_trace").fetchall()
+    rows = con.execute(
+        "SELECT DISTINCT qid, answer, coalesce(abstained, false), error FROM _ig_trace").fetchall()
     out: dict[str, list] = {k: [] for k in ("qid", "answer", "abstained", "error", "verdict", "reason")}
     for qid, answer, abstained, error in rows:
         if error is not None:

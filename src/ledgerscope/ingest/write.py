@@ -55,8 +55,8 @@ def write_ledger(con, ledger: Path, manifest: dict, arms: dict[str, list[str]],
                             {"arm": arm, "phase": phase, "from": "ingest", "written_at": "ingested",
                              **{name: t.num_rows for name, t in tables.items()}})
             counts[(arm, phase)] = tables["records"].num_rows
-        oracle = as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm], schema.ORACLE) \
-            if _has(con, "_ig_oracle_rows") else None
+        oracle = (as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm],
+                           schema.ORACLE) if _has(con, "_ig_oracle_rows") else None)
         if oracle is not None and oracle.num_rows:
             path = oracle_path(ledger, arm)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,4 +67,5 @@ def write_ledger(con, ledger: Path, manifest: dict, arms: dict[str, list[str]],
 
 
 def _has(con, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+    rows = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()
+    return bool(rows[0][0])

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
+from ledgerscope.ledger.layout import is_interchange  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.ledger.write import oracle_path, write_partition, write_table
@@ -148,19 +149,16 @@ def _read(path: Path, table_schema: pa.Schema) -> pa.Table:
         raise InputError(Problem(str(path), None, "row", str(exc).splitlines()[0])) from None
 
 
-def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
-    """Build a Parquet ledger at ``ledger`` (must not exist) from an interchange directory."""
-    src, ledger = Path(src), Path(ledger)
-    if ledger.exists():
-        raise InputError(
-            Problem(str(ledger), None, "out", "already exists; choose a new ledger directory")
-        )
+def read_checked(src: str | Path) -> tuple[dict, dict[str, pa.Table]]:
+    """The manifest and every table of an interchange directory, with the checks a conversion makes:
+    each file against its Arrow schema, the rows (keys, arms and phases in the manifest, duplicate
+    records, finite scores), the sources against their digests, the fixtures against the sources."""
+    src = Path(src)
     manifest = load_manifest(src)
     tables = {
         name: _read(src / f"{name}.jsonl", table_schema) for name, table_schema in TABLES.items()
     }
     problems = _row_problems(src, manifest, tables)
-    # the sources re-checked against their digests, the fixtures against the sources
     from ledgerscope.inputs.fixtures import read_fixtures, resolve
     from ledgerscope.ledger.read import sources_corpus
 
@@ -171,6 +169,34 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     problems += fixture_problems + resolve(fset, corpus)[2]
     if problems:
         raise InputError(problems)
+    return manifest, tables
+
+
+def connect_jsonl(src: str | Path, con=None):
+    """A DuckDB connection over an interchange directory: one table per ledger table, read once with
+    its Arrow schema after :func:`read_checked`'s checks (the same rows the Parquet ledger
+    :func:`from_jsonl` builds would give)."""
+    import duckdb
+
+    _, tables = read_checked(src)
+    con = con if con is not None else duckdb.connect()
+    for name, table in tables.items():
+        con.register(f"_jsonl_{name}", table)
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _jsonl_{name}")  # cursors see it
+        finally:
+            con.unregister(f"_jsonl_{name}")
+    return con
+
+
+def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
+    """Build a Parquet ledger at ``ledger`` (must not exist) from an interchange directory."""
+    src, ledger = Path(src), Path(ledger)
+    if ledger.exists():
+        raise InputError(
+            Problem(str(ledger), None, "out", "already exists; choose a new ledger directory")
+        )
+    manifest, tables = read_checked(src)
     staging = ledger.with_name(f".{ledger.name}.{os.getpid()}.tmp")
     clear_stale(ledger)  # what a killed conversion left
     shutil.rmtree(staging, ignore_errors=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.layout import CURRENT, Layout, layout_for
+from ledgerscope.ledger.layout import CURRENT, Layout, is_interchange, layout_for
 from ledgerscope.ledger.verify import finished_partitions, oracle_files, verify_ledger
 
 if TYPE_CHECKING:
@@ -64,13 +64,19 @@ def connect(ledger: str | Path, con=None):
     """A DuckDB connection with one view per ledger table (empty views when none written).
 
     The ledger's files are verified first (:func:`.verify.verify_ledger`), then the rows every
-    analysis relies on (:func:`row_problems`); either raises :class:`InputError`.
+    analysis relies on (:func:`row_problems`); either raises :class:`InputError`. A JSONL
+    interchange directory (``convert --to jsonl``) is read too, into tables with the ledger's
+    schemas, after the checks a conversion back makes (:func:`.interchange.connect_jsonl`).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     import duckdb
 
     ledger = Path(ledger)
+    if is_interchange(ledger):
+        from ledgerscope.ledger.interchange import connect_jsonl
+
+        return connect_jsonl(ledger, con)
     schemas: dict = {}
     with ThreadPoolExecutor(
         max_workers=1

@@ -35,7 +35,7 @@ from ledgerscope.analysis.diagnosis.record_view import (
     sql_literal,
 )
 from ledgerscope.common.errors import InputError, Problem
-from ledgerscope.ledger.layout import ledger_layout
+from ledgerscope.ledger.layout import is_interchange, ledger_layout
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
@@ -388,13 +388,17 @@ class LedgerSession:
         fx = fixtures.get(qid)
         part = ledger_layout(arm.ledger).partition_dir(arm.ledger, arm.name, phase)
         empty = RecordDetail(role, arm.name, phase, None, {}, [], {}, None, fx, {})
-        if phase not in arm.phases or not (part / "_SUCCESS.json").is_file():
+        jsonl = is_interchange(arm.ledger)  # a JSONL interchange directory: its tables, not files
+        if phase not in arm.phases or not (jsonl or (part / "_SUCCESS.json").is_file()):
             return empty
-        recs = self._fetch(
-            role,
-            f"SELECT * FROM read_parquet({_path_literal(part / 'records.parquet')}) WHERE qid = ? LIMIT 1",
-            [qid],
-        )
+
+        def table(name: str) -> str:
+            if jsonl:
+                return (f"(SELECT * FROM {name} WHERE arm = {sql_literal(arm.name)} "
+                        f"AND phase = {sql_literal(phase)})")
+            return f"read_parquet({_path_literal(part / f'{name}.parquet')})"
+
+        recs = self._fetch(role, f"SELECT * FROM {table('records')} WHERE qid = ? LIMIT 1", [qid])
         if not recs:
             return empty
         rec = recs[0]
@@ -402,7 +406,7 @@ class LedgerSession:
         cands = self._fetch(
             role,
             'SELECT stage, "rank", unit_id, score, doc_id, "start", "end", lineage '
-            f"FROM read_parquet({_path_literal(part / 'candidates.parquet')}) WHERE qid = ? "
+            f"FROM {table('candidates')} WHERE qid = ? "
             'ORDER BY stage, "rank"',
             [qid],
         )
@@ -416,7 +420,7 @@ class LedgerSession:
             self._fetch(
                 role,
                 'SELECT unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens '
-                f"FROM read_parquet({_path_literal(part / 'units.parquet')}) "
+                f"FROM {table('units')} "
                 'WHERE list_contains(?, doc_id) ORDER BY doc_id, "start"',
                 [docs],
             )
@@ -428,8 +432,7 @@ class LedgerSession:
                 r["doc_id"]: list(r["cut_chars"] or [])
                 for r in self._fetch(
                     role,
-                    "SELECT doc_id, cut_chars FROM "
-                    f"read_parquet({_path_literal(part / 'boundaries.parquet')}) "
+                    f"SELECT doc_id, cut_chars FROM {table('boundaries')} "
                     "WHERE list_contains(?, doc_id)",
                     [docs],
                 )

@@ -252,7 +252,8 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
                 break
             if s in unrecorded:
                 walk.append({"step": s, "name": STEP_NAMES[s], "passed": None,
-                             "detail": f"not recorded: {_stage_title(stage)} (the pipeline did not record it)"})
+                             "detail": f"not recorded: {_stage_title(stage)} "
+                                       "(the pipeline did not record it)"})
             elif s == lost:
                 walk.append({"step": s, "name": STEP_NAMES[s], "passed": False,
                              "detail": f"support lost: {_stage_title(stage)}"})
@@ -313,7 +314,7 @@ def recorded_stages(record: Mapping[str, Any]) -> tuple[list[str], list[str]] | 
         return None
     have = [stage for step, _, stage in SUPPORT_WALK if step not in missing]
     lack = [stage for step, _, stage in SUPPORT_WALK if step in missing]
-    return (have, lack + ["citations"]) if citations else (have + ["citations"], lack)
+    return (have, [*lack, "citations"]) if citations else ([*have, "citations"], lack)
 
 
 def _name_unrecorded(record: Mapping[str, Any], evidence: dict[str, Any], flags: list[str]) -> None:

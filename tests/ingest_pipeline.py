@@ -136,3 +136,49 @@ def run_staged(config: str, traces: Path, chunks: Path, n_retrieved: int = 20, r
                        stages={"bm25": [(c.chunk_id, s) for c, s in hits],
                                "reranked": [(c.chunk_id, float(-len(c.text))) for c, _ in reranked]},
                        citations=cited if i % 2 == 0 else None)
+
+
+def langchain_pipeline(config: str):
+    """The same pipeline as LangChain runnables (a retriever, a chat model), for OpenInference's
+    LangChain instrumentor: ``invoke(question, config={"metadata": {"qid": ...}})`` returns the answer."""
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.language_models.chat_models import SimpleChatModel
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableLambda
+
+    store = split(config)
+    index = BM25(store)
+    _, _, k = CONFIGS[config]
+
+    class BM25Retriever(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun):
+            return [Document(page_content=c.text, metadata={"source": c.doc_id, "start_index": c.start,
+                                                            "chunk_id": c.chunk_id})
+                    for c, _ in index.search(query, 20)]
+
+    class Reader(SimpleChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "naive-reader"
+
+        def _call(self, messages, stop=None, run_manager=None, **kwargs) -> str:
+            text = messages[-1].content
+            question = text.rsplit("Question: ", 1)[-1]
+            sources = text.split("Sources:\n", 1)[-1].rsplit("\n\nQuestion: ", 1)[0].split("\n\n---\n\n")
+            answer, cited = read(question, sources)
+            return answer + (f" [{cited[0]}]" if cited else "")
+
+    retriever, llm = BM25Retriever(), Reader()
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "Answer the question using only the sources."),
+        ("human", "Sources:\n{context}\n\nQuestion: {question}")])
+
+    def answer(question: str) -> str:
+        docs = retriever.invoke(question)
+        context = "\n\n---\n\n".join(d.page_content for d in docs[:k])
+        msgs = prompt.invoke({"context": context, "question": question})
+        return llm.invoke(msgs).content
+
+    return RunnableLambda(answer)

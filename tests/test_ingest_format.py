@@ -68,7 +68,7 @@ def _write(path: Path, line) -> Path:
 @pytest.mark.parametrize(("name", "line", "field", "reason"), BAD_TRACES, ids=[c[0] for c in BAD_TRACES])
 def test_a_malformed_trace_line_is_located(tmp_path, name, line, field, reason):
     path = _write(tmp_path / "traces.jsonl", line)
-    traces, problems = read_traces([path])
+    _, problems = read_traces([path])
     assert problems, name
     first = ERROR.match(str(problems[0]))
     assert first and first["file"] == str(path) and first["line"] == "2", str(problems[0])
@@ -83,7 +83,8 @@ def test_a_second_trace_of_the_same_request_and_a_huge_line(tmp_path):
                                           f"qid 'q1' (first at {path}:1)"]
     path.write_bytes(b'{"qid": "' + b"x" * (spec.MAX_LINE_BYTES + 1) + b'"}\n')
     _, problems = read_traces([path])
-    assert re.match(rf"{re.escape(str(path))}:1: line: [\d,]+ bytes, longer than the 16 MiB", str(problems[0]))
+    assert re.match(rf"{re.escape(str(path))}:1: line: [\d,]+ bytes, longer than the 16 MiB",
+                    str(problems[0]))
 
 
 BAD_CHUNKS = [
@@ -104,7 +105,8 @@ BAD_CHUNKS = [
 @pytest.mark.parametrize(("name", "line", "field", "reason"), BAD_CHUNKS, ids=[c[0] for c in BAD_CHUNKS])
 def test_a_malformed_chunk_line_is_located(tmp_path, name, line, field, reason):
     path = tmp_path / "chunks.jsonl"
-    path.write_text(json.dumps({"chunk_id": "c0", "doc_id": "d", "text": "x"}) + "\n" + json.dumps(line) + "\n")
+    first = json.dumps({"chunk_id": "c0", "doc_id": "d", "text": "x"})
+    path.write_text(first + "\n" + json.dumps(line) + "\n")
     _, problems = read_chunks(path)
     first = ERROR.match(str(problems[0]))
     assert first and first["line"] == "2" and first["field"] == field and reason in first["reason"], problems
@@ -117,8 +119,9 @@ def test_the_cli_exits_2_located_and_writes_nothing(tmp_path):
     chunks = tmp_path / "chunks.jsonl"
     chunks.write_text(json.dumps({"chunk_id": "c1", "doc_id": "overview.md", "text": "Quillstack"}) + "\n")
     out = tmp_path / "ledger"
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "ingest", str(traces), "--chunks", str(chunks),
-                          "--fixtures", str(FIXTURES), "--corpus", str(CORPUS), "--out", str(out)],
+    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "ingest", str(traces),
+                          "--chunks", str(chunks), "--fixtures", str(FIXTURES), "--corpus", str(CORPUS),
+                          "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
@@ -152,8 +155,9 @@ def test_the_schema_agrees_with_the_validator(tmp_path):
     validator.check_schema(_schema())
     assert not list(validator.iter_errors(GOOD))
     for name, line, _, _ in BAD_TRACES:
-        if not isinstance(line, dict) or name in ("scores misaligned", "context misaligned", "retrieved twice",
-                                                  "stage order", "packed differs", "unknown stage"):
+        across = ("scores misaligned", "context misaligned", "retrieved twice", "stage order",
+                  "packed differs", "unknown stage")
+        if not isinstance(line, dict) or name in across:
             continue  # not JSON, or a check across fields the schema cannot express
         assert list(validator.iter_errors(line)), name
     chunk = jsonschema.Draft202012Validator({**_schema()["$defs"]["chunk"], "$defs": _schema()["$defs"]})

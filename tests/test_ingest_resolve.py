@@ -99,7 +99,8 @@ def test_text_that_occurs_nowhere_and_missing_documents_are_reported(corpus):
     report = ResolutionReport.of(rs).to_json()
     assert report["counts"] == {"document-missing": 1, "located": 1, "unlocatable": 1, "version-differs": 1}
     assert report["per_document"][DOC] == {"located": 1, "unlocatable": 1, "version-differs": 1}
-    assert report["examples"]["unlocatable"][0].startswith("x1 (line 1, docs/audit.md): its text occurs nowhere")
+    example = report["examples"]["unlocatable"][0]
+    assert example.startswith("x1 (line 1, docs/audit.md): its text occurs nowhere")
 
 
 def test_an_ingest_naming_an_unlocatable_chunk_stops_located(tmp_path):
@@ -111,13 +112,15 @@ def test_an_ingest_naming_an_unlocatable_chunk_stops_located(tmp_path):
     rule = "Each uploaded file may be up to 250 MB."
     s = doc.index(rule)
     chunks = [
-        {"chunk_id": "rule", "doc_id": "plans/plans-and-limits.md", "text": rule, "start": s + 3, "end": s + 3 +
-         len(rule), "coordinate_system": "codepoint-half-open"},
-        {"chunk_id": "spaced", "doc_id": "plans/plans-and-limits.md", "text": "  " + rule.replace(" ", "\n  ")},
+        {"chunk_id": "rule", "doc_id": "plans/plans-and-limits.md", "text": rule, "start": s + 3,
+         "end": s + 3 + len(rule), "coordinate_system": "codepoint-half-open"},
+        {"chunk_id": "spaced", "doc_id": "plans/plans-and-limits.md",
+         "text": "  " + rule.replace(" ", "\n  ")},
         {"chunk_id": "nowhere", "doc_id": "plans/plans-and-limits.md", "text": "Files may be up to 9 TB."},
     ]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chunks))
-    trace = {"qid": "re-free-upload", "config": "x", "retrieved_ids": ["rule", "spaced"], "context_ids": ["rule"],
+    trace = {"qid": "re-free-upload", "config": "x", "retrieved_ids": ["rule", "spaced"],
+             "context_ids": ["rule"],
              "context_text": rule, "answer": "250 MB"}
     (tmp_path / "t.jsonl").write_text(json.dumps(trace) + "\n")
     cmd = [sys.executable, "-m", "ledgerscope.cli", "ingest", str(tmp_path / "t.jsonl"), "--chunks",
@@ -131,4 +134,5 @@ def test_an_ingest_naming_an_unlocatable_chunk_stops_located(tmp_path):
     (tmp_path / "t.jsonl").write_text(json.dumps(trace) + "\n")
     bad = subprocess.run([*cmd, "--out", str(tmp_path / "bad")], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
-    assert re.search(r"c\.jsonl:3: text: chunk 'nowhere' \(unlocatable\): its text occurs nowhere", bad.stderr)
+    assert re.search(r"c\.jsonl:3: text: chunk 'nowhere' \(unlocatable\): its text occurs nowhere",
+                     bad.stderr)

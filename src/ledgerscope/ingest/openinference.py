@@ -63,7 +63,7 @@ from ledgerscope.ingest.traceformat import traces_from_objects
 from ledgerscope.inputs.sources import StrictJSONError, strict_loads
 
 _DOC = re.compile(r"^(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\."
-                  r"document\.(id|content|score|metadata)$")
+                  r"document\.(id|content|score|metadata)(?:\.(.+))?$")
 _MSG = re.compile(r"^llm\.(input_messages|output_messages)\.(\d+)\.message\.(role|content)$")
 FIRST_STAGE = ("bm25", "dense_exact", "dense_ann")
 
@@ -119,7 +119,7 @@ def flatten(attrs: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(attrs, dict):
         for k, v in attrs.items():
             key = f"{prefix}{k}"
-            if isinstance(v, dict) and k != "metadata" and not key.endswith(".metadata"):
+            if isinstance(v, dict):
                 out.update(flatten(v, key + "."))
             elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
                 for i, x in enumerate(v):
@@ -222,7 +222,13 @@ def _documents(span: Span, kind: str) -> list[dict]:
     for key, value in span.attributes.items():
         m = _DOC.match(key)
         if m and m.group(1) == kind:
-            docs.setdefault(int(m.group(2)), {})[m.group(3)] = value
+            doc = docs.setdefault(int(m.group(2)), {})
+            if m.group(4) is not None:  # metadata flattened into its keys (Phoenix's export)
+                doc.setdefault("metadata", {})[m.group(4)] = value
+            elif m.group(3) == "metadata":
+                doc["metadata"] = {**_metadata(value), **doc.get("metadata", {})}
+            else:
+                doc[m.group(3)] = value
     return [docs[i] for i in sorted(docs)]
 
 
@@ -250,9 +256,10 @@ def _doc_id(doc: dict, id_key: str) -> str:
 def _lookup(spans: list[Span], key: str) -> Any:
     """A key's value on the trace's spans (an attribute, or in a span's metadata), root first."""
     for sp in spans:
-        if key in sp.attributes and sp.attributes[key] not in (None, ""):
-            return sp.attributes[key]
-        meta = _metadata(sp.attributes.get("metadata"))
+        for name in (key, f"metadata.{key}"):  # an attribute, or metadata flattened into attributes
+            if sp.attributes.get(name) not in (None, ""):
+                return sp.attributes[name]
+        meta = _metadata(sp.attributes.get("metadata"))  # metadata as OpenInference writes it: JSON text
         if key in meta:
             return meta[key]
     return None

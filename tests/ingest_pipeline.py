@@ -182,3 +182,22 @@ def langchain_pipeline(config: str):
         return llm.invoke(msgs).content
 
     return RunnableLambda(answer)
+
+
+_INDEXES: dict[str, BM25] = {}
+
+
+def rerun_runner(question: str, qid: str, config: str, phase: str) -> dict:
+    """``ledgerscope rerun --runner tests.ingest_pipeline:rerun_runner``: one question, as :func:`run`."""
+    index = _INDEXES.setdefault(config, BM25(split(config)))
+    hits = index.search(question, 20)
+    context = [c.text for c, _ in hits[: CONFIGS[config][2]]]
+    answer, cited = read(question, context)
+    return {"retrieved_ids": [c.chunk_id for c, _ in hits], "context_ids": [c.chunk_id for c, _ in hits[:3]],
+            "context_text": context, "answer": answer + (f" [{cited[0]}]" if cited else "")}
+
+
+def rerun_runner_changed(question: str, qid: str, config: str, phase: str) -> dict:
+    """The same pipeline after a change: one fewer chunk of context."""
+    out = rerun_runner(question, qid, config, phase)
+    return {**out, "context_ids": out["context_ids"][:2]}

@@ -217,3 +217,40 @@ def test_out_must_be_new_and_qids_must_be_in_the_fixtures(recorded, ingested, tm
     first = str(exc.value.problems[0])
     assert first.startswith(f"{tmp_path / 't.jsonl'}:4: qid: 'no-such-question' is not in")
     assert not (tmp_path / "x").exists()
+
+
+def _rerun(ledger: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledgerscope.cli", "rerun", str(ledger), "--arm", "small",
+                           "--qid", "re-free-upload", "--phase", "0", *extra], capture_output=True, text=True,
+                          timeout=300, cwd=pipe.REPO)
+
+
+def test_rerun_says_the_pipeline_is_external_or_runs_the_declared_runner(ingested):
+    res = _rerun(ingested)
+    assert res.returncode == 2 and "ledgerscope cannot re-execute it: give --runner" in res.stderr
+    same = _rerun(ingested, "--runner", "tests.ingest_pipeline:rerun_runner")
+    assert same.returncode == 0, same.stderr + same.stdout
+    assert "identical to the recorded record" in same.stdout
+    changed = _rerun(ingested, "--runner", "tests.ingest_pipeline:rerun_runner_changed", "--json")
+    assert changed.returncode == 1, changed.stderr
+    assert [d["field"] for d in json.loads(changed.stdout)["differences"]] == ["candidates.packed"]
+    missing = _rerun(ingested, "--runner", "tests.ingest_pipeline:nope")
+    assert missing.returncode == 2 and "--runner: runner: 'tests.ingest_pipeline' has no 'nope'" in missing.stderr
+
+
+@pytest.mark.slow
+def test_the_oracle_runs_only_with_a_named_generator(recorded, tmp_path):
+    from ledgerscope.analysis.diagnosis.sql import diagnosis_rows
+
+    out = tmp_path / "ledger"
+    arm = pipe.SAMPLE / "arms" / "baseline.toml"
+    report = ingest(_opts(recorded, out, oracle_arm=arm))
+    assert report.oracle.startswith("run: the extractive generator of baseline.toml")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ingested"]["oracle"] == report.oracle
+    assert manifest["arms"]["small"]["components"]["generator"]["oracle"] == report.oracle
+    con = connect(out)
+    assert con.execute("SELECT count(*) FROM oracle").fetchall()[0][0] == 2 * len(pipe.questions())
+    assert con.execute("SELECT count(*) FROM records WHERE oracle_verdict IS NULL").fetchall()[0][0] == 0
+    labels = {r["label"] for r in diagnosis_rows(con, out)}
+    assert "retrieval-failure-oracle-success" in labels or "both-fail" in labels, labels

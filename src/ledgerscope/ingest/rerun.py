@@ -49,6 +49,20 @@ def load_runner(spec: str) -> Callable[..., Any]:
     return obj
 
 
+def _fixtures(con, ledger: Path) -> dict:
+    """The ledger's fixtures by qid, resolved against its sources (as the diagnosis reads them)."""
+    from ledgerscope.inputs.fixtures import read_fixtures, resolve
+    from ledgerscope.ledger.read import sources_corpus
+
+    corpus = sources_corpus(ledger / "sources", con.execute(
+        "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
+    fset, problems = read_fixtures(ledger / "fixtures.jsonl")
+    resolved, _, more = resolve(fset, corpus)
+    if problems or more:
+        raise InputError(problems + more)
+    return {f.qid: f for f in resolved}
+
+
 def _field(result: Any, name: str) -> Any:
     return result.get(name) if isinstance(result, Mapping) else getattr(result, name, None)
 
@@ -62,16 +76,14 @@ def rerun_ingested(ledger: str | Path, arm: str, qid: str, phase: str, runner: s
                                  f"run (arm {arm!r} is external); ledgerscope cannot re-execute it: give "
                                  "--runner package.module:function, a callable that answers one question and "
                                  "returns its seed-002 record"))
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
-
     con = connect(ledger)
-    rows = con.execute("SELECT * FROM records WHERE arm = ? AND phase = ? AND qid = ?",
-                       [arm, phase, qid]).fetch_arrow_table().to_pylist()
+    rows = con.sql("SELECT * FROM records WHERE arm = ? AND phase = ? AND qid = ?",
+                   params=[arm, phase, qid]).to_arrow_table().to_pylist()
     if not rows:
         raise InputError(Problem(str(ledger), None, "record", f"no record of arm {arm!r}, phase {phase!r}, "
                                  f"qid {qid!r}"))
     recorded = rows[0]
-    fixtures, _ = load_ledger_fixtures(con, ledger)
+    fixtures = _fixtures(con, ledger)
     lists = {stage: ids for stage, ids in con.execute(
         "SELECT stage, list(unit_id ORDER BY \"rank\") FROM candidates "
         "WHERE arm = ? AND phase = ? AND qid = ? GROUP BY stage", [arm, phase, qid]).fetchall()}

@@ -235,7 +235,8 @@ def test_rerun_says_the_pipeline_is_external_or_runs_the_declared_runner(ingeste
     assert changed.returncode == 1, changed.stderr
     assert [d["field"] for d in json.loads(changed.stdout)["differences"]] == ["candidates.packed"]
     missing = _rerun(ingested, "--runner", "tests.ingest_pipeline:nope")
-    assert missing.returncode == 2 and "--runner: runner: 'tests.ingest_pipeline' has no 'nope'" in missing.stderr
+    assert missing.returncode == 2
+    assert "--runner: runner: 'tests.ingest_pipeline' has no 'nope'" in missing.stderr
 
 
 @pytest.mark.slow

@@ -51,7 +51,10 @@ def _ids_scores(items: Iterable[Any], what: str) -> tuple[list[str], list[float 
         if not isinstance(cid, str) or not cid:
             raise ValueError(f"{what}: a chunk id must be a non-empty string, not {cid!r}")
         if score is not None:
-            score = float(score)
+            try:
+                score = float(score)
+            except OverflowError:
+                score = math.inf
             if not math.isfinite(score):
                 raise ValueError(f"{what}: score {score} of {cid!r} is not finite")
             scored = True

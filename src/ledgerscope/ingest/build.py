@@ -2,13 +2,15 @@
 
 Order: every input is read and checked first (fixtures and corpus, the chunk
 store, the traces, the ids the traces name, the chunks they name located in
-the sources) and any problem stops the ingest before anything is written. Then
-the derivation runs in DuckDB (:mod:`.derive`), the ledger is written into a
-staging directory beside ``--out`` through :mod:`ledgerscope.ledger.write`,
-read back by :func:`ledgerscope.ledger.read.connect`, and renamed into place
-whole: an interrupted ingest leaves no ledger (a later run clears the
-staging directory it left). The same inputs give the same ledger bytes: no
-time, path or process id is written.
+the sources) and any problem stops the ingest before anything is written. The
+traces go straight into DuckDB (:mod:`.fastread` when it can prove them valid,
+else :mod:`.traceformat` line by line), and the derivation runs there
+(:mod:`.derive`); the ledger is written into a staging directory beside
+``--out`` through :mod:`ledgerscope.ledger.write`, read back by
+:func:`ledgerscope.ledger.read.connect`, and renamed into place whole: an
+interrupted ingest leaves no ledger (a later run clears the staging directory
+it left). The same inputs give the same ledger bytes: no time, path or process
+id is written.
 """
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ import hashlib
 import json
 import os
 import shutil
+import weakref
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ledgerscope import __version__
 from ledgerscope.common.atomic import clear_stale
-from ledgerscope.common.errors import InputError, Problem
-from ledgerscope.ingest import derive, verdicts
+from ledgerscope.common.errors import InputError
+from ledgerscope.ingest import checks, derive, verdicts
 from ledgerscope.ingest.chunkstore import Chunk, read_chunks
-from ledgerscope.ingest.resolve import RESOLVED, UNRESOLVED, Resolution, ResolutionReport, resolve_chunks
-from ledgerscope.ingest.spec import FORMAT, STAGE_ORDER, virtual_recorded
+from ledgerscope.ingest.report import IngestReport
+from ledgerscope.ingest.resolve import Resolution, ResolutionReport, resolve_chunks
+from ledgerscope.ingest.spec import FORMAT, virtual_recorded
 from ledgerscope.ingest.tables import chunk_table, fixture_tables, trace_tables
-from ledgerscope.ingest.traceformat import Traces, read_traces, unknown_ids
+from ledgerscope.ingest.traceformat import Traces, read_traces
 from ledgerscope.inputs.fixtures import Fixture, load_fixtures
 from ledgerscope.inputs.sources import Corpus, load_corpus
 from ledgerscope.ledger import schema
@@ -39,12 +43,16 @@ from ledgerscope.pipeline.encoder import BUNDLED_MINILM
 WRITTEN_AT = "ingested"
 #: the tree's support stages, in order, as the manifest lists them recorded or not
 TREE_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "packed")
+#: DuckDB's share of the machine: an ingest stays within a gigabyte
+MEMORY_LIMIT = "600MB"
+
+__all__ = ["IngestOptions", "IngestReport", "ingest"]
 
 
 @dataclass
 class IngestOptions:
     traces: list[Path]
-    chunks: Path
+    chunks: Path | None
     fixtures: Path
     out: Path
     corpus: Path | None = None
@@ -56,61 +64,21 @@ class IngestOptions:
     source: str = FORMAT
     #: why the chunk store is partial, when it is (the report and the manifest say so)
     partial_reason: str = "the chunk store is declared partial (--chunks-partial)"
+    #: read the traces line by line even where DuckDB could (tests compare the two)
+    line_by_line: bool = False
 
 
 @dataclass
-class IngestReport:
-    out: Path
-    traces: int
-    records: dict[tuple[str, str], int]
-    resolution: ResolutionReport
-    recorded: dict[str, list[str]]
-    not_recorded: dict[str, list[str]]
-    chunked: dict[str, str]
-    oracle: str
-    claims: Counter = field(default_factory=Counter)
-    context_mismatches: int = 0
+class Checked:
+    """Inputs read and checked, the traces already in ``con``: what the derivation may rely on."""
 
-    def to_json(self) -> dict:
-        return {
-            "ledger": str(self.out), "traces": self.traces,
-            "records": [{"arm": a, "phase": p, "records": n} for (a, p), n in sorted(self.records.items())],
-            "chunks": self.resolution.to_json(), "stages_recorded": self.recorded,
-            "tree_stages_not_recorded": self.not_recorded, "chunked": self.chunked, "oracle": self.oracle,
-            "claims": [{"claim": k, "agrees": a, "records": n} for (k, a), n in sorted(self.claims.items())],
-            "context_text_lacks_a_chunk": self.context_mismatches,
-        }
-
-    def lines(self) -> list[str]:
-        """The report for a terminal."""
-        arms = sorted({a for a, _ in self.records})
-        out = [f"ledger {self.out}: {self.traces} trace(s) -> {sum(self.records.values())} record(s); "
-               + "; ".join(f"{a}: {sum(1 for b, _ in self.records if b == a)} phase(s)" for a in arms)]
-        counts = self.resolution.counts
-        out.append("chunks: " + ", ".join(f"{k} {counts[k]}" for k in (*RESOLVED, *UNRESOLVED) if counts[k]))
-        for status, examples in sorted(self.resolution.examples.items()):
-            docs = {d: c[status] for d, c in self.resolution.per_doc.items() if c[status]}
-            out.append(f"  {status} in {len(docs)} document(s): "
-                       + ", ".join(f"{d} {n}" for d, n in sorted(docs.items())[:8]))
-            out.extend(f"    e.g. {e}" for e in examples)
-        for arm in arms:
-            out.append(f"{arm}: recorded {', '.join(self.recorded[arm])}; chunker output {self.chunked[arm]}")
-            if self.not_recorded[arm]:
-                out.append(f"  not recorded: {', '.join(self.not_recorded[arm])} (the diagnosis walk "
-                           "names them and collapses their steps into the recorded transitions)")
-        out.append(f"oracle: {self.oracle}" + (" (name a generator with --oracle-arm)"
-                                                if self.oracle == "not run" else ""))
-        disagree = {k: n for (k, a), n in self.claims.items() if a == "false"}
-        if self.claims:
-            agree = sum(n for (_, a), n in self.claims.items() if a == "true")
-            out.append(f"producer claims: {agree} agree with ledgerscope's derivation, "
-                       f"{sum(disagree.values())} disagree"
-                       + (": " + ", ".join(f"{k} {n}" for k, n in sorted(disagree.items()))
-                          if disagree else ""))
-        if self.context_mismatches:
-            out.append(f"context_text: {self.context_mismatches} record(s) whose literal context lacks a "
-                       "context chunk's text (named in each record's detail)")
-        return out
+    con: object
+    fixtures: list[Fixture]
+    corpus: Corpus
+    chunks: list[Chunk]
+    #: the manifest's record of the inputs (names and digests)
+    inputs: dict
+    chunks_file: str
 
 
 def _digest(path: Path) -> str:
@@ -119,6 +87,8 @@ def _digest(path: Path) -> str:
 
 
 def check_out(out: Path, inputs: list[Path]) -> None:
+    from ledgerscope.common.errors import Problem
+
     if out.exists() or out.is_symlink():
         raise InputError(Problem(str(out), None, "out", "already exists; choose a new ledger directory"))
     dst = out.resolve()
@@ -127,17 +97,18 @@ def check_out(out: Path, inputs: list[Path]) -> None:
             raise InputError(Problem(str(out), None, "out", f"would replace the input {p}"))
 
 
-@dataclass
-class Checked:
-    """Inputs read and checked: what the derivation may rely on."""
+def connection():
+    """The ingest's DuckDB connection (bounded memory, spilling to a temporary directory)."""
+    import tempfile
 
-    fixtures: list[Fixture]
-    corpus: Corpus
-    chunks: list[Chunk]
-    traces: Traces
-    #: the manifest's record of the inputs (names and digests)
-    inputs: dict
-    chunks_file: str
+    import duckdb
+
+    con = duckdb.connect()
+    spill = tempfile.mkdtemp(prefix="ledgerscope-ingest-duckdb-")
+    weakref.finalize(con, shutil.rmtree, spill, True)
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("SET temp_directory = ?", [spill])
+    return con
 
 
 def read_fixtures_and_corpus(opts: IngestOptions) -> tuple[list[Fixture], Corpus]:
@@ -145,16 +116,30 @@ def read_fixtures_and_corpus(opts: IngestOptions) -> tuple[list[Fixture], Corpus
     return load_fixtures(opts.fixtures, base)
 
 
-def check_names(traces: Traces, chunks: list[Chunk], fixtures: list[Fixture], fixtures_path: Path) -> None:
+def file_names(paths: list[Path]) -> dict[str, str]:
+    """How each trace file is named in the ledger: its name (its index too when two share one)."""
+    names = [p.name for p in paths]
+    return {str(p): (p.name if names.count(p.name) == 1 else f"{i}:{p.name}") for i, p in enumerate(paths)}
+
+
+def load_traces(con, opts: IngestOptions) -> None:
+    """``_ig_trace`` and ``_ig_stage``: DuckDB's bulk read when it proves the files valid, else the
+    line-by-line reader (whose problems, if any, are raised)."""
+    from ledgerscope.ingest.fastread import read_fast
+
+    names = file_names(opts.traces)
+    if not opts.line_by_line and read_fast(con, opts.traces, opts.config, names):
+        return
+    traces, problems = read_traces(opts.traces, opts.config)
+    if problems:
+        raise InputError(problems)
+    trace_tables(con, traces, names)
+
+
+def check_names(con, chunks: list[Chunk], fixtures: list[Fixture], fixtures_path: Path) -> None:
     """Every chunk id a trace names is in the store, every question in the fixtures."""
-    problems = unknown_ids(traces, {c.chunk_id for c in chunks})
-    known = {f.qid for f in fixtures}
-    seen: set[str] = set()
-    for i, qid in enumerate(traces.qid):
-        if qid not in known and qid not in seen:
-            seen.add(qid)
-            problems.append(Problem(traces.file[i], traces.line[i], "qid",
-                                    f"{qid[:80]!r} is not in the fixtures ({fixtures_path})"))
+    problems = checks.unknown_ids(con, (c.chunk_id for c in chunks))
+    problems += checks.unknown_qids(con, (f.qid for f in fixtures), fixtures_path)
     if problems:
         raise InputError(problems[:200])
 
@@ -163,40 +148,29 @@ def read_inputs(opts: IngestOptions) -> Checked:
     """Fixtures (resolved against the corpus), the chunk store and the traces, all checked."""
     fixtures, corpus = read_fixtures_and_corpus(opts)
     chunks, problems = read_chunks(opts.chunks, opts.coordinates)
-    traces, trace_problems = read_traces(opts.traces, opts.config)
-    problems += trace_problems
+    con = connection()
+    try:
+        load_traces(con, opts)
+    except InputError as exc:
+        problems += exc.problems
     if problems:
         raise InputError(problems)
-    check_names(traces, chunks, fixtures, opts.fixtures)
+    check_names(con, chunks, fixtures, opts.fixtures)
     inputs = {
         "traces": [{"name": p.name, "sha256": _digest(p)} for p in opts.traces],
         "chunks": {"name": opts.chunks.name, "sha256": _digest(opts.chunks), "partial": opts.chunks_partial},
         "fixtures": {"name": opts.fixtures.name, "sha256": _digest(opts.fixtures)},
     }
-    return Checked(fixtures, corpus, chunks, traces, inputs, str(opts.chunks))
+    return Checked(con, fixtures, corpus, chunks, inputs, str(opts.chunks))
 
 
-def _unresolved_problems(resolutions: list[Resolution], traces: Traces, path: str) -> list[Problem]:
-    """A chunk a trace names that lies nowhere: the ingest stops (never a guessed interval)."""
-    named = set(traces.s_chunk)
-    return [Problem(path, r.chunk.line, "text", f"chunk {r.chunk.chunk_id[:80]!r} ({r.status}): {r.note}")
-            for r in resolutions if not r.resolved and r.chunk.chunk_id in named][:200]
-
-
-def _arms(traces: Traces) -> dict[str, list[str]]:
-    arms: dict[str, set[str]] = {}
-    for a, p in zip(traces.config, traces.phase, strict=True):
-        arms.setdefault(a, set()).add(p)
-    return {a: sorted(ps) for a, ps in sorted(arms.items())}
-
-
-def _recorded(traces: Traces) -> dict[str, list[str]]:
-    """Per arm, the lists its traces record (in cascade order; declared ones after)."""
-    out: dict[str, set[str]] = {}
-    for a, rec in zip(traces.config, traces.recorded, strict=True):
-        out.setdefault(a, set()).update(rec)
-    order = {s: i for i, s in enumerate(STAGE_ORDER)}
-    return {a: sorted(s, key=lambda n: (order.get(n, 99), n)) for a, s in sorted(out.items())}
+def checked_from_traces(opts: IngestOptions, traces: Traces, fixtures: list[Fixture], corpus: Corpus,
+                        chunks: list[Chunk], inputs: dict, chunks_file: str) -> Checked:
+    """:class:`Checked` from traces already checked in Python (the OpenInference mapping)."""
+    con = connection()
+    trace_tables(con, traces, file_names(opts.traces))
+    check_names(con, chunks, fixtures, opts.fixtures)
+    return Checked(con, fixtures, corpus, chunks, inputs, chunks_file)
 
 
 def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None) -> dict[str, str]:
@@ -248,34 +222,49 @@ def manifest_for(opts: IngestOptions, inputs: dict, arms: dict[str, list[str]],
     return manifest
 
 
-def derive_all(con, traces: Traces, resolutions: list[Resolution], fixtures: dict[str, Fixture],
-               corpus: Corpus, opts: IngestOptions, arms: dict[str, list[str]], chunked: dict[str, str],
+def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture], corpus: Corpus,
+               opts: IngestOptions, arms: dict[str, list[str]], chunked: dict[str, str],
                digests: dict[str, str]) -> None:
-    """Every derivation step, in order, into ``_ig_out``, ``_ig_cand``, ``_ig_units``, ``_ig_bounds``."""
+    """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
+    (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
     from ledgerscope.pipeline.encoder import TokenCounter
 
-    names = _file_names(opts.traces)
-    trace_tables(con, traces, names)
     chunk_table(con, resolutions, corpus)
     fixture_tables(con, fixtures, corpus)
     derive.candidates(con)
     derive.citations(con)
     derive.support(con, [a for a, how in chunked.items() if how == "recorded"])
+    derive.drop(con, "_ig_over", "_ig_iv", "_ig_iv_chunked", "_ig_cs")
     derive.units(con, arms)
     texts = {s.doc_id: s.text for s in corpus}
     verdicts.answer_table(con, fixtures)
     verdicts.citation_table(con, fixtures, texts)
     counter = TokenCounter(opts.tokenizer)
-    verdicts.token_table(con, lambda xs: [len(e.ids) for e in counter.tokenizer.encode_batch(
-        xs, add_special_tokens=False)])
+    verdicts.token_table(con, lambda texts: count_tokens(counter.tokenizer, texts))
     verdicts.context_table(con)
     verdicts.verdict_table(con)
     if not _has_table(con, "_ig_oracle"):
-        con.execute("CREATE OR REPLACE TEMP TABLE _ig_oracle (arm VARCHAR, qid VARCHAR, "
+        con.execute("CREATE OR REPLACE TABLE _ig_oracle (arm VARCHAR, qid VARCHAR, "
                     "answer_verdict VARCHAR, feasible BOOLEAN)")
     derive.records(con, digests)
     verdicts.compare_claims(con)
-    derive.finish(con)
+    derive.drop(con, "_ig_kept", "_ig_chunked", "_ig_single", "_ig_need", "_ig_need_chunked", "_ig_count",
+                "_ig_tokens", "_ig_answer", "_ig_citation")
+
+
+def count_tokens(tokenizer, texts: list[str], threads: int = 2) -> list[int]:
+    """Each text's token count (no special tokens), the batch split over threads (the tokenizer
+    releases the GIL while it encodes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    step = max(1, -(-len(texts) // threads))
+    parts = [texts[i:i + step] for i in range(0, len(texts), step)]
+
+    def one(part: list[str]) -> list[int]:
+        return [len(e.ids) for e in tokenizer.encode_batch(part, add_special_tokens=False)]
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return [n for counts in pool.map(one, parts) for n in counts]
 
 
 def _has_table(con, name: str) -> bool:
@@ -283,33 +272,25 @@ def _has_table(con, name: str) -> bool:
     return bool(rows[0][0])
 
 
-def _file_names(paths: list[Path]) -> dict[str, str]:
-    names = [p.name for p in paths]
-    return {str(p): (p.name if names.count(p.name) == 1 else f"{i}:{p.name}") for i, p in enumerate(paths)}
-
-
-def ingest(opts: IngestOptions, con=None) -> IngestReport:
+def ingest(opts: IngestOptions) -> IngestReport:
     """Run the whole ingest of trace files (rules in the module docstring)."""
     check_out(opts.out, [*opts.traces, opts.chunks, opts.fixtures, *([opts.corpus] if opts.corpus else [])])
-    return ingest_checked(opts, read_inputs(opts), con)
+    return ingest_checked(opts, read_inputs(opts))
 
 
-def ingest_checked(opts: IngestOptions, checked: Checked, con=None) -> IngestReport:
+def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
-    import duckdb
-
-    traces, corpus = checked.traces, checked.corpus
+    con, corpus = checked.con, checked.corpus
     resolutions = resolve_chunks(checked.chunks, corpus)
     report = ResolutionReport.of(resolutions)
-    problems = _unresolved_problems(resolutions, traces, checked.chunks_file)
+    problems = checks.unresolved_named(con, resolutions, checked.chunks_file)
     if problems:
         raise InputError(problems)
-    used = set(traces.qid)
+    used = checks.questions(con)
     fixtures = {f.qid: f for f in checked.fixtures if f.qid in used}
-    arms = _arms(traces)
-    recorded = _recorded(traces)
+    arms = checks.arms(con)
+    recorded = checks.recorded(con)
     chunked = _chunked(list(arms), resolutions, opts.partial_reason if opts.chunks_partial else None)
-    con = con or duckdb.connect()
     oracle = "not run"
     if opts.oracle_arm is not None:
         from ledgerscope.ingest.oracle import oracle_rows
@@ -328,14 +309,15 @@ def ingest_checked(opts: IngestOptions, checked: Checked, con=None) -> IngestRep
         manifest = manifest_for(opts, checked.inputs, arms, recorded, chunked, corpus, fixtures_digest,
                                 len(fixtures), report, oracle)
         digests = {a: e["config_digest"] for a, e in manifest["arms"].items()}
-        derive_all(con, traces, resolutions, fixtures, corpus, opts, arms, chunked, digests)
+        derive_all(con, resolutions, fixtures, corpus, opts, arms, chunked, digests)
         counts = write_ledger(con, staging, manifest, arms, corpus)
         os.replace(staging, opts.out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return IngestReport(opts.out, len(traces), counts, report, recorded, manifest["ingested"][
-        "tree_stages_not_recorded"], chunked, oracle, _claims(con), _mismatches(con))
+    return IngestReport(opts.out, checks.count(con), counts, report, recorded,
+                        manifest["ingested"]["tree_stages_not_recorded"], chunked, oracle, _claims(con),
+                        _mismatches(con))
 
 
 def _claims(con) -> Counter:

@@ -124,3 +124,16 @@ def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str
         first[chunk.chunk_id] = line
         chunks.append(chunk)
     return chunks
+
+
+def chunks_from_bytes(raw: bytes, file: str,
+                      coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
+    """:func:`read_chunks` of a store's bytes (the fuzzers call it in process, no file written)."""
+    from ledgerscope.ingest.lines import objects_of
+
+    problems: list[Problem] = []
+    chunks = chunks_from_objects(((file, line, obj) for line, obj in objects_of(raw, file, problems)),
+                                 coordinates, problems)
+    if not chunks and not problems:
+        problems.append(Problem(file, None, "chunks", "no chunks in the file"))
+    return chunks, problems

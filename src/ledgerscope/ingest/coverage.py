@@ -31,7 +31,7 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
     """``out``: per (key, vstage) of ``need`` whether some sufficient set is covered by the intervals
     ``iv`` holds for it, and the first such set."""
     return f"""
-    CREATE OR REPLACE TEMP TABLE {out} AS
+    CREATE OR REPLACE TABLE {out} AS
     WITH sn AS (
         SELECT n.key, n.vstage, s.span_id, s.doc_id, s.s, s.e, s.span_text
         FROM {need} n JOIN _ig_span s ON s.qid = n.qid),
@@ -74,7 +74,7 @@ def single_unit_sql() -> str:
     """``_ig_single``: per key, whether some sufficient set lies inside one interval of ``packed``
     (:func:`ledgerscope.pipeline.support.single_unit_complete`)."""
     return f"""
-    CREATE OR REPLACE TEMP TABLE _ig_single AS
+    CREATE OR REPLACE TABLE _ig_single AS
     WITH u AS (
         SELECT i.key, n.qid, i.doc_id, i.vs, i.ve, row_number() OVER () AS uid
         FROM _ig_iv i JOIN (SELECT DISTINCT key, qid FROM _ig_need) n USING (key)

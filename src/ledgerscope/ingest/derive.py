@@ -44,21 +44,33 @@ _VSTAGES = {
 _MEMBERS = {"exact": ("bm25", "dense_exact"), "production": ("bm25", "dense_ann")}
 
 
+#: the ledger's candidate rows of one (arm, phase): stage rows with their chunks' intervals (never
+#: materialised whole: a hundred thousand traces of fifty ids are five million rows)
+CANDIDATES_OF = """
+    SELECT t.arm, t.phase, t.qid, s.stage, s."rank", s.chunk_id AS unit_id, s.score,
+           c.doc_id, c."start", c."end", CAST([] AS VARCHAR[]) AS lineage
+    FROM _ig_stage s JOIN (SELECT tid, arm, phase, qid FROM _ig_trace WHERE arm = $1 AND phase = $2) t
+         USING (tid) JOIN _ig_chunk c USING (chunk_id)"""
+
+
 def candidates(con) -> None:
-    """``_ig_cand``: the ledger's candidate rows (stage rows with their chunks' intervals)."""
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_cand AS
-        SELECT t.arm, t.phase, t.qid, s.stage, s."rank", s.chunk_id AS unit_id, s.score,
-               c.doc_id, c."start", c."end", CAST([] AS VARCHAR[]) AS lineage, s.tid
-        FROM _ig_stage s JOIN _ig_trace t USING (tid) JOIN _ig_chunk c USING (chunk_id)""")
+    """``_ig_packed``: the context's rows with their intervals; ``_ig_cs``: each chunk that overlaps a
+    gold span of a question, per question (only those rows can keep support)."""
+    con.execute("""CREATE OR REPLACE TABLE _ig_packed AS
+        SELECT s.tid, s."rank", s.chunk_id AS unit_id, c.doc_id, c."start", c."end"
+        FROM _ig_stage s JOIN _ig_chunk c USING (chunk_id) WHERE s.stage = 'packed'""")
+    con.execute("""CREATE OR REPLACE TABLE _ig_cs AS
+        SELECT DISTINCT c.chunk_id, sp.qid, c.doc_id, c."start", c."end"
+        FROM _ig_chunk c JOIN _ig_span sp ON sp.doc_id = c.doc_id AND c."start" < sp.e AND c."end" > sp.s""")
 
 
 def citations(con) -> None:
     """``_ig_cite``: each citation of each trace resolved to a context chunk (or NULLs: nowhere)."""
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_cite AS
+    con.execute("""CREATE OR REPLACE TABLE _ig_cite AS
         WITH c AS (
             SELECT tid, unnest(citations) AS label, unnest(range(len(citations))) AS i
             FROM _ig_trace WHERE citations IS NOT NULL),
-        p AS (SELECT tid, "rank", unit_id, doc_id, "start", "end" FROM _ig_cand WHERE stage = 'packed'),
+        p AS (SELECT tid, "rank", unit_id, doc_id, "start", "end" FROM _ig_packed),
         hit AS (
             SELECT c.tid, c.i, c.label, coalesce(byid.unit_id, bylabel.unit_id) AS unit_id,
                    coalesce(byid.doc_id, bylabel.doc_id) AS doc_id,
@@ -79,22 +91,27 @@ def support(con, chunked_arms: list[str]) -> None:
         f"WHERE walked AND {cond}" for v, cond in _VSTAGES.items())
     custom = ("SELECT key, qid, vstage FROM (SELECT tid AS key, qid, unnest(declared) AS vstage, recorded "
               "FROM _ig_trace JOIN _ig_fx USING (qid) WHERE walked) WHERE list_contains(recorded, vstage)")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _ig_need AS {need} UNION ALL {custom}")
+    con.execute(f"CREATE OR REPLACE TABLE _ig_need AS {need} UNION ALL {custom}")
+    # the stage rows over a gold span of their question: all that coverage reads
+    con.execute("""CREATE OR REPLACE TABLE _ig_over AS
+        SELECT s.tid, s.stage, cs.doc_id, cs."start", cs."end"
+        FROM _ig_stage s JOIN (SELECT tid, qid FROM _ig_trace) t USING (tid)
+        JOIN _ig_cs cs ON cs.chunk_id = s.chunk_id AND cs.qid = t.qid""")
     members = " UNION ALL ".join(
-        f"SELECT tid AS key, '{v}' AS vstage, doc_id, \"start\" AS vs, \"end\" AS ve FROM _ig_cand "
+        f"SELECT tid AS key, '{v}' AS vstage, doc_id, \"start\" AS vs, \"end\" AS ve FROM _ig_over "
         f"WHERE stage IN ({', '.join(repr(m) for m in ms)})" for v, ms in _MEMBERS.items())
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ig_iv AS
-        SELECT tid AS key, stage AS vstage, doc_id, "start" AS vs, "end" AS ve FROM _ig_cand
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_iv AS
+        SELECT tid AS key, stage AS vstage, doc_id, "start" AS vs, "end" AS ve FROM _ig_over
         UNION ALL {members}
         UNION ALL SELECT tid, 'cited', doc_id, "start", "end" FROM _ig_cite WHERE doc_id IS NOT NULL""")
     con.execute(coverage.kept_sql("_ig_kept"))
     con.execute(coverage.single_unit_sql())
     arms = ", ".join("'" + a.replace("'", "''") + "'" for a in chunked_arms) or "NULL"
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ig_need_chunked AS
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_need_chunked AS
         SELECT row_number() OVER (ORDER BY arm, qid) AS key, arm, qid, 'chunked' AS vstage
         FROM (SELECT DISTINCT arm, qid FROM _ig_trace JOIN _ig_fx USING (qid)
               WHERE walked AND arm IN ({arms}))""")
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_iv_chunked AS
+    con.execute("""CREATE OR REPLACE TABLE _ig_iv_chunked AS
         SELECT n.key, 'chunked' AS vstage, c.doc_id, c."start" AS vs, c."end" AS ve
         FROM _ig_need_chunked n JOIN (SELECT DISTINCT qid, doc_id FROM _ig_span) sp ON sp.qid = n.qid
         JOIN _ig_chunk c ON c.doc_id = sp.doc_id
@@ -108,7 +125,7 @@ def units(con, arms: dict[str, list[str]]) -> None:
     pairs = [(a, p) for a, phases in arms.items() for p in phases]
     values = ", ".join("(" + ", ".join("'" + x.replace("'", "''") + "'" for x in pair) + ")"
                        for pair in pairs)
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ig_units AS
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_units AS
         WITH ap(arm, phase) AS (VALUES {values})
         SELECT ap.arm, ap.phase, c.chunk_id AS unit_id, c.doc_id, c.version,
                CAST(row_number() OVER (PARTITION BY ap.arm, ap.phase, c.doc_id
@@ -117,7 +134,7 @@ def units(con, arms: dict[str, list[str]]) -> None:
                CAST(NULL AS INTEGER) AS token_start, CAST(NULL AS INTEGER) AS token_end,
                CAST(NULL AS INTEGER) AS n_tokens, c.text, c.access
         FROM ap JOIN _ig_chunk c ON c.configs IS NULL OR list_contains(c.configs, ap.arm)""")
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_bounds AS
+    con.execute("""CREATE OR REPLACE TABLE _ig_bounds AS
         SELECT arm, phase, CAST(0 AS INTEGER) AS phase_offset, doc_id, any_value(version) AS version,
                CAST(NULL AS INTEGER) AS n_tokens, CAST([] AS INTEGER[]) AS cut_tokens,
                list_sort(list_distinct(list("start") FILTER (WHERE "start" > 0))) AS cut_chars
@@ -135,7 +152,7 @@ def records(con, digests: dict[str, str]) -> None:
     custom = ("to_json(map_from_entries(list({'k': vstage, 'v': kept} ORDER BY vstage) "
               f"FILTER (WHERE vstage NOT IN ({', '.join(repr(v) for v in _VSTAGES)}))))")
     cases = " ".join(f"WHEN '{a.replace(chr(39), chr(39) * 2)}' THEN '{d}'" for a, d in digests.items())
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ig_rec AS
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_rec AS
         WITH k AS (
             SELECT key AS tid, {flags}, max(first_set) FILTER (WHERE vstage = 'packed') AS covered_set,
                    {custom} AS declared_support
@@ -145,8 +162,7 @@ def records(con, digests: dict[str, str]) -> None:
             SELECT tid, to_json(list({{'label': label, 'unit_id': unit_id, 'doc_id': doc_id,
                                       'start': "start", 'end': "end"}} ORDER BY i)) AS citations_json
             FROM _ig_cite GROUP BY tid),
-        pk AS (SELECT tid, list(unit_id ORDER BY "rank") AS ids FROM _ig_cand WHERE stage = 'packed'
-               GROUP BY tid)
+        pk AS (SELECT tid, list(unit_id ORDER BY "rank") AS ids FROM _ig_packed GROUP BY tid)
         SELECT t.arm, t.phase, CAST(0 AS INTEGER) AS phase_offset, t.qid, f.question, f.segment,
                f.fx_answerable AS answerable, f.support_only, f.stress_set, f.doc_ids, f.gold_status,
                ch.kept AS support_chunked,
@@ -154,8 +170,6 @@ def records(con, digests: dict[str, str]) -> None:
                k.support_production, k.support_union, k.support_fused, k.support_reranked,
                k.support_selected, k.support_packed, k.support_cited, CAST(NULL AS BOOLEAN) AS support_topk,
                CAST(k.covered_set AS INTEGER) AS covered_set, si.single AS single_unit_complete,
-               coalesce(t.context_text, array_to_string(t.context_items, chr(10) || chr(10)))
-                   AS packed_context,
                coalesce(pk.ids, CAST([] AS VARCHAR[])) AS packed_unit_ids,
                CAST(v.evidence_tokens AS INTEGER) AS evidence_tokens,
                CAST(v.prompt_tokens AS INTEGER) AS prompt_tokens, CAST(NULL AS INTEGER) AS budget_tokens,
@@ -184,11 +198,22 @@ def records(con, digests: dict[str, str]) -> None:
 
 
 
-def finish(con) -> None:
-    """``_ig_out``: the records with each producer claim compared in their detail (:mod:`.verdicts`)."""
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_out AS
-        SELECT r.* REPLACE (CASE WHEN c.compared IS NULL THEN r.generator_detail_json
-                                 ELSE CAST(json_merge_patch(r.generator_detail_json,
-                                      json_object('claims_compared', CAST(c.compared AS JSON))) AS VARCHAR)
-                            END AS generator_detail_json)
-        FROM _ig_rec r LEFT JOIN _ig_compared c USING (tid)""")
+#: one (arm, phase)'s records as the ledger holds them: the literal context taken from the trace and
+#: each producer claim compared in the detail, at writing time (neither copied once more before)
+RECORDS_OF = """
+    SELECT r.* EXCLUDE (tid, claims_json) REPLACE (
+               CASE WHEN c.compared IS NULL THEN r.generator_detail_json
+                    ELSE CAST(json_merge_patch(r.generator_detail_json,
+                         json_object('claims_compared', CAST(c.compared AS JSON))) AS VARCHAR)
+               END AS generator_detail_json),
+           coalesce(t.context_text, array_to_string(t.context_items, chr(10) || chr(10))) AS packed_context
+    FROM (SELECT * FROM _ig_rec WHERE arm = $1 AND phase = $2) r
+    JOIN (SELECT tid, context_text, context_items FROM _ig_trace) t USING (tid)
+    LEFT JOIN _ig_compared c USING (tid)
+    ORDER BY r.qid"""
+
+
+def drop(con, *names: str) -> None:
+    """Intermediate tables no longer read (the ingest's memory is bounded)."""
+    for name in names:
+        con.execute(f"DROP TABLE IF EXISTS {name}")

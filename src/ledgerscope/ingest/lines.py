@@ -43,6 +43,12 @@ def read_objects(path: Path, problems: list[Problem], what: str) -> Iterator[tup
     except OSError as exc:
         problems.append(Problem(str(path), None, what, f"cannot be read: {exc.strerror or exc}"))
         return
+    yield from objects_of(raw, str(path), problems)
+
+
+def objects_of(raw: bytes, file: str, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
+    """:func:`read_objects` over bytes already read (``file`` names them in problems)."""
+    path = file
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -86,7 +92,7 @@ def string_problem(value: Any, *, empty_ok: bool = True) -> str | None:
         return f"must be a string, not {kind_of(value)}"
     if not empty_ok and not value:
         return "must not be empty"
-    if has_lone_surrogate(value):
+    if not value.isascii() and has_lone_surrogate(value):
         return "holds a lone surrogate (an escape with no UTF-8 form)"
     return None
 
@@ -95,6 +101,10 @@ def ids_problem(value: Any) -> tuple[str, str] | None:
     """(sub-field, reason) for a list of chunk ids that is not one: strings, non-empty, no repeats."""
     if not isinstance(value, list):
         return "", f"must be a list of chunk ids, not {kind_of(value)}"
+    if all(type(x) is str and x for x in value) and len(set(value)) == len(value):  # the common case, fast
+        joined = "".join(value)
+        if joined.isascii() or not has_lone_surrogate(joined):
+            return None
     first: dict[str, int] = {}
     for i, item in enumerate(value):
         why = string_problem(item, empty_ok=False)
@@ -117,6 +127,10 @@ def scores_problem(value: Any, length: int, nulls: bool) -> tuple[str, str] | No
             continue
         if isinstance(x, bool) or not isinstance(x, int | float):
             return f"[{i}]", f"must be a number{' or null' if nulls else ''}, not {kind_of(x)}"
-        if not math.isfinite(float(x)):
-            return f"[{i}]", f"{x} is not a finite number"
+        try:
+            finite = math.isfinite(float(x))
+        except OverflowError:  # an integer beyond a double's range
+            finite = False
+        if not finite:
+            return f"[{i}]", f"{str(x)[:40]} is not a finite number"
     return None

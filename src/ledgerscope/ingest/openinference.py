@@ -47,12 +47,11 @@ from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ingest.build import (
-    Checked,
     IngestOptions,
     IngestReport,
     _digest,
-    check_names,
     check_out,
+    checked_from_traces,
     ingest_checked,
     read_fixtures_and_corpus,
 )
@@ -417,9 +416,9 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
                                 "no traces in the span export"))
     if problems:
         raise InputError(problems[:MAX_PROBLEMS])
-    check_names(traces, chunks, fixtures, opts.fixtures)
     opts.source = "openinference"
     inputs = {"spans": [{"name": p.name, "sha256": _digest(p)} for p in opts.traces], "chunks": chunk_input,
               "fixtures": {"name": opts.fixtures.name, "sha256": _digest(opts.fixtures)},
-              "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start}}
-    return ingest_checked(opts, Checked(fixtures, corpus, chunks, traces, inputs, chunks_file))
+              "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start, "chunk": keys.chunk}}
+    checked = checked_from_traces(opts, traces, fixtures, corpus, chunks, inputs, chunks_file)
+    return ingest_checked(opts, checked)

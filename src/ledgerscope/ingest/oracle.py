@@ -31,12 +31,10 @@ def oracle_rows(con, arm_file: Path, arms: Sequence[str], fixtures: Sequence[Fix
     prepare_oracle(rt, fixtures)
     rows = [run_oracle(rt, fx) for fx in fixtures]
     table = pa.Table.from_pylist([{**r, "arm": arm} for arm in arms for r in rows], schema=schema.ORACLE)
-    con.register("_ig_oracle_arrow", table)
-    try:
-        con.execute("CREATE OR REPLACE TEMP TABLE _ig_oracle_rows AS SELECT * FROM _ig_oracle_arrow")
-    finally:
-        con.unregister("_ig_oracle_arrow")
-    con.execute("CREATE OR REPLACE TEMP TABLE _ig_oracle AS SELECT arm, qid, answer_verdict, feasible "
+    from ledgerscope.ingest.tables import _create
+
+    _create(con, "_ig_oracle_rows", table)
+    con.execute("CREATE OR REPLACE TABLE _ig_oracle AS SELECT arm, qid, answer_verdict, feasible "
                 "FROM _ig_oracle_rows")
     gen = cfg.generator
     what = gen.get("kind", "extractive") + (f" {gen['model']}" if gen.get("model") else "")

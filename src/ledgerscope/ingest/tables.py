@@ -21,11 +21,19 @@ STRS = pa.list_(pa.string())
 
 
 def _create(con, name: str, table: pa.Table) -> None:
-    con.register(f"{name}_arrow", table)
-    try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
-    finally:
-        con.unregister(f"{name}_arrow")
+    """Temp table ``name`` with the rows of an Arrow table.
+
+    Through an uncompressed Parquet file in a temporary directory, not ``con.register``:
+    DuckDB's scan of a Python object imports pandas (over a second), its list parameters
+    convert a few hundred thousand nested values slower still."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory(prefix="ledgerscope-ingest-") as tmp:
+        path = f"{tmp}/{name}.parquet"
+        pq.write_table(table, path, compression="none")
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM read_parquet(?)", [path])
 
 
 def trace_tables(con, traces: Traces, file_names: Mapping[str, str]) -> None:
@@ -37,6 +45,7 @@ def trace_tables(con, traces: Traces, file_names: Mapping[str, str]) -> None:
     _create(con, "_ig_trace", pa.table({
         "tid": pa.array(range(n), pa.int64()),
         "trace_file": pa.array([file_names[f] for f in traces.file], STR),
+        "trace_path": pa.array(traces.file, STR),
         "trace_line": pa.array(traces.line, pa.int64()),
         "qid": pa.array(traces.qid, STR),
         "arm": pa.array(traces.config, STR),
@@ -52,6 +61,7 @@ def trace_tables(con, traces: Traces, file_names: Mapping[str, str]) -> None:
         "claims_json": pa.array(traces.claims_json, STR),
         "recorded": pa.array(traces.recorded, STRS),
         "declared": pa.array(traces.declared, STRS),
+        "fused_from": pa.array(traces.fused_from, STR),
     }))
     _create(con, "_ig_stage", pa.table({
         "tid": pa.array(traces.s_trace, pa.int64()),

@@ -6,7 +6,7 @@ One JSON object per request, in seed 002's shape (``qid``, ``retrieved_ids``,
 reference reader: it checks each line (:func:`line_problems`) and across lines
 (one trace per config, phase and question) and returns the traces as columns
 (:class:`Traces`) for the derivation, which never sees an unchecked value.
-Chunk ids are checked against the chunk store later (:func:`unknown_ids`).
+Chunk ids are checked against the chunk store later (:mod:`.checks`).
 """
 
 from __future__ import annotations
@@ -362,18 +362,14 @@ def _capped(problems: list[Problem]) -> list[Problem]:
                                               f"{rest}+ more problem(s) not listed")]
 
 
-def unknown_ids(traces: Traces, store: set[str] | frozenset[str]) -> list[Problem]:
-    """Chunk ids the traces name that the chunk store does not hold (the first per trace)."""
-    out: list[Problem] = []
-    reported: set[int] = set()
-    for t, stage, rank, chunk in zip(traces.s_trace, traces.s_stage, traces.s_rank, traces.s_chunk,
-                                     strict=True):
-        if chunk in store or t in reported:
-            continue
-        reported.add(t)
-        where = {"fused": traces.fused_from[t], "packed": "context_ids"}.get(stage) or f"stages.{stage}.ids"
-        out.append(Problem(traces.file[t], traces.line[t], f"{where}[{rank - 1}]",
-                           f"chunk {chunk[:80]!r} is not in the chunk store"))
-        if len(out) >= MAX_PROBLEMS:
-            break
-    return out
+def traces_from_bytes(raw: bytes, file: str,
+                      default_config: str | None = None) -> tuple[Traces, list[Problem]]:
+    """:func:`read_traces` of one file's bytes (the fuzzers call it in process, no file written)."""
+    from ledgerscope.ingest.lines import objects_of
+
+    problems: list[Problem] = []
+    out = traces_from_objects(((file, line, obj) for line, obj in objects_of(raw, file, problems)),
+                              default_config, problems)
+    if not problems and not len(out):
+        problems.append(Problem(file, None, "traces", "no traces in the file(s)"))
+    return out, _capped(problems)

@@ -90,7 +90,7 @@ def token_table(con, count_many: Callable[[list[str]], list[int]]) -> None:
             UNION ALL SELECT prompt FROM _ig_trace WHERE prompt IS NOT NULL)""").fetchall()]
     counts = count_many(texts) if texts else []
     _create(con, "_ig_count", pa.table({"x": pa.array(texts, STR), "n": pa.array(counts, pa.int64())}))
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_tokens AS
+    con.execute("""CREATE OR REPLACE TABLE _ig_tokens AS
         WITH items AS (SELECT tid, unnest(context_items) AS x FROM _ig_trace WHERE context_items IS NOT NULL),
         ev AS (
             SELECT i.tid, sum(c.n) AS n FROM items i JOIN _ig_count c USING (x) GROUP BY i.tid
@@ -108,20 +108,20 @@ def _norm(expr: str) -> str:
 
 def context_table(con) -> None:
     """``_ig_context``: per trace, the context chunks whose store text the literal context lacks."""
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ig_context AS
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_context AS
         WITH x AS (
             SELECT c.tid, c."rank", c.unit_id, t.context_items, t.context_text, ch.store_text, ch.text,
                    CASE WHEN t.context_items IS NOT NULL
                         THEN t.context_items[c."rank"] IN (ch.store_text, ch.text)
                         ELSE contains(t.context_text, ch.store_text) OR contains(t.context_text, ch.text)
                    END AS same
-            FROM _ig_cand c JOIN _ig_trace t USING (tid) JOIN _ig_chunk ch ON ch.chunk_id = c.unit_id
-            WHERE c.stage = 'packed'),
+            FROM _ig_packed c JOIN _ig_trace t USING (tid) JOIN _ig_chunk ch ON ch.chunk_id = c.unit_id),
         y AS (
             SELECT tid, unit_id, "rank", same,
-                   same OR CASE WHEN context_items IS NOT NULL
-                                THEN {_norm('context_items["rank"]')} = {_norm('store_text')}
-                                ELSE contains({_norm('context_text')}, {_norm('store_text')}) END AS loose
+                   CASE WHEN same THEN true  -- CASE: the normalisation runs only where it is needed
+                        WHEN context_items IS NOT NULL
+                        THEN {_norm('context_items["rank"]')} = {_norm('store_text')}
+                        ELSE contains({_norm('context_text')}, {_norm('store_text')}) END AS loose
             FROM x)
         SELECT tid, list(unit_id ORDER BY "rank") FILTER (WHERE NOT loose) AS missing,
                list(unit_id ORDER BY "rank") FILTER (WHERE loose AND NOT same) AS whitespace
@@ -130,7 +130,7 @@ def context_table(con) -> None:
 
 def verdict_table(con) -> None:
     """``_ig_verdict``: everything above per trace, for the records."""
-    con.execute("""CREATE OR REPLACE TEMP TABLE _ig_verdict AS
+    con.execute("""CREATE OR REPLACE TABLE _ig_verdict AS
         SELECT t.tid, a.verdict AS answer_verdict, a.reason AS answer_reason,
                c.verdict AS citation_verdict, c.reason AS citation_reason,
                k.evidence_tokens, k.prompt_tokens,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ledgerscope.ingest.derive import CANDIDATES_OF, RECORDS_OF
 from ledgerscope.ingest.spec import STAGE_ORDER
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
@@ -22,13 +23,18 @@ from ledgerscope.ledger.write import clear_staging, oracle_path, write_partition
 #: candidate rows in cascade order within a record (declared stages after the standard ones)
 _STAGE_RANK = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], stage), 99)"
 
+#: each table sorted once into a plain (not temporary) table, which every writer thread's cursor
+#: sees; a partition's query then reads only the row groups of its (arm, phase)
+#: each table's rows of one (arm, phase), in the order the ledger keeps them; every name a plain
+#: table of the ingest's connection, so each writer thread's cursor sees it
 _QUERIES = {
-    "records": "SELECT * FROM _ig_out WHERE arm = $1 AND phase = $2 ORDER BY qid",
-    "candidates": f"SELECT * FROM _ig_cand WHERE arm = $1 AND phase = $2 ORDER BY qid, {_STAGE_RANK}, stage, "
-                  '"rank"',
+    "records": RECORDS_OF,
+    "candidates": f"{CANDIDATES_OF} ORDER BY t.qid, {_STAGE_RANK}, s.stage, s.\"rank\"",
     "units": 'SELECT * FROM _ig_units WHERE arm = $1 AND phase = $2 ORDER BY doc_id, "start", "end", unit_id',
     "boundaries": "SELECT * FROM _ig_bounds WHERE arm = $1 AND phase = $2 ORDER BY doc_id",
 }
+#: partitions written at once (the Parquet encoder releases the GIL)
+WRITERS = 2
 
 
 def as_table(con, sql: str, params: list, table_schema: pa.Schema) -> pa.Table:
@@ -37,24 +43,34 @@ def as_table(con, sql: str, params: list, table_schema: pa.Schema) -> pa.Table:
     return got.select(table_schema.names).cast(table_schema).combine_chunks()
 
 
+def _partition(con, ledger: Path, arm: str, phase: str) -> int:
+    cur = con.cursor()
+    try:
+        tables = {name: as_table(cur, sql, [arm, phase], schema.TABLES[name])
+                  for name, sql in _QUERIES.items()}
+    finally:
+        cur.close()
+    write_partition(ledger, arm, phase, tables,
+                    {"arm": arm, "phase": phase, "from": "ingest", "written_at": "ingested",
+                     **{name: t.num_rows for name, t in tables.items()}})
+    return tables["records"].num_rows
+
+
 def write_ledger(con, ledger: Path, manifest: dict, arms: dict[str, list[str]],
                  corpus: Corpus) -> dict[tuple[str, str], int]:
     """Manifest, sources, every (arm, phase) partition, the oracle tables; then the reader's check.
     Returns the records written per (arm, phase)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     (ledger / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
     sources = pa.Table.from_pylist(
         [{"doc_id": s.doc_id, "version": s.version, "text": s.text, "observed": s.observed,
           "access": list(s.access)} for s in corpus], schema=schema.SOURCES)
     pq.write_table(sources, ledger / "sources.parquet", compression="zstd")
-    counts = {}
-    for arm, phases in arms.items():
-        for phase in phases:
-            tables = {name: as_table(con, sql, [arm, phase], schema.TABLES[name])
-                      for name, sql in _QUERIES.items()}
-            write_partition(ledger, arm, phase, tables,
-                            {"arm": arm, "phase": phase, "from": "ingest", "written_at": "ingested",
-                             **{name: t.num_rows for name, t in tables.items()}})
-            counts[(arm, phase)] = tables["records"].num_rows
+    keys = [(arm, phase) for arm, phases in arms.items() for phase in phases]
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        counts = dict(zip(keys, pool.map(lambda k: _partition(con, ledger, *k), keys), strict=True))
+    for arm in arms:
         oracle = (as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm],
                            schema.ORACLE) if _has(con, "_ig_oracle_rows") else None)
         if oracle is not None and oracle.num_rows:

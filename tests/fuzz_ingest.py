@@ -46,7 +46,8 @@ def base_traces(qids: list[str], chunk_ids: list[str], staged: bool = True) -> l
             ids = rnd.sample(chunk_ids, min(4, len(chunk_ids)))
             out.append({"qid": q, "config": config, "retrieved_ids": ids,
                         "scores": [round(1 - i / 10, 2) for i in range(len(ids))], "context_ids": ids[:2],
-                        "context_text": ["x", "y"][: len(ids[:2])], "answer": "7 days [1]", "citations": ["1"]})
+                        "context_text": ["x", "y"][: len(ids[:2])], "answer": "7 days [1]",
+                        "citations": ["1"]})
     if staged:
         ids = chunk_ids[:3]
         out.append({"qid": qids[0], "config": "staged", "phase": "p1", "context_ids": ids[:1],
@@ -155,18 +156,18 @@ TRACE_MUTATIONS: dict[str, tuple[Callable[[list[dict], random.Random], bytes], s
                       "error"),
     "missing-required": (_with(lambda row, r: row.pop(r.choice(["qid", "context_ids", "context_text",
                                                                 "answer"]))), "error"),
-    "null-required": (_with(lambda row, r: row.update({r.choice(["qid", "context_ids", "context_text"]): None})),
-                      "error"),
+    "null-required": (_with(lambda row, r: row.update({r.choice(["qid", "context_ids", "context_text"]):
+                                                        None})), "error"),
     "scores-misaligned": (_with(lambda row, r: row.update(scores=[1.0] * (len(_first_ids(row)) + 1))),
                           "error"),
-    "context-misaligned": (_with(lambda row, r: row.update(context_text=["a"] * (len(row["context_ids"]) + 1))),
-                           "error"),
+    "context-misaligned": (_with(lambda row, r: row.update(
+        context_text=["a"] * (len(row["context_ids"]) + 1))), "error"),
     "second-trace": (lambda rows, r: _dump([*rows, dict(rows[0])]), "error"),
     "bad-config": (_with(lambda row, r: row.update(config=r.choice(["../x", "a b", "", "é"]))), "error"),
     "bad-phase": (_with(lambda row, r: row.update(phase=r.choice([".x", "a/b", ""]))), "error"),
-    "stage-order": (_with(lambda row, r: row.update(stage_order=["reranked", "bm25"],
-                                                    stages={"bm25": {"ids": ["c0"]}, "reranked": {"ids": ["c0"]}})),
-                    "error"),
+    "stage-order": (_with(lambda row, r: row.update(
+        stage_order=["reranked", "bm25"], stages={"bm25": {"ids": ["c0"]}, "reranked": {"ids": ["c0"]}})),
+        "error"),
     "unknown-claim": (_with(lambda row, r: row.update(claims={"support_everything": True})), "error"),
     "empty-file": (lambda rows, r: b"", "error"),
     "blank-lines": (lambda rows, r: b"\n".join(_dump(rows).split(b"\n")[:2]) + b"\n\n \n" +
@@ -255,15 +256,17 @@ def run_parser_case(kind: str, mutation: str, seed: int, qids: list[str], chunk_
     from ledgerscope.ingest.traceformat import traces_from_bytes
 
     file = "traces.jsonl" if kind == "traces" else "chunks.jsonl"
-    data, expect = trace_case(mutation, seed, qids, chunk_ids) if kind == "traces" else chunk_case(mutation, seed)
+    data, expect = (trace_case(mutation, seed, qids, chunk_ids) if kind == "traces"
+                    else chunk_case(mutation, seed))
     try:
         _, problems = traces_from_bytes(data, file) if kind == "traces" else chunks_from_bytes(data, file)
-    except Exception as exc:  # noqa: BLE001 - any exception is the finding
+    except Exception as exc:
         return [f"{kind}/{mutation}#{seed}: raised {type(exc).__name__}: {exc}"[:300]]
     return [f"{kind}/{mutation}#{seed}: {b}" for b in judge(problems, data, file, expect)]
 
 
-def differential_case(con, root, mutation: str, seed: int, qids: list[str], chunk_ids: list[str]) -> list[str]:
+def differential_case(con, root, mutation: str, seed: int, qids: list[str],
+                      chunk_ids: list[str]) -> list[str]:
     """The bulk reader against the line-by-line reader on one seed-002 case (files under ``root``)."""
     from ledgerscope.ingest import fastread
     from ledgerscope.ingest.tables import trace_tables
@@ -278,9 +281,9 @@ def differential_case(con, root, mutation: str, seed: int, qids: list[str], chun
     saved, fastread.MIN_BYTES = fastread.MIN_BYTES, 0
     try:
         fast = fastread.read_fast(con, [path], None, names)
-        got = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("_ig_trace", "_ig_stage")] \
-            if fast else None
-    except Exception as exc:  # noqa: BLE001
+        got = ([con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("_ig_trace", "_ig_stage")]
+               if fast else None)
+    except Exception as exc:
         return [f"fast/{mutation}#{seed}: raised {type(exc).__name__}: {exc}"[:300]]
     finally:
         fastread.MIN_BYTES = saved
@@ -288,7 +291,8 @@ def differential_case(con, root, mutation: str, seed: int, qids: list[str], chun
     if not fast:
         return []
     if problems:
-        return [f"fast/{mutation}#{seed}: the bulk reader accepted what the line reader refuses: {problems[0]}"]
+        return [f"fast/{mutation}#{seed}: the bulk reader accepted what the line reader refuses: "
+                f"{problems[0]}"]
     trace_tables(con, traces, names)
     want = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("_ig_trace", "_ig_stage")]
     return [] if got == want else [f"fast/{mutation}#{seed}: the two readers built different tables"]

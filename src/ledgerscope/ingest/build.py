@@ -44,7 +44,7 @@ WRITTEN_AT = "ingested"
 #: the tree's support stages, in order, as the manifest lists them recorded or not
 TREE_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "packed")
 #: DuckDB's share of the machine: an ingest stays within a gigabyte
-MEMORY_LIMIT = "600MB"
+MEMORY_LIMIT = "450MB"
 
 __all__ = ["IngestOptions", "IngestReport", "ingest"]
 

@@ -50,7 +50,11 @@ CANDIDATES_OF = """
     SELECT t.arm, t.phase, t.qid, s.stage, s."rank", s.chunk_id AS unit_id, s.score,
            c.doc_id, c."start", c."end", CAST([] AS VARCHAR[]) AS lineage
     FROM _ig_stage s JOIN (SELECT tid, arm, phase, qid FROM _ig_trace WHERE arm = $1 AND phase = $2) t
-         USING (tid) JOIN _ig_chunk c USING (chunk_id)"""
+         USING (tid) JOIN _ig_chunk c USING (chunk_id)
+    -- the partition's range of trace numbers: files written in request order keep a partition's
+    -- traces together, and DuckDB then reads only the row groups holding them
+    WHERE s.tid BETWEEN (SELECT min(tid) FROM _ig_trace WHERE arm = $1 AND phase = $2)
+                    AND (SELECT max(tid) FROM _ig_trace WHERE arm = $1 AND phase = $2)"""
 
 
 def candidates(con) -> None:

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ledgerscope-fuzz-") as tmp:
         root = Path(tmp)
         base = None
-        if {"ledger", "ledger-jsonl"} & set(args.kinds):
+        if {"ledger", "ledger-jsonl"} & set(args.kinds) and plan:
             print(
                 "building the base ledger"
                 + (" (synthetic)" if args.synthetic_ledger else " (a real sweep: loads the model)"),

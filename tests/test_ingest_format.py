@@ -138,15 +138,24 @@ def _schema() -> dict:
     return json.loads(SCHEMA.read_text())
 
 
+def _prop(props: dict, name: str) -> dict:
+    """A property's own schema (an optional one is ``anyOf`` it or null)."""
+    p = props[name]
+    return next(a for a in p["anyOf"] if a != {"type": "null"}) if "anyOf" in p else p
+
+
 def test_the_schema_names_the_validators_fields():
     schema = _schema()
     assert set(schema["properties"]) == set(spec.TRACE_FIELDS)
     assert set(schema["required"]) == {k for k, (_, req) in spec.TRACE_FIELDS.items() if req}
-    assert set(schema["properties"]["claims"]["properties"]) == spec.CLAIM_KEYS
+    assert set(_prop(schema["properties"], "claims")["properties"]) == spec.CLAIM_KEYS
     chunk = schema["$defs"]["chunk"]
     assert set(chunk["properties"]) == set(spec.CHUNK_FIELDS)
     assert set(chunk["required"]) == {k for k, (_, req) in spec.CHUNK_FIELDS.items() if req}
-    assert schema["properties"]["format"]["const"] == spec.FORMAT
+    assert _prop(schema["properties"], "format")["const"] == spec.FORMAT
+    for name, (_, required) in spec.TRACE_FIELDS.items():  # optional: null is as if absent
+        nullable = "anyOf" in schema["properties"][name] or "null" in schema["properties"][name].get("type", [])
+        assert nullable != required or name == "answer", name
 
 
 def test_the_schema_agrees_with_the_validator(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 from ledgerscope.common.errors import Problem
 from ledgerscope.ingest import spec
 from ledgerscope.ingest.lines import MAX_PROBLEMS, kind_of, read_objects, string_problem
+from ledgerscope.ingest.traceformat import without_nulls
 from ledgerscope.inputs.coords import SYSTEMS
 from ledgerscope.ledger.layout import ARM_NAME
 
@@ -114,7 +115,7 @@ def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str
         if len(problems) > MAX_PROBLEMS:
             problems.append(Problem(file, None, "chunks", "more problems not listed"))
             break
-        chunk = _chunk_problems(obj, file, line, coordinates, problems)
+        chunk = _chunk_problems(without_nulls(obj, spec.CHUNK_FIELDS), file, line, coordinates, problems)
         if chunk is None:
             continue
         if chunk.chunk_id in first:

@@ -74,6 +74,13 @@ class Traces:
                                                                for x in scores])
 
 
+def without_nulls(obj: dict, fields: dict[str, tuple[str, bool]]) -> dict:
+    """An optional field given as null is as if it were absent (``answer``, required, may be null)."""
+    if not any(v is None for v in obj.values()):
+        return obj
+    return {k: v for k, v in obj.items() if v is not None or k not in fields or fields[k][1]}
+
+
 class _Line:
     """Problems of one line, each located at the line and named by field."""
 
@@ -232,7 +239,8 @@ def _check_stage_body(v: _Line, where: str, body: Any) -> None:
     if (found := ids_problem(body["ids"])) is not None:
         v.bad(f"{where}.ids{found[0]}", found[1])
         return
-    if "scores" in body and (found := scores_problem(body["scores"], len(body["ids"]), nulls=True)):
+    scores = body.get("scores")
+    if scores is not None and (found := scores_problem(scores, len(body["ids"]), nulls=True)):
         v.bad(f"{where}.scores{found[0]}", found[1])
 
 
@@ -339,6 +347,7 @@ def traces_from_objects(items: Iterable[tuple[str, int | None, dict]], default_c
     for file, line, obj in items:
         if len(problems) > MAX_PROBLEMS:
             break
+        obj = without_nulls(obj, spec.TRACE_FIELDS)
         if not line_problems(obj, file, line, default_config, problems):
             continue
         config = obj.get("config", default_config)

@@ -255,3 +255,31 @@ def test_the_oracle_runs_only_with_a_named_generator(recorded, tmp_path):
     assert con.execute("SELECT count(*) FROM records WHERE oracle_verdict IS NULL").fetchall()[0][0] == 0
     labels = {r["label"] for r in diagnosis_rows(con, out)}
     assert "retrieval-failure-oracle-success" in labels or "both-fail" in labels, labels
+
+
+def test_the_langchain_callback_handler_records_what_the_recorder_does(recorded, tmp_path):
+    """The same pipeline run as LangChain runnables with the callback handler: the same context per
+    record as the hand-written Recorder calls, and the literal prompt (its tokens counted)."""
+    pytest.importorskip("langchain_core")
+    from ledgerscope.integrations.langchain import LedgerscopeCallbackHandler
+    from ledgerscope.trace import Recorder
+
+    with Recorder(tmp_path / "t.jsonl", chunks=tmp_path / "c.jsonl", config="small") as rec:
+        handler = LedgerscopeCallbackHandler(rec)
+        chain = pipe.langchain_pipeline("small")
+        for q in pipe.questions():
+            chain.invoke(q["question"], config={"callbacks": [handler], "metadata": {"qid": q["qid"]}})
+    out = tmp_path / "ledger"
+    ingest(IngestOptions([tmp_path / "t.jsonl"], tmp_path / "c.jsonl", pipe.FIXTURES, out, corpus=pipe.CORPUS,
+                         chunks_partial=True))
+    mine = dict(connect(out).execute("SELECT qid, packed_unit_ids FROM records").fetchall())
+    hand = dict(connect(_built(recorded, tmp_path)).execute(
+        "SELECT qid, packed_unit_ids FROM records WHERE arm = 'small'").fetchall())
+    assert len(mine) == 56 and mine == hand
+    assert connect(out).execute("SELECT count(*) FROM records WHERE prompt_tokens > 0").fetchall()[0][0] == 56
+
+
+def _built(recorded: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "hand"
+    ingest(_opts(recorded, out))
+    return out

@@ -154,7 +154,8 @@ def test_the_schema_names_the_validators_fields():
     assert set(chunk["required"]) == {k for k, (_, req) in spec.CHUNK_FIELDS.items() if req}
     assert _prop(schema["properties"], "format")["const"] == spec.FORMAT
     for name, (_, required) in spec.TRACE_FIELDS.items():  # optional: null is as if absent
-        nullable = "anyOf" in schema["properties"][name] or "null" in schema["properties"][name].get("type", [])
+        prop = schema["properties"][name]
+        nullable = "anyOf" in prop or "null" in prop.get("type", [])
         assert nullable != required or name == "answer", name
 
 

@@ -242,6 +242,16 @@ def test_ingested_ledger_matches(tmp_path, shape):
     con = connect(out)
     steps = assert_sql_matches_python(con, out)
     assert sum(steps.values()) == 112
-    labels = {json.loads(line)["label"] for line in diagnosis_lines(con, out)}
+    lines = [json.loads(line) for line in diagnosis_lines(con, out)]
+    labels = {r["label"] for r in lines}
     collapsed = {"seed-002": {"lost-in-steps-7-8"}, "staged": {"lost-in-steps-5-7"}}[shape]
     assert collapsed <= labels, labels
+    # the TUI's filter view (record_view, SQL over the records alone) says the same
+    from ledgerscope.analysis.diagnosis.record_view import create_record_view
+
+    create_record_view(con)
+    view = {(a, p, q): (s, n, lab, list(f)) for a, p, q, s, n, lab, f in con.execute(
+        "SELECT arm, phase, qid, step, step_name, label, flags FROM record_view").fetchall()}
+    for r in lines:
+        want = (r["step"], r["step_name"], r["label"], r["flags"])
+        assert view[(r["arm"], r["phase"], r["qid"])] == want, r

@@ -92,6 +92,7 @@ async def test_the_example_opens_at_80x24_with_the_diagnosis_of_each_failure(exa
                 assert f"step {r['step']} · {r['step_name']}" in text, (qid, text[:300])
                 if 2 <= r["step"] <= 8:
                     assert "not recorded" in text
+                assert re.search(r"exact\s+not recorded", text)  # the survival lines too
                 seen.add(qid)
             await press(pilot, "j")
     assert seen == failing

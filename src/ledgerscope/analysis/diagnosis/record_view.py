@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ledgerscope.analysis.diagnosis.tree import PASSING_ANSWERS, STEP_LABELS, STEP_NAMES, SUPPORT_WALK
+from ledgerscope.analysis.diagnosis.tree import (
+    NOT_RECORDED,
+    PASSING_ANSWERS,
+    STEP_LABELS,
+    STEP_NAMES,
+    SUPPORT_WALK,
+)
 
 ORACLE_FAILURES = ("critical-condition-error", "abstained", "wrong", "false-assertion")
 INFRA = "infrastructure-failure"
@@ -36,23 +42,45 @@ def _kept(col: str) -> str:
     return f"coalesce({col}, false)"
 
 
+# A NULL flag is a stage not recorded (ingested traces): only the recorded stages walk
+# (ledgerscope.analysis.diagnosis.tree.support_loss, not_recorded, collapsed).
+def _last(cond: str) -> str:
+    """The last support step whose flag satisfies ``cond`` (``{c}`` is the flag), NULL if none."""
+    steps = ", ".join(f"CASE WHEN {cond.format(c=c)} THEN {s} END" for s, c, _ in SUPPORT_WALK)
+    return f"list_max([{steps}])"
+
+
 def _lost_sql() -> str:
-    """The step at which support is lost for good (NULL: the packed context keeps it)."""
-    walk = list(SUPPORT_WALK)
-    parts = [f"WHEN {_kept(walk[-1][1])} THEN NULL"]
-    for i in range(len(walk) - 2, -1, -1):
-        parts.append(f"WHEN {_kept(walk[i][1])} THEN {walk[i + 1][0]}")
-    return f"CASE {' '.join(parts)} ELSE {walk[0][0]} END"
+    """The step at which support is lost for good (NULL: the last recorded stage keeps it)."""
+    final = "CASE _last_rec " + " ".join(f"WHEN {s} THEN {c}" for s, c, _ in SUPPORT_WALK) + " END"
+    after = ", ".join(f"CASE WHEN {c} IS NOT NULL AND {s} > coalesce(_last_kept, 0) THEN {s} END"
+                      for s, c, _ in SUPPORT_WALK)
+    return f"CASE WHEN _last_rec IS NULL OR {final} THEN NULL ELSE list_min([{after}]) END"
 
 
 def _recovered_sql() -> str:
-    """Some stage lost support that a later stage (up to the packed context) regains."""
-    cols = [c for _, c, _ in SUPPORT_WALK]
-    terms = []
-    for j in range(1, len(cols)):
-        before = " AND ".join(_kept(c) for c in cols[:j])
-        terms.append(f"({_kept(cols[j])} AND NOT ({before}))")
-    return "(" + " OR ".join(terms) + ")"
+    """Some recorded stage lost support that a later recorded stage regains."""
+    terms = " OR ".join(f"({c} = false AND {s} < coalesce(_last_kept, -1))" for s, c, _ in SUPPORT_WALK)
+    return f"({terms})"
+
+
+def _first_sql() -> str:
+    """The first step a loss at ``step`` may lie in: back over the unrecorded steps just before it
+    (the smallest ``s`` whose steps ``s`` to ``step - 1`` are all NULL)."""
+    flag = {s: c for s, c, _ in SUPPORT_WALK}
+    cases = []
+    for lost in flag:
+        whens = [f"WHEN {' AND '.join(f'{flag[t]} IS NULL' for t in range(s, lost))} THEN {s}"
+                 for s in range(min(flag), lost)]
+        first = f"CASE {' '.join(whens)} ELSE {lost} END" if whens else str(lost)
+        cases.append(f"WHEN {lost} THEN {first}")
+    return f"CASE step {' '.join(cases)} END"
+
+
+def _unrecorded_sql() -> str:
+    """The record does not record some stage (a NULL flag, or citations not recorded)."""
+    nulls = " OR ".join(f"{c} IS NULL" for _, c, _ in SUPPORT_WALK)
+    return f"({nulls} OR citation_verdict = {sql_literal(NOT_RECORDED)})"
 
 
 def _step_sql() -> str:
@@ -64,7 +92,8 @@ def _step_sql() -> str:
         f"WHEN answer_verdict IS NULL OR answer_verdict NOT IN {passing} THEN 9 "
         "WHEN (CASE WHEN answer_verdict = 'not-judged' "
         "THEN coalesce(citation_verdict IN ('unsupported', 'unresolvable'), false) "
-        "ELSE citation_verdict IS DISTINCT FROM 'supported' END) THEN 10 "
+        f"ELSE citation_verdict IS DISTINCT FROM 'supported' "
+        f"AND citation_verdict IS DISTINCT FROM {sql_literal(NOT_RECORDED)} END) THEN 10 "
         "ELSE 0 END"
     )
 
@@ -83,19 +112,29 @@ def _label_sql() -> str:
         "WHEN step BETWEEN 2 AND 8 AND _ov = 'correct' THEN 'retrieval-failure-oracle-success' "
         f"WHEN step BETWEEN 2 AND 9 AND _ov IN {fails} THEN 'both-fail' "
         "WHEN step = 9 AND _ov = 'correct' THEN 'generator-failure-oracle-success' "
+        "WHEN step BETWEEN 2 AND 8 AND _first < step THEN 'lost-in-steps-' || _first || '-' || step "
         f"ELSE {_step_case(STEP_LABELS)} END"
     )
 
 
+def _step_name_sql() -> str:
+    return (f"CASE WHEN step BETWEEN 2 AND 8 AND _first < step THEN "
+            f"'support lost in steps ' || _first || '-' || step ELSE {_step_case(STEP_NAMES)} END")
+
+
 def _flags_sql() -> str:
     nc = "answerable IS DISTINCT FROM false"
+    ok = "coalesce(nullif(gold_status, ''), 'ok') = 'ok'"
     fails = sql_in(ORACLE_FAILURES)
     items = [
         (f"answer_verdict = '{INFRA}'", INFRA),
         (f"{nc} AND coalesce(nullif(gold_status, ''), 'ok') = 'ok' AND _rec", "support-recovered"),
+        (f"{nc} AND {ok} AND _lost IS NULL AND step = 0 AND citation_verdict = {sql_literal(NOT_RECORDED)}",
+         "citations-not-recorded"),
         (
             f"{nc} AND step = 0 AND answer_verdict = 'not-judged' "
-            "AND citation_verdict IS DISTINCT FROM 'supported'",
+            f"AND citation_verdict IS DISTINCT FROM 'supported' "
+            f"AND citation_verdict IS DISTINCT FROM {sql_literal(NOT_RECORDED)}",
             "citations-not-checked",
         ),
         (f"{nc} AND step BETWEEN 1 AND 8 AND answer_verdict = 'correct'", "answer-correct-without-support"),
@@ -103,6 +142,7 @@ def _flags_sql() -> str:
             f"{nc} AND coalesce(support_packed, false) AND single_unit_complete = false",
             "single-unit-incomplete",
         ),
+        (f"{nc} AND {ok} AND {_unrecorded_sql()}", "stages-not-recorded"),
         (f"{nc} AND _ov IN {fails} AND _of IS DISTINCT FROM false", "annotation-check"),
         (f"{nc} AND _of = false", "budget-infeasible"),
         (f"{nc} AND _ov = '{INFRA}'", "oracle-infrastructure-failure"),
@@ -125,14 +165,16 @@ b AS (
     SELECT r.*, coalesce(v.reversal, false) AS _reversal,
            CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END AS _ov,
            CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END AS _of,
-           {_lost_sql()} AS _lost, {_recovered_sql()} AS _rec
+           {_last("{c}")} AS _last_kept, {_last("{c} IS NOT NULL")} AS _last_rec
     FROM records r LEFT JOIN rev v ON v.arm = r.arm AND v.qid = r.qid
     LEFT JOIN orc o ON o.arm = r.arm AND o.qid = r.qid),
-s AS (SELECT *, CAST({_step_sql()} AS INTEGER) AS step FROM b)
-SELECT * EXCLUDE (_reversal, _ov, _of, _lost, _rec, step), step,
-       {_step_case(STEP_NAMES)} AS step_name, {_label_sql()} AS label, {_flags_sql()} AS flags,
+l AS (SELECT *, {_lost_sql()} AS _lost, {_recovered_sql()} AS _rec FROM b),
+s AS (SELECT *, CAST({_step_sql()} AS INTEGER) AS step FROM l),
+f AS (SELECT *, {_first_sql()} AS _first FROM s)
+SELECT * EXCLUDE (_reversal, _ov, _of, _lost, _rec, _last_kept, _last_rec, _first, step), step,
+       {_step_name_sql()} AS step_name, {_label_sql()} AS label, {_flags_sql()} AS flags,
        _reversal AS reversal
-FROM s"""
+FROM f"""
 
 
 def create_record_view(con) -> None:

@@ -39,8 +39,6 @@ from ledgerscope.inputs.sources import Corpus, load_corpus
 from ledgerscope.ledger import schema
 from ledgerscope.pipeline.encoder import BUNDLED_MINILM
 
-#: the written_at of every partition marker (an ingest writes no time)
-WRITTEN_AT = "ingested"
 #: the tree's support stages, in order, as the manifest lists them recorded or not
 TREE_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "packed")
 #: DuckDB's share of the machine: an ingest stays within a gigabyte

@@ -41,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -408,15 +408,15 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
         chunks = chunks_from_objects(chunk_objects(docs, keys, more), opts.coordinates, more)
         chunks_file = str(opts.traces[0])
         chunk_input = {"name": "the spans' documents", "partial": True}
-        opts.chunks_partial = True
-        opts.partial_reason = "the chunk store is the spans' documents (only what was retrieved)"
+        opts = replace(opts, chunks_partial=True,
+                       partial_reason="the chunk store is the spans' documents (only what was retrieved)")
     problems += more
     if not problems and not len(traces):
         problems.append(Problem(", ".join(map(str, opts.traces)), None, "spans",
                                 "no traces in the span export"))
     if problems:
         raise InputError(problems[:MAX_PROBLEMS])
-    opts.source = "openinference"
+    opts = replace(opts, source="openinference")
     inputs = {"spans": [{"name": p.name, "sha256": _digest(p)} for p in opts.traces], "chunks": chunk_input,
               "fixtures": {"name": opts.fixtures.name, "sha256": _digest(opts.fixtures)},
               "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start, "chunk": keys.chunk}}

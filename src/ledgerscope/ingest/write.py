@@ -33,6 +33,8 @@ _QUERIES = {
     "units": 'SELECT * FROM _ig_units WHERE arm = $1 AND phase = $2 ORDER BY doc_id, "start", "end", unit_id',
     "boundaries": "SELECT * FROM _ig_bounds WHERE arm = $1 AND phase = $2 ORDER BY doc_id",
 }
+#: the written_at of every partition marker (an ingest writes no time: the same inputs, the same bytes)
+WRITTEN_AT = "ingested"
 #: partitions written at once (the Parquet encoder releases the GIL)
 WRITERS = 2
 
@@ -51,7 +53,7 @@ def _partition(con, ledger: Path, arm: str, phase: str) -> int:
     finally:
         cur.close()
     write_partition(ledger, arm, phase, tables,
-                    {"arm": arm, "phase": phase, "from": "ingest", "written_at": "ingested",
+                    {"arm": arm, "phase": phase, "from": "ingest", "written_at": WRITTEN_AT,
                      **{name: t.num_rows for name, t in tables.items()}})
     return tables["records"].num_rows
 

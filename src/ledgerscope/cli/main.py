@@ -388,13 +388,25 @@ def rerun(
     qid: Annotated[str, typer.Option("--qid", help="Question id.")],
     phase: Annotated[str, typer.Option("--phase", help="Phase label.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
+    runner: Annotated[str | None, typer.Option(
+        "--runner", help="For an ingested ledger: package.module:function that answers one question "
+                         "(keyword arguments question, qid, config, phase) and returns its seed-002 "
+                         "record.")] = None,
 ) -> None:
     """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
+    from ledgerscope.ingest.rerun import is_ingested, rerun_ingested
+    from ledgerscope.ledger.layout import is_interchange
     from ledgerscope.pipeline.rerun import rerun_record
 
+    if is_interchange(ledger):
+        _fail(InputError(Problem(str(ledger), None, "rerun",
+                                 "a JSONL interchange directory: rerun re-executes from a Parquet ledger; "
+                                 f"run `ledgerscope convert {ledger} --to parquet --out LEDGER` and rerun "
+                                 "on LEDGER")))
     try:
         with _reading(ledger):
-            diff = rerun_record(ledger, arm, qid, phase)
+            diff = (rerun_ingested(ledger, arm, qid, phase, runner) if is_ingested(ledger)
+                    else rerun_record(ledger, arm, qid, phase))
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -557,6 +569,11 @@ def serve(
         _fail(exc)
         return
     run_server(ledger, host, port, options, allow_remote)
+
+
+from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app it joins
+
+app.command("ingest")(ingest_command)
 
 
 def main() -> None:  # pragma: no cover - console script shim

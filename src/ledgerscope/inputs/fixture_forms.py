@@ -286,6 +286,8 @@ def _parse_canonical(obj, file, line, inline, problems) -> Fixture | None:
             default=ans.get("default"),
             missing_condition=ans.get("missing_condition", "abstain"),
             if_qualifier_missing=ans.get("if_qualifier_missing", "") or "",
+            default_inferred_from=ans.get("default_inferred_from") or None,
+            match=ans.get("match") if isinstance(ans.get("match"), dict) else {},
         ),
         answerable=bool(obj.get("answerable", True)),
         support_only=bool(obj.get("support_only", False)),

@@ -99,6 +99,11 @@ class AnswerContract:
     default: str | None = None  # the answer if the mandatory qualifier is missed
     missing_condition: str = "abstain"
     if_qualifier_missing: str = ""
+    #: the span id the default was inferred from (None: declared, or none at all); see
+    #: ledgerscope.pipeline.judge.infer_default
+    default_inferred_from: str | None = None
+    #: matching rules the judge applies to this answer (``bare_number``, ``token_f1``)
+    match: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -109,6 +114,10 @@ class AnswerContract:
             out["aliases"] = list(self.aliases)
         if self.default:
             out["default"] = self.default
+        if self.default_inferred_from:
+            out["default_inferred_from"] = self.default_inferred_from
+        if self.match:
+            out["match"] = dict(self.match)
         if self.if_qualifier_missing:
             out["if_qualifier_missing"] = self.if_qualifier_missing
         return out
@@ -269,6 +278,14 @@ def _resolve_one(fx: Fixture, corpus: Corpus, problems: list[Problem]) -> Fixtur
         bad("segment", f"unknown segment {fx.segment!r}; known: {', '.join(SEGMENTS)}")
     if fx.answer.missing_condition not in MISSING_CONDITION:
         bad("answer.missing_condition", f"must be one of {', '.join(MISSING_CONDITION)}")
+    for key, value in fx.answer.match.items():
+        if key == "bare_number" and not isinstance(value, bool):
+            bad("answer.match.bare_number", "must be true or false")
+        elif key == "token_f1" and (isinstance(value, bool) or not isinstance(value, int | float)
+                                    or not 0 < value <= 1):
+            bad("answer.match.token_f1", "must be a number in (0, 1]")
+        elif key not in ("bare_number", "token_f1"):
+            bad(f"answer.match.{key}", "unknown matching rule (known: bare_number, token_f1)")
     state = fx.adjudication.get("state")
     if state not in ADJUDICATION_STATES:
         bad(

@@ -62,6 +62,7 @@ class ArmRuntime:
             "chunk_tokenizer": self.chunk_counter.describe(),
             "reranker": reranker,
             "generator": gen,
+            "judge": judging.answer_judge(self.config.judge).describe(),
         }
 
 
@@ -423,7 +424,7 @@ def _run_one(
         verdict, reason = "infrastructure-failure", gen.error
         cit_verdict, cit_reason = "not-applicable", "generator failed"
     else:
-        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+        aj = judging.answer_judge(cfg.judge).judge(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
         cj = judging.judge_citations(
             [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, verdict

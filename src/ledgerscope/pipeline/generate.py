@@ -26,7 +26,7 @@ import numpy as np
 from ledgerscope.pipeline.encoder import Encoded
 from ledgerscope.pipeline.lexical import analyze
 from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, ContextBlock, GenerationResult, render_prompt
-from ledgerscope.pipeline.sentences import split_sentences
+from ledgerscope.common.sentences import split_sentences
 
 
 @dataclass(frozen=True)

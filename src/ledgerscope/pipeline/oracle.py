@@ -64,7 +64,7 @@ def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
     if gen.error:
         verdict, reason = "infrastructure-failure", gen.error
     else:
-        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+        aj = judging.answer_judge(cfg.judge).judge(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
     row.update(
         support_set=set_index,

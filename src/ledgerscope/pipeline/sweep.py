@@ -40,6 +40,7 @@ from ledgerscope.pipeline.cascade import (
 )
 from ledgerscope.pipeline.config import ArmConfig
 from ledgerscope.pipeline.encoder import shared_encoder
+from ledgerscope.pipeline.judge import with_inferred_default
 from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
@@ -152,6 +153,8 @@ def sweep(
     t0 = time.perf_counter()
     out = Path(out)
     progress = progress or Progress()
+    # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
+    fixtures = [with_inferred_default(f) for f in fixtures]
     check_arm_names(arms)
     check_api_keys(arms)
     check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads

@@ -11,20 +11,22 @@ Captures, once, every context the embedded reader is asked to answer from:
   hypothesis (an unanswerable control) the production context of the default arm at phase 0,
   retrieved from **its own contract only** (the corpus is one document per run: a hypothesis
   that one NDA does not mention may well be entailed by another, so pooling the 61 contracts
-  would count real answers as false assertions); for the Entailment/Contradiction hypotheses
+  would count real answers as false assertions; the pooled figure is printed too); for the
+  Entailment/Contradiction hypotheses
   (support-only, not answer-judged) the oracle prompt over their evidence;
 * the Quillstack sample (sample_ledgers/fixtures.jsonl with its candidate arm, 8 phases): the
   oracle prompts and the production contexts of its unanswerable controls;
 
-then replays the reader over the captured contexts at every setting of ``abstain_threshold``
-and prints, per setting, the oracle correct rate (COVID-QA, sample), the false-assertion rate
+then scores every context once with the reader and replays its abstention rule at every
+setting of ``abstain_threshold`` x ``abstain_margin`` (pipeline/generate.py), printing, per
+setting, the oracle correct rate (COVID-QA, sample), the false-assertion rate
 on the controls (ContractNLI NotMentioned, sample), the answer rate on ContractNLI evidence and
 the production correct rate on COVID-QA. The answers are judged by the deterministic judge.
 
-    .venv/bin/python scripts/bench_reader.py [--thresholds 0,0.05,...] [--cache FILE]
+    .venv/bin/python scripts/bench_reader.py [--thresholds 0,0.2,...] [--margins 0,0.05,...] [--cache FILE]
 
 ``--cache`` keeps the captured contexts (pickle) so another reader can be replayed without
-re-running retrieval.
+re-running retrieval (the capture does not depend on the reader).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ DATA = Path(os.environ.get("LEDGERSCOPE_DATA", "/work/shared/data"))  # ../share
 if not DATA.is_dir() and (ROOT.parent / "shared" / "data").is_dir():
     DATA = ROOT.parent / "shared" / "data"
 COVID_ARTICLES = 6
-DEFAULT_THRESHOLDS = "0,0.1,0.2,0.25,0.3,0.35,0.4,0.45,0.5,0.55,0.6,0.65,0.7,0.8"
+DEFAULT_THRESHOLDS = "0,0.2,0.3,0.4,0.5"
+DEFAULT_MARGINS = "0,0.02,0.04,0.05,0.06,0.08,0.1,0.15"
 
 
 class Capture:
@@ -96,7 +99,7 @@ def capture_oracle(rt, fixtures) -> list[tuple]:
             continue
         rt.generator.seen.clear()
         row = run_oracle(rt, fx)
-        question, blocks = rt.generator.seen[0]
+        _question, blocks = rt.generator.seen[0]
         out.append((fx, blocks, bool(row["feasible"])))
     return out
 
@@ -148,6 +151,8 @@ def capture_all(work: Path) -> dict[str, list[tuple]]:
         if mine:
             controls += capture_production(rt, mine, one, lambda f: True)
     got["cnli_controls"] = controls
+    # the same controls retrieved from all 61 contracts pooled, as a plain sweep of the split would
+    got["cnli_controls_pooled"] = capture_production(rt, fixtures, full, lambda f: not f.answerable)
     print(f"captured ContractNLI in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
     t0 = time.perf_counter()
@@ -161,30 +166,57 @@ def capture_all(work: Path) -> dict[str, list[tuple]]:
     return got
 
 
-def replay(got: dict[str, list[tuple]], threshold: float, reader_settings: dict) -> dict[str, float]:
-    """Every captured context through a reader at ``threshold``: the rates one curve point needs."""
+def _current(fx):
+    """A fixture unpickled from an older cache, with the fields its classes have gained since."""
+    from dataclasses import fields, replace
+
+    from ledgerscope.inputs.fixtures import AnswerContract
+
+    values = {f.name: getattr(fx.answer, f.name) for f in fields(AnswerContract) if hasattr(fx.answer, f.name)}
+    return replace(fx, answer=AnswerContract(**values))
+
+
+def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    """Every captured context scored once: (fixture, scoring, margin, verdict if it answers, flag)."""
     from ledgerscope.pipeline import judge as judging
     from ledgerscope.pipeline.encoder import TokenCounter, shared_encoder
     from ledgerscope.pipeline.generate import ExtractiveReader
 
     encoder = shared_encoder()
-    counter = TokenCounter(encoder.name)
-    reader = ExtractiveReader(encoder.get, counter.count, threshold, **reader_settings)
+    reader = ExtractiveReader(encoder.get, TokenCounter(encoder.name).count)
+    encoder.encode(sorted({fx.question for rows in got.values() for fx, _b, _f in rows}
+                          | {b.text for rows in got.values() for _fx, blocks, _f in rows for b in blocks}))
+    out: dict[str, list[tuple]] = {}
+    for name, rows in got.items():
+        out[name] = []
+        for fx, blocks, flag in rows:
+            fx = judging.with_inferred_default(_current(fx))
+            scored = reader.score_sentences(fx.question, blocks)
+            answer = f"{scored[0]['sentence']} [{scored[0]['label']}]" if scored else ""
+            verdict = judging.judge_answer(answer, not scored, fx).verdict
+            out[name].append((fx, scored, reader.margin(scored), verdict, flag))
+    return out
+
+
+def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> dict[str, float]:
+    """The rates of one curve point: the reader's own abstention rule over the scored contexts."""
+    from ledgerscope.pipeline.generate import ExtractiveReader
 
     def verdicts(rows):
         out = []
-        for fx, blocks, flag in rows:
-            gen = reader.generate(fx.question, blocks)
-            out.append((judging.judge_answer(gen.answer, gen.abstained, fx).verdict, gen.abstained, flag))
+        for _fx, scoring, lead, verdict, flag in rows:
+            abstains = ExtractiveReader.abstain_reason(scoring, lead, threshold, margin) is not None
+            out.append(("abstained" if abstains else verdict, abstains, flag))
         return out
 
     def rate(rows, verdict):
         return sum(v == verdict for v, _a, _f in rows) / len(rows) if rows else float("nan")
 
-    covid_o, covid_p = verdicts(got["covid_oracle"]), verdicts(got["covid_production"])
+    covid_o, covid_p = verdicts(scored["covid_oracle"]), verdicts(scored["covid_production"])
     packed = [r for r in covid_p if r[2]]
-    cnli_o, cnli_c = verdicts(got["cnli_oracle"]), verdicts(got["cnli_controls"])
-    sample_o, sample_c = verdicts(got["sample_oracle"]), verdicts(got["sample_controls"])
+    cnli_o, cnli_c = verdicts(scored["cnli_oracle"]), verdicts(scored["cnli_controls"])
+    pooled = verdicts(scored["cnli_controls_pooled"]) if "cnli_controls_pooled" in scored else []
+    sample_o, sample_c = verdicts(scored["sample_oracle"]), verdicts(scored["sample_controls"])
     return {
         "covid_oracle_correct": rate(covid_o, "correct"),
         "covid_oracle_abstained": rate(covid_o, "abstained"),
@@ -192,6 +224,7 @@ def replay(got: dict[str, list[tuple]], threshold: float, reader_settings: dict)
         "covid_packed_correct": rate(packed, "correct"),
         "cnli_oracle_answered": sum(not a for _v, a, _f in cnli_o) / len(cnli_o),
         "cnli_false_assertion": rate(cnli_c, "false-assertion"),
+        "cnli_pooled_false_assertion": rate(pooled, "false-assertion"),
         "sample_oracle_correct": rate(sample_o, "correct"),
         "sample_oracle_cce": rate(sample_o, "critical-condition-error"),
         "sample_false_assertion": rate(sample_c, "false-assertion"),
@@ -200,12 +233,14 @@ def replay(got: dict[str, list[tuple]], threshold: float, reader_settings: dict)
 
 COLUMNS = [
     ("threshold", "threshold"),
+    ("margin", "margin"),
     ("covid_oracle_correct", "COVID-QA oracle correct"),
     ("covid_oracle_abstained", "COVID-QA oracle abstained"),
     ("covid_production_correct", "COVID-QA production correct"),
     ("covid_packed_correct", "COVID-QA correct when support packed"),
     ("cnli_oracle_answered", "ContractNLI evidence answered"),
     ("cnli_false_assertion", "ContractNLI NotMentioned false assertion"),
+    ("cnli_pooled_false_assertion", "the same, 61 contracts pooled"),
     ("sample_oracle_correct", "sample oracle correct"),
     ("sample_oracle_cce", "sample oracle critical-condition error"),
     ("sample_false_assertion", "sample controls false assertion"),
@@ -214,29 +249,29 @@ COLUMNS = [
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--thresholds", default=DEFAULT_THRESHOLDS)
+    ap.add_argument("--thresholds", default=DEFAULT_THRESHOLDS, help="abstain_threshold values")
+    ap.add_argument("--margins", default=DEFAULT_MARGINS, help="abstain_margin values")
     ap.add_argument("--cache", type=Path, default=None,
                     help="pickle of the captured contexts: read if it exists, else written")
-    ap.add_argument("--settings", default="{}", help="extra reader settings (JSON object)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
+    t0 = time.perf_counter()
     if args.cache and args.cache.is_file():
         got = pickle.loads(args.cache.read_bytes())
     else:
         got = capture_all(Path(tempfile.mkdtemp(prefix="bench_reader_")))
         if args.cache:
             args.cache.write_bytes(pickle.dumps(got))
-    sizes = {k: len(v) for k, v in got.items()}
-    print("contexts: " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
-    settings = json.loads(args.settings)
+    scored = score_all(got)
+    print(f"contexts: {', '.join(f'{k} {len(v)}' for k, v in got.items())}; captured and scored in "
+          f"{time.perf_counter() - t0:.0f} s")
     print("| " + " | ".join(title for _k, title in COLUMNS) + " |")
     print("| " + " | ".join("---" for _ in COLUMNS) + " |")
     for t in (float(x) for x in args.thresholds.split(",")):
-        t0 = time.perf_counter()
-        row = {"threshold": t, **replay(got, t, settings)}
-        cells = [f"{row['threshold']:.2f}"] + [f"{100 * row[k]:.0f}%" for k, _ in COLUMNS[1:]]
-        print("| " + " | ".join(cells) + " |", flush=True)
-        print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        for m in (float(x) for x in args.margins.split(",")):
+            row = {"threshold": t, "margin": m, **replay(scored, t, m)}
+            cells = [f"{t:.2f}", f"{m:.2f}"] + [f"{100 * row[k]:.0f}%" for k, _ in COLUMNS[2:]]
+            print("| " + " | ".join(cells) + " |", flush=True)
     return 0
 
 

@@ -83,9 +83,7 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
         )
         count = generator.count_tokens
     else:
-        generator = ExtractiveReader(
-            encoder.get, counter.count, float(gen_cfg.get("abstain_threshold", 0.5))
-        )
+        generator = ExtractiveReader.from_config(encoder.get, counter.count, gen_cfg)
         count = counter.count
     cross = None
     if cfg.rerank.get("kind") == "cross-encoder":

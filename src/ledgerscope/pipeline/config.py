@@ -73,7 +73,8 @@ dedup = true             # identical source intervals are packed once
 
 [generator]
 kind = "extractive"      # extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP)
-abstain_threshold = 0.5  # extractive reader: abstain when the best sentence scores below this
+abstain_threshold = 0.3  # extractive reader: abstain when the best sentence scores below this
+abstain_margin = 0.06    # ... or when it leads the next best by less than this (a merely topical context)
 base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
 model = ""               # endpoint: model name
 api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
@@ -141,10 +142,16 @@ class ArmConfig:
 
     def digest(self) -> str:
         data = self.to_dict()
-        # the default (deterministic) judge table is left out, so ledgers written before the
-        # [judge] table existed (all judged deterministically) keep their digests and stay re-runnable
-        if data.get("judge") == _defaults()["judge"]:
-            del data["judge"]
+        # settings added after ledgers were written are left out while they hold their default, so
+        # older ledgers (whose manifests lack them) keep their digests and stay re-runnable
+        defaults = _default_table()
+        for path in _LATER_KEYS:
+            *parents, key = path
+            table, default = data, defaults
+            for name in parents:
+                table, default = table.get(name, {}), default.get(name, {})
+            if key in table and table[key] == default.get(key):
+                del table[key]
         blob = json.dumps(data, sort_keys=True, ensure_ascii=False).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
@@ -159,6 +166,10 @@ class ArmConfig:
 
     def phase_list(self) -> list[Phase]:
         return resolve_phases(self.phases, self.stride if self.chunker_kind == "token" else None)
+
+
+#: keys added to the configuration after the first ledgers were written (see ArmConfig.digest)
+_LATER_KEYS = (("judge",), ("generator", "abstain_margin"))
 
 
 @functools.cache
@@ -345,8 +356,8 @@ _RANGES = {
     "retrieval.hnsw.M": (2, None), "retrieval.hnsw.ef_construction": (1, None),
     "retrieval.hnsw.ef_search": (1, None), "retrieval.hnsw.seed": (0, None), "fusion.rrf_k": (0, None),
     "rerank.selection_depth": (0, None), "selection.neighbours": (0, None), "generator.max_tokens": (1, None),
-    "generator.temperature": (0, None), "generator.abstain_threshold": (0, 1), "judge.max_tokens": (1, None),
-    "judge.temperature": (0, None),
+    "generator.temperature": (0, None), "generator.abstain_threshold": (0, 1),
+    "generator.abstain_margin": (0, 1), "judge.max_tokens": (1, None), "judge.temperature": (0, None),
 }
 
 

@@ -179,7 +179,7 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
     for set_name, block in comparison["stress_sets"].items():
         table = Table(
             title=f"stress set: {set_name} ({block['n_questions']} questions, "
-            f"{block['n_clusters']} document clusters)",
+            f"{block['n_clusters']} document clusters{_other_rule(block, comparison)})",
             title_justify="left",
             box=box.SIMPLE_HEAD,
             collapse_padding=True,
@@ -236,6 +236,16 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         )
         for reason in decision["reasons"]:
             yield Text("  - " + safe(reason))
+
+
+def _other_rule(block: dict, comparison: dict) -> str:
+    """The same block's cluster count under the rule not used (", 2 by components")."""
+    both = block.get("n_clusters_by_rule")
+    rule = (comparison.get("clusters") or {}).get("rule")
+    if not both or not rule:
+        return ""
+    other = "components" if rule == "first-document" else "first_document"
+    return f"; {both[other]} by {other.replace('_', ' ')}"
 
 
 def clusters_line(clusters: dict) -> str:

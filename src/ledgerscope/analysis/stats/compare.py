@@ -376,7 +376,8 @@ def compare_arms(
             documents.setdefault(q, set()).update(docs)
     by_component = component_clusters(matched.qids, documents)
     components = np.array([by_component[q] for q in matched.qids], dtype=object)
-    cluster_info = cluster_report(matched.cluster, components, cluster_rule)
+    first_document = matched.cluster
+    cluster_info = cluster_report(first_document, components, cluster_rule)
     if cluster_rule == "components":
         matched.cluster = components
     boot = {
@@ -414,6 +415,8 @@ def compare_arms(
             block = {
                 "n_questions": int(rows.sum()),
                 "n_clusters": len(set(clusters.tolist())),
+                "n_clusters_by_rule": {"first_document": len(set(first_document[rows].tolist())),
+                                       "components": len(set(components[rows].tolist()))},
                 "metrics": out,
             }
             if g is None:

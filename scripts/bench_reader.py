@@ -172,7 +172,8 @@ def _current(fx):
 
     from ledgerscope.inputs.fixtures import AnswerContract
 
-    values = {f.name: getattr(fx.answer, f.name) for f in fields(AnswerContract) if hasattr(fx.answer, f.name)}
+    old = fx.answer
+    values = {f.name: getattr(old, f.name) for f in fields(AnswerContract) if hasattr(old, f.name)}
     return replace(fx, answer=AnswerContract(**values))
 
 

@@ -19,8 +19,8 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.config import arm_from_dict, load_arm
-from ledgerscope.pipeline.judge import answer_judge
 from ledgerscope.pipeline.judge_llm import RUBRIC, grading_prompt, parse_label
 
 from .sweep_data import write_inputs
@@ -44,7 +44,8 @@ def test_parse_label_takes_the_first_label_in_any_spelling():
 def test_grading_prompt_holds_the_answer_key():
     fx = _fx()
     text = grading_prompt("It is the DPO.", fx)
-    assert "Expected answer: The data protection officer" in text and "Answer to grade: It is the DPO." in text
+    assert "Expected answer: The data protection officer" in text
+    assert "Answer to grade: It is the DPO." in text
     control = grading_prompt("x", _fx(answerable=False, sufficient_sets=(), segment="unanswerable"))
     assert "Answerable from the sources: no" in control and "Expected answer" not in control
 
@@ -67,9 +68,9 @@ def test_the_judge_table_defaults_to_the_deterministic_judge():
     assert answer_judge(cfg.judge).kind == "deterministic"
     from ledgerscope.common.errors import InputError
 
-    with pytest.raises(InputError, match="judge.base_url"):
+    with pytest.raises(InputError, match=r"judge\.base_url"):
         arm_from_dict({"name": "a", "judge": {"kind": "endpoint"}})
-    with pytest.raises(InputError, match="judge.kind"):
+    with pytest.raises(InputError, match=r"judge\.kind"):
         arm_from_dict({"name": "a", "judge": {"kind": "oracle"}})
 
 

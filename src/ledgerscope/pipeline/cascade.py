@@ -23,6 +23,7 @@ from ledgerscope.inputs.sources import Source
 from ledgerscope.ledger import schema
 from ledgerscope.pipeline import judge as judging
 from ledgerscope.pipeline import support
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.chunk import Boundaries, chunk_sentences, chunk_tokens
 from ledgerscope.pipeline.config import ArmConfig, Phase
 from ledgerscope.pipeline.dense import ExactIndex, HnswIndex
@@ -62,7 +63,7 @@ class ArmRuntime:
             "chunk_tokenizer": self.chunk_counter.describe(),
             "reranker": reranker,
             "generator": gen,
-            "judge": judging.answer_judge(self.config.judge).describe(),
+            "judge": answer_judge(self.config.judge).describe(),
         }
 
 
@@ -422,7 +423,7 @@ def _run_one(
         verdict, reason = "infrastructure-failure", gen.error
         cit_verdict, cit_reason = "not-applicable", "generator failed"
     else:
-        aj = judging.answer_judge(cfg.judge).judge(gen.answer, gen.abstained, fx)
+        aj = answer_judge(cfg.judge).judge(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
         cj = judging.judge_citations(
             [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, verdict

@@ -99,8 +99,9 @@ from ledgerscope.pipeline.units import covers, uncovered
 
 __all__ = [
     "ANSWER_VERDICTS", "CITATION_VERDICTS", "F1_THRESHOLD", "AnswerJudgement", "CitationJudgement",
-    "DeterministicJudge", "Quantity", "answer_judge", "extract_quantities", "infer_default",
-    "is_abstention", "judge_answer", "judge_citations", "normalize_tokens", "token_f1", "with_inferred_default",
+    "Quantity", "extract_quantities", "infer_default",
+    "is_abstention", "judge_answer", "judge_citations", "normalize_tokens", "token_f1",
+    "with_inferred_default",
 ]
 
 ANSWER_VERDICTS = (
@@ -198,44 +199,6 @@ def judge_answer(answer: str | None, abstained: bool, fixture: Fixture) -> Answe
         )
     return AnswerJudgement("wrong", f"matches neither expected {contract.expected!r}"
                            + (f" nor default {contract.default!r}{source}" if contract.default else ""))
-
-
-# ---------------------------------------------------------------------------
-# the arm's answer judge ([judge] table)
-
-
-class DeterministicJudge:
-    """The rules of this module (the default ``[judge] kind``)."""
-
-    kind = "deterministic"
-
-    def describe(self) -> dict:
-        return {"kind": self.kind, "rules": "ledgerscope.pipeline.judge and .answer_match (docstrings)",
-                "token_f1_default": F1_THRESHOLD}
-
-    def judge(self, answer: str | None, abstained: bool, fixture: Fixture) -> AnswerJudgement:
-        return judge_answer(answer, abstained, fixture)
-
-
-_JUDGES: dict[str, object] = {}
-
-
-def answer_judge(table: dict | None):
-    """The judge an arm's ``[judge]`` table names (one instance per distinct table)."""
-    import json
-
-    table = table or {}
-    key = json.dumps(table, sort_keys=True, default=str)
-    judge = _JUDGES.get(key)
-    if judge is None:
-        if table.get("kind", "deterministic") == "endpoint":
-            from ledgerscope.pipeline.judge_llm import EndpointJudge
-
-            judge = EndpointJudge.from_table(table)
-        else:
-            judge = DeterministicJudge()
-        _JUDGES[key] = judge
-    return judge
 
 
 # ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import re
 
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.pipeline.endpoint import EndpointGenerator
+from ledgerscope.pipeline.judge import AnswerJudgement, with_inferred_default
 
 RUBRIC_VERSION = "ledgerscope-llm-judge/1"
 LABELS = ("critical-condition-error", "false-assertion", "abstained", "correct", "wrong")
@@ -104,8 +105,6 @@ class EndpointJudge:
         }
 
     def judge(self, answer: str | None, abstained: bool, fixture: Fixture):
-        from ledgerscope.pipeline.judge import AnswerJudgement, with_inferred_default
-
         if fixture.support_only:
             return AnswerJudgement("not-judged", "support-only fixture: no answer contract")
         if fixture.answerable and not fixture.answer.expected:

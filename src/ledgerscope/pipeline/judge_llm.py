@@ -3,8 +3,8 @@
 Never the default (``[judge] kind = "deterministic"`` is). With ``kind =
 "endpoint"`` the sweep asks the endpoint, through the same adapter as the
 generator (:class:`~ledgerscope.pipeline.endpoint.EndpointGenerator`), for one
-label per answer. The rubric is fixed (:data:`RUBRIC`, versioned by
-:data:`RUBRIC_VERSION`) and recorded whole in the manifest
+label per answer. The rubric is fixed (:data:`RUBRIC` and its worked :data:`EXAMPLES`,
+versioned by :data:`RUBRIC_VERSION`) and recorded whole in the manifest
 (``components.judge``), so every verdict says which instructions produced it.
 
 What its verdicts are worth is measured, not assumed: ``ledgerscope judge
@@ -25,13 +25,14 @@ Rules:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.pipeline.endpoint import EndpointGenerator
 from ledgerscope.pipeline.judge import AnswerJudgement, with_inferred_default
 
-RUBRIC_VERSION = "ledgerscope-llm-judge/1"
+RUBRIC_VERSION = "ledgerscope-llm-judge/1"  # the rubric and its worked examples
 LABELS = ("critical-condition-error", "false-assertion", "abstained", "correct", "wrong")
 RUBRIC = """\
 You grade one answer to a question against an answer key. Reply with exactly one label and nothing else.
@@ -51,6 +52,18 @@ states an answer (a hedged guess counts as an assertion).
 
 Reply with one of: correct, critical-condition-error, abstained, wrong, false-assertion."""
 
+#: worked examples sent before every answer (user, assistant turns): small models follow a format
+#: they have seen far better than one they were only told about; fixed like the rubric
+EXAMPLES = (
+    ("Question: How long are backups kept?\nAnswerable from the sources: yes\nExpected answer: 14 days\n"
+     "Default answer (qualifying condition ignored): 30 days\nAnswer to grade: Backups are kept for two "
+     "weeks.\nLabel:", "correct"),
+    ("Question: How long are backups kept?\nAnswerable from the sources: yes\nExpected answer: 14 days\n"
+     "Default answer (qualifying condition ignored): 30 days\nAnswer to grade: They are kept for 30 days."
+     "\nLabel:", "critical-condition-error"),
+    ("Question: Who signs the contract?\nAnswerable from the sources: no (any stated answer is a "
+     "false-assertion)\nAnswer to grade: I cannot answer from the provided sources.\nLabel:", "abstained"),
+)
 _LABEL = re.compile(r"critical[\s_-]*condition[\s_-]*error|false[\s_-]*assertion|abstained|correct|wrong")
 
 
@@ -69,6 +82,14 @@ def grading_prompt(answer: str | None, fixture: Fixture) -> str:
     lines.append(f"Answer to grade: {answer or ''}")
     lines.append("Label:")
     return "\n".join(lines)
+
+
+def messages(prompt: str) -> list[dict[str, str]]:
+    """The whole request: the rubric, the worked examples, then the answer to grade."""
+    out = [{"role": "system", "content": RUBRIC}]
+    for question, label in EXAMPLES:
+        out += [{"role": "user", "content": question}, {"role": "assistant", "content": label}]
+    return [*out, {"role": "user", "content": prompt}]
 
 
 def parse_label(reply: str) -> str | None:
@@ -99,8 +120,10 @@ class EndpointJudge:
             "kind": self.kind,
             "rubric_version": RUBRIC_VERSION,
             "rubric": RUBRIC,
-            "rubric_sha256": hashlib.sha256(RUBRIC.encode("utf-8")).hexdigest(),
-            "prompt": "system: the rubric; user: pipeline.judge_llm.grading_prompt",
+            "examples": [{"user": q, "assistant": a} for q, a in EXAMPLES],
+            "rubric_sha256": hashlib.sha256(json.dumps([RUBRIC, EXAMPLES]).encode("utf-8")).hexdigest(),
+            "prompt": "system: the rubric; the examples as user/assistant turns; user: "
+                      "pipeline.judge_llm.grading_prompt",
             "endpoint": self.client.describe(),
         }
 
@@ -110,10 +133,7 @@ class EndpointJudge:
         if fixture.answerable and not fixture.answer.expected:
             return AnswerJudgement("not-judged", "no expected answer in the contract")
         fixture = with_inferred_default(fixture)
-        result = self.client.chat([
-            {"role": "system", "content": RUBRIC},
-            {"role": "user", "content": grading_prompt(answer, fixture)},
-        ])
+        result = self.client.chat(messages(grading_prompt(answer, fixture)))
         if result.error:
             return AnswerJudgement("infrastructure-failure", f"llm judge: {result.error}")
         label = parse_label(result.answer)

@@ -344,3 +344,19 @@ def test_support_interval_spans_every_sentence_the_answer_touches():
     start = text.index("ends")
     end = text.index("Next") + 4  # an answer that crosses a sentence boundary
     assert support_interval(sentences, start, end) == (text.index("It"), len(text))
+
+
+def test_cli_import_squad_support_option(tmp_path):
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+
+    src = _tiny_squad(tmp_path / "tiny.json")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["import", "squad", str(src), "--out", str(tmp_path / "a"),
+                             "--support", "answer"])
+    assert ok.exit_code == 0, ok.output
+    (fx,) = [f for f in _load(tmp_path / "a")[0] if f.qid == "squad:ok"]
+    assert fx.spans[0].quote == "Intro" and fx.annotations["support_rule"] == SUPPORT_RULES["answer"]
+    bad = runner.invoke(app, ["import", "squad", str(src), "--out", str(tmp_path / "b"), "--support", "page"])
+    assert bad.exit_code == 2 and "support" in bad.output

@@ -8,6 +8,8 @@ absent.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import math
@@ -71,11 +73,22 @@ dedup = true             # identical source intervals are packed once
 
 [generator]
 kind = "extractive"      # extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP)
-abstain_threshold = 0.5  # extractive reader: abstain when the best sentence scores below this
+abstain_threshold = 0.3  # extractive reader: abstain when the best sentence scores below this
+abstain_margin = 0.06    # ... or when it leads the next best by less than this (a merely topical context)
 base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
 model = ""               # endpoint: model name
 api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
 max_tokens = 128
+temperature = 0.0
+
+[judge]
+kind = "deterministic"   # deterministic (the rules in pipeline/judge.py) | endpoint (an LLM with a fixed
+                         # rubric, pipeline/judge_llm.py; never the default: calibrate it first with
+                         # `ledgerscope judge calibrate`)
+base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
+model = ""               # endpoint: model name
+api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
+max_tokens = 16
 temperature = 0.0
 
 [access]
@@ -88,6 +101,7 @@ _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
 _SELECTION = ("budget", "top-k")
 _EXPANSION = ("none", "neighbours")
+_JUDGES = ("deterministic", "endpoint")
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,7 @@ class ArmConfig:
     rerank: dict = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
     generator: dict = field(default_factory=dict)
+    judge: dict = field(default_factory=dict)
     access: dict = field(default_factory=dict)
 
     @property
@@ -125,7 +140,18 @@ class ArmConfig:
         return asdict(self)
 
     def digest(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()
+        data = self.to_dict()
+        # settings added after ledgers were written are left out while they hold their default, so
+        # older ledgers (whose manifests lack them) keep their digests and stay re-runnable
+        defaults = _default_table()
+        for path in _LATER_KEYS:
+            *parents, key = path
+            table, default = data, defaults
+            for name in parents:
+                table, default = table.get(name, {}), default.get(name, {})
+            if key in table and table[key] == default.get(key):
+                del table[key]
+        blob = json.dumps(data, sort_keys=True, ensure_ascii=False).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
     # convenience accessors with defaults --------------------------------
@@ -141,8 +167,17 @@ class ArmConfig:
         return resolve_phases(self.phases, self.stride if self.chunker_kind == "token" else None)
 
 
-def _defaults() -> dict:
+#: keys added to the configuration after the first ledgers were written (see ArmConfig.digest)
+_LATER_KEYS = (("judge",), ("generator", "abstain_margin"))
+
+
+@functools.cache
+def _default_table() -> dict:
     return tomllib.loads(DEFAULT_TOML)
+
+
+def _defaults() -> dict:
+    return copy.deepcopy(_default_table())
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -243,7 +278,8 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         else:
             need(False, key, "must be a non-negative integer")
     tables = {}
-    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "access"):
+    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "judge",
+                "access"):
         v = getattr(cfg, key)
         need(isinstance(v, dict), key, "must be a table")
         tables[key] = v if isinstance(v, dict) else {}
@@ -270,22 +306,12 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
          f"must be one of {', '.join(generators)}")
     if generator.get("kind") == "endpoint":
         need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
-    # secrets come from the environment only: never in the configuration (it is copied into the ledger)
-    base_url = generator.get("base_url")
-    if isinstance(base_url, str) and base_url:
-        from urllib.parse import urlsplit
-
-        try:
-            userinfo = "@" in (urlsplit(base_url).netloc or "")
-        except ValueError:
-            userinfo = False
-        need(not userinfo, "generator.base_url",
-             "must not carry credentials (user:key@); put the key in the environment variable "
-             "named by api_key_env")
-    key_env = generator.get("api_key_env")
-    if isinstance(key_env, str) and key_env:
-        need(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", key_env) is not None, "generator.api_key_env",
-             "must be the NAME of an environment variable (letters, digits, '_'), never the key itself")
+    judge = tables["judge"]
+    need(judge.get("kind", "deterministic") in _JUDGES, "judge.kind", f"must be one of {', '.join(_JUDGES)}")
+    if judge.get("kind") == "endpoint":
+        need(bool(judge.get("base_url")), "judge.base_url", "an endpoint judge needs base_url")
+    for table, prefix in ((generator, "generator"), (judge, "judge")):
+        p.extend(_endpoint_secret_problems(table, prefix, where))
     clearance = tables["access"].get("clearance", [])
     need(isinstance(clearance, list) and all(isinstance(c, str) for c in clearance), "access.clearance",
          "must be a list of labels")
@@ -299,6 +325,30 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         raise InputError(p)
 
 
+def _endpoint_secret_problems(table: dict, prefix: str, where: str) -> list[Problem]:
+    """Secrets come from the environment only: never in the configuration (it is copied into the ledger)."""
+    out = []
+    base_url = table.get("base_url")
+    if isinstance(base_url, str) and base_url:
+        from urllib.parse import urlsplit
+
+        try:
+            userinfo = "@" in (urlsplit(base_url).netloc or "")
+        except ValueError:
+            userinfo = False
+        if userinfo:
+            out.append(Problem(where, None, f"{prefix}.base_url",
+                               "must not carry credentials (user:key@); put the key in the environment "
+                               "variable named by api_key_env"))
+    key_env = table.get("api_key_env")
+    name_ok = isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", key_env) is not None
+    if isinstance(key_env, str) and key_env and not name_ok:
+        out.append(Problem(where, None, f"{prefix}.api_key_env",
+                           "must be the NAME of an environment variable (letters, digits, '_'), never the "
+                           "key itself"))
+    return out
+
+
 #: the largest integer any setting may hold (the ledger stores counts and offsets as int32)
 MAX_INT = 2**31 - 1
 #: at most this many phases per arm (each is a full pass over the corpus)
@@ -310,7 +360,8 @@ _RANGES = {
     "retrieval.hnsw.M": (2, None), "retrieval.hnsw.ef_construction": (1, None),
     "retrieval.hnsw.ef_search": (1, None), "retrieval.hnsw.seed": (0, None), "fusion.rrf_k": (0, None),
     "rerank.selection_depth": (0, None), "selection.neighbours": (0, None), "generator.max_tokens": (1, None),
-    "generator.temperature": (0, None),
+    "generator.temperature": (0, None), "generator.abstain_threshold": (0, 1),
+    "generator.abstain_margin": (0, 1), "judge.max_tokens": (1, None), "judge.temperature": (0, None),
 }
 
 

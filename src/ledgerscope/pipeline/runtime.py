@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.chunk import SentenceChunker, TokenChunker
 from ledgerscope.pipeline.dense import exact_retriever, hnsw_retriever
 from ledgerscope.pipeline.encoder import Encoder, TokenCounter
@@ -49,8 +50,7 @@ def no_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Rera
 
 
 def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
-    threshold = float(cfg.generator.get("abstain_threshold", 0.5))
-    return ExtractiveReader(encoder.get, counter.count, threshold)
+    return ExtractiveReader.from_config(encoder.get, counter.count, cfg.generator)
 
 
 def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
@@ -129,6 +129,7 @@ class ArmRuntime:
             "chunk_tokenizer": self.chunk_counter.describe(),
             "reranker": self.reranker.describe(),
             "generator": self.generator.describe(),
+            "judge": answer_judge(self.config.judge).describe(),
         }
 
 

@@ -11,13 +11,14 @@ runs it on the whole document. The source is never changed: the sides are slices
 unit is a slice of it.
 
 **Verification**, per side, in the order the splitter returned the units. A unit is *verified*
-when its offsets slice to its text and it starts at the first place its text occurs after the
-previous unit's start (units follow the document; this catches a ``find()`` that landed on a
-later or an earlier copy of a repeated passage, and two units given one start). Otherwise it is
-placed by :mod:`ledgerscope.inputs.locate`: its exact occurrences, else its whitespace-normalised
-ones, after the previous unit's start, the nearest to just after that start; when it occurs only
-before it (out of order), the nearest to its given start (or the previous unit's end), and a tie is
-*ambiguous*. The status is ``repaired`` when offsets were given, ``located`` /
+when its offsets slice to its text and it starts at the first place its text occurs in document
+order: after the previous unit's start, or at that start as a longer or shorter interval (units
+follow the document; this catches a ``find()`` that landed on a later or an earlier copy of a
+repeated passage, and two units given one start). Otherwise it is placed by
+:mod:`ledgerscope.inputs.locate`: its exact occurrences, else its whitespace-normalised ones, in
+document order after the previous unit, the nearest to the previous unit's start (the first);
+when it occurs only before (out of order), the nearest to its given start (or the previous unit's
+end), and a tie is *ambiguous*. The status is ``repaired`` when offsets were given, ``located`` /
 ``located-whitespace`` when the splitter gave none, ``unlocatable`` or ``ambiguous`` when no place
 is found; those are dropped. A placed unit is trimmed of surrounding whitespace (as the token
 chunker's units are); one left empty (``empty``), or on the interval of an earlier unit of the
@@ -89,13 +90,13 @@ def place_pieces(text: str, pieces: Sequence[Piece], base: int = 0) -> list[Plac
     Positions are in ``text``; the notes give them in the document (``base``: where ``text`` starts).
     """
     hay = Haystack(text)
-    prev_start, prev_end = -1, 0
+    prev: tuple[int, int] | None = None
     out: list[Placed] = []
     for piece in pieces:
-        placed = _place(hay, piece, prev_start, prev_end, base)
+        placed = _place(hay, piece, prev, base)
         out.append(placed)
         if placed.start is not None:
-            prev_start, prev_end = placed.start, placed.end
+            prev = (placed.start, placed.end)
     return out
 
 
@@ -105,7 +106,23 @@ def _given(piece: Piece) -> tuple[int, int] | None:
     return piece.start, piece.end if piece.end is not None else piece.start + len(piece.text)
 
 
-def _place(hay: Haystack, piece: Piece, prev_start: int, prev_end: int, base: int) -> Placed:
+def _follows(interval: tuple[int, int], prev: tuple[int, int] | None) -> bool:
+    """Document order: after the previous unit's start, or at it as a different interval (a
+    splitter's overlapping units may share a start)."""
+    return prev is None or interval[0] > prev[0] or (interval[0] == prev[0] and interval[1] != prev[1])
+
+
+def _first_following(text: str, needle: str, prev: tuple[int, int] | None) -> int:
+    """Where ``needle`` first occurs in document order after ``prev`` (-1: nowhere)."""
+    if prev is None:
+        return text.find(needle)
+    pos = text.find(needle, prev[0])
+    if pos == prev[0] and pos + len(needle) == prev[1]:
+        pos = text.find(needle, prev[0] + 1)
+    return pos
+
+
+def _place(hay: Haystack, piece: Piece, prev: tuple[int, int] | None, base: int) -> Placed:
     text = hay.text
     if not piece.text.strip():
         return Placed(piece, "empty", note="the splitter returned a unit with no text")
@@ -114,23 +131,22 @@ def _place(hay: Haystack, piece: Piece, prev_start: int, prev_end: int, base: in
     if given is not None:
         s, e = given
         if 0 <= s <= e <= len(text) and text[s:e] == piece.text:
-            first = text.find(piece.text, prev_start + 1)
+            first = _first_following(text, piece.text, prev)
             if first == s:
                 return Placed(piece, VERIFIED, s, e)
-            why = (f"offsets [{s + base}, {e + base}) slice to its text but it first occurs after the "
-                   f"previous unit's start at {first + base}" if first != -1 else
-                   f"offsets [{s + base}, {e + base}) do not follow the previous unit (which starts at "
-                   f"{prev_start + base})")
+            why = (f"offsets [{s + base}, {e + base}) slice to its text but in document order it first "
+                   f"occurs at {first + base}" if first != -1 else
+                   f"offsets [{s + base}, {e + base}) do not follow the previous unit")
         else:
             got = text[max(0, s):max(0, e)][:40] if 0 <= s <= len(text) else ""
             why = f"offsets [{s + base}, {e + base}) slice {got!r}"
     found, how = candidates(hay, piece.text)
-    after = [c for c in found if c[0] > prev_start]
+    after = [c for c in found if _follows(c, prev)]
     if after:
-        best, tie = nearest(after, prev_start + 1)
+        best, tie = nearest(after, prev[0] if prev else 0)
         order = ""
     else:
-        hint = given[0] if given is not None else prev_end
+        hint = given[0] if given is not None else (prev[1] if prev else 0)
         best, tie = nearest(found, hint)
         order = "; out of document order (its text occurs only before the previous unit)"
     if best is None:

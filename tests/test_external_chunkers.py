@@ -92,7 +92,8 @@ def chonkie_chunks(text: str, counter: TokenCounter) -> list[tuple[str, int]]:
 
 ECOSYSTEMS = {
     "langchain": ({"kind": "langchain", "splitter": "RecursiveCharacterTextSplitter", "length": "tokens",
-                   "options": {"chunk_size": 26, "chunk_overlap": 8, "add_start_index": True}}, langchain_docs),
+                   "options": {"chunk_size": 26, "chunk_overlap": 8, "add_start_index": True}},
+                  langchain_docs),
     "llamaindex": ({"kind": "llamaindex", "splitter": "SentenceSplitter", "length": "characters",
                     "options": {"chunk_size": 10, "chunk_overlap": 4}, "phase_span_tokens": 24},
                    llamaindex_nodes),
@@ -211,7 +212,8 @@ def _problem(exc: pytest.ExceptionInfo, field: str):
     ('kind = "langchian"', "chunker.kind", "must be one of"),
     ('kind = "python"\ncallable = "tests.no_such_module:fn"', "chunker.callable", "cannot be imported"),
     ('kind = "python"\ncallable = "tests.chunker_callables:missing"', "chunker.callable", "no attribute"),
-    ('kind = "python"\ncallable = "tests.chunker_callables:not_callable"', "chunker.callable", "not callable"),
+    ('kind = "python"\ncallable = "tests.chunker_callables:not_callable"', "chunker.callable",
+     "not callable"),
     ('kind = "python"\ncallable = "no colon"', "chunker.callable", "package.module:function"),
     ('kind = "python"', "chunker.callable", "needs callable"),
     ('kind = "langchain"\nsplitter = "RecursiveCharacterSplitter"', "chunker.splitter",
@@ -221,7 +223,8 @@ def _problem(exc: pytest.ExceptionInfo, field: str):
     ('kind = "chonkie"', "chunker.splitter", "needs the splitter's class name"),
     ('kind = "langchain"\nsplitter = "TokenTextSplitter"\ncallable = "a:b"', "chunker.callable",
      "does not apply"),
-    ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nlength = "words"', "chunker.length", "must be one of"),
+    ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nlength = "words"', "chunker.length",
+     "must be one of"),
     ('kind = "langchain"\nsplitter = "TokenTextSplitter"\noptions = 3', "chunker.options", "must be a table"),
     ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nsize = 3', "chunker.size", "unknown key"),
 ])
@@ -296,3 +299,122 @@ def test_ledgers_without_a_repairs_table_read_it_as_empty(sample_ledger, tmp_pat
     from_jsonl(jsonl, back)
     assert connect(back).sql("SELECT count(*) FROM repairs").fetchall() == [(0,)]
     shutil.rmtree(back)
+
+
+# --- end to end: sweeps with external chunkers (load the embedding model) ---------------------
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_ledgers"
+LANGCHAIN_ARM = """\
+name = "langchain"
+phases = [0, 37]
+budget_tokens = 160
+top_k = 3
+
+[chunker]
+kind = "langchain"
+splitter = "RecursiveCharacterTextSplitter"
+length = "tokens"
+options = { chunk_size = 48, chunk_overlap = 12, add_start_index = true }
+"""
+
+
+@pytest.fixture(scope="module")
+def langchain_ledger(tmp_path_factory):
+    """The sample corpus and questions swept by a LangChain arm at two phases, through the CLI."""
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+
+    root = tmp_path_factory.mktemp("langchain-sweep")
+    arm = root / "langchain.toml"
+    arm.write_text(LANGCHAIN_ARM, encoding="utf-8")
+    out = root / "ledger"
+    result = CliRunner().invoke(app, ["sweep", "--quiet", "--fixtures", str(SAMPLES / "fixtures.jsonl"),
+                                      "--corpus", str(SAMPLES / "corpus"), "--arm", str(arm),
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+@pytest.mark.slow
+def test_a_langchain_arm_sweeps_the_sample_corpus_and_diagnose_reads_it(langchain_ledger, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+    from ledgerscope.ledger.interchange import from_jsonl, to_jsonl
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.ledger.verify import load_manifest
+
+    ledger, output = langchain_ledger
+    entry = load_manifest(ledger)["arms"]["langchain"]
+    chunker = entry["components"]["chunker"]
+    assert chunker["kind"] == "langchain" and "forces one cut at token p" in chunker["phase_rule"]
+    assert chunker["splitter"] == "RecursiveCharacterTextSplitter" and chunker["span_tokens"] == 48
+    assert [p["offset"] for p in entry["phases"]] == [0, 37]
+    con = connect(ledger)
+    sources = dict(con.sql("SELECT doc_id, text FROM sources").fetchall())
+    for doc_id, start, end, text in con.sql('SELECT doc_id, "start", "end", text FROM units').fetchall():
+        assert sources[doc_id][start:end] == text
+    repairs = con.sql("SELECT phase, status, count(*) FROM repairs GROUP BY ALL ORDER BY ALL").fetchall()
+    checked = sum(json.loads(p.read_text())["offsets_checked"]
+                  for p in ledger.glob("partitions/arm-langchain/*/_SUCCESS.json"))
+    line = next(x for x in output.splitlines() if x.startswith("arm langchain: chunk offsets of"))
+    assert f"of {checked} units" in line
+    for status, n in con.sql("SELECT status, count(*) FROM repairs GROUP BY ALL").fetchall():
+        assert f"{n} {status}" in line
+    assert con.sql("SELECT count(*) FROM records").fetchall() == [(2 * 56,)]
+    diagnosed = CliRunner().invoke(app, ["diagnose", str(ledger), "--json"])
+    assert diagnosed.exit_code == 0, diagnosed.output
+    rows = [json.loads(x) for x in diagnosed.output.splitlines() if x.startswith("{")]
+    assert len(rows) == 112 and all(isinstance(r["step"], int) for r in rows)
+    summary = CliRunner().invoke(app, ["diagnose", str(ledger)])
+    assert summary.exit_code == 0 and "langchain" in summary.output
+    # the repairs table survives the JSONL interchange both ways
+    to_jsonl(ledger, tmp_path / "jsonl")
+    from_jsonl(tmp_path / "jsonl", tmp_path / "back")
+    back = connect(tmp_path / "back").sql(
+        "SELECT phase, status, count(*) FROM repairs GROUP BY ALL ORDER BY ALL").fetchall()
+    assert back == repairs
+
+
+def _mangling_chunker(cfg, encoder, counter):
+    """Paragraph units, one of which comes back with its text changed ("7 days" -> "seven days"),
+    as a splitter that rewrites text would return it: it cannot be located and must be dropped."""
+    import re
+
+    from ledgerscope.pipeline.external import ExternalChunker, Piece
+
+    def split(text: str) -> list[Piece]:
+        paras = [m.group(0) for m in re.finditer(r"\S(?:.*?\S)?(?=\s*(?:\n\s*\n|\Z))", text, re.S)]
+        return [Piece(p.replace("7 days", "seven days")) for p in paras]
+    return ExternalChunker(split, cfg.where, "chunker.kind", {"kind": "test-mangling"})
+
+
+@pytest.mark.slow
+def test_a_unit_that_cannot_be_located_is_dropped_and_its_gold_is_step_2(tmp_path, monkeypatch):
+    from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.pipeline import kinds
+    from ledgerscope.pipeline.sweep import sweep
+    from tests.sweep_data import write_inputs
+
+    monkeypatch.setitem(kinds.CHUNKERS, "test-mangling", _mangling_chunker)
+    inputs = write_inputs(tmp_path / "in")
+    cfg = arm_from_dict({"name": "mangled", "phases": [0, 3], "budget_tokens": 120,
+                         "chunker": {"kind": "test-mangling"}}, "mangled.toml")
+    fixtures, corpus = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
+    result = sweep(fixtures, corpus, [cfg], tmp_path / "ledger")
+    assert result.offsets["mangled"]["unlocatable"] == 2  # one per phase
+    con = connect(tmp_path / "ledger")
+    dropped = con.sql("SELECT doc_id, status, text, start FROM repairs WHERE status <> 'located'").fetchall()
+    assert {(d, s, st) for d, s, _, st in dropped} == {("policy/retention.md", "unlocatable", None)}
+    assert all("seven days for requests marked temporary" in t for *_, t, _ in dropped)
+    assert not con.sql("SELECT count(*) FROM units WHERE text LIKE '%7 days for requests%'").fetchall()[0][0]
+    steps = {(r["qid"], r["phase"]): r["step"] for r in diagnose_ledger(con, tmp_path / "ledger")}
+    assert steps[("temp-retention", "0")] == steps[("temp-retention", "3")] == 2
+    assert con.sql("SELECT DISTINCT support_chunked FROM records WHERE qid = 'temp-retention'").fetchall() \
+        == [(False,)]

@@ -106,6 +106,12 @@ def _given(piece: Piece) -> tuple[int, int] | None:
     return piece.start, piece.end if piece.end is not None else piece.start + len(piece.text)
 
 
+def in_document(start: int, end: int, base: int) -> tuple[int, int]:
+    """A splitter's offsets into a side (which starts at ``base``) as document offsets; a negative
+    start (LangChain's -1: not found) is kept as the splitter gave it."""
+    return (start + base, end + base) if start >= 0 else (start, end)
+
+
 def _follows(interval: tuple[int, int], prev: tuple[int, int] | None) -> bool:
     """Document order: after the previous unit's start, or at it as a different interval (a
     splitter's overlapping units may share a start)."""
@@ -137,9 +143,11 @@ def _place(hay: Haystack, piece: Piece, prev: tuple[int, int] | None, base: int)
             why = (f"offsets [{s + base}, {e + base}) slice to its text but in document order it first "
                    f"occurs at {first + base}" if first != -1 else
                    f"offsets [{s + base}, {e + base}) do not follow the previous unit")
+        elif 0 <= s <= e <= len(text):
+            why = f"offsets [{s + base}, {e + base}) slice {text[s:e][:40]!r}"
         else:
-            got = text[max(0, s):max(0, e)][:40] if 0 <= s <= len(text) else ""
-            why = f"offsets [{s + base}, {e + base}) slice {got!r}"
+            ds, de = in_document(s, e, base)
+            why = f"offsets [{ds}, {de}) are outside the text the splitter was given"
     found, how = candidates(hay, piece.text)
     after = [c for c in found if _follows(c, prev)]
     if after:
@@ -220,7 +228,7 @@ def _units(source: Source, offsets: Sequence[tuple[int, int]],
     repairs: list[OffsetRepair] = []
     for position, (side, base, p) in enumerate(placed):
         given = _given(p.piece)
-        gs, ge = (given[0] + base, given[1] + base) if given is not None else (None, None)
+        gs, ge = in_document(*given, base) if given is not None else (None, None)
         status, note = p.status, p.note
         span = None
         if p.start is not None:

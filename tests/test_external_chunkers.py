@@ -293,6 +293,7 @@ def test_ledgers_without_a_repairs_table_read_it_as_empty(sample_ledger, tmp_pat
     jsonl = tmp_path / "jsonl"
     to_jsonl(sample_ledger, jsonl)
     assert (jsonl / "repairs.jsonl").read_text() == ""
+    assert connect(jsonl).sql("SELECT count(*) FROM repairs").fetchall() == [(0,)]  # empty file: no rows
     (jsonl / "repairs.jsonl").unlink()  # an interchange directory from before the table
     assert connect(jsonl).sql("SELECT count(*) FROM repairs").fetchall() == [(0,)]
     back = tmp_path / "back"

@@ -69,6 +69,8 @@ def _read(path: Path, table_schema: pa.Schema, optional: bool = False) -> pa.Tab
         if optional:
             return table_schema.empty_table()
         raise InputError(Problem(str(path), None, "file", "missing from the interchange directory"))
+    if path.stat().st_size == 0:  # no rows (Arrow's JSON reader refuses an empty file)
+        return table_schema.empty_table()
     try:
         table = pajson.read_json(
             path,

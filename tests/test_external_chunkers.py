@@ -419,3 +419,27 @@ def test_a_unit_that_cannot_be_located_is_dropped_and_its_gold_is_step_2(tmp_pat
     assert steps[("temp-retention", "0")] == steps[("temp-retention", "3")] == 2
     assert con.sql("SELECT DISTINCT support_chunked FROM records WHERE qid = 'temp-retention'").fetchall() \
         == [(False,)]
+
+
+def test_the_chunker_arms_in_docs_pipelines_are_valid(tmp_path, monkeypatch):
+    """Every arm TOML of docs/pipelines.md's "Chunkers" section loads, with the phases it promises."""
+    import re
+    import tomllib
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    section = page.split("## Chunkers", 1)[1].split("\n## ", 1)[0]
+    python = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(python) == 1
+    (tmp_path / "mypipeline").mkdir()
+    (tmp_path / "mypipeline" / "__init__.py").write_text("")
+    (tmp_path / "mypipeline" / "chunking.py").write_text(python[0])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    arms = [arm_from_dict(tomllib.loads(block), "docs/pipelines.md")
+            for block in re.findall(r"```toml\n(.*?)```", section, re.S)]
+    assert {a.chunker["kind"] for a in arms} == {"langchain", "llamaindex", "chonkie", "python"}
+    first = next(a for a in arms if a.name == "langchain-recursive")
+    assert [p.offset for p in first.phase_list()] == [0, 31, 62, 94, 125, 156, 188, 219]
+    from mypipeline.chunking import sections
+
+    text = "# A\n\nintro\n\n# B\nbody 日本\n"
+    assert [text[a:b] for a, b in sections(text)] == ["# A\n\nintro\n\n", "# B\nbody 日本\n"]

@@ -281,17 +281,31 @@ def test_a_chunker_that_fails_on_the_corpus_stops_the_sweep_before_any_model_or_
 # --- the repairs table in old ledgers and in the interchange ----------------------------------
 
 
+def _without_repairs(ledger: Path, out: Path) -> Path:
+    """A copy of ``ledger`` as a ledger written before the repairs table existed."""
+    import json
+
+    shutil.copytree(ledger, out)
+    for marker in out.glob("partitions/*/*/_SUCCESS.json"):
+        meta = json.loads(marker.read_text())
+        meta.get("files", {}).pop("repairs.parquet", None)
+        meta.pop("repairs", None)
+        marker.write_text(json.dumps(meta))
+        (marker.parent / "repairs.parquet").unlink(missing_ok=True)
+    return out
+
+
 def test_ledgers_without_a_repairs_table_read_it_as_empty(sample_ledger, tmp_path):
     from ledgerscope.ledger.interchange import from_jsonl, to_jsonl
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.schema import REPAIRS
 
-    assert not list(sample_ledger.glob("partitions/*/*/repairs.parquet"))  # written before the table
-    con = connect(sample_ledger)
+    old = _without_repairs(sample_ledger, tmp_path / "old")
+    con = connect(old)
     assert con.sql("SELECT count(*) FROM repairs").fetchall() == [(0,)]
     assert [c[0] for c in con.sql("DESCRIBE repairs").fetchall()] == REPAIRS.names
     jsonl = tmp_path / "jsonl"
-    to_jsonl(sample_ledger, jsonl)
+    to_jsonl(old, jsonl)
     assert (jsonl / "repairs.jsonl").read_text() == ""
     assert connect(jsonl).sql("SELECT count(*) FROM repairs").fetchall() == [(0,)]  # empty file: no rows
     (jsonl / "repairs.jsonl").unlink()  # an interchange directory from before the table
@@ -372,6 +386,11 @@ def test_a_langchain_arm_sweeps_the_sample_corpus_and_diagnose_reads_it(langchai
     assert len(rows) == 112 and all(isinstance(r["step"], int) for r in rows)
     summary = CliRunner().invoke(app, ["diagnose", str(ledger)])
     assert summary.exit_code == 0 and "langchain" in summary.output
+    # a record re-executes through the same splitter
+    from ledgerscope.pipeline.rerun import rerun_record
+
+    diff = rerun_record(ledger, "langchain", "re-free-upload", "37")
+    assert diff.identical, diff.lines()
     # the repairs table survives the JSONL interchange both ways
     to_jsonl(ledger, tmp_path / "jsonl")
     from_jsonl(tmp_path / "jsonl", tmp_path / "back")

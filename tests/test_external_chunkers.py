@@ -226,6 +226,8 @@ def _problem(exc: pytest.ExceptionInfo, field: str):
     ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nlength = "words"', "chunker.length",
      "must be one of"),
     ('kind = "langchain"\nsplitter = "TokenTextSplitter"\noptions = 3', "chunker.options", "must be a table"),
+    ('kind = "chonkie"\nsplitter = "TokenChunker"\nlength = "tokens"\noptions = { tokenizer = "gpt2" }',
+     "chunker.length", "overridden"),
     ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nsize = 3', "chunker.size", "unknown key"),
 ])
 def test_bad_chunker_configuration_names_the_file_and_key(tmp_path, chunker, field, reason):

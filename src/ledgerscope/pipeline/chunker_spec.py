@@ -106,6 +106,10 @@ def problems(table: dict, where: str) -> list[Problem]:
             bad(key, f"does not apply to kind {kind!r} (only to {', '.join(kinds)})")
     if "length" in table and table["length"] not in LENGTHS:
         bad("length", f"must be one of {', '.join(LENGTHS)}")
+    options = table.get("options")
+    if table.get("length", "library") != "library" and isinstance(options, dict) and "tokenizer" in options:
+        bad("length", f"length = {table['length']!r} chooses the tokenizer; options.tokenizer would be "
+            "overridden (drop one of them)")
     span = table.get("phase_span_tokens")
     if span is not None and (isinstance(span, bool) or not isinstance(span, int) or span < 1):
         bad("phase_span_tokens", "must be a positive integer (tokens)")

@@ -413,6 +413,23 @@ def sweep(
          f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
          f"(resumed), {len(fixture_list)} questions, {result.encoded_texts} texts encoded, "
          f"{result.seconds:.1f} s")
+    for arm_name, counts in result.offsets.items():
+        if counts.get("checked"):
+            _say(_console(), offsets_line(arm_name, counts))
+
+
+def offsets_line(arm: str, counts) -> str:
+    """One arm's external chunker offsets as the sweep checked them (the rows are in ``repairs``)."""
+    from ledgerscope.pipeline.external import DROPPED
+
+    placed = {k: v for k, v in sorted(counts.items()) if k != "checked" and k not in DROPPED}
+    dropped = {k: v for k, v in sorted(counts.items()) if k in DROPPED}
+    parts = [f"{v} {k}" for k, v in placed.items()]
+    drop = f"{sum(dropped.values())} dropped ({', '.join(f'{v} {k}' for k, v in dropped.items())})" \
+        if dropped else "0 dropped"
+    verified = counts["checked"] - sum(placed.values()) - sum(dropped.values())
+    return (f"arm {arm}: chunk offsets of {counts['checked']} units: {verified} verified, "
+            + "".join(f"{p}, " for p in parts) + f"{drop}; every one not verified is in the repairs table")
 
 
 @app.command()

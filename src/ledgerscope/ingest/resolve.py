@@ -1,5 +1,8 @@
 """Every chunk onto a source interval, or reported: verified, repaired, located, or never guessed.
 
+The locator itself (occurrences, prefix/suffix, whitespace normalisation, nearest to a hint) is
+:mod:`ledgerscope.inputs.locate`, shared with the sweep's external chunkers.
+
 Declared rules, in order, for a chunk of document ``doc_id``:
 
 1. the document must be in the corpus (and be the version the chunk names, if it names one);
@@ -31,6 +34,12 @@ from dataclasses import dataclass, field
 from ledgerscope.common.errors import CoordinateError
 from ledgerscope.ingest.chunkstore import Chunk
 from ledgerscope.inputs.coords import CODEPOINT, to_codepoint_span
+from ledgerscope.inputs.locate import (
+    Haystack,
+    candidates,
+    nearest,
+    normalise,  # noqa: F401 - part of this module's interface
+)
 from ledgerscope.inputs.sources import Corpus
 
 RESOLVED = ("verified", "repaired", "located", "located-whitespace")
@@ -52,72 +61,7 @@ class Resolution:
         return self.status in RESOLVED
 
 
-def normalise(text: str) -> tuple[str, list[int]]:
-    """Whitespace runs as one space, ends stripped; and each kept character's index in ``text``."""
-    out: list[str] = []
-    where: list[int] = []
-    pending = False
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            pending = bool(out)
-            continue
-        if pending:
-            out.append(" ")
-            where.append(i - 1)
-            pending = False
-        out.append(ch)
-        where.append(i)
-    return "".join(out), where
-
-
-def _occurrences(haystack: str, needle: str) -> list[int]:
-    hits, pos = [], haystack.find(needle)
-    while pos != -1:
-        hits.append(pos)
-        pos = haystack.find(needle, pos + 1)
-    return hits
-
-
-@dataclass
-class _Doc:
-    text: str
-    _norm: tuple[str, list[int]] | None = None
-
-    @property
-    def norm(self) -> tuple[str, list[int]]:
-        if self._norm is None:
-            self._norm = normalise(self.text)
-        return self._norm
-
-
-def _candidates(doc: _Doc, chunk: Chunk) -> tuple[list[tuple[int, int]], str]:
-    """Occurrences of the chunk's text as (start, end) code point intervals, and how they were found."""
-    text = doc.text
-    hits = _occurrences(text, chunk.text)
-    if hits:
-        n = len(chunk.text)
-        keep = [h for h in hits
-                if (not chunk.prefix or text[max(0, h - len(chunk.prefix)):h] == chunk.prefix)
-                and (not chunk.suffix or text[h + n:h + n + len(chunk.suffix)] == chunk.suffix)]
-        return [(h, h + n) for h in keep], "exact"
-    needle, _ = normalise(chunk.text)
-    if not needle:
-        return [], "exact"
-    norm, where = doc.norm
-    out = []
-    pre, _ = normalise(chunk.prefix)
-    suf, _ = normalise(chunk.suffix)
-    for h in _occurrences(norm, needle):
-        e = h + len(needle)
-        if pre and not norm[:h].rstrip().endswith(pre):
-            continue
-        if suf and not norm[e:].lstrip().startswith(suf):
-            continue
-        out.append((where[h], where[e - 1] + 1))
-    return out, "whitespace"
-
-
-def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, _Doc] | None = None) -> Resolution:
+def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, Haystack] | None = None) -> Resolution:
     """The rules of the module docstring for one chunk."""
     src = corpus.get(chunk.doc_id)
     if src is None:
@@ -125,7 +69,7 @@ def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, _Doc] | None = N
     if chunk.version is not None and chunk.version != src.version:
         return Resolution(chunk, "version-differs",
                           note=f"chunk of version {chunk.version[:80]}, the corpus holds {src.version}")
-    doc = (docs or {}).get(chunk.doc_id) or _Doc(src.text)
+    doc = (docs or {}).get(chunk.doc_id) or Haystack(src.text)
     if docs is not None:
         docs[chunk.doc_id] = doc
     hint = None
@@ -143,7 +87,7 @@ def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, _Doc] | None = N
                 return Resolution(chunk, "verified", s, e)
             given += f" slices {src.text[s:e][:40]!r}"
             hint = s
-    found, how = _candidates(doc, chunk)
+    found, how = candidates(doc, chunk.text, chunk.prefix, chunk.suffix)
     if not found:
         why = "its text occurs nowhere in the document, exactly or with whitespace normalised"
         return Resolution(chunk, "unlocatable", note=why + (f"; offsets {given}" if given else ""))
@@ -151,11 +95,13 @@ def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, _Doc] | None = N
         if hint is None:
             return Resolution(chunk, "ambiguous", note=f"its text occurs {len(found)} times ({how}) "
                               "and no prefix/suffix or offsets tell them apart")
-        found.sort(key=lambda se: (abs(se[0] - hint), se[0]))
-        if abs(found[0][0] - hint) == abs(found[1][0] - hint):
+        best, tie = nearest(found, hint)
+        if tie:
             return Resolution(chunk, "ambiguous", note=f"offsets {given}; the two nearest of "
                               f"{len(found)} occurrences are equally near")
-    s, e = found[0]
+        s, e = best
+    else:
+        s, e = found[0]
     if hint is not None or given:
         return Resolution(chunk, "repaired", s, e, f"offsets {given}; repaired to [{s}, {e}) codepoint "
                           f"({'nearest ' if len(found) > 1 else ''}{how} match)")
@@ -164,7 +110,7 @@ def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, _Doc] | None = N
 
 
 def resolve_chunks(chunks: Iterable[Chunk], corpus: Corpus) -> list[Resolution]:
-    docs: dict[str, _Doc] = {}
+    docs: dict[str, Haystack] = {}
     return [resolve_chunk(c, corpus, docs) for c in chunks]
 
 

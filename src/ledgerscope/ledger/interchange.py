@@ -4,6 +4,7 @@ Layout of an interchange directory::
 
     manifest.json  fixtures.jsonl
     sources.jsonl  units.jsonl  boundaries.jsonl  candidates.jsonl  records.jsonl  oracle.jsonl
+    repairs.jsonl  (optional: a directory without it has no offset repairs)
 
 Every row carries its ``arm`` and ``phase`` columns, so another team's pipeline
 can produce a ledger by writing these files; :func:`from_jsonl` checks each

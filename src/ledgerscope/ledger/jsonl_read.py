@@ -62,9 +62,15 @@ def _row_problems(src: Path, manifest: dict, tables: dict[str, pa.Table]) -> lis
     return out
 
 
-def _read(path: Path, table_schema: pa.Schema) -> pa.Table:
+def _read(path: Path, table_schema: pa.Schema, optional: bool = False) -> pa.Table:
+    """One table's file checked against its schema; an ``optional`` table's missing file reads as
+    empty (an interchange directory written before the table existed)."""
     if not path.is_file():
+        if optional:
+            return table_schema.empty_table()
         raise InputError(Problem(str(path), None, "file", "missing from the interchange directory"))
+    if path.stat().st_size == 0:  # no rows (Arrow's JSON reader refuses an empty file)
+        return table_schema.empty_table()
     try:
         table = pajson.read_json(
             path,
@@ -85,7 +91,8 @@ def read_checked(src: str | Path) -> tuple[dict, dict[str, pa.Table]]:
     src = Path(src)
     manifest = load_manifest(src)
     tables = {
-        name: _read(src / f"{name}.jsonl", table_schema) for name, table_schema in TABLES.items()
+        name: _read(src / f"{name}.jsonl", table_schema, name in schema.OPTIONAL_TABLES)
+        for name, table_schema in TABLES.items()
     }
     problems = _row_problems(src, manifest, tables)
     from ledgerscope.inputs.fixtures import read_fixtures, resolve

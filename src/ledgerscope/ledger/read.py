@@ -1,6 +1,7 @@
 """Opening a ledger: DuckDB views over the finished partitions, and the checks on their rows.
 
-Views: ``units``, ``boundaries``, ``candidates``, ``records``, ``oracle``,
+Views: ``units``, ``boundaries``, ``candidates``, ``records``, ``repairs`` (empty when a partition
+has no ``repairs.parquet``), ``oracle``,
 ``sources``. Reading never writes into the ledger directory.
 
 :func:`connect` first verifies the ledger's files (:mod:`.verify`), then looks

@@ -6,7 +6,8 @@ Layout of a ledger directory (format 2)::
     sources.parquet                    every source version the sweep read (text included)
     fixtures.jsonl                     the resolved canonical fixtures
     partitions/arm-A/phase-L/          one partition per arm and phase, renamed into place whole
-        units.parquet  boundaries.parquet  candidates.parquet  records.parquet  _SUCCESS.json
+        units.parquet  boundaries.parquet  candidates.parquet  records.parquet  repairs.parquet
+        _SUCCESS.json
     oracle/arm-A/oracle.parquet        the oracle run per question and arm
 
 Partition values are written once, as data: every row of every table carries
@@ -29,6 +30,11 @@ unchanged. The prefixes ``arm-`` and ``phase-`` keep a name such as ``..`` or
 ``_x`` from being a path step or a name that dataset discovery skips as
 hidden. :mod:`.layout` builds and parses these paths; format 1 ledgers are
 still read (:data:`FORMAT_1`), not resumed.
+
+``repairs`` lists every unit an external chunker returned whose offsets were not verified as
+given (repaired, located by its text, or dropped, with the reason; see
+:mod:`ledgerscope.pipeline.external`). It was added within format 2: a partition without
+``repairs.parquet`` (an older ledger, an ingested one) reads as having none.
 
 Candidate lists are recorded whole: ``fused`` holds every fused unit (the
 reranker reads the first ``rerank_depth``), ``reranked`` every reranked unit
@@ -109,4 +115,14 @@ SOURCES = pa.schema([
     ("observed", pa.string()), ("access", pa.list_(pa.string())),
 ])
 
-TABLES = {"units": UNITS, "boundaries": BOUNDARIES, "candidates": CANDIDATES, "records": RECORDS}
+REPAIRS = pa.schema([
+    ("arm", pa.string()), ("phase", pa.string()), ("doc_id", pa.string()), ("version", pa.string()),
+    ("position", pa.int32()), ("side", pa.string()), ("status", pa.string()), ("text", pa.string()),
+    ("given_start", pa.int64()), ("given_end", pa.int64()), ("start", pa.int64()), ("end", pa.int64()),
+    ("note", pa.string()),
+])
+
+TABLES = {"units": UNITS, "boundaries": BOUNDARIES, "candidates": CANDIDATES, "records": RECORDS,
+          "repairs": REPAIRS}
+#: partition tables a partition may lack (added within the format): read as empty
+OPTIONAL_TABLES = frozenset({"repairs"})

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.pipeline import chunker_spec
 
 DEFAULT_TOML = """\
 # ledgerscope arm configuration. One file per arm; `name` labels the arm in the ledger.
@@ -36,7 +37,16 @@ rerank_depth = 30        # fused candidates handed to the reranker
 
 [chunker]
 kind = "token"           # token | sentence (structural: whole sentences packed up to `capacity`)
+                         # | langchain | llamaindex | chonkie | python (external splitters)
 # sentence chunker perturbation rule: phase k puts the first k sentences in a unit of their own
+# External splitters (optional keys, absent unless set; see docs/pipelines.md, "Chunkers"):
+# splitter = "RecursiveCharacterTextSplitter"   # the class (llamaindex: SentenceSplitter, TokenTextSplitter;
+#                                               # chonkie: TokenChunker, SentenceChunker, RecursiveChunker)
+# options = { chunk_size = 400, chunk_overlap = 40 }   # its keyword arguments
+# length = "library"     # what chunk_size counts: library (its default) | characters | tokens (the arm's)
+# callable = "package.module:function"   # kind = "python": (text) -> list of (start, end) code points
+# phase_span_tokens = 0  # auto:N spreads the forced cut over this many tokens (default: chunk_size)
+# Their perturbation rule: phase p forces one cut at token p and splits each side separately.
 
 [embedding]
 model = "bundled:all-MiniLM-L6-v2"   # any sentence-transformers name or path
@@ -97,6 +107,14 @@ clearance = []           # labels this reader holds; a source is visible when al
 
 # The kinds of the replaceable stages (chunker, rerank, generator) are the keys of their factory
 # tables in .kinds, read by check_arm: a new kind is added there only.
+#: Keys a stage table may hold that are absent unless an arm sets them (their values here give the
+#: type only). Keys added after ledger format 2 live here, not in DEFAULT_TOML, so an arm that does
+#: not use them keeps its configuration digest (a recorded ledger still reruns and resumes).
+OPTIONAL_KEYS: dict[str, dict] = {
+    "chunker": dict(chunker_spec.KEYS),
+}
+#: tables whose contents are the user's (keyword arguments for a splitter): only their type is checked
+_FREE_TABLES = frozenset({"options"})
 _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
 _SELECTION = ("budget", "top-k")
@@ -131,6 +149,8 @@ class ArmConfig:
     generator: dict = field(default_factory=dict)
     judge: dict = field(default_factory=dict)
     access: dict = field(default_factory=dict)
+    #: the file (or manifest) this arm was read from, for error messages; not a field (no digest)
+    where = "<config>"
 
     @property
     def stride(self) -> int:
@@ -164,7 +184,13 @@ class ArmConfig:
         return frozenset(self.access.get("clearance", []))
 
     def phase_list(self) -> list[Phase]:
-        return resolve_phases(self.phases, self.stride if self.chunker_kind == "token" else None)
+        kind = self.chunker_kind
+        if chunker_spec.is_external(kind):
+            span = chunker_spec.span_tokens(kind, self.chunker)
+            if span is None and isinstance(self.phases, str):
+                raise ValueError(chunker_spec.needs_span(kind))
+            return resolve_phases(self.phases, span)
+        return resolve_phases(self.phases, self.stride if kind == "token" else None)
 
 
 #: keys added to the configuration after the first ledgers were written (see ArmConfig.digest)
@@ -218,6 +244,10 @@ def _shape_problems(data: dict, defaults: dict, prefix: str, where: str) -> list
             out.append(Problem(where, None, name, "unknown key"))
             continue
         want = defaults[key]
+        if key in _FREE_TABLES and isinstance(want, dict):
+            if not isinstance(value, dict):
+                out.append(Problem(where, None, name, f"must be a table, not {_type_name(value)}"))
+            continue
         if isinstance(want, dict) and isinstance(value, dict):
             out.extend(_shape_problems(value, want, name + ".", where))
             continue
@@ -234,17 +264,19 @@ def _shape_problems(data: dict, defaults: dict, prefix: str, where: str) -> list
 def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
     """An arm from a parsed TOML table over the defaults, validated (all problems at once)."""
     defaults = _defaults()
+    shapes = _merge(OPTIONAL_KEYS, defaults)
     known = set(ArmConfig.__dataclass_fields__)
     problems = [Problem(where, None, k, "unknown key") for k in data if k not in known]
     for key, value in data.items():
         if key in known and isinstance(defaults.get(key), dict):
             if isinstance(value, dict):
-                problems.extend(_shape_problems(value, defaults[key], key + ".", where))
+                problems.extend(_shape_problems(value, shapes[key], key + ".", where))
             else:
                 problems.append(Problem(where, None, key, f"must be a table, not {_type_name(value)}"))
     bad_tables = {pr.field for pr in problems if "." not in pr.field}
     merged = _merge(defaults, {k: v for k, v in data.items() if k in known and k not in bad_tables})
     cfg = ArmConfig(**merged)
+    cfg.where = where
     try:
         check_arm(cfg, where)
     except InputError as exc:
@@ -293,6 +325,10 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         need(ints["rerank_depth"] >= 1, "rerank_depth", "must be at least 1")
     chunker_ok = tables["chunker"].get("kind", "token") in chunkers
     need(chunker_ok, "chunker.kind", f"must be one of {', '.join(chunkers)}")
+    if chunker_ok and chunker_spec.is_external(tables["chunker"].get("kind")):
+        found = chunker_spec.problems(tables["chunker"], where)
+        p.extend(found)
+        chunker_ok = not found
     need(cfg.edge_policy in _EDGE, "edge_policy", f"must be one of {', '.join(_EDGE)}")
     fusion, rerank, selection, generator = (tables[k] for k in ("fusion", "rerank", "selection", "generator"))
     need(fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")

@@ -196,6 +196,8 @@ def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
         stop_session(server)
     assert not session_alive(server.pid)  # the server and every app it started are gone
     assert not any(Path(f"/proc/{p}").exists() and _state(p) != "Z" for p in app_pids)
+    logged = (tmp_path / "serve.log").read_text(errors="replace")
+    assert 'GET /favicon.ico HTTP/1.1" 200' in logged, logged[-2000:]  # the browser asked; it was there
 
 
 def _children(sid: int) -> list[int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.analysis.diagnosis.tree import STEP_NAMES
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES
 from ledgerscope.tui.app import LedgerscopeApp
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
@@ -144,7 +145,8 @@ async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
         await press(pilot, "7")
         stats = pane(app, "stats")
         assert "paired comparison: candidate minus baseline" in stats and "phase average" in stats
-        assert "segments" in stats and app.main.stats.comparison["settings"]["n_resamples"] == 2000
+        assert "segments" in stats
+        assert app.main.stats.comparison["settings"]["n_resamples"] == DEFAULT_N_RESAMPLES
         await press(pilot, "2")
         assert app.query_one("TabbedContent").active == "grid"
 
@@ -438,8 +440,11 @@ async def test_a_damaged_ledger_shows_why_on_screen(ledger, tmp_path):  # noqa: 
     app = make_app(broken)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        err = app.query_one("#filter-error")
+        err = app.main.query_one("#filter-error")
         assert err.display and "records.parquet" in str(err.render())
         assert app.main.count == 0
+        # the checks say where, on the screen that blocks the app (tests/test_tui_first_screen.py)
+        assert type(app.screen).__name__ == "IntegrityScreen" and app.main.trust == "failed"
+        assert "phase-1/records.parquet" in str(app.screen.query_one("#integrity-text").render())
         await press(pilot, "j", "3")  # nothing to show, nothing breaks
         assert app.main.detail is None

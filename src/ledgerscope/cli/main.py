@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.vocabulary import arm_vocabulary, check_arms, rule_settings, version_lines
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
@@ -195,11 +196,11 @@ def import_contractnli_cmd(
 BaselineLedgerOption = Annotated[Path | None, typer.Option(
     "--baseline-ledger", help="A second ledger holding the baseline arm.")]
 ResamplesOption = Annotated[int | None, typer.Option(
-    "--n-resamples", help="Bootstrap replicates (default 10000; with --rule, the rule's, and a different "
-                          "value is an error).")]
+    "--n-resamples", help=f"Bootstrap replicates (default {DEFAULT_N_RESAMPLES}; with --rule, the rule's, "
+                          "and a different value is an error).")]
 SeedOption = Annotated[int | None, typer.Option(
-    "--seed", help="Bootstrap seed (default 0; with --rule, the rule's, and a different value is an "
-                   "error).")]
+    "--seed", help=f"Bootstrap seed (default {DEFAULT_SEED}; with --rule, the rule's, and a different value "
+                   "is an error).")]
 
 
 def _say(console, text: str) -> None:
@@ -310,8 +311,8 @@ def compare(
                 release_rule = rule_settings(rule, n_resamples, seed)
                 n_resamples, seed = release_rule.n_resamples, release_rule.seed
                 confidence = release_rule.confidence
-            n_resamples = 10_000 if n_resamples is None else n_resamples
-            seed = 0 if seed is None else seed
+            n_resamples = DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples
+            seed = DEFAULT_SEED if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
                                       n_resamples=n_resamples, confidence=confidence, clusters=clusters)
             if rule is not None:
@@ -538,24 +539,27 @@ def open_ledger(
     theme: Annotated[str | None, typer.Option(
         "--theme", help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
                         "or any Textual theme (also LEDGERSCOPE_THEME).")] = None,
+    n_resamples: ResamplesOption = None,
+    seed: SeedOption = None,
 ) -> None:
-    """Browse a ledger in the terminal: questions, phases, sources, contexts, answers, diagnosis, stats."""
+    """Browse a ledger in the terminal: questions, phases, sources, contexts, answers, diagnosis, stats.
+    The Stats pane's bootstrap uses compare's settings (the same --n-resamples and --seed)."""
     from ledgerscope.tui.data import LedgerSession
 
     baseline, baseline_ledger = arm_vocabulary(baseline, baseline_arm, baseline_ledger)
     try:
         session = LedgerSession(ledger, baseline_ledger, candidate, baseline)
         session.start_open()  # DuckDB opens the ledger while Textual is imported
-        if rule is not None:
-            from ledgerscope.analysis.stats.release import load_rule
-
-            load_rule(rule)  # a broken rule fails here, before the screen opens
+        if rule is not None:  # a broken rule, or settings that disagree with it, fail before the screen
+            rule_settings(rule, n_resamples, seed)
     except LedgerscopeError as exc:
         _fail(exc)
         return
     from ledgerscope.tui.app import LedgerscopeApp
 
-    LedgerscopeApp(session, rule=rule, theme=theme).run()
+    LedgerscopeApp(session, rule=rule, theme=theme,
+                   n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+                   seed=DEFAULT_SEED if seed is None else seed).run()
 
 
 @app.command()
@@ -584,7 +588,8 @@ def report(
 
     try:
         with _reading(ledger):
-            settings = Settings(10_000 if n_resamples is None else n_resamples, 0 if seed is None else seed)
+            settings = Settings(DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+                                DEFAULT_SEED if seed is None else seed)
             if rule is not None:
                 loaded = rule_settings(rule, n_resamples, seed)
                 settings = Settings(loaded.n_resamples, loaded.seed, loaded.confidence)
@@ -622,6 +627,8 @@ def serve(
     rule: Annotated[Path | None, typer.Option(
         "--rule", help="Release rule (TOML) for the Stats pane.")] = None,
     theme: Annotated[str | None, typer.Option("--theme", help="Theme (as for open).")] = None,
+    n_resamples: ResamplesOption = None,
+    seed: SeedOption = None,
 ) -> None:
     """The TUI in a browser (textual-serve): one `ledgerscope open` per browser tab, loopback by default."""
     from ledgerscope.cli.serve import check_host
@@ -630,12 +637,15 @@ def serve(
 
     options: list[str] = []
     for flag, value in (("--candidate", candidate), ("--baseline", baseline), ("--rule", rule),
-                        ("--baseline-ledger", baseline_ledger), ("--theme", theme)):
+                        ("--baseline-ledger", baseline_ledger), ("--theme", theme),
+                        ("--n-resamples", n_resamples), ("--seed", seed)):
         if value is not None:
-            options += [flag, str(Path(value).resolve()) if isinstance(value, Path) else value]
+            options += [flag, str(Path(value).resolve()) if isinstance(value, Path) else str(value)]
     try:
         check_host(host, allow_remote)
         load_manifest(ledger)  # not a ledger: say so here, not in every browser tab
+        if rule is not None:
+            rule_settings(rule, n_resamples, seed)
     except LedgerscopeError as exc:
         _fail(exc)
         return

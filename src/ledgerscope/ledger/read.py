@@ -7,7 +7,9 @@ has no ``repairs.parquet``), ``oracle``,
 :func:`connect` first verifies the ledger's files (:mod:`.verify`), then looks
 for rows the analyses cannot use (:func:`row_problems`): duplicate records,
 records filed under another partition, non-finite scores. Every problem names
-the file, the row where there is one, and the column.
+the file, the row where there is one, and the column. :func:`open_unchecked`
+and :func:`check_ledger` are the same two halves apart, for a reader that shows
+rows while the checks run and trusts none of them until they pass.
 """
 
 from __future__ import annotations
@@ -49,20 +51,63 @@ def connect(ledger: str | Path, con=None):
         opened = pool.submit(duckdb.connect) if con is None else None
         layout = layout_for(verify_ledger(ledger, schemas))
         con = opened.result() if opened is not None else con
-    parts = finished_partitions(ledger, layout)
-    files: dict[str, list[Path]] = {}
-    for name, table_schema in schema.TABLES.items():
-        files[name] = [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").is_file()]
-        found = [schemas.get(f) for f in files[name]]  # one schema in every file: nothing to unify
-        alike = bool(found) and all(x is not None and x.equals(found[0]) for x in found)
-        _view(con, name, files[name], table_schema, union=not alike)
-    _view(con, "oracle", oracle_files(ledger, layout), schema.ORACLE)
-    src = ledger / "sources.parquet"
-    _view(con, "sources", [src] if src.is_file() else [], schema.SOURCES)
+    files = _create_views(con, ledger, layout, schemas)
     problems = row_problems(con, ledger, files["records"], files["candidates"], layout)
     if problems:
         raise InputError(problems)
     return con
+
+
+def open_unchecked(ledger: str | Path, con=None):
+    """:func:`connect`'s views without its checks: nothing read through them is to be trusted until
+    :func:`check_ledger` has passed. For a reader that shows rows while the checks run (the TUI's
+    first screen); it needs no pyarrow (the manifest is still checked: it says where the files are).
+    """
+    from ledgerscope.ledger.verify import load_manifest
+
+    ledger = Path(ledger)
+    layout = layout_for(load_manifest(ledger))
+    if con is None:
+        import duckdb
+
+        con = duckdb.connect()
+    _create_views(con, ledger, layout, None)
+    return con
+
+
+def check_ledger(ledger: str | Path, con) -> None:
+    """:func:`connect`'s checks, for a connection :func:`open_unchecked` made (``con`` or a cursor of
+    it): the files (:func:`.verify.verify_ledger`: footers, sizes, digests), then the rows
+    (:func:`row_problems`). Raises :class:`InputError` listing every problem."""
+    ledger = Path(ledger)
+    layout = layout_for(verify_ledger(ledger))
+    files = _table_files(ledger, layout)
+    problems = row_problems(con, ledger, files["records"], files["candidates"], layout)
+    if problems:
+        raise InputError(problems)
+
+
+def _table_files(ledger: Path, layout: Layout) -> dict[str, list[Path]]:
+    """Each partition table's files in the finished partitions, in partition order."""
+    parts = finished_partitions(ledger, layout)
+    return {
+        name: [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").is_file()]
+        for name in schema.TABLE_NAMES
+    }
+
+
+def _create_views(con, ledger: Path, layout: Layout, schemas: dict | None) -> dict[str, list[Path]]:
+    """The views; ``schemas`` (file -> Arrow schema, from the checks) lets files that all share one
+    schema skip DuckDB's column matching; None (unchecked): match by name. Returns the files."""
+    files = _table_files(ledger, layout)
+    for name, paths in files.items():
+        found = [(schemas or {}).get(f) for f in paths]
+        alike = bool(found) and all(x is not None and x.equals(found[0]) for x in found)
+        _view(con, name, paths, union=not alike)
+    _view(con, "oracle", oracle_files(ledger, layout))
+    src = ledger / "sources.parquet"
+    _view(con, "sources", [src] if src.is_file() else [])
+    return files
 
 
 #: at most this many offending rows are listed per check
@@ -191,7 +236,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _view(con, name: str, files: list[Path], table_schema, union: bool = True) -> None:
+def _view(con, name: str, files: list[Path], union: bool = True) -> None:
     """``union``: files may differ in columns (matched by name); off when all share one schema."""
     if files:
         con.execute(
@@ -200,6 +245,6 @@ def _view(con, name: str, files: list[Path], table_schema, union: bool = True) -
             f"union_by_name = {'true' if union else 'false'})"
         )
     else:  # an empty table with the right columns, so queries still bind
-        empty = table_schema.empty_table()  # as pa.Table.from_pylist([]) (which imports pandas)
+        empty = getattr(schema, name.upper()).empty_table()  # as pa.Table.from_pylist([]) (imports pandas)
         con.register(f"_{name}_empty", empty)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")

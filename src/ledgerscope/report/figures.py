@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.analysis.survival import SURVIVAL_STAGES
 from ledgerscope.export.redaction import Redactor, unit_doc
 
@@ -27,8 +28,8 @@ EXCERPT_MARGIN = 80
 
 @dataclass
 class Settings:
-    n_resamples: int = 10_000
-    seed: int = 0
+    n_resamples: int = DEFAULT_N_RESAMPLES
+    seed: int = DEFAULT_SEED
     confidence: float = 0.95
 
 

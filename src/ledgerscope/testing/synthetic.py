@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -80,16 +80,19 @@ def make_synthetic_ledger(
     doc_chars: int = 2400,
     seed: int = 0,
     phase_labels: Sequence[str] | None = None,
+    question_texts: Mapping[int, str] | None = None,
 ) -> dict:
     """Write a ledger directory; returns counts (records, candidate rows, units).
 
     ``phase_labels``: the labels of the phases (their number replaces ``phases``);
-    by default ``"0"`` .. ``phases - 1``.
+    by default ``"0"`` .. ``phases - 1``. ``question_texts``: question number -> its text
+    (by default ``"question N?"``), in the fixtures and every record.
     """
     out = Path(out)
     labels = list(phase_labels) if phase_labels is not None else [str(p) for p in range(phases)]
     phases = len(labels)
     rng = np.random.default_rng(seed)
+    texts = {q: f"question {q}?" for q in range(questions)} | dict(question_texts or {})
     n_docs = max(1, questions // 4)
     docs = {}
     for d in range(n_docs):
@@ -121,7 +124,7 @@ def make_synthetic_ledger(
                 {
                     "format": "ledgerscope-fixture/1",
                     "qid": f"q{q:06d}",
-                    "question": f"question {q}?",
+                    "question": texts[q],
                     "segment": "unanswerable",
                     "answerable": False,
                     "answer": {"expected": None},
@@ -138,7 +141,7 @@ def make_synthetic_ledger(
             {
                 "format": "ledgerscope-fixture/1",
                 "qid": f"q{q:06d}",
-                "question": f"question {q}?",
+                "question": texts[q],
                 "segment": q_seg[q],
                 "answer": {"expected": "7 days", "default": "30 days"},
                 "spans": [
@@ -199,7 +202,7 @@ def make_synthetic_ledger(
     for arm in arms:
         for p in phase_list:
             units, bounds, unit_index = _units(docs, doc_ids, arm, p, unit_chars)
-            recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index)
+            recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts)
             write_partition(
                 out,
                 arm,
@@ -289,7 +292,7 @@ def _repairs(units: list[dict]) -> list[dict]:
              "note": "synthetic"} for u in units]
 
 
-def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index):
+def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts):
     cols: dict[str, list] = {name: [] for name in schema.CANDIDATES.names}
     recs = []
     lose = rng.integers(0, len(FUNNEL) + 2, size=questions)  # >= len(FUNNEL): support kept
@@ -344,7 +347,7 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index):
                 "phase": p["label"],
                 "phase_offset": p["offset"],
                 "qid": qid,
-                "question": f"question {q}?",
+                "question": texts[q],
                 "segment": q_seg[q],
                 "answerable": answerable,
                 "support_only": False,

@@ -25,6 +25,7 @@ from textual.color import Color
 from textual.reactive import var
 from textual.screen import Screen
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui.bindings import (
     APP_BINDINGS,
@@ -92,12 +93,13 @@ class LedgerscopeApp(App):
         *,
         rule: str | Path | None = None,
         theme: str | None = None,
-        n_resamples: int = 2000,
+        n_resamples: int = DEFAULT_N_RESAMPLES,
+        seed: int = DEFAULT_SEED,
         tune_gc: bool = True,
     ) -> None:
         super().__init__()
         self.main = MainScreen(
-            session, rule=rule, n_resamples=n_resamples, tune_gc=tune_gc, started=process_start()
+            session, rule=rule, n_resamples=n_resamples, seed=seed, tune_gc=tune_gc, started=process_start()
         )
         #: the user's keymap (binding id -> keys) as given to ``set_keymap``, for help and the palette
         self.keymap: dict[str, str] = {}
@@ -145,6 +147,8 @@ class LedgerscopeApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for bindings, target in ((BROWSE_BINDINGS, self.main), (APP_BINDINGS, self)):
+            if target is self.main and self.main.trust == "failed":
+                continue  # a ledger that failed its checks: nothing to browse (the main screen refuses)
             for b in bindings:
                 if b.id and b.action not in NOT_IN_PALETTE:
                     yield SystemCommand(

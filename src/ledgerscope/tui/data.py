@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.diagnosis import build_record_view, first_stage_depths
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sql_tables import sql_in
 from ledgerscope.ledger.cursors import materialise_empty_views
-from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.read import check_ledger, open_unchecked
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
 from ledgerscope.tui.record_data import RecordRows, diagnose_record, fetch_dicts, read_record_rows
@@ -167,11 +168,20 @@ class LedgerSession:
         if self._open_error is not None:
             raise self._open_error
 
+    def _ledgers(self) -> list[Path]:
+        """The session's ledger directories, each once."""
+        return list({a.ledger.resolve(): a.ledger for a in self.arms.values()}.values())
+
     def _open(self) -> None:
-        for ledger in {a.ledger.resolve(): a.ledger for a in self.arms.values()}.values():
-            con = connect(ledger)
+        """The views without the ledger's checks (``open_unchecked``): the first screen does not wait
+        for them. Nothing read here is trusted until :meth:`check` passes (the screen runs it next)."""
+        import duckdb
+
+        for ledger in self._ledgers():
+            con = duckdb.connect()
             # a record's lookup touches every partition's file footer: keep them parsed in memory
             con.execute("SET parquet_metadata_cache = true")
+            open_unchecked(ledger, con)
             materialise_empty_views(con)
             build_record_view(con)
             names = [a.name for a in self.arms.values() if a.ledger.resolve() == ledger.resolve()]
@@ -182,6 +192,28 @@ class LedgerSession:
             )
             con.execute("CREATE OR REPLACE TABLE tui_list (ord BIGINT, qid VARCHAR)")
             self._cons[ledger.resolve()] = con
+
+    def check(self) -> None:
+        """The checks ``connect`` runs before reading (files: footers, sizes, digests; then rows), on
+        every ledger of the session; raises :class:`InputError` listing the problems. Run in a worker
+        after :meth:`open`; until it passes, what the session read is shown as unverified."""
+        problems: list[Problem] = []
+        for ledger in self._ledgers():
+            con = self._cons.get(ledger.resolve())
+            cur = con.cursor() if con is not None else None
+            try:
+                if cur is None:  # the views did not open: a fresh connection for the row checks
+                    import duckdb
+
+                    cur = duckdb.connect()
+                check_ledger(ledger, cur)
+            except InputError as exc:
+                problems.extend(exc.problems)
+            finally:
+                if cur is not None:
+                    cur.close()
+        if problems:
+            raise InputError(problems)
 
     def cursor(self, role: str):
         return self._cons[self.arms[role].ledger.resolve()].cursor()
@@ -433,9 +465,11 @@ class LedgerSession:
         return self._survival[role]
 
     def compare(
-        self, n_resamples: int = 2000, seed: int = 0, rule_path: str | Path | None = None
+        self, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
+        rule_path: str | Path | None = None,
     ) -> tuple[dict, dict | None]:
-        """Paired comparison (``compare.compare_arms``) and, with a rule, the release decision."""
+        """Paired comparison (``compare.compare_arms``) and, with a rule, the release decision; the
+        defaults are ``ledgerscope compare``'s."""
         from ledgerscope.analysis.stats.compare import compare_arms
 
         if "baseline" not in self.arms:

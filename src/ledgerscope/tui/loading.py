@@ -90,8 +90,9 @@ class MoveTimer:
     """Times each move from its key press until the panes show its record (``timings[kind]``)."""
 
     def __init__(self) -> None:
-        #: seconds to the first list painted, and per move kind ("question", "phase") its durations
-        self.timings: dict = {"first_list": None, "question": [], "phase": []}
+        #: seconds from the start to the first list painted, to the detail panes painted after it and to
+        #: the integrity checks' answer, and per move kind ("question", "phase") its durations
+        self.timings: dict = {"first_list": None, "panes": None, "checks": None, "question": [], "phase": []}
         self._move: tuple[str, float] | None = None
 
     def start(self, kind: str) -> None:

@@ -93,3 +93,11 @@ class RerunDone(Message):
         self.lines = lines
         self.identical = identical
         self.error = error
+
+
+class ChecksDone(Message):
+    """The ledger's integrity checks finished: ``problems`` empty when it passed them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__()
+        self.problems = problems

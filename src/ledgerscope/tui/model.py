@@ -194,3 +194,13 @@ def worst_phase(cells: Mapping[str, Cell], phases: Sequence[str]) -> str | None:
     if best[0][0] == 0 and len(set(keys)) == 1:
         return None
     return best[1]
+
+
+def next_match(matches: Sequence[int], cursor: int, direction: int, include_current: bool = False) -> int:
+    """The search match to move to from ``cursor``: the next one (``direction`` > 0, the cursor's own
+    with ``include_current``) or the previous one, wrapping around; ``matches`` sorted, not empty."""
+    if direction > 0:
+        after = [i for i in matches if i > cursor or (include_current and i == cursor)]
+        return after[0] if after else matches[0]
+    before = [i for i in matches if i < cursor]
+    return before[-1] if before else matches[-1]

@@ -9,12 +9,13 @@ The text itself is built by :mod:`.render`, :mod:`.render_source` and
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Container, Horizontal
 from textual.dom import DOMNode
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
@@ -33,19 +34,61 @@ from ledgerscope.tui.widgets.text_pane import TextPane
 TABS = ("grid", "source", "context", "answer", "diagnosis", "stats")
 
 
+class DetailPanes(Container):
+    """``#detail``: the tabs 2-7 and the compare tab, composed by :meth:`build`, which the main screen
+    calls right after it painted the questions list: the first frame is the list, the panes follow
+    in the next (a key that needs them before then builds them first)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.built = False
+        self._ready = asyncio.Event()
+
+    def compose(self) -> ComposeResult:
+        if self.built:
+            yield from compose_detail_panes()
+
+    async def build(self) -> TabbedContent:
+        """The panes, composed once (a second caller waits for the first); returns their TabbedContent."""
+        if not self.built:
+            self.built = True
+            await self.recompose()
+            self._ready.set()
+        await self._ready.wait()
+        return self.query_one(TabbedContent)
+
+    @property
+    def tabs(self) -> TabbedContent | None:
+        """The panes' TabbedContent once built (and mounted), else None."""
+        found = self.query(TabbedContent)
+        return found.first() if found else None
+
+
 def compose_detail_panes() -> ComposeResult:
-    """The tabs 2-7 and the compare tab (``#detail``), each pane a widget with a stable id."""
-    with TabbedContent(id="detail", initial="grid"):
+    """The tabs 2-7 and the compare tab. The grid, which the first screen shows, is composed here;
+    every other pane's widgets are mounted when it is first drawn (:func:`mount_pane`), so the
+    screen builds and styles only what it shows."""
+    with TabbedContent(id="detail-tabs", initial="grid"):
         for i, name in enumerate(TABS, start=2):
             with TabPane(f"{i} {name.title()}", id=name):
                 if name == "grid":  # Line API, aligned with the list: a move redraws two lines
                     yield Static(Text(""), id="grid-caption")
                     yield PhaseGrid(id="grid-view")
-                else:
-                    yield TextPane(id=f"{name}-view")
-        with TabPane("c Compare", id="compare"), Horizontal(id="compare-row"):
-            yield TextPane(id="compare-candidate")
-            yield TextPane(id="compare-baseline")
+        yield TabPane("c Compare", id="compare")
+
+
+def mount_pane(root: Widget, tab: str) -> None:
+    """Mount pane ``tab``'s widgets unless they are there: ``#<tab>-view``, or for compare
+    ``#compare-candidate`` and ``#compare-baseline``; each stable id is queryable at once."""
+    pane = root.query_one(f"#{tab}", TabPane)
+    if tab == "grid" or pane.children:
+        return
+    if tab == "compare":
+        row = Horizontal(id="compare-row")
+        pane.mount(row)  # in the DOM at once: its panes mount into it here, queryable at once too
+        row.mount(TextPane(id="compare-candidate"), TextPane(id="compare-baseline"))
+    else:
+        pane.mount(TextPane(id=f"{tab}-view"))
 
 
 @dataclass(frozen=True)
@@ -68,6 +111,7 @@ def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
     """Draw pane ``tab`` (found under ``root``) from ``view``."""
     p = view.palette
     rd = view.detail.arms.get(view.role) if view.detail is not None else None
+    mount_pane(root, tab)
     if tab == "grid":
         configure_grid(root, view)
     elif tab == "stats":
@@ -117,13 +161,15 @@ def load_survival(node: DOMNode, session: LedgerSession, role: str) -> None:
     node.run_worker(load, thread=True, exclusive=True, group="survival")
 
 
-def load_comparison(node: DOMNode, session: LedgerSession, n_resamples: int, rule: str | Path | None) -> None:
+def load_comparison(
+    node: DOMNode, session: LedgerSession, n_resamples: int, seed: int, rule: str | Path | None
+) -> None:
     """The paired comparison (and with ``rule`` the release decision), in a thread worker;
     :class:`~.messages.StatsLoaded` to ``node``."""
 
     def load() -> None:
         try:
-            comparison, decision = session.compare(n_resamples, 0, rule)
+            comparison, decision = session.compare(n_resamples, seed, rule)
         except Exception as exc:  # a rule problem or a mismatch between arms: shown in the pane
             node.post_message(msg.StatsLoaded(None, None, f"{type(exc).__name__}: {exc}"))
             return
@@ -155,9 +201,10 @@ def configure_grid(root: Widget, view: PaneView) -> None:
 
 
 def follow_grid(root: Widget) -> None:
-    """The grid shows the rows the list shows, with the same cursor."""
+    """The grid shows the rows the list shows, with the same cursor (once the panes are built)."""
     ql = root.query_one(QueryList)
-    root.query_one(PhaseGrid).follow(round(ql.scroll_y), ql.cursor)
+    for grid in root.query(PhaseGrid):
+        grid.follow(round(ql.scroll_y), ql.cursor)
 
 
 def worst_column(summary: dict) -> str | None:

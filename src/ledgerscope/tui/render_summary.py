@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from ledgerscope.common.safe_text import safe_line
 from ledgerscope.report.terminal import METRIC_TITLES
 from ledgerscope.tui.model import MISSING_GLYPH, REVERSAL_GLYPH
 from ledgerscope.tui.render import VERDICT_STYLE, Palette, fmt, lit, pick
@@ -240,6 +241,22 @@ def list_header_text(count: int, total: int, arm: str, phases: Sequence[str], wi
         t.append("\n" + "  qid".ljust(strip_at) + "".join(lit(p) for p in phases) + " st", style="dim")
     else:
         t.append("\n  qid · phases " + " ".join(lit(p) for p in phases), style="dim")
+    return t
+
+
+def question_text(qid: str | None, question: str | None, width: int) -> Text:
+    """The selected question on one line: its id, then what was asked, escaped (controls and bidi
+    overrides shown as escapes, newlines as ``\\n``; never markup) and cut to ``width`` cells."""
+    if qid is None:
+        return Text("no question selected", style="dim", no_wrap=True)
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(lit(qid), style="bold")
+    t.append(" · ")
+    if question:
+        t.append(safe_line(question))
+    else:
+        t.append("(no question text)", style="dim")
+    t.truncate(max(width, 1), overflow="ellipsis")
     return t
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap_batch
 from ledgerscope.analysis.stats.clusters import (
     CLUSTER_RULES,
@@ -319,8 +320,8 @@ def compare_arms(
     baseline: str,
     baseline_con=None,
     metrics: Sequence[str] = DEFAULT_METRICS,
-    seed: int = 0,
-    n_resamples: int = 10_000,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = DEFAULT_N_RESAMPLES,
     *,
     confidence: float = 0.95,
     statistics: Sequence[str] = DEFAULT_STATISTICS,

@@ -83,6 +83,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import SEGMENTS, STRESS_SETS
 
@@ -135,8 +136,8 @@ class Rule:
     candidate: str | None = None
     baseline: str | None = None
     confidence: float = 0.95
-    n_resamples: int = 10_000
-    seed: int = 0
+    n_resamples: int = DEFAULT_N_RESAMPLES
+    seed: int = DEFAULT_SEED
     interval_handling: str = "conservative"
     min_questions: int = 1
     stress_sets: tuple[str, ...] | None = None

@@ -25,16 +25,17 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent
 
+from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.bindings import BROWSE_BINDINGS
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
-from ledgerscope.tui.model import Detail, Filters, StatsState
+from ledgerscope.tui.model import Detail, Filters, StatsState, next_match
 from ledgerscope.tui.panes import (
     TABS,
+    DetailPanes,
     PaneView,
-    compose_detail_panes,
     draw_pane,
     follow_grid,
     load_comparison,
@@ -44,9 +45,12 @@ from ledgerscope.tui.panes import (
 from ledgerscope.tui.render import Palette
 from ledgerscope.tui.render_source import SOURCE_STAGES
 from ledgerscope.tui.render_summary import title_text
+from ledgerscope.tui.screens import dialogs
+from ledgerscope.tui.screens.integrity import CHECKS_BUSY, UNTRUSTED_NOTE, IntegrityScreen, start_checks
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.queries_panel import QueriesPanel
 from ledgerscope.tui.widgets.query_list import QueryList
+from ledgerscope.tui.widgets.question_line import QuestionLine
 from ledgerscope.tui.widgets.status_line import StatusLine
 
 #: under this many columns one pane shows at a time
@@ -75,20 +79,22 @@ class MainScreen(Screen):
     busy: var[frozenset[str]] = var(frozenset(), init=False)
     show_list: var[bool] = var(True, init=False)  # narrow terminals: the list, or a detail pane
     previous_tab: var[str] = var("grid", init=False)  # where ``c`` returns to
+    trust: var[str] = var("checking", init=False)  # the ledger's checks: checking, verified, failed
 
     def __init__(
         self,
         session: LedgerSession,
         *,
         rule: str | Path | None = None,
-        n_resamples: int = 2000,
+        n_resamples: int = DEFAULT_N_RESAMPLES,
+        seed: int = DEFAULT_SEED,
         tune_gc: bool = True,
         started: float | None = None,
     ) -> None:
         super().__init__()
         self.session = session
         self.rule = rule
-        self.n_resamples = n_resamples
+        self.n_resamples, self.seed = n_resamples, seed
         self.tune_gc = tune_gc
         self.set_reactive(MainScreen.phase, session.phases[0] if session.phases else "")
         self.reruns: dict[tuple[str, str, str], msg.RerunDone] = {}  # results, kept for the session
@@ -96,6 +102,9 @@ class MainScreen(Screen):
         self._timer = MoveTimer()
         self._records = RecordFeed(self, session)
         self._pending_detail = False  # a record is wanted once its list page arrives
+        self._stats_waiting = False  # the stats pane was asked for before the checks passed
+        self._checks_started = False
+        self._settled = False  # the work after the first screen was started
 
     # -- layout --------------------------------------------------------------
 
@@ -103,7 +112,9 @@ class MainScreen(Screen):
         yield Static(id="title")
         with Horizontal(id="main"):
             yield QueriesPanel(self.session, id="left")
-            yield from compose_detail_panes()
+            yield DetailPanes(id="detail")  # built right after the first paint
+        yield Static(Text(UNTRUSTED_NOTE), id="untrusted")
+        yield QuestionLine(id="question")
         yield Input(id="search", placeholder="search qid or question text (enter: find; n/N: next/previous)")
         yield Input(
             id="filterbar", placeholder="DuckDB predicate, as export --where: step = 8 AND NOT support_packed"
@@ -119,7 +130,7 @@ class MainScreen(Screen):
             MainScreen.matches,
             MainScreen.filters,
         )
-        yield Footer()
+        # the Footer (a widget per key, rebuilt on every focus change) mounts after the first paint
 
     @property
     def palette(self) -> Palette:
@@ -141,8 +152,38 @@ class MainScreen(Screen):
         self.watch(self.app, "palette", self._palette_changed, init=False)
         self.query_one("#title", Static).update(title_text(self.session))
         self._apply_layout()
-        self._set_busy("open", True)
+        self.set_busy("open", True)
         self.query_one(QueriesPanel).load(self.role, self.filters, opening=True)
+
+    # -- the ledger's integrity checks ---------------------------------------
+
+    def _start_checks(self) -> None:
+        """Once: the checks in a worker (``ChecksDone`` comes back)."""
+        if self._checks_started:
+            return
+        self._checks_started = True
+        self.set_busy(CHECKS_BUSY, True)
+        start_checks(self, self.session)
+
+    def on_checks_done(self, m: msg.ChecksDone) -> None:
+        """Passed: the ledger is verified (a stats pane asked for meanwhile starts). Failed: what was
+        painted is hidden, every browsing action refused, and the blocking screen shown."""
+        self.set_busy(CHECKS_BUSY, False)
+        self.timings["checks"] = time.perf_counter() - self._t0
+        if m.problems:
+            self.trust = "failed"
+            self.add_class("-untrusted")
+            self.detail = None  # the record read before the checks failed is dropped too
+            self.app.push_screen(IntegrityScreen(str(self.session.ledger), m.problems))
+            return
+        self.trust = "verified"
+        if self._stats_waiting:
+            self._stats_waiting = False
+            self._start_stats()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A ledger that failed its checks: nothing to browse, no key or command does anything here."""
+        return self.trust != "failed"
 
     def _palette_changed(self, palette: Palette) -> None:
         self.query_list.palette = palette
@@ -162,13 +203,13 @@ class MainScreen(Screen):
         self.set_class(narrow and self.show_list, "-show-list")
         self.set_class(narrow and not self.show_list, "-show-detail")
 
-    def _set_busy(self, what: str, on: bool) -> None:
+    def set_busy(self, what: str, on: bool) -> None:
         self.busy = self.busy | {what} if on else self.busy - {what}
 
     # -- the list ------------------------------------------------------------
 
-    def _rebuild_list(self, filters: Filters) -> None:
-        self._set_busy("list", True)
+    def rebuild_list(self, filters: Filters) -> None:
+        self.set_busy("list", True)
         current = self.query_list.current
         self.query_one(QueriesPanel).load(self.role, filters, current.qid if current else None)
 
@@ -186,6 +227,7 @@ class MainScreen(Screen):
         self.busy = self.busy - {"open", "list"}
         if self.focused is None:
             ql.focus()
+        self._show_question()
         if self.timings["first_list"] is None:
             # the first screen paints before anything else competes for the CPU
             self.call_after_refresh(self._mark_first_list)
@@ -193,14 +235,44 @@ class MainScreen(Screen):
             self._request_detail()
 
     def _mark_first_list(self) -> None:
+        """The first frame (the list) is painted: the record under the cursor, then the rest of the screen."""
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
             self._request_detail()
-            load_summaries(self, self.session, self.role)
-            if self.tune_gc:
-                # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
-                gc.collect()
-                gc.freeze()
+            if self.query_one(DetailPanes).built:  # a key asked for a pane before the list came
+                self._after_first_screen()
+            else:
+                self.call_later(self._build_panes)
+
+    async def _build_panes(self) -> TabbedContent:
+        """The detail panes and the Footer (a widget per key, rebuilt on each focus change): what the
+        first frame goes without, so that it shows the list sooner; built once."""
+        panes = self.query_one(DetailPanes)
+        if panes.built:
+            return await panes.build()
+        await self.mount(Footer())
+        self.refresh_bindings()  # a Footer mounted after the focus settled waits for this to show the keys
+        tabs = await panes.build()
+        self.call_after_refresh(self._panes_painted)
+        return tabs
+
+    def _panes_painted(self) -> None:
+        self.timings["panes"] = time.perf_counter() - self._t0
+        if self.timings["first_list"] is not None:
+            self._after_first_screen()
+
+    def _after_first_screen(self) -> None:
+        """What waits for the whole first screen, once: the integrity checks (nothing is trusted until
+        they pass), the phase summaries, and the collector frozen."""
+        if self._settled:
+            return
+        self._settled = True
+        self._start_checks()
+        load_summaries(self, self.session, self.role)
+        if self.tune_gc:
+            # the ledger's long-lived objects leave the collector's view: no 50 ms pauses while moving
+            gc.collect()
+            gc.freeze()
 
     def on_list_failed(self, m: msg.ListFailed) -> None:
         self.busy = self.busy - {"open", "list"}
@@ -209,6 +281,8 @@ class MainScreen(Screen):
         err.display = True
         if m.opening:
             self.notify(safe(m.error), severity="error", markup=False)
+            self._start_checks()  # a ledger that does not open: its checks say where and why
+            self.call_later(self._build_panes)
 
     def on_summary_loaded(self, m: msg.SummaryLoaded) -> None:
         self.choices = m.choices
@@ -221,7 +295,9 @@ class MainScreen(Screen):
         """The panel put the page in the list (it handled the message first)."""
         if self._pending_detail:
             self._request_detail()
-        self.query_one(PhaseGrid).refresh()
+        self._show_question()
+        for grid in self.query(PhaseGrid):
+            grid.refresh()
 
     @on(QueryList.Scrolled)
     def _list_scrolled(self) -> None:
@@ -232,9 +308,15 @@ class MainScreen(Screen):
 
     @on(QueryList.CursorMoved)
     def _cursor_moved(self, m: QueryList.CursorMoved) -> None:
+        self._show_question()
         self._request_detail()
         if self._active_tab() == "grid":
             follow_grid(self)
+
+    def _show_question(self) -> None:
+        """The selected question's id and text on the line under the panes (what was asked, at a glance)."""
+        row = self.query_list.current
+        self.query_one(QuestionLine).row = (row.qid, row.question) if row is not None else None
 
     def _request_detail(self) -> None:
         row = self.query_list.current
@@ -247,12 +329,12 @@ class MainScreen(Screen):
         if shown and self._records.wanted == key:
             self._timer.finish()
         elif self._records.request(key):
-            self._set_busy("detail", True)
+            self.set_busy("detail", True)
 
     def on_detail_loaded(self, m: msg.DetailLoaded) -> None:
-        if m.key != self._records.wanted:
+        if m.key != self._records.wanted or self.trust == "failed":
             return
-        self._set_busy("detail", False)
+        self.set_busy("detail", False)
         if m.error:
             self.notify(safe(m.error), severity="error", markup=False)
             return
@@ -290,7 +372,8 @@ class MainScreen(Screen):
     # -- the panes -----------------------------------------------------------
 
     def _active_tab(self) -> str:
-        return self.query_one(TabbedContent).active or "grid"
+        tabs = self.query_one(DetailPanes).tabs
+        return (tabs.active if tabs is not None else "") or "grid"
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id or ""
@@ -303,7 +386,7 @@ class MainScreen(Screen):
 
     def _refresh_panes(self, all_panes: bool = False) -> None:
         """Draw the active pane (every pane after a theme change); the others draw when shown."""
-        if not self.is_mounted:
+        if not self.is_mounted or self.query_one(DetailPanes).tabs is None:
             return
         tabs = [*TABS, "compare"] if all_panes else [self._active_tab()]
         if "diagnosis" in tabs and self.detail is not None and self.role not in self.survival:
@@ -337,13 +420,17 @@ class MainScreen(Screen):
             no_baseline = "paired comparison: no baseline arm (open with --baseline or --baseline-arm)"
             self.stats = StatsState(no_baseline)
             return
-        n = "the rule's" if self.rule else str(self.n_resamples)
-        self.stats = StatsState(f"⟳ computing the paired bootstrap ({n} resamples)…", running=True)
-        self._set_busy("stats", True)
-        load_comparison(self, self.session, self.n_resamples, self.rule)
+        if self.trust != "verified":  # no decision from rows not yet verified
+            self._stats_waiting = True
+            self.stats = StatsState("⟳ waiting for the ledger's integrity checks…")
+            return
+        n = "the rule's settings" if self.rule else f"{self.n_resamples} resamples, seed {self.seed}"
+        self.stats = StatsState(f"⟳ computing the paired bootstrap ({n})…", running=True)
+        self.set_busy("stats", True)
+        load_comparison(self, self.session, self.n_resamples, self.seed, self.rule)
 
     def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
-        self._set_busy("stats", False)
+        self.set_busy("stats", False)
         status = "✗ " + m.error if m.error else self.stats.status
         self.stats = StatsState(status, False, m.comparison, m.decision)
 
@@ -392,16 +479,16 @@ class MainScreen(Screen):
 
     # -- actions: what is shown ----------------------------------------------
 
-    def action_pane(self, number: int) -> None:
+    async def action_pane(self, number: int) -> None:
         if number == 1:
             self.show_list = True
             self.query_list.focus()
             return
         self.show_list = False
-        self.query_one(TabbedContent).active = TABS[number - 2]
+        (await self._build_panes()).active = TABS[number - 2]
 
-    def action_toggle_compare(self) -> None:
-        tabs = self.query_one(TabbedContent)
+    async def action_toggle_compare(self) -> None:
+        tabs = await self._build_panes()
         if tabs.active == "compare":
             self.compare = False
             tabs.active = self.previous_tab if self.previous_tab != "compare" else "grid"
@@ -411,14 +498,15 @@ class MainScreen(Screen):
         if self.size.width < NARROW_WIDTH:
             self.show_list = False
 
-    def action_source_stage(self) -> None:
+    async def action_source_stage(self) -> None:
         i = SOURCE_STAGES.index(self.source_stage)
-        if self._active_tab() != "source":
-            self.query_one(TabbedContent).active = "source"
+        tabs = await self._build_panes()
+        if tabs.active != "source":
+            tabs.active = "source"
         self.source_stage = SOURCE_STAGES[(i + 1) % len(SOURCE_STAGES)]
 
-    def action_stats(self) -> None:
-        self.action_pane(TABS.index("stats") + 2)
+    async def action_stats(self) -> None:
+        await self.action_pane(TABS.index("stats") + 2)
         self._start_stats()
         self._refresh_panes()
 
@@ -427,7 +515,7 @@ class MainScreen(Screen):
             self.notify("only one arm in this session", markup=False)
             return
         self.role = "baseline" if self.role == "candidate" else "candidate"
-        self._rebuild_list(self.filters)
+        self.rebuild_list(self.filters)
         self.choices = {}
 
     def watch_role(self) -> None:
@@ -437,7 +525,7 @@ class MainScreen(Screen):
 
     def action_toggle_reversal(self) -> None:
         f = self.filters
-        self._rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
+        self.rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
 
     def action_filter_bar(self) -> None:
         bar = self.query_one("#filterbar", Input)
@@ -460,7 +548,7 @@ class MainScreen(Screen):
     def _filter_submitted(self, event: Input.Submitted) -> None:
         # the bar closes when the predicate is valid, and stays open under its error otherwise
         f = self.filters
-        self._rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
+        self.rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
 
     @on(Input.Submitted, "#search")
     def _search_submitted(self, event: Input.Submitted) -> None:
@@ -484,56 +572,19 @@ class MainScreen(Screen):
         self.action_search_next(1, include_current=True)
 
     def action_search_next(self, direction: int, include_current: bool = False) -> None:
-        if not self.matches:
-            return
-        cur = self.query_list.cursor
-        if direction > 0:
-            after = [i for i in self.matches if i > cur or (include_current and i == cur)]
-            target = after[0] if after else self.matches[0]
-        else:
-            before = [i for i in self.matches if i < cur]
-            target = before[-1] if before else self.matches[-1]
-        self._move_to(target)
+        if self.matches:
+            self._move_to(next_match(self.matches, self.query_list.cursor, direction, include_current))
 
     # -- actions: dialogs ----------------------------------------------------
 
     def action_quick_filters(self) -> None:
-        from ledgerscope.tui.screens.filters import FilterScreen
-
-        def apply(result: Filters | None) -> None:
-            if result is not None:
-                self._rebuild_list(result)
-
-        self.app.push_screen(FilterScreen(self.filters, self.choices or {}), apply)
+        dialogs.quick_filters(self)
 
     def action_export(self) -> None:
-        from ledgerscope.tui.screens.export import ExportScreen
-
-        arm = self.session.arms[self.role]
-        self.app.push_screen(ExportScreen(self.session, self.role, arm.ledger, self.predicate))
+        dialogs.export(self)
 
     def action_rerun(self) -> None:
-        from ledgerscope.tui.screens.rerun import RerunScreen, start_rerun
-
-        row = self.query_list.current
-        if row is None:
-            return
-        arm = self.session.arms[self.role]
-        key = (arm.name, row.qid, self.phase)
-        self.app.push_screen(RerunScreen(key))
-        if key in self.reruns:
-            from ledgerscope.tui.screens.rerun import show_rerun
-
-            self.call_after_refresh(show_rerun, self.app, self.reruns[key], self.palette)
-            return
-        self._set_busy("rerun", True)
-        start_rerun(self, arm.ledger, key)
+        dialogs.rerun(self)
 
     def on_rerun_done(self, m: msg.RerunDone) -> None:
-        from ledgerscope.tui.screens.rerun import show_rerun
-
-        self._set_busy("rerun", False)
-        self.reruns[m.key] = m
-        show_rerun(self.app, m, self.palette)
-        state = "failed" if m.error else ("identical" if m.identical else "differs")
-        self.notify(f"re-run {safe(' / '.join(m.key))}: {state}", markup=False)
+        dialogs.rerun_done(self, m)

@@ -17,14 +17,16 @@ class TextPane(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.renderable: RenderableType | None = None
+        self._body = Static(Text(""), classes="pane-body")  # here already: shown before it is mounted
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(""), classes="pane-body")
+        yield self._body
 
     def show(self, renderable, anchor: str | None = None) -> None:
-        """Show ``renderable``; with ``anchor``, scroll so its first line holding it is in view."""
+        """Show ``renderable`` (also before the pane is mounted); with ``anchor``, scroll so its first
+        line holding it is in view."""
         self.renderable = renderable
-        self.query_one(Static).update(renderable)
+        self._body.update(renderable)
         if anchor is not None:
             self.call_after_refresh(self._scroll_to_anchor, anchor)
 

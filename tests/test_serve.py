@@ -1,0 +1,73 @@
+"""``ledgerscope serve`` over plain HTTP (no browser): the page and its icon, and nothing left running.
+
+The browser tests (tests/test_browser.py) drive the served TUI itself; this one asks for what a
+browser asks for before the app starts: the page, and ``/favicon.ico`` (textual-serve has no route
+for it, so every page load logged a 404).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ledgerscope.cli.serve import favicon_png
+
+from .cdp import png_pixels, session_alive, stop_session
+
+pytestmark = pytest.mark.timeout(120)
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as res:
+            return res.status, res.headers.get("Content-Type", ""), res.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read()
+
+
+def test_the_icon_is_a_small_png():
+    width, height, rows = png_pixels(favicon_png())
+    assert (width, height) == (16, 16) and len(rows) == 16
+    assert len({bytes(r) for r in rows}) > 1  # not a blank square
+
+
+def test_serve_answers_the_page_and_the_favicon(tmp_path):
+    port = _free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ledgerscope.cli", "serve", str(SAMPLE), "--port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+        status, kind, page = _get(f"http://127.0.0.1:{port}/")
+        assert status == 200 and "text/html" in kind and b"ledgerscope" in page
+        status, kind, icon = _get(f"http://127.0.0.1:{port}/favicon.ico")
+        assert status == 200 and kind.startswith("image/png") and icon == favicon_png()
+        assert _get(f"http://127.0.0.1:{port}/no-such-thing")[0] == 404  # the control: 404s still are
+    finally:
+        stop_session(server)
+    assert not session_alive(server.pid)
+    logged = log_path.read_text(errors="replace")
+    assert "/favicon.ico" in logged and "GET /favicon.ico HTTP/1.1\" 404" not in logged

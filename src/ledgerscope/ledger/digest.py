@@ -21,6 +21,7 @@ ORDER = {
     "boundaries": "arm, phase, doc_id",
     "candidates": "arm, phase, qid, stage, rank",
     "records": "arm, phase, qid",
+    "repairs": "arm, phase, doc_id, position",
     "oracle": "arm, qid",
     "sources": "doc_id",
 }

@@ -6,7 +6,8 @@ Layout of a ledger directory (format 2)::
     sources.parquet                    every source version the sweep read (text included)
     fixtures.jsonl                     the resolved canonical fixtures
     partitions/arm-A/phase-L/          one partition per arm and phase, renamed into place whole
-        units.parquet  boundaries.parquet  candidates.parquet  records.parquet  _SUCCESS.json
+        units.parquet  boundaries.parquet  candidates.parquet  records.parquet  repairs.parquet
+        _SUCCESS.json
     oracle/arm-A/oracle.parquet        the oracle run per question and arm
 
 Partition values are written once, as data: every row of every table carries
@@ -29,6 +30,11 @@ unchanged. The prefixes ``arm-`` and ``phase-`` keep a name such as ``..`` or
 ``_x`` from being a path step or a name that dataset discovery skips as
 hidden. :mod:`.layout` builds and parses these paths; format 1 ledgers are
 still read (:data:`FORMAT_1`), not resumed.
+
+``repairs`` lists every unit an external chunker returned whose offsets were not verified as
+given (repaired, located by its text, or dropped, with the reason; see
+:mod:`ledgerscope.pipeline.external`). It was added within format 2: a partition without
+``repairs.parquet`` (an older ledger, an ingested one) reads as having none.
 
 Candidate lists are recorded whole: ``fused`` holds every fused unit (the
 reranker reads the first ``rerank_depth``), ``reranked`` every reranked unit
@@ -56,11 +62,13 @@ SUPPORT_COLUMNS = (
 )
 
 #: the partition tables, in the order every reader lists them (names only: no pyarrow needed)
-TABLE_NAMES = ("units", "boundaries", "candidates", "records")
+TABLE_NAMES = ("units", "boundaries", "candidates", "records", "repairs")
+#: partition tables a partition may lack (added within the format): read as empty
+OPTIONAL_TABLES = frozenset({"repairs"})
 
 #: the Arrow schemas, built on first use (PEP 562): ``schema.RECORDS`` imports pyarrow, ``schema.FORMAT``
 #: does not, so a reader that only names tables (the TUI's first screen) never loads it
-_ARROW_NAMES = ("UNITS", "BOUNDARIES", "CANDIDATES", "RECORDS", "ORACLE", "SOURCES", "TABLES")
+_ARROW_NAMES = ("UNITS", "BOUNDARIES", "CANDIDATES", "RECORDS", "REPAIRS", "ORACLE", "SOURCES", "TABLES")
 
 
 def _arrow_schemas() -> dict:
@@ -121,9 +129,17 @@ def _arrow_schemas() -> dict:
         ("observed", pa.string()), ("access", pa.list_(pa.string())),
     ])
 
-    tables = {"units": units, "boundaries": boundaries, "candidates": candidates, "records": records}
+    repairs = pa.schema([
+        ("arm", pa.string()), ("phase", pa.string()), ("doc_id", pa.string()), ("version", pa.string()),
+        ("position", pa.int32()), ("side", pa.string()), ("status", pa.string()), ("text", pa.string()),
+        ("given_start", pa.int64()), ("given_end", pa.int64()), ("start", pa.int64()), ("end", pa.int64()),
+        ("note", pa.string()),
+    ])
+
+    tables = {"units": units, "boundaries": boundaries, "candidates": candidates, "records": records,
+              "repairs": repairs}
     return {"UNITS": units, "BOUNDARIES": boundaries, "CANDIDATES": candidates, "RECORDS": records,
-            "ORACLE": oracle, "SOURCES": sources, "TABLES": tables}
+            "REPAIRS": repairs, "ORACLE": oracle, "SOURCES": sources, "TABLES": tables}
 
 
 _BUILD_LOCK = threading.Lock()

@@ -33,13 +33,35 @@ from ledgerscope.pipeline.units import Unit, unit_id_for
 
 
 @dataclass(frozen=True)
+class OffsetRepair:
+    """One unit an external chunker returned whose offsets were not verified as given
+    (:mod:`.external`): repaired, located, or dropped, and why. Recorded in the ``repairs`` table."""
+
+    position: int  # the unit's place in the splitter's output for the document (left side first)
+    side: str  # "whole" (no forced cut), "left" or "right" of the phase's forced cut
+    status: str
+    text: str  # the text the splitter returned
+    given_start: int | None  # the splitter's offsets in the document (None: it gave none)
+    given_end: int | None
+    start: int | None  # where the unit was placed (None: dropped)
+    end: int | None
+    note: str
+
+
+@dataclass(frozen=True)
 class Boundaries:
-    """The actual cuts for one document at one phase (recorded in the ledger)."""
+    """The actual cuts for one document at one phase (recorded in the ledger).
+
+    ``checked`` and ``repairs``: for a chunker whose units are verified by slicing (the external
+    kinds), how many units it returned and each one not verified as given.
+    """
 
     doc_id: str
     cut_tokens: tuple[int, ...]
     cut_chars: tuple[int, ...]
     n_tokens: int
+    checked: int = 0
+    repairs: tuple[OffsetRepair, ...] = ()
 
 
 def cut_tokens(n_tokens: int, stride: int, phase: int) -> list[int]:

@@ -8,6 +8,8 @@ absent.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import math
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.pipeline import chunker_spec
 
 DEFAULT_TOML = """\
 # ledgerscope arm configuration. One file per arm; `name` labels the arm in the ledger.
@@ -34,7 +37,16 @@ rerank_depth = 30        # fused candidates handed to the reranker
 
 [chunker]
 kind = "token"           # token | sentence (structural: whole sentences packed up to `capacity`)
+                         # | langchain | llamaindex | chonkie | python (external splitters)
 # sentence chunker perturbation rule: phase k puts the first k sentences in a unit of their own
+# External splitters (optional keys, absent unless set; see docs/pipelines.md, "Chunkers"):
+# splitter = "RecursiveCharacterTextSplitter"   # the class (llamaindex: SentenceSplitter, TokenTextSplitter;
+#                                               # chonkie: TokenChunker, SentenceChunker, RecursiveChunker)
+# options = { chunk_size = 400, chunk_overlap = 40 }   # its keyword arguments
+# length = "library"     # what chunk_size counts: library (its default) | characters | tokens (the arm's)
+# callable = "package.module:function"   # kind = "python": (text) -> list of (start, end) code points
+# phase_span_tokens = 0  # auto:N spreads the forced cut over this many tokens (default: chunk_size)
+# Their perturbation rule: phase p forces one cut at token p and splits each side separately.
 
 [embedding]
 model = "bundled:all-MiniLM-L6-v2"   # any sentence-transformers name or path
@@ -71,11 +83,22 @@ dedup = true             # identical source intervals are packed once
 
 [generator]
 kind = "extractive"      # extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP)
-abstain_threshold = 0.5  # extractive reader: abstain when the best sentence scores below this
+abstain_threshold = 0.3  # extractive reader: abstain when the best sentence scores below this
+abstain_margin = 0.06    # ... or when it leads the next best by less than this (a merely topical context)
 base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
 model = ""               # endpoint: model name
 api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
 max_tokens = 128
+temperature = 0.0
+
+[judge]
+kind = "deterministic"   # deterministic (the rules in pipeline/judge.py) | endpoint (an LLM with a fixed
+                         # rubric, pipeline/judge_llm.py; never the default: calibrate it first with
+                         # `ledgerscope judge calibrate`)
+base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
+model = ""               # endpoint: model name
+api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
+max_tokens = 16
 temperature = 0.0
 
 [access]
@@ -84,10 +107,19 @@ clearance = []           # labels this reader holds; a source is visible when al
 
 # The kinds of the replaceable stages (chunker, rerank, generator) are the keys of their factory
 # tables in .kinds, read by check_arm: a new kind is added there only.
+#: Keys a stage table may hold that are absent unless an arm sets them (their values here give the
+#: type only). Keys added after ledger format 2 live here, not in DEFAULT_TOML, so an arm that does
+#: not use them keeps its configuration digest (a recorded ledger still reruns and resumes).
+OPTIONAL_KEYS: dict[str, dict] = {
+    "chunker": dict(chunker_spec.KEYS),
+}
+#: tables whose contents are the user's (keyword arguments for a splitter): only their type is checked
+_FREE_TABLES = frozenset({"options"})
 _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
 _SELECTION = ("budget", "top-k")
 _EXPANSION = ("none", "neighbours")
+_JUDGES = ("deterministic", "endpoint")
 
 
 @dataclass(frozen=True)
@@ -115,7 +147,10 @@ class ArmConfig:
     rerank: dict = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
     generator: dict = field(default_factory=dict)
+    judge: dict = field(default_factory=dict)
     access: dict = field(default_factory=dict)
+    #: the file (or manifest) this arm was read from, for error messages; not a field (no digest)
+    where = "<config>"
 
     @property
     def stride(self) -> int:
@@ -125,7 +160,18 @@ class ArmConfig:
         return asdict(self)
 
     def digest(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()
+        data = self.to_dict()
+        # settings added after ledgers were written are left out while they hold their default, so
+        # older ledgers (whose manifests lack them) keep their digests and stay re-runnable
+        defaults = _default_table()
+        for path in _LATER_KEYS:
+            *parents, key = path
+            table, default = data, defaults
+            for name in parents:
+                table, default = table.get(name, {}), default.get(name, {})
+            if key in table and table[key] == default.get(key):
+                del table[key]
+        blob = json.dumps(data, sort_keys=True, ensure_ascii=False).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
     # convenience accessors with defaults --------------------------------
@@ -138,11 +184,26 @@ class ArmConfig:
         return frozenset(self.access.get("clearance", []))
 
     def phase_list(self) -> list[Phase]:
-        return resolve_phases(self.phases, self.stride if self.chunker_kind == "token" else None)
+        kind = self.chunker_kind
+        if chunker_spec.is_external(kind):
+            span = chunker_spec.span_tokens(kind, self.chunker)
+            if span is None and isinstance(self.phases, str):
+                raise ValueError(chunker_spec.needs_span(kind))
+            return resolve_phases(self.phases, span)
+        return resolve_phases(self.phases, self.stride if kind == "token" else None)
+
+
+#: keys added to the configuration after the first ledgers were written (see ArmConfig.digest)
+_LATER_KEYS = (("judge",), ("generator", "abstain_margin"))
+
+
+@functools.cache
+def _default_table() -> dict:
+    return tomllib.loads(DEFAULT_TOML)
 
 
 def _defaults() -> dict:
-    return tomllib.loads(DEFAULT_TOML)
+    return copy.deepcopy(_default_table())
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -183,6 +244,10 @@ def _shape_problems(data: dict, defaults: dict, prefix: str, where: str) -> list
             out.append(Problem(where, None, name, "unknown key"))
             continue
         want = defaults[key]
+        if key in _FREE_TABLES and isinstance(want, dict):
+            if not isinstance(value, dict):
+                out.append(Problem(where, None, name, f"must be a table, not {_type_name(value)}"))
+            continue
         if isinstance(want, dict) and isinstance(value, dict):
             out.extend(_shape_problems(value, want, name + ".", where))
             continue
@@ -199,17 +264,19 @@ def _shape_problems(data: dict, defaults: dict, prefix: str, where: str) -> list
 def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
     """An arm from a parsed TOML table over the defaults, validated (all problems at once)."""
     defaults = _defaults()
+    shapes = _merge(OPTIONAL_KEYS, defaults)
     known = set(ArmConfig.__dataclass_fields__)
     problems = [Problem(where, None, k, "unknown key") for k in data if k not in known]
     for key, value in data.items():
         if key in known and isinstance(defaults.get(key), dict):
             if isinstance(value, dict):
-                problems.extend(_shape_problems(value, defaults[key], key + ".", where))
+                problems.extend(_shape_problems(value, shapes[key], key + ".", where))
             else:
                 problems.append(Problem(where, None, key, f"must be a table, not {_type_name(value)}"))
     bad_tables = {pr.field for pr in problems if "." not in pr.field}
     merged = _merge(defaults, {k: v for k, v in data.items() if k in known and k not in bad_tables})
     cfg = ArmConfig(**merged)
+    cfg.where = where
     try:
         check_arm(cfg, where)
     except InputError as exc:
@@ -243,7 +310,8 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         else:
             need(False, key, "must be a non-negative integer")
     tables = {}
-    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "access"):
+    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "judge",
+                "access"):
         v = getattr(cfg, key)
         need(isinstance(v, dict), key, "must be a table")
         tables[key] = v if isinstance(v, dict) else {}
@@ -257,6 +325,10 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         need(ints["rerank_depth"] >= 1, "rerank_depth", "must be at least 1")
     chunker_ok = tables["chunker"].get("kind", "token") in chunkers
     need(chunker_ok, "chunker.kind", f"must be one of {', '.join(chunkers)}")
+    if chunker_ok and chunker_spec.is_external(tables["chunker"].get("kind")):
+        found = chunker_spec.problems(tables["chunker"], where)
+        p.extend(found)
+        chunker_ok = not found
     need(cfg.edge_policy in _EDGE, "edge_policy", f"must be one of {', '.join(_EDGE)}")
     fusion, rerank, selection, generator = (tables[k] for k in ("fusion", "rerank", "selection", "generator"))
     need(fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")
@@ -270,22 +342,12 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
          f"must be one of {', '.join(generators)}")
     if generator.get("kind") == "endpoint":
         need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
-    # secrets come from the environment only: never in the configuration (it is copied into the ledger)
-    base_url = generator.get("base_url")
-    if isinstance(base_url, str) and base_url:
-        from urllib.parse import urlsplit
-
-        try:
-            userinfo = "@" in (urlsplit(base_url).netloc or "")
-        except ValueError:
-            userinfo = False
-        need(not userinfo, "generator.base_url",
-             "must not carry credentials (user:key@); put the key in the environment variable "
-             "named by api_key_env")
-    key_env = generator.get("api_key_env")
-    if isinstance(key_env, str) and key_env:
-        need(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", key_env) is not None, "generator.api_key_env",
-             "must be the NAME of an environment variable (letters, digits, '_'), never the key itself")
+    judge = tables["judge"]
+    need(judge.get("kind", "deterministic") in _JUDGES, "judge.kind", f"must be one of {', '.join(_JUDGES)}")
+    if judge.get("kind") == "endpoint":
+        need(bool(judge.get("base_url")), "judge.base_url", "an endpoint judge needs base_url")
+    for table, prefix in ((generator, "generator"), (judge, "judge")):
+        p.extend(_endpoint_secret_problems(table, prefix, where))
     clearance = tables["access"].get("clearance", [])
     need(isinstance(clearance, list) and all(isinstance(c, str) for c in clearance), "access.clearance",
          "must be a list of labels")
@@ -299,6 +361,30 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         raise InputError(p)
 
 
+def _endpoint_secret_problems(table: dict, prefix: str, where: str) -> list[Problem]:
+    """Secrets come from the environment only: never in the configuration (it is copied into the ledger)."""
+    out = []
+    base_url = table.get("base_url")
+    if isinstance(base_url, str) and base_url:
+        from urllib.parse import urlsplit
+
+        try:
+            userinfo = "@" in (urlsplit(base_url).netloc or "")
+        except ValueError:
+            userinfo = False
+        if userinfo:
+            out.append(Problem(where, None, f"{prefix}.base_url",
+                               "must not carry credentials (user:key@); put the key in the environment "
+                               "variable named by api_key_env"))
+    key_env = table.get("api_key_env")
+    name_ok = isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", key_env) is not None
+    if isinstance(key_env, str) and key_env and not name_ok:
+        out.append(Problem(where, None, f"{prefix}.api_key_env",
+                           "must be the NAME of an environment variable (letters, digits, '_'), never the "
+                           "key itself"))
+    return out
+
+
 #: the largest integer any setting may hold (the ledger stores counts and offsets as int32)
 MAX_INT = 2**31 - 1
 #: at most this many phases per arm (each is a full pass over the corpus)
@@ -310,7 +396,8 @@ _RANGES = {
     "retrieval.hnsw.M": (2, None), "retrieval.hnsw.ef_construction": (1, None),
     "retrieval.hnsw.ef_search": (1, None), "retrieval.hnsw.seed": (0, None), "fusion.rrf_k": (0, None),
     "rerank.selection_depth": (0, None), "selection.neighbours": (0, None), "generator.max_tokens": (1, None),
-    "generator.temperature": (0, None),
+    "generator.temperature": (0, None), "generator.abstain_threshold": (0, 1),
+    "generator.abstain_margin": (0, 1), "judge.max_tokens": (1, None), "judge.temperature": (0, None),
 }
 
 

@@ -15,11 +15,16 @@ from collections.abc import Callable
 
 Factory = Callable[..., object]
 _RUNTIME = "ledgerscope.pipeline.runtime"
+_SPLITTERS = "ledgerscope.pipeline.splitters"
 
-#: ``chunker.kind`` -> factory
+#: ``chunker.kind`` -> factory (the external kinds: :mod:`.splitters`, verified by :mod:`.external`)
 CHUNKERS: dict[str, str | Factory] = {
     "token": f"{_RUNTIME}:token_chunker",
     "sentence": f"{_RUNTIME}:sentence_chunker",
+    "langchain": f"{_SPLITTERS}:external_chunker",
+    "llamaindex": f"{_SPLITTERS}:external_chunker",
+    "chonkie": f"{_SPLITTERS}:external_chunker",
+    "python": f"{_SPLITTERS}:external_chunker",
 }
 #: ``rerank.kind`` -> factory
 RERANKERS: dict[str, str | Factory] = {

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.chunk import SentenceChunker, TokenChunker
 from ledgerscope.pipeline.dense import exact_retriever, hnsw_retriever
 from ledgerscope.pipeline.encoder import Encoder, TokenCounter
@@ -49,8 +50,7 @@ def no_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Rera
 
 
 def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
-    threshold = float(cfg.generator.get("abstain_threshold", 0.5))
-    return ExtractiveReader(encoder.get, counter.count, threshold)
+    return ExtractiveReader.from_config(encoder.get, counter.count, cfg.generator)
 
 
 def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
@@ -124,20 +124,35 @@ class ArmRuntime:
         return self.generator.count_tokens
 
     def describe(self) -> dict:
-        return {
+        out = {
             "embedding": self.encoder.describe(),
             "chunk_tokenizer": self.chunk_counter.describe(),
             "reranker": self.reranker.describe(),
             "generator": self.generator.describe(),
+            "judge": answer_judge(self.config.judge).describe(),
         }
+        describe = getattr(self.chunker, "describe", None)
+        if describe is not None:  # an external chunker: its splitter, the phase rule, the offset checks
+            out["chunker"] = describe()
+        return out
+
+
+def chunk_counter(cfg: ArmConfig) -> TokenCounter:
+    """The tokenizer the arm's chunk offsets and phases count in."""
+    return TokenCounter(cfg.embedding.get("model"))
+
+
+def build_chunker(cfg: ArmConfig, encoder: Encoder | None, counter: TokenCounter) -> Chunker:
+    """The arm's chunker (no chunker needs the model: ``encoder`` may be None)."""
+    return _choose(CHUNKERS, "chunker", cfg.chunker.get("kind"), "token")(cfg, encoder, counter)
 
 
 def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]) -> ArmRuntime:
     emb = cfg.embedding
     encoder = encoder_factory(emb.get("model"), int(emb.get("batch_size", 64)))
-    counter = TokenCounter(emb.get("model"))
+    counter = chunk_counter(cfg)
     parts = (cfg, encoder, counter)
-    chunker = _choose(CHUNKERS, "chunker", cfg.chunker.get("kind"), "token")(*parts)
+    chunker = build_chunker(*parts)
     generator = _choose(GENERATORS, "generator", cfg.generator.get("kind"), "extractive")(*parts)
     reranker = _choose(RERANKERS, "rerank", cfg.rerank.get("kind"), "none")(*parts)
     return ArmRuntime(cfg, encoder, counter, chunker, build_retrievers(cfg, encoder), reranker, generator)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from ledgerscope.ledger.write import (
 from ledgerscope.pipeline.cascade import build_phase, chunk_phase, run_questions
 from ledgerscope.pipeline.config import ArmConfig
 from ledgerscope.pipeline.encoder import shared_encoder
+from ledgerscope.pipeline.judge import with_inferred_default
 from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
 from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
 
@@ -60,6 +62,8 @@ class SweepResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     encoded_texts: int = 0
+    #: external chunkers' units per arm: "checked" (all returned), and each status not verified
+    offsets: dict[str, Counter] = field(default_factory=dict)
 
 
 def fixtures_digest(fixtures: Sequence[Fixture]) -> str:
@@ -148,9 +152,12 @@ def sweep(
     t0 = time.perf_counter()
     out = Path(out)
     progress = progress or Progress()
+    # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
+    fixtures = [with_inferred_default(f) for f in fixtures]
     check_arm_names(arms)
     check_api_keys(arms)
     check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
+    check_chunkers(arms, list(corpus), out)
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory) for cfg in arms}
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
@@ -239,6 +246,7 @@ def sweep(
                 }
                 for b in index.boundaries
             ]
+            repair_rows = _repair_rows(cfg.name, phase.label, corpus, index.boundaries)
             write_partition(
                 out,
                 cfg.name,
@@ -248,6 +256,7 @@ def sweep(
                     "boundaries": bound_rows,
                     "candidates": cands.table(),
                     "records": records,
+                    "repairs": repair_rows,
                 },
                 {
                     "arm": cfg.name,
@@ -257,8 +266,11 @@ def sweep(
                     "units": len(unit_rows),
                     "records": len(records),
                     "candidates": len(cands),
+                    "repairs": len(repair_rows),
+                    "offsets_checked": sum(b.checked for b in index.boundaries),
                 },
             )
+            _count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
             progress.stage(cfg.name, phase.label, "write")
             # token vectors are large: drop this phase's unit texts unless a later partition reuses them
             rt.encoder.drop(
@@ -282,6 +294,50 @@ def sweep(
         ),
     )
     return result
+
+
+def check_chunkers(arms: Sequence[ArmConfig], sources: Sequence, out: Path) -> None:
+    """Every external chunker over every source at every pending phase, before any model loads or
+    any partition is written: a splitter that rejects its options, raises, or (a callable) returns
+    intervals out of range or overlapping stops the sweep here, naming the arm file and key.
+    Only the tokenizer loads; the units are computed again when each phase runs."""
+    from ledgerscope.common.errors import InputError
+    from ledgerscope.pipeline import chunker_spec
+    from ledgerscope.pipeline.runtime import build_chunker, chunk_counter
+
+    problems = []
+    for cfg in arms:
+        pending = [p for p in cfg.phase_list() if not is_done(out, cfg.name, p.label)]
+        if not chunker_spec.is_external(cfg.chunker_kind) or not pending:
+            continue
+        try:
+            counter = chunk_counter(cfg)
+            rt = ArmRuntime(cfg, None, counter, build_chunker(cfg, None, counter), None, None, None)
+            visible = [s for s in sources if set(s.access) <= cfg.clearance]
+            for phase in pending:
+                chunk_phase(rt, phase, visible)
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+
+
+def _repair_rows(arm: str, phase: str, corpus: Corpus, boundaries: Sequence) -> list[dict]:
+    """The ``repairs`` rows of one partition: every unit its chunker did not return verified."""
+    return [
+        {"arm": arm, "phase": phase, "doc_id": b.doc_id, "version": corpus.sources[b.doc_id].version,
+         "position": r.position, "side": r.side, "status": r.status, "text": r.text,
+         "given_start": r.given_start, "given_end": r.given_end, "start": r.start, "end": r.end,
+         "note": r.note}
+        for b in boundaries for r in b.repairs
+    ]
+
+
+def _count_offsets(counts: Counter, boundaries: Sequence) -> None:
+    for b in boundaries:
+        if b.checked:
+            counts["checked"] += b.checked
+            counts.update(r.status for r in b.repairs)
 
 
 def _plan_last_use(

@@ -207,7 +207,8 @@ def make_synthetic_ledger(
                 out,
                 arm,
                 p["label"],
-                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs},
+                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs,
+                 "repairs": _repairs(units[:1])},
                 {"arm": arm, "phase": p["label"], "synthetic": True},
             )
             total_cands += cands.num_rows
@@ -280,6 +281,15 @@ def _units(docs, doc_ids, arm, p, unit_chars):
             }
         )
     return rows, bounds, index
+
+
+def _repairs(units: list[dict]) -> list[dict]:
+    """One offset repair per partition (the first unit, as if an external chunker had returned it
+    one code point off), so every ledger table has rows."""
+    return [{"arm": u["arm"], "phase": u["phase"], "doc_id": u["doc_id"], "version": u["version"],
+             "position": 0, "side": "whole", "status": "repaired", "text": u["text"],
+             "given_start": u["start"] + 1, "given_end": u["end"] + 1, "start": u["start"], "end": u["end"],
+             "note": "synthetic"} for u in units]
 
 
 def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts):

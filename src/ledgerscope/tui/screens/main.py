@@ -235,10 +235,9 @@ class MainScreen(Screen):
             self._request_detail()
 
     def _mark_first_list(self) -> None:
-        """The first frame (the list) is painted: the record under the cursor, then the rest of the screen."""
+        """The first frame (the list) is painted: now the rest of the screen."""
         if self.timings["first_list"] is None:
             self.timings["first_list"] = time.perf_counter() - self._t0
-            self._request_detail()
             if self.query_one(DetailPanes).built:  # a key asked for a pane before the list came
                 self._after_first_screen()
             else:
@@ -262,11 +261,13 @@ class MainScreen(Screen):
             self._after_first_screen()
 
     def _after_first_screen(self) -> None:
-        """What waits for the whole first screen, once: the integrity checks (nothing is trusted until
-        they pass), the phase summaries, and the collector frozen."""
+        """What waits for the whole first screen, once: the record under the cursor (the grid shown
+        first needs none), the integrity checks (nothing is trusted until they pass), the phase
+        summaries, and the collector frozen."""
         if self._settled:
             return
         self._settled = True
+        self._request_detail()
         self._start_checks()
         load_summaries(self, self.session, self.role)
         if self.tune_gc:

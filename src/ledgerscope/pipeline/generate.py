@@ -25,7 +25,13 @@ import numpy as np
 
 from ledgerscope.pipeline.encoder import Encoded
 from ledgerscope.pipeline.lexical import analyze
-from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, ContextBlock, GenerationResult, render_prompt
+from ledgerscope.pipeline.prompt import (
+    ABSTAIN_TEXT,
+    DEFAULT_TEMPLATE,
+    ContextBlock,
+    GenerationResult,
+    PromptTemplate,
+)
 from ledgerscope.pipeline.sentences import split_sentences
 
 
@@ -42,15 +48,31 @@ class ExtractiveReader:
     kind = "extractive"
 
     def __init__(self, encode: Callable[[str], Encoded], count_tokens: Callable[[str], int],
-                 abstain_threshold: float = 0.5):
+                 abstain_threshold: float = 0.5, template: PromptTemplate = DEFAULT_TEMPLATE,
+                 prefetch: Callable[[list[str]], None] | None = None, reader_model: str | None = None):
         self.encode = encode
         self.count_tokens = count_tokens
         self.abstain_threshold = abstain_threshold
+        self.template = template
+        #: batch-encodes texts the reader will read (oracle quotes), when the model can
+        self.prefetch = prefetch
+        #: the reader's own model when it is not the arm's embedding model (endpoint embeddings)
+        self.reader_model = reader_model
         self._sentences: dict[str, _Sentences] = {}
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "abstain_threshold": self.abstain_threshold,
-                "scoring": "0.5*lexical coverage + 0.5*MaxSim", "tokenizer": "embedding model"}
+        out = {"kind": self.kind, "abstain_threshold": self.abstain_threshold,
+               "scoring": "0.5*lexical coverage + 0.5*MaxSim", "tokenizer": "embedding model"}
+        if self.reader_model is not None:
+            out.update(tokenizer="the arm's chunk tokenizer", reader_model=self.reader_model)
+        if self.template != DEFAULT_TEMPLATE:
+            out["prompt"] = self.template.describe()
+        return out
+
+    def forget(self, texts) -> None:
+        """Drop cached sentence splits of these texts (the sweep bounds memory per partition)."""
+        for t in texts:
+            self._sentences.pop(t, None)
 
     def _split(self, text: str, enc: Encoded) -> _Sentences:
         hit = self._sentences.get(text)
@@ -90,7 +112,7 @@ class ExtractiveReader:
         return scored
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> GenerationResult:
-        prompt_tokens = self.count_tokens(render_prompt(question, blocks))
+        prompt_tokens = self.count_tokens(self.template.prompt(question, blocks))
         scored = self.score_sentences(question, blocks)
         top = scored[:3]
         if not scored or scored[0]["score"] < self.abstain_threshold:

@@ -287,9 +287,15 @@ def start_local_server(
         cmd += ["--n-threads", str(n_threads)]
     if api_key_env:
         cmd += ["--api-key-env", api_key_env]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
-    server = LocalServer(proc, "", str(path))
+    return spawn_server(cmd, str(path), "the local llama.cpp server", timeout)
+
+
+def spawn_server(cmd: list[str], model: str, what: str, timeout: float = 120.0,
+                 stderr: Any = subprocess.DEVNULL) -> tuple[LocalServer, str]:
+    """Run a server child that prints ``{"base_url": ...}`` once it listens and serves until its
+    standard input closes; returns (server, base_url)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    server = LocalServer(proc, "", model)
     deadline = time.monotonic() + timeout
     line = ""
     while time.monotonic() < deadline:
@@ -303,8 +309,7 @@ def start_local_server(
         base_url = json.loads(line)["base_url"]
     except (ValueError, KeyError, TypeError):
         server.close()
-        raise EndpointConfigError(
-            f"the local llama.cpp server did not start (exit status {proc.returncode})") from None
+        raise EndpointConfigError(f"{what} did not start (exit status {proc.returncode})") from None
     server.base_url = base_url
     return server, base_url
 

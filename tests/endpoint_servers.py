@@ -33,6 +33,7 @@ class FaultyServer:
     def __init__(self, healthy: int = 1 << 30, fault: str | None = None, fault_on: str = "embeddings"):
         self.healthy, self.fault, self.fault_on = healthy, fault, fault_on
         self.seen: dict[str, int] = {}
+        self.last_chat: dict | None = None
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -57,13 +58,17 @@ class FaultyServer:
         fault = self.fault if self.fault_on in path and n >= self.healthy else None
         if fault == "http-500":
             return 500, {"error": {"message": "the server is overloaded"}}
+        if path.endswith("/chat/completions"):
+            self.last_chat = body
+            return 200, {"choices": [{"message": {"content": "7 days [1]"}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 11, "completion_tokens": 3}}
         if path.endswith("/embeddings"):
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             vectors = [bag_of_words(t) for t in texts]
             if fault == "wrong-count":
                 vectors = vectors[:-1] if len(vectors) > 1 else vectors * 2
             if fault == "wrong-dim":
-                vectors = [v + [0.5] for v in vectors]
+                vectors = [[*v, 0.5] for v in vectors]
             return 200, {"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)],
                          "model": "bag-of-words"}
         docs = body["documents"]
@@ -102,4 +107,5 @@ def first_block(request):
 
     if not request.blocks:
         return ABSTAIN_TEXT
-    return GenerationResult(f"{request.blocks[0].text} [{request.blocks[0].label}]", [request.blocks[0].label])
+    block = request.blocks[0]
+    return GenerationResult(f"{block.text} [{block.label}]", [block.label])

@@ -51,8 +51,9 @@ def _rows(con, sql: str) -> list[tuple]:
 
 def _ranked(con, arm: str, stage: str) -> dict[tuple, list[tuple[str, float]]]:
     out: dict[tuple, list] = {}
-    for phase, qid, unit, score in _rows(con, f"SELECT phase, qid, unit_id, score FROM candidates WHERE "
-                                              f"arm = '{arm}' AND stage = '{stage}' ORDER BY phase, qid, rank"):
+    sql = (f"SELECT phase, qid, unit_id, score FROM candidates WHERE arm = '{arm}' AND stage = '{stage}' "
+           "ORDER BY phase, qid, rank")
+    for phase, qid, unit, score in _rows(con, sql):
         out.setdefault((phase, qid), []).append((unit, score))
     return out
 
@@ -129,7 +130,8 @@ def test_the_manifest_records_the_endpoints_the_tokenizer_and_the_declared_reran
     remote = manifest["arms"]["remote"]["components"]
     assert remote["embedding"]["kind"] == "endpoint" and remote["embedding"]["dim"] == 384
     assert remote["embedding"]["api_key_env"] == KEY_ENV and remote["embedding"]["model"] == "minilm"
-    assert remote["chunk_tokenizer"] == {"kind": "huggingface-tokenizers", "model": "bundled:all-MiniLM-L6-v2"}
+    assert remote["chunk_tokenizer"] == {"kind": "huggingface-tokenizers",
+                                         "model": "bundled:all-MiniLM-L6-v2"}
     assert remote["reranker"]["kind"] == "endpoint" and remote["reranker"]["path"] == "/v1/rerank"
     assert remote["generator"]["reader_model"] == "bundled:all-MiniLM-L6-v2"
     default = manifest["arms"]["remote-default"]
@@ -187,7 +189,8 @@ def test_an_unreachable_server_is_named_before_any_model_loads(rule_exception_in
     fixtures, corpus = _inputs(rule_exception_inputs)
     url = f"http://127.0.0.1:{_closed_port()}"
     arm_file = tmp_path / "arm.toml"
-    arm_file.write_text(f'name = "remote"\n[rerank]\nkind = "endpoint"\nbase_url = "{url}"\n', encoding="utf-8")
+    arm_file.write_text(f'name = "remote"\n[rerank]\nkind = "endpoint"\nbase_url = "{url}"\n',
+                        encoding="utf-8")
     with pytest.raises(InputError) as err:
         sweep(fixtures, corpus, [load_arm(arm_file)], tmp_path / "ledger",
               encoder_factory=lambda *a: pytest.fail("a model loaded"))
@@ -203,8 +206,8 @@ def test_a_batch_that_fails_mid_sweep_is_an_infrastructure_failure_of_each_recor
         sweep(fixtures, corpus, [arm_from_dict({**_endpoint_arm(server.base_url), "phases": [0]})],
               tmp_path / "ledger")
     con = connect(tmp_path / "ledger")
-    records = _rows(con, "SELECT qid, answer_verdict, generator_error, citation_reason, generator_detail_json "
-                         "FROM records ORDER BY qid")
+    records = _rows(con, "SELECT qid, answer_verdict, generator_error, citation_reason, "
+                         "generator_detail_json FROM records ORDER BY qid")
     assert len(records) == len(fixtures)
     for qid, verdict, error, reason, detail in records:
         assert verdict == "infrastructure-failure", qid

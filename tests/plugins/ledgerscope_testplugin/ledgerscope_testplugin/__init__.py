@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 
 from ledgerscope.pipeline.chunk import Boundaries
@@ -34,7 +35,7 @@ class FixedCodepoints:
         bounds = [0, *cuts, n]
         starts = [a for a, _ in offsets]
         units = []
-        for ordinal, (a, b) in enumerate((a, b) for a, b in zip(bounds, bounds[1:]) if b > a):
+        for ordinal, (a, b) in enumerate((a, b) for a, b in itertools.pairwise(bounds) if b > a):
             t0, t1 = bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)
             units.append(Unit(unit_id_for(source.doc_id, a, b), source.doc_id, source.version, ordinal, a, b,
                               text[a:b], t0, t1, a, b, tuple(source.access)))

@@ -4,7 +4,10 @@
     .venv/bin/python scripts/fuzz_inputs.py --cases 600 --seed 1
 
 Input kinds: fixtures (seed 000 JSON, seed 002 gold, canonical JSONL), corpora
-(directory, JSONL), arm TOML, ledgers (Parquet directory, JSONL interchange).
+(directory, JSONL), arm TOML, ledgers (Parquet directory, JSONL interchange), trace files and
+chunk stores (through ``ledgerscope ingest``). Then ``--parser-cases`` (default 100,000) in-process
+cases of the trace and chunk-store parsers (tests/fuzz_ingest.py), some also through DuckDB's bulk
+trace reader.
 Cases cycle through every (kind, mutation) pair, interleaved by kind, each with
 its own seed drawn from ``--seed``; 140 cases cover every pair once. Every CLI
 command that reads the input runs on it (validate
@@ -58,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         "always stops at the synthetic configuration digest)",
     )
     ap.add_argument("--json", type=Path, help="also write the summary and failures here")
+    ap.add_argument("--parser-cases", type=int, default=100_000,
+                    help="in-process cases of the trace and chunk-store parsers, after the CLI cases "
+                         "(default 100000; 0 skips them)")
+    ap.add_argument("--differential-cases", type=int, default=2_000,
+                    help="of those, cases where DuckDB's bulk trace reader runs beside the line reader "
+                         "(default 2000)")
     args = ap.parse_args(argv)
+    parser_failures = parser_run(args.parser_cases, args.differential_cases, args.seed)
 
     # interleaved: kind 1's first mutation, kind 2's first, ..., then everyone's second, ...
     per_kind = {k: fh.mutations(k) for k in args.kinds}
@@ -70,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ledgerscope-fuzz-") as tmp:
         root = Path(tmp)
         base = None
-        if {"ledger", "ledger-jsonl"} & set(args.kinds):
+        if {"ledger", "ledger-jsonl"} & set(args.kinds) and plan:
             print(
                 "building the base ledger"
                 + (" (synthetic)" if args.synthetic_ledger else " (a real sweep: loads the model)"),
@@ -136,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 indent=2,
             )
         )
+    failures = failures + parser_failures
     if failures:
         print(
             f"\nFAILED: {len(failures)} command run(s) did not end in a clean error or a clean success:",
@@ -149,6 +160,45 @@ def main(argv: list[str] | None = None) -> int:
         "no malformed input past validation"
     )
     return 0
+
+
+def parser_run(cases: int, differential: int, seed: int) -> list[str]:
+    """The trace and chunk-store parsers in process: ``cases`` mutated files (every mutation in turn,
+    each with its own seed), judged by tests/fuzz_ingest.py; ``differential`` of the trace cases also
+    through DuckDB's bulk reader, which must never accept what the line reader refuses."""
+    if cases <= 0:
+        return []
+    import duckdb
+    from tests import fuzz_ingest as fi
+
+    qids = [r["qid"] for r in fh.canonical_rows()]
+    chunk_ids = [c["chunk_id"] for c in fi.base_chunks()]
+    pairs = [("traces", m) for m in fi.TRACE_MUTATIONS] + [("chunks", m) for m in fi.CHUNK_MUTATIONS]
+    heavy = {"huge-line", "deep-nesting"}  # 16 MiB per case: every hundredth pass only
+    rng = random.Random(seed)
+    failures: list[str] = []
+    counts: dict[str, int] = {}
+    t0 = time.monotonic()
+    done = 0
+    i = 0
+    while done < cases:
+        kind, mutation = pairs[i % len(pairs)]
+        i += 1
+        if mutation in heavy and (i // len(pairs)) % 100:
+            continue
+        failures += fi.run_parser_case(kind, mutation, rng.randrange(2**31), qids, chunk_ids)
+        counts[kind] = counts.get(kind, 0) + 1
+        done += 1
+    con = duckdb.connect()
+    seed_pairs = sorted(set(fi.TRACE_MUTATIONS) - heavy)
+    with tempfile.TemporaryDirectory(prefix="ledgerscope-fuzz-parsers-") as tmp:
+        for n in range(min(differential, cases)):
+            failures += fi.differential_case(con, Path(tmp), seed_pairs[n % len(seed_pairs)],
+                                             rng.randrange(2**31), qids, chunk_ids)
+    print(f"\nparsers in process: {done:,} cases ({', '.join(f'{k} {v:,}' for k, v in counts.items())}), "
+          f"{min(differential, cases):,} of them also through the bulk reader, {len(failures)} failing, "
+          f"{time.monotonic() - t0:.0f} s", flush=True)
+    return failures
 
 
 if __name__ == "__main__":

@@ -1064,6 +1064,8 @@ KINDS = (
     "arm-toml",
     "ledger",
     "ledger-jsonl",
+    "traces",
+    "chunk-store",
 )
 
 
@@ -1078,8 +1080,11 @@ def mutations(kind: str) -> list[str]:
         "arm-toml": list(ARM_MUTATIONS),
         "ledger": list(LEDGER_MUTATIONS),
         "ledger-jsonl": list(INTERCHANGE_MUTATIONS),
+        "traces": [*_fuzz_ingest().TRACE_MUTATIONS, "id-not-in-store", "qid-not-in-fixtures"],
+        "chunk-store": [*_fuzz_ingest().CHUNK_MUTATIONS, "unlocatable-text"],
     }[kind]
-    byte_level = [] if kind in ("corpus-dir", "ledger", "ledger-jsonl") else list(BYTE_MUTATIONS)
+    byte_level = ([] if kind in ("corpus-dir", "ledger", "ledger-jsonl", "traces", "chunk-store")
+                  else list(BYTE_MUTATIONS))
     return structured + [f"bytes:{m}" for m in byte_level]
 
 
@@ -1191,9 +1196,56 @@ def build_case(kind: str, mutation: str, seed: int, root: Path, base_ledger: Pat
             )
         ]
         inputs = [src]
+    elif kind in ("traces", "chunk-store"):
+        expect, commands, inputs = _ingest_case(kind, mutation, seed, root)
     else:
         raise ValueError(kind)
     return Case(kind, mutation, seed, expect, root, inputs, commands, by_command)
+
+
+def _fuzz_ingest():
+    from tests import fuzz_ingest
+
+    return fuzz_ingest
+
+
+def _ingest_case(kind: str, mutation: str, seed: int, root: Path) -> tuple[str, list, list[Path]]:
+    """A trace file or chunk store mutated (tests/fuzz_ingest.py), and ``ledgerscope ingest`` over it."""
+    fi = _fuzz_ingest()
+    corpus = write_corpus_dir(root)
+    fixtures = root / "fixtures.jsonl"
+    fixtures.write_text(_jsonl(canonical_rows()), encoding="utf-8")
+    chunk_rows = fi.base_chunks()
+    qids = [r["qid"] for r in canonical_rows()]
+    traces_data = fi._dump(fi.base_traces(qids, [c["chunk_id"] for c in chunk_rows]))
+    chunks_data = fi._dump(chunk_rows)
+    expect = "error"
+    if kind == "traces" and mutation == "id-not-in-store":
+        rows = fi.base_traces(qids, [c["chunk_id"] for c in chunk_rows])
+        rows[seed % len(rows)]["context_ids"] = ["no-such-chunk"]
+        rows[seed % len(rows)]["context_text"] = ["x"]
+        traces_data = fi._dump(rows)
+    elif kind == "traces" and mutation == "qid-not-in-fixtures":
+        rows = fi.base_traces(qids, [c["chunk_id"] for c in chunk_rows])
+        rows[seed % len(rows)]["qid"] = "no-such-question"
+        traces_data = fi._dump(rows)
+    elif kind == "traces":
+        traces_data, expect = fi.trace_case(mutation, seed, qids, [c["chunk_id"] for c in chunk_rows])
+    elif mutation == "unlocatable-text":  # a chunk the first trace names, whose text no document holds
+        named = fi.base_traces(qids, [c["chunk_id"] for c in chunk_rows])[0]["context_ids"][0]
+        chunk_rows = [c if c["chunk_id"] != named else {"chunk_id": named, "doc_id": c["doc_id"],
+                                                        "text": "a passage no document holds"}
+                      for c in chunk_rows]
+        chunks_data = fi._dump(chunk_rows)
+    else:
+        chunks_data, expect = fi.chunk_case(mutation, seed)
+    traces, chunks = root / "traces.jsonl", root / "chunks.jsonl"
+    traces.write_bytes(traces_data)
+    chunks.write_bytes(chunks_data)
+    out = root / "ledger"
+    argv = ["ingest", str(traces), "--chunks", str(chunks), "--fixtures", str(fixtures),
+            "--corpus", str(corpus), "--out", str(out)]
+    return expect, [("ingest", argv, [out], False)], [traces, chunks, fixtures, corpus]
 
 
 def interchange_of(ledger: Path) -> Path:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from ledgerscope.common.errors import InputError
+from ledgerscope.common.sentences import split_sentences
 from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.importers.contractnli import import_contractnli
-from ledgerscope.inputs.importers.squad import REPAIR_RULE, import_squad
+from ledgerscope.inputs.importers.squad import REPAIR_RULE, SUPPORT_RULES, import_squad, support_interval
 from ledgerscope.inputs.sources import load_corpus
 
 DATA = Path("/work/shared/data")
@@ -18,6 +20,12 @@ CONTRACTNLI = DATA / "contractnli" / "dev.json"
 
 needs_covidqa = pytest.mark.skipif(not COVIDQA.is_file(), reason="COVID-QA data not present")
 needs_contractnli = pytest.mark.skipif(not CONTRACTNLI.is_file(), reason="ContractNLI not present")
+
+
+def _whole_sentences(text: str, start: int, end: int) -> bool:
+    """Every sentence that overlaps ``[start, end)`` lies inside it (and there is one)."""
+    touching = [(s, e) for s, e in split_sentences(text) if s < end and e > start]
+    return bool(touching) and all(start <= s and e <= end for s, e in touching)
 
 
 def _load(out: Path):
@@ -83,11 +91,17 @@ def test_covidqa_without_repair_never_writes_a_wrong_span(covid_plain, covid_ups
     assert report.spans == sum(len(f.spans) for f in fixtures)
     for fx in fixtures:
         upstream = covid_upstream[fx.qid]
+        text = corpus.get(fx.spans[0].doc_id).text
+        # every recorded answer is exactly an upstream answer at its declared (unrepaired) start
+        answers = fx.annotations["answer_spans"]
+        for start, end in answers:
+            assert (start, text[start:end]) in upstream
+        assert fx.annotations["support_rule"] == SUPPORT_RULES["sentence"]
         for span in fx.spans:
-            text = corpus.get(span.doc_id).text
             assert text[span.start : span.end] == span.quote
-            # the span is exactly an upstream answer at its declared (unrepaired) start
-            assert (span.start, span.quote) in upstream
+            # the support span holds an answer and is made of whole sentences
+            assert any(span.start <= s and e <= span.end for s, e in answers)
+            assert _whole_sentences(text, span.start, span.end)
         assert fx.adjudication["state"] == "draft"
         assert fx.annotations["segment_inferred"] is True
         assert fx.segment in ("number-scope", "definition-referent")
@@ -115,8 +129,8 @@ def test_covidqa_repair_is_explicit_and_listed(covid_repaired, covid_plain, covi
         text = corpus.get(r["doc_id"]).text
         assert text[r["new_start"] : r["new_start"] + len(r["text"])] == r["text"]
         assert text[r["old_start"] : r["old_start"] + len(r["text"])] != r["text"]
-        span = by_qid[r["qid"]].spans[0]
-        assert (span.start, span.end) == (r["new_start"], r["new_start"] + len(r["text"]))
+        answer = by_qid[r["qid"]].annotations["answer_spans"][0]
+        assert tuple(answer) == (r["new_start"], r["new_start"] + len(r["text"]))
     for fx in fixtures:
         for span in fx.spans:
             assert corpus.get(span.doc_id).text[span.start : span.end] == span.quote
@@ -205,8 +219,9 @@ def test_tiny_squad_repair_off_by_two_exactly(tmp_path):
     assert repairs["squad:tie"]["shift"] == -1 and repairs["squad:tie"]["new_start"] == ab
     fixtures, _corpus = _load(out)
     fx = {f.qid: f for f in fixtures}["squad:off2"]
+    assert fx.annotations["answer_spans"] == [[five, five + 6]]
     span = fx.spans[0]
-    assert (span.start, span.end, span.quote) == (five, five + 6, "5 days")
+    assert span.start <= five and five + 6 <= span.end and _whole_sentences(CONTEXT, span.start, span.end)
     assert fx.segment == "number-scope" and fx.answer.expected == "5 days"
     # a later run without repair removes the stale repairs file
     import_squad(src, out)
@@ -303,3 +318,45 @@ def test_contractnli_known_span_slices_exactly(contractnli):
 def test_contractnli_whitespace_only_span_is_skipped_with_reason(contractnli):
     _out, report = contractnli
     assert any("whitespace only" in s for s in report.skipped)
+
+
+def test_tiny_squad_support_rules(tmp_path):
+    src = _tiny_squad(tmp_path / "tiny.json")
+    sentence = import_squad(src, tmp_path / "sentence", repair=True)
+    answer = import_squad(src, tmp_path / "answer", repair=True, support="answer")
+    assert sentence.questions == answer.questions
+    by_s = {f.qid: f for f in _load(tmp_path / "sentence")[0]}
+    by_a = {f.qid: f for f in _load(tmp_path / "answer")[0]}
+    off2_a, off2_s = by_a["squad:off2"], by_s["squad:off2"]
+    assert off2_a.spans[0].quote == "5 days" and off2_a.annotations["support_rule"] == SUPPORT_RULES["answer"]
+    assert "answer_spans" not in off2_a.annotations
+    # the sentence rule: the expected answer stays the span's text, the support is its sentence
+    assert off2_s.answer.expected == off2_a.answer.expected == "5 days"
+    assert "5 days" in off2_s.spans[0].quote and off2_s.spans[0].quote.endswith(".")
+    assert off2_s.spans[0].span_id == "s0" and off2_s.sufficient_sets == (("s0",),)
+    with pytest.raises(InputError, match="support"):
+        import_squad(src, tmp_path / "bad", support="paragraph")
+
+
+def test_support_interval_spans_every_sentence_the_answer_touches():
+    text = "One rule. It ends here and. Next one."
+    sentences = split_sentences(text)
+    start = text.index("ends")
+    end = text.index("Next") + 4  # an answer that crosses a sentence boundary
+    assert support_interval(sentences, start, end) == (text.index("It"), len(text))
+
+
+def test_cli_import_squad_support_option(tmp_path):
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+
+    src = _tiny_squad(tmp_path / "tiny.json")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["import", "squad", str(src), "--out", str(tmp_path / "a"),
+                             "--support", "answer"])
+    assert ok.exit_code == 0, ok.output
+    (fx,) = [f for f in _load(tmp_path / "a")[0] if f.qid == "squad:ok"]
+    assert fx.spans[0].quote == "Intro" and fx.annotations["support_rule"] == SUPPORT_RULES["answer"]
+    bad = runner.invoke(app, ["import", "squad", str(src), "--out", str(tmp_path / "b"), "--support", "page"])
+    assert bad.exit_code == 2 and "support" in bad.output

@@ -35,3 +35,25 @@ def test_bad_interchange_row_names_the_file(tmp_path):
     assert result.exit_code == 2
     assert "records.jsonl" in result.output
     assert not (tmp_path / "back").exists()
+
+
+def test_every_reader_reads_the_jsonl_directory_with_the_same_figures(tmp_path):
+    """diagnose --json, compare --json, export and the diagnose summary on the interchange directory
+    equal the Parquet ledger's (issue 14: a JSONL ledger used to diagnose as 'source not in the
+    corpus' and open as '0 of 0 questions')."""
+    inter = tmp_path / "jsonl"
+    assert runner.invoke(app, ["convert", str(LEDGER), "--to", "jsonl", "--out", str(inter)]).exit_code == 0
+    outputs = {}
+    for name, src in (("parquet", LEDGER), ("jsonl", inter)):
+        diag = runner.invoke(app, ["diagnose", str(src), "--json"])
+        summary = runner.invoke(app, ["diagnose", str(src)], env={"COLUMNS": "120"})
+        comp = runner.invoke(app, ["compare", str(src), "--candidate", "candidate", "--baseline", "baseline",
+                                   "--json", "--n-resamples", "500"])
+        out = tmp_path / f"export-{name}.jsonl"
+        exp = runner.invoke(app, ["export", str(src), "--where", "step BETWEEN 6 AND 8", "--format", "jsonl",
+                                  "--out", str(out)])
+        assert diag.exit_code == summary.exit_code == comp.exit_code == exp.exit_code == 0, name
+        exported = [json.loads(line) for line in out.read_text().splitlines()]
+        outputs[name] = (diag.output, summary.output, json.loads(comp.output), exported)
+    assert len(outputs["parquet"][0].splitlines()) == 896
+    assert outputs["jsonl"] == outputs["parquet"]

@@ -136,7 +136,7 @@ def test_is_abstention_false(text):
         ("seven days", "correct"),
         ("1 week", "correct"),
         ("A seven-day limit applies.", "correct"),
-        ("The limit is 7 [2].", "correct"),
+        ("The limit is 7 [2].", "wrong"),  # a bare number is not "7 days" unless the fixture allows it
         ("14 days", "wrong"),
         ("7 hours", "wrong"),
         ("Temporary requests are deleted immediately.", "wrong"),
@@ -174,9 +174,18 @@ def test_generator_abstention_flag_wins(seed):
     assert judge_answer("7 days", True, fx).verdict == "abstained"
 
 
-def test_no_default_means_wrong_not_condition_error(seed):
+def test_bare_number_matches_only_when_the_fixture_allows_it(seed):
     fx, _ = seed
-    fx = replace(fx, answer=replace(fx.answer, default=None))
+    assert judge_answer("The limit is 7 [2].", False, fx).verdict == "wrong"
+    allowed = replace(fx, answer=replace(fx.answer, match={"bare_number": True}))
+    assert judge_answer("The limit is 7 [2].", False, allowed).verdict == "correct"
+
+
+def test_no_default_and_no_qualifier_means_wrong_not_condition_error(seed):
+    fx, _ = seed
+    # without a declared default and without a qualifier span, nothing can be inferred
+    fx = replace(fx, answer=replace(fx.answer, default=None),
+                 spans=tuple(replace(s, dependency="primary") for s in fx.spans))
     assert judge_answer("30 days", False, fx).verdict == "wrong"
 
 

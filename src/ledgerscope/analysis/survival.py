@@ -3,10 +3,12 @@
 Declared definitions (seed 001, sections 7, 10.9 and 14):
 
 * **survival** at a stage: answerable records (those with a sufficient set,
-  i.e. non-null ``support_*`` flags) whose stage keeps support, from the
+  i.e. a non-null ``support_packed``) whose stage keeps support, from the
   record's flags: chunked, exact (BM25 + exact dense), production (BM25 +
   ANN), union, fused (cut at rerank depth), reranked (cut at selection depth),
-  selected, packed, cited. Rates divide by the answerable count.
+  selected, packed, cited. Rates divide by the answerable count; a stage that
+  no record of the (arm, phase) records (NULL flags: an ingested trace) has no
+  rate, not zero.
 * **recall@k** at a ranked stage (bm25, dense_exact, dense_ann, union, fused,
   reranked): the share of answerable records whose stage list *cut at k*
   keeps support (some sufficient set covered by the first k units together).
@@ -50,11 +52,12 @@ def _where(arm: str | None, prefix: str = "WHERE") -> tuple[str, list]:
 def survival_counts(con, arm: str | None = None) -> list[dict[str, Any]]:
     """Per (arm, phase): record counts, survival counts, regret and mean token counts."""
     where, params = _where(arm)
-    surv = ", ".join(f"count(*) FILTER (WHERE support_{s}) AS {s}" for s in SURVIVAL_STAGES)
+    surv = ", ".join(f"count(*) FILTER (WHERE support_{s}) AS {s}, "
+                     f"count(support_{s}) AS {s}_recorded" for s in SURVIVAL_STAGES)
     sql = f"""
         SELECT arm, CAST(phase AS VARCHAR) AS phase, min(phase_offset) AS phase_offset,
                count(*) AS n_records,
-               count(*) FILTER (WHERE answerable AND support_chunked IS NOT NULL) AS n_answerable,
+               count(*) FILTER (WHERE answerable AND support_packed IS NOT NULL) AS n_answerable,
                {surv},
                count(*) FILTER (WHERE support_fused AND NOT support_reranked) AS reranker_regret,
                avg(prompt_tokens) AS mean_prompt_tokens,
@@ -312,7 +315,7 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
         depths = list_depths(con, arm)
         where, params = _where(arm, "AND")
         for a, p, q in con.sql("SELECT arm, CAST(phase AS VARCHAR), qid FROM records "
-                               f"WHERE answerable AND support_chunked IS NOT NULL {where}",
+                               f"WHERE answerable AND support_packed IS NOT NULL {where}",
                                params=params).fetchall():
             answerable_qids.setdefault((a, p), []).append(q)
     out = []
@@ -322,7 +325,8 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
             "arm": a, "phase": p, "phase_offset": r["phase_offset"],
             "n_records": r["n_records"], "n_answerable": n,
             "survival": {s: r[s] for s in SURVIVAL_STAGES},
-            "survival_rate": {s: (r[s] / n if n else None) for s in SURVIVAL_STAGES},
+            # a stage no record of the (arm, phase) records (ingested traces) has no rate
+            "survival_rate": {s: (r[s] / n if n and r[f"{s}_recorded"] else None) for s in SURVIVAL_STAGES},
             "reranker_regret": r["reranker_regret"],
             "reranker_regret_rate": (r["reranker_regret"] / r["fused"]) if r["fused"] else None,
             "ann_recall": ann.get((a, p)),
@@ -334,9 +338,9 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
         if ledger is not None:
             qids = answerable_qids.get((a, p), [])
             found = [by_stage for q in qids if (by_stage := ranks.get((a, p, q)))]
-            entry["recall_at_k"] = {
+            entry["recall_at_k"] = {  # a stage with no list in the (arm, phase): not recorded, no figure
                 stage: recall_at_k([by_stage[stage] for by_stage in found], len(qids), ks,
-                                   depths.get((a, p, stage)))
+                                   depths.get((a, p, stage))) if (a, p, stage) in depths else {}
                 for stage in RANKED_STAGES
             }
         out.append(entry)

@@ -69,8 +69,11 @@ app = _App(
 import_app = typer.Typer(help="Import public QA datasets as a corpus and canonical fixtures.",
                          no_args_is_help=True)
 config_app = typer.Typer(help="Arm configuration files.", no_args_is_help=True)
+judge_app = typer.Typer(help="The answer judge: what an LLM judge's verdicts are worth.",
+                        no_args_is_help=True)
 app.add_typer(import_app, name="import")
 app.add_typer(config_app, name="config")
+app.add_typer(judge_app, name="judge")
 
 
 def _print_version(value: bool) -> None:
@@ -153,13 +156,18 @@ def import_squad_cmd(
         help="Repair answer offsets that are off by 1 to 3 characters; each change is written to "
              "repairs.jsonl.",
     )] = False,
+    support: Annotated[str, typer.Option(
+        "--support",
+        help="What the support span is: 'sentence' (the sentence(s) containing the answer span, the "
+             "default) or 'answer' (the answer span itself). Recorded per fixture.",
+    )] = "sentence",
 ) -> None:
     """Import a SQuAD-format file (for example COVID-QA)."""
     from ledgerscope.inputs.importers.squad import import_squad
 
     try:
         with writing(out):
-            report = import_squad(file, out, repair=repair_offsets)
+            report = import_squad(file, out, repair=repair_offsets, support=support)
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -272,8 +280,17 @@ def compare(
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     n_resamples: ResamplesOption = None,
     seed: SeedOption = None,
+    clusters: Annotated[str, typer.Option(
+        "--clusters",
+        help="Bootstrap clusters: 'first-document' (each question's first document, the default) or "
+             "'components' (connected components of the question-document graph). Both counts are "
+             "reported.")] = "first-document",
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
+    from ledgerscope.analysis.stats.compare import CLUSTER_RULES
+
+    if clusters not in CLUSTER_RULES:
+        raise typer.BadParameter(f"--clusters must be one of {', '.join(CLUSTER_RULES)}")
     import os
 
     # its matrix products are small, two run at a time: no BLAS thread pool (spinning at start-up)
@@ -296,7 +313,7 @@ def compare(
             n_resamples = 10_000 if n_resamples is None else n_resamples
             seed = 0 if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
-                                      n_resamples=n_resamples, confidence=confidence)
+                                      n_resamples=n_resamples, confidence=confidence, clusters=clusters)
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
     except LedgerscopeError as exc:
@@ -309,6 +326,43 @@ def compare(
 
     console = _console()
     for renderable in comparison_report(comparison, decision):
+        console.print(renderable)
+
+
+@judge_app.command("calibrate")
+def judge_calibrate(
+    ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
+    arm: Annotated[str, typer.Option("--arm", help="Arm whose answers are judged.")],
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="OpenAI-compatible endpoint of the LLM judge (default: the arm's [judge] "
+                           "table, when it was swept with kind = \"endpoint\").")] = None,
+    model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")] = "",
+    api_key_env: Annotated[str, typer.Option(
+        "--api-key-env", help="NAME of the environment variable holding the endpoint's key.")] = "",
+    max_tokens: Annotated[int, typer.Option(help="Tokens the judge may reply with.")] = 16,
+    limit: Annotated[int | None, typer.Option(help="Grade at most this many distinct answers.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Agreement of the LLM judge with the deterministic judge: confusion matrix and Cohen's kappa."""
+    from ledgerscope.analysis.judge_calibration import calibrate
+
+    endpoint = None
+    if base_url:
+        endpoint = {"kind": "endpoint", "base_url": base_url, "model": model, "api_key_env": api_key_env,
+                    "max_tokens": max_tokens}
+    try:
+        with _reading(ledger):
+            result = calibrate(ledger, arm, endpoint, limit)
+    except LedgerscopeError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        print(json_text(result))
+        return
+    from ledgerscope.report.terminal import calibration_report
+
+    console = _console()
+    for renderable in calibration_report(result):
         console.print(renderable)
 
 
@@ -416,13 +470,25 @@ def rerun(
     qid: Annotated[str, typer.Option("--qid", help="Question id.")],
     phase: Annotated[str, typer.Option("--phase", help="Phase label.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
+    runner: Annotated[str | None, typer.Option(
+        "--runner", help="For an ingested ledger: package.module:function that answers one question "
+                         "(keyword arguments question, qid, config, phase) and returns its seed-002 "
+                         "record.")] = None,
 ) -> None:
     """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
+    from ledgerscope.ingest.rerun import is_ingested, rerun_ingested
+    from ledgerscope.ledger.layout import is_interchange
     from ledgerscope.pipeline.rerun import rerun_record
 
+    if is_interchange(ledger):
+        _fail(InputError(Problem(str(ledger), None, "rerun",
+                                 "a JSONL interchange directory: rerun re-executes from a Parquet ledger; "
+                                 f"run `ledgerscope convert {ledger} --to parquet --out LEDGER` and rerun "
+                                 "on LEDGER")))
     try:
         with _reading(ledger):
-            diff = rerun_record(ledger, arm, qid, phase)
+            diff = (rerun_ingested(ledger, arm, qid, phase, runner) if is_ingested(ledger)
+                    else rerun_record(ledger, arm, qid, phase))
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -585,6 +651,11 @@ def serve(
         _fail(exc)
         return
     run_server(ledger, host, port, options, allow_remote)
+
+
+from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app it joins
+
+app.command("ingest")(ingest_command)
 
 
 def main() -> None:  # pragma: no cover - console script shim

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import Fixture, read_fixtures, resolve
-from ledgerscope.ledger.read import sources_corpus
+from ledgerscope.ledger.sources import sources_corpus
 
 
 def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], dict[str, str]]:

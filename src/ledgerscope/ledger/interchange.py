@@ -20,20 +20,17 @@ import os
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.fixtures import load_ledger_fixtures
+from ledgerscope.ledger.jsonl_read import TABLES, connect_jsonl, read_checked  # noqa: F401 - part of this module's interface
+from ledgerscope.ledger.layout import is_interchange  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.read import connect
-from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.ledger.write import oracle_path, write_partition, write_table
-
-TABLES = {**schema.TABLES, "oracle": schema.ORACLE, "sources": schema.SOURCES}
 
 
 def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
@@ -91,62 +88,6 @@ def _check_jsonl_out(ledger: Path, out: Path) -> None:
                                      f"interchange export (found {foreign[0]})"))
 
 
-def _row_problems(src: Path, manifest: dict, tables: dict[str, pa.Table]) -> list[Problem]:
-    """Rows a ledger cannot hold: keys missing, arm or phase not in the manifest, duplicate records,
-    non-finite scores. Rows are numbered from 1 in their file."""
-    out: list[Problem] = []
-    labels = {arm: {p["label"] for p in entry["phases"]} for arm, entry in manifest["arms"].items()}
-    for name in (*schema.TABLES, "oracle"):
-        t = tables[name]
-        path = str(src / f"{name}.jsonl")
-        arms = t["arm"].to_pylist()
-        phases = t["phase"].to_pylist() if "phase" in t.column_names else [None] * t.num_rows
-        for i, (arm, phase) in enumerate(zip(arms, phases, strict=True), start=1):
-            if arm not in labels:
-                out.append(Problem(path, None, "arm", f"row {i}: arm {arm!r} is not in the manifest"))
-            elif name != "oracle" and phase not in labels[arm]:
-                out.append(Problem(path, None, "phase",
-                                   f"row {i}: phase {phase!r} is not a phase of arm {arm!r}"))
-            else:
-                continue
-            break  # one located example per file is enough
-    seen: dict[tuple, int] = {}
-    rec = tables["records"]
-    for i, key in enumerate(zip(rec["arm"].to_pylist(), rec["phase"].to_pylist(), rec["qid"].to_pylist(),
-                                strict=True), start=1):
-        if key[2] is None:
-            out.append(Problem(str(src / "records.jsonl"), None, "qid", f"row {i}: missing (null)"))
-            break
-        if key in seen:
-            out.append(Problem(str(src / "records.jsonl"), None, "qid",
-                               f"row {i}: duplicate record {key} (first at row {seen[key]})"))
-            break
-        seen[key] = i
-    scores = tables["candidates"]["score"]
-    bad = pc.invert(pc.is_finite(scores))
-    if pc.any(bad).as_py():
-        i = pc.index(bad, True).as_py()
-        out.append(Problem(str(src / "candidates.jsonl"), None, "score",
-                           f"row {i + 1}: {scores[i].as_py()}; scores must be finite"))
-    return out
-
-
-def _read(path: Path, table_schema: pa.Schema) -> pa.Table:
-    if not path.is_file():
-        raise InputError(Problem(str(path), None, "file", "missing from the interchange directory"))
-    try:
-        table = pajson.read_json(
-            path,
-            parse_options=pajson.ParseOptions(
-                explicit_schema=table_schema, unexpected_field_behavior="error"
-            ),
-        )
-        table.validate(full=True)  # the JSON reader lets invalid UTF-8 (e.g. encoded surrogates) through
-        return table
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise InputError(Problem(str(path), None, "row", str(exc).splitlines()[0])) from None
-
-
 def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     """Build a Parquet ledger at ``ledger`` (must not exist) from an interchange directory."""
     src, ledger = Path(src), Path(ledger)
@@ -154,22 +95,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
         raise InputError(
             Problem(str(ledger), None, "out", "already exists; choose a new ledger directory")
         )
-    manifest = load_manifest(src)
-    tables = {
-        name: _read(src / f"{name}.jsonl", table_schema) for name, table_schema in TABLES.items()
-    }
-    problems = _row_problems(src, manifest, tables)
-    # the sources re-checked against their digests, the fixtures against the sources
-    from ledgerscope.inputs.fixtures import read_fixtures, resolve
-    from ledgerscope.ledger.read import sources_corpus
-
-    s = tables["sources"]
-    corpus = sources_corpus(src / "sources.jsonl", zip(*(s[c].to_pylist() for c in (
-        "doc_id", "version", "text", "observed", "access")), strict=True))
-    fset, fixture_problems = read_fixtures(src / "fixtures.jsonl")
-    problems += fixture_problems + resolve(fset, corpus)[2]
-    if problems:
-        raise InputError(problems)
+    manifest, tables = read_checked(src)
     staging = ledger.with_name(f".{ledger.name}.{os.getpid()}.tmp")
     clear_stale(ledger)  # what a killed conversion left
     shutil.rmtree(staging, ignore_errors=True)

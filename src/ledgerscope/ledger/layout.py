@@ -80,3 +80,11 @@ def ledger_layout(ledger: str | Path) -> Layout:
     except (OSError, ValueError):
         return CURRENT
     return layout_for(manifest) if isinstance(manifest, dict) else CURRENT
+
+
+def is_interchange(path: str | Path) -> bool:
+    """A JSONL interchange directory (:mod:`.interchange`), not a Parquet ledger: ``manifest.json`` and
+    ``records.jsonl``, no ``partitions/``. Readers take its tables instead of partition files."""
+    path = Path(path)
+    return ((path / "manifest.json").is_file() and (path / "records.jsonl").is_file()
+            and not (path / "partitions").exists())

@@ -12,48 +12,12 @@ the file, the row where there is one, and the column.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.layout import CURRENT, Layout, layout_for
+from ledgerscope.ledger.layout import CURRENT, Layout, is_interchange, layout_for
+from ledgerscope.ledger.sources import sources_corpus  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.verify import finished_partitions, oracle_files, verify_ledger
-
-if TYPE_CHECKING:
-    from ledgerscope.inputs.sources import Corpus
-
-
-def sources_corpus(path: Path, rows) -> Corpus:
-    """The ledger's sources (rows of ``doc_id, version, text, observed, access``), digests re-checked.
-
-    Rows are numbered from 1 in the message of any problem.
-    """
-    from ledgerscope.common.errors import DigestMismatch
-    from ledgerscope.inputs.sources import Corpus, make_source
-
-    corpus, problems = Corpus(), []
-    for i, (doc_id, version, text, observed, access) in enumerate(rows, start=1):
-        if not isinstance(doc_id, str) or not isinstance(text, str):
-            problems.append(
-                Problem(
-                    str(path),
-                    None,
-                    "doc_id" if not isinstance(doc_id, str) else "text",
-                    f"row {i}: missing (null)",
-                )
-            )
-            continue
-        try:
-            corpus.add(make_source(doc_id, text, version, observed, tuple(access or ())))
-        except DigestMismatch as exc:
-            problems.append(Problem(str(path), None, "version", f"row {i}: {exc}"))
-        except InputError as exc:
-            problems.extend(
-                Problem(str(path), None, p.field, f"row {i}: {p.reason}") for p in exc.problems
-            )
-    if problems:
-        raise InputError(problems)
-    return corpus
 
 
 def _sql_list(paths: list[Path]) -> str:
@@ -64,13 +28,19 @@ def connect(ledger: str | Path, con=None):
     """A DuckDB connection with one view per ledger table (empty views when none written).
 
     The ledger's files are verified first (:func:`.verify.verify_ledger`), then the rows every
-    analysis relies on (:func:`row_problems`); either raises :class:`InputError`.
+    analysis relies on (:func:`row_problems`); either raises :class:`InputError`. A JSONL
+    interchange directory (``convert --to jsonl``) is read too, into tables with the ledger's
+    schemas, after the checks a conversion back makes (:func:`.interchange.connect_jsonl`).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     import duckdb
 
     ledger = Path(ledger)
+    if is_interchange(ledger):
+        from ledgerscope.ledger.jsonl_read import connect_jsonl
+
+        return connect_jsonl(ledger, con)
     schemas: dict = {}
     with ThreadPoolExecutor(
         max_workers=1

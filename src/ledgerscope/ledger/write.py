@@ -63,7 +63,8 @@ def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[d
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema.TABLES[name])
         pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
     files = {p.name: file_record(p) for p in sorted(staging.iterdir())}
-    meta = {**meta, "files": files, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    # a caller that must write the same bytes twice (ingest) gives its own written_at
+    meta = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **meta, "files": files}
     (staging / "_SUCCESS.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
     fsync_path(staging)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.inputs.sources import Source
 from ledgerscope.pipeline import judge as judging
 from ledgerscope.pipeline import support as supporting
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.chunk import Boundaries
 from ledgerscope.pipeline.config import ArmConfig, Phase
 from ledgerscope.pipeline.fuse import fuse as fuse_runs
@@ -255,13 +256,16 @@ def generate(generator: Generator, question: str, primary: Packed, failure: dict
     return Generated(result, citations, cited)
 
 
-def judge(generated: Generated, fx: Fixture, texts: dict[str, str]) -> Verdicts:
-    """Answer and citation verdicts; a generator failure is an infrastructure verdict, not a wrong answer."""
+def judge(
+    generated: Generated, fx: Fixture, texts: dict[str, str], judge_table: dict | None = None
+) -> Verdicts:
+    """Answer and citation verdicts (the answer by the arm's ``[judge]``); a generator failure is an
+    infrastructure verdict, not a wrong answer."""
     gen = generated.result
     if gen.error:
         stage = (gen.detail.get("infrastructure") or {}).get("stage", "generator")
         return Verdicts("infrastructure-failure", gen.error, "not-applicable", f"{stage} failed")
-    aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+    aj = answer_judge(judge_table).judge(gen.answer, gen.abstained, fx)
     cj = judging.judge_citations(
         [(c["label"], c["doc_id"], c["start"], c["end"]) for c in generated.citations],
         fx,
@@ -330,7 +334,7 @@ def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
     selected = select(cfg, reranked, index.by_doc)
     views = pack(cfg, selected, rt.count_tokens, rt.prompt)
     generated = generate(rt.generator, fx.question, views.primary, hits.failure or reranked.failure)
-    verdicts = judge(generated, fx, texts)
+    verdicts = judge(generated, fx, texts, cfg.judge)
     return QuestionTrace(fx, hits, merged, fused, reranked, selected, views, generated, verdicts)
 
 

@@ -8,6 +8,8 @@ absent.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import math
@@ -91,7 +93,8 @@ dedup = true             # identical source intervals are packed once
 
 [generator]
 kind = "extractive"      # extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP)
-abstain_threshold = 0.5  # extractive reader: abstain when the best sentence scores below this
+abstain_threshold = 0.3  # extractive reader: abstain when the best sentence scores below this
+abstain_margin = 0.06    # ... or when it leads the next best by less than this (a merely topical context)
 base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
 model = ""               # endpoint: model name
 api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
@@ -105,6 +108,16 @@ temperature = 0.0
 # timeout = 60.0, retries = 1, backoff = 0.5    # endpoint requests
 # callable = "package.module:function"           # kind = "python"; options = {} for python and plugin kinds
 # reader_model = "bundled:all-MiniLM-L6-v2"      # the extractive reader's model with endpoint embeddings
+
+[judge]
+kind = "deterministic"   # deterministic (the rules in pipeline/judge.py) | endpoint (an LLM with a fixed
+                         # rubric, pipeline/judge_llm.py; never the default: calibrate it first with
+                         # `ledgerscope judge calibrate`)
+base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
+model = ""               # endpoint: model name
+api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
+max_tokens = 16
+temperature = 0.0
 
 [access]
 clearance = []           # labels this reader holds; a source is visible when all its labels are held
@@ -131,11 +144,12 @@ OPTIONAL_KEYS: dict[str, dict] = {
 _FREE_TABLES = frozenset({"options"})
 EMBEDDING_KINDS = ("sentence-transformers", "endpoint")
 #: the stage tables an endpoint kind may configure, with the kind value that makes them one
-_ENDPOINT_TABLES = ("embedding", "rerank", "generator")
+_ENDPOINT_TABLES = ("embedding", "rerank", "generator", "judge")
 _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
 _SELECTION = ("budget", "top-k")
 _EXPANSION = ("none", "neighbours")
+_JUDGES = ("deterministic", "endpoint")
 
 
 @dataclass(frozen=True)
@@ -163,6 +177,7 @@ class ArmConfig:
     rerank: dict = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
     generator: dict = field(default_factory=dict)
+    judge: dict = field(default_factory=dict)
     access: dict = field(default_factory=dict)
     #: the file (or manifest) this arm was read from, for error messages; not a field (no digest)
     where = "<config>"
@@ -175,7 +190,18 @@ class ArmConfig:
         return asdict(self)
 
     def digest(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()
+        data = self.to_dict()
+        # settings added after ledgers were written are left out while they hold their default, so
+        # older ledgers (whose manifests lack them) keep their digests and stay re-runnable
+        defaults = _default_table()
+        for path in _LATER_KEYS:
+            *parents, key = path
+            table, default = data, defaults
+            for name in parents:
+                table, default = table.get(name, {}), default.get(name, {})
+            if key in table and table[key] == default.get(key):
+                del table[key]
+        blob = json.dumps(data, sort_keys=True, ensure_ascii=False).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
     # convenience accessors with defaults --------------------------------
@@ -191,8 +217,17 @@ class ArmConfig:
         return resolve_phases(self.phases, self.stride if self.chunker_kind == "token" else None)
 
 
-def _defaults() -> dict:
+#: keys added to the configuration after the first ledgers were written (see ArmConfig.digest)
+_LATER_KEYS = (("judge",), ("generator", "abstain_margin"))
+
+
+@functools.cache
+def _default_table() -> dict:
     return tomllib.loads(DEFAULT_TOML)
+
+
+def _defaults() -> dict:
+    return copy.deepcopy(_default_table())
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -310,7 +345,8 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         else:
             need(False, key, "must be a non-negative integer")
     tables = {}
-    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "access"):
+    for key in ("chunker", "embedding", "retrieval", "fusion", "rerank", "selection", "generator", "judge",
+                "access"):
         v = getattr(cfg, key)
         need(isinstance(v, dict), key, "must be a table")
         tables[key] = v if isinstance(v, dict) else {}
@@ -335,6 +371,8 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
          f"must be one of {', '.join(_EXPANSION)}")
     need(generator.get("kind") in generators, "generator.kind",
          f"must be one of {', '.join(generators)}")
+    judge = tables["judge"]
+    need(judge.get("kind", "deterministic") in _JUDGES, "judge.kind", f"must be one of {', '.join(_JUDGES)}")
     p.extend(_stage_problems(cfg, tables, where))
     clearance = tables["access"].get("clearance", [])
     need(isinstance(clearance, list) and all(isinstance(c, str) for c in clearance), "access.clearance",
@@ -448,7 +486,9 @@ _RANGES = {
     "retrieval.hnsw.M": (2, None), "retrieval.hnsw.ef_construction": (1, None),
     "retrieval.hnsw.ef_search": (1, None), "retrieval.hnsw.seed": (0, None), "fusion.rrf_k": (0, None),
     "rerank.selection_depth": (0, None), "selection.neighbours": (0, None), "generator.max_tokens": (1, None),
-    "generator.temperature": (0, None), "embedding.dimensions": (0, None),
+    "generator.temperature": (0, None), "generator.abstain_threshold": (0, 1),
+    "generator.abstain_margin": (0, 1), "judge.max_tokens": (1, None), "judge.temperature": (0, None),
+    "embedding.dimensions": (0, None),
     **{f"{t}.{k}": r for t in _ENDPOINT_TABLES
        for k, r in (("timeout", (0.001, None)), ("retries", (0, 100)), ("backoff", (0, 600)))},
 }

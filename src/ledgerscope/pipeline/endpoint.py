@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import LedgerscopeError
+from ledgerscope.pipeline.answer_match import is_abstention
 from ledgerscope.pipeline.http_json import (
     AttemptError,
     EndpointConfigError,
@@ -44,7 +45,6 @@ from ledgerscope.pipeline.http_json import (
     api_root,
     redact_userinfo,
 )
-from ledgerscope.pipeline.judge import is_abstention
 from ledgerscope.pipeline.prompt import (
     DEFAULT_TEMPLATE,
     ContextBlock,
@@ -133,11 +133,19 @@ class EndpointGenerator:
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> GenerationResult:
         """Answer from the packed blocks; infrastructure failures come back in ``error``."""
+        result = self.chat(self.template.messages(question, blocks))
+        if result.error is None:
+            result.citations = parse_citations(result.answer)
+            result.abstained = is_abstention(result.answer)
+        return result
+
+    def chat(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> GenerationResult:
+        """One chat completion (the generator's and the LLM judge's request); failures in ``error``."""
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": self.template.messages(question, blocks),
+            "messages": messages,
             "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "max_tokens": self.max_tokens if max_tokens is None else max_tokens,
         }
         if self.seed is not None:
             payload["seed"] = self.seed
@@ -149,8 +157,6 @@ class EndpointGenerator:
             usage = data.get("usage") or {}
             return GenerationResult(
                 answer=answer,
-                citations=parse_citations(answer),
-                abstained=is_abstention(answer),
                 prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
                 completion_tokens=_int_or_none(usage.get("completion_tokens")),
                 attempts=len(errors) + 1,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledgerscope.inputs.fixtures import Fixture
-from ledgerscope.pipeline import judge as judging
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.generate import ExtractiveReader, oracle_blocks
 from ledgerscope.pipeline.runtime import ArmRuntime
 from ledgerscope.pipeline.stages import generate_or_failure
@@ -64,7 +64,7 @@ def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
     if gen.error:
         verdict, reason = "infrastructure-failure", gen.error
     else:
-        aj = judging.judge_answer(gen.answer, gen.abstained, fx)
+        aj = answer_judge(cfg.judge).judge(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
     row.update(
         support_set=set_index,

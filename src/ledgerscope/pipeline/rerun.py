@@ -23,7 +23,8 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import read_fixtures, resolve
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger.layout import layout_for
-from ledgerscope.ledger.read import connect, sources_corpus
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.sources import sources_corpus
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.cascade import build_phase, run_questions
 from ledgerscope.pipeline.config import Phase, arm_from_dict

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.chunk import SentenceChunker, TokenChunker
 from ledgerscope.pipeline.dense import exact_retriever, hnsw_retriever
 from ledgerscope.pipeline.encoder import BUNDLED_MINILM, Encoder, TokenCounter, shared_encoder
@@ -78,12 +79,11 @@ def token_encoder(cfg: ArmConfig, encoder: Any) -> Any:
 
 
 def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
-    threshold = float(cfg.generator.get("abstain_threshold", 0.5))
     reader = token_encoder(cfg, encoder)
     own = reader is encoder
-    return ExtractiveReader(reader.get, counter.count, threshold,
-                            template=template_from_config(cfg.generator), prefetch=reader.encode,
-                            reader_model=None if own else reader.name)
+    return ExtractiveReader.from_config(reader.get, counter.count, cfg.generator,
+                                        template=template_from_config(cfg.generator), prefetch=reader.encode,
+                                        reader_model=None if own else reader.name)
 
 
 def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
@@ -188,6 +188,7 @@ class ArmRuntime:
             "chunk_tokenizer": self.chunk_counter.describe(),
             "reranker": self.reranker.describe(),
             "generator": self.generator.describe(),
+            "judge": answer_judge(self.config.judge).describe(),
         }
         if self.prompt != PromptTemplate():
             out["prompt"] = self.prompt.describe()
@@ -226,7 +227,7 @@ def unreachable_endpoints(cfg: ArmConfig) -> list[Problem]:
     from ledgerscope.pipeline.http_json import JsonClient
 
     out = []
-    for section in ("embedding", "rerank", "generator"):
+    for section in ("embedding", "rerank", "generator", "judge"):
         table = getattr(cfg, section)
         if table.get("kind") != "endpoint" or not table.get("base_url"):
             continue

@@ -35,6 +35,7 @@ from ledgerscope.ledger.write import (
 from ledgerscope.pipeline.cascade import build_phase, chunk_phase, run_questions
 from ledgerscope.pipeline.config import ArmConfig
 from ledgerscope.pipeline.encoder import shared_encoder
+from ledgerscope.pipeline.judge import with_inferred_default
 from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
 from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
 
@@ -116,7 +117,7 @@ def check_api_keys(arms: Sequence[ArmConfig]) -> None:
 
     problems = []
     for cfg in arms:
-        for section in ("embedding", "rerank", "generator"):
+        for section in ("embedding", "rerank", "generator", "judge"):
             table = getattr(cfg, section)
             name = table.get("api_key_env")
             if table.get("kind") == "endpoint" and name and not os.environ.get(name):
@@ -161,6 +162,8 @@ def sweep(
     t0 = time.perf_counter()
     out = Path(out)
     progress = progress or Progress()
+    # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
+    fixtures = [with_inferred_default(f) for f in fixtures]
     check_arm_names(arms)
     check_api_keys(arms)
     check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads

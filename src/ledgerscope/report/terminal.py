@@ -173,10 +173,13 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         f"seed {settings['seed']}, {int(settings['confidence'] * 100)}% percentile intervals, "
         f"resampling unit: {settings['resampling_unit']}"
     )
+    clusters = comparison.get("clusters")
+    if clusters:
+        yield Text(clusters_line(clusters))
     for set_name, block in comparison["stress_sets"].items():
         table = Table(
             title=f"stress set: {set_name} ({block['n_questions']} questions, "
-            f"{block['n_clusters']} document clusters)",
+            f"{block['n_clusters']} document clusters{_other_rule(block, comparison)})",
             title_justify="left",
             box=box.SIMPLE_HEAD,
             collapse_padding=True,
@@ -233,6 +236,52 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         )
         for reason in decision["reasons"]:
             yield Text("  - " + safe(reason))
+
+
+def _other_rule(block: dict, comparison: dict) -> str:
+    """The same block's cluster count under the rule not used (", 2 by components")."""
+    both = block.get("n_clusters_by_rule")
+    rule = (comparison.get("clusters") or {}).get("rule")
+    if not both or not rule:
+        return ""
+    other = "components" if rule == "first-document" else "first_document"
+    return f"; {both[other]} by {other.replace('_', ' ')}"
+
+
+def clusters_line(clusters: dict) -> str:
+    """One line: the bootstrap's clusters under both rules, which one is used, and any warning."""
+    line = (f"bootstrap clusters: {clusters['first_document']} by first document, "
+            f"{clusters['components']} by connected components of the question-document graph; "
+            f"using {clusters['rule']}")
+    if clusters.get("warning"):
+        line += f"\nwarning: {clusters['warning']}"
+    return line
+
+
+def calibration_report(result: dict) -> Iterable:
+    """``judge calibrate``: the confusion matrix (deterministic rows, LLM columns), kappa, examples."""
+    endpoint = result["judge"].get("endpoint", {})
+    yield Text(safe(
+        f"arm {result['arm']}: LLM judge {endpoint.get('model') or '?'} at {endpoint.get('base_url', '?')} "
+        f"(rubric {result['judge'].get('rubric_version')}, verdicts {result['llm_verdicts']}) against the "
+        f"deterministic judge: {result['compared']} records compared, {result['skipped']} not judged by "
+        f"either, {result['distinct_answers_graded']} distinct answers graded now"))
+    table = Table(title="rows: deterministic judge, columns: LLM judge", title_justify="left",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    table.add_column("deterministic \\ llm", justify="left", no_wrap=True)
+    for label in result["labels"]:
+        table.add_column(label, justify="right")
+    for label, row in zip(result["labels"], result["matrix"], strict=True):
+        table.add_row(label, *(str(n) for n in row))
+    yield table
+    yield Text(
+        f"observed agreement {_fmt(result['observed'])}, chance agreement {_fmt(result['expected'])}, "
+        f"Cohen's kappa {_fmt(result['kappa'])} ({result['band']})"
+        + (f"; {result['unlabelled']} LLM replies without a usable label" if result["unlabelled"] else ""))
+    yield Text(result["note"])
+    for d in result["disagreements"]:
+        yield Text("  " + safe(f"{d['qid']}@{d['phase']}: deterministic {d['deterministic']}, "
+                               f"llm {d['llm']} ({d['llm_reason'][:80]}) for {str(d['answer'])[:80]!r}"))
 
 
 def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:

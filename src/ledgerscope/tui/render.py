@@ -240,6 +240,9 @@ def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, pal
     n = survival_row.get("n_answerable") or 0
     for stage in SURVIVAL_STAGES:
         k = survival_row.get(stage) or 0
+        if n and survival_row.get(f"{stage}_recorded") == 0:  # an ingested trace without this stage
+            out.append(f"  {stage:<11}  not recorded\n", style=pick(palette, "muted"))
+            continue
         out.append(f"  {stage:<11}{k:>6}/{n:<6}")
         out.append(bar(k / n if n else None, 20), style=pick(palette, "bar"))
         out.append(f" {k / n:.0%}\n" if n else "\n")

@@ -91,6 +91,10 @@ def stats_text(
         "worst phase = the worst per-phase mean (@ its phase)",
         style=pick(palette, "muted"),
     )
+    if comparison.get("clusters"):
+        from ledgerscope.report.terminal import clusters_line
+
+        intro.append("\n" + lit(clusters_line(comparison["clusters"])), style=pick(palette, "muted"))
     parts.append(intro)
     for set_name, block in comparison["stress_sets"].items():
         for which in ("phase average", "worst phase"):

@@ -51,6 +51,16 @@ Declared rules
   ``oracle-infrastructure-failure`` and takes part in no label.
 * Other flags: ``answer-correct-without-support`` (steps 1-8 with a correct
   answer), ``single-unit-incomplete`` (packed support only jointly).
+* Stages not recorded (ingested traces): an answerable record's ``support_*``
+  flag that is NULL names a stage the pipeline did not record. The walk lists
+  it as not recorded (``passed`` None) and never guesses: support is lost at
+  the first *recorded* stage after the last recorded one that keeps it, and
+  when unrecorded stages lie between them the steps collapse into that
+  transition (step: the recorded stage's; name ``support lost in steps a-b``,
+  label ``lost-in-steps-a-b``). A citation verdict ``not-recorded`` (the trace
+  holds no citations) is step 10 not recorded, flagged ``citations-not-recorded``.
+  Such records are flagged ``stages-not-recorded`` and their evidence lists
+  ``stages_recorded`` and ``stages_not_recorded``.
 * Evidence names the missing spans of the sufficient set *closest to being
   kept* at the losing stage: among the sets the previous stage kept, the one
   with the fewest uncovered spans at the losing stage (ties: the first). For
@@ -113,6 +123,8 @@ SUPPORT_WALK: tuple[tuple[int, str, str], ...] = (
 )
 STAGE_OF_STEP = {step: stage for step, _, stage in SUPPORT_WALK}
 PASSING_ANSWERS = frozenset({"correct", "not-judged"})
+#: a citation verdict for a record whose pipeline recorded no citations (ingested traces)
+NOT_RECORDED = "not-recorded"
 ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "false-assertion"})
 INFRA = "infrastructure-failure"
 
@@ -136,14 +148,33 @@ class Diagnosis:
 
 
 def support_loss(record: Mapping[str, Any]) -> tuple[int | None, tuple[int, ...]]:
-    """(the step at which support is lost for good or None, steps lost and later regained)."""
-    kept = [bool(record.get(col)) for _, col, _ in SUPPORT_WALK]
-    steps = [step for step, _, _ in SUPPORT_WALK]
-    if kept[-1]:
-        return None, tuple(s for s, k in zip(steps, kept, strict=True) if not k)
+    """(the step at which support is lost for good or None, steps lost and later regained).
+
+    Only recorded stages count (a NULL flag is a stage not recorded)."""
+    walked = [(step, bool(record.get(col))) for step, col, _ in SUPPORT_WALK if record.get(col) is not None]
+    steps = [step for step, _ in walked]
+    kept = [k for _, k in walked]
+    if not walked or kept[-1]:
+        return None, tuple(s for s, k in walked if not k)
     last = max((i for i, k in enumerate(kept) if k), default=-1)
     recovered = tuple(s for s, k in zip(steps[: last + 1], kept[: last + 1], strict=True) if not k)
     return steps[last + 1], recovered
+
+
+def not_recorded(record: Mapping[str, Any]) -> tuple[int, ...]:
+    """The support steps whose stage the record does not record (NULL flags of an answerable record)."""
+    if record.get("answerable") is False or (record.get("gold_status") or "ok") != "ok":
+        return ()
+    return tuple(step for step, col, _ in SUPPORT_WALK if record.get(col) is None)
+
+
+def collapsed(record: Mapping[str, Any], lost: int) -> tuple[int, int] | None:
+    """(first, last) steps the loss at ``lost`` may lie in when the stages before it are not recorded."""
+    missing = set(not_recorded(record))
+    first = lost
+    while first - 1 in missing:
+        first -= 1
+    return (first, lost) if first < lost else None
 
 
 def diagnosis_step(record: Mapping[str, Any]) -> int:
@@ -163,6 +194,8 @@ def diagnosis_step(record: Mapping[str, Any]) -> int:
 
 def _citation_fails(record: Mapping[str, Any]) -> bool:
     cv = record.get("citation_verdict")
+    if cv == NOT_RECORDED:
+        return False
     if record.get("answer_verdict") == "not-judged":
         return cv in ("unsupported", "unresolvable")
     return cv != "supported"
@@ -213,10 +246,15 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
         lost, recovered = support_loss(record)
         if recovered:
             flags.append("support-recovered")
+        unrecorded = not_recorded(record)
         for s, _col, stage in SUPPORT_WALK:
             if lost is not None and s > lost:
                 break
-            if s == lost:
+            if s in unrecorded:
+                walk.append({"step": s, "name": STEP_NAMES[s], "passed": None,
+                             "detail": f"not recorded: {_stage_title(stage)} "
+                                       "(the pipeline did not record it)"})
+            elif s == lost:
                 walk.append({"step": s, "name": STEP_NAMES[s], "passed": False,
                              "detail": f"support lost: {_stage_title(stage)}"})
             elif s in recovered:
@@ -227,6 +265,9 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
                              "detail": f"support kept: {_stage_title(stage)}"})
         if lost is not None:
             step = lost
+            if (span := collapsed(record, lost)) is not None:
+                walk[-1]["detail"] += (f"; steps {span[0]}-{span[1] - 1} not recorded, so the loss lies "
+                                       f"somewhere in steps {span[0]}-{span[1]}")
             evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
             missing = [m["span"] for m in evidence.get("spans", [])]
             if missing:
@@ -239,7 +280,11 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if record.get("support_packed") and record.get("single_unit_complete") is False:
         flags.append("single-unit-incomplete")
 
-    label = STEP_LABELS[step]
+    label, step_name = STEP_LABELS[step], STEP_NAMES[step]
+    if 2 <= step <= 8 and (span := collapsed(record, step)) is not None:
+        label, step_name = f"lost-in-steps-{span[0]}-{span[1]}", f"support lost in steps {span[0]}-{span[1]}"
+    if gold_status == "ok":
+        _name_unrecorded(record, evidence, flags)
     oracle_failed = oracle_verdict in ORACLE_FAILURES
     oracle_ok = oracle_verdict == "correct"
     if step == 9 and infra:
@@ -258,7 +303,27 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
         flags.append("oracle-infrastructure-failure")
     if oracle_verdict is not None:
         evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
-    return Diagnosis(step, STEP_NAMES[step], label, evidence, tuple(flags), walk)
+    return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+
+
+def recorded_stages(record: Mapping[str, Any]) -> tuple[list[str], list[str]] | None:
+    """(stages recorded, stages not recorded) of a record that does not record them all, else None."""
+    missing = set(not_recorded(record))
+    citations = record.get("citation_verdict") == NOT_RECORDED
+    if not missing and not citations:
+        return None
+    have = [stage for step, _, stage in SUPPORT_WALK if step not in missing]
+    lack = [stage for step, _, stage in SUPPORT_WALK if step in missing]
+    return (have, [*lack, "citations"]) if citations else ([*have, "citations"], lack)
+
+
+def _name_unrecorded(record: Mapping[str, Any], evidence: dict[str, Any], flags: list[str]) -> None:
+    """The ``stages-not-recorded`` flag and the evidence's two lists, where a stage is not recorded."""
+    stages = recorded_stages(record)
+    if stages is None:
+        return
+    flags.append("stages-not-recorded")
+    evidence["stages_recorded"], evidence["stages_not_recorded"] = stages
 
 
 _STAGE_TITLES = {"chunked": "the chunked units", "exact": "BM25 + exact dense", "production": "BM25 + ANN",
@@ -290,6 +355,11 @@ def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, di
         walk.append({"step": 9, "name": STEP_NAMES[9], "passed": ok, "detail": f"answer verdict {verdict}"})
         if not ok:
             return 9, evidence_answer(record, stages, fixture, texts)
+    if cv == NOT_RECORDED:
+        walk.append({"step": 10, "name": STEP_NAMES[10], "passed": None,
+                     "detail": "not recorded: the pipeline recorded no citations"})
+        flags.append("citations-not-recorded")
+        return 0, evidence_pass(record, stages, fixture, texts)
     fails = _citation_fails(record)
     walk.append({"step": 10, "name": STEP_NAMES[10], "passed": not fails, "detail": f"citation verdict {cv}"})
     if fails:

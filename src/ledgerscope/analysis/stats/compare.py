@@ -14,6 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap_batch
+from ledgerscope.analysis.stats.clusters import (
+    CLUSTER_RULES,
+    RESAMPLING_UNITS,
+    cluster_report,
+    component_clusters,
+    question_documents,
+)
 from ledgerscope.analysis.stats.metrics import (
     DEFAULT_METRICS,
     DEFAULT_STATISTICS,
@@ -318,13 +325,20 @@ def compare_arms(
     confidence: float = 0.95,
     statistics: Sequence[str] = DEFAULT_STATISTICS,
     segments: bool = True,
+    clusters: str = "first-document",
 ) -> dict:
     """Candidate minus baseline from one ledger (or the baseline from a second connection).
 
     Matched (qid, phase label) records over the phase labels both arms share;
     unmatched records, phases and questions are counted under ``matching``.
-    Clusters for the bootstrap are each question's first document
-    (``doc_ids[1]``; a question with no document is its own cluster). Results
+    Clusters for the bootstrap are, by default (``clusters="first-document"``),
+    each question's first document (``doc_ids[1]``; a question with no
+    document is its own cluster): the unit the seed names, and stable when a
+    corpus grows. ``clusters="components"`` resamples connected components of
+    the question-document graph instead (questions sharing any document stay
+    together: the conservative choice when questions span documents). Both
+    counts are reported under ``clusters``, with a warning when they disagree
+    badly (the smaller at most half the larger). Results
     are split by stress set, never pooled: ``stress_sets[s]`` holds, per
     metric, both arms' :func:`phase_table` and the paired bootstrap
     (``difference``), and the same per segment. The dict is JSON-serialisable.
@@ -344,7 +358,20 @@ def compare_arms(
         cand, base = load_arms(con, [candidate, baseline])
     else:
         cand, base = load_arm(con, candidate), load_arm(baseline_con, baseline)
+    cluster_rule = clusters  # (the name ``clusters`` is reused for each block's cluster labels below)
+    if cluster_rule not in CLUSTER_RULES:
+        raise ValueError(f"unknown cluster rule {cluster_rule!r}; known: {', '.join(CLUSTER_RULES)}")
     matched = match_arms(cand, base, metrics)
+    documents = question_documents(con, [candidate] if baseline_con is not None else [candidate, baseline])
+    if baseline_con is not None:
+        for q, docs in question_documents(baseline_con, [baseline]).items():
+            documents.setdefault(q, set()).update(docs)
+    by_component = component_clusters(matched.qids, documents)
+    components = np.array([by_component[q] for q in matched.qids], dtype=object)
+    first_document = matched.cluster
+    cluster_info = cluster_report(first_document, components, cluster_rule)
+    if cluster_rule == "components":
+        matched.cluster = components
     boot = {
         "n_resamples": n_resamples,
         "seed": seed,
@@ -380,6 +407,8 @@ def compare_arms(
             block = {
                 "n_questions": int(rows.sum()),
                 "n_clusters": len(set(clusters.tolist())),
+                "n_clusters_by_rule": {"first_document": len(set(first_document[rows].tolist())),
+                                       "components": len(set(components[rows].tolist()))},
                 "metrics": out,
             }
             if g is None:
@@ -398,8 +427,9 @@ def compare_arms(
             "confidence": float(confidence),
             "statistics": list(statistics),
             "method": "percentile",
-            "resampling_unit": "document (first doc id; a question without one is its own)",
+            "resampling_unit": RESAMPLING_UNITS[cluster_rule],
         },
+        "clusters": cluster_info,
         "matching": matched.report,
         "metrics": {m: METRICS[m].describe() for m in metrics},
         "stress_sets": by_set,

@@ -27,11 +27,24 @@ Rules:
   start (smallest ``|shift|``; ties go to the earlier position); every move is
   written to ``repairs.jsonl``. Answers whose text is not within ±3 are never
   repaired and their question is skipped.
-* **Spans.** One span per distinct (start, end) answer, offsets exactly as
-  verified (surrounding whitespace included; coverage ignores whitespace).
-  Each answer span is its own alternative sufficient set, dependency
-  ``primary``. Expected answer = first answer text (stripped); aliases = the
-  other distinct stripped texts.
+* **Support** (``support``, recorded per fixture as ``annotations.support_rule``).
+  A SQuAD answer span marks the answer, not the evidence (DESIGN.md, "Support
+  for answer-span datasets"):
+
+  - ``sentence`` (the default): the support span is the sentence or sentences
+    of the context that contain the answer span: every sentence of
+    :func:`~ledgerscope.common.sentences.split_sentences` (the splitter the
+    reader uses) that overlaps the answer, joined into one interval from the
+    first one's start to the last one's end. One span per distinct interval
+    (``s0``, ``s1``, ...), each its own alternative sufficient set; the
+    verified answer offsets are kept in ``annotations.answer_spans``
+    (``[start, end]`` code points, one per answer) so nothing is lost.
+  - ``answer`` (the old rule): one span per distinct (start, end) answer
+    (``a0``, ...), offsets exactly as verified (surrounding whitespace
+    included; coverage ignores whitespace), each its own sufficient set.
+
+  Dependency ``primary`` either way. Expected answer = first answer text
+  (stripped); aliases = the other distinct stripped texts.
 * **Segment (inferred, not adjudicated).** ``unanswerable`` for
   ``is_impossible`` questions; else ``number-scope`` when the expected answer
   contains a free-standing number (a digit run not glued to letters or a
@@ -50,11 +63,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.sentences import split_sentences
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, write_fixtures
 from ledgerscope.inputs.importers import ImportReport, read_json_file
@@ -66,6 +81,11 @@ SEGMENT_RULE = (
     "is_impossible -> unanswerable; expected answer contains a free-standing number "
     "(not part of a name like HIV-1) -> number-scope; else definition-referent"
 )
+SUPPORT_RULES = {
+    "sentence": "sentence: the sentence(s) of the context containing the answer span "
+                "(ledgerscope.common.sentences.split_sentences), joined into one interval",
+    "answer": "answer: the answer span itself",
+}
 _NUMBER = re.compile(r"(?<![A-Za-z0-9-])\d+(?:[.,]\d+)*(?![A-Za-z0-9]|-[A-Za-z0-9])")
 _LICENSE = re.compile(r"^License:\s*(\S.*?)\s*$", re.MULTILINE)
 
@@ -97,9 +117,13 @@ def _load(file: Path) -> list[dict]:
 
 
 def import_squad(
-    file: Path, out: Path, repair: bool = False, *, dataset: str | None = None
+    file: Path, out: Path, repair: bool = False, *, dataset: str | None = None,
+    support: str = "sentence",
 ) -> ImportReport:
     """Import a SQuAD-format JSON file into ``out`` (see the module docstring for the rules)."""
+    if support not in SUPPORT_RULES:
+        raise InputError(Problem("--support", None, "support",
+                                 f"must be one of {', '.join(SUPPORT_RULES)}, not {support!r}"))
     file, out = Path(file), Path(out)
     if dataset is None:
         dataset = "covidqa" if "covidqa" in file.name.lower().replace("-", "") else "squad"
@@ -109,6 +133,7 @@ def import_squad(
     fixtures: list[Fixture] = []
     repairs: list[dict[str, Any]] = []
     seen_qids: set[str] = set()
+    sentence_cache: dict[str, list[tuple[int, int]]] = {}
 
     for ai, article in enumerate(articles):
         if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
@@ -129,6 +154,8 @@ def import_squad(
             for qi, qa in enumerate(para.get("qas") or []):
                 fx = _question(qa, f"{where}.qas[{qi}]", dataset, source, repair, report,
                                repairs, seen_qids)
+                if fx is not None:
+                    fx = _with_support(fx, source, support, sentence_cache)
                 if fx is not None:
                     fixtures.append(fx)
 
@@ -273,3 +300,32 @@ def _question(
         annotations={"segment_inferred": True, "segment_rule": SEGMENT_RULE},
         **base,
     )
+
+
+def support_interval(sentences: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+    """The sentence(s) overlapping ``[start, end)`` as one interval (the answer itself if none does)."""
+    hit = [(s, e) for s, e in sentences if s < end and e > start]
+    if not hit:
+        return start, end
+    return min(start, hit[0][0]), max(end, hit[-1][1])
+
+
+def _with_support(fx: Fixture, source: Any, support: str, cache: dict) -> Fixture:
+    """Apply the declared support rule to an imported question (its spans are its answers)."""
+    annotations = {**fx.annotations, "support_rule": SUPPORT_RULES[support]}
+    if support == "answer" or not fx.spans:
+        return replace(fx, annotations=annotations)
+    context = source.text
+    sentences = cache.get(source.doc_id)
+    if sentences is None:
+        sentences = cache[source.doc_id] = split_sentences(context)
+    intervals = list(dict.fromkeys(support_interval(sentences, s.start, s.end) for s in fx.spans))
+    spans = []
+    for k, (start, end) in enumerate(intervals):
+        prefix, suffix = quote_context(context, start, end)
+        spans.append(GoldSpan(f"s{k}", source.doc_id, start, end, version=source.version,
+                              quote=context[start:end], prefix=prefix, suffix=suffix,
+                              dependency="primary", label="support sentence(s)"))
+    annotations["answer_spans"] = [[s.start, s.end] for s in fx.spans]
+    return replace(fx, spans=tuple(spans), sufficient_sets=tuple((s.span_id,) for s in spans),
+                   annotations=annotations)

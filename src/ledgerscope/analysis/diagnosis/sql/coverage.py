@@ -28,6 +28,7 @@ def records() -> CTEs:
             f"""
         SELECT x.*, row_number() OVER (ORDER BY x.arm, x.phase_offset, x.phase, x.qid) AS rid,
                h.step, h.step_name, h.label, h.flags, h.walk_pre, h.walk_post,
+               h.recorded AS h_recorded, h.not_recorded AS h_not_recorded,
                CASE WHEN ev THEN CASE h.step {before} END END AS before_v,
                CASE WHEN NOT ev THEN NULL WHEN h.step BETWEEN 2 AND 8 THEN CASE h.step {after} END
                     WHEN h.step IN (0, 9, 10) AND cover_set IS NULL THEN 'packed' END AS after_v

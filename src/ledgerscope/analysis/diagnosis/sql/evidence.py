@@ -303,22 +303,26 @@ def _branches() -> list[tuple[str, list[tuple]]]:
         ("gold_status", j("r.gold_status")),
         ("spans", "r.corpus_spans", "r.has_fx"),
     ]
+    # where a stage is not recorded (ingested traces), after the branch's own fields
+    stages = [("stages_recorded", "r.h_recorded", "r.h_recorded IS NOT NULL"),
+              ("stages_not_recorded", "r.h_not_recorded", "r.h_not_recorded IS NOT NULL")]
+    tail = (*stages, oracle)
     return [
         ("r.answerable = false", [("stage", jlit("control")), *answer]),
         ("r.step = 1", [*corpus, oracle]),
         (
             "r.step = 2 AND r.has_fx",
-            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), oracle],
+            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), *tail],
         ),
-        ("r.step = 2", [stage, note, oracle]),
+        ("r.step = 2", [stage, note, *tail]),
         (
             "r.step BETWEEN 3 AND 8 AND r.has_fx",
-            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *step8, oracle],
+            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *step8, *tail],
         ),
-        ("r.step BETWEEN 3 AND 8", [*head, note, oracle]),
-        ("r.step = 9", [("stage", jlit("answer")), *answer, n_packed, *cover, oracle]),
-        ("r.step = 10", [*citations, n_packed, *cover, oracle]),
-        ("true", [*passed, n_packed, *cover, oracle]),
+        ("r.step BETWEEN 3 AND 8", [*head, note, *tail]),
+        ("r.step = 9", [("stage", jlit("answer")), *answer, n_packed, *cover, *tail]),
+        ("r.step = 10", [*citations, n_packed, *cover, *tail]),
+        ("true", [*passed, n_packed, *cover, *tail]),
     ]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, span_json
-from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose
+from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose, recorded_stages
 from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
 
@@ -172,6 +172,8 @@ def register_heads(con) -> None:
         flags="VARCHAR",
         walk_pre="VARCHAR",
         walk_post="VARCHAR",
+        recorded="VARCHAR",
+        not_recorded="VARCHAR",
     )
     for n, *values in con.execute(f"SELECT n, {cols} FROM _ls_combo").fetchall():
         d = diagnose(dict(zip(names, values, strict=True)), {}, None, {}, None)
@@ -179,6 +181,8 @@ def register_heads(con) -> None:
         if 2 <= d.step <= 8:
             walk[-1]["detail"] += SENTINEL
         pre, _, post = json.dumps(walk, ensure_ascii=False).partition(SENTINEL)
+        rec = dict(zip(names, values, strict=True))
+        stages = recorded_stages(rec) if "stages-not-recorded" in d.flags else None
         _add(
             heads,
             n=n,
@@ -188,6 +192,8 @@ def register_heads(con) -> None:
             flags=json.dumps(list(d.flags)),
             walk_pre=pre,
             walk_post=post if 2 <= d.step <= 8 else None,
+            recorded=None if stages is None else json.dumps(stages[0]),
+            not_recorded=None if stages is None else json.dumps(stages[1]),
         )
     columns_table(con, "_ls_head_n", heads)
     con.execute("CREATE OR REPLACE TEMP TABLE _ls_head AS "

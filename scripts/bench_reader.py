@@ -1,0 +1,280 @@
+#!/usr/bin/env python
+"""The extractive reader's trade-off: oracle correct rate against false assertions on controls.
+
+Captures, once, every context the embedded reader is asked to answer from:
+
+* COVID-QA: the first six CC BY articles of ../shared/data/covidqa (52 questions), imported
+  with ``--support sentence`` (and ``--repair-offsets``); the oracle prompt of every question
+  (its cheapest sufficient set under the production budget) and the production contexts of
+  the default arm at two phases (``auto:2``);
+* ContractNLI dev (../shared/data/contractnli/dev.json, 61 NDAs): for every NotMentioned
+  hypothesis (an unanswerable control) the production context of the default arm at phase 0,
+  retrieved from **its own contract only** (the corpus is one document per run: a hypothesis
+  that one NDA does not mention may well be entailed by another, so pooling the 61 contracts
+  would count real answers as false assertions; the pooled figure is printed too); for the
+  Entailment/Contradiction hypotheses
+  (support-only, not answer-judged) the oracle prompt over their evidence;
+* the Quillstack sample (sample_ledgers/fixtures.jsonl with its candidate arm, 8 phases): the
+  oracle prompts and the production contexts of its unanswerable controls;
+
+then scores every context once with the reader and replays its abstention rule at every
+setting of ``abstain_threshold`` x ``abstain_margin`` (pipeline/generate.py), printing, per
+setting, the oracle correct rate (COVID-QA, sample), the false-assertion rate
+on the controls (ContractNLI NotMentioned, sample), the answer rate on ContractNLI evidence and
+the production correct rate on COVID-QA. The answers are judged by the deterministic judge.
+
+    .venv/bin/python scripts/bench_reader.py [--thresholds 0,0.2,...] [--margins 0,0.05,...] [--cache FILE]
+
+``--cache`` keeps the captured contexts (pickle) so another reader can be replayed without
+re-running retrieval (the capture does not depend on the reader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("LEDGERSCOPE_DATA", "/work/shared/data"))  # ../shared/data of a checkout
+if not DATA.is_dir() and (ROOT.parent / "shared" / "data").is_dir():
+    DATA = ROOT.parent / "shared" / "data"
+COVID_ARTICLES = 6
+DEFAULT_THRESHOLDS = "0,0.2,0.3,0.4,0.5"
+DEFAULT_MARGINS = "0,0.02,0.04,0.05,0.06,0.08,0.1,0.15"
+
+
+class Capture:
+    """A generator that remembers what it was asked and never answers."""
+
+    kind = "capture"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, list]] = []
+
+    def describe(self) -> dict:
+        return {"kind": self.kind}
+
+    def generate(self, question, blocks):
+        from ledgerscope.pipeline.prompt import GenerationResult
+
+        self.seen.append((question, list(blocks)))
+        return GenerationResult("I cannot answer from the provided sources.", [], True, 0, 0)
+
+
+def covid_subset(out: Path) -> Path:
+    """The first COVID_ARTICLES articles whose context carries a ``License: cc-by`` line."""
+    data = json.loads((DATA / "covidqa" / "200423_covidQA.json").read_text(encoding="utf-8"))
+    keep = [a for a in data["data"]
+            if any("License: cc-by" in p["context"] for p in a["paragraphs"])][:COVID_ARTICLES]
+    path = out / "covidqa_cc_by_6.json"
+    path.write_text(json.dumps({"version": data.get("version"), "data": keep}), encoding="utf-8")
+    return path
+
+
+def _runtime(cfg):
+    from ledgerscope.pipeline.cascade import build_runtime
+    from ledgerscope.pipeline.encoder import shared_encoder
+
+    rt = build_runtime(cfg, shared_encoder)
+    rt.generator = Capture()
+    return rt
+
+
+def capture_oracle(rt, fixtures) -> list[tuple]:
+    from ledgerscope.pipeline.oracle import run_oracle
+
+    out = []
+    for fx in fixtures:
+        if not fx.sufficient_sets:
+            continue
+        rt.generator.seen.clear()
+        row = run_oracle(rt, fx)
+        _question, blocks = rt.generator.seen[0]
+        out.append((fx, blocks, bool(row["feasible"])))
+    return out
+
+
+def capture_production(rt, fixtures, corpus, keep) -> list[tuple]:
+    """(fixture, packed blocks, support packed) for every fixture ``keep`` accepts, every phase."""
+    from ledgerscope.pipeline.cascade import build_phase, run_questions
+
+    texts = {s.doc_id: s.text for s in corpus}
+    chosen = [f for f in fixtures if keep(f)]
+    out = []
+    for phase in rt.config.phase_list():
+        index = build_phase(rt, phase, list(corpus))
+        rt.generator.seen.clear()
+        records, _ = run_questions(rt, index, chosen, texts, {})
+        for fx, rec, (_q, blocks) in zip(chosen, records, rt.generator.seen, strict=True):
+            out.append((fx, blocks, rec["support_packed"]))
+    return out
+
+
+def capture_all(work: Path) -> dict[str, list[tuple]]:
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.importers.contractnli import import_contractnli
+    from ledgerscope.inputs.importers.squad import import_squad
+    from ledgerscope.inputs.sources import Corpus, load_corpus
+    from ledgerscope.pipeline.config import arm_from_dict, load_arm
+
+    got: dict[str, list[tuple]] = {}
+    t0 = time.perf_counter()
+    import_squad(covid_subset(work), work / "covid", repair=True, support="sentence")
+    corpus = load_corpus(work / "covid" / "corpus.jsonl")
+    fixtures, corpus = load_fixtures(work / "covid" / "fixtures.jsonl", corpus)
+    rt = _runtime(arm_from_dict({"name": "candidate", "phases": "auto:2"}))
+    got["covid_oracle"] = capture_oracle(rt, fixtures)
+    got["covid_production"] = capture_production(rt, fixtures, corpus, lambda f: True)
+    print(f"captured COVID-QA in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    import_contractnli(DATA / "contractnli" / "dev.json", work / "cnli")
+    full = load_corpus(work / "cnli" / "corpus.jsonl")
+    fixtures, full = load_fixtures(work / "cnli" / "fixtures.jsonl", full)
+    rt = _runtime(arm_from_dict({"name": "candidate", "phases": [0]}))
+    got["cnli_oracle"] = capture_oracle(rt, fixtures)
+    controls = []
+    for doc in full:  # each control against its own contract only (see the module docstring)
+        one = Corpus()
+        one.add(doc)
+        mine = [f for f in fixtures if not f.answerable and f.annotations.get("doc_id") == doc.doc_id]
+        if mine:
+            controls += capture_production(rt, mine, one, lambda f: True)
+    got["cnli_controls"] = controls
+    # the same controls retrieved from all 61 contracts pooled, as a plain sweep of the split would
+    got["cnli_controls_pooled"] = capture_production(rt, fixtures, full, lambda f: not f.answerable)
+    print(f"captured ContractNLI in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    sample = ROOT / "sample_ledgers"
+    corpus = load_corpus(sample / "corpus")
+    fixtures, corpus = load_fixtures(sample / "fixtures.jsonl", corpus)
+    rt = _runtime(load_arm(sample / "arms" / "candidate.toml"))
+    got["sample_oracle"] = capture_oracle(rt, fixtures)
+    got["sample_controls"] = capture_production(rt, fixtures, corpus, lambda f: not f.answerable)
+    print(f"captured the sample in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return got
+
+
+def _current(fx):
+    """A fixture unpickled from an older cache, with the fields its classes have gained since."""
+    from dataclasses import fields, replace
+
+    from ledgerscope.inputs.fixtures import AnswerContract
+
+    old = fx.answer
+    values = {f.name: getattr(old, f.name) for f in fields(AnswerContract) if hasattr(old, f.name)}
+    return replace(fx, answer=AnswerContract(**values))
+
+
+def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    """Every captured context scored once: (fixture, scoring, margin, verdict if it answers, flag)."""
+    from ledgerscope.pipeline import judge as judging
+    from ledgerscope.pipeline.encoder import TokenCounter, shared_encoder
+    from ledgerscope.pipeline.generate import ExtractiveReader
+
+    encoder = shared_encoder()
+    reader = ExtractiveReader(encoder.get, TokenCounter(encoder.name).count)
+    encoder.encode(sorted({fx.question for rows in got.values() for fx, _b, _f in rows}
+                          | {b.text for rows in got.values() for _fx, blocks, _f in rows for b in blocks}))
+    out: dict[str, list[tuple]] = {}
+    for name, rows in got.items():
+        out[name] = []
+        for fx, blocks, flag in rows:
+            fx = judging.with_inferred_default(_current(fx))
+            scored = reader.score_sentences(fx.question, blocks)
+            answer = f"{scored[0]['sentence']} [{scored[0]['label']}]" if scored else ""
+            verdict = judging.judge_answer(answer, not scored, fx).verdict
+            out[name].append((fx, scored, reader.margin(scored), verdict, flag))
+    return out
+
+
+def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> dict[str, float]:
+    """The rates of one curve point: the reader's own abstention rule over the scored contexts."""
+    from ledgerscope.pipeline.generate import ExtractiveReader
+
+    def verdicts(rows):
+        out = []
+        for _fx, scoring, lead, verdict, flag in rows:
+            abstains = ExtractiveReader.abstain_reason(scoring, lead, threshold, margin) is not None
+            out.append(("abstained" if abstains else verdict, abstains, flag))
+        return out
+
+    def rate(rows, verdict):
+        return sum(v == verdict for v, _a, _f in rows) / len(rows) if rows else float("nan")
+
+    covid_o, covid_p = verdicts(scored["covid_oracle"]), verdicts(scored["covid_production"])
+    packed = [r for r in covid_p if r[2]]
+    cnli_o, cnli_c = verdicts(scored["cnli_oracle"]), verdicts(scored["cnli_controls"])
+    pooled = verdicts(scored["cnli_controls_pooled"]) if "cnli_controls_pooled" in scored else []
+    sample_o, sample_c = verdicts(scored["sample_oracle"]), verdicts(scored["sample_controls"])
+    return {
+        "covid_oracle_correct": rate(covid_o, "correct"),
+        "covid_oracle_abstained": rate(covid_o, "abstained"),
+        "covid_production_correct": rate(covid_p, "correct"),
+        "covid_packed_correct": rate(packed, "correct"),
+        "cnli_oracle_answered": sum(not a for _v, a, _f in cnli_o) / len(cnli_o),
+        "cnli_false_assertion": rate(cnli_c, "false-assertion"),
+        "cnli_pooled_false_assertion": rate(pooled, "false-assertion"),
+        "sample_oracle_correct": rate(sample_o, "correct"),
+        "sample_oracle_cce": rate(sample_o, "critical-condition-error"),
+        "sample_false_assertion": rate(sample_c, "false-assertion"),
+    }
+
+
+COLUMNS = [
+    ("threshold", "threshold"),
+    ("margin", "margin"),
+    ("covid_oracle_correct", "COVID-QA oracle correct"),
+    ("covid_oracle_abstained", "COVID-QA oracle abstained"),
+    ("covid_production_correct", "COVID-QA production correct"),
+    ("covid_packed_correct", "COVID-QA correct when support packed"),
+    ("cnli_oracle_answered", "ContractNLI evidence answered"),
+    ("cnli_false_assertion", "ContractNLI NotMentioned false assertion"),
+    ("cnli_pooled_false_assertion", "the same, 61 contracts pooled"),
+    ("sample_oracle_correct", "sample oracle correct"),
+    ("sample_oracle_cce", "sample oracle critical-condition error"),
+    ("sample_false_assertion", "sample controls false assertion"),
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--thresholds", default=DEFAULT_THRESHOLDS, help="abstain_threshold values")
+    ap.add_argument("--margins", default=DEFAULT_MARGINS, help="abstain_margin values")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="pickle of the captured contexts: read if it exists, else written")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    t0 = time.perf_counter()
+    if args.cache and args.cache.is_file():
+        got = pickle.loads(args.cache.read_bytes())
+    else:
+        got = capture_all(Path(tempfile.mkdtemp(prefix="bench_reader_")))
+        if args.cache:
+            args.cache.write_bytes(pickle.dumps(got))
+    scored = score_all(got)
+    print(f"contexts: {', '.join(f'{k} {len(v)}' for k, v in got.items())}; captured and scored in "
+          f"{time.perf_counter() - t0:.0f} s")
+    print("| " + " | ".join(title for _k, title in COLUMNS) + " |")
+    print("| " + " | ".join("---" for _ in COLUMNS) + " |")
+    for t in (float(x) for x in args.thresholds.split(",")):
+        for m in (float(x) for x in args.margins.split(",")):
+            row = {"threshold": t, "margin": m, **replay(scored, t, m)}
+            cells = [f"{t:.2f}", f"{m:.2f}"] + [f"{100 * row[k]:.0f}%" for k, _ in COLUMNS[2:]]
+            print("| " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

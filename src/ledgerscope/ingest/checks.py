@@ -1,0 +1,85 @@
+"""Checks across files, over the traces as DuckDB tables (however they were read).
+
+Every chunk id a trace names must be in the chunk store, every question in the
+fixtures, and every chunk a trace names must lie somewhere in its source; what
+the ingest needs to know about the traces (configs, phases, recorded stages)
+is read from the same tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+
+from ledgerscope.common.errors import Problem
+from ledgerscope.ingest.lines import MAX_PROBLEMS
+from ledgerscope.ingest.resolve import Resolution
+from ledgerscope.ingest.spec import STAGE_ORDER
+from ledgerscope.ingest.tables import STR, create_table
+
+_ORDER = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], s.stage), 99)"
+
+
+def unknown_ids(con, store: Iterable[str]) -> list[Problem]:
+    """The first chunk id of each trace that the store does not hold."""
+    create_table(con, "_ig_store_ids", pa.table({"chunk_id": pa.array(sorted(set(store)), STR)}))
+    rows = con.execute(f"""
+        WITH miss AS (
+            SELECT s.tid, s.stage, s."rank", s.chunk_id,
+                   row_number() OVER (PARTITION BY s.tid ORDER BY {_ORDER}, s.stage, s."rank") AS k
+            FROM _ig_stage s ANTI JOIN _ig_store_ids USING (chunk_id))
+        SELECT t.trace_path, t.trace_line, m.stage, m."rank", m.chunk_id, t.fused_from
+        FROM miss m JOIN _ig_trace t USING (tid) WHERE m.k = 1
+        ORDER BY t.tid LIMIT {MAX_PROBLEMS}""").fetchall()
+    out = []
+    for path, line, stage, rank, chunk, fused_from in rows:
+        where = {"fused": fused_from, "packed": "context_ids"}.get(stage) or f"stages.{stage}.ids"
+        out.append(Problem(path, line, f"{where}[{rank - 1}]",
+                           f"chunk {chunk[:80]!r} is not in the chunk store"))
+    return out
+
+
+def unknown_qids(con, known: Iterable[str], fixtures_path: Path) -> list[Problem]:
+    """Each question the traces name that the fixtures do not hold (at its first trace)."""
+    create_table(con, "_ig_known_qids", pa.table({"qid": pa.array(sorted(set(known)), STR)}))
+    rows = con.execute(f"""
+        SELECT trace_path, trace_line, qid FROM (
+            SELECT *, row_number() OVER (PARTITION BY qid ORDER BY tid) AS k
+            FROM _ig_trace ANTI JOIN _ig_known_qids USING (qid))
+        WHERE k = 1 ORDER BY tid LIMIT {MAX_PROBLEMS}""").fetchall()
+    return [Problem(p, line, "qid", f"{qid[:80]!r} is not in the fixtures ({fixtures_path})")
+            for p, line, qid in rows]
+
+
+def unresolved_named(con, resolutions: list[Resolution], path: str) -> list[Problem]:
+    """A chunk a trace names that lies nowhere: the ingest stops (never a guessed interval)."""
+    bad = {r.chunk.chunk_id: r for r in resolutions if not r.resolved}
+    if not bad:
+        return []
+    named = {row[0] for row in con.execute("SELECT DISTINCT chunk_id FROM _ig_stage").fetchall()}
+    return [Problem(path, r.chunk.line, "text", f"chunk {cid[:80]!r} ({r.status}): {r.note}")
+            for cid, r in bad.items() if cid in named][:MAX_PROBLEMS]
+
+
+def arms(con) -> dict[str, list[str]]:
+    """Each config and its phase labels, sorted."""
+    return {a: sorted(ps) for a, ps in con.execute(
+        "SELECT arm, list(DISTINCT phase) FROM _ig_trace GROUP BY arm ORDER BY arm").fetchall()}
+
+
+def recorded(con) -> dict[str, list[str]]:
+    """Per config, the lists its traces record (in cascade order; declared ones after)."""
+    order = {s: i for i, s in enumerate(STAGE_ORDER)}
+    rows = con.execute("SELECT arm, list(DISTINCT r) FROM (SELECT arm, unnest(recorded) AS r FROM _ig_trace) "
+                       "GROUP BY arm ORDER BY arm").fetchall()
+    return {a: sorted(rs, key=lambda n: (order.get(n, 99), n)) for a, rs in rows}
+
+
+def count(con) -> int:
+    return con.execute("SELECT count(*) FROM _ig_trace").fetchall()[0][0]
+
+
+def questions(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT DISTINCT qid FROM _ig_trace").fetchall()}

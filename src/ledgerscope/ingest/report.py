@@ -1,0 +1,64 @@
+"""What ``ledgerscope ingest`` reports: records written, how every chunk was located, what was recorded."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledgerscope.ingest.resolve import RESOLVED, UNRESOLVED, ResolutionReport
+
+
+@dataclass
+class IngestReport:
+    out: Path
+    traces: int
+    records: dict[tuple[str, str], int]
+    resolution: ResolutionReport
+    recorded: dict[str, list[str]]
+    not_recorded: dict[str, list[str]]
+    chunked: dict[str, str]
+    oracle: str
+    claims: Counter = field(default_factory=Counter)
+    context_mismatches: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "ledger": str(self.out), "traces": self.traces,
+            "records": [{"arm": a, "phase": p, "records": n} for (a, p), n in sorted(self.records.items())],
+            "chunks": self.resolution.to_json(), "stages_recorded": self.recorded,
+            "tree_stages_not_recorded": self.not_recorded, "chunked": self.chunked, "oracle": self.oracle,
+            "claims": [{"claim": k, "agrees": a, "records": n} for (k, a), n in sorted(self.claims.items())],
+            "context_text_lacks_a_chunk": self.context_mismatches,
+        }
+
+    def lines(self) -> list[str]:
+        """The report for a terminal."""
+        arms = sorted({a for a, _ in self.records})
+        out = [f"ledger {self.out}: {self.traces} trace(s) -> {sum(self.records.values())} record(s); "
+               + "; ".join(f"{a}: {sum(1 for b, _ in self.records if b == a)} phase(s)" for a in arms)]
+        counts = self.resolution.counts
+        out.append("chunks: " + ", ".join(f"{k} {counts[k]}" for k in (*RESOLVED, *UNRESOLVED) if counts[k]))
+        for status, examples in sorted(self.resolution.examples.items()):
+            docs = {d: c[status] for d, c in self.resolution.per_doc.items() if c[status]}
+            out.append(f"  {status} in {len(docs)} document(s): "
+                       + ", ".join(f"{d} {n}" for d, n in sorted(docs.items())[:8]))
+            out.extend(f"    e.g. {e}" for e in examples)
+        for arm in arms:
+            out.append(f"{arm}: recorded {', '.join(self.recorded[arm])}; chunker output {self.chunked[arm]}")
+            if self.not_recorded[arm]:
+                out.append(f"  not recorded: {', '.join(self.not_recorded[arm])} (the diagnosis walk "
+                           "names them and collapses their steps into the recorded transitions)")
+        out.append(f"oracle: {self.oracle}" + (" (name a generator with --oracle-arm)"
+                                                if self.oracle == "not run" else ""))
+        disagree = {k: n for (k, a), n in self.claims.items() if a == "false"}
+        if self.claims:
+            agree = sum(n for (_, a), n in self.claims.items() if a == "true")
+            out.append(f"producer claims: {agree} agree with ledgerscope's derivation, "
+                       f"{sum(disagree.values())} disagree"
+                       + (": " + ", ".join(f"{k} {n}" for k, n in sorted(disagree.items()))
+                          if disagree else ""))
+        if self.context_mismatches:
+            out.append(f"context_text: {self.context_mismatches} record(s) whose literal context lacks a "
+                       "context chunk's text (named in each record's detail)")
+        return out

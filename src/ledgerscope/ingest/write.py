@@ -1,0 +1,89 @@
+"""Writing the derived rows as a standard ledger (format 2) through :mod:`ledgerscope.ledger.write`.
+
+Each table is cast to its Arrow schema (:mod:`ledgerscope.ledger.schema`) and
+combined into one chunk before it is written, so the bytes depend on the rows
+alone, not on how DuckDB happened to batch them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ledgerscope.ingest.derive import CANDIDATES_OF, RECORDS_OF
+from ledgerscope.ingest.spec import STAGE_ORDER
+from ledgerscope.inputs.sources import Corpus
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.write import clear_staging, oracle_path, write_partition
+
+#: candidate rows in cascade order within a record (declared stages after the standard ones)
+_STAGE_RANK = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], stage), 99)"
+
+#: each table sorted once into a plain (not temporary) table, which every writer thread's cursor
+#: sees; a partition's query then reads only the row groups of its (arm, phase)
+#: each table's rows of one (arm, phase), in the order the ledger keeps them; every name a plain
+#: table of the ingest's connection, so each writer thread's cursor sees it
+_QUERIES = {
+    "records": RECORDS_OF,
+    "candidates": f"{CANDIDATES_OF} ORDER BY t.qid, {_STAGE_RANK}, s.stage, s.\"rank\"",
+    "units": 'SELECT * FROM _ig_units WHERE arm = $1 AND phase = $2 ORDER BY doc_id, "start", "end", unit_id',
+    "boundaries": "SELECT * FROM _ig_bounds WHERE arm = $1 AND phase = $2 ORDER BY doc_id",
+}
+#: the written_at of every partition marker (an ingest writes no time: the same inputs, the same bytes)
+WRITTEN_AT = "ingested"
+#: partitions written at once (the Parquet encoder releases the GIL)
+WRITERS = 2
+
+
+def as_table(con, sql: str, params: list, table_schema: pa.Schema) -> pa.Table:
+    """Rows of ``sql`` with exactly the columns of ``table_schema``, in one chunk."""
+    got = con.sql(sql, params=params).to_arrow_table()
+    return got.select(table_schema.names).cast(table_schema).combine_chunks()
+
+
+def _partition(con, ledger: Path, arm: str, phase: str) -> int:
+    cur = con.cursor()
+    try:
+        tables = {name: as_table(cur, sql, [arm, phase], schema.TABLES[name])
+                  for name, sql in _QUERIES.items()}
+    finally:
+        cur.close()
+    write_partition(ledger, arm, phase, tables,
+                    {"arm": arm, "phase": phase, "from": "ingest", "written_at": WRITTEN_AT,
+                     **{name: t.num_rows for name, t in tables.items()}})
+    return tables["records"].num_rows
+
+
+def write_ledger(con, ledger: Path, manifest: dict, arms: dict[str, list[str]],
+                 corpus: Corpus) -> dict[tuple[str, str], int]:
+    """Manifest, sources, every (arm, phase) partition, the oracle tables; then the reader's check.
+    Returns the records written per (arm, phase)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    (ledger / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
+    sources = pa.Table.from_pylist(
+        [{"doc_id": s.doc_id, "version": s.version, "text": s.text, "observed": s.observed,
+          "access": list(s.access)} for s in corpus], schema=schema.SOURCES)
+    pq.write_table(sources, ledger / "sources.parquet", compression="zstd")
+    keys = [(arm, phase) for arm, phases in arms.items() for phase in phases]
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        counts = dict(zip(keys, pool.map(lambda k: _partition(con, ledger, *k), keys), strict=True))
+    for arm in arms:
+        oracle = (as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm],
+                           schema.ORACLE) if _has(con, "_ig_oracle_rows") else None)
+        if oracle is not None and oracle.num_rows:
+            path = oracle_path(ledger, arm)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(oracle, path, compression="zstd")
+    clear_staging(ledger)
+    connect(ledger).close()  # the ledger passes the reader's checks before it appears
+    return counts
+
+
+def _has(con, name: str) -> bool:
+    rows = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()
+    return bool(rows[0][0])

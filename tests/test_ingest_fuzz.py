@@ -1,0 +1,49 @@
+"""The trace and chunk-store parsers, fuzzed in process (bounded here; ``scripts/fuzz_inputs.py
+--parser-cases`` runs 100,000), and the bulk reader against the line-by-line reader."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from tests import fuzz_harness as fh
+from tests import fuzz_ingest as fi
+
+QIDS = [r["qid"] for r in fh.canonical_rows()]
+CHUNK_IDS = [c["chunk_id"] for c in fi.base_chunks()]
+
+
+def test_the_base_files_are_valid():
+    from ledgerscope.ingest.chunkstore import chunks_from_bytes
+    from ledgerscope.ingest.traceformat import traces_from_bytes
+
+    traces, problems = traces_from_bytes(fi._dump(fi.base_traces(QIDS, CHUNK_IDS)), "t.jsonl")
+    assert not problems and len(traces) == 2 * len(QIDS) + 1
+    chunks, problems = chunks_from_bytes(fi._dump(fi.base_chunks()), "c.jsonl")
+    assert not problems and len(chunks) == len(CHUNK_IDS) >= 3
+
+
+@pytest.mark.parametrize("mutation", sorted(fi.TRACE_MUTATIONS))
+def test_trace_mutations(mutation):
+    failures = [f for seed in range(6) for f in fi.run_parser_case("traces", mutation, seed, QIDS, CHUNK_IDS)]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("mutation", sorted(fi.CHUNK_MUTATIONS))
+def test_chunk_store_mutations(mutation):
+    failures = [f for seed in range(6) for f in fi.run_parser_case("chunks", mutation, seed, QIDS, CHUNK_IDS)]
+    assert not failures, "\n".join(failures)
+
+
+def test_the_bulk_reader_never_accepts_what_the_line_reader_refuses(tmp_path):
+    con = duckdb.connect()
+    accepted = 0
+    failures = []
+    for mutation in sorted(set(fi.TRACE_MUTATIONS) - {"huge-line", "deep-nesting"}):
+        for seed in range(3):
+            found = fi.differential_case(con, tmp_path, mutation, seed, QIDS, CHUNK_IDS)
+            failures += found
+            accepted += con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_ig_trace'"
+                                    ).fetchall()[0][0]
+    assert not failures, "\n".join(failures)
+    assert accepted > 0  # the bulk reader took some cases (and built the line reader's tables)

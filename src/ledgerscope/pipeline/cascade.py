@@ -54,8 +54,8 @@ from ledgerscope.pipeline.units import Unit
 
 # re-exported: callers build a runtime and a phase index from here
 __all__ = [
-    "ArmRuntime", "CandidateSink", "PhaseIndex", "build_phase", "build_runtime", "chunk_phase",
-    "run_one", "run_questions", "support",
+    "ArmRuntime", "CandidateSink", "PhaseIndex", "build_phase", "build_runtime", "chunk_phase", "finish",
+    "run_one", "run_questions", "run_to_pack", "support",
 ]
 
 
@@ -324,18 +324,41 @@ def support(index: PhaseIndex, trace: QuestionTrace, texts: dict[str, str]) -> S
     )
 
 
-def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
-            texts: dict[str, str]) -> QuestionTrace:
-    """One question from its retrieved lists to its verdicts."""
+def run_to_pack(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved) -> tuple:
+    """One question from its retrieved lists to its packed views (everything before generation)."""
     cfg = rt.config
     merged = union(index.units, hits)
     fused = fuse(cfg, index.units, hits)
     reranked = rerank(rt.reranker, cfg, fx.question, fused)
     selected = select(cfg, reranked, index.by_doc)
     views = pack(cfg, selected, rt.count_tokens, rt.prompt)
+    return merged, fused, reranked, selected, views
+
+
+def finish(rt: ArmRuntime, fx: Fixture, hits: Retrieved, packed: tuple,
+           texts: dict[str, str]) -> QuestionTrace:
+    """Generation and verdicts for a question packed by :func:`run_to_pack`."""
+    merged, fused, reranked, selected, views = packed
     generated = generate(rt.generator, fx.question, views.primary, hits.failure or reranked.failure)
-    verdicts = judge(generated, fx, texts, cfg.judge)
+    verdicts = judge(generated, fx, texts, rt.config.judge)
     return QuestionTrace(fx, hits, merged, fused, reranked, selected, views, generated, verdicts)
+
+
+def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
+            texts: dict[str, str]) -> QuestionTrace:
+    """One question from its retrieved lists to its verdicts."""
+    return finish(rt, fx, hits, run_to_pack(rt, index, fx, hits), texts)
+
+
+def _prefetch_reader(rt: ArmRuntime, fixtures: Sequence[Fixture], packed: Sequence[tuple]) -> None:
+    """A reader with a model of its own (endpoint embeddings) reads the packed blocks: encode them in
+    one batch rather than one text at a time. With the arm's own model they are cached already."""
+    if len(rt.caches()) < 2 or getattr(rt.generator, "prefetch", None) is None:
+        return
+    wanted = {f.question for f in fixtures}
+    for _, _, _, _, views in packed:
+        wanted.update(b.text for b in views.primary.blocks)
+    rt.generator.prefetch(sorted(wanted))
 
 
 def run_questions(
@@ -355,8 +378,11 @@ def run_questions(
     # The per-question products are tiny: waking BLAS worker threads for each costs more than the
     # product itself (and competes with the model's own threads on small machines).
     with single_threaded_blas():
-        for fx, hits in zip(fixtures, retrieved, strict=True):
-            trace = run_one(rt, index, fx, hits, texts)
+        packed = [run_to_pack(rt, index, fx, hits) for fx, hits in zip(fixtures, retrieved, strict=True)]
+    _prefetch_reader(rt, fixtures, packed)
+    with single_threaded_blas():
+        for fx, hits, upto in zip(fixtures, retrieved, packed, strict=True):
+            trace = finish(rt, fx, hits, upto, texts)
             flags = support(index, trace, texts)
             record_candidates(cands, rt.config.name, index, trace)
             records.append(
@@ -366,4 +392,3 @@ def run_questions(
             if on_question:
                 on_question()
     return records, cands
-

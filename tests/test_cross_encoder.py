@@ -1,13 +1,11 @@
 """The cross-encoder reranker path, on a tiny randomly initialised BERT the test builds and saves.
 
 No cross-encoder with bundled weights exists offline, so this proves the real loading and scoring
-code (`sentence_transformers.CrossEncoder` on a local path) rather than any model's quality.
+code (`sentence_transformers.CrossEncoder` on a local path) rather than any model's quality. The
+model is built once per session (``tiny_cross_encoder`` in conftest.py).
 """
 
 from __future__ import annotations
-
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -16,28 +14,10 @@ from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.encoder import resolve_model_path
 from ledgerscope.pipeline.rerank import CrossEncoderReranker
 from ledgerscope.pipeline.sweep import sweep
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory) -> Path:
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny-ce")
-    bundled = Path(resolve_model_path("bundled:all-MiniLM-L6-v2"))
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (bundled / name).is_file():
-            shutil.copy(bundled / name, path / name)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(path)
-    return path
 
 
 def test_cross_encoder_scores_query_candidate_pairs(tiny_cross_encoder):

@@ -375,6 +375,34 @@ def config_default() -> None:
     sys.stdout.write(DEFAULT_TOML)
 
 
+@config_app.command("stages")
+def config_stages(
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="One JSON object: kinds per seam, refused entry points.")] = False,
+) -> None:
+    """List every stage kind an arm may name: built-in, and registered by installed plugins."""
+    from ledgerscope.pipeline.kinds import TABLES, installed
+
+    plugins, refused = installed()
+    rows = []
+    for seam, table in TABLES.items():
+        for kind in table:
+            rows.append({"seam": seam, "kind": kind, "source": "built-in",
+                         "target": "callable = \"package.module:function\"" if kind == "python" else ""})
+        for kind, stage in plugins[seam].items():
+            rows.append({"seam": seam, "kind": kind, "source": f"{stage.distribution} {stage.version}",
+                         "target": stage.target})
+    if json_out:
+        print(json_text({"stages": rows, "refused": list(refused), "group": "ledgerscope.stages"}))
+        return
+    width = max(len(r["kind"]) for r in rows)
+    for r in rows:
+        print(safe_line(f"{r['seam']:<10} {r['kind']:<{width}}  {r['source']}"
+                        + (f"  {r['target']}" if r["target"] else "")))
+    for line in refused:
+        print(safe_line(f"refused: {line}"))
+
+
 @app.command()
 def sweep(
     fixtures: Annotated[Path, typer.Option("--fixtures", help="Fixtures file (any accepted form).")],

@@ -26,6 +26,7 @@ from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.chunk import Boundaries
 from ledgerscope.pipeline.config import ArmConfig, Phase
 from ledgerscope.pipeline.fuse import fuse as fuse_runs
+from ledgerscope.pipeline.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from ledgerscope.pipeline.record import CandidateSink, build_record, record_candidates
 from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
 from ledgerscope.pipeline.select import Packed, expand, visible
@@ -41,16 +42,20 @@ from ledgerscope.pipeline.stages import (
     Reranker,
     Retrieved,
     Selected,
+    StageFailure,
     Support,
     Verdicts,
     Views,
+    build_index_or_failure,
+    failed_generation,
+    generate_or_failure,
 )
 from ledgerscope.pipeline.units import Unit
 
 # re-exported: callers build a runtime and a phase index from here
 __all__ = [
-    "ArmRuntime", "CandidateSink", "PhaseIndex", "build_phase", "build_runtime", "chunk_phase",
-    "run_one", "run_questions", "support",
+    "ArmRuntime", "CandidateSink", "PhaseIndex", "build_phase", "build_runtime", "chunk_phase", "finish",
+    "run_one", "run_questions", "run_to_pack", "support",
 ]
 
 
@@ -102,9 +107,9 @@ def build_phase(
         units,
         bounds,
         by_doc,
-        r.bm25.build_index(units),
-        r.dense_exact.build_index(units),
-        r.dense_ann.build_index(units),
+        build_index_or_failure(r.bm25, units),
+        build_index_or_failure(r.dense_exact, units),
+        build_index_or_failure(r.dense_ann, units),
         cfg.digest(),
     )
     if on_stage:
@@ -165,13 +170,20 @@ def fuse(cfg: ArmConfig, units: Sequence[Unit], hits: Retrieved) -> Fused:
 
 
 def rerank(reranker: Reranker, cfg: ArmConfig, question: str, fused: Fused) -> Reranked:
-    """The head reordered by the reranker's scores (ties keep the fused order), then cut."""
-    if fused.head:
-        scores = reranker.score_candidates(question, fused.head, fused.head_scores)
-    else:
-        scores = np.array(fused.head_scores, dtype=np.float64)
-    order = sorted(range(len(fused.head)), key=lambda i: (-float(scores[i]), i))
+    """The head reordered by the reranker's scores (ties keep the fused order), then cut.
+
+    A reranker that fails (:class:`StageFailure`) leaves the fused order, recorded without
+    scores, and the failure, which makes the record an infrastructure failure."""
     depth = int(cfg.rerank.get("selection_depth", 10))
+    try:
+        if fused.head:
+            scores = reranker.score_candidates(question, fused.head, fused.head_scores)
+        else:
+            scores = np.array(fused.head_scores, dtype=np.float64)
+    except StageFailure as exc:
+        head = list(fused.head)
+        return Reranked(head, [None] * len(head), head[:depth], depth, exc.describe())
+    order = sorted(range(len(fused.head)), key=lambda i: (-float(scores[i]), i))
     ordered = [fused.head[i] for i in order]
     return Reranked(ordered, [float(scores[i]) for i in order], ordered[:depth], depth)
 
@@ -186,8 +198,10 @@ def select(cfg: ArmConfig, reranked: Reranked, by_doc: dict[str, list[Unit]]) ->
     return Selected(units, [])
 
 
-def pack(cfg: ArmConfig, selected: Selected, count_tokens: Callable[[str], int]) -> Views:
-    """Both views: under the token budget and as a fixed top-k; the configured mode is primary."""
+def pack(cfg: ArmConfig, selected: Selected, count_tokens: Callable[[str], int],
+         template: PromptTemplate = DEFAULT_TEMPLATE) -> Views:
+    """Both views: under the token budget and as a fixed top-k; the configured mode is primary.
+    Blocks cost their rendering by the arm's prompt template."""
     mode = cfg.selection.get("mode", "budget")
     budget, top_k = cfg.budget_tokens, cfg.top_k
     primary = pack_units(
@@ -195,12 +209,14 @@ def pack(cfg: ArmConfig, selected: Selected, count_tokens: Callable[[str], int])
         count_tokens,
         budget if mode == "budget" else None,
         top_k if mode == "top-k" else None,
+        template,
     )
     secondary = pack_units(
         selected.units,
         count_tokens,
         budget if mode == "top-k" else None,
         top_k if mode == "budget" else None,
+        template,
     )
     return Views(primary, secondary)
 
@@ -227,9 +243,15 @@ def resolve_citations(
     return citations, cited
 
 
-def generate(generator: Generator, question: str, primary: Packed) -> Generated:
-    """The arm's generator on the primary view; its cited labels resolved to packed units."""
-    result = generator.generate(question, primary.blocks)
+def generate(generator: Generator, question: str, primary: Packed, failure: dict | None = None) -> Generated:
+    """The arm's generator on the primary view; its cited labels resolved to packed units.
+
+    After an upstream infrastructure ``failure`` the generator is not asked: the record is that
+    failure (an answer from a partial candidate list would be judged as if it were the pipeline's).
+    """
+    if failure is not None:
+        return Generated(failed_generation(failure), [], [])
+    result = generate_or_failure(generator, question, primary.blocks)
     citations, cited = resolve_citations(result.citations, primary.blocks, primary.units)
     return Generated(result, citations, cited)
 
@@ -241,7 +263,8 @@ def judge(
     infrastructure verdict, not a wrong answer."""
     gen = generated.result
     if gen.error:
-        return Verdicts("infrastructure-failure", gen.error, "not-applicable", "generator failed")
+        stage = (gen.detail.get("infrastructure") or {}).get("stage", "generator")
+        return Verdicts("infrastructure-failure", gen.error, "not-applicable", f"{stage} failed")
     aj = answer_judge(judge_table).judge(gen.answer, gen.abstained, fx)
     cj = judging.judge_citations(
         [(c["label"], c["doc_id"], c["start"], c["end"]) for c in generated.citations],
@@ -301,18 +324,41 @@ def support(index: PhaseIndex, trace: QuestionTrace, texts: dict[str, str]) -> S
     )
 
 
-def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
-            texts: dict[str, str]) -> QuestionTrace:
-    """One question from its retrieved lists to its verdicts."""
+def run_to_pack(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved) -> tuple:
+    """One question from its retrieved lists to its packed views (everything before generation)."""
     cfg = rt.config
     merged = union(index.units, hits)
     fused = fuse(cfg, index.units, hits)
     reranked = rerank(rt.reranker, cfg, fx.question, fused)
     selected = select(cfg, reranked, index.by_doc)
-    views = pack(cfg, selected, rt.count_tokens)
-    generated = generate(rt.generator, fx.question, views.primary)
-    verdicts = judge(generated, fx, texts, cfg.judge)
+    views = pack(cfg, selected, rt.count_tokens, rt.prompt)
+    return merged, fused, reranked, selected, views
+
+
+def finish(rt: ArmRuntime, fx: Fixture, hits: Retrieved, packed: tuple,
+           texts: dict[str, str]) -> QuestionTrace:
+    """Generation and verdicts for a question packed by :func:`run_to_pack`."""
+    merged, fused, reranked, selected, views = packed
+    generated = generate(rt.generator, fx.question, views.primary, hits.failure or reranked.failure)
+    verdicts = judge(generated, fx, texts, rt.config.judge)
     return QuestionTrace(fx, hits, merged, fused, reranked, selected, views, generated, verdicts)
+
+
+def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
+            texts: dict[str, str]) -> QuestionTrace:
+    """One question from its retrieved lists to its verdicts."""
+    return finish(rt, fx, hits, run_to_pack(rt, index, fx, hits), texts)
+
+
+def _prefetch_reader(rt: ArmRuntime, fixtures: Sequence[Fixture], packed: Sequence[tuple]) -> None:
+    """A reader with a model of its own (endpoint embeddings) reads the packed blocks: encode them in
+    one batch rather than one text at a time. With the arm's own model they are cached already."""
+    if len(rt.caches()) < 2 or getattr(rt.generator, "prefetch", None) is None:
+        return
+    wanted = {f.question for f in fixtures}
+    for _, _, _, _, views in packed:
+        wanted.update(b.text for b in views.primary.blocks)
+    rt.generator.prefetch(sorted(wanted))
 
 
 def run_questions(
@@ -324,20 +370,25 @@ def run_questions(
     on_question: Callable[[], None] | None = None,
 ) -> tuple[list[dict], CandidateSink]:
     """Every question down the cascade at this phase; returns (records, candidate sink)."""
-    retrieved = retrieve(index, [f.question for f in fixtures])
+    questions = [f.question for f in fixtures]
+    rt.encoder.encode(questions)  # one batch (an endpoint retries here what failed at an earlier phase)
+    retrieved = retrieve(index, questions)
     records: list[dict] = []
     cands = CandidateSink()
     # The per-question products are tiny: waking BLAS worker threads for each costs more than the
     # product itself (and competes with the model's own threads on small machines).
     with single_threaded_blas():
-        for fx, hits in zip(fixtures, retrieved, strict=True):
-            trace = run_one(rt, index, fx, hits, texts)
+        packed = [run_to_pack(rt, index, fx, hits) for fx, hits in zip(fixtures, retrieved, strict=True)]
+    _prefetch_reader(rt, fixtures, packed)
+    with single_threaded_blas():
+        for fx, hits, upto in zip(fixtures, retrieved, packed, strict=True):
+            trace = finish(rt, fx, hits, upto, texts)
             flags = support(index, trace, texts)
             record_candidates(cands, rt.config.name, index, trace)
             records.append(
-                build_record(rt.config, index, trace, flags, oracle.get(fx.qid, {}), rt.count_tokens)
+                build_record(rt.config, index, trace, flags, oracle.get(fx.qid, {}), rt.count_tokens,
+                             rt.prompt)
             )
             if on_question:
                 on_question()
     return records, cands
-

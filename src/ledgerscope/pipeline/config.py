@@ -47,10 +47,22 @@ kind = "token"           # token | sentence (structural: whole sentences packed 
 # callable = "package.module:function"   # kind = "python": (text) -> list of (start, end) code points
 # phase_span_tokens = 0  # auto:N spreads the forced cut over this many tokens (default: chunk_size)
 # Their perturbation rule: phase p forces one cut at token p and splits each side separately.
+# (plugin chunkers, an entry point in `ledgerscope.stages`, take their keyword arguments in options too)
 
 [embedding]
-model = "bundled:all-MiniLM-L6-v2"   # any sentence-transformers name or path
+model = "bundled:all-MiniLM-L6-v2"   # any sentence-transformers name or path (endpoint: the server's model)
 batch_size = 64
+# Optional keys (absent unless set; see docs/pipelines.md):
+# kind = "sentence-transformers"     # or "endpoint": an OpenAI-compatible POST /v1/embeddings server
+# base_url = "http://127.0.0.1:8080" # endpoint: the server (no credentials in the URL)
+# path = "/v1/embeddings"            # endpoint: the request path under base_url
+# api_key_env = "EMBEDDINGS_KEY"     # endpoint: NAME of the environment variable holding the key
+# timeout = 60.0                     # endpoint: seconds per request
+# retries = 2                        # endpoint: retries of a failed batch (backoff 0.5 s x attempt)
+# backoff = 0.5
+# dimensions = 0                     # endpoint: expected vector size (0: learnt from a probe request)
+# tokenizer = ""                     # chunk offsets and budget counting: a Hugging Face tokenizer name
+#                                    # or path ("": the model's own; with an endpoint, the bundled MiniLM's)
 
 [retrieval]
 bm25_top_n = 50          # exact BM25 depth
@@ -64,6 +76,9 @@ M = 16
 ef_construction = 200
 ef_search = 64
 seed = 0
+# [retrieval.lexical] / [retrieval.ann]: the production lexical (BM25) and dense (HNSW) slots, each
+# replaceable: kind = "python" with callable = "package.module:function", or a plugin kind;
+# options = {} are passed to it. Exact dense search stays the reference the ANN slot is judged by.
 
 [fusion]
 method = "rrf"           # rrf | combsum | combmnz
@@ -72,8 +87,13 @@ weights = { bm25 = 1.0, dense = 1.0 }
 
 [rerank]
 kind = "maxsim"          # maxsim (late interaction over the embedding model's tokens) | cross-encoder | none
-model = ""               # cross-encoder name or path (kind = "cross-encoder")
+                         # | endpoint (POST /v1/rerank) | python | a plugin kind
+                         # (with [embedding] kind = "endpoint" the default is "none": maxsim needs
+                         # token vectors)
+model = ""               # cross-encoder name or path (kind = "cross-encoder"); endpoint: the server's model
 selection_depth = 10     # the reranked list is cut here before selection
+# endpoint: base_url, path = "/v1/rerank", api_key_env, timeout, retries, backoff (as [embedding]);
+# python: callable = "package.module:function"; options = {} for python and plugin kinds
 
 [selection]
 mode = "budget"          # budget (primary view) | top-k; the other view is recorded too
@@ -90,6 +110,14 @@ model = ""               # endpoint: model name
 api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)
 max_tokens = 128
 temperature = 0.0
+# Optional keys (absent unless set):
+# system = "..."          # the prompt's instructions (default: the built-in ones); an endpoint sends
+#                         # it as the system message
+# context_format = "[{label}] ({doc_id})\\n{text}"   # one packed unit: {label} {doc_id} {unit_id} {text}
+# question_format = "Sources:\\n{context}\\n\\nQuestion: {question}\\nAnswer:"   # the user turn
+# timeout = 60.0, retries = 1, backoff = 0.5    # endpoint requests
+# callable = "package.module:function"           # kind = "python"; options = {} for python and plugin kinds
+# reader_model = "bundled:all-MiniLM-L6-v2"      # the extractive reader's model with endpoint embeddings
 
 [judge]
 kind = "deterministic"   # deterministic (the rules in pipeline/judge.py) | endpoint (an LLM with a fixed
@@ -107,14 +135,27 @@ clearance = []           # labels this reader holds; a source is visible when al
 
 # The kinds of the replaceable stages (chunker, rerank, generator) are the keys of their factory
 # tables in .kinds, read by check_arm: a new kind is added there only.
+
+_ENDPOINT_KEYS = {"base_url": "", "path": "", "api_key_env": "", "timeout": 60.0, "retries": 2,
+                  "backoff": 0.5}
+_PLUGIN_KEYS = {"callable": "", "options": {}}
 #: Keys a stage table may hold that are absent unless an arm sets them (their values here give the
 #: type only). Keys added after ledger format 2 live here, not in DEFAULT_TOML, so an arm that does
 #: not use them keeps its configuration digest (a recorded ledger still reruns and resumes).
 OPTIONAL_KEYS: dict[str, dict] = {
-    "chunker": dict(chunker_spec.KEYS),
+    "chunker": {**_PLUGIN_KEYS, **chunker_spec.KEYS},
+    "embedding": {"kind": "", **_ENDPOINT_KEYS, "dimensions": 0, "tokenizer": ""},
+    "retrieval": {"lexical": {"kind": "", **_PLUGIN_KEYS}, "ann": {"kind": "", **_PLUGIN_KEYS}},
+    "rerank": {**_ENDPOINT_KEYS, **_PLUGIN_KEYS},
+    "generator": {"system": "", "context_format": "", "question_format": "", "timeout": 60.0, "retries": 1,
+                  "backoff": 0.5, "reader_model": "", **_PLUGIN_KEYS},
 }
-#: tables whose contents are the user's (keyword arguments for a splitter): only their type is checked
+#: tables whose contents are the user's (keyword arguments for a splitter or a plugin): only their
+#: type is checked
 _FREE_TABLES = frozenset({"options"})
+EMBEDDING_KINDS = ("sentence-transformers", "endpoint")
+#: the stage tables an endpoint kind may configure, with the kind value that makes them one
+_ENDPOINT_TABLES = ("embedding", "rerank", "generator", "judge")
 _EDGE = ("keep-short", "merge-short")
 _FUSION = ("rrf", "combsum", "combmnz")
 _SELECTION = ("budget", "top-k")
@@ -275,6 +316,7 @@ def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
                 problems.append(Problem(where, None, key, f"must be a table, not {_type_name(value)}"))
     bad_tables = {pr.field for pr in problems if "." not in pr.field}
     merged = _merge(defaults, {k: v for k, v in data.items() if k in known and k not in bad_tables})
+    _endpoint_embedding_defaults(data, merged)
     cfg = ArmConfig(**merged)
     cfg.where = where
     try:
@@ -287,13 +329,23 @@ def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
     return cfg
 
 
+def _endpoint_embedding_defaults(data: dict, merged: dict) -> None:
+    """With endpoint embeddings there are no token vectors, so MaxSim cannot be the default reranker:
+    an arm that names no reranker gets ``none`` (the fused order), written into its configuration."""
+    embedding, rerank = data.get("embedding"), data.get("rerank")
+    named = isinstance(rerank, dict) and "kind" in rerank
+    if isinstance(embedding, dict) and embedding.get("kind") == "endpoint" and not named \
+            and isinstance(merged.get("rerank"), dict):
+        merged["rerank"] = {**merged["rerank"], "kind": "none"}
+
+
 def check_arm(cfg: ArmConfig, where: str) -> None:
     """Validate an arm; every problem found is reported in one InputError."""
     from ledgerscope.pipeline import kinds
 
     # tuples, not the tables: a wrongly typed (unhashable) kind is a problem to report, not a TypeError
-    chunkers, rerankers, generators = (tuple(t) for t in (kinds.CHUNKERS, kinds.RERANKERS,
-                                                          kinds.GENERATORS))
+    chunkers, rerankers, generators = (tuple(kinds.available(seam)) for seam in ("chunker", "reranker",
+                                                                                  "generator"))
     p: list[Problem] = []
 
     def need(cond: bool, key: str, reason: str) -> None:
@@ -340,14 +392,9 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
          f"must be one of {', '.join(_EXPANSION)}")
     need(generator.get("kind") in generators, "generator.kind",
          f"must be one of {', '.join(generators)}")
-    if generator.get("kind") == "endpoint":
-        need(bool(generator.get("base_url")), "generator.base_url", "an endpoint generator needs base_url")
     judge = tables["judge"]
     need(judge.get("kind", "deterministic") in _JUDGES, "judge.kind", f"must be one of {', '.join(_JUDGES)}")
-    if judge.get("kind") == "endpoint":
-        need(bool(judge.get("base_url")), "judge.base_url", "an endpoint judge needs base_url")
-    for table, prefix in ((generator, "generator"), (judge, "judge")):
-        p.extend(_endpoint_secret_problems(table, prefix, where))
+    p.extend(_stage_problems(cfg, tables, where))
     clearance = tables["access"].get("clearance", [])
     need(isinstance(clearance, list) and all(isinstance(c, str) for c in clearance), "access.clearance",
          "must be a list of labels")
@@ -361,28 +408,92 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         raise InputError(p)
 
 
-def _endpoint_secret_problems(table: dict, prefix: str, where: str) -> list[Problem]:
-    """Secrets come from the environment only: never in the configuration (it is copied into the ledger)."""
-    out = []
-    base_url = table.get("base_url")
-    if isinstance(base_url, str) and base_url:
-        from urllib.parse import urlsplit
+def _url_problem(base_url: str) -> str | None:
+    from urllib.parse import urlsplit
 
-        try:
-            userinfo = "@" in (urlsplit(base_url).netloc or "")
-        except ValueError:
-            userinfo = False
-        if userinfo:
-            out.append(Problem(where, None, f"{prefix}.base_url",
-                               "must not carry credentials (user:key@); put the key in the environment "
-                               "variable named by api_key_env"))
-    key_env = table.get("api_key_env")
-    name_ok = isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", key_env) is not None
-    if isinstance(key_env, str) and key_env and not name_ok:
-        out.append(Problem(where, None, f"{prefix}.api_key_env",
-                           "must be the NAME of an environment variable (letters, digits, '_'), never the "
-                           "key itself"))
+    if not base_url.startswith(("http://", "https://")):
+        return "must start with http:// or https://"
+    try:
+        userinfo = "@" in (urlsplit(base_url).netloc or "")
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if userinfo:
+        return ("must not carry credentials (user:key@); put the key in the environment variable "
+                "named by api_key_env")
+    return None
+
+
+def _stage_problems(cfg: ArmConfig, tables: dict, where: str) -> list[Problem]:
+    """Endpoints (URL, key variable, path), embedding kinds and the python/plugin stages."""
+    from ledgerscope.pipeline import kinds
+
+    p: list[Problem] = []
+    embedding, rerank = tables["embedding"], tables["rerank"]
+    emb_kind = embedding.get("kind", "sentence-transformers")
+    if emb_kind not in EMBEDDING_KINDS:
+        p.append(Problem(where, None, "embedding.kind", f"must be one of {', '.join(EMBEDDING_KINDS)}"))
+    if emb_kind == "endpoint" and rerank.get("kind") == "maxsim":
+        p.append(Problem(where, None, "rerank.kind",
+                         "maxsim needs the embedding model's token vectors, which an embedding endpoint "
+                         "does not return: choose cross-encoder, endpoint or none"))
+    for section in _ENDPOINT_TABLES:
+        table = tables[section]
+        if table.get("kind") == "endpoint" and not table.get("base_url"):
+            p.append(Problem(where, None, f"{section}.base_url", f"an endpoint {section} needs base_url"))
+        base_url = table.get("base_url")
+        if isinstance(base_url, str) and base_url:
+            why = _url_problem(base_url)
+            if why:
+                p.append(Problem(where, None, f"{section}.base_url", why))
+        # secrets come from the environment only: never in the configuration (it is copied into the ledger)
+        key_env = table.get("api_key_env")
+        if isinstance(key_env, str) and key_env and not re.fullmatch(r"[A-Za-z_]\w{0,127}", key_env,
+                                                                       re.ASCII):
+            p.append(Problem(where, None, f"{section}.api_key_env",
+                             "must be the NAME of an environment variable (letters, digits, '_'), "
+                             "never the key itself"))
+        path = table.get("path")
+        if isinstance(path, str) and path and not path.startswith("/"):
+            p.append(Problem(where, None, f"{section}.path", "must start with '/' (it follows base_url)"))
+    p.extend(_template_problems(tables["generator"], where))
+    retrieval = tables["retrieval"]
+    for slot in ("lexical", "ann"):
+        table = retrieval.get(slot)
+        if isinstance(table, dict) and "kind" in table:
+            allowed = tuple(kinds.available("retriever"))
+            if table["kind"] not in allowed:
+                p.append(Problem(where, None, f"retrieval.{slot}.kind",
+                                 f"must be one of {', '.join(allowed)}"))
+    for key, table in _plugin_tables(tables):
+        p.extend(kinds.plugin_problems(key, table, where))
+    return p
+
+
+def _plugin_tables(tables: dict) -> list[tuple[str, dict]]:
+    """(config prefix, table) of every replaceable stage an arm configures."""
+    out = [(k, tables[k]) for k in ("chunker", "rerank", "generator")]
+    for slot in ("lexical", "ann"):
+        table = tables["retrieval"].get(slot)
+        if isinstance(table, dict):
+            out.append((f"retrieval.{slot}", table))
     return out
+
+
+def _template_problems(generator: dict, where: str) -> list[Problem]:
+    from ledgerscope.pipeline.prompt import CONTEXT_FIELDS, QUESTION_FIELDS, template_problems
+
+    p: list[Problem] = []
+    for key, allowed in (("context_format", CONTEXT_FIELDS), ("question_format", QUESTION_FIELDS)):
+        value = generator.get(key)
+        if isinstance(value, str):
+            why = template_problems(value, allowed)
+            if why:
+                p.append(Problem(where, None, f"generator.{key}", why))
+    question_format = generator.get("question_format")
+    if isinstance(question_format, str) and "{context}" not in question_format:
+        p.append(Problem(where, None, "generator.question_format",
+                         "must hold {context} (where the packed sources go)"))
+    return p
 
 
 #: the largest integer any setting may hold (the ledger stores counts and offsets as int32)
@@ -398,6 +509,9 @@ _RANGES = {
     "rerank.selection_depth": (0, None), "selection.neighbours": (0, None), "generator.max_tokens": (1, None),
     "generator.temperature": (0, None), "generator.abstain_threshold": (0, 1),
     "generator.abstain_margin": (0, 1), "judge.max_tokens": (1, None), "judge.temperature": (0, None),
+    "embedding.dimensions": (0, None),
+    **{f"{t}.{k}": r for t in _ENDPOINT_TABLES
+       for k, r in (("timeout", (0.001, None)), ("retries", (0, 100)), ("backoff", (0, 600)))},
 }
 
 

@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 
 from ledgerscope.pipeline.lexical import top_k
-from ledgerscope.pipeline.stages import Embedder, Ranked
+from ledgerscope.pipeline.stages import Embedder, Ranked, StageFailure
 from ledgerscope.pipeline.units import Unit
 
 
@@ -79,7 +79,18 @@ class DenseSearch:
     top_n: int
 
     def search(self, questions: Sequence[str]) -> list[Ranked]:
-        hits = self.index.search_many(self.embedder.vectors(list(questions)), self.top_n)
+        """One list per question; a question without a vector (:class:`StageFailure` from an
+        embedding endpoint) gets an empty list carrying the failure, the others are searched."""
+        try:
+            return self._search(self.embedder.vectors(list(questions)))
+        except StageFailure as exc:
+            failed = getattr(exc, "failed", None) or set(questions)
+            ok = sorted({q for q in questions if q not in failed})
+            found = dict(zip(ok, self._search(self.embedder.vectors(ok)), strict=True)) if ok else {}
+            return [found.get(q) or Ranked([], [], exc.describe()) for q in questions]
+
+    def _search(self, vectors: np.ndarray) -> list[Ranked]:
+        hits = self.index.search_many(vectors, self.top_n)
         return [Ranked(idx.tolist(), scores.tolist()) for idx, scores in hits]
 
 

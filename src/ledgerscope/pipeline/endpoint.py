@@ -27,59 +27,41 @@ tokenizer (llama.cpp's ``POST /tokenize``). An endpoint without it raises
 from __future__ import annotations
 
 import contextlib
-import http.client
 import importlib.util
 import json
-import os
 import select
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.pipeline.answer_match import is_abstention
-from ledgerscope.pipeline.prompt import ContextBlock, GenerationResult, parse_citations, render_prompt
+from ledgerscope.pipeline.http_json import (
+    AttemptError,
+    EndpointConfigError,
+    JsonClient,
+    api_root,
+    redact_userinfo,
+)
+from ledgerscope.pipeline.prompt import (
+    DEFAULT_TEMPLATE,
+    ContextBlock,
+    GenerationResult,
+    PromptTemplate,
+    parse_citations,
+)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_RETRYABLE_HTTP = frozenset({408, 429})
-
-
-class EndpointConfigError(LedgerscopeError, ValueError):
-    """The generator is configured in a way no request can succeed with."""
+# the names this module has always offered (the HTTP client moved to .http_json)
+_AttemptError, _api_root, _redact_userinfo = AttemptError, api_root, redact_userinfo
+__all__ = ["EndpointConfigError", "EndpointGenerator", "LocalServer", "TokenizerUnavailable",
+           "bundled_smollm2_path", "start_local_server", "stop_local_server"]
 
 
 class TokenizerUnavailable(LedgerscopeError, RuntimeError):
     """The endpoint has no tokenizer API; a tokenizer must be configured explicitly."""
-
-
-class _AttemptError(Exception):
-    def __init__(self, kind: str, message: str, retryable: bool):
-        super().__init__(f"{kind}: {message}")
-        self.kind, self.retryable = kind, retryable
-
-
-def _api_root(base_url: str) -> str:
-    """``http://h:p``, ``http://h:p/``, ``http://h:p/v1`` and ``.../v1/`` -> ``http://h:p``."""
-    root = base_url.strip().rstrip("/")
-    if root.endswith("/v1"):
-        root = root[: -len("/v1")]
-    if not root.startswith(("http://", "https://")):
-        raise EndpointConfigError(f"base_url must start with http:// or https://, got {base_url!r}")
-    return root
-
-
-def _redact_userinfo(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 class EndpointGenerator:
@@ -98,11 +80,11 @@ class EndpointGenerator:
         seed: int | None = 0,
         retries: int = 1,
         backoff: float = 0.5,
+        template: PromptTemplate = DEFAULT_TEMPLATE,
     ):
-        if retries < 0:
-            raise EndpointConfigError("retries must be >= 0")
+        self.client = JsonClient(base_url, api_key_env, timeout, retries, backoff)
         self.base_url = base_url
-        self.root = _api_root(base_url)
+        self.root = self.client.root
         self.model = model
         self.api_key_env = api_key_env
         self.temperature = temperature
@@ -111,6 +93,7 @@ class EndpointGenerator:
         self.seed = seed
         self.retries = retries
         self.backoff = backoff
+        self.template = template
         self._token_cache: dict[str, int] = {}
 
     def __repr__(self) -> str:
@@ -118,9 +101,9 @@ class EndpointGenerator:
 
     def describe(self) -> dict[str, Any]:
         """Settings for a manifest: the key's variable *name* only, never its value."""
-        return {
+        out = {
             "kind": self.kind,
-            "base_url": _redact_userinfo(self.root),
+            "base_url": redact_userinfo(self.root),
             "model": self.model,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -129,83 +112,28 @@ class EndpointGenerator:
             "retries": self.retries,
             "api_key_env": self.api_key_env,
         }
+        if self.template != DEFAULT_TEMPLATE:
+            out["prompt"] = self.template.describe()
+        return out
 
-    # -- HTTP ---------------------------------------------------------------
+    # -- HTTP (the shared client, :mod:`.http_json`) --------------------------
 
     def _key(self) -> str | None:
-        if not self.api_key_env:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise EndpointConfigError(
-                f"environment variable {self.api_key_env!r} (the API key) is not set or empty"
-            )
-        return key
+        return self.client.key()
 
-    def _post_once(self, path: str, payload: dict, key: str | None) -> dict:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(
-            self.root + path, data=json.dumps(payload).encode("utf-8"), headers=headers,
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = ""
-            with contextlib.suppress(Exception):
-                detail = exc.read().decode("utf-8", "replace")[:300]
-            retryable = exc.code in _RETRYABLE_HTTP or exc.code >= 500
-            raise _AttemptError(f"http-{exc.code}", f"{exc.reason} {detail}".strip(),
-                                retryable) from None
-        except TimeoutError as exc:
-            raise _AttemptError("timeout", f"no response within {self.timeout}s ({exc})",
-                                True) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise _AttemptError("timeout", f"no response within {self.timeout}s",
-                                    True) from None
-            raise _AttemptError("network", str(exc.reason), True) from None
-        except (ConnectionError, OSError, http.client.HTTPException) as exc:
-            raise _AttemptError("network", f"{type(exc).__name__}: {exc}", True) from None
-        try:
-            data = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _AttemptError("json", f"response is not JSON: {exc}", True) from None
-        if not isinstance(data, dict):
-            raise _AttemptError("response", "response is not a JSON object", True)
-        return data
+    def _post(self, path: str, payload: dict, read=lambda data: data) -> tuple[Any, list[str]]:
+        def read_object(data: Any) -> Any:
+            if not isinstance(data, dict):
+                raise AttemptError("response", "response is not a JSON object", True)
+            return read(data)
 
-    def _post(self, path: str, payload: dict, read: Callable[[dict], Any] = lambda data: data
-              ) -> tuple[Any, list[str]]:
-        """POST with retries: (``read`` of the response's data, or None, and the error string of
-        every failed attempt). ``read`` may raise :class:`_AttemptError` to fail (and perhaps
-        retry) an attempt whose response is unusable."""
-        key = self._key()
-        errors: list[str] = []
-        for attempt in range(self.retries + 1):
-            if attempt and self.backoff > 0:
-                time.sleep(self.backoff * attempt)
-            try:
-                data = self._post_once(path, payload, key)
-                return read(data), errors
-            except _AttemptError as exc:
-                errors.append(self._scrub(str(exc), key))
-                if not exc.retryable:
-                    break
-        return None, errors
-
-    @staticmethod
-    def _scrub(message: str, key: str | None) -> str:
-        return message.replace(key, "***") if key else message
+        return self.client.post(path, payload, read_object)
 
     # -- generation ---------------------------------------------------------
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> GenerationResult:
         """Answer from the packed blocks; infrastructure failures come back in ``error``."""
-        result = self.chat([{"role": "user", "content": render_prompt(question, blocks)}])
+        result = self.chat(self.template.messages(question, blocks))
         if result.error is None:
             result.citations = parse_citations(result.answer)
             result.abstained = is_abstention(result.answer)
@@ -251,12 +179,11 @@ class EndpointGenerator:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             error = data.get("error")
-            raise _AttemptError("response", f"no choices in response ({error or 'no error'})",
-                                True)
+            raise AttemptError("response", f"no choices in response ({error or 'no error'})", True)
         message = choices[0].get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if content is None:
-            raise _AttemptError("response", "choice has no message content", True)
+            raise AttemptError("response", "choice has no message content", True)
         return str(content).strip(), choices[0].get("finish_reason")
 
     # -- token counting -----------------------------------------------------
@@ -366,9 +293,15 @@ def start_local_server(
         cmd += ["--n-threads", str(n_threads)]
     if api_key_env:
         cmd += ["--api-key-env", api_key_env]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
-    server = LocalServer(proc, "", str(path))
+    return spawn_server(cmd, str(path), "the local llama.cpp server", timeout)
+
+
+def spawn_server(cmd: list[str], model: str, what: str, timeout: float = 120.0,
+                 stderr: Any = subprocess.DEVNULL) -> tuple[LocalServer, str]:
+    """Run a server child that prints ``{"base_url": ...}`` once it listens and serves until its
+    standard input closes; returns (server, base_url)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    server = LocalServer(proc, "", model)
     deadline = time.monotonic() + timeout
     line = ""
     while time.monotonic() < deadline:
@@ -382,8 +315,7 @@ def start_local_server(
         base_url = json.loads(line)["base_url"]
     except (ValueError, KeyError, TypeError):
         server.close()
-        raise EndpointConfigError(
-            f"the local llama.cpp server did not start (exit status {proc.returncode})") from None
+        raise EndpointConfigError(f"{what} did not start (exit status {proc.returncode})") from None
     server.base_url = base_url
     return server, base_url
 

@@ -51,7 +51,13 @@ from ledgerscope.common.sentences import split_sentences
 from ledgerscope.pipeline.answer_match import extract_quantities
 from ledgerscope.pipeline.encoder import Encoded
 from ledgerscope.pipeline.lexical import analyze
-from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, ContextBlock, GenerationResult, render_prompt
+from ledgerscope.pipeline.prompt import (
+    ABSTAIN_TEXT,
+    DEFAULT_TEMPLATE,
+    ContextBlock,
+    GenerationResult,
+    PromptTemplate,
+)
 
 #: the defaults, chosen from the curve in docs/benchmarks.md (scripts/bench_reader.py)
 DEFAULT_ABSTAIN_THRESHOLD = 0.3
@@ -94,29 +100,41 @@ class ExtractiveReader:
 
     def __init__(self, encode: Callable[[str], Encoded], count_tokens: Callable[[str], int],
                  abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD,
-                 abstain_margin: float = DEFAULT_ABSTAIN_MARGIN):
+                 abstain_margin: float = DEFAULT_ABSTAIN_MARGIN, template: PromptTemplate = DEFAULT_TEMPLATE,
+                 prefetch: Callable[[list[str]], None] | None = None, reader_model: str | None = None):
         self.encode = encode
         self.count_tokens = count_tokens
         self.abstain_threshold = abstain_threshold
         self.abstain_margin = abstain_margin
+        self.template = template
+        #: batch-encodes texts the reader will read (oracle quotes), when the model can
+        self.prefetch = prefetch
+        #: the reader's own model when it is not the arm's embedding model (endpoint embeddings)
+        self.reader_model = reader_model
         self._sentences: dict[str, _Sentences] = {}
 
     @classmethod
     def from_config(cls, encode: Callable[[str], Encoded], count_tokens: Callable[[str], int],
-                    generator: Mapping) -> ExtractiveReader:
-        """A reader with an arm's ``[generator]`` settings (absent ones take the defaults)."""
+                    generator: Mapping, **kwargs) -> ExtractiveReader:
+        """A reader with an arm's ``[generator]`` settings (absent ones take the defaults); ``kwargs``
+        are the template, prefetch and reader model."""
         return cls(encode, count_tokens,
                    float(generator.get("abstain_threshold", DEFAULT_ABSTAIN_THRESHOLD)),
-                   float(generator.get("abstain_margin", DEFAULT_ABSTAIN_MARGIN)))
+                   float(generator.get("abstain_margin", DEFAULT_ABSTAIN_MARGIN)), **kwargs)
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "abstain_threshold": self.abstain_threshold,
-                "abstain_margin": self.abstain_margin,
-                "scoring": f"0.5*coverage (words sharing {STEM_LETTERS} letters) + 0.5*MaxSim; "
-                           f"x{NO_QUANTITY_FACTOR} without a number when a quantity is asked; "
-                           "abstain below the threshold or when the best sentence leads the next "
-                           "(not a repeat or fragment of it) by less than the margin",
-                "tokenizer": "embedding model"}
+        out = {"kind": self.kind, "abstain_threshold": self.abstain_threshold,
+               "abstain_margin": self.abstain_margin,
+               "scoring": f"0.5*coverage (words sharing {STEM_LETTERS} letters) + 0.5*MaxSim; "
+                          f"x{NO_QUANTITY_FACTOR} without a number when a quantity is asked; "
+                          "abstain below the threshold or when the best sentence leads the next "
+                          "(not a repeat or fragment of it) by less than the margin",
+               "tokenizer": "embedding model"}
+        if self.reader_model is not None:
+            out.update(tokenizer="the arm's chunk tokenizer", reader_model=self.reader_model)
+        if self.template != DEFAULT_TEMPLATE:
+            out["prompt"] = self.template.describe()
+        return out
 
     def _split(self, text: str, enc: Encoded) -> _Sentences:
         hit = self._sentences.get(text)
@@ -188,7 +206,7 @@ class ExtractiveReader:
         return None
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> GenerationResult:
-        prompt_tokens = self.count_tokens(render_prompt(question, blocks))
+        prompt_tokens = self.count_tokens(self.template.prompt(question, blocks))
         scored = self.score_sentences(question, blocks)
         margin = self.margin(scored)
         detail = {"top": scored[:3], "margin": round(margin, 6)}

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.pipeline.answer_judges import answer_judge
 from ledgerscope.pipeline.generate import ExtractiveReader, oracle_blocks
-from ledgerscope.pipeline.prompt import render_context
 from ledgerscope.pipeline.runtime import ArmRuntime
+from ledgerscope.pipeline.stages import generate_or_failure
 
 
 def prepare_oracle(rt: ArmRuntime, fixtures: Sequence[Fixture]) -> None:
     """Batch-encode every gold quote an oracle prompt will show (one pass, not one per span)."""
-    if isinstance(rt.generator, ExtractiveReader):
-        rt.encoder.encode(
+    if isinstance(rt.generator, ExtractiveReader) and rt.generator.prefetch is not None:
+        rt.generator.prefetch(
             [s.quote for f in fixtures for s in f.spans if s.quote] + [f.question for f in fixtures]
         )
 
@@ -51,16 +51,16 @@ def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
     for i, sset in enumerate(fx.sufficient_sets):
         spans = [fx.span(sid) for sid in sset]
         blocks = oracle_blocks([(s.span_id, s.doc_id, s.quote or "") for s in spans])
-        options.append((rt.count_tokens(render_context(blocks)), i, blocks))
+        options.append((rt.count_tokens(rt.prompt.context(blocks)), i, blocks))
     tokens, set_index, blocks = min(options, key=lambda o: (o[0], o[1]))
     feasible = tokens <= cfg.budget_tokens
     if not feasible:  # pack what fits, in set order, and say so
         fitted = []
         for b in blocks:
-            if rt.count_tokens(render_context([*fitted, b])) <= cfg.budget_tokens:
+            if rt.count_tokens(rt.prompt.context([*fitted, b])) <= cfg.budget_tokens:
                 fitted.append(b)
         blocks = fitted
-    gen = rt.generator.generate(fx.question, blocks)
+    gen = generate_or_failure(rt.generator, fx.question, blocks)
     if gen.error:
         verdict, reason = "infrastructure-failure", gen.error
     else:
@@ -70,7 +70,7 @@ def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
         support_set=set_index,
         feasible=feasible,
         evidence_tokens=tokens,
-        context=render_context(blocks),
+        context=rt.prompt.context(blocks),
         answer=gen.answer,
         abstained=gen.abstained,
         answer_verdict=verdict,

@@ -1,13 +1,18 @@
-"""The prompt contract shared by every generator: labelled context blocks and the result.
+"""The prompt contract shared by every generator: labelled context blocks, the template that
+renders them, and the result.
 
-Selection packs :class:`ContextBlock` objects; the literal text the generator
-sees is :func:`render_context` of them (citation labels and separators
-included), so the budget counts exactly what the model reads.
+Selection packs :class:`ContextBlock` objects; the literal text the generator sees is the arm's
+:class:`PromptTemplate` applied to them (citation labels and separators included), so the
+budget counts exactly what the model reads. The default template is the built-in prompt
+(:func:`render_prompt`); ``[generator] system``, ``context_format`` and ``question_format``
+replace its parts.
 """
 
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 INSTRUCTIONS = (
@@ -44,6 +49,81 @@ def render_prompt(question: str, blocks: list[ContextBlock]) -> str:
 def prompt_overhead(question: str) -> str:
     """The fixed part of the prompt (instructions + question), reserved before evidence."""
     return render_prompt(question, [])
+
+
+DEFAULT_CONTEXT_FORMAT = "[{label}] ({doc_id})\n{text}"
+DEFAULT_QUESTION_FORMAT = "Sources:\n{context}\n\nQuestion: {question}\nAnswer:"
+#: the fields each template may name (plain names only: no attribute or index access)
+CONTEXT_FIELDS = ("label", "doc_id", "unit_id", "text")
+QUESTION_FIELDS = ("context", "question")
+
+
+def template_problems(template: str, allowed: tuple[str, ...]) -> str | None:
+    """Why ``template`` is not a usable format string over ``allowed`` fields, or None."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return f"not a format string ({exc}); write a literal brace as {{{{ or }}}}"
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if name not in allowed or spec or conversion:
+            shown = "{" + name + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+            return f"{shown} is not one of " + ", ".join("{" + a + "}" for a in allowed)
+    return None
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """How packed blocks and the question become the prompt: the budget counts its rendering.
+
+    ``prompt`` (what ``prompt_tokens`` counts) is ``system``, a blank line, then the user turn;
+    with ``system_message`` (the arm set ``[generator] system``) a chat endpoint receives the
+    system text as its own message, otherwise one user message holding the whole prompt.
+    """
+
+    system: str = INSTRUCTIONS
+    context_format: str = DEFAULT_CONTEXT_FORMAT
+    question_format: str = DEFAULT_QUESTION_FORMAT
+    system_message: bool = False
+
+    def block(self, b: ContextBlock) -> str:
+        return self.context_format.format(label=b.label, doc_id=b.doc_id, unit_id=b.unit_id, text=b.text)
+
+    def context(self, blocks: list[ContextBlock]) -> str:
+        return BLOCK_SEPARATOR.join(self.block(b) for b in blocks)
+
+    def user(self, question: str, blocks: list[ContextBlock]) -> str:
+        return self.question_format.format(context=self.context(blocks), question=question)
+
+    def prompt(self, question: str, blocks: list[ContextBlock]) -> str:
+        user = self.user(question, blocks)
+        return f"{self.system}\n\n{user}" if self.system else user
+
+    def messages(self, question: str, blocks: list[ContextBlock]) -> list[dict[str, str]]:
+        """Chat messages: the system text apart when configured, else one user turn (the default)."""
+        if self.system_message and self.system:
+            return [{"role": "system", "content": self.system},
+                    {"role": "user", "content": self.user(question, blocks)}]
+        return [{"role": "user", "content": self.prompt(question, blocks)}]
+
+    def describe(self) -> dict:
+        return {"system": self.system, "context_format": self.context_format,
+                "question_format": self.question_format, "system_message": self.system_message}
+
+
+DEFAULT_TEMPLATE = PromptTemplate()
+
+
+def template_from_config(generator: Mapping) -> PromptTemplate:
+    """The arm's template: each of ``system``, ``context_format``, ``question_format`` the arm sets
+    replaces the built-in part; an arm that sets none gets exactly the built-in prompt."""
+    return PromptTemplate(
+        system=str(generator.get("system", INSTRUCTIONS)),
+        context_format=str(generator.get("context_format", DEFAULT_CONTEXT_FORMAT)),
+        question_format=str(generator.get("question_format", DEFAULT_QUESTION_FORMAT)),
+        system_message="system" in generator,
+    )
 
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")

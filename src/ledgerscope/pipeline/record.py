@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ledgerscope.ledger import schema
 from ledgerscope.pipeline.config import ArmConfig
-from ledgerscope.pipeline.prompt import render_context
+from ledgerscope.pipeline.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from ledgerscope.pipeline.select import repeated_source_tokens
 from ledgerscope.pipeline.stages import PhaseIndex, QuestionTrace, Support
 from ledgerscope.pipeline.units import Unit
@@ -92,6 +92,7 @@ def build_record(
     support: Support,
     oracle_row: Mapping,
     count_tokens: Callable[[str], int],
+    template: PromptTemplate = DEFAULT_TEMPLATE,
 ) -> dict:
     """The question's record row: the fixture, support flags, packed context, answer and verdicts."""
     fx, primary, secondary = trace.fixture, trace.views.primary, trace.views.secondary
@@ -111,7 +112,7 @@ def build_record(
         **support.flags,
         "covered_set": support.covered_set,
         "single_unit_complete": support.single_unit_complete,
-        "packed_context": render_context(primary.blocks),
+        "packed_context": template.context(primary.blocks),
         "packed_unit_ids": [u.unit_id for u in primary.units],
         "evidence_tokens": primary.evidence_tokens,
         "prompt_tokens": gen.prompt_tokens,

@@ -30,7 +30,7 @@ from ledgerscope.pipeline.cascade import build_phase, run_questions
 from ledgerscope.pipeline.config import Phase, arm_from_dict
 from ledgerscope.pipeline.encoder import shared_encoder
 from ledgerscope.pipeline.oracle import run_oracle
-from ledgerscope.pipeline.runtime import build_runtime
+from ledgerscope.pipeline.runtime import build_runtime, unreachable_endpoints
 
 SCORE_TOLERANCE = 1e-4
 
@@ -136,6 +136,10 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     recorded_cands = _read_rows(part / "candidates.parquet", qid)
     recorded_oracle = _read_rows(oracle_path, qid) if oracle_path.is_file() else []
 
+    # the same external stages the sweep used (endpoints, callables): say plainly if one is gone
+    unreachable = unreachable_endpoints(cfg)
+    if unreachable:
+        raise InputError(unreachable)
     rt = build_runtime(cfg, shared_encoder)
     index = build_phase(rt, phases[phase], list(corpus))
     fresh_oracle = run_oracle(rt, fx)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ledgerscope.pipeline.prompt import BLOCK_SEPARATOR, ContextBlock, render_context
+from ledgerscope.pipeline.prompt import BLOCK_SEPARATOR, DEFAULT_TEMPLATE, ContextBlock, PromptTemplate
 from ledgerscope.pipeline.units import Unit
 
 
@@ -57,8 +57,9 @@ def expand(selected: Sequence[Unit], by_doc: dict[str, list[Unit]], neighbours: 
 
 
 def pack(units: Sequence[Unit], count_tokens: Callable[[str], int], budget: int | None,
-         top_k: int | None = None) -> Packed:
-    """Pack units into labelled blocks: under ``budget`` tokens, or the first ``top_k``."""
+         top_k: int | None = None, template: PromptTemplate = DEFAULT_TEMPLATE) -> Packed:
+    """Pack units into labelled blocks: under ``budget`` tokens, or the first ``top_k``; each block
+    costs its rendering by the arm's ``template`` (``context_format``)."""
     blocks: list[ContextBlock] = []
     packed: list[Unit] = []
     seen: set[tuple[str, int, int]] = set()
@@ -72,7 +73,7 @@ def pack(units: Sequence[Unit], count_tokens: Callable[[str], int], budget: int 
         if top_k is not None and len(packed) >= top_k:
             break
         block = ContextBlock(str(len(blocks) + 1), u.unit_id, u.doc_id, u.text)
-        cost = count_tokens(block.render()) + (sep if blocks else 0)
+        cost = count_tokens(template.block(block)) + (sep if blocks else 0)
         if budget is not None and used + cost > budget:
             overflow.append({"unit_id": u.unit_id, "tokens": cost, "remaining": budget - used})
             continue
@@ -82,11 +83,11 @@ def pack(units: Sequence[Unit], count_tokens: Callable[[str], int], budget: int 
         used += cost
     # The literal context is what counts: re-measure it and shed from the tail if a
     # tokenizer merged across a separator and pushed it over the budget.
-    while budget is not None and blocks and count_tokens(render_context(blocks)) > budget:
+    while budget is not None and blocks and count_tokens(template.context(blocks)) > budget:
         u = packed.pop()
         blocks.pop()
         overflow.append({"unit_id": u.unit_id, "tokens": None, "remaining": None, "reason": "re-measure"})
-    used = count_tokens(render_context(blocks)) if blocks else 0
+    used = count_tokens(template.context(blocks)) if blocks else 0
     return Packed(blocks, packed, used, overflow, [], list(units))
 
 

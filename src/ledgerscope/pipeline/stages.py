@@ -11,6 +11,21 @@ any object with these methods fits (a later change plugs user stages in here):
     Generator  a question and labelled context blocks -> GenerationResult (answer text,
                abstention, cited block labels), plus the token count the budget is measured in
 
+Stages from outside ledgerscope (``kind = "python"`` with ``callable``, or a plugin's entry point,
+:mod:`.plugins`) come in one of two shapes. A *class* is instantiated once per arm with the
+table's ``options`` and implements the protocol above (``describe`` and ``count_tokens`` may be
+left out). A *function* is called with one request dataclass and returns plain data:
+
+    retriever  RetrievalRequest  -> list[ScoredUnit] (or (index, score) pairs), best first
+    reranker   RerankRequest     -> one float per candidate, higher is better
+    generator  GenerationRequest -> GenerationResult (answer text, abstained, cited labels),
+                                    or the answer text alone (citations and abstention parsed)
+
+Any stage, built in or not, that cannot do its work for reasons outside the pipeline (a server
+down, a timeout, an answer of the wrong shape) raises :class:`StageFailure`: the records it
+affects are recorded as ``infrastructure-failure`` with the stage and the message, never filled
+with a guess. Any other exception is a bug and stops the sweep.
+
 The rest of this module names the outputs of the fixed stages between them (union, fusion,
 rerank order, selection, the two packed views, generation, verdicts) and the support flags
 computed over them, so that the ledger rows are assembled from one typed trace per question
@@ -39,18 +54,23 @@ __all__ = [
     "Embedder",
     "Fused",
     "Generated",
+    "GenerationRequest",
     "GenerationResult",
     "Generator",
     "Merged",
     "PhaseIndex",
     "QuestionTrace",
     "Ranked",
+    "RerankRequest",
     "Reranked",
     "Reranker",
+    "RetrievalRequest",
     "Retrieved",
     "Retriever",
     "RetrieverIndex",
+    "ScoredUnit",
     "Selected",
+    "StageFailure",
     "Support",
     "Verdicts",
     "Views",
@@ -60,22 +80,82 @@ __all__ = [
 # --- plain data crossing the replaceable seams ----------------------------------------------
 
 
+class StageFailure(Exception):
+    """A stage could not do its work for a reason outside the pipeline (an infrastructure failure).
+
+    ``stage`` names it in the record (``embedding``, ``retrieval``, ``rerank``, ``generation``);
+    ``attempts`` holds every failed attempt's message, oldest first.
+    """
+
+    def __init__(self, stage: str, message: str, attempts: Sequence[str] = ()):
+        super().__init__(f"{stage}: {message}")
+        self.stage, self.message, self.attempts = stage, message, list(attempts)
+
+    def describe(self) -> dict:
+        return {"stage": self.stage, "error": self.message, "attempts": self.attempts}
+
+
 @dataclass(frozen=True)
 class Ranked:
     """One retriever's answer to one question, best first.
 
     ``indices`` are positions in the unit list the index was built over (so equal-scored
     units keep a deterministic order); ``scores`` align with them, higher is better.
+    ``failure`` is set (and the lists empty) when the retriever could not answer
+    (:class:`StageFailure`).
     """
 
     indices: list[int]
     scores: list[float]
+    failure: dict | None = None
 
     def pairs(self) -> list[tuple[int, float]]:
         return list(zip(self.indices, self.scores, strict=True))
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+@dataclass(frozen=True)
+class ScoredUnit:
+    """A plugin retriever's hit: ``index`` is the unit's position in ``RetrievalRequest.units``."""
+
+    index: int
+    score: float
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    """What a plugin retriever function gets, once per question: every unit of the phase."""
+
+    question: str
+    units: Sequence[Unit]
+    top_n: int
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RerankRequest:
+    """What a plugin reranker function gets: the fused head, best first, with its fused scores."""
+
+    question: str
+    documents: list[str]
+    candidates: Sequence[Unit]
+    fused_scores: list[float]
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What a plugin generator function gets: the packed blocks and the prompt rendered from them
+    by the arm's template (``prompt`` is what the budget and ``prompt_tokens`` count)."""
+
+    question: str
+    blocks: list[ContextBlock]
+    system: str
+    user: str
+    prompt: str
+    options: dict = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -130,6 +210,39 @@ class Generator(Protocol):
     def describe(self) -> dict: ...
 
 
+@dataclass(frozen=True)
+class FailedIndex:
+    """A retriever's index that could not be built (:class:`StageFailure`): every search answers
+    with no units and the failure, so each record of the phase is an infrastructure failure."""
+
+    failure: dict
+
+    def search(self, questions: Sequence[str]) -> list[Ranked]:
+        return [Ranked([], [], self.failure) for _ in questions]
+
+
+def build_index_or_failure(retriever: Retriever, units: Sequence[Unit]) -> RetrieverIndex:
+    try:
+        return retriever.build_index(units)
+    except StageFailure as exc:
+        return FailedIndex(exc.describe())
+
+
+def generate_or_failure(generator: Generator, question: str, blocks: list[ContextBlock]) -> GenerationResult:
+    """The generator's result; a :class:`StageFailure` it raises becomes the result's error."""
+    try:
+        return generator.generate(question, blocks)
+    except StageFailure as exc:
+        return failed_generation(exc.describe())
+
+
+def failed_generation(failure: dict) -> GenerationResult:
+    """The result of a record that an infrastructure failure stopped (the generator is not asked)."""
+    return GenerationResult("", error=f"{failure['stage']} failed: {failure['error']}",
+                            attempts=len(failure.get("attempts") or []),
+                            detail={"infrastructure": failure})
+
+
 # --- what the fixed stages hand on ----------------------------------------------------------
 
 
@@ -166,6 +279,11 @@ class Retrieved:
     dense_exact: Ranked
     dense_ann: Ranked
 
+    @property
+    def failure(self) -> dict | None:
+        """The first retriever's infrastructure failure for this question, if any."""
+        return next((r.failure for r in (self.bm25, self.dense_exact, self.dense_ann) if r.failure), None)
+
 
 @dataclass(frozen=True)
 class Merged:
@@ -189,9 +307,10 @@ class Reranked:
     """The head in reranked order (recorded whole) and the part kept for selection."""
 
     units: list[Unit]
-    scores: list[float]
+    scores: list[float | None]
     kept: list[Unit]
     depth: int
+    failure: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -115,16 +115,29 @@ def sweep_identity(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpu
 
 
 def check_api_keys(arms: Sequence[ArmConfig]) -> None:
-    """Every endpoint arm's key variable is set (its value is only ever read from the environment)."""
+    """Every endpoint stage's key variable is set (its value is only ever read from the environment)."""
     from ledgerscope.common.errors import InputError, Problem
 
     problems = []
     for cfg in arms:
-        name = cfg.generator.get("api_key_env")
-        if cfg.generator.get("kind") == "endpoint" and name and not os.environ.get(name):
-            problems.append(Problem("--arm", None, "generator.api_key_env",
-                                    f"arm {cfg.name!r}: environment variable {name!r} (the API key) "
-                                    "is not set or empty"))
+        for section in ("embedding", "rerank", "generator", "judge"):
+            table = getattr(cfg, section)
+            name = table.get("api_key_env")
+            if table.get("kind") == "endpoint" and name and not os.environ.get(name):
+                where = cfg.where if cfg.where != "<config>" else "--arm"
+                problems.append(Problem(where, None, f"{section}.api_key_env",
+                                        f"arm {cfg.name!r}: environment variable {name!r} (the API key) "
+                                        "is not set or empty"))
+    if problems:
+        raise InputError(problems)
+
+
+def check_endpoints(arms: Sequence[ArmConfig]) -> None:
+    """Something listens at every endpoint stage's address, before any model loads."""
+    from ledgerscope.common.errors import InputError
+    from ledgerscope.pipeline.runtime import unreachable_endpoints
+
+    problems = [p for cfg in arms for p in unreachable_endpoints(cfg)]
     if problems:
         raise InputError(problems)
 
@@ -158,6 +171,7 @@ def sweep(
     check_api_keys(arms)
     check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
     check_chunkers(arms, list(corpus), out)
+    check_endpoints(arms)
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory) for cfg in arms}
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
@@ -273,11 +287,12 @@ def sweep(
             _count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
             progress.stage(cfg.name, phase.label, "write")
             # token vectors are large: drop this phase's unit texts unless a later partition reuses them
-            rt.encoder.drop(
-                t
-                for t in {u.text for u in index.units}
-                if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position
-            )
+            for cache in rt.caches():
+                cache.drop(
+                    t
+                    for t in {u.text for u in index.units}
+                    if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position
+                )
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
             if _PAUSE_S:  # a throttle for interruption tests and demos; off unless set

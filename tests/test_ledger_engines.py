@@ -244,3 +244,18 @@ def test_a_manifest_names_no_directory_it_cannot_hold(ledger, tmp_path):
         with pytest.raises(InputError) as err:
             connect(copy)
         assert "names a directory" in str(err.value)
+
+
+def test_an_empty_table_declared_in_sql_binds_as_its_arrow_schema():
+    """A table with no files reads as an empty DuckDB table declared from ``schema.COLUMNS`` (no
+    pyarrow); its columns and types are the ones DuckDB reads from the Arrow schema."""
+    import duckdb
+
+    from ledgerscope.ledger import schema
+
+    con = duckdb.connect()
+    for name in schema.COLUMNS:
+        con.execute(f"CREATE TABLE sql_{name} ({schema.duckdb_columns(name)})")
+        con.register(f"arrow_{name}", getattr(schema, name.upper()).empty_table())
+        described = [con.execute(f"DESCRIBE {kind}_{name}").fetchall() for kind in ("sql", "arrow")]
+        assert [r[:2] for r in described[0]] == [r[:2] for r in described[1]], name

@@ -266,3 +266,33 @@ def test_open_refuses_settings_that_disagree_with_the_rule(synthetic, tmp_path):
                     "n_resamples = 200\nseed = 1\n[max_support_loss]\nmean = -0.5\n")
     res = CliRunner().invoke(cli, ["open", str(synthetic), "--rule", str(rule), "--n-resamples", "300"])
     assert res.exit_code == 2 and "--n-resamples 300 disagrees" in res.output
+
+
+# -- what the first screen loads ----------------------------------------------------------------------
+
+
+FIRST_SCREEN = """
+import sys
+from ledgerscope.tui.app import LedgerscopeApp  # noqa: F401 - the app's imports count too
+from ledgerscope.tui.data import LedgerSession
+from ledgerscope.tui.model import Filters
+session = LedgerSession(sys.argv[1])
+session.open()
+count, _ = session.build_list("candidate", Filters())
+rows = session.page("candidate", 0, 100)
+print(count, len(rows), sorted(m for m in ("pyarrow", "numpy", "pandas") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("which", ["synthetic", "sample"])
+def test_the_first_screen_needs_neither_pyarrow_nor_numpy(which, synthetic):
+    """The views, the list and its first page come from DuckDB alone: pyarrow and numpy (0.2 s of
+    start-up) load later, with the checks; the sample ledger has no repairs table (an empty view)."""
+    import subprocess
+    import sys
+
+    sample = Path(__file__).parents[1] / "sample_ledgers" / "quillstack" / "ledger"
+    ledger = synthetic if which == "synthetic" else sample
+    out = subprocess.run([sys.executable, "-c", FIRST_SCREEN, str(ledger)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split(maxsplit=2)
+    assert int(out[0]) > 0 and int(out[1]) > 0 and out[2].strip() == "[]", out

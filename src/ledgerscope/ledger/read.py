@@ -237,14 +237,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _view(con, name: str, files: list[Path], union: bool = True) -> None:
-    """``union``: files may differ in columns (matched by name); off when all share one schema."""
+    """``union``: files may differ in columns (matched by name); off when all share one schema. A
+    table with no files is a view over an empty in-memory table, which the connection's cursors
+    (the TUI's worker threads) read too."""
     if files:
         con.execute(
             f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, "
             "hive_partitioning = false, "
             f"union_by_name = {'true' if union else 'false'})"
         )
-    else:  # an empty table with the right columns, so queries still bind
-        empty = getattr(schema, name.upper()).empty_table()  # as pa.Table.from_pylist([]) (imports pandas)
-        con.register(f"_{name}_empty", empty)
+    else:  # an empty table with the right columns, so queries still bind (declared in SQL: no pyarrow)
+        con.execute(f"CREATE OR REPLACE TABLE _{name}_empty ({schema.duckdb_columns(name)})")
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")

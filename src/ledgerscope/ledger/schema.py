@@ -66,6 +66,89 @@ TABLE_NAMES = ("units", "boundaries", "candidates", "records", "repairs")
 #: partition tables a partition may lack (added within the format): read as empty
 OPTIONAL_TABLES = frozenset({"repairs"})
 
+#: each table's columns as (name, type): the one declaration both the Arrow schemas (below, built on
+#: first use) and DuckDB's empty tables (:func:`duckdb_columns`, no pyarrow) are made from
+UNITS_COLUMNS = (
+    ("arm", "string"), ("phase", "string"), ("unit_id", "string"),
+    ("doc_id", "string"), ("version", "string"), ("ordinal", "int32"),
+    ("start", "int64"), ("end", "int64"), ("core_start", "int64"), ("core_end", "int64"),
+    ("token_start", "int32"), ("token_end", "int32"), ("n_tokens", "int32"),
+    ("text", "string"), ("access", "list<string>"),
+)
+
+BOUNDARIES_COLUMNS = (
+    ("arm", "string"), ("phase", "string"), ("phase_offset", "int32"), ("doc_id", "string"),
+    ("version", "string"), ("n_tokens", "int32"),
+    ("cut_tokens", "list<int32>"), ("cut_chars", "list<int64>"),
+)
+
+CANDIDATES_COLUMNS = (
+    ("arm", "string"), ("phase", "string"), ("qid", "string"), ("stage", "string"),
+    ("rank", "int32"), ("unit_id", "string"), ("score", "float64"),
+    ("doc_id", "string"), ("start", "int64"), ("end", "int64"),
+    ("lineage", "list<string>"),
+)
+
+RECORDS_COLUMNS = (
+    ("arm", "string"), ("phase", "string"), ("phase_offset", "int32"), ("qid", "string"),
+    ("question", "string"), ("segment", "string"), ("answerable", "bool"),
+    ("support_only", "bool"), ("stress_set", "string"), ("doc_ids", "list<string>"),
+    ("gold_status", "string"),
+    *[(c, "bool") for c in SUPPORT_COLUMNS],
+    ("covered_set", "int32"), ("single_unit_complete", "bool"),
+    ("packed_context", "string"), ("packed_unit_ids", "list<string>"),
+    ("evidence_tokens", "int32"), ("prompt_tokens", "int32"), ("budget_tokens", "int32"),
+    ("rerank_depth", "int32"), ("selection_depth", "int32"),
+    ("repeated_source_tokens", "int32"), ("topk_tokens", "int32"),
+    ("overflow_json", "string"), ("expansion_dropped_json", "string"),
+    ("answer", "string"), ("abstained", "bool"), ("citations_json", "string"),
+    ("answer_verdict", "string"), ("answer_reason", "string"),
+    ("citation_verdict", "string"), ("citation_reason", "string"),
+    ("generator_error", "string"), ("attempts", "int32"), ("generator_detail_json", "string"),
+    ("oracle_verdict", "string"), ("oracle_feasible", "bool"),
+    ("config_digest", "string"),
+)
+
+ORACLE_COLUMNS = (
+    ("arm", "string"), ("qid", "string"), ("support_set", "int32"),
+    ("feasible", "bool"), ("evidence_tokens", "int32"), ("budget_tokens", "int32"),
+    ("context", "string"), ("answer", "string"), ("abstained", "bool"),
+    ("answer_verdict", "string"), ("answer_reason", "string"),
+    ("generator_error", "string"), ("attempts", "int32"),
+)
+
+SOURCES_COLUMNS = (
+    ("doc_id", "string"), ("version", "string"), ("text", "string"),
+    ("observed", "string"), ("access", "list<string>"),
+)
+
+REPAIRS_COLUMNS = (
+    ("arm", "string"), ("phase", "string"), ("doc_id", "string"), ("version", "string"),
+    ("position", "int32"), ("side", "string"), ("status", "string"), ("text", "string"),
+    ("given_start", "int64"), ("given_end", "int64"), ("start", "int64"), ("end", "int64"),
+    ("note", "string"),
+)
+
+#: table name -> its columns, every table a ledger holds
+COLUMNS = {"units": UNITS_COLUMNS, "boundaries": BOUNDARIES_COLUMNS, "candidates": CANDIDATES_COLUMNS,
+           "records": RECORDS_COLUMNS, "repairs": REPAIRS_COLUMNS, "oracle": ORACLE_COLUMNS,
+           "sources": SOURCES_COLUMNS}
+
+#: each column type in Arrow (the ``pyarrow`` factory) and in DuckDB (what DuckDB reads it as)
+_TYPES = {"string": ("string", "VARCHAR"), "int32": ("int32", "INTEGER"), "int64": ("int64", "BIGINT"),
+          "float64": ("float64", "DOUBLE"), "bool": ("bool_", "BOOLEAN")}
+
+
+def duckdb_columns(table: str) -> str:
+    """``"name" TYPE, ...`` of ``table`` for a DuckDB ``CREATE TABLE``: an empty table that binds as
+    the Arrow schema's would, without importing pyarrow."""
+
+    def sql_type(kind: str) -> str:
+        return sql_type(kind[5:-1]) + "[]" if kind.startswith("list<") else _TYPES[kind][1]
+
+    return ", ".join(f'"{name}" {sql_type(kind)}' for name, kind in COLUMNS[table])
+
+
 #: the Arrow schemas, built on first use (PEP 562): ``schema.RECORDS`` imports pyarrow, ``schema.FORMAT``
 #: does not, so a reader that only names tables (the TUI's first screen) never loads it
 _ARROW_NAMES = ("UNITS", "BOUNDARIES", "CANDIDATES", "RECORDS", "REPAIRS", "ORACLE", "SOURCES", "TABLES")
@@ -74,72 +157,14 @@ _ARROW_NAMES = ("UNITS", "BOUNDARIES", "CANDIDATES", "RECORDS", "REPAIRS", "ORAC
 def _arrow_schemas() -> dict:
     import pyarrow as pa
 
-    units = pa.schema([
-        ("arm", pa.string()), ("phase", pa.string()), ("unit_id", pa.string()),
-        ("doc_id", pa.string()), ("version", pa.string()), ("ordinal", pa.int32()),
-        ("start", pa.int64()), ("end", pa.int64()), ("core_start", pa.int64()), ("core_end", pa.int64()),
-        ("token_start", pa.int32()), ("token_end", pa.int32()), ("n_tokens", pa.int32()),
-        ("text", pa.string()), ("access", pa.list_(pa.string())),
-    ])
+    def arrow_type(kind: str):
+        if kind.startswith("list<"):
+            return pa.list_(arrow_type(kind[5:-1]))
+        return getattr(pa, _TYPES[kind][0])()
 
-    boundaries = pa.schema([
-        ("arm", pa.string()), ("phase", pa.string()), ("phase_offset", pa.int32()), ("doc_id", pa.string()),
-        ("version", pa.string()), ("n_tokens", pa.int32()),
-        ("cut_tokens", pa.list_(pa.int32())), ("cut_chars", pa.list_(pa.int64())),
-    ])
-
-    candidates = pa.schema([
-        ("arm", pa.string()), ("phase", pa.string()), ("qid", pa.string()), ("stage", pa.string()),
-        ("rank", pa.int32()), ("unit_id", pa.string()), ("score", pa.float64()),
-        ("doc_id", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
-        ("lineage", pa.list_(pa.string())),
-    ])
-
-
-    records = pa.schema([
-        ("arm", pa.string()), ("phase", pa.string()), ("phase_offset", pa.int32()), ("qid", pa.string()),
-        ("question", pa.string()), ("segment", pa.string()), ("answerable", pa.bool_()),
-        ("support_only", pa.bool_()), ("stress_set", pa.string()), ("doc_ids", pa.list_(pa.string())),
-        ("gold_status", pa.string()),
-        *[(c, pa.bool_()) for c in SUPPORT_COLUMNS],
-        ("covered_set", pa.int32()), ("single_unit_complete", pa.bool_()),
-        ("packed_context", pa.string()), ("packed_unit_ids", pa.list_(pa.string())),
-        ("evidence_tokens", pa.int32()), ("prompt_tokens", pa.int32()), ("budget_tokens", pa.int32()),
-        ("rerank_depth", pa.int32()), ("selection_depth", pa.int32()),
-        ("repeated_source_tokens", pa.int32()), ("topk_tokens", pa.int32()),
-        ("overflow_json", pa.string()), ("expansion_dropped_json", pa.string()),
-        ("answer", pa.string()), ("abstained", pa.bool_()), ("citations_json", pa.string()),
-        ("answer_verdict", pa.string()), ("answer_reason", pa.string()),
-        ("citation_verdict", pa.string()), ("citation_reason", pa.string()),
-        ("generator_error", pa.string()), ("attempts", pa.int32()), ("generator_detail_json", pa.string()),
-        ("oracle_verdict", pa.string()), ("oracle_feasible", pa.bool_()),
-        ("config_digest", pa.string()),
-    ])
-
-    oracle = pa.schema([
-        ("arm", pa.string()), ("qid", pa.string()), ("support_set", pa.int32()),
-        ("feasible", pa.bool_()), ("evidence_tokens", pa.int32()), ("budget_tokens", pa.int32()),
-        ("context", pa.string()), ("answer", pa.string()), ("abstained", pa.bool_()),
-        ("answer_verdict", pa.string()), ("answer_reason", pa.string()),
-        ("generator_error", pa.string()), ("attempts", pa.int32()),
-    ])
-
-    sources = pa.schema([
-        ("doc_id", pa.string()), ("version", pa.string()), ("text", pa.string()),
-        ("observed", pa.string()), ("access", pa.list_(pa.string())),
-    ])
-
-    repairs = pa.schema([
-        ("arm", pa.string()), ("phase", pa.string()), ("doc_id", pa.string()), ("version", pa.string()),
-        ("position", pa.int32()), ("side", pa.string()), ("status", pa.string()), ("text", pa.string()),
-        ("given_start", pa.int64()), ("given_end", pa.int64()), ("start", pa.int64()), ("end", pa.int64()),
-        ("note", pa.string()),
-    ])
-
-    tables = {"units": units, "boundaries": boundaries, "candidates": candidates, "records": records,
-              "repairs": repairs}
-    return {"UNITS": units, "BOUNDARIES": boundaries, "CANDIDATES": candidates, "RECORDS": records,
-            "REPAIRS": repairs, "ORACLE": oracle, "SOURCES": sources, "TABLES": tables}
+    built = {name: pa.schema([(c, arrow_type(k)) for c, k in cols]) for name, cols in COLUMNS.items()}
+    return {**{name.upper(): table for name, table in built.items()},
+            "TABLES": {name: built[name] for name in TABLE_NAMES}}
 
 
 _BUILD_LOCK = threading.Lock()

@@ -36,7 +36,6 @@ from ledgerscope.analysis.diagnosis import build_record_view, first_stage_depths
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sql_tables import sql_in
-from ledgerscope.ledger.cursors import materialise_empty_views
 from ledgerscope.ledger.read import check_ledger, open_unchecked
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
@@ -182,7 +181,6 @@ class LedgerSession:
             # a record's lookup touches every partition's file footer: keep them parsed in memory
             con.execute("SET parquet_metadata_cache = true")
             open_unchecked(ledger, con)
-            materialise_empty_views(con)
             build_record_view(con)
             names = [a.name for a in self.arms.values() if a.ledger.resolve() == ledger.resolve()]
             con.execute(

@@ -66,6 +66,10 @@ def open_unchecked(ledger: str | Path, con=None):
     from ledgerscope.ledger.verify import load_manifest
 
     ledger = Path(ledger)
+    if is_interchange(ledger):  # a JSONL directory is read into tables, checked as it is read
+        from ledgerscope.ledger.jsonl_read import connect_jsonl
+
+        return connect_jsonl(ledger, con)
     layout = layout_for(load_manifest(ledger))
     if con is None:
         import duckdb
@@ -80,6 +84,8 @@ def check_ledger(ledger: str | Path, con) -> None:
     it): the files (:func:`.verify.verify_ledger`: footers, sizes, digests), then the rows
     (:func:`row_problems`). Raises :class:`InputError` listing every problem."""
     ledger = Path(ledger)
+    if is_interchange(ledger):
+        return  # open_unchecked read it with connect_jsonl's checks
     layout = layout_for(verify_ledger(ledger))
     files = _table_files(ledger, layout)
     problems = row_problems(con, ledger, files["records"], files["candidates"], layout)

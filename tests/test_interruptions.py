@@ -124,7 +124,12 @@ def test_sweep_killed_at_random_points_resumes_to_exactly_the_same_records(refer
                 "exited_before_kill": finished_first,
             }
         )
-        # between kills the ledger opens and holds finished partitions only, each a subset of the reference
+        # between kills the ledger opens and holds finished partitions only, each a subset of the
+        # reference; a kill that lands before the driver wrote the manifest (the second arm's model
+        # was still loading) leaves no ledger yet, and so no finished partition
+        if not (out / "manifest.json").exists():
+            assert done == 0, kills[-1]
+            continue
         got = Counter(_records(out))
         assert all(n == 1 for n in got.values()), got
         assert set(got) <= set(_records(ref))

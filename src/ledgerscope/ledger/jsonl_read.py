@@ -59,6 +59,33 @@ def _row_problems(src: Path, manifest: dict, tables: dict[str, pa.Table]) -> lis
         i = pc.index(bad, True).as_py()
         out.append(Problem(str(src / "candidates.jsonl"), None, "score",
                            f"row {i + 1}: {scores[i].as_py()}; scores must be finite"))
+    return out + _cross_table_problems(src, tables)
+
+
+_KEY = ["arm", "phase", "qid"]
+
+
+def _cross_table_problems(src: Path, tables: dict[str, pa.Table]) -> list[Problem]:
+    """Rows one table holds that the other contradicts: a candidate list whose record is missing, a
+    record whose packed context has no candidate rows. (A Parquet ledger's partition markers count
+    its rows; an interchange directory has only these cross-references to catch an emptied file.)"""
+    out: list[Problem] = []
+    records, candidates = tables["records"], tables["candidates"]
+    record_keys = records.select(_KEY).group_by(_KEY).aggregate([])
+    candidate_keys = candidates.select(_KEY).group_by(_KEY).aggregate([])
+    orphans = candidate_keys.join(record_keys, _KEY, join_type="left anti")
+    if orphans.num_rows:
+        key = tuple(orphans.slice(0, 1).to_pylist()[0][k] for k in _KEY)
+        out.append(Problem(str(src / "candidates.jsonl"), None, "qid",
+                           f"{orphans.num_rows:,} candidate list(s) without a record in "
+                           f"records.jsonl, e.g. {key}"))
+    packed = records.filter(pc.greater(pc.list_value_length(records["packed_unit_ids"]), 0))
+    bare = packed.select(_KEY).join(candidate_keys, _KEY, join_type="left anti")
+    if bare.num_rows:
+        key = tuple(bare.slice(0, 1).to_pylist()[0][k] for k in _KEY)
+        out.append(Problem(str(src / "records.jsonl"), None, "packed_unit_ids",
+                           f"{bare.num_rows:,} record(s) with packed units but no candidate rows in "
+                           f"candidates.jsonl, e.g. {key}"))
     return out
 
 

@@ -71,3 +71,35 @@ def test_serve_answers_the_page_and_the_favicon(tmp_path):
     assert not session_alive(server.pid)
     logged = log_path.read_text(errors="replace")
     assert "/favicon.ico" in logged and "GET /favicon.ico HTTP/1.1\" 404" not in logged
+
+
+def test_the_favicon_route_joins_textual_serves_app():
+    """The icon's route goes in through textual-serve's public ``on_startup(app)`` hook, since its
+    routes are fixed in the private ``Server._make_app``. This builds the app as textual-serve does
+    and serves it in-process (aiohttp's own test server, 127.0.0.1): if textual-serve stops building
+    its app there, stops calling the hook, or aiohttp freezes the router before startup, it fails
+    and says which."""
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from ledgerscope.cli.serve import FAVICON_PATH, make_server
+
+    server = make_server(SAMPLE, "127.0.0.1", _free_port(), [])
+    assert callable(getattr(server, "_make_app", None)), (
+        "textual-serve no longer builds its aiohttp app in Server._make_app: re-check how "
+        "ledgerscope.cli.serve._server_class adds the favicon route")
+
+    async def scenario() -> tuple[int, str, bytes, int]:
+        app = await server._make_app()
+        assert server.on_startup in app.on_startup, (
+            "textual-serve no longer registers Server.on_startup on its app: the favicon route is never "
+            "added")
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            icon = await client.get(FAVICON_PATH)
+            page = await client.get("/")
+            return icon.status, icon.content_type, await icon.read(), page.status
+
+    status, kind, body, page_status = asyncio.run(scenario())
+    assert (status, kind, page_status) == (200, "image/png", 200)
+    assert body == favicon_png()

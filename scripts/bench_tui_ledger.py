@@ -186,6 +186,7 @@ def _write_partition(
 
     from ledgerscope.ledger import schema
     from ledgerscope.ledger.write import partition_dir
+    from ledgerscope.testing.synthetic import record_constants
 
     part = partition_dir(out, arm, phase)
     part.mkdir(parents=True, exist_ok=True)
@@ -298,10 +299,7 @@ def _write_partition(
                 "budget_tokens": 64,
                 "rerank_depth": 6,
                 "selection_depth": 3,
-                "repeated_source_tokens": 0,
                 "topk_tokens": 40,
-                "overflow_json": "[]",
-                "expansion_dropped_json": "[]",
                 "answer": "Requests may be retained for 30 days. [1]",
                 "abstained": verdict == "abstained",
                 "citations_json": json.dumps(
@@ -316,15 +314,8 @@ def _write_partition(
                     ]
                 ),
                 "answer_verdict": verdict,
-                "answer_reason": "synthetic",
                 "citation_verdict": "supported" if keep else "unsupported",
-                "citation_reason": "synthetic",
-                "generator_error": None,
-                "attempts": 1,
-                "generator_detail_json": "{}",
-                "oracle_verdict": "correct",
-                "oracle_feasible": True,
-                "config_digest": "sha256:bench",
+                **record_constants("sha256:bench"),
             }
         )
     pq.write_table(pa.Table.from_pylist(units, schema=schema.UNITS), part / "units.parquet")
@@ -360,30 +351,7 @@ def ensure_digests(out: Path) -> int:
 
 
 def _write_oracle(out: Path, arm: str, fixtures) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from ledgerscope.testing.synthetic import write_oracle
 
-    from ledgerscope.ledger import schema
-    from ledgerscope.ledger.write import oracle_path
-
-    d = oracle_path(out, arm).parent
-    d.mkdir(parents=True, exist_ok=True)
-    rows = [
-        {
-            "arm": arm,
-            "qid": f["qid"],
-            "support_set": 0,
-            "feasible": True,
-            "evidence_tokens": 30,
-            "budget_tokens": 64,
-            "context": "",
-            "answer": "30 days",
-            "abstained": False,
-            "answer_verdict": "correct",
-            "answer_reason": "synthetic",
-            "generator_error": None,
-            "attempts": 1,
-        }
-        for f in fixtures
-    ]
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema.ORACLE), d / "oracle.parquet")
+    write_oracle(out, arm, {f["qid"]: "correct" for f in fixtures}, evidence_tokens=30, budget_tokens=64,
+                 answer="30 days")

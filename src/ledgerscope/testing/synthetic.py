@@ -214,28 +214,53 @@ def make_synthetic_ledger(
             total_cands += cands.num_rows
             total_records += len(recs)
             total_units += len(units)
-        oracle = [
-            {
-                "arm": arm,
-                "qid": f"q{q:06d}",
-                "support_set": 0,
-                "feasible": True,
-                "evidence_tokens": 40,
-                "budget_tokens": 320,
-                "context": "",
-                "answer": "7 days",
-                "abstained": False,
-                "answer_verdict": "correct" if q % 3 else "wrong",
-                "answer_reason": "synthetic",
-                "generator_error": None,
-                "attempts": 1,
-            }
-            for q in range(questions)
-        ]
-        path = oracle_path(out, arm)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(oracle, schema=schema.ORACLE), path)
+        write_oracle(out, arm, {f"q{q:06d}": "correct" if q % 3 else "wrong" for q in range(questions)},
+                     evidence_tokens=40, budget_tokens=320, answer="7 days")
     return {"records": total_records, "candidates": total_cands, "units": total_units}
+
+
+def record_constants(config_digest: str) -> dict:
+    """The record columns every synthetic record shares: nothing overflowed or dropped, one
+    generator attempt, reasons that say ``synthetic``, an oracle that answered correctly."""
+    return {
+        "repeated_source_tokens": 0,
+        "overflow_json": "[]",
+        "expansion_dropped_json": "[]",
+        "answer_reason": "synthetic",
+        "citation_reason": "synthetic",
+        "generator_error": None,
+        "attempts": 1,
+        "generator_detail_json": "{}",
+        "oracle_verdict": "correct",
+        "oracle_feasible": True,
+        "config_digest": config_digest,
+    }
+
+
+def write_oracle(out: Path, arm: str, verdicts: Mapping[str, str], *, evidence_tokens: int,
+                 budget_tokens: int, answer: str) -> None:
+    """The arm's oracle table: per question (qid -> its answer verdict) one feasible support set."""
+    rows = [
+        {
+            "arm": arm,
+            "qid": qid,
+            "support_set": 0,
+            "feasible": True,
+            "evidence_tokens": evidence_tokens,
+            "budget_tokens": budget_tokens,
+            "context": "",
+            "answer": answer,
+            "abstained": False,
+            "answer_verdict": verdict,
+            "answer_reason": "synthetic",
+            "generator_error": None,
+            "attempts": 1,
+        }
+        for qid, verdict in verdicts.items()
+    ]
+    path = oracle_path(out, arm)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema.ORACLE), path)
 
 
 def _units(docs, doc_ids, arm, p, unit_chars):
@@ -364,23 +389,13 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, t
                 "budget_tokens": 320,
                 "rerank_depth": 12,
                 "selection_depth": 10,
-                "repeated_source_tokens": 0,
                 "topk_tokens": 30,
-                "overflow_json": "[]",
-                "expansion_dropped_json": "[]",
                 "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
                 "abstained": verdict == "abstained",
                 "citations_json": "[]",
                 "answer_verdict": verdict,
-                "answer_reason": "synthetic",
                 "citation_verdict": "supported" if packed else "unsupported",
-                "citation_reason": "synthetic",
-                "generator_error": None,
-                "attempts": 1,
-                "generator_detail_json": "{}",
-                "oracle_verdict": "correct",
-                "oracle_feasible": True,
-                "config_digest": f"synthetic:{arm}",
+                **record_constants(f"synthetic:{arm}"),
             }
         )
     return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)

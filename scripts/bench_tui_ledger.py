@@ -189,6 +189,29 @@ def _write_partition(
 
     part = partition_dir(out, arm, phase)
     part.mkdir(parents=True, exist_ok=True)
+    units, bounds, unit_index = _units_and_bounds(arm, phase, offset, texts, versions)
+    cand_cols: dict[str, list] = {f.name: [] for f in schema.CANDIDATES}
+    doc_ids = list(texts)
+    records = [_question(fx, arm, phase, offset, texts, gold[fx["qid"]], unit_index, doc_ids, cand_cols, rng)
+               for fx in fixtures]
+    pq.write_table(pa.Table.from_pylist(units, schema=schema.UNITS), part / "units.parquet")
+    pq.write_table(pa.Table.from_pylist(bounds, schema=schema.BOUNDARIES), part / "boundaries.parquet")
+    pq.write_table(
+        pa.Table.from_pydict(cand_cols, schema=schema.CANDIDATES),
+        part / "candidates.parquet",
+        row_group_size=64 * 1024,
+    )
+    pq.write_table(pa.Table.from_pylist(records, schema=schema.RECORDS), part / "records.parquet")
+    n = len(cand_cols["qid"])
+    meta = {"arm": arm, "phase": phase, "candidates": n, "records": len(records), "units": len(units)}
+    (part / "_SUCCESS.json").write_text(json.dumps({**meta, "files": _file_records(part)}))
+    return n
+
+
+
+
+def _units_and_bounds(arm: str, phase: str, offset: int, texts, versions) -> tuple[list, list, dict]:
+    """Every document's units at this phase's offset and its boundary row; doc -> its unit intervals."""
     units, bounds, unit_index = [], [], {}
     for doc, text in texts.items():
         ivs = _units_for(text, offset)
@@ -225,120 +248,117 @@ def _write_partition(
                 "cut_chars": [s for s, _ in ivs[1:]],
             }
         )
-    cand_cols: dict[str, list] = {f.name: [] for f in schema.CANDIDATES}
-    records = []
-    doc_ids = list(texts)
-    for fx in fixtures:
-        qid = fx["qid"]
-        doc, gs, ge = gold[qid]
-        ivs = unit_index[doc]
-        hit = next((iv for iv in ivs if iv[0] <= gs and iv[1] >= ge), ivs[0])
-        keep = rng.random() < 0.7
-        for stage, n in STAGE_SIZES:
-            for rank in range(1, n + 1):
-                if rank == 1 and keep:
-                    d, (s, e) = doc, hit
-                else:
-                    d = rng.choice(doc_ids)
-                    s, e = rng.choice(unit_index[d])
-                for k, v in (
-                    ("arm", arm),
-                    ("phase", phase),
-                    ("qid", qid),
-                    ("stage", stage),
-                    ("rank", rank),
-                    ("unit_id", f"{d}@{s}-{e}"),
-                    ("score", round(1.0 / rank, 4)),
-                    ("doc_id", d),
-                    ("start", s),
-                    ("end", e),
-                    ("lineage", ["bm25"] if stage == "union" else None),
-                ):
-                    cand_cols[k].append(v)
-        verdict = (
-            rng.choice(VERDICTS) if keep else rng.choice(("wrong", "critical-condition-error", "abstained"))
-        )
-        context = f"[1] ({doc})\n{texts[doc][hit[0] : hit[1]]}" if keep else "[1] (other)\n..."
-        flags = {c: True for c in schema.SUPPORT_COLUMNS}
-        if not keep:
-            lose = rng.choice(("support_fused", "support_reranked", "support_packed", "support_union"))
-            after = False
-            for c in (
-                "support_union",
-                "support_fused",
-                "support_reranked",
-                "support_selected",
-                "support_packed",
-                "support_cited",
-                "support_topk",
-            ):
-                after = after or c == lose
-                if after:
-                    flags[c] = False
-        records.append(
-            {
-                "arm": arm,
-                "phase": phase,
-                "phase_offset": offset,
-                "qid": qid,
-                "question": fx["question"],
-                "segment": fx["segment"],
-                "answerable": True,
-                "support_only": False,
-                "stress_set": "representative",
-                "doc_ids": [doc],
-                "gold_status": "ok",
-                **flags,
-                "covered_set": 0 if keep else None,
-                "single_unit_complete": keep,
-                "packed_context": context,
-                "packed_unit_ids": [f"{doc}@{hit[0]}-{hit[1]}"],
-                "evidence_tokens": 40,
-                "prompt_tokens": 90,
-                "budget_tokens": 64,
-                "rerank_depth": 6,
-                "selection_depth": 3,
-                "repeated_source_tokens": 0,
-                "topk_tokens": 40,
-                "overflow_json": "[]",
-                "expansion_dropped_json": "[]",
-                "answer": "Requests may be retained for 30 days. [1]",
-                "abstained": verdict == "abstained",
-                "citations_json": json.dumps(
-                    [
-                        {
-                            "label": "1",
-                            "unit_id": f"{doc}@{hit[0]}-{hit[1]}",
-                            "doc_id": doc,
-                            "start": hit[0],
-                            "end": hit[1],
-                        }
-                    ]
-                ),
-                "answer_verdict": verdict,
-                "answer_reason": "synthetic",
-                "citation_verdict": "supported" if keep else "unsupported",
-                "citation_reason": "synthetic",
-                "generator_error": None,
-                "attempts": 1,
-                "generator_detail_json": "{}",
-                "oracle_verdict": "correct",
-                "oracle_feasible": True,
-                "config_digest": "sha256:bench",
-            }
-        )
-    pq.write_table(pa.Table.from_pylist(units, schema=schema.UNITS), part / "units.parquet")
-    pq.write_table(pa.Table.from_pylist(bounds, schema=schema.BOUNDARIES), part / "boundaries.parquet")
-    pq.write_table(
-        pa.Table.from_pydict(cand_cols, schema=schema.CANDIDATES),
-        part / "candidates.parquet",
-        row_group_size=64 * 1024,
+    return units, bounds, unit_index
+
+
+def _question(fx, arm: str, phase: str, offset: int, texts, gold: tuple, unit_index: dict, doc_ids: list,
+              cand_cols: dict[str, list], rng) -> dict:
+    """One question's candidate rows (appended to ``cand_cols``) and its record: with probability 0.7
+    the gold unit ranks first everywhere and the answer is drawn from every verdict, else support is
+    lost at one stage and the answer is wrong, critical or abstained."""
+    from ledgerscope.testing.synthetic import record_constants
+
+    qid = fx["qid"]
+    doc, gs, ge = gold
+    ivs = unit_index[doc]
+    hit = next((iv for iv in ivs if iv[0] <= gs and iv[1] >= ge), ivs[0])
+    keep = rng.random() < 0.7
+    _candidates(cand_cols, arm, phase, qid, (doc, hit) if keep else None, doc_ids, unit_index, rng)
+    verdict = (
+        rng.choice(VERDICTS) if keep else rng.choice(("wrong", "critical-condition-error", "abstained"))
     )
-    pq.write_table(pa.Table.from_pylist(records, schema=schema.RECORDS), part / "records.parquet")
-    n = len(cand_cols["qid"])
-    meta = {"arm": arm, "phase": phase, "candidates": n, "records": len(records), "units": len(units)}
-    (part / "_SUCCESS.json").write_text(json.dumps({**meta, "files": _file_records(part)}))
-    return n
+    context = f"[1] ({doc})\n{texts[doc][hit[0] : hit[1]]}" if keep else "[1] (other)\n..."
+    flags = _support_flags(keep, rng)
+    return {
+        "arm": arm,
+        "phase": phase,
+        "phase_offset": offset,
+        "qid": qid,
+        "question": fx["question"],
+        "segment": fx["segment"],
+        "answerable": True,
+        "support_only": False,
+        "stress_set": "representative",
+        "doc_ids": [doc],
+        "gold_status": "ok",
+        **flags,
+        "covered_set": 0 if keep else None,
+        "single_unit_complete": keep,
+        "packed_context": context,
+        "packed_unit_ids": [f"{doc}@{hit[0]}-{hit[1]}"],
+        "evidence_tokens": 40,
+        "prompt_tokens": 90,
+        "budget_tokens": 64,
+        "rerank_depth": 6,
+        "selection_depth": 3,
+        "topk_tokens": 40,
+        "answer": "Requests may be retained for 30 days. [1]",
+        "abstained": verdict == "abstained",
+        "citations_json": json.dumps(
+            [
+                {
+                    "label": "1",
+                    "unit_id": f"{doc}@{hit[0]}-{hit[1]}",
+                    "doc_id": doc,
+                    "start": hit[0],
+                    "end": hit[1],
+                }
+            ]
+        ),
+        "answer_verdict": verdict,
+        "citation_verdict": "supported" if keep else "unsupported",
+        **record_constants("sha256:bench"),
+    }
+
+
+def _candidates(cand_cols: dict[str, list], arm: str, phase: str, qid: str, first: tuple | None,
+                doc_ids: list, unit_index: dict, rng) -> None:
+    """Every stage's ranked list for one question: ``first`` (doc, unit) at rank 1 when the gold
+    unit survives, random units of random documents everywhere else."""
+    for stage, n in STAGE_SIZES:
+        for rank in range(1, n + 1):
+            if rank == 1 and first is not None:
+                d, (s, e) = first
+            else:
+                d = rng.choice(doc_ids)
+                s, e = rng.choice(unit_index[d])
+            for k, v in (
+                ("arm", arm),
+                ("phase", phase),
+                ("qid", qid),
+                ("stage", stage),
+                ("rank", rank),
+                ("unit_id", f"{d}@{s}-{e}"),
+                ("score", round(1.0 / rank, 4)),
+                ("doc_id", d),
+                ("start", s),
+                ("end", e),
+                ("lineage", ["bm25"] if stage == "union" else None),
+            ):
+                cand_cols[k].append(v)
+
+
+def _support_flags(keep: bool, rng) -> dict[str, bool]:
+    """Support at every stage, or lost from one random stage on (and at every later one)."""
+    from ledgerscope.ledger import schema
+
+    flags = {c: True for c in schema.SUPPORT_COLUMNS}
+    if not keep:
+        lose = rng.choice(("support_fused", "support_reranked", "support_packed", "support_union"))
+        after = False
+        for c in (
+            "support_union",
+            "support_fused",
+            "support_reranked",
+            "support_selected",
+            "support_packed",
+            "support_cited",
+            "support_topk",
+        ):
+            after = after or c == lose
+            if after:
+                flags[c] = False
+    return flags
 
 
 def _file_records(part: Path) -> dict:
@@ -360,30 +380,7 @@ def ensure_digests(out: Path) -> int:
 
 
 def _write_oracle(out: Path, arm: str, fixtures) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from ledgerscope.testing.synthetic import write_oracle
 
-    from ledgerscope.ledger import schema
-    from ledgerscope.ledger.write import oracle_path
-
-    d = oracle_path(out, arm).parent
-    d.mkdir(parents=True, exist_ok=True)
-    rows = [
-        {
-            "arm": arm,
-            "qid": f["qid"],
-            "support_set": 0,
-            "feasible": True,
-            "evidence_tokens": 30,
-            "budget_tokens": 64,
-            "context": "",
-            "answer": "30 days",
-            "abstained": False,
-            "answer_verdict": "correct",
-            "answer_reason": "synthetic",
-            "generator_error": None,
-            "attempts": 1,
-        }
-        for f in fixtures
-    ]
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema.ORACLE), d / "oracle.parquet")
+    write_oracle(out, arm, {f["qid"]: "correct" for f in fixtures}, evidence_tokens=30, budget_tokens=64,
+                 answer="30 days")

@@ -18,9 +18,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,11 +26,11 @@ from typer.testing import CliRunner
 
 from ledgerscope.cli.main import app
 
-from .cdp import Chromium, colour_count, find_chromium, png_pixels, session_alive, stop_session
+from .cdp import Chromium, colour_count, find_chromium, png_pixels, session_alive
+from .served import SAMPLE, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "sample_ledgers" / "quillstack" / "ledger"
 RULE = ROOT / "sample_ledgers" / "release_rule.toml"
 CANDIDATE_RGB, BASELINE_RGB = (0xC2, 0x41, 0x0C), (0x0F, 0x76, 0x6E)
 
@@ -120,12 +117,6 @@ def test_a_hostile_report_runs_none_of_its_text(tmp_path, hostile_ledger):
     assert not session_alive(browser.proc.pid)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _screen_text(events: list[dict]) -> str:
     """What the app wrote to the terminal, escape sequences removed (websocket frames as received)."""
     data = b""
@@ -150,22 +141,8 @@ async def _until(browser: Chromium, since: int, needle: str, timeout: float = 30
 
 
 def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
-    port = _free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "ledgerscope.cli", "serve", str(SAMPLE), "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     app_pids: list[int] = []
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, \
-                    (tmp_path / "serve.log").read_text()
-                time.sleep(0.1)
+    with serving(SAMPLE, tmp_path / "serve.log") as (server, port):
 
         async def scenario() -> Chromium:
             async with Chromium(tmp_path / "profile", 1280, 800) as browser:
@@ -192,8 +169,6 @@ def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
                    for u in browser.requests()), browser.requests()
         assert not session_alive(browser.proc.pid)
         assert app_pids, "the served app ran in no process of the server's session"
-    finally:
-        stop_session(server)
     assert not session_alive(server.pid)  # the server and every app it started are gone
     assert not any(Path(f"/proc/{p}").exists() and _state(p) != "Z" for p in app_pids)
     logged = (tmp_path / "serve.log").read_text(errors="replace")

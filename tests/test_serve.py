@@ -7,28 +7,17 @@ for it, so every page load logged a 404).
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from ledgerscope.cli.serve import favicon_png
 
-from .cdp import png_pixels, session_alive, stop_session
+from .cdp import png_pixels, session_alive
+from .served import SAMPLE, free_port, serving
 
 pytestmark = pytest.mark.timeout(120)
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> tuple[int, str, bytes]:
@@ -46,28 +35,45 @@ def test_the_icon_is_a_small_png():
 
 
 def test_serve_answers_the_page_and_the_favicon(tmp_path):
-    port = _free_port()
     log_path = tmp_path / "serve.log"
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "ledgerscope.cli", "serve", str(SAMPLE), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.1)
+    with serving(SAMPLE, log_path) as (server, port):
         status, kind, page = _get(f"http://127.0.0.1:{port}/")
         assert status == 200 and "text/html" in kind and b"ledgerscope" in page
         status, kind, icon = _get(f"http://127.0.0.1:{port}/favicon.ico")
         assert status == 200 and kind.startswith("image/png") and icon == favicon_png()
         assert _get(f"http://127.0.0.1:{port}/no-such-thing")[0] == 404  # the control: 404s still are
-    finally:
-        stop_session(server)
     assert not session_alive(server.pid)
     logged = log_path.read_text(errors="replace")
     assert "/favicon.ico" in logged and "GET /favicon.ico HTTP/1.1\" 404" not in logged
+
+
+def test_the_favicon_route_joins_textual_serves_app():
+    """The icon's route goes in through textual-serve's public ``on_startup(app)`` hook, since its
+    routes are fixed in the private ``Server._make_app``. This builds the app as textual-serve does
+    and serves it in-process (aiohttp's own test server, 127.0.0.1): if textual-serve stops building
+    its app there, stops calling the hook, or aiohttp freezes the router before startup, it fails
+    and says which."""
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from ledgerscope.cli.serve import FAVICON_PATH, make_server
+
+    server = make_server(SAMPLE, "127.0.0.1", free_port(), [])
+    assert callable(getattr(server, "_make_app", None)), (
+        "textual-serve no longer builds its aiohttp app in Server._make_app: re-check how "
+        "ledgerscope.cli.serve._server_class adds the favicon route")
+
+    async def scenario() -> tuple[int, str, bytes, int]:
+        app = await server._make_app()
+        assert server.on_startup in app.on_startup, (
+            "textual-serve no longer registers Server.on_startup on its app: the favicon route is never "
+            "added")
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            icon = await client.get(FAVICON_PATH)
+            page = await client.get("/")
+            return icon.status, icon.content_type, await icon.read(), page.status
+
+    status, kind, body, page_status = asyncio.run(scenario())
+    assert (status, kind, page_status) == (200, "image/png", 200)
+    assert body == favicon_png()

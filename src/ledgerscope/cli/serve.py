@@ -76,8 +76,19 @@ def favicon_png(size: int = 16) -> bytes:
             + chunk(b"IEND", b""))
 
 
+#: the path textual-serve leaves unanswered, and browsers ask for whatever the page says
+FAVICON_PATH = "/favicon.ico"
+
+
 def _server_class():
-    """textual-serve's Server, also answering ``/favicon.ico`` (it has no route for it: a 404 a page)."""
+    """textual-serve's Server, also answering :data:`FAVICON_PATH` (it has no route for it: a 404 a page).
+
+    textual-serve has no public way to add a route: its routes are fixed in the private
+    ``_make_app``. Its public hook ``on_startup(app)`` (documented: "Called on startup", with the
+    aiohttp application) is used instead: aiohttp runs startup handlers before it freezes the
+    router, so a route added there is served. ``tests/test_serve.py`` builds the app the way
+    textual-serve does and fails loudly if either stops being true.
+    """
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -86,12 +97,19 @@ def _server_class():
                             headers={"Cache-Control": "max-age=86400"})
 
     class LedgerscopeServer(Server):
-        async def _make_app(self) -> web.Application:
-            app = await super()._make_app()
-            app.router.add_get("/favicon.ico", favicon, name="favicon")
-            return app
+        async def on_startup(self, app: web.Application) -> None:
+            await super().on_startup(app)
+            app.router.add_get(FAVICON_PATH, favicon, name="favicon")
 
     return LedgerscopeServer
+
+
+def make_server(ledger: Path, host: str, port: int, options: list[str]):
+    """The textual-serve server for ``ledgerscope open LEDGER OPTIONS`` on ``host:port`` (not started)."""
+    url = url_of(host, port)
+    return _server_class()(open_command(ledger, options), host=host, port=port,
+                           title=f"ledgerscope · {ledger.name}", public_url=url.rstrip("/"),
+                           templates_path=TEMPLATES)
 
 
 def serve(ledger: Path, host: str, port: int, options: list[str], allow_remote: bool) -> None:
@@ -100,8 +118,6 @@ def serve(ledger: Path, host: str, port: int, options: list[str], allow_remote: 
     url = url_of(host, port)
     if remote:
         print(NO_AUTH_WARNING.format(url=url, port=port), file=sys.stderr)
-    server = _server_class()(open_command(ledger, options), host=host, port=port,
-                             title=f"ledgerscope · {ledger.name}", public_url=url.rstrip("/"),
-                             templates_path=TEMPLATES)
+    server = make_server(ledger, host, port, options)
     print(f"ledgerscope: serving {ledger} at {url} (Ctrl+C to stop)", flush=True)
     server.serve()

@@ -94,11 +94,7 @@ def make_synthetic_ledger(
     rng = np.random.default_rng(seed)
     texts = {q: f"question {q}?" for q in range(questions)} | dict(question_texts or {})
     n_docs = max(1, questions // 4)
-    docs = {}
-    for d in range(n_docs):
-        words = rng.choice(WORDS, size=doc_chars // 7)
-        text = " ".join(words)[:doc_chars]
-        docs[f"docs/d{d:05d}.md"] = text.rstrip() + "."
+    docs = _documents(rng, n_docs, doc_chars)
     doc_ids = sorted(docs)
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(
@@ -114,6 +110,53 @@ def make_synthetic_ledger(
 
     q_doc = np.array([doc_ids[q % n_docs] for q in range(questions)], dtype=object)
     q_seg = np.array([SEGMENTS[q % len(SEGMENTS)] for q in range(questions)], dtype=object)
+    fixtures, spans_of = _fixtures(rng, q_doc, q_seg, docs, texts)
+    (out / "fixtures.jsonl").write_text(
+        "\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8"
+    )
+
+    phase_list = [
+        {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
+    ]
+    manifest = _manifest(docs, arms, phase_list, unit_chars, questions, phases, seed)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+    total_cands = total_records = total_units = 0
+    for arm in arms:
+        for p in phase_list:
+            units, bounds, unit_index = _units(docs, doc_ids, arm, p, unit_chars)
+            recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts)
+            write_partition(
+                out,
+                arm,
+                p["label"],
+                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs,
+                 "repairs": _repairs(units[:1])},
+                {"arm": arm, "phase": p["label"], "synthetic": True},
+            )
+            total_cands += cands.num_rows
+            total_records += len(recs)
+            total_units += len(units)
+        write_oracle(out, arm, {f"q{q:06d}": "correct" if q % 3 else "wrong" for q in range(questions)},
+                     evidence_tokens=40, budget_tokens=320, answer="7 days")
+    return {"records": total_records, "candidates": total_cands, "units": total_units}
+
+
+def _documents(rng, n_docs: int, doc_chars: int) -> dict[str, str]:
+    """``n_docs`` documents of random policy words, about ``doc_chars`` long, each ending in a period."""
+    docs = {}
+    for d in range(n_docs):
+        words = rng.choice(WORDS, size=doc_chars // 7)
+        text = " ".join(words)[:doc_chars]
+        docs[f"docs/d{d:05d}.md"] = text.rstrip() + "."
+    return docs
+
+
+def _fixtures(rng, q_doc, q_seg, docs: Mapping[str, str],
+              texts: Mapping[int, str]) -> tuple[list[dict], dict]:
+    """Canonical fixtures, one per question, and each answerable one's two spans (a rule and its
+    qualifier, both needed) at random places in its document."""
+    questions = len(q_doc)
     fixtures = []
     spans_of = {}
     for q in range(questions):
@@ -160,13 +203,12 @@ def make_synthetic_ledger(
             }
         )
         fixtures[-1]["spans"][1]["id"] = "qualifier"
-    (out / "fixtures.jsonl").write_text(
-        "\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8"
-    )
+    return fixtures, spans_of
 
-    phase_list = [
-        {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
-    ]
+
+def _manifest(docs: Mapping[str, str], arms: Sequence[str], phase_list: list[dict], unit_chars: int,
+              questions: int, phases: int, seed: int) -> dict:
+    """The ledger's manifest: every arm with the same synthetic config over the same phases."""
     manifest = {
         "format": schema.FORMAT,
         "ledgerscope_version": "synthetic",
@@ -196,46 +238,51 @@ def make_synthetic_ledger(
         },
         "stages": list(schema.STAGES),
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
 
-    total_cands = total_records = total_units = 0
-    for arm in arms:
-        for p in phase_list:
-            units, bounds, unit_index = _units(docs, doc_ids, arm, p, unit_chars)
-            recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts)
-            write_partition(
-                out,
-                arm,
-                p["label"],
-                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs,
-                 "repairs": _repairs(units[:1])},
-                {"arm": arm, "phase": p["label"], "synthetic": True},
-            )
-            total_cands += cands.num_rows
-            total_records += len(recs)
-            total_units += len(units)
-        oracle = [
-            {
-                "arm": arm,
-                "qid": f"q{q:06d}",
-                "support_set": 0,
-                "feasible": True,
-                "evidence_tokens": 40,
-                "budget_tokens": 320,
-                "context": "",
-                "answer": "7 days",
-                "abstained": False,
-                "answer_verdict": "correct" if q % 3 else "wrong",
-                "answer_reason": "synthetic",
-                "generator_error": None,
-                "attempts": 1,
-            }
-            for q in range(questions)
-        ]
-        path = oracle_path(out, arm)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(oracle, schema=schema.ORACLE), path)
-    return {"records": total_records, "candidates": total_cands, "units": total_units}
+
+def record_constants(config_digest: str) -> dict:
+    """The record columns every synthetic record shares: nothing overflowed or dropped, one
+    generator attempt, reasons that say ``synthetic``, an oracle that answered correctly."""
+    return {
+        "repeated_source_tokens": 0,
+        "overflow_json": "[]",
+        "expansion_dropped_json": "[]",
+        "answer_reason": "synthetic",
+        "citation_reason": "synthetic",
+        "generator_error": None,
+        "attempts": 1,
+        "generator_detail_json": "{}",
+        "oracle_verdict": "correct",
+        "oracle_feasible": True,
+        "config_digest": config_digest,
+    }
+
+
+def write_oracle(out: Path, arm: str, verdicts: Mapping[str, str], *, evidence_tokens: int,
+                 budget_tokens: int, answer: str) -> None:
+    """The arm's oracle table: per question (qid -> its answer verdict) one feasible support set."""
+    rows = [
+        {
+            "arm": arm,
+            "qid": qid,
+            "support_set": 0,
+            "feasible": True,
+            "evidence_tokens": evidence_tokens,
+            "budget_tokens": budget_tokens,
+            "context": "",
+            "answer": answer,
+            "abstained": False,
+            "answer_verdict": verdict,
+            "answer_reason": "synthetic",
+            "generator_error": None,
+            "attempts": 1,
+        }
+        for qid, verdict in verdicts.items()
+    ]
+    path = oracle_path(out, arm)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema.ORACLE), path)
 
 
 def _units(docs, doc_ids, arm, p, unit_chars):
@@ -364,23 +411,13 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, t
                 "budget_tokens": 320,
                 "rerank_depth": 12,
                 "selection_depth": 10,
-                "repeated_source_tokens": 0,
                 "topk_tokens": 30,
-                "overflow_json": "[]",
-                "expansion_dropped_json": "[]",
                 "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
                 "abstained": verdict == "abstained",
                 "citations_json": "[]",
                 "answer_verdict": verdict,
-                "answer_reason": "synthetic",
                 "citation_verdict": "supported" if packed else "unsupported",
-                "citation_reason": "synthetic",
-                "generator_error": None,
-                "attempts": 1,
-                "generator_detail_json": "{}",
-                "oracle_verdict": "correct",
-                "oracle_feasible": True,
-                "config_digest": f"synthetic:{arm}",
+                **record_constants(f"synthetic:{arm}"),
             }
         )
     return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)

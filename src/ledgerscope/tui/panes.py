@@ -2,7 +2,7 @@
 and the workers that load what the panes show beyond the record.
 
 Only the active pane is drawn when the record changes; the others are drawn
-when they are shown (:meth:`ledgerscope.tui.screens.main.MainScreen._refresh_panes`).
+when they are shown (:meth:`ledgerscope.tui.screens.pane_drawing.PaneDrawing._refresh_panes`).
 The text itself is built by :mod:`.render`, :mod:`.render_source` and
 :mod:`.render_summary`; here it is put into the pane widgets.
 """

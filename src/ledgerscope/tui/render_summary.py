@@ -37,18 +37,38 @@ def stats_text(
     palette: Palette,
 ):
     """Per-phase rates of each arm (SQL, immediate), then the paired comparison and release decision."""
-    from rich import box
     from rich.console import Group
+
+    parts: list[Any] = _phase_rates(summaries, arms, phases, palette)
+    if comparison is None:
+        parts.append(Text("\n" + status, style=pick(palette, "muted")))
+        return Group(*parts)
+    parts.append(_comparison_intro(comparison, palette))
+    for set_name, block in comparison["stress_sets"].items():
+        parts += [_metric_table(set_name, block, which) for which in ("phase average", "worst phase")]
+        if segs := block.get("segments") or {}:
+            parts.append(_segment_table(set_name, segs))
+    parts.append(_decision_tail(decision, comparison.get("note", ""), palette))
+    return Group(*parts)
+
+
+def _table(title: Text | None = None):
+    """The Stats pane's table style: a simple head, no edges, the title on the left."""
+    from rich import box
     from rich.table import Table
 
-    parts: list[Any] = []
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+
+
+def _phase_rates(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str, str],
+                 phases: Sequence[str], palette: Palette) -> list[Any]:
+    """Each arm's support and correct rate per phase, then its phase average and worst phases."""
     head = Text()
     head.append(
         "per phase: support in packed context / correct answer (answerable records)\n",
         style=pick(palette, "heading"),
     )
-    parts.append(head)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table = _table()
     table.add_column("phase")
     for role in summaries:
         table.add_column(Text(lit(arms[role], 20)), justify="right")
@@ -60,7 +80,6 @@ def stats_text(
                 Text(f"{fmt(row['support'], 2)} / {fmt(row['correct'], 2)}" if row else MISSING_GLYPH)
             )
         table.add_row(*cells)
-    parts.append(table)
     lines = Text()
     for role, rows in summaries.items():
         vals = [(r["correct"], p) for p, r in rows.items() if r.get("correct") is not None]
@@ -73,10 +92,11 @@ def stats_text(
                 f"{lit(arms[role])}: phase average correct {avg:.2f}; worst phase correct {w[0]:.2f} "
                 f"(phase {lit(w[1])}); worst phase support {fmt(ws[0], 2)} (phase {lit(ws[1])})\n"
             )
-    parts.append(lines)
-    if comparison is None:
-        parts.append(Text("\n" + status, style=pick(palette, "muted")))
-        return Group(*parts)
+    return [head, table, lines]
+
+
+def _comparison_intro(comparison: Mapping, palette: Palette) -> Text:
+    """Which arms, how many questions and phases, the bootstrap's settings and clusters."""
     m = comparison["matching"]
     settings = comparison["settings"]
     intro = Text()
@@ -96,77 +116,72 @@ def stats_text(
         from ledgerscope.report.terminal import clusters_line
 
         intro.append("\n" + lit(clusters_line(comparison["clusters"])), style=pick(palette, "muted"))
-    parts.append(intro)
-    for set_name, block in comparison["stress_sets"].items():
-        for which in ("phase average", "worst phase"):
-            t = Table(
-                title=Text(
-                    f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
-                    f"{block['n_clusters']} document clusters)"
-                ),
-                title_justify="left",
-                box=box.SIMPLE_HEAD,
-                pad_edge=False,
-                show_edge=False,
-            )
-            for col in (
-                "metric",
-                "candidate",
-                "baseline",
-                "difference [95% CI]" if which == "phase average" else "worst difference [CI]",
-            ):
-                t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
-            for metric, res in block["metrics"].items():
-                c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
-                st = d.get("statistics", {})
-                digits = 1 if metric.endswith("tokens") else 2
-                name = Text(lit(METRIC_TITLES.get(metric, metric)))
-                if which == "phase average":
-                    t.add_row(
-                        name,
-                        fmt(c["phase_average"]["mean_of_phases"], digits),
-                        fmt(b["phase_average"]["mean_of_phases"], digits),
-                        _interval(st.get("mean"), digits),
-                    )
-                else:
-                    wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
-                    t.add_row(
-                        name,
-                        Text(f"{fmt(wc['value'], digits)} @{lit(wc['phase'])}"),
-                        Text(f"{fmt(wb['value'], digits)} @{lit(wb['phase'])}"),
-                        _interval(st.get("worst_aggregate"), digits),
-                    )
-            parts.append(t)
-        segs = block.get("segments") or {}
-        if segs:
-            seg = Table(
-                title=Text(f"segments ({lit(set_name)}), phase average, candidate / baseline"),
-                title_justify="left",
-                box=box.SIMPLE_HEAD,
-                pad_edge=False,
-                show_edge=False,
-            )
-            for col in ("segment", "n", "support", "correct", "critical"):
-                seg.add_column(col, justify="left" if col == "segment" else "right")
-            for name, sb in segs.items():
-                sm = sb["metrics"]
+    return intro
 
-                def pair(metric: str, sm=sm) -> str:
-                    if metric not in sm:
-                        return "–"
-                    return (
-                        f"{fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)} / "
-                        f"{fmt(sm[metric]['baseline']['phase_average']['mean_of_phases'], 2)}"
-                    )
 
-                seg.add_row(
-                    Text(lit(name)),
-                    str(sb["n_questions"]),
-                    pair("support"),
-                    pair("answer_correct"),
-                    pair("critical"),
-                )
-            parts.append(seg)
+def _metric_table(set_name: str, block: Mapping, which: str):
+    """One stress set's metrics, both arms and the difference's interval: the phase average, or
+    the worst phase (each value @ its phase)."""
+    t = _table(Text(f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
+                    f"{block['n_clusters']} document clusters)"))
+    for col in (
+        "metric",
+        "candidate",
+        "baseline",
+        "difference [95% CI]" if which == "phase average" else "worst difference [CI]",
+    ):
+        t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+    for metric, res in block["metrics"].items():
+        c, b, d = res["candidate"], res["baseline"], res.get("difference") or {}
+        st = d.get("statistics", {})
+        digits = 1 if metric.endswith("tokens") else 2
+        name = Text(lit(METRIC_TITLES.get(metric, metric)))
+        if which == "phase average":
+            t.add_row(
+                name,
+                fmt(c["phase_average"]["mean_of_phases"], digits),
+                fmt(b["phase_average"]["mean_of_phases"], digits),
+                _interval(st.get("mean"), digits),
+            )
+        else:
+            wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
+            t.add_row(
+                name,
+                Text(f"{fmt(wc['value'], digits)} @{lit(wc['phase'])}"),
+                Text(f"{fmt(wb['value'], digits)} @{lit(wb['phase'])}"),
+                _interval(st.get("worst_aggregate"), digits),
+            )
+    return t
+
+
+def _segment_table(set_name: str, segs: Mapping[str, Mapping]):
+    """Per segment of a stress set: questions, and support, correct and critical as candidate / baseline."""
+    seg = _table(Text(f"segments ({lit(set_name)}), phase average, candidate / baseline"))
+    for col in ("segment", "n", "support", "correct", "critical"):
+        seg.add_column(col, justify="left" if col == "segment" else "right")
+    for name, sb in segs.items():
+        sm = sb["metrics"]
+
+        def pair(metric: str, sm=sm) -> str:
+            if metric not in sm:
+                return "–"
+            return (
+                f"{fmt(sm[metric]['candidate']['phase_average']['mean_of_phases'], 2)} / "
+                f"{fmt(sm[metric]['baseline']['phase_average']['mean_of_phases'], 2)}"
+            )
+
+        seg.add_row(
+            Text(lit(name)),
+            str(sb["n_questions"]),
+            pair("support"),
+            pair("answer_correct"),
+            pair("critical"),
+        )
+    return seg
+
+
+def _decision_tail(decision: Mapping | None, note: str, palette: Palette) -> Text:
+    """The release decision (when a rule was given) with its reasons, and the comparison's note."""
     tail = Text()
     if decision is not None:
         outcome = str(decision.get("outcome", "")).upper()
@@ -176,9 +191,8 @@ def stats_text(
         tail.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
         for reason in decision.get("reasons", []):
             tail.append(f"  - {lit(reason)}\n")
-    tail.append(f"\n{lit(comparison.get('note', ''))}\n", style=pick(palette, "muted"))
-    parts.append(tail)
-    return Group(*parts)
+    tail.append(f"\n{lit(note)}\n", style=pick(palette, "muted"))
+    return tail
 
 
 def grid_caption(

@@ -300,6 +300,68 @@ def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) ->
     return out
 
 
+def _component_labels(con, candidate: str, baseline: str, baseline_con, matched: Matched) -> np.ndarray:
+    """Each matched question's connected component of the question-document graph, over the
+    documents of both arms (from both ledgers when the baseline is in a second one)."""
+    documents = question_documents(con, [candidate] if baseline_con is not None else [candidate, baseline])
+    if baseline_con is not None:
+        for q, docs in question_documents(baseline_con, [baseline]).items():
+            documents.setdefault(q, set()).update(docs)
+    by_component = component_clusters(matched.qids, documents)
+    return np.array([by_component[q] for q in matched.qids], dtype=object)
+
+
+def _blocks(matched: Matched, segments: bool) -> list[tuple[str, str | None, np.ndarray]]:
+    """(stress set, segment or None for the whole set, rows): every stress set, then its segments."""
+    blocks = []
+    for s in sorted({str(x) for x in matched.stress_set.tolist()}):
+        rows = matched.stress_set == s
+        blocks.append((s, None, rows))
+        if segments:
+            blocks += [
+                (s, g, rows & (matched.segment == g))
+                for g in sorted({str(x) for x in matched.segment[rows].tolist()})
+            ]
+    return blocks
+
+
+def _bootstrap_blocks(blocks, matched: Matched, metrics: Sequence[str], boot: dict,
+                      by_rule: dict[str, np.ndarray], segments: bool) -> dict[str, dict]:
+    """Per stress set (and segment) both arms' phase tables and the paired bootstrap of each metric.
+
+    The bootstraps run on two threads (numpy releases the GIL) while this one builds the tables;
+    metrics that apply to the same questions share one draw."""
+    by_set: dict[str, dict] = {}
+    with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
+        jobs, calls = [], []
+        for _s, _g, rows in blocks:
+            labels, pairs, groups = _block_pairs(rows, matched, metrics)
+            jobs.append((labels, [(names, len(calls) + k) for k, names in enumerate(groups)]))
+            calls += [({m: pairs[m][:3] for m in names}, pairs[names[0]][3]) for names in groups]
+        futures = paired_bootstrap_batch(
+            calls, phase_labels=matched.phases, submit=pool.submit, **boot
+        )
+        tables = [_phase_tables(rows, matched, metrics) for _s, _g, rows in blocks]
+        for (s, g, rows), (labels, slots), out in zip(blocks, jobs, tables, strict=True):
+            for names, call in slots:
+                res = futures[call].result()
+                for m in names:
+                    out[m]["difference"] = res[m]
+            block = {
+                "n_questions": int(rows.sum()),
+                "n_clusters": len(set(labels.tolist())),
+                "n_clusters_by_rule": {rule: len(set(lab[rows].tolist())) for rule, lab in by_rule.items()},
+                "metrics": out,
+            }
+            if g is None:
+                by_set[s] = block
+                if segments:
+                    block["segments"] = {}
+            else:
+                by_set[s]["segments"][g] = block
+    return by_set
+
+
 @contextlib.contextmanager
 def _no_gc_pauses():
     """No cyclic garbage collection during a comparison (its many small objects live on anyway);
@@ -359,19 +421,13 @@ def compare_arms(
         cand, base = load_arms(con, [candidate, baseline])
     else:
         cand, base = load_arm(con, candidate), load_arm(baseline_con, baseline)
-    cluster_rule = clusters  # (the name ``clusters`` is reused for each block's cluster labels below)
-    if cluster_rule not in CLUSTER_RULES:
-        raise ValueError(f"unknown cluster rule {cluster_rule!r}; known: {', '.join(CLUSTER_RULES)}")
+    if clusters not in CLUSTER_RULES:
+        raise ValueError(f"unknown cluster rule {clusters!r}; known: {', '.join(CLUSTER_RULES)}")
     matched = match_arms(cand, base, metrics)
-    documents = question_documents(con, [candidate] if baseline_con is not None else [candidate, baseline])
-    if baseline_con is not None:
-        for q, docs in question_documents(baseline_con, [baseline]).items():
-            documents.setdefault(q, set()).update(docs)
-    by_component = component_clusters(matched.qids, documents)
-    components = np.array([by_component[q] for q in matched.qids], dtype=object)
     first_document = matched.cluster
-    cluster_info = cluster_report(first_document, components, cluster_rule)
-    if cluster_rule == "components":
+    components = _component_labels(con, candidate, baseline, baseline_con, matched)
+    cluster_info = cluster_report(first_document, components, clusters)
+    if clusters == "components":
         matched.cluster = components
     boot = {
         "n_resamples": n_resamples,
@@ -379,45 +435,8 @@ def compare_arms(
         "confidence": confidence,
         "statistics": tuple(statistics),
     }
-    blocks = []  # (stress set, segment or None for the whole set, rows)
-    for s in sorted({str(x) for x in matched.stress_set.tolist()}):
-        rows = matched.stress_set == s
-        blocks.append((s, None, rows))
-        if segments:
-            blocks += [
-                (s, g, rows & (matched.segment == g))
-                for g in sorted({str(x) for x in matched.segment[rows].tolist()})
-            ]
-    by_set: dict[str, dict] = {}
-    # the bootstraps run on two threads (numpy releases the GIL) while this one builds the tables
-    with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
-        jobs, calls = [], []
-        for _s, _g, rows in blocks:
-            clusters, pairs, groups = _block_pairs(rows, matched, metrics)
-            jobs.append((clusters, [(names, len(calls) + k) for k, names in enumerate(groups)]))
-            calls += [({m: pairs[m][:3] for m in names}, pairs[names[0]][3]) for names in groups]
-        futures = paired_bootstrap_batch(
-            calls, phase_labels=matched.phases, submit=pool.submit, **boot
-        )
-        tables = [_phase_tables(rows, matched, metrics) for _s, _g, rows in blocks]
-        for (s, g, rows), (clusters, slots), out in zip(blocks, jobs, tables, strict=True):
-            for names, call in slots:
-                res = futures[call].result()
-                for m in names:
-                    out[m]["difference"] = res[m]
-            block = {
-                "n_questions": int(rows.sum()),
-                "n_clusters": len(set(clusters.tolist())),
-                "n_clusters_by_rule": {"first_document": len(set(first_document[rows].tolist())),
-                                       "components": len(set(components[rows].tolist()))},
-                "metrics": out,
-            }
-            if g is None:
-                by_set[s] = block
-                if segments:
-                    block["segments"] = {}
-            else:
-                by_set[s]["segments"][g] = block
+    by_rule = {"first_document": first_document, "components": components}
+    by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments)
     return {
         "format": FORMAT,
         "candidate": {"arm": candidate, "counts": cand.counts},
@@ -428,7 +447,7 @@ def compare_arms(
             "confidence": float(confidence),
             "statistics": list(statistics),
             "method": "percentile",
-            "resampling_unit": RESAMPLING_UNITS[cluster_rule],
+            "resampling_unit": RESAMPLING_UNITS[clusters],
         },
         "clusters": cluster_info,
         "matching": matched.report,

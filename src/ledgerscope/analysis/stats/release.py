@@ -225,9 +225,8 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = 
 }
 
 
-def load_rule(path: str | Path) -> Rule:
-    """Read and validate a release rule; every problem is reported with file, line and field."""
-    path = Path(path)
+def _read_toml(path: Path) -> tuple[str, str, dict]:
+    """The rule file's digest, text and parsed table; unreadable, non-UTF-8 or bad TOML is an error."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -241,8 +240,11 @@ def load_rule(path: str | Path) -> Rule:
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise InputError(Problem(str(path), int(m.group(1)) if m else None, "toml", str(exc))) from None
-    pr = _Problems(str(path), text)
+    return digest, text, doc
 
+
+def _settings(doc: dict, pr: _Problems) -> dict:
+    """The rule's keys, format, names and single-valued settings (see :data:`_SETTINGS`)."""
     for key in doc:
         if key not in _TOP_KEYS:
             pr.add(key, f"unknown key; known: {', '.join(_TOP_KEYS)}")
@@ -269,7 +271,11 @@ def load_rule(path: str | Path) -> Rule:
             kw["stress_sets"] = tuple(v)
         else:
             pr.add("stress_sets", f"must be a non-empty list of distinct names from {', '.join(STRESS_SETS)}")
+    return kw
 
+
+def _differences(doc: dict, pr: _Problems) -> tuple[DifferenceTolerance, ...]:
+    """``max_*_loss``: a number (for the mean and the worst phase) or a table of statistic = limit."""
     diffs: list[DifferenceTolerance] = []
     for key, metric in DIFFERENCE_KEYS.items():
         if key not in doc:
@@ -290,55 +296,71 @@ def load_rule(path: str | Path) -> Rule:
                 pr.add(where, f"must be a number in [-1, 1] (candidate minus baseline), got {limit!r}")
             else:
                 diffs.append(DifferenceTolerance(key, metric, stat, float(limit)))
-    kw["differences"] = tuple(diffs)
+    return tuple(diffs)
 
+
+def _critical_limits(doc: dict, pr: _Problems) -> tuple[SegmentLimit, ...]:
+    """``max_critical_errors_per_segment``: per segment a count (an int) or a rate (a float)."""
     crit: list[SegmentLimit] = []
-    if "max_critical_errors_per_segment" in doc:
-        v = doc["max_critical_errors_per_segment"]
-        if not isinstance(v, dict) or not v:
-            pr.add("max_critical_errors_per_segment", "must be a table of segment = count or rate")
+    if "max_critical_errors_per_segment" not in doc:
+        return ()
+    v = doc["max_critical_errors_per_segment"]
+    if not isinstance(v, dict) or not v:
+        pr.add("max_critical_errors_per_segment", "must be a table of segment = count or rate")
+        return ()
+    for seg, limit in v.items():
+        where = f"max_critical_errors_per_segment.{seg}"
+        if seg not in SEGMENTS:
+            pr.add(where, f"unknown segment; known: {', '.join(SEGMENTS)}")
+        elif _is_int(limit) and limit >= 0:
+            crit.append(SegmentLimit(seg, "count", float(limit)))
+        elif isinstance(limit, float) and 0 <= limit <= 1:
+            crit.append(SegmentLimit(seg, "rate", limit))
         else:
-            for seg, limit in v.items():
-                where = f"max_critical_errors_per_segment.{seg}"
-                if seg not in SEGMENTS:
-                    pr.add(where, f"unknown segment; known: {', '.join(SEGMENTS)}")
-                elif _is_int(limit) and limit >= 0:
-                    crit.append(SegmentLimit(seg, "count", float(limit)))
-                elif isinstance(limit, float) and 0 <= limit <= 1:
-                    crit.append(SegmentLimit(seg, "rate", limit))
-                else:
-                    pr.add(where, "must be a non-negative integer (most questions) or a float in [0, 1] "
-                                  f"(most share of questions), got {limit!r}")
-    kw["critical_per_segment"] = tuple(crit)
+            pr.add(where, "must be a non-negative integer (most questions) or a float in [0, 1] "
+                          f"(most share of questions), got {limit!r}")
+    return tuple(crit)
 
-    if "max_evidence_tokens" in doc:
-        v = doc["max_evidence_tokens"]
-        key = "max_evidence_tokens"
-        if _is_number(v) and v > 0:
-            kw["tokens"] = TokenCeiling("prompt_tokens", None, float(v))
-        elif isinstance(v, dict):
-            ok = True
-            for k in v:
-                if k not in ("field", "mean", "max"):
-                    pr.add(f"{key}.{k}", "unknown key; known: field, mean, max")
-                    ok = False
-            fld = v.get("field", "prompt_tokens")
-            if fld not in TOKEN_FIELDS:
-                pr.add(f"{key}.field", f"must be one of {', '.join(TOKEN_FIELDS)}, got {fld!r}")
-                ok = False
-            for k in ("mean", "max"):
-                if k in v and not (_is_number(v[k]) and v[k] > 0):
-                    pr.add(f"{key}.{k}", f"must be a positive number of tokens, got {v[k]!r}")
-                    ok = False
-            if "mean" not in v and "max" not in v:
-                pr.add(key, "names neither mean nor max")
-                ok = False
-            if ok:
-                kw["tokens"] = TokenCeiling(fld, float(v["mean"]) if "mean" in v else None,
-                                            float(v["max"]) if "max" in v else None)
-        else:
-            pr.add(key, "must be a positive number (max prompt tokens) or a table with field, mean, max")
 
+def _token_ceiling(doc: dict, pr: _Problems) -> TokenCeiling | None:
+    """``max_evidence_tokens``: a number (most prompt tokens) or a table of field, mean, max."""
+    key = "max_evidence_tokens"
+    if key not in doc:
+        return None
+    v = doc[key]
+    if _is_number(v) and v > 0:
+        return TokenCeiling("prompt_tokens", None, float(v))
+    if not isinstance(v, dict):
+        pr.add(key, "must be a positive number (max prompt tokens) or a table with field, mean, max")
+        return None
+    before = len(pr.items)
+    for k in v:
+        if k not in ("field", "mean", "max"):
+            pr.add(f"{key}.{k}", "unknown key; known: field, mean, max")
+    fld = v.get("field", "prompt_tokens")
+    if fld not in TOKEN_FIELDS:
+        pr.add(f"{key}.field", f"must be one of {', '.join(TOKEN_FIELDS)}, got {fld!r}")
+    for k in ("mean", "max"):
+        if k in v and not (_is_number(v[k]) and v[k] > 0):
+            pr.add(f"{key}.{k}", f"must be a positive number of tokens, got {v[k]!r}")
+    if "mean" not in v and "max" not in v:
+        pr.add(key, "names neither mean nor max")
+    if len(pr.items) > before:
+        return None
+    return TokenCeiling(fld, float(v["mean"]) if "mean" in v else None,
+                        float(v["max"]) if "max" in v else None)
+
+
+def load_rule(path: str | Path) -> Rule:
+    """Read and validate a release rule; every problem is reported with file, line and field."""
+    path = Path(path)
+    digest, text, doc = _read_toml(path)
+    pr = _Problems(str(path), text)
+    kw = _settings(doc, pr)
+    kw["differences"] = _differences(doc, pr)
+    kw["critical_per_segment"] = _critical_limits(doc, pr)
+    if (tokens := _token_ceiling(doc, pr)) is not None:
+        kw["tokens"] = tokens
     if not pr.items and not (kw["differences"] or kw["critical_per_segment"] or kw.get("tokens")):
         pr.add("rule", "declares no tolerance (max_support_loss, max_answer_loss, max_citation_loss, "
                        "max_critical_errors_per_segment or max_evidence_tokens)")

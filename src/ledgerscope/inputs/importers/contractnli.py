@@ -182,13 +182,23 @@ def _fixture(
             **base,
         )
 
+    indices = ann.get("spans") or []
+    spans, cues_found, adjacent = _evidence(qid, indices if isinstance(indices, list) else [indices],
+                                            source, doc_spans, report)
+    if not spans:
+        report.skipped.append(f"{qid}: {choice} without any usable evidence span; skipped")
+        return None
+    return _evidence_fixture(choice, spans, cues_found, adjacent, extra, base)
+
+
+def _evidence(qid: str, indices: list, source: Any, doc_spans: list,
+              report: ImportReport) -> tuple[list[GoldSpan], list[dict[str, str]], list[dict[str, Any]]]:
+    """The evidence spans an annotation names (each bad index, range or empty span skipped, said in
+    the report), the qualifier cues inside them, and those in the sentences next to them."""
     text = source.text
     spans: list[GoldSpan] = []
     cues_found: list[dict[str, str]] = []
     adjacent: list[dict[str, Any]] = []
-    indices = ann.get("spans") or []
-    if not isinstance(indices, list):
-        indices = [indices]
     evidence = {i for i in indices if isinstance(i, int) and not isinstance(i, bool)}
     for idx in [i for n, i in enumerate(indices) if i not in indices[:n]]:
         sid = f"s{idx}"
@@ -211,19 +221,31 @@ def _fixture(
             continue
         found = _cues(quote)
         cues_found.extend({"span_id": sid, "cue": c} for c in found)
-        for j in (idx - 1, idx + 1):
-            if j in evidence or not 0 <= j < len(doc_spans):
-                continue
-            js, je = doc_spans[j]
-            adjacent.extend({"span_index": j, "start": js, "end": je, "next_to": sid, "cue": c}
-                            for c in _cues(text[js:je]))
+        adjacent.extend(_adjacent_cues(idx, sid, evidence, doc_spans, text))
         prefix, suffix = quote_context(text, start, end)
         spans.append(GoldSpan(sid, source.doc_id, start, end, version=source.version, quote=quote,
                               prefix=prefix, suffix=suffix,
                               dependency="exception" if found else "joint"))
-    if not spans:
-        report.skipped.append(f"{qid}: {choice} without any usable evidence span; skipped")
-        return None
+    return spans, cues_found, adjacent
+
+
+def _adjacent_cues(idx: int, sid: str, evidence: set[int], doc_spans: list,
+                   text: str) -> list[dict[str, Any]]:
+    """Qualifier cues in the non-evidence spans either side of evidence span ``idx``."""
+    found = []
+    for j in (idx - 1, idx + 1):
+        if j in evidence or not 0 <= j < len(doc_spans):
+            continue
+        js, je = doc_spans[j]
+        found.extend({"span_index": j, "start": js, "end": je, "next_to": sid, "cue": c}
+                     for c in _cues(text[js:je]))
+    return found
+
+
+def _evidence_fixture(choice: str, spans: list[GoldSpan], cues_found: list[dict[str, str]],
+                      adjacent: list[dict[str, Any]], extra: dict[str, Any], base: dict[str, Any]) -> Fixture:
+    """An Entailment or Contradiction: its first joint span is primary; the segment follows the
+    cues (a qualifier: rule-exception) and the span count (joint-evidence, or definition-referent)."""
     for i, s in enumerate(spans):
         if s.dependency == "joint":
             spans[i] = replace(s, dependency="primary")

@@ -211,6 +211,8 @@ def _question(
     repairs: list[dict[str, Any]],
     seen_qids: set[str],
 ) -> Fixture | None:
+    """One SQuAD question as a fixture: unanswerable when marked impossible, else over its located
+    answers; None (reported) when it has no id, repeats one, or an answer cannot be placed."""
     if not isinstance(qa, dict) or qa.get("id") is None or not isinstance(qa.get("question"), str):
         report.skipped.append(f"{where}: question without 'id' or 'question' text; skipped")
         return None
@@ -220,7 +222,6 @@ def _question(
         report.skipped.append(f"{qid}: duplicate question id ({where}); skipped")
         return None
     seen_qids.add(qid)
-    context = source.text
     answers = qa.get("answers") or []
     base = {
         "qid": qid,
@@ -242,6 +243,17 @@ def _question(
         return None
 
     report.answers += len(answers)
+    located = _locate_answers(qid, answers, source, repair, report, repairs)
+    if located is None:
+        return None
+    return _answer_fixture(located, source, base)
+
+
+def _locate_answers(qid: str, answers: list, source: Any, repair: bool, report: ImportReport,
+                    repairs: list[dict[str, Any]]) -> list[tuple[int, int, str]] | None:
+    """Each answer's (start, end, upstream text) in the context; an offset off by a few code points
+    is repaired (with ``repair``, recorded in ``repairs``) or fails the question (None, reported)."""
+    context = source.text
     located: list[tuple[int, int, str]] = []  # (start, end, upstream text)
     failures: list[str] = []
     for k, ans in enumerate(answers):
@@ -279,7 +291,13 @@ def _question(
     if failures:
         report.skipped.append(f"{qid}: left out of the fixtures: {'; '.join(failures)}")
         return None
+    return located
 
+
+def _answer_fixture(located: list[tuple[int, int, str]], source: Any, base: dict[str, Any]) -> Fixture:
+    """One span per distinct located answer, each a sufficient set alone; the first answer's text is
+    expected, the others aliases; a number in it makes the segment number-scope."""
+    context = source.text
     spans: list[GoldSpan] = []
     for start, end, _text in located:
         if any(s.start == start and s.end == end for s in spans):

@@ -6,7 +6,8 @@ screen, search matches, what is running. Watchers redraw what depends on them
 (the status line binds to them). The data comes from
 :class:`~ledgerscope.tui.data.LedgerSession` in thread workers and comes back
 as messages (:mod:`ledgerscope.tui.messages`); the actions are the browsing
-keys of :mod:`ledgerscope.tui.bindings`, dialogs are modal screens.
+keys of :mod:`ledgerscope.tui.bindings` (:mod:`.actions`), dialogs are modal screens, and the
+panes draw in :mod:`.pane_drawing`.
 """
 
 from __future__ import annotations
@@ -31,33 +32,24 @@ from ledgerscope.tui import messages as msg
 from ledgerscope.tui.bindings import BROWSE_BINDINGS
 from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
-from ledgerscope.tui.model import Detail, Filters, StatsState, next_match
-from ledgerscope.tui.panes import (
-    TABS,
-    DetailPanes,
-    PaneView,
-    draw_pane,
-    follow_grid,
-    load_comparison,
-    load_summaries,
-    load_survival,
-)
+from ledgerscope.tui.model import Detail, Filters, StatsState
+from ledgerscope.tui.panes import DetailPanes, follow_grid, load_summaries
 from ledgerscope.tui.render import Palette
-from ledgerscope.tui.render_source import SOURCE_STAGES
 from ledgerscope.tui.render_summary import title_text
-from ledgerscope.tui.screens import dialogs
+from ledgerscope.tui.screens.actions import NARROW_WIDTH, BrowseActions
 from ledgerscope.tui.screens.integrity import CHECKS_BUSY, UNTRUSTED_NOTE, IntegrityScreen, start_checks
+from ledgerscope.tui.screens.pane_drawing import PaneDrawing
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.queries_panel import QueriesPanel
 from ledgerscope.tui.widgets.query_list import QueryList
 from ledgerscope.tui.widgets.question_line import QuestionLine
 from ledgerscope.tui.widgets.status_line import StatusLine
 
-#: under this many columns one pane shows at a time
-NARROW_WIDTH = 100
 
+class MainScreen(BrowseActions, PaneDrawing, Screen):
+    """The browsing state and its data's arrival; the keys are :class:`BrowseActions`, the panes'
+    drawing :class:`PaneDrawing`."""
 
-class MainScreen(Screen):
     AUTO_FOCUS = "#queries"
     BINDINGS: ClassVar[list[BindingType]] = list(BROWSE_BINDINGS)
 
@@ -369,223 +361,3 @@ class MainScreen(Screen):
     def timings(self) -> dict:
         """Seconds to the first list painted, and per move kind its durations (scripts/bench_tui.py)."""
         return self._timer.timings
-
-    # -- the panes -----------------------------------------------------------
-
-    def _active_tab(self) -> str:
-        tabs = self.query_one(DetailPanes).tabs
-        return (tabs.active if tabs is not None else "") or "grid"
-
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        tab = event.pane.id or ""
-        if tab != "compare":
-            self.previous_tab = tab
-        self.compare = tab == "compare" or (self.compare and tab == "grid")
-        if tab == "stats":
-            self._start_stats()
-        self._refresh_panes()
-
-    def _refresh_panes(self, all_panes: bool = False) -> None:
-        """Draw the active pane (every pane after a theme change); the others draw when shown."""
-        if not self.is_mounted or self.query_one(DetailPanes).tabs is None:
-            return
-        tabs = [*TABS, "compare"] if all_panes else [self._active_tab()]
-        if "diagnosis" in tabs and self.detail is not None and self.role not in self.survival:
-            load_survival(self, self.session, self.role)
-        view = PaneView(
-            self.session,
-            self.detail,
-            self.role,
-            self.phase,
-            self.compare,
-            self.palette,
-            self.summaries,
-            self.survival,
-            self.stats,
-            self.source_stage,
-        )
-        for tab in tabs:
-            draw_pane(self, tab, view)
-
-    def on_survival_loaded(self, m: msg.SurvivalLoaded) -> None:
-        self.survival = {**self.survival, m.role: m.rows}
-
-    def watch_survival(self) -> None:
-        if self._active_tab() == "diagnosis":
-            self._refresh_panes()
-
-    def _start_stats(self) -> None:
-        if self.stats.comparison is not None or self.stats.running:
-            return
-        if "baseline" not in self.session.arms:
-            no_baseline = "paired comparison: no baseline arm (open with --baseline or --baseline-arm)"
-            self.stats = StatsState(no_baseline)
-            return
-        if self.trust != "verified":  # no decision from rows not yet verified
-            self._stats_waiting = True
-            self.stats = StatsState("⟳ waiting for the ledger's integrity checks…")
-            return
-        n = "the rule's settings" if self.rule else f"{self.n_resamples} resamples, seed {self.seed}"
-        self.stats = StatsState(f"⟳ computing the paired bootstrap ({n})…", running=True)
-        self.set_busy("stats", True)
-        load_comparison(self, self.session, self.n_resamples, self.seed, self.rule)
-
-    def on_stats_loaded(self, m: msg.StatsLoaded) -> None:
-        self.set_busy("stats", False)
-        status = "✗ " + m.error if m.error else self.stats.status
-        self.stats = StatsState(status, False, m.comparison, m.decision)
-
-    def watch_stats(self) -> None:
-        self._refresh_panes()
-
-    def watch_source_stage(self) -> None:
-        self._refresh_panes()
-
-    # -- actions: moving -----------------------------------------------------
-
-    def action_move(self, delta: int) -> None:
-        self._move_to(self.query_list.cursor + delta)
-
-    def action_go_top(self) -> None:
-        self._move_to(0)
-
-    def action_go_bottom(self) -> None:
-        self._move_to(self.query_list.total - 1)
-
-    def action_page(self, direction: int) -> None:
-        self._move_to(self.query_list.cursor + direction * self.query_list.page_height)
-
-    def _move_to(self, index: int) -> None:
-        self._start_move("question")
-        self.query_list.move_to(index)
-
-    def action_phase(self, delta: int) -> None:
-        phases = self.session.phases
-        if not phases:
-            return
-        i = phases.index(self.phase) if self.phase in phases else 0
-        self._start_move("phase")
-        new = phases[(i + delta) % len(phases)]
-        if new == self.phase:  # one phase: the record shown is already the one asked for
-            self._timer.finish()
-        self.phase = new
-
-    def watch_phase(self) -> None:
-        ql = self.query_list
-        ql.phase = self.phase
-        ql.invalidate()
-        self._request_detail()
-        if self._active_tab() == "grid":
-            self._refresh_panes()
-
-    # -- actions: what is shown ----------------------------------------------
-
-    async def action_pane(self, number: int) -> None:
-        if number == 1:
-            self.show_list = True
-            self.query_list.focus()
-            return
-        self.show_list = False
-        (await self._build_panes()).active = TABS[number - 2]
-
-    async def action_toggle_compare(self) -> None:
-        tabs = await self._build_panes()
-        if tabs.active == "compare":
-            self.compare = False
-            tabs.active = self.previous_tab if self.previous_tab != "compare" else "grid"
-        else:
-            self.compare = True
-            tabs.active = "compare"
-        if self.size.width < NARROW_WIDTH:
-            self.show_list = False
-
-    async def action_source_stage(self) -> None:
-        i = SOURCE_STAGES.index(self.source_stage)
-        tabs = await self._build_panes()
-        if tabs.active != "source":
-            tabs.active = "source"
-        self.source_stage = SOURCE_STAGES[(i + 1) % len(SOURCE_STAGES)]
-
-    async def action_stats(self) -> None:
-        await self.action_pane(TABS.index("stats") + 2)
-        self._start_stats()
-        self._refresh_panes()
-
-    def action_toggle_arm(self) -> None:
-        if len(self.session.roles) < 2:
-            self.notify("only one arm in this session", markup=False)
-            return
-        self.role = "baseline" if self.role == "candidate" else "candidate"
-        self.rebuild_list(self.filters)
-        self.choices = {}
-
-    def watch_role(self) -> None:
-        self._refresh_panes()
-
-    # -- actions: filter and search ------------------------------------------
-
-    def action_toggle_reversal(self) -> None:
-        f = self.filters
-        self.rebuild_list(Filters(f.where, f.segment, f.step, f.verdict, not f.reversal))
-
-    def action_filter_bar(self) -> None:
-        bar = self.query_one("#filterbar", Input)
-        bar.value = self.filters.where
-        bar.display = True
-        bar.focus()
-
-    def action_search(self) -> None:
-        box = self.query_one("#search", Input)
-        box.value = self.search_text
-        box.display = True
-        box.focus()
-
-    def action_close_bars(self) -> None:
-        for wid in ("#search", "#filterbar", "#filter-error"):
-            self.query_one(wid).display = False
-        self.query_list.focus()
-
-    @on(Input.Submitted, "#filterbar")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        # the bar closes when the predicate is valid, and stays open under its error otherwise
-        f = self.filters
-        self.rebuild_list(Filters(event.value, f.segment, f.step, f.verdict, f.reversal))
-
-    @on(Input.Submitted, "#search")
-    def _search_submitted(self, event: Input.Submitted) -> None:
-        event.input.display = False
-        self.query_list.focus()
-        self.search_text = event.value.strip()
-        if not self.search_text:
-            self.matches = []
-            self.query_list.matches = set()
-            return
-        self.query_one(QueriesPanel).search(self.role, self.search_text)
-
-    def on_search_done(self, m: msg.SearchDone) -> None:
-        self.matches = m.matches
-        ql = self.query_list
-        ql.matches = set(m.matches)
-        ql.invalidate()
-        if not m.matches:
-            self.notify(f"no question matches {safe(m.text)!r}", markup=False)
-            return
-        self.action_search_next(1, include_current=True)
-
-    def action_search_next(self, direction: int, include_current: bool = False) -> None:
-        if self.matches:
-            self._move_to(next_match(self.matches, self.query_list.cursor, direction, include_current))
-
-    # -- actions: dialogs ----------------------------------------------------
-
-    def action_quick_filters(self) -> None:
-        dialogs.quick_filters(self)
-
-    def action_export(self) -> None:
-        dialogs.export(self)
-
-    def action_rerun(self) -> None:
-        dialogs.rerun(self)
-
-    def on_rerun_done(self, m: msg.RerunDone) -> None:
-        dialogs.rerun_done(self, m)

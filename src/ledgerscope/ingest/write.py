@@ -24,8 +24,6 @@ from ledgerscope.ledger.write import clear_staging, oracle_path, write_partition
 #: candidate rows in cascade order within a record (declared stages after the standard ones)
 _STAGE_RANK = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], stage), 99)"
 
-#: each table sorted once into a plain (not temporary) table, which every writer thread's cursor
-#: sees; a partition's query then reads only the row groups of its (arm, phase)
 #: each table's rows of one (arm, phase), in the order the ledger keeps them (the candidates sorted
 #: afterwards by :data:`_ORDER`); every name a plain table of the ingest's connection, so each writer
 #: thread's cursor sees it
@@ -55,10 +53,12 @@ def as_table(con, sql: str, params: list, table_schema: pa.Schema,
     return got.select(table_schema.names).cast(table_schema).combine_chunks()
 
 
-def _partition(con, ledger: Path, arm: str, phase: str) -> int:
+def _partition(con, ledger: Path, arm: str, phase: str, tids: tuple[int, int]) -> int:
+    """One (arm, phase) written; ``tids``: the first and last trace number of its traces."""
     cur = con.cursor()
     try:
-        tables = {name: as_table(cur, sql, [arm, phase], schema.TABLES[name], _ORDER.get(name))
+        tables = {name: as_table(cur, sql, [arm, phase, *tids] if "$3" in sql else [arm, phase],
+                                 schema.TABLES[name], _ORDER.get(name))
                   for name, sql in _QUERIES.items()}
     finally:
         cur.close()
@@ -80,8 +80,10 @@ def write_ledger(con, ledger: Path, manifest: dict, arms: dict[str, list[str]],
           "access": list(s.access)} for s in corpus], schema=schema.SOURCES)
     pq.write_table(sources, ledger / "sources.parquet", compression="zstd")
     keys = [(arm, phase) for arm, phases in arms.items() for phase in phases]
+    tids = {(a, p): (lo, hi) for a, p, lo, hi in con.execute(
+        "SELECT arm, phase, min(tid), max(tid) FROM _ig_trace GROUP BY arm, phase").fetchall()}
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        counts = dict(zip(keys, pool.map(lambda k: _partition(con, ledger, *k), keys), strict=True))
+        counts = dict(zip(keys, pool.map(lambda k: _partition(con, ledger, *k, tids[k]), keys), strict=True))
     for arm in arms:
         oracle = (as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm],
                            schema.ORACLE) if _has(con, "_ig_oracle_rows") else None)

@@ -29,6 +29,11 @@ STRING = ("format", "qid", "config", "phase", "question", "answer", "error", "pr
 LISTS = ("retrieved_ids", "context_ids", "citations")
 NUMBER_LISTS = {"DOUBLE[]", "BIGINT[]", "UBIGINT[]", "HUGEINT[]", "INTEGER[]", "UINTEGER[]", "FLOAT[]",
                 "SMALLINT[]", "TINYINT[]", "USMALLINT[]", "UTINYINT[]", "NULL[]"}
+#: a second trace of one request; an id repeated within a list (by hash: a collision only sends the
+#: input to the line reader)
+_REPEATS = ("SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP BY ALL HAVING count(*) > 1)",
+            "SELECT count(*) FROM (SELECT hash(tid, stage, chunk_id) AS h FROM _ig_stage GROUP BY h "
+            "HAVING count(*) > 1)")
 #: a file this small goes to the line-by-line reader directly (DuckDB's set-up costs more)
 MIN_BYTES = 4 * 1024 * 1024
 
@@ -185,16 +190,7 @@ def read_fast(con, paths: list[Path], default_config: str | None, names: dict[st
             return False
         checked.append((i, path, kind))
     _build(con, checked, default_config, names)
-    twice = con.execute("SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP BY ALL "
-                        "HAVING count(*) > 1)").fetchall()[0][0]
-    if twice:
-        con.execute("DROP TABLE _ig_trace")
-        con.execute("DROP TABLE _ig_stage")
-        return False
-    # an id repeated within a list (by hash: a collision only sends the input to the line reader)
-    repeats = con.execute("SELECT count(*) FROM (SELECT hash(tid, stage, chunk_id) AS h FROM _ig_stage "
-                          "GROUP BY h HAVING count(*) > 1)").fetchall()[0][0]
-    if repeats:
+    if any(con.execute(sql).fetchall()[0][0] for sql in _REPEATS):
         con.execute("DROP TABLE _ig_trace")
         con.execute("DROP TABLE _ig_stage")
         return False

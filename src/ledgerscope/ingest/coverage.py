@@ -8,8 +8,8 @@ operations over every (trace, stage, span) at once: only intervals that overlap
 a span can cover any of it, so the candidate rows are joined to the gold spans
 first; the uncovered parts of each span are the gaps between the running
 maximum end of the sorted intervals; a gap counts when its text holds a
-character that is not whitespace (:data:`WHITESPACE` is ``str.isspace`` as an
-RE2 class, checked by a test against every code point).
+character that is not whitespace (:data:`ledgerscope.common.intervals.WHITESPACE`
+is ``str.isspace`` as an RE2 class, checked by a test against every code point).
 
 Inputs (temp tables the caller builds): ``_ig_span`` (qid, span_id, doc_id, s,
 e, span_text), ``_ig_set`` (qid, set_index, span_id), ``_ig_need`` (key, qid,
@@ -19,12 +19,38 @@ stages' intervals). Output: ``_ig_kept`` (key, vstage, kept, first_set).
 
 from __future__ import annotations
 
-#: Python's str.isspace() as an RE2 class: a gap holding only these is excused
-WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f\x85\p{Z}]*"
+from ledgerscope.common.intervals import WHITESPACE
+from ledgerscope.common.sql_tables import sql_literal
+
+#: Python's str.isspace() as an SQL literal: a gap holding only these characters is excused
+_WS = sql_literal(WHITESPACE)
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def gap_ctes(key: str, spans: str) -> str:
+    """The CTEs ``whole``, ``part``, ``w`` and ``raw`` over a CTE ``ov`` (``key``, vstage, span_id, s, e,
+    vs, ve: each interval of a stage over a span) and the table or CTE ``spans`` (``key``, vstage,
+    span_id, s, e: the spans to cover): ``raw`` holds every uncovered part (``gs``, ``ge``) of each
+    span, whitespace not yet excused (the caller decides what a gap counts as). Shared with the
+    diagnosis's SQL walk (:mod:`ledgerscope.analysis.diagnosis.sql.coverage`)."""
+    k = f"{key}, vstage, span_id"
+    return f"""
+    whole AS (  -- one row covers the span: no gap, no window needed
+        SELECT DISTINCT {k} FROM ov WHERE vs <= s AND ve >= e),
+    part AS (SELECT * FROM ov ANTI JOIN whole USING ({k})),
+    w AS (
+        SELECT *, greatest(s, coalesce(max(ve) OVER (
+            PARTITION BY {k} ORDER BY vs, ve
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s)) AS pos
+        FROM part),
+    raw AS (
+        SELECT {k}, pos AS gs, vs AS ge FROM w WHERE vs > pos
+        UNION ALL
+        SELECT {k}, greatest(any_value(s), max(ve)), any_value(e) FROM part
+        GROUP BY {k} HAVING greatest(any_value(s), max(ve)) < any_value(e)
+        UNION ALL
+        SELECT sn.{key}, sn.vstage, sn.span_id, sn.s, sn.e FROM {spans} sn
+        ANTI JOIN (SELECT DISTINCT {k} FROM ov) o USING ({k})
+        WHERE sn.s < sn.e)"""
 
 
 def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") -> str:
@@ -39,25 +65,10 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
         SELECT sn.key, sn.vstage, sn.span_id, sn.s, sn.e, i.vs, i.ve
         FROM sn JOIN {iv} i ON i.key = sn.key AND i.vstage = sn.vstage AND i.doc_id = sn.doc_id
              AND i.vs < sn.e AND i.ve > sn.s),
-    whole AS (SELECT DISTINCT key, vstage, span_id FROM ov WHERE vs <= s AND ve >= e),
-    part AS (SELECT * FROM ov ANTI JOIN whole USING (key, vstage, span_id)),
-    w AS (
-        SELECT *, greatest(s, coalesce(max(ve) OVER (
-            PARTITION BY key, vstage, span_id ORDER BY vs, ve
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s)) AS pos
-        FROM part),
-    raw AS (
-        SELECT key, vstage, span_id, pos AS gs, vs AS ge FROM w WHERE vs > pos
-        UNION ALL
-        SELECT key, vstage, span_id, greatest(any_value(s), max(ve)), any_value(e) FROM part
-        GROUP BY key, vstage, span_id HAVING greatest(any_value(s), max(ve)) < any_value(e)
-        UNION ALL
-        SELECT sn.key, sn.vstage, sn.span_id, sn.s, sn.e FROM sn
-        ANTI JOIN (SELECT DISTINCT key, vstage, span_id FROM ov) o USING (key, vstage, span_id)
-        WHERE sn.s < sn.e),
+    {gap_ctes('key', 'sn')},
     bad AS (
         SELECT DISTINCT g.key, g.vstage, g.span_id FROM raw g JOIN sn USING (key, vstage, span_id)
-        WHERE NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs), {_lit(WHITESPACE)})),
+        WHERE NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs), {_WS})),
     sets AS (
         SELECT n.key, n.vstage, st.set_index, count(b.span_id) = 0 AND count(*) = count(sp.span_id) AS ok
         FROM {need} n JOIN _ig_set st ON st.qid = n.qid
@@ -86,9 +97,9 @@ def single_unit_sql() -> str:
         FROM u JOIN _ig_span sp ON sp.qid = u.qid),
     ok AS (
         SELECT key, uid, span_id,
-               same_doc AND regexp_full_match(substr(span_text, 1, head_end - s), {_lit(WHITESPACE)})
+               same_doc AND regexp_full_match(substr(span_text, 1, head_end - s), {_WS})
                AND regexp_full_match(substr(span_text, tail_start - s + 1, e - tail_start),
-                                     {_lit(WHITESPACE)}) AS inside
+                                     {_WS}) AS inside
         FROM us),
     per_set AS (
         SELECT u.key, u.uid, st.set_index, bool_and(coalesce(ok.inside, false)) AS inside

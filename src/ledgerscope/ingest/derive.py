@@ -44,17 +44,17 @@ _VSTAGES = {
 _MEMBERS = {"exact": ("bm25", "dense_exact"), "production": ("bm25", "dense_ann")}
 
 
-#: the ledger's candidate rows of one (arm, phase): stage rows with their chunks' intervals (never
-#: materialised whole: a hundred thousand traces of fifty ids are five million rows)
+#: the ledger's candidate rows of one (arm, phase) ($1, $2) whose traces are numbered $3 to $4: stage
+#: rows with their chunks' intervals (never materialised whole: a hundred thousand traces of fifty ids
+#: are five million rows). The range is given as constants, so DuckDB reads only the row groups that
+#: hold it (files written in request order keep a partition's traces together)
 CANDIDATES_OF = """
     SELECT t.arm, t.phase, t.qid, s.stage, s."rank", s.chunk_id AS unit_id, s.score,
            c.doc_id, c."start", c."end", CAST([] AS VARCHAR[]) AS lineage
-    FROM _ig_stage s JOIN (SELECT tid, arm, phase, qid FROM _ig_trace WHERE arm = $1 AND phase = $2) t
-         USING (tid) JOIN _ig_chunk c USING (chunk_id)
-    -- the partition's range of trace numbers: files written in request order keep a partition's
-    -- traces together, and DuckDB then reads only the row groups holding them
-    WHERE s.tid BETWEEN (SELECT min(tid) FROM _ig_trace WHERE arm = $1 AND phase = $2)
-                    AND (SELECT max(tid) FROM _ig_trace WHERE arm = $1 AND phase = $2)"""
+    FROM (SELECT * FROM _ig_stage WHERE tid BETWEEN $3 AND $4) s
+    JOIN (SELECT tid, arm, phase, qid FROM _ig_trace
+          WHERE tid BETWEEN $3 AND $4 AND arm = $1 AND phase = $2) t USING (tid)
+    JOIN _ig_chunk c USING (chunk_id)"""
 
 
 def candidates(con) -> None:
@@ -153,14 +153,16 @@ def records(con, digests: dict[str, str]) -> None:
     """``_ig_rec``: one record per trace, every column of the ledger's records table (order kept by
     the writer), with the flags NULL for stages not recorded."""
     flags = ", ".join(f"{_flag(v)} AS support_{v}" for v in _VSTAGES)
-    custom = ("to_json(map_from_entries(list({'k': vstage, 'v': kept} ORDER BY vstage) "
-              f"FILTER (WHERE vstage NOT IN ({', '.join(repr(v) for v in _VSTAGES)}))))")
+    # declared stages apart: only the traces that declare some pay for the ordered aggregate
+    standard = ", ".join(repr(v) for v in _VSTAGES)
+    custom = ("SELECT key AS tid, to_json(map_from_entries(list({'k': vstage, 'v': kept} ORDER BY vstage))) "
+              f"AS declared_support FROM _ig_kept WHERE vstage NOT IN ({standard}) GROUP BY key")
     cases = " ".join(f"WHEN '{a.replace(chr(39), chr(39) * 2)}' THEN '{d}'" for a, d in digests.items())
     con.execute(f"""CREATE OR REPLACE TABLE _ig_rec AS
         WITH k AS (
-            SELECT key AS tid, {flags}, max(first_set) FILTER (WHERE vstage = 'packed') AS covered_set,
-                   {custom} AS declared_support
+            SELECT key AS tid, {flags}, max(first_set) FILTER (WHERE vstage = 'packed') AS covered_set
             FROM _ig_kept GROUP BY key),
+        dk AS ({custom}),
         ch AS (SELECT n.arm, n.qid, c.kept FROM _ig_chunked c JOIN _ig_need_chunked n USING (key)),
         cj AS (
             SELECT tid, to_json(list({{'label': label, 'unit_id': unit_id, 'doc_id': doc_id,
@@ -187,7 +189,7 @@ def records(con, digests: dict[str, str]) -> None:
                t.error AS generator_error, CAST(NULL AS INTEGER) AS attempts,
                CAST(json_object('ingested', json_object(
                    'trace', t.trace_file || ':' || t.trace_line, 'recorded_stages', t.recorded,
-                   'declared_support', k.declared_support,
+                   'declared_support', dk.declared_support,
                    'context_text', CAST(v.context_check AS JSON),
                    'question_differs', t.trace_question IS NOT NULL AND t.trace_question <> f.question),
                    'producer_claims', CAST(t.claims_json AS JSON)) AS VARCHAR) AS generator_detail_json,
@@ -195,15 +197,16 @@ def records(con, digests: dict[str, str]) -> None:
                CAST(o.feasible AS BOOLEAN) AS oracle_feasible,
                CASE t.arm {cases} END AS config_digest, t.tid, t.claims_json
         FROM _ig_trace t JOIN _ig_fx f USING (qid)
-        LEFT JOIN k USING (tid) LEFT JOIN ch ON ch.arm = t.arm AND ch.qid = t.qid
+        LEFT JOIN k USING (tid) LEFT JOIN dk USING (tid) LEFT JOIN ch ON ch.arm = t.arm AND ch.qid = t.qid
         LEFT JOIN _ig_single si ON si.key = t.tid LEFT JOIN cj USING (tid) LEFT JOIN pk USING (tid)
         LEFT JOIN _ig_verdict v USING (tid)
         LEFT JOIN _ig_oracle o ON o.arm = t.arm AND o.qid = t.qid""")
 
 
 
-#: one (arm, phase)'s records as the ledger holds them: the literal context taken from the trace and
-#: each producer claim compared in the detail, at writing time (neither copied once more before)
+#: one (arm, phase)'s records ($1 to $4 as for :data:`CANDIDATES_OF`) as the ledger holds them: the
+#: literal context taken from the trace and each producer claim compared in the detail, at writing
+#: time (neither copied once more before)
 RECORDS_OF = """
     SELECT r.* EXCLUDE (tid, claims_json) REPLACE (
                CASE WHEN c.compared IS NULL THEN r.generator_detail_json
@@ -212,7 +215,7 @@ RECORDS_OF = """
                END AS generator_detail_json),
            coalesce(t.context_text, array_to_string(t.context_items, chr(10) || chr(10))) AS packed_context
     FROM (SELECT * FROM _ig_rec WHERE arm = $1 AND phase = $2) r
-    JOIN (SELECT tid, context_text, context_items FROM _ig_trace) t USING (tid)
+    JOIN (SELECT tid, context_text, context_items FROM _ig_trace WHERE tid BETWEEN $3 AND $4) t USING (tid)
     LEFT JOIN _ig_compared c USING (tid)
     ORDER BY r.qid"""
 

@@ -29,6 +29,11 @@ STRING = ("format", "qid", "config", "phase", "question", "answer", "error", "pr
 LISTS = ("retrieved_ids", "context_ids", "citations")
 NUMBER_LISTS = {"DOUBLE[]", "BIGINT[]", "UBIGINT[]", "HUGEINT[]", "INTEGER[]", "UINTEGER[]", "FLOAT[]",
                 "SMALLINT[]", "TINYINT[]", "USMALLINT[]", "UTINYINT[]", "NULL[]"}
+#: a second trace of one request; an id repeated within a list (by hash: a collision only sends the
+#: input to the line reader)
+_REPEATS = ("SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP BY ALL HAVING count(*) > 1)",
+            "SELECT count(*) FROM (SELECT hash(tid, stage, chunk_id) AS h FROM _ig_stage GROUP BY h "
+            "HAVING count(*) > 1)")
 #: a file this small goes to the line-by-line reader directly (DuckDB's set-up costs more)
 MIN_BYTES = 4 * 1024 * 1024
 
@@ -37,13 +42,15 @@ def _lit(value: str | None) -> str:
     return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
 
 
-def _plain_lines(path: Path) -> bool:
-    """No blank or whitespace-only line (so DuckDB's row number is the line number)."""
+def _lines(path: Path) -> int:
+    """How many lines the file holds (a last line without its newline counted): when DuckDB reads as
+    many rows, no line was blank or held two objects, so a row's number is its line's."""
+    n, last = 0, b"\n"
     with path.open("rb") as fh:
-        for line in fh:
-            if len(line) < 64 and not line.strip():
-                return False
-    return True
+        while block := fh.read(1 << 24):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
 
 
 def _types(con, path: Path) -> dict[str, str] | None:
@@ -145,46 +152,45 @@ def _build(con, checked: list[tuple[int, Path, str]], default_config: str | None
         con.execute(f"DROP TABLE _fr_{i}")
 
 
+def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None:
+    """``_fr_{i}``: one file typed, when every check passes; its context_text kind ('list' or
+    'text'), or None (the caller drops what was made)."""
+    import duckdb
+
+    types = _types(con, path)
+    if types is None or not _accepted_types(types):
+        return None
+    kind = "list" if types.get("context_text") in ("VARCHAR[]", "NULL[]") else "text"
+    try:
+        con.execute(f"CREATE OR REPLACE TABLE _fr_{i} AS SELECT * FROM read_json(?, "
+                    f"format='newline_delimited', columns={_columns(types)}, "
+                    f"maximum_object_size={MAX_LINE_BYTES})", [str(path)])
+        rows = con.execute(f"SELECT count(*) FROM _fr_{i}").fetchall()[0][0]
+        bad = con.execute(f"SELECT count(*) FROM _fr_{i} WHERE {_violations(default_config, kind)}"
+                          ).fetchall()[0][0]
+        pairs = con.execute(f"SELECT DISTINCT config, phase FROM _fr_{i}").fetchall()
+    except duckdb.Error:
+        return None
+    names_ok = all(ARM_NAME.fullmatch((default_config if c is None else c) or "")
+                   and PHASE_LABEL.fullmatch(DEFAULT_PHASE if p is None else p) for c, p in pairs)
+    return kind if not bad and names_ok and rows == _lines(path) else None
+
+
 def read_fast(con, paths: list[Path], default_config: str | None, names: dict[str, str]) -> bool:
     """``_ig_trace`` and ``_ig_stage`` from ``paths`` when DuckDB proves them valid; False otherwise
     (nothing created: the caller reads them line by line)."""
-    import duckdb
-
     if sum(p.stat().st_size for p in paths) < MIN_BYTES:
         return False
     checked = []
     for i, path in enumerate(paths):
-        if not _plain_lines(path):
-            return False
-        types = _types(con, path)
-        if types is None or not _accepted_types(types):
-            return False
-        kind = "list" if types.get("context_text") in ("VARCHAR[]", "NULL[]") else "text"
-        try:
-            con.execute(f"CREATE OR REPLACE TABLE _fr_{i} AS SELECT * FROM read_json(?, "
-                        f"format='newline_delimited', columns={_columns(types)}, "
-                        f"maximum_object_size={MAX_LINE_BYTES})", [str(path)])
-            bad = con.execute(f"SELECT count(*) FROM _fr_{i} WHERE {_violations(default_config, kind)}"
-                              ).fetchall()
-            pairs = con.execute(f"SELECT DISTINCT config, phase FROM _fr_{i}").fetchall()
-            names_ok = all(ARM_NAME.fullmatch((default_config if c is None else c) or "")
-                           and PHASE_LABEL.fullmatch(DEFAULT_PHASE if p is None else p) for c, p in pairs)
-        except duckdb.Error:
-            return False
-        if bad[0][0] or not names_ok:
+        kind = _read_one(con, i, path, default_config)
+        if kind is None:
+            for j in range(i + 1):
+                con.execute(f"DROP TABLE IF EXISTS _fr_{j}")
             return False
         checked.append((i, path, kind))
     _build(con, checked, default_config, names)
-    twice = con.execute("SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP BY ALL "
-                        "HAVING count(*) > 1)").fetchall()[0][0]
-    if twice:
-        con.execute("DROP TABLE _ig_trace")
-        con.execute("DROP TABLE _ig_stage")
-        return False
-    # an id repeated within a list (by hash: a collision only sends the input to the line reader)
-    repeats = con.execute("SELECT count(*) FROM (SELECT hash(tid, stage, chunk_id) AS h FROM _ig_stage "
-                          "GROUP BY h HAVING count(*) > 1)").fetchall()[0][0]
-    if repeats:
+    if any(con.execute(sql).fetchall()[0][0] for sql in _REPEATS):
         con.execute("DROP TABLE _ig_trace")
         con.execute("DROP TABLE _ig_stage")
         return False

@@ -1,6 +1,7 @@
 """Reading a JSON-lines file strictly, each problem located ``file:line: field: reason``.
 
-Shared by the trace and chunk store parsers: a line longer than
+Shared by the trace and chunk store parsers, through
+:func:`ledgerscope.inputs.sources.json_lines`: a line longer than
 :data:`~.spec.MAX_LINE_BYTES`, bytes that are not UTF-8, text that is not one
 JSON object, a key given twice in one object, ``NaN`` or ``Infinity`` are each
 a problem of that line (the rest of the file is still read, so one run lists
@@ -10,7 +11,6 @@ which say what was found instead of what was expected.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 
 from ledgerscope.common.errors import Problem
 from ledgerscope.ingest.spec import MAX_LINE_BYTES
-from ledgerscope.inputs.sources import StrictJSONError, strict_loads
+from ledgerscope.inputs.sources import json_lines
 
 #: problems listed per file before the rest are only counted
 MAX_PROBLEMS = 200
@@ -48,33 +48,8 @@ def read_objects(path: Path, problems: list[Problem], what: str) -> Iterator[tup
 
 def objects_of(raw: bytes, file: str, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
     """:func:`read_objects` over bytes already read (``file`` names them in problems)."""
-    path = file
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_BYTES:
-            problems.append(Problem(str(path), lineno, "line", f"{len(line):,} bytes, longer than the "
-                                    f"{MAX_LINE_BYTES // (1024 * 1024)} MiB a line may hold"))
-            continue
-        try:
-            obj = strict_loads(line.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            problems.append(Problem(str(path), lineno, "line", f"not valid UTF-8 at byte {exc.start}"))
-            continue
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(str(path), lineno, "line", f"not valid JSON: {exc.msg} "
-                                    f"(column {exc.colno}; a truncated line?)"))
-            continue
-        except StrictJSONError as exc:
-            problems.append(Problem(str(path), lineno, "line", f"not valid JSON: {exc}"))
-            continue
-        except RecursionError:
-            problems.append(Problem(str(path), lineno, "line", "not valid JSON: nested too deeply"))
-            continue
-        if not isinstance(obj, dict):
-            problems.append(Problem(str(path), lineno, "line", f"must be a JSON object, not {kind_of(obj)}"))
-            continue
-        yield lineno, obj
+    yield from json_lines(raw, file, problems, lambda obj: f"must be a JSON object, not {kind_of(obj)}",
+                          MAX_LINE_BYTES)
 
 
 def has_lone_surrogate(text: str) -> bool:

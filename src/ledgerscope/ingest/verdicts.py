@@ -28,6 +28,12 @@ from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.pipeline import judge
 
 NOT_RECORDED = "not-recorded"
+#: a trace's answer verdict row (``t`` a trace, ``a`` an ``_ig_answer`` row)
+_ANSWER_OF = ("a.qid = t.qid AND a.answer IS NOT DISTINCT FROM t.answer "
+              "AND a.abstained = coalesce(t.abstained, false) AND a.error IS NOT DISTINCT FROM t.error")
+#: a trace's cited intervals in citation order (``c`` its ``_ig_cite`` rows)
+_CITED = ("list({'l': c.label, 'd': c.doc_id, 's': c.\"start\", 'e': c.\"end\"} ORDER BY c.i) "
+          "FILTER (WHERE c.i IS NOT NULL)")
 
 
 def answer_table(con, fixtures: Mapping[str, Fixture]) -> None:
@@ -50,35 +56,35 @@ def answer_table(con, fixtures: Mapping[str, Fixture]) -> None:
 
 
 def citation_table(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]) -> None:
-    """``_ig_citation``: per trace, the citation verdict and reason."""
-    rows = con.execute("""
-        SELECT t.tid, t.qid, a.verdict, t.citations IS NULL AS absent, t.error IS NOT NULL AS failed,
-               list({'l': c.label, 'd': c.doc_id, 's': c."start", 'e': c."end"} ORDER BY c.i)
-                   FILTER (WHERE c.i IS NOT NULL)
-        FROM _ig_trace t JOIN _ig_answer a ON a.qid = t.qid AND a.answer IS NOT DISTINCT FROM t.answer
-             AND a.abstained = coalesce(t.abstained, false) AND a.error IS NOT DISTINCT FROM t.error
-        LEFT JOIN _ig_cite c ON c.tid = t.tid
-        GROUP BY t.tid, t.qid, a.verdict, t.citations IS NULL, t.error IS NOT NULL""").fetchall()
-    cache: dict[tuple, tuple[str, str]] = {}
-    tids, verdicts, reasons = [], [], []
-    for tid, qid, verdict, absent, failed, cited in rows:
-        if failed:
-            cv = ("not-applicable", "generator failed")
-        elif absent:
-            cv = (NOT_RECORDED, "the trace records no citations")
-        else:
-            items = tuple((c["l"], c["d"], c["s"], c["e"]) for c in cited or [])
-            key = (qid, verdict, items)
-            if key not in cache:
-                cj = judge.judge_citations(list(items), fixtures[qid], dict(texts), verdict)
-                cache[key] = (cj.verdict, cj.reason)
-            cv = cache[key]
-        tids.append(tid)
-        verdicts.append(cv[0])
-        reasons.append(cv[1])
-    create_table(con, "_ig_citation", pa.table({"tid": pa.array(tids, pa.int64()),
-                                           "verdict": pa.array(verdicts, STR),
-                                           "reason": pa.array(reasons, STR)}))
+    """``_ig_citation``: per trace, the citation verdict and reason; the judge runs once per distinct
+    (question, answer verdict, cited intervals), and its verdicts are joined back in DuckDB."""
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_cited AS
+        SELECT *, coalesce(CAST(to_json(cited) AS VARCHAR), '[]') AS k FROM (
+            SELECT t.tid, t.qid, a.verdict, t.citations IS NULL AS absent, t.error IS NOT NULL AS failed,
+                   {_CITED} AS cited
+            FROM _ig_trace t JOIN _ig_answer a ON {_ANSWER_OF}
+            LEFT JOIN _ig_cite c ON c.tid = t.tid
+            GROUP BY t.tid, t.qid, a.verdict, t.citations IS NULL, t.error IS NOT NULL)""")
+    rows = con.execute("SELECT DISTINCT qid, verdict, k, cited FROM _ig_cited WHERE NOT failed AND NOT absent"
+                       ).fetchall()
+    out: dict[str, list] = {"qid": [], "verdict": [], "k": [], "cv": [], "reason": []}
+    source_texts = dict(texts)
+    for qid, verdict, key, cited in rows:
+        items = [(c["l"], c["d"], c["s"], c["e"]) for c in cited or []]
+        cj = judge.judge_citations(items, fixtures[qid], source_texts, verdict)
+        for col, value in zip(out, (qid, verdict, key, cj.verdict, cj.reason), strict=True):
+            out[col].append(value)
+    create_table(con, "_ig_cv", pa.table({col: pa.array(values, STR) for col, values in out.items()}))
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_citation AS
+        SELECT d.tid,
+               CASE WHEN d.failed THEN 'not-applicable' WHEN d.absent THEN '{NOT_RECORDED}' ELSE v.cv END
+                   AS verdict,
+               CASE WHEN d.failed THEN 'generator failed' WHEN d.absent THEN 'the trace records no citations'
+                    ELSE v.reason END AS reason
+        FROM _ig_cited d LEFT JOIN _ig_cv v ON NOT d.failed AND NOT d.absent AND v.qid = d.qid
+             AND v.verdict = d.verdict AND v.k = d.k""")
+    con.execute("DROP TABLE _ig_cited")
+    con.execute("DROP TABLE _ig_cv")
 
 
 def token_table(con, count_many: Callable[[list[str]], list[int]]) -> None:
@@ -130,7 +136,7 @@ def context_table(con) -> None:
 
 def verdict_table(con) -> None:
     """``_ig_verdict``: everything above per trace, for the records."""
-    con.execute("""CREATE OR REPLACE TABLE _ig_verdict AS
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_verdict AS
         SELECT t.tid, a.verdict AS answer_verdict, a.reason AS answer_reason,
                c.verdict AS citation_verdict, c.reason AS citation_reason,
                k.evidence_tokens, k.prompt_tokens,
@@ -139,8 +145,7 @@ def verdict_table(con) -> None:
                                           'differs_in_whitespace', coalesce(x.whitespace, [])) AS VARCHAR)
                END AS context_check
         FROM _ig_trace t
-        JOIN _ig_answer a ON a.qid = t.qid AND a.answer IS NOT DISTINCT FROM t.answer
-             AND a.abstained = coalesce(t.abstained, false) AND a.error IS NOT DISTINCT FROM t.error
+        JOIN _ig_answer a ON {_ANSWER_OF}
         JOIN _ig_citation c USING (tid) JOIN _ig_tokens k USING (tid) LEFT JOIN _ig_context x USING (tid)""")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,6 +201,43 @@ def strict_loads(text: str):
     return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
 
 
+def json_lines(raw: bytes, file: str, problems: list[Problem], not_object: Callable[[object], str],
+               max_bytes: int | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of ``raw``; a line longer than ``max_bytes``,
+    not UTF-8, not strict JSON (:func:`strict_loads`) or not an object (``not_object`` says why)
+    becomes a problem ``file:line: line: reason`` and the rest is still read, so one run lists every
+    problem. Shared by every JSON-lines reader (this module's corpus, the fixtures, the ingest's
+    traces and chunk store)."""
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        if max_bytes is not None and len(line) > max_bytes:
+            problems.append(Problem(file, lineno, "line", f"{len(line):,} bytes, longer than the "
+                                    f"{max_bytes // (1024 * 1024)} MiB a line may hold"))
+            continue
+        obj, why = _decode(line)
+        if why is None and not isinstance(obj, dict):
+            why = not_object(obj)
+        if why is not None:
+            problems.append(Problem(file, lineno, "line", why))
+            continue
+        yield lineno, obj
+
+
+def _decode(line: bytes) -> tuple[object, str | None]:
+    """A line's JSON value, or why it has none."""
+    try:
+        return strict_loads(line.decode("utf-8")), None
+    except UnicodeDecodeError as exc:
+        return None, f"not valid UTF-8 at byte {exc.start}"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON: {exc.msg} (column {exc.colno}; a truncated line?)"
+    except StrictJSONError as exc:
+        return None, f"not valid JSON: {exc}"
+    except RecursionError:
+        return None, "not valid JSON: nested too deeply"
+
+
 def iter_jsonl(file: Path, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
     try:
@@ -208,27 +245,7 @@ def iter_jsonl(file: Path, problems: list[Problem]) -> Iterator[tuple[int, dict]
     except OSError as exc:
         problems.append(Problem(str(file), None, "file", exc.strerror or str(exc)))
         return
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = strict_loads(line.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            problems.append(Problem(str(file), lineno, "line", f"not valid UTF-8 at byte {exc.start}"))
-            continue
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(str(file), lineno, "line", f"not valid JSON: {exc.msg}"))
-            continue
-        except StrictJSONError as exc:
-            problems.append(Problem(str(file), lineno, "line", f"not valid JSON: {exc}"))
-            continue
-        except RecursionError:
-            problems.append(Problem(str(file), lineno, "line", "not valid JSON: nested too deeply"))
-            continue
-        if not isinstance(obj, dict):
-            problems.append(Problem(str(file), lineno, "line", "expected a JSON object"))
-            continue
-        yield lineno, obj
+    yield from json_lines(raw, str(file), problems, lambda _: "expected a JSON object")
 
 
 def write_corpus_jsonl(corpus: Corpus, file: str | Path) -> None:

@@ -14,6 +14,7 @@ from ledgerscope.analysis.diagnosis.sql.sqltext import arr
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
 from ledgerscope.common.intervals import WHITESPACE
 from ledgerscope.common.sql_tables import sql_literal
+from ledgerscope.ingest.coverage import gap_ctes
 
 CTEs = list[tuple[str, str]]
 
@@ -136,23 +137,7 @@ def coverage() -> CTEs:
         WITH ov AS (
             SELECT o.rid, o.vstage, o.span_id, sn.s, sn.e, o.vs, o.ve
             FROM _ls_ov o JOIN _ls_sn sn USING (rid, vstage, span_id)),
-        whole AS (  -- one row covers the span: no gap, no window needed
-            SELECT DISTINCT rid, vstage, span_id FROM ov WHERE vs <= s AND ve >= e),
-        part AS (SELECT * FROM ov ANTI JOIN whole USING (rid, vstage, span_id)),
-        w AS (
-            SELECT *, greatest(s, coalesce(max(ve) OVER (
-                PARTITION BY rid, vstage, span_id ORDER BY vs, ve
-                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s)) AS pos
-            FROM part),
-        raw AS (
-            SELECT rid, vstage, span_id, pos AS gs, vs AS ge FROM w WHERE vs > pos
-            UNION ALL
-            SELECT rid, vstage, span_id, greatest(any_value(s), max(ve)), any_value(e) FROM part
-            GROUP BY rid, vstage, span_id HAVING greatest(any_value(s), max(ve)) < any_value(e)
-            UNION ALL
-            SELECT sn.rid, sn.vstage, sn.span_id, sn.s, sn.e FROM _ls_sn sn
-            ANTI JOIN (SELECT DISTINCT rid, vstage, span_id FROM ov) o USING (rid, vstage, span_id)
-            WHERE sn.s < sn.e),
+        {gap_ctes('rid', '_ls_sn')},
         kept AS (
             SELECT g.* FROM raw g JOIN _ls_sn sn USING (rid, vstage, span_id)
             WHERE sn.span_text IS NULL

@@ -103,7 +103,7 @@ class RayExecutor:
                     pending.append((cfg, phase))
         if not pending:
             return
-        oracles = {cfg.name: oracle_for_arm(job.out, job.runtimes[cfg.name], job.fixtures) for cfg in job.arms}
+        oracles = {c.name: oracle_for_arm(job.out, job.runtimes[c.name], job.fixtures) for c in job.arms}
         blocks, encoded = embed_unit_texts(job, pending, pool_plan(ray.cluster_resources()))
         result.encoded_texts += encoded
         task = ray.remote(partition_task).options(num_cpus=1, max_retries=self.max_retries,

@@ -32,8 +32,11 @@ from ledgerscope.pipeline.partition import oracle_for_arm
 from ledgerscope.pipeline.ray_tasks import EncodeBatch, partition_task
 from ledgerscope.pipeline.sweep import SweepJob, SweepResult
 
-#: the environment a local cluster is started with (its processes inherit it)
-LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
+#: the environment a local cluster is started with (its processes inherit it): no usage statistics,
+#: and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, without which Ray 2.60 on Linux binds its GCS, raylet,
+#: object manager and worker gRPC servers to [::] and its runtime-env agent to the host's address
+#: even when the node address is 127.0.0.1 (measured with /proc/net/tcp*; tests/test_ray_executor.py)
+LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 LOOPBACK = "127.0.0.1"
 
 
@@ -60,16 +63,23 @@ def pool_plan(resources: dict[str, float]) -> PoolPlan:
 
 def connect(address: str | None) -> bool:
     """Join the cluster at ``address``, or start a local one bound to 127.0.0.1; True if started here."""
+    if not address:  # before ray is imported: it reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER on import
+        for key, value in LOCAL_ENV.items():
+            os.environ.setdefault(key, value)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
     if ray.is_initialized():
         return False
-    for key, value in LOCAL_ENV.items():
-        os.environ.setdefault(key, value)
     if address:
         ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(_node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False)
+        return True
+    from ray._private import ray_constants
+
+    # imported before this call (a test, a notebook): the import-time value would bind [::]
+    ray_constants.ENABLE_RAY_CLUSTER = os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] != "0"
+    # "local": a new cluster here, never one that ray_current_cluster or RAY_ADDRESS points at
+    ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False)
     return True
 
 

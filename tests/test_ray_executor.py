@@ -134,3 +134,38 @@ def test_batch_plan_repeats_the_local_encoders_batches():
     # partition 2 meets "bb" again: not re-encoded; each partition's new texts longest first
     plan = batch_plan([["a", "ccc", "bb"], ["bb", "dddd", "e"]], batch_size=2)
     assert plan == [["ccc", "bb"], ["a"], ["dddd", "e"]]
+
+
+def test_cli_sweep_with_ray_executor(ray_cluster, rule_exception_inputs, local_digests, tmp_path):
+    """``ledgerscope sweep --executor ray`` joins the running cluster and writes the same ledger."""
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+
+    arms = []
+    for spec in ARMS:
+        path = tmp_path / f"{spec['name']}.toml"
+        path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in spec.items()), encoding="utf-8")
+        arms += ["--arm", str(path)]
+    out = tmp_path / "ledger"
+    result = CliRunner().invoke(app, ["sweep", "--fixtures", str(rule_exception_inputs["fixtures"]),
+                                      "--corpus", str(rule_exception_inputs["corpus"]), *arms,
+                                      "--out", str(out), "--quiet", "--executor", "ray"])
+    assert result.exit_code == 0, result.output
+    assert "4 partition(s) written" in " ".join(result.output.split())  # Rich wraps the line
+    assert table_digests(out) == local_digests
+
+
+@pytest.mark.parametrize("flags", [["--executor", "dask"], ["--ray-address", "127.0.0.1:6379"]])
+def test_cli_refuses_an_unknown_executor(rule_exception_inputs, tmp_path, flags):
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+
+    result = CliRunner().invoke(app, ["sweep", "--fixtures", str(rule_exception_inputs["fixtures"]),
+                                      "--corpus", str(rule_exception_inputs["corpus"]),
+                                      "--arm", str(rule_exception_inputs["candidate"]),
+                                      "--out", str(tmp_path / "ledger"), "--quiet", *flags])
+    assert result.exit_code == 2, result.output
+    assert "local or ray" in result.output
+    assert not (tmp_path / "ledger").exists()

@@ -150,3 +150,32 @@ def sql_matches_python():
     """``check(con, ledger, arm=None) -> Counter of steps``: the SQL diagnosis (diagnose_sql) equals
     the pure one (diagnose_ledger) on every record, and no line holds a terminal control character."""
     return _assert_sql_matches_python
+
+
+#: seconds each Ray partition task pauses after its write: the kill test's window to SIGKILL a task
+#: whose partition is already on disk (the workers read it when the cluster starts)
+RAY_TASK_PAUSE_S = "1.0"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster per session, started as ``--executor ray`` starts it (127.0.0.1, no
+    dashboard, no usage statistics); its workers pause RAY_TASK_PAUSE_S after each partition."""
+    import os
+
+    from ledgerscope.pipeline.ray_executor import connect
+
+    saved = {k: os.environ.get(k) for k in ("LEDGERSCOPE_PARTITION_PAUSE_S", "RAY_USAGE_STATS_ENABLED")}
+    os.environ["LEDGERSCOPE_PARTITION_PAUSE_S"] = RAY_TASK_PAUSE_S
+    try:
+        assert connect(None), "a Ray cluster was already running in the test process"
+    finally:  # the cluster's processes keep the environment they started with; this process does not
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    import ray
+
+    yield ray
+    ray.shutdown()

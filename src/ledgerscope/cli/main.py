@@ -111,6 +111,11 @@ def sweep(
         "--corpus",
         help="Corpus directory or JSONL; optional when fixtures carry their sources inline.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+    executor: Annotated[str, typer.Option(
+        "--executor", help="local (this process) or ray (needs the ray extra; docs/scaling.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address",
+        help="Ray cluster to join (--executor ray); without it a local one starts on 127.0.0.1.")] = None,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
     from ledgerscope.inputs.fixtures import load_fixtures
@@ -128,12 +133,13 @@ def sweep(
     from ledgerscope.pipeline.sweep import sweep as run_sweep
 
     try:
+        run_on = _sweep_executor(executor, ray_address)
         with writing(out):
             if quiet:
-                result = run_sweep(fixture_list, merged, arms, out)
+                result = run_sweep(fixture_list, merged, arms, out, executor=run_on)
             else:
                 with RichSweepProgress() as progress:
-                    result = run_sweep(fixture_list, merged, arms, out, progress=progress)
+                    result = run_sweep(fixture_list, merged, arms, out, progress=progress, executor=run_on)
     except LedgerscopeError as exc:
         _fail(exc)
         return
@@ -144,6 +150,25 @@ def sweep(
     for arm_name, counts in result.offsets.items():
         if counts.get("checked"):
             _say(_console(), offsets_line(arm_name, counts))
+
+
+def _sweep_executor(name: str, address: str | None):
+    """None (the local executor) or the Ray executor; Ray is imported only when asked for."""
+    from ledgerscope.common.errors import InputError, Problem
+
+    if name == "local" and address is None:
+        return None
+    if name != "ray":
+        raise InputError(Problem("--executor", None, "executor",
+                                 f"{name!r}: local or ray (--ray-address needs --executor ray)"))
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise InputError(Problem("--executor", None, "executor",
+                                 "ray is not installed: pip install 'ledgerscope[ray]'"))
+    from ledgerscope.pipeline.ray_executor import RayExecutor
+
+    return RayExecutor(address)
 
 
 def offsets_line(arm: str, counts) -> str:

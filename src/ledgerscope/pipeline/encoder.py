@@ -173,6 +173,10 @@ class Encoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._cache[t].vector for t in texts])
 
+    def preload(self, entries: Iterable[tuple[str, Encoded]]) -> None:
+        """Take vectors encoded elsewhere (the Ray executor's actor pool) by the same model."""
+        self._cache.update(entries)
+
     def drop(self, texts: Iterable[str]) -> None:
         """Drop these texts' cached vectors (a later request simply encodes them again)."""
         for t in texts:

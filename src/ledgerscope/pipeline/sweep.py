@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ledgerscope import __version__
 from ledgerscope.common.atomic import atomic_write_text
-from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.inputs.fixtures import Fixture, write_fixtures
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
@@ -28,21 +27,15 @@ from ledgerscope.ledger.write import (
     check_out,
     clear_staging,
     is_done,
-    oracle_path,
     write_or_check_manifest,
-    write_partition,
     write_table,
 )
-from ledgerscope.pipeline.cascade import build_phase, chunk_phase, run_questions
-from ledgerscope.pipeline.config import ArmConfig
+from ledgerscope.pipeline.cascade import chunk_phase
+from ledgerscope.pipeline.config import ArmConfig, Phase
 from ledgerscope.pipeline.encoder import shared_encoder
 from ledgerscope.pipeline.judge import with_inferred_default
-from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.partition import count_offsets, oracle_for_arm, pause_after_partition, run_partition
 from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
-
-#: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
-#: kill-and-resume test to interrupt a sweep at a chosen point. Zero by default.
-_PAUSE_S = float(os.environ.get("LEDGERSCOPE_PARTITION_PAUSE_S", "0") or 0)
 
 
 class Progress:
@@ -64,6 +57,25 @@ class SweepResult:
     encoded_texts: int = 0
     #: external chunkers' units per arm: "checked" (all returned), and each status not verified
     offsets: dict[str, Counter] = field(default_factory=dict)
+
+
+@dataclass
+class SweepJob:
+    """What an executor needs to run a sweep's pending partitions (the manifest is already written)."""
+
+    out: Path
+    arms: list[ArmConfig]
+    runtimes: dict[str, ArmRuntime]
+    fixtures: list[Fixture]
+    corpus: Corpus
+    progress: Progress
+
+    def pending(self, cfg: ArmConfig) -> list[Phase]:
+        return [p for p in cfg.phase_list() if not is_done(self.out, cfg.name, p.label)]
+
+
+#: runs every pending partition of a job, recording them in the result (written, skipped, offsets)
+Executor = Callable[[SweepJob, SweepResult], None]
 
 
 def fixtures_digest(fixtures: Sequence[Fixture]) -> str:
@@ -160,8 +172,14 @@ def sweep(
     out: str | Path,
     progress: Progress | None = None,
     encoder_factory: Callable[[str, int], object] = shared_encoder,
+    executor: Executor | None = None,
 ) -> SweepResult:
-    """Run (or resume) a sweep into the ledger directory ``out``."""
+    """Run (or resume) a sweep into the ledger directory ``out``.
+
+    The manifest, sources and fixtures are written here before any partition, and
+    ``_SWEEP_DONE.json`` after the last; ``executor`` runs the pending partitions in between
+    (:func:`run_local`, in this process, by default; :class:`.ray_executor.RayExecutor` on a cluster).
+    """
     t0 = time.perf_counter()
     out = Path(out)
     progress = progress or Progress()
@@ -193,112 +211,13 @@ def sweep(
         )
     if not (out / "fixtures.jsonl").is_file():
         write_fixtures(list(fixtures), out / "fixtures.jsonl")
-    texts = {s.doc_id: s.text for s in corpus}
-    sources = list(corpus)
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
-    keep_texts = {f.question for f in fixtures} | {
-        s.quote for f in fixtures for s in f.spans if s.quote
-    }
-    last_use = _plan_last_use(out, arms, runtimes, sources)
-    position = 0
-    for cfg in arms:
-        rt = runtimes[cfg.name]
-        oracle = _oracle_for_arm(out, rt, fixtures)
-        for phase in cfg.phase_list():
-            if is_done(out, cfg.name, phase.label):
-                result.skipped.append((cfg.name, phase.label))
-                progress.partition_skipped(cfg.name, phase.label)
-                continue
-            position += 1
-            index = build_phase(
-                rt,
-                phase,
-                sources,
-                on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st),
-            )
-            records, cands = run_questions(
-                rt,
-                index,
-                fixtures,
-                texts,
-                oracle,
-                on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
-            )
-            progress.stage(cfg.name, phase.label, "retrieve+generate")
-            unit_rows = [
-                {
-                    "arm": cfg.name,
-                    "phase": phase.label,
-                    "unit_id": u.unit_id,
-                    "doc_id": u.doc_id,
-                    "version": u.version,
-                    "ordinal": u.ordinal,
-                    "start": u.start,
-                    "end": u.end,
-                    "core_start": u.core_start,
-                    "core_end": u.core_end,
-                    "token_start": u.token_start,
-                    "token_end": u.token_end,
-                    "n_tokens": u.token_end - u.token_start,
-                    "text": u.text,
-                    "access": list(u.access),
-                }
-                for u in index.units
-            ]
-            bound_rows = [
-                {
-                    "arm": cfg.name,
-                    "phase": phase.label,
-                    "phase_offset": phase.offset,
-                    "doc_id": b.doc_id,
-                    "version": corpus.sources[b.doc_id].version,
-                    "n_tokens": b.n_tokens,
-                    "cut_tokens": list(b.cut_tokens),
-                    "cut_chars": list(b.cut_chars),
-                }
-                for b in index.boundaries
-            ]
-            repair_rows = _repair_rows(cfg.name, phase.label, corpus, index.boundaries)
-            write_partition(
-                out,
-                cfg.name,
-                phase.label,
-                {
-                    "units": unit_rows,
-                    "boundaries": bound_rows,
-                    "candidates": cands.table(),
-                    "records": records,
-                    "repairs": repair_rows,
-                },
-                {
-                    "arm": cfg.name,
-                    "phase": phase.label,
-                    "phase_offset": phase.offset,
-                    "config_digest": cfg.digest(),
-                    "units": len(unit_rows),
-                    "records": len(records),
-                    "candidates": len(cands),
-                    "repairs": len(repair_rows),
-                    "offsets_checked": sum(b.checked for b in index.boundaries),
-                },
-            )
-            _count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
-            progress.stage(cfg.name, phase.label, "write")
-            # token vectors are large: drop this phase's unit texts unless a later partition reuses them
-            for cache in rt.caches():
-                cache.drop(
-                    t
-                    for t in {u.text for u in index.units}
-                    if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position
-                )
-            progress.partition_done(cfg.name, phase.label)
-            result.written.append((cfg.name, phase.label))
-            if _PAUSE_S:  # a throttle for interruption tests and demos; off unless set
-                time.sleep(_PAUSE_S)
+    job = SweepJob(out, list(arms), runtimes, list(fixtures), corpus, progress)
+    (executor or run_local)(job, result)
     result.seconds = time.perf_counter() - t0
-    result.encoded_texts = sum(
+    result.encoded_texts += sum(
         {id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values()
     )
     atomic_write_text(
@@ -337,22 +256,37 @@ def check_chunkers(arms: Sequence[ArmConfig], sources: Sequence, out: Path) -> N
         raise InputError(problems)
 
 
-def _repair_rows(arm: str, phase: str, corpus: Corpus, boundaries: Sequence) -> list[dict]:
-    """The ``repairs`` rows of one partition: every unit its chunker did not return verified."""
-    return [
-        {"arm": arm, "phase": phase, "doc_id": b.doc_id, "version": corpus.sources[b.doc_id].version,
-         "position": r.position, "side": r.side, "status": r.status, "text": r.text,
-         "given_start": r.given_start, "given_end": r.given_end, "start": r.start, "end": r.end,
-         "note": r.note}
-        for b in boundaries for r in b.repairs
-    ]
-
-
-def _count_offsets(counts: Counter, boundaries: Sequence) -> None:
-    for b in boundaries:
-        if b.checked:
-            counts["checked"] += b.checked
-            counts.update(r.status for r in b.repairs)
+def run_local(job: SweepJob, result: SweepResult) -> None:
+    """The default executor: every partition in sweep order, in this process."""
+    out, progress, fixtures = job.out, job.progress, job.fixtures
+    keep_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
+    last_use = _plan_last_use(out, job.arms, job.runtimes, list(job.corpus))
+    position = 0
+    for cfg in job.arms:
+        rt = job.runtimes[cfg.name]
+        oracle = oracle_for_arm(out, rt, fixtures)
+        for phase in cfg.phase_list():
+            if is_done(out, cfg.name, phase.label):
+                result.skipped.append((cfg.name, phase.label))
+                progress.partition_skipped(cfg.name, phase.label)
+                continue
+            position += 1
+            index = run_partition(
+                out, rt, phase, fixtures, job.corpus, oracle,
+                on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st),
+                on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
+            )
+            count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
+            # token vectors are large: drop this phase's unit texts unless a later partition reuses them
+            for cache in rt.caches():
+                cache.drop(
+                    t
+                    for t in {u.text for u in index.units}
+                    if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position
+                )
+            progress.partition_done(cfg.name, phase.label)
+            result.written.append((cfg.name, phase.label))
+            pause_after_partition()
 
 
 def _plan_last_use(
@@ -377,17 +311,3 @@ def _plan_last_use(
             for u in units:
                 last[(id(rt.encoder), u.text)] = position
     return last
-
-
-def _oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> dict[str, dict]:
-    """Run (or load) the per-arm oracle table; it is written atomically like a partition."""
-    import pyarrow.parquet as pq
-
-    path = oracle_path(out, rt.config.name)
-    if path.is_file():
-        return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
-    prepare_oracle(rt, fixtures)
-    with single_threaded_blas():
-        rows = [run_oracle(rt, fx) for fx in fixtures]
-    write_table(path, rows, schema.ORACLE)
-    return {r["qid"]: r for r in rows}

@@ -17,6 +17,7 @@ from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.query_list import QueryList
 
 from .test_tui_ledger import ledger  # noqa: F401  (the shared, session-built ledger)
+from .tui_pilot import settle
 
 SIZE = (120, 40)
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # the shared ledger loads the model
@@ -29,17 +30,6 @@ def anyio_backend():
 
 def make_app(ledger_dir: Path, **kw) -> LedgerscopeApp:
     return LedgerscopeApp(LedgerSession(ledger_dir), tune_gc=False, **kw)
-
-
-async def settle(pilot, rounds: int = 8) -> None:
-    """Let workers finish and their messages (which may start more workers) be handled."""
-    app = pilot.app
-    for _ in range(rounds):
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers) and not app.main.detail_loading:
-            break
-        await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 async def submit(pilot, selector: str, value: str) -> None:

@@ -29,6 +29,8 @@ from ledgerscope.tui.screens.integrity import IntegrityScreen
 from ledgerscope.tui.widgets.query_list import QueryList
 from ledgerscope.tui.widgets.question_line import QuestionLine
 
+from .tui_pilot import settle
+
 pytestmark = pytest.mark.anyio
 SMALL = (80, 24)
 QUESTIONS = {
@@ -80,16 +82,6 @@ async def until(pilot, condition, timeout: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         await pilot.pause(0.02)
-
-
-async def settle(pilot) -> None:
-    app = pilot.app
-    for _ in range(8):
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers) and not app.main.detail_loading:
-            break
-        await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def status(app) -> str:

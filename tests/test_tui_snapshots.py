@@ -12,6 +12,7 @@ from ledgerscope.tui.app import LedgerscopeApp
 from ledgerscope.tui.data import LedgerSession
 
 from .test_tui_ledger import ledger  # noqa: F401  (the shared, session-built ledger)
+from .tui_pilot import settle
 
 SIZE = (110, 32)
 pytestmark = pytest.mark.slow  # the shared ledger loads the model
@@ -21,20 +22,10 @@ def steps(*keys: str):
     """A run_before callable: settle, then press each key and settle again."""
 
     async def run(pilot) -> None:
-        app = pilot.app
-
-        async def settle() -> None:
-            for _ in range(8):
-                await pilot.pause()
-                if not any(w.is_running for w in app.workers) and not app.main.detail_loading:
-                    break
-                await app.workers.wait_for_complete()
-            await pilot.pause()
-
-        await settle()
+        await settle(pilot)
         for key in keys:
             await pilot.press(key)
-            await settle()
+            await settle(pilot)
 
     return run
 

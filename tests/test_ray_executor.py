@@ -25,8 +25,6 @@ from ledgerscope.pipeline.ray_executor import PoolPlan, RayExecutor, batch_plan,
 from ledgerscope.pipeline.sweep import sweep
 from tests.listeners import is_loopback, listeners
 
-pytestmark = pytest.mark.slow
-
 ARMS = (
     {"name": "stride16", "capacity": 16, "overlap": 0, "phases": [0, 5], "budget_tokens": 40, "top_k": 1},
     {"name": "stride8", "capacity": 12, "overlap": 4, "phases": [0, 3], "budget_tokens": 40, "top_k": 1},
@@ -55,6 +53,7 @@ def _partition_keys(ledger: Path) -> list[tuple]:
     return con.sql("SELECT arm, phase, qid FROM records ORDER BY ALL").fetchall()
 
 
+@pytest.mark.slow
 def test_ray_ledger_equals_local(ray_cluster, inputs, local_digests, tmp_path):
     out = tmp_path / "ledger"
     result = sweep(*inputs, out, executor=RayExecutor())
@@ -98,6 +97,7 @@ class Killer(threading.Thread):
             time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_killed_tasks_are_retried_without_loss_or_duplicates(ray_cluster, inputs, local_digests, tmp_path):
     out = tmp_path / "ledger"
     killer = Killer(out)
@@ -115,6 +115,7 @@ def test_killed_tasks_are_retried_without_loss_or_duplicates(ray_cluster, inputs
     assert not any((out / ".staging").glob("*")), "a killed attempt's staging was left behind"
 
 
+@pytest.mark.slow
 def test_local_cluster_listens_on_loopback_only(ray_cluster):
     found = listeners(os.getpid())
     names = " ".join(cmd for _, cmd in found)
@@ -136,6 +137,7 @@ def test_batch_plan_repeats_the_local_encoders_batches():
     assert plan == [["ccc", "bb"], ["a"], ["dddd", "e"]]
 
 
+@pytest.mark.slow
 def test_cli_sweep_with_ray_executor(ray_cluster, rule_exception_inputs, local_digests, tmp_path):
     """``ledgerscope sweep --executor ray`` joins the running cluster and writes the same ledger."""
     from typer.testing import CliRunner

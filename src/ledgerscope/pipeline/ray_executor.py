@@ -127,12 +127,26 @@ class RayExecutor:
         waiting = list(refs)
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
-            report = ray.get(ready[0])
+            report = _report(ready[0])
             result.encoded_texts += report["encoded"]
             result.offsets.setdefault(report["arm"], Counter()).update(report["offsets"])
             job.progress.partition_done(report["arm"], report["phase"])
             result.written.append((report["arm"], report["phase"]))
         clear_staging(job.out)  # what an attempt killed mid-write left behind
+
+
+def _report(ref: Any) -> dict:
+    """A finished task's report; a task that failed on its input raises that error, not Ray's wrapper."""
+    import ray
+
+    from ledgerscope.common.errors import LedgerscopeError
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, LedgerscopeError):
+            raise exc.cause from None
+        raise
 
 
 def model_key(encoder: Any) -> tuple[str, int] | None:

@@ -99,18 +99,25 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0) -> dict[st
         for config in configs:
             for phase in phases:
                 for q in range(n_questions):
-                    ret = rnd.sample(ids, n_retrieved)
-                    if rnd.random() < 0.7 and gold[q] not in ret:  # found in most traces
-                        ret[rnd.randrange(n_retrieved)] = gold[q]
-                    ctx = ret[:5]
-                    answer = rnd.choice((f"{q % 90 + 1} days [1]", f"{q % 30 + 2} days [2]",
-                                         "I cannot answer from the provided sources."))
-                    fh.write(json.dumps({
-                        "qid": f"q{q:05d}", "config": config, "phase": phase, "retrieved_ids": ret,
-                        "scores": [round(1 - i / n_retrieved, 4) for i in range(n_retrieved)],
-                        "context_ids": ctx, "context_text": [texts[c][1] for c in ctx], "answer": answer,
-                        "citations": [answer[-2]] if answer.endswith("]") else []}) + "\n")
+                    trace = _trace(rnd, q, config, phase, ids, gold[q], texts, n_retrieved)
+                    fh.write(json.dumps(trace) + "\n")
     return {"corpus": corpus, "fixtures": fixtures, "chunks": chunks, "traces": traces}
+
+
+def _trace(rnd: random.Random, q: int, config: str, phase: str, ids: list[str], gold: str,
+           texts: dict[str, tuple[str, str, int]], n_retrieved: int) -> dict:
+    """One seed-002 trace: ``n_retrieved`` ranked ids (the gold chunk among them in most), five of
+    them as the context with their texts, an answer from a small set, its citation."""
+    ret = rnd.sample(ids, n_retrieved)
+    if rnd.random() < 0.7 and gold not in ret:  # found in most traces
+        ret[rnd.randrange(n_retrieved)] = gold
+    ctx = ret[:5]
+    answer = rnd.choice((f"{q % 90 + 1} days [1]", f"{q % 30 + 2} days [2]",
+                         "I cannot answer from the provided sources."))
+    return {"qid": f"q{q:05d}", "config": config, "phase": phase, "retrieved_ids": ret,
+            "scores": [round(1 - i / n_retrieved, 4) for i in range(n_retrieved)],
+            "context_ids": ctx, "context_text": [texts[c][1] for c in ctx], "answer": answer,
+            "citations": [answer[-2]] if answer.endswith("]") else []}
 
 
 def _child(code: list[str], env: dict, log: Path) -> tuple[float, float, str]:

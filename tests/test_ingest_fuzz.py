@@ -47,3 +47,24 @@ def test_the_bulk_reader_never_accepts_what_the_line_reader_refuses(tmp_path):
                                     ).fetchall()[0][0]
     assert not failures, "\n".join(failures)
     assert accepted > 0  # the bulk reader took some cases (and built the line reader's tables)
+
+
+@pytest.mark.parametrize("blank", [b"", b"   ", b" " * 100, b"\t" * 70 + b"\r"])
+def test_the_bulk_reader_declines_blank_lines_of_any_length(tmp_path, blank):
+    """DuckDB skips blank lines, so a row's number would no longer be its line's: the bulk reader
+    must leave such a file to the line reader (a whitespace-only line of 64 bytes or more too)."""
+    from ledgerscope.ingest import fastread
+
+    lines = fi._dump(fi.base_traces(QIDS, CHUNK_IDS, staged=False)).split(b"\n")
+    plain, spaced = tmp_path / "plain.jsonl", tmp_path / "spaced.jsonl"
+    plain.write_bytes(b"\n".join(lines))
+    spaced.write_bytes(b"\n".join([lines[0], blank, *lines[1:]]))
+    saved, fastread.MIN_BYTES = fastread.MIN_BYTES, 0
+    try:
+        con = duckdb.connect()
+        assert fastread.read_fast(con, [plain], None, {str(plain): plain.name})
+        con = duckdb.connect()
+        assert not fastread.read_fast(con, [spaced], None, {str(spaced): spaced.name})
+        assert not con.execute("SELECT count(*) FROM duckdb_tables()").fetchall()[0][0]  # nothing left
+    finally:
+        fastread.MIN_BYTES = saved

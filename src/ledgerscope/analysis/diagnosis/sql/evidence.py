@@ -47,49 +47,38 @@ def _best(names: tuple[str, ...], value: str) -> str:
 def units() -> CTEs:
     """Steps 3-8: the input stage's units over each missing span, their ranks in every list shown,
     the packing log of each (step 8); ``_ls_units_json`` per record."""
-    pivot = ", ".join(
+    return [("_ls_hit", _hit_sql()), ("_ls_pack_log", _PACK_LOG_SQL), ("_ls_units_json", _units_json_sql())]
+
+
+def _list_pivot() -> str:
+    """Per unit, its best rank and that row's score in each list shown, one column pair a list."""
+    return ", ".join(
         f"min(rnk) FILTER (WHERE stage = {sql_literal(n)}) AS r_{_col(n)}, "
         f"arg_min_null(score, rnk) FILTER (WHERE stage = {sql_literal(n)}) AS s_{_col(n)}"
         for n in _LISTS
     )
+
+
+def _step_picks() -> str:
+    """The input and output rank and score of the step's own transition, picked per row by a
+    ``CASE h.step`` so one query serves steps 3-8."""
     by_step = {
         "in_rank": {step: _best(t[1], "r") for step, t in TRANSITIONS.items()},
         "in_score": {step: _best(t[1], "s") for step, t in TRANSITIONS.items()},
         "out_rank": {step: _best(t[2], "r") for step, t in TRANSITIONS.items()},
         "out_score": {step: _best(t[2], "s") for step, t in TRANSITIONS.items()},
     }
-    picked = ", ".join(
+    return ", ".join(
         f"CASE h.step {' '.join(f'WHEN {step} THEN {sql}' for step, sql in cases.items())} END AS {col}"
         for col, cases in by_step.items()
     )
+
+
+def _hit_sql() -> str:
+    """``_ls_hit``: each missing span's units in the step's input list (``h``), their best row in
+    every list (``p``), the step's picks and union lineage, capped at UNITS_PER_SPAN per span."""
     with_union = [step for step, t in TRANSITIONS.items() if "union" in t[3]]
-    whens = []
-    for step, (_, _, _, names) in TRANSITIONS.items():
-        parts = []
-        for i, name in enumerate(names):
-            rank = obj(("rank", f"x.r_{_col(name)}"), ("score", num(f"x.s_{_col(name)}")))
-            parts.append(sql_literal(("" if i == 0 else ", ") + json.dumps(name) + ": "))
-            parts.append(f"CASE WHEN x.r_{_col(name)} IS NULL THEN 'null' ELSE {rank} END")
-        whens.append(f"WHEN {step} THEN concat('{{', {', '.join(parts)}, '}}')")
-    entry = obj(
-        ("unit_id", j("x.unit_id")),
-        ("span", j("x.span_id")),
-        ("doc_id", j("x.doc_id")),
-        ("start", j("x.vs")),
-        ("end", j("x.ve")),
-        ("input_rank", j("x.in_rank")),
-        ("input_score", num("x.in_score")),
-        ("output_rank", j("x.out_rank")),
-        ("output_score", num("x.out_score")),
-        ("ranks", f"CASE x.step {' '.join(whens)} END"),
-        ("lineage", j("x.lineage"), "x.lineage IS NOT NULL"),
-        ("overflow", "coalesce(o.overflow, '[]')", "x.step = 8"),
-        ("expansion_dropped", "o.dropped", "x.step = 8 AND o.dropped IS NOT NULL"),
-    )
-    return [
-        (
-            "_ls_hit",
-            f"""
+    return f"""
         WITH h AS (
             SELECT m.rid, m.step, m.pos, m.span_id, o.unit_id, any_value(m.doc_id) AS doc_id,
                    arg_min_null(o.vs, o.rnk) AS vs, arg_min_null(o.ve, o.rnk) AS ve
@@ -97,19 +86,20 @@ def units() -> CTEs:
             WHERE m.step BETWEEN 3 AND 8
             GROUP BY m.rid, m.step, m.pos, m.span_id, o.unit_id),
         p AS (  -- per unit and list: its best row (whole lists, no cutoff)
-            SELECT rid, span_id, unit_id, {pivot},
+            SELECT rid, span_id, unit_id, {_list_pivot()},
                    arg_min_null(lineage, rnk) FILTER (WHERE stage = 'union') AS union_lineage
             FROM _ls_cp c SEMI JOIN h USING (rid, span_id, unit_id)
             GROUP BY rid, span_id, unit_id)
-        SELECT h.*, p.* EXCLUDE (rid, span_id, unit_id), {picked},
+        SELECT h.*, p.* EXCLUDE (rid, span_id, unit_id), {_step_picks()},
                CASE WHEN h.step IN ({", ".join(map(str, with_union))}) THEN p.union_lineage END AS lineage
         FROM h LEFT JOIN p USING (rid, span_id, unit_id)
         QUALIFY row_number() OVER (PARTITION BY h.rid, h.pos ORDER BY {_in_key("in_rank")}, h.vs, h.unit_id)
-                <= {UNITS_PER_SPAN}""",
-        ),
-        (
-            "_ls_pack_log",
-            """
+                <= {UNITS_PER_SPAN}"""
+
+
+# ``_ls_pack_log``: step 8's overflow and expansion-dropped logs, one row per JSON object entry
+# (malformed or non-array logs yield none rather than failing the query).
+_PACK_LOG_SQL = """
         SELECT rid, kind, i, e, json_extract_string(e, '$.unit_id') AS unit_id
         FROM (SELECT rid, kind, unnest(l) AS e, unnest(range(len(l))) AS i
               FROM (SELECT rid, 'overflow' AS kind,
@@ -121,11 +111,42 @@ def units() -> CTEs:
                                      AND json_type(expansion_dropped_json) = 'ARRAY'
                                 THEN json_extract(expansion_dropped_json, '$[*]') END
                     FROM _ls_r WHERE step = 8))
-        WHERE json_type(e) = 'OBJECT'""",
-        ),
-        (
-            "_ls_units_json",
-            f"""
+        WHERE json_type(e) = 'OBJECT'"""
+
+
+def _ranks_case() -> str:
+    """A unit's ``ranks`` object: its rank and score in each list its step shows, ``null`` where
+    absent, keyed by list name in the step's order (so the JSON matches the Python path)."""
+    whens = []
+    for step, (_, _, _, names) in TRANSITIONS.items():
+        parts = []
+        for i, name in enumerate(names):
+            rank = obj(("rank", f"x.r_{_col(name)}"), ("score", num(f"x.s_{_col(name)}")))
+            parts.append(sql_literal(("" if i == 0 else ", ") + json.dumps(name) + ": "))
+            parts.append(f"CASE WHEN x.r_{_col(name)} IS NULL THEN 'null' ELSE {rank} END")
+        whens.append(f"WHEN {step} THEN concat('{{', {', '.join(parts)}, '}}')")
+    return f"CASE x.step {' '.join(whens)} END"
+
+
+def _units_json_sql() -> str:
+    """``_ls_units_json``: each record's unit entries as one JSON array, with the packing log of
+    each unit at step 8."""
+    entry = obj(
+        ("unit_id", j("x.unit_id")),
+        ("span", j("x.span_id")),
+        ("doc_id", j("x.doc_id")),
+        ("start", j("x.vs")),
+        ("end", j("x.ve")),
+        ("input_rank", j("x.in_rank")),
+        ("input_score", num("x.in_score")),
+        ("output_rank", j("x.out_rank")),
+        ("output_score", num("x.out_score")),
+        ("ranks", _ranks_case()),
+        ("lineage", j("x.lineage"), "x.lineage IS NOT NULL"),
+        ("overflow", "coalesce(o.overflow, '[]')", "x.step = 8"),
+        ("expansion_dropped", "o.dropped", "x.step = 8 AND o.dropped IS NOT NULL"),
+    )
+    return f"""
         WITH o AS (
             SELECT rid, unit_id,
                    {arr("CAST(e AS VARCHAR)", "i", "kind = 'overflow'")} AS overflow,
@@ -133,9 +154,7 @@ def units() -> CTEs:
             FROM _ls_pack_log GROUP BY rid, unit_id)
         SELECT x.rid, {arr(entry, f"x.pos, {_in_key('x.in_rank')}, x.vs, x.unit_id")} AS units
         FROM _ls_hit x LEFT JOIN o ON o.rid = x.rid AND o.unit_id = x.unit_id
-        GROUP BY x.rid""",
-        ),
-    ]
+        GROUP BY x.rid"""
 
 
 def around() -> CTEs:

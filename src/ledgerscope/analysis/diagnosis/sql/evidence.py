@@ -273,13 +273,7 @@ def _branches() -> list[tuple[str, list[tuple]]]:
         obj(("verdict", j("r.o_verdict")), ("feasible", j("r.o_feasible"))),
         "r.o_verdict IS NOT NULL",
     )
-    answer = [
-        ("answer", j(trunc("r.answer", ANSWER_CHARS))),
-        ("abstained", j("r.abstained")),
-        ("answer_verdict", j("r.answer_verdict")),
-        ("answer_reason", j("r.answer_reason")),
-        ("generator_error", j("r.generator_error")),
-    ]
+    answer = _answer_fields()
     n_packed = (
         "n_packed",
         "CAST(CASE WHEN coalesce(r.n_ids, 0) > 0 THEN r.n_ids ELSE coalesce(npk.n, 0) END "
@@ -292,19 +286,66 @@ def _branches() -> list[tuple[str, list[tuple]]]:
     note = ("note", jlit("no fixture for this question"))
     spans = ("spans", "coalesce(mj.spans, '[]')")
     chosen = ("sufficient_set", "CAST(sel.sel AS VARCHAR)")
+    stage = ("stage", j("r.after_stage"))
+    head = _loss_head(stage)
+    citations, passed, corpus = _late_stage_fields()
+    # where a stage is not recorded (ingested traces), after the branch's own fields
+    stages = [("stages_recorded", "r.h_recorded", "r.h_recorded IS NOT NULL"),
+              ("stages_not_recorded", "r.h_not_recorded", "r.h_not_recorded IS NOT NULL")]
+    tail = (*stages, oracle)
+    return [
+        ("r.answerable = false", [("stage", jlit("control")), *answer]),
+        ("r.step = 1", [*corpus, oracle]),
+        (
+            "r.step = 2 AND r.has_fx",
+            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), *tail],
+        ),
+        ("r.step = 2", [stage, note, *tail]),
+        (
+            "r.step BETWEEN 3 AND 8 AND r.has_fx",
+            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *_step8_fields(), *tail],
+        ),
+        ("r.step BETWEEN 3 AND 8", [*head, note, *tail]),
+        ("r.step = 9", [("stage", jlit("answer")), *answer, n_packed, *cover, *tail]),
+        ("r.step = 10", [*citations, n_packed, *cover, *tail]),
+        ("true", [*passed, n_packed, *cover, *tail]),
+    ]
+
+
+def _answer_fields() -> list[tuple]:
+    """The generator's answer (truncated as in the Python path), verdict and error."""
+    return [
+        ("answer", j(trunc("r.answer", ANSWER_CHARS))),
+        ("abstained", j("r.abstained")),
+        ("answer_verdict", j("r.answer_verdict")),
+        ("answer_reason", j("r.answer_reason")),
+        ("generator_error", j("r.generator_error")),
+    ]
+
+
+def _loss_head(stage: tuple) -> list[tuple]:
+    """Steps 3-8: the losing stage, the stage it read from and the cutoff that applied there
+    (rerank depth, selection depth, token budget, none for the union, else the list's own)."""
     inputs = " ".join(f"WHEN {s} THEN {jlit(t[0])}" for s, t in TRANSITIONS.items())
     cutoff = (
         f"CASE r.step WHEN 6 THEN {j('r.rerank_depth')} WHEN 7 THEN {j('r.selection_depth')} "
         f"WHEN 8 THEN {j('r.budget_tokens')} WHEN 5 THEN 'null' ELSE coalesce(cut.cutoff, 'null') END"
     )
-    stage = ("stage", j("r.after_stage"))
-    head = [stage, ("input_stage", f"CASE r.step {inputs} END"), ("cutoff", cutoff)]
-    step8 = [
+    return [stage, ("input_stage", f"CASE r.step {inputs} END"), ("cutoff", cutoff)]
+
+
+def _step8_fields() -> list[tuple]:
+    """Step 8 (packing) only: the budget, what the evidence cost and what was packed."""
+    return [
         ("budget_tokens", j("r.budget_tokens"), "r.step = 8"),
         ("evidence_tokens", j("r.evidence_tokens"), "r.step = 8"),
         ("selection_depth", j("r.selection_depth"), "r.step = 8"),
         ("packed", "coalesce(pj.packed, '[]')", "r.step = 8"),
     ]
+
+
+def _late_stage_fields() -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """The fields of a citation failure (step 10), a pass, and a corpus failure (step 1)."""
     citations = [
         ("stage", jlit("citations")),
         ("citation_verdict", j("r.citation_verdict")),
@@ -322,27 +363,7 @@ def _branches() -> list[tuple[str, list[tuple]]]:
         ("gold_status", j("r.gold_status")),
         ("spans", "r.corpus_spans", "r.has_fx"),
     ]
-    # where a stage is not recorded (ingested traces), after the branch's own fields
-    stages = [("stages_recorded", "r.h_recorded", "r.h_recorded IS NOT NULL"),
-              ("stages_not_recorded", "r.h_not_recorded", "r.h_not_recorded IS NOT NULL")]
-    tail = (*stages, oracle)
-    return [
-        ("r.answerable = false", [("stage", jlit("control")), *answer]),
-        ("r.step = 1", [*corpus, oracle]),
-        (
-            "r.step = 2 AND r.has_fx",
-            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), *tail],
-        ),
-        ("r.step = 2", [stage, note, *tail]),
-        (
-            "r.step BETWEEN 3 AND 8 AND r.has_fx",
-            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *step8, *tail],
-        ),
-        ("r.step BETWEEN 3 AND 8", [*head, note, *tail]),
-        ("r.step = 9", [("stage", jlit("answer")), *answer, n_packed, *cover, *tail]),
-        ("r.step = 10", [*citations, n_packed, *cover, *tail]),
-        ("true", [*passed, n_packed, *cover, *tail]),
-    ]
+    return citations, passed, corpus
 
 
 def _case(before: list[str], after: list[str]) -> str:

@@ -18,7 +18,8 @@ from ledgerscope.analysis.stats.metrics import (
     direction_label,
     finite_or_none,
 )
-from ledgerscope.analysis.stats.resampling import Pass, Problem, intervals, run_here, schedule, units
+from ledgerscope.analysis.stats.passes import Pass, Problem, run_here, schedule
+from ledgerscope.analysis.stats.resampling import intervals, units
 
 
 def _problem(
@@ -221,7 +222,7 @@ def paired_bootstrap_batch(
 
     Calls resampling as many units draw the same multiplicities (one seed): the draw is made
     once, and calls whose sums are exact share one pass
-    (:func:`ledgerscope.analysis.stats.resampling.schedule`).
+    (:func:`ledgerscope.analysis.stats.passes.schedule`).
     ``submit`` (an executor's ``submit``) runs the work as tasks, each waiting only on tasks
     submitted before it; without it all runs here. Arguments are checked here, in order, as
     each call would.

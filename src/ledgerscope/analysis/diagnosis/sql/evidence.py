@@ -202,14 +202,23 @@ def around() -> CTEs:
 
 def packed() -> CTEs:
     """Steps 0, 8, 9, 10: the packed list (step 8), its cover of the named set, the citations, cutoffs."""
-    item = obj(("unit_id", j("p.unit_id")), ("rank", "p.rnk"), ("reranked_rank", j("rr.rnk")))
-    unit = obj(("unit_id", j("unit_id")), ("rank", "rnk"))
-    cited = "CASE WHEN coalesce(s.n_gaps, 0) = 0 THEN 'true' ELSE 'false' END"
     return [
         ("_ls_npk", "SELECT rid, count(*) AS n FROM _ls_c8 WHERE stage = 'packed' GROUP BY rid"),
+        ("_ls_packed_json", _packed_json_sql()),
+        ("_ls_cover_json", _cover_json_sql()),
         (
-            "_ls_packed_json",
-            f"""
+            "_ls_cites_json",
+            f"SELECT rid, {arr('CAST(e AS VARCHAR)', 'i')} AS citations FROM _ls_cite GROUP BY rid",
+        ),
+        ("_ls_cut", _cutoff_sql()),
+    ]
+
+
+def _packed_json_sql() -> str:
+    """``_ls_packed_json``: step 8's packed units in order, each with its rank in the selection's
+    input (the reranked list up to the selection depth), to show what packing dropped."""
+    item = obj(("unit_id", j("p.unit_id")), ("rank", "p.rnk"), ("reranked_rank", j("rr.rnk")))
+    return f"""
         WITH r8 AS (SELECT rid, selection_depth FROM _ls_r WHERE step = 8 AND ev),
         rr AS (  -- rank in the selection's input (the reranked list to its cut)
             SELECT rid, unit_id, min(rnk) AS rnk
@@ -223,11 +232,15 @@ def packed() -> CTEs:
         FROM _ls_c8 p SEMI JOIN r8 USING (rid)
         LEFT JOIN rr ON rr.rid = p.rid AND rr.unit_id = p.unit_id
         WHERE p.stage = 'packed'
-        GROUP BY p.rid""",
-        ),
-        (
-            "_ls_cover_json",
-            f"""
+        GROUP BY p.rid"""
+
+
+def _cover_json_sql() -> str:
+    """``_ls_cover_json``: per record at steps 0, 9, 10, each span of the named set with the packed
+    units over it (and, at step 10, whether the citations cover it without a gap)."""
+    unit = obj(("unit_id", j("unit_id")), ("rank", "rnk"))
+    cited = "CASE WHEN coalesce(s.n_gaps, 0) = 0 THEN 'true' ELSE 'false' END"
+    return f"""
         WITH spans AS (
             SELECT c.rid, c.step, st.pos, sp.span_id, sp.base, g.n_gaps
             FROM _ls_sel c JOIN _ls_set st ON st.qid = c.qid AND st.set_index = c.sel
@@ -242,15 +255,13 @@ def packed() -> CTEs:
                                         CASE WHEN s.step = 10 THEN concat(', "cited": ', {cited}) END,
                                         '}}') AS span_json
             FROM spans s LEFT JOIN pu USING (rid, span_id))
-        SELECT rid, {arr("span_json", "pos")} AS spans FROM js GROUP BY rid""",
-        ),
-        (
-            "_ls_cites_json",
-            f"SELECT rid, {arr('CAST(e AS VARCHAR)', 'i')} AS citations FROM _ls_cite GROUP BY rid",
-        ),
-        (
-            "_ls_cut",
-            f"""
+        SELECT rid, {arr("span_json", "pos")} AS spans FROM js GROUP BY rid"""
+
+
+def _cutoff_sql() -> str:
+    """``_ls_cut``: at steps 3 and 4, each first-stage list's cutoff: its configured top-k, else the
+    deepest rank the record's list reached."""
+    return f"""
         SELECT r.rid, concat('{{', string_agg(concat(to_json(l.name), ': ', {j("coalesce(t.n, m.rnk)")}),
                                                ', ' ORDER BY l.ord), '}}') AS cutoff
         FROM _ls_r r
@@ -260,9 +271,7 @@ def packed() -> CTEs:
         LEFT JOIN (SELECT c.rid, c.stage, max(c.rnk) AS rnk FROM _ls_cp c
                    SEMI JOIN (SELECT rid FROM _ls_r WHERE step IN (3, 4)) s USING (rid)
                    GROUP BY c.rid, c.stage) m ON m.rid = r.rid AND m.stage = l.name
-        GROUP BY r.rid""",
-        ),
-    ]
+        GROUP BY r.rid"""
 
 
 def _branches() -> list[tuple[str, list[tuple]]]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -42,7 +43,8 @@ sys.path.insert(0, str(REPO))
 from tests import fuzz_harness as fh  # noqa: E402 - the repository root goes on the path first
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line, apart so ``main`` reads as plan, run, report."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--cases",
@@ -67,27 +69,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--differential-cases", type=int, default=2_000,
                     help="of those, cases where DuckDB's bulk trace reader runs beside the line reader "
                          "(default 2000)")
-    args = ap.parse_args(argv)
-    parser_failures = parser_run(args.parser_cases, args.differential_cases, args.seed)
+    return ap
 
-    # interleaved: kind 1's first mutation, kind 2's first, ..., then everyone's second, ...
-    per_kind = {k: fh.mutations(k) for k in args.kinds}
+
+def case_plan(kinds: list[str], cases: int, seed: int) -> list[tuple[str, object, int]]:
+    """``cases`` (kind, mutation, seed) triples, interleaved by kind (kind 1's first mutation, kind
+    2's first, ..., then everyone's second, ...) so a short run still touches every kind."""
+    per_kind = {k: fh.mutations(k) for k in kinds}
     depth = max(len(v) for v in per_kind.values())
-    pairs = [(k, per_kind[k][i]) for i in range(depth) for k in args.kinds if i < len(per_kind[k])]
-    rng = random.Random(args.seed)
-    plan = [(*pairs[i % len(pairs)], rng.randrange(2**31)) for i in range(args.cases)]
-    t0 = time.monotonic()
+    pairs = [(k, per_kind[k][i]) for i in range(depth) for k in kinds if i < len(per_kind[k])]
+    rng = random.Random(seed)
+    return [(*pairs[i % len(pairs)], rng.randrange(2**31)) for i in range(cases)]
+
+
+def _base_ledger(root: Path, kinds: list[str], plan: list, synthetic: bool) -> Path | None:
+    """The ledger the ledger kinds mutate, built once per run (a real sweep loads the model, so
+    only when a ledger kind is planned)."""
+    if not ({"ledger", "ledger-jsonl"} & set(kinds) and plan):
+        return None
+    print(
+        "building the base ledger" + (" (synthetic)" if synthetic else " (a real sweep: loads the model)"),
+        flush=True,
+    )
+    base = fh.make_base_ledger(root / "base", real=not synthetic)
+    fh.interchange_of(base)
+    return base
+
+
+def run_cases(plan: list, args: argparse.Namespace, t0: float) -> list:
+    """Every planned case through every command that reads it, ``--jobs`` at once, with a progress
+    line every 25 cases; each case's files go as soon as it is judged, so disk use stays flat."""
     with tempfile.TemporaryDirectory(prefix="ledgerscope-fuzz-") as tmp:
         root = Path(tmp)
-        base = None
-        if {"ledger", "ledger-jsonl"} & set(args.kinds) and plan:
-            print(
-                "building the base ledger"
-                + (" (synthetic)" if args.synthetic_ledger else " (a real sweep: loads the model)"),
-                flush=True,
-            )
-            base = fh.make_base_ledger(root / "base", real=not args.synthetic_ledger)
-            fh.interchange_of(base)
+        base = _base_ledger(root, args.kinds, plan, args.synthetic_ledger)
 
         def one(i: int) -> list:
             kind, mutation, seed = plan[i]
@@ -95,8 +109,6 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 return fh.check_case(case, timeout=args.timeout)
             finally:
-                import shutil
-
                 shutil.rmtree(case.root, ignore_errors=True)
 
         results = []
@@ -112,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
                         f"{time.monotonic() - t0:.0f} s",
                         flush=True,
                     )
-    seconds = time.monotonic() - t0
-    summary = fh.summary(results)
-    failures = fh.failures(results)
+    return results
 
-    print(f"\n{len(plan)} cases, {len(results)} command runs in {seconds:.0f} s (seed {args.seed})\n")
+
+def print_summary(summary: dict, cases: int, results: list) -> None:
+    """The per-kind outcome table, its total row and the slowest command (the one to watch for a
+    creeping hang)."""
     outcomes = ("clean error", "success", "valid (stopped at model load)", "FAIL")
     print(
         f"{'input kind':<20}{'cases':>7}{'runs':>7}  "
@@ -128,10 +141,41 @@ def main(argv: list[str] | None = None) -> int:
             + "  ".join(f"{row['outcomes'].get(o, 0):>12}" for o in outcomes)
         )
     total = {o: sum(r["outcomes"].get(o, 0) for r in summary.values()) for o in outcomes}
-    print(f"{'total':<20}{len(plan):>7}{len(results):>7}  " + "  ".join(f"{total[o]:>12}" for o in outcomes))
+    print(f"{'total':<20}{cases:>7}{len(results):>7}  " + "  ".join(f"{total[o]:>12}" for o in outcomes))
     slowest = max(results, key=lambda r: r.run.seconds) if results else None
     if slowest is not None:
         print(f"\nslowest command: {slowest.run.seconds:.1f} s ({slowest.case.label} [{slowest.command}])")
+
+
+def verdict(failures: list[str]) -> int:
+    """Exit status 1 with every failing run listed, else 0 with what was ruled out."""
+    if failures:
+        print(
+            f"\nFAILED: {len(failures)} command run(s) did not end in a clean error or a clean success:",
+            file=sys.stderr,
+        )
+        for line in failures:
+            print("  " + line, file=sys.stderr)
+        return 1
+    print(
+        "\nno traceback, no catch-all, no hang, no partial output, no changed input, "
+        "no malformed input past validation"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    parser_failures = parser_run(args.parser_cases, args.differential_cases, args.seed)
+    plan = case_plan(args.kinds, args.cases, args.seed)
+    t0 = time.monotonic()
+    results = run_cases(plan, args, t0)
+    seconds = time.monotonic() - t0
+    summary = fh.summary(results)
+    failures = fh.failures(results)
+
+    print(f"\n{len(plan)} cases, {len(results)} command runs in {seconds:.0f} s (seed {args.seed})\n")
+    print_summary(summary, len(plan), results)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -146,20 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 indent=2,
             )
         )
-    failures = failures + parser_failures
-    if failures:
-        print(
-            f"\nFAILED: {len(failures)} command run(s) did not end in a clean error or a clean success:",
-            file=sys.stderr,
-        )
-        for line in failures:
-            print("  " + line, file=sys.stderr)
-        return 1
-    print(
-        "\nno traceback, no catch-all, no hang, no partial output, no changed input, "
-        "no malformed input past validation"
-    )
-    return 0
+    return verdict(failures + parser_failures)
 
 
 def parser_run(cases: int, differential: int, seed: int) -> list[str]:

@@ -212,8 +212,31 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     and none where such a segment is never covered: the smallest k whose first k rows leave no
     uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
     """
-    from ledgerscope.common.sql_tables import columns_table, drop_tables, sql_literal
+    from ledgerscope.common.sql_tables import columns_table, drop_tables
 
+    spans, sets = _gold_columns(fixtures, texts)
+    if not spans["qid"][1]:
+        return {}
+    columns_table(con, "_ls_surv_span", spans)
+    columns_table(con, "_ls_surv_set", sets)
+    where, params = ("AND c.arm = ?", [arm]) if arm is not None else ("", [])
+    try:
+        rows = con.execute(_support_ranks_query(where), params).fetchall()
+    finally:
+        drop_tables(con, "_ls_surv_span", "_ls_surv_set")
+    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
+    for a, p, q, stage, r in rows:
+        ranks = out.setdefault((a, p, q), dict.fromkeys(RANKED_STAGES))
+        if stage is not None:
+            ranks[stage] = int(r)
+    return out
+
+
+def _gold_columns(fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
+                  ) -> tuple[dict[str, tuple[str, list]], dict[str, tuple[str, list]]]:
+    """The answerable fixtures' gold spans (numbered ``sid``, with their text for the whitespace
+    test) and sufficient sets (``resolved`` is false for a set naming a span the fixture lacks), as
+    column lists for :func:`columns_table`: two bulk inserts instead of a row at a time."""
     spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
              "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
              "span_text": ("VARCHAR", [])}
@@ -233,33 +256,47 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
             for sid in sset:
                 for col, value in zip(sets, (qid, i, sid, sid in ids), strict=True):
                     sets[col][1].append(value)
-    if not spans["qid"][1]:
-        return {}
-    columns_table(con, "_ls_surv_span", spans)
-    columns_table(con, "_ls_surv_set", sets)
-    where, params = ("AND c.arm = ?", [arm]) if arm is not None else ("", [])
+    return spans, sets
+
+
+def _hit_cte(where: str) -> str:
+    """``hit``: each row of a ranked list over a gold span, clipped to it; ``g`` numbers each
+    (record, stage, span) so the windows and joins after it key on one integer."""
     stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
-    # g numbers each (record, stage, span): the windows and joins below key on one integer
-    sql = f"""
-        WITH hit AS (  -- each row of a ranked list over a gold span, clipped to it
+    return f"""hit AS (  -- each row of a ranked list over a gold span, clipped to it
             SELECT *, dense_rank() OVER (ORDER BY arm, phase, qid, stage, sid) AS g FROM (
                 SELECT c.arm, CAST(c.phase AS VARCHAR) AS phase, c.qid, c.stage, sp.sid, sp.s, sp.e,
                        c."rank" AS r, greatest(c."start", sp.s) AS a, least(c."end", sp.e) AS b
                 FROM candidates c JOIN _ls_surv_span sp ON sp.qid = c.qid AND sp.doc_id = c.doc_id
                      AND c."start" < sp.e AND c."end" > sp.s
-                WHERE c.stage IN ({stages}) AND c."rank" IS NOT NULL {where})),
-        cut AS (SELECT DISTINCT g, sid, s, unnest([a, b, s, e]) AS x FROM hit),
-        seg AS (SELECT *, lead(x) OVER (PARTITION BY g ORDER BY x) AS y FROM cut),
-        seg_t AS (  -- each elementary segment between row edges: the first rank covering it
+                WHERE c.stage IN ({stages}) AND c."rank" IS NOT NULL {where}))"""
+
+
+def _segment_ctes() -> list[str]:
+    """``cut``, ``seg``, ``seg_t``, ``seg_b``: the elementary segments between every clipped row
+    edge, the first rank covering each, and whether it is whitespace only (excused, as in
+    diagnose), which is what makes a span's rank exact rather than a row-count guess."""
+    from ledgerscope.common.sql_tables import sql_literal
+
+    return [
+        "cut AS (SELECT DISTINCT g, sid, s, unnest([a, b, s, e]) AS x FROM hit)",
+        "seg AS (SELECT *, lead(x) OVER (PARTITION BY g ORDER BY x) AS y FROM cut)",
+        """seg_t AS (  -- each elementary segment between row edges: the first rank covering it
             SELECT g.g, any_value(g.sid) AS sid, any_value(g.s) AS s, g.x, g.y, min(h.r) AS t
             FROM seg g LEFT JOIN hit h ON h.g = g.g AND h.a <= g.x AND h.b >= g.y
             WHERE g.y IS NOT NULL
-            GROUP BY g.g, g.x, g.y),
-        seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
+            GROUP BY g.g, g.x, g.y)""",
+        f"""seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
             SELECT t.*, sp.span_text IS NOT NULL AND regexp_full_match(
                        substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {sql_literal(WHITESPACE)}) AS blank
-            FROM seg_t t JOIN _ls_surv_span sp USING (sid)),
-        span_rank AS (
+            FROM seg_t t JOIN _ls_surv_span sp USING (sid))""",
+    ]
+
+
+# A span's rank (none if a non-blank segment is never covered), then a sufficient set's (its
+# worst span's, if every span is resolved and ranked).
+_RANK_CTES = [
+    """span_rank AS (
             SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id,
                    CASE WHEN coalesce(b.lost, false) THEN NULL ELSE coalesce(b.t, h.r0) END AS r
             FROM (SELECT g, any_value(arm) AS arm, any_value(phase) AS phase, any_value(qid) AS qid,
@@ -268,29 +305,30 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
             JOIN _ls_surv_span sp USING (sid)
             LEFT JOIN (SELECT g, bool_or(t IS NULL AND NOT blank) AS lost,
                               max(t) FILTER (WHERE NOT blank) AS t
-                       FROM seg_b GROUP BY g) b USING (g)),
-        set_rank AS (
+                       FROM seg_b GROUP BY g) b USING (g))""",
+    """set_rank AS (
             SELECT k.arm, k.phase, k.qid, k.stage, st.set_index, max(sr.r) AS r,
                    bool_and(st.resolved AND sr.r IS NOT NULL) AS ok
             FROM (SELECT DISTINCT arm, phase, qid, stage FROM span_rank) k
             JOIN _ls_surv_set st ON st.qid = k.qid
             LEFT JOIN span_rank sr ON sr.arm = k.arm AND sr.phase = k.phase AND sr.qid = k.qid
                  AND sr.stage = k.stage AND sr.span_id = st.span_id
-            GROUP BY ALL)
+            GROUP BY ALL)""",
+]
+
+# Per record and stage, the best sufficient set's rank; a record with no ranked set keeps a row
+# (stage NULL) so it still gets its all-None ranks.
+_RANKS_SELECT = """
         SELECT k.arm, k.phase, k.qid, s.stage, s.r
         FROM (SELECT DISTINCT arm, phase, qid FROM span_rank) k
         LEFT JOIN (SELECT arm, phase, qid, stage, min(r) AS r FROM set_rank WHERE ok GROUP BY ALL) s
              USING (arm, phase, qid)"""
-    try:
-        rows = con.execute(sql, params).fetchall()
-    finally:
-        drop_tables(con, "_ls_surv_span", "_ls_surv_set")
-    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
-    for a, p, q, stage, r in rows:
-        ranks = out.setdefault((a, p, q), dict.fromkeys(RANKED_STAGES))
-        if stage is not None:
-            ranks[stage] = int(r)
-    return out
+
+
+def _support_ranks_query(where: str) -> str:
+    """The whole query, CTE by CTE; ``where`` optionally restricts the candidates to one arm."""
+    ctes = [_hit_cte(where), *_segment_ctes(), *_RANK_CTES]
+    return "\n        WITH " + ",\n        ".join(ctes) + _RANKS_SELECT
 
 
 # ---------------------------------------------------------------------------

@@ -158,83 +158,108 @@ def row_problems(
     import duckdb
 
     out: list[Problem] = []
-    src = (
-        f"read_parquet({_sql_list(record_files)}, filename = true, file_row_number = true, "
-        "union_by_name = true, hive_partitioning = false)"
-        if record_files
-        else None
-    )
-    cands = (
-        f"read_parquet({_sql_list(candidate_files)}, filename = true, "
-        "file_row_number = true, union_by_name = true, hive_partitioning = false)"
-        if candidate_files
-        else None
-    )
+    src = _numbered_scan(record_files)
+    cands = _numbered_scan(candidate_files)
     try:
         misfiled_sql = _misfiled(layout)
         nulls, misfiled, duplicates = _record_counts(con, src, misfiled_sql) if src else (0, 0, 0)
         if nulls:
-            for file, row, col in con.execute(
-                "SELECT filename, file_row_number + 1, "
-                "CASE WHEN arm IS NULL THEN 'arm' WHEN phase IS NULL THEN 'phase' ELSE 'qid' END "
-                f"FROM {src} WHERE {_NULL_KEY} "
-                f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
-            ).fetchall():
-                out.append(Problem(file, None, col, f"row {row}: missing (null)"))
+            out += _null_key_rows(con, src)
         if misfiled:
-            for file, row, arm, phase in con.execute(
-                f"SELECT filename, file_row_number + 1, arm, phase FROM {src} WHERE {misfiled_sql} "
-                f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
-            ).fetchall():
-                out.append(
-                    Problem(
-                        file,
-                        None,
-                        "arm/phase",
-                        f"row {row}: a record of arm {arm!r}, phase {phase!r} in another "
-                        "partition's file",
-                    )
-                )
+            out += _misfiled_rows(con, src, misfiled_sql)
         if duplicates:
-            for file, row, arm, phase, qid, first in con.execute(
-                "SELECT filename, r + 1, arm, phase, qid, f + 1 FROM ("
-                "SELECT filename, file_row_number AS r, arm, phase, qid, "
-                "min(file_row_number) OVER (PARTITION BY filename, arm, phase, qid) AS f, "
-                "count(*) OVER (PARTITION BY arm, phase, qid) AS n "
-                f"FROM {src} WHERE qid IS NOT NULL) WHERE n > 1 AND r <> f "
-                f"ORDER BY filename, r LIMIT {_SHOW}"
-            ).fetchall():
-                out.append(
-                    Problem(
-                        file,
-                        None,
-                        "qid",
-                        f"row {row}: duplicate record (arm {arm!r}, phase {phase!r}, qid {qid!r}; "
-                        f"first at row {first})",
-                    )
-                )
-        finite = "SELECT count(*) FROM {} WHERE NOT isfinite(score)"
-        # fetchall, not fetchone: DuckDB keeps a half-read result open on the connection
-        if cands and con.execute(finite.format(cands)).fetchall()[0][0]:  # counting costs less than listing
-            for file, row, qid, stage, rank, score in con.execute(
-                f"SELECT filename, file_row_number + 1, qid, stage, rank, score FROM {cands} "
-                "WHERE NOT isfinite(score) "
-                f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
-            ).fetchall():
-                out.append(
-                    Problem(
-                        file,
-                        None,
-                        "score",
-                        f"row {row}: {score} (qid {qid!r}, stage {stage!r}, rank {rank}); "
-                        "scores must be finite",
-                    )
-                )
+            out += _duplicate_rows(con, src)
+        if cands:
+            out += _non_finite_scores(con, cands)
     except duckdb.Error as exc:
         raise InputError(
             Problem(str(ledger), None, "ledger", f"rows could not be read: {_first_line(exc)}")
         ) from None
     return out
+
+
+def _numbered_scan(files: list[Path]) -> str | None:
+    """A ``read_parquet`` over ``files`` that keeps each row's file and row number (for the
+    problem text) and reads every file's columns by name; None when there are no files."""
+    if not files:
+        return None
+    return (
+        f"read_parquet({_sql_list(files)}, filename = true, file_row_number = true, "
+        "union_by_name = true, hive_partitioning = false)"
+    )
+
+
+def _null_key_rows(con, src: str) -> list[Problem]:
+    """Records with a null arm, phase or qid: no analysis can key them."""
+    return [
+        Problem(file, None, col, f"row {row}: missing (null)")
+        for file, row, col in con.execute(
+            "SELECT filename, file_row_number + 1, "
+            "CASE WHEN arm IS NULL THEN 'arm' WHEN phase IS NULL THEN 'phase' ELSE 'qid' END "
+            f"FROM {src} WHERE {_NULL_KEY} "
+            f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
+        ).fetchall()
+    ]
+
+
+def _misfiled_rows(con, src: str, misfiled_sql: str) -> list[Problem]:
+    """Records whose arm and phase belong in another partition's file (a reader by partition
+    would miss them)."""
+    return [
+        Problem(
+            file,
+            None,
+            "arm/phase",
+            f"row {row}: a record of arm {arm!r}, phase {phase!r} in another partition's file",
+        )
+        for file, row, arm, phase in con.execute(
+            f"SELECT filename, file_row_number + 1, arm, phase FROM {src} WHERE {misfiled_sql} "
+            f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
+        ).fetchall()
+    ]
+
+
+def _duplicate_rows(con, src: str) -> list[Problem]:
+    """Every copy after the first of a record key, with the row of the first in its file."""
+    return [
+        Problem(
+            file,
+            None,
+            "qid",
+            f"row {row}: duplicate record (arm {arm!r}, phase {phase!r}, qid {qid!r}; "
+            f"first at row {first})",
+        )
+        for file, row, arm, phase, qid, first in con.execute(
+            "SELECT filename, r + 1, arm, phase, qid, f + 1 FROM ("
+            "SELECT filename, file_row_number AS r, arm, phase, qid, "
+            "min(file_row_number) OVER (PARTITION BY filename, arm, phase, qid) AS f, "
+            "count(*) OVER (PARTITION BY arm, phase, qid) AS n "
+            f"FROM {src} WHERE qid IS NOT NULL) WHERE n > 1 AND r <> f "
+            f"ORDER BY filename, r LIMIT {_SHOW}"
+        ).fetchall()
+    ]
+
+
+def _non_finite_scores(con, cands: str) -> list[Problem]:
+    """Candidate rows with a NaN or infinite score, listed only when a count finds any (counting
+    costs less than listing)."""
+    finite = "SELECT count(*) FROM {} WHERE NOT isfinite(score)"
+    # fetchall, not fetchone: DuckDB keeps a half-read result open on the connection
+    if not con.execute(finite.format(cands)).fetchall()[0][0]:
+        return []
+    return [
+        Problem(
+            file,
+            None,
+            "score",
+            f"row {row}: {score} (qid {qid!r}, stage {stage!r}, rank {rank}); scores must be finite",
+        )
+        for file, row, qid, stage, rank, score in con.execute(
+            f"SELECT filename, file_row_number + 1, qid, stage, rank, score FROM {cands} "
+            "WHERE NOT isfinite(score) "
+            f"ORDER BY filename, file_row_number LIMIT {_SHOW}"
+        ).fetchall()
+    ]
 
 
 def _first_line(exc: BaseException) -> str:

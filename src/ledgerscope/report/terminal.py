@@ -164,6 +164,8 @@ def _interval(stat: dict, digits: int) -> str:
 
 
 def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
+    """The comparison as terminal renderables: a settings line, per stress set its metric table
+    (and segment table), then the release decision when one was made."""
     cand, base = comparison["candidate"]["arm"], comparison["baseline"]["arm"]
     settings = comparison["settings"]
     m = comparison["matching"]
@@ -177,58 +179,11 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
     if clusters:
         yield Text(clusters_line(clusters))
     for set_name, block in comparison["stress_sets"].items():
-        table = Table(
-            title=f"stress set: {set_name} ({block['n_questions']} questions, "
-            f"{block['n_clusters']} document clusters{_other_rule(block, comparison)})",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            collapse_padding=True,
-            pad_edge=False,
-        )
-        for col in ("metric", "cand", "base", "diff [CI]", "worst c/b", "worst diff [CI]"):
-            table.add_column(
-                col,
-                justify="left" if col == "metric" else "right",
-                no_wrap=True,
-                min_width=5 if col in ("cand", "base") else None,
-            )
-        for metric, res in block["metrics"].items():
-            c, b, d = res["candidate"], res["baseline"], res.get("difference")
-            mean = (d or {}).get("statistics", {}).get("mean", {})
-            worst = (d or {}).get("statistics", {}).get("worst_aggregate", {})
-            digits = 0 if metric.endswith("tokens") else 2
-            table.add_row(
-                METRIC_TITLES.get(metric, metric),
-                _fmt(c["phase_average"]["mean_of_phases"], digits),
-                _fmt(b["phase_average"]["mean_of_phases"], digits),
-                _interval(mean, digits),
-                f"{_fmt(c['worst_phase']['aggregate']['value'], digits)}"
-                f"/{_fmt(b['worst_phase']['aggregate']['value'], digits)}",
-                _interval(worst, digits),
-            )
-        yield table
+        yield _metric_table(set_name, block, comparison)
         yield Text(comparison.get("note", ""))
         segs = block.get("segments") or {}
         if segs:
-            seg = Table(
-                title=f"segments ({set_name}): support and critical errors, phase average",
-                title_justify="left",
-                box=box.SIMPLE_HEAD,
-                collapse_padding=True,
-            )
-            for col in ("segment", "n", "support c", "support b", "critical c", "critical b"):
-                seg.add_column(col, justify="left" if col == "segment" else "right")
-            for name, sb in segs.items():
-                sm = sb["metrics"]
-                seg.add_row(
-                    name,
-                    str(sb["n_questions"]),
-                    _fmt(sm["support"]["candidate"]["phase_average"]["mean_of_phases"]),
-                    _fmt(sm["support"]["baseline"]["phase_average"]["mean_of_phases"]),
-                    _fmt(sm["critical"]["candidate"]["phase_average"]["mean_of_phases"]),
-                    _fmt(sm["critical"]["baseline"]["phase_average"]["mean_of_phases"]),
-                )
-            yield seg
+            yield _segment_table(set_name, segs)
     if decision is not None:
         yield Text(
             f"release decision: {decision['outcome'].upper()}  (rule {decision['rule_digest']})",
@@ -236,6 +191,64 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         )
         for reason in decision["reasons"]:
             yield Text("  - " + safe(reason))
+
+
+def _metric_table(set_name: str, block: dict, comparison: dict) -> Table:
+    """One stress set's metrics: both arms' phase averages and worst phases, and the mean and
+    worst-phase differences with their intervals (token counts without decimals)."""
+    table = Table(
+        title=f"stress set: {set_name} ({block['n_questions']} questions, "
+        f"{block['n_clusters']} document clusters{_other_rule(block, comparison)})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
+    for col in ("metric", "cand", "base", "diff [CI]", "worst c/b", "worst diff [CI]"):
+        table.add_column(
+            col,
+            justify="left" if col == "metric" else "right",
+            no_wrap=True,
+            min_width=5 if col in ("cand", "base") else None,
+        )
+    for metric, res in block["metrics"].items():
+        c, b, d = res["candidate"], res["baseline"], res.get("difference")
+        mean = (d or {}).get("statistics", {}).get("mean", {})
+        worst = (d or {}).get("statistics", {}).get("worst_aggregate", {})
+        digits = 0 if metric.endswith("tokens") else 2
+        table.add_row(
+            METRIC_TITLES.get(metric, metric),
+            _fmt(c["phase_average"]["mean_of_phases"], digits),
+            _fmt(b["phase_average"]["mean_of_phases"], digits),
+            _interval(mean, digits),
+            f"{_fmt(c['worst_phase']['aggregate']['value'], digits)}"
+            f"/{_fmt(b['worst_phase']['aggregate']['value'], digits)}",
+            _interval(worst, digits),
+        )
+    return table
+
+
+def _segment_table(set_name: str, segs: dict) -> Table:
+    """Support and critical-error phase averages per segment, both arms: where a difference sits."""
+    seg = Table(
+        title=f"segments ({set_name}): support and critical errors, phase average",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+    )
+    for col in ("segment", "n", "support c", "support b", "critical c", "critical b"):
+        seg.add_column(col, justify="left" if col == "segment" else "right")
+    for name, sb in segs.items():
+        sm = sb["metrics"]
+        seg.add_row(
+            name,
+            str(sb["n_questions"]),
+            _fmt(sm["support"]["candidate"]["phase_average"]["mean_of_phases"]),
+            _fmt(sm["support"]["baseline"]["phase_average"]["mean_of_phases"]),
+            _fmt(sm["critical"]["candidate"]["phase_average"]["mean_of_phases"]),
+            _fmt(sm["critical"]["baseline"]["phase_average"]["mean_of_phases"]),
+        )
+    return seg
 
 
 def _other_rule(block: dict, comparison: dict) -> str:

@@ -340,6 +340,8 @@ def _repairs(units: list[dict]) -> list[dict]:
 
 
 def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts):
+    """Each question's record and candidate rows for one (arm, phase); ``lose`` picks the funnel
+    stage where support goes (past the end: kept), so every diagnosis step gets records."""
     cols: dict[str, list] = {name: [] for name in schema.CANDIDATES.names}
     recs = []
     lose = rng.integers(0, len(FUNNEL) + 2, size=questions)  # >= len(FUNNEL): support kept
@@ -358,36 +360,10 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, t
             keeps = answerable and FUNNEL.index(_funnel_of(stage)) < lose[q]
             if keeps:  # a stage that keeps support lists the gold-covering units first
                 picks = (gold_units + [u for u in picks if u not in gold_units])[:n]
-            k = len(picks)
-            cols["arm"] += [arm] * k
-            cols["phase"] += [p["label"]] * k
-            cols["qid"] += [qid] * k
-            cols["stage"] += [stage] * k
-            cols["rank"] += list(range(1, k + 1))
-            cols["unit_id"] += [u[0] for u in picks]
-            cols["score"] += sorted(rng.random(k).tolist(), reverse=True)
-            cols["doc_id"] += [doc] * k
-            cols["start"] += [u[1] for u in picks]
-            cols["end"] += [u[2] for u in picks]
-            cols["lineage"] += [["bm25"] if stage == "union" else []] * k
-        flags = {c: None for c in schema.SUPPORT_COLUMNS}
-        if answerable:
-            kept = {c: FUNNEL.index(c) < lose[q] for c in FUNNEL}
-            flags.update({c: True for c in schema.SUPPORT_COLUMNS})
-            flags.update(kept)
-            flags["support_bm25"] = flags["support_dense_exact"] = flags["support_exact"]
-            flags["support_dense_ann"] = flags["support_production"]
-            flags["support_selected"] = flags["support_reranked"]
-            flags["support_cited"] = flags["support_topk"] = flags["support_packed"]
+            _add_candidates(cols, rng, picks, arm=arm, phase=p["label"], qid=qid, stage=stage, doc=doc)
+        flags = _support_flags(answerable, lose[q])
         packed = bool(flags.get("support_packed"))
-        verdict = (
-            ("correct" if packed and q % 4 else "wrong")
-            if answerable
-            else ("abstained" if q % 2 else "false-assertion")
-        )
-        if answerable and not packed and q % 5 == 0:
-            verdict = "critical-condition-error"
-        text = docs[doc]
+        verdict = _verdict(q, answerable, packed)
         recs.append(
             {
                 "arm": arm,
@@ -402,25 +378,76 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, t
                 "doc_ids": [doc],
                 "gold_status": "ok",
                 **flags,
-                "covered_set": 0 if packed else None,
-                "single_unit_complete": False,
-                "packed_context": "[1] (" + doc + ")\n" + text[:160],
-                "packed_unit_ids": [units[0][0]],
-                "evidence_tokens": 40,
-                "prompt_tokens": 90,
-                "budget_tokens": 320,
-                "rerank_depth": 12,
-                "selection_depth": 10,
-                "topk_tokens": 30,
-                "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
-                "abstained": verdict == "abstained",
-                "citations_json": "[]",
-                "answer_verdict": verdict,
-                "citation_verdict": "supported" if packed else "unsupported",
+                **_answer_fields(doc, docs[doc], units, packed, verdict),
                 **record_constants(f"synthetic:{arm}"),
             }
         )
     return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)
+
+
+def _add_candidates(cols: dict[str, list], rng, picks, *, arm, phase, qid, stage, doc) -> None:
+    """Append one ranked list's rows (rank order, descending random scores) to ``cols``."""
+    k = len(picks)
+    cols["arm"] += [arm] * k
+    cols["phase"] += [phase] * k
+    cols["qid"] += [qid] * k
+    cols["stage"] += [stage] * k
+    cols["rank"] += list(range(1, k + 1))
+    cols["unit_id"] += [u[0] for u in picks]
+    cols["score"] += sorted(rng.random(k).tolist(), reverse=True)
+    cols["doc_id"] += [doc] * k
+    cols["start"] += [u[1] for u in picks]
+    cols["end"] += [u[2] for u in picks]
+    cols["lineage"] += [["bm25"] if stage == "union" else []] * k
+
+
+def _support_flags(answerable: bool, lose: int) -> dict:
+    """The support columns: kept before the funnel stage ``lose``, lost from it on; the stages
+    outside the funnel copy the funnel stage they follow (None for an unanswerable question)."""
+    flags = {c: None for c in schema.SUPPORT_COLUMNS}
+    if answerable:
+        kept = {c: FUNNEL.index(c) < lose for c in FUNNEL}
+        flags.update({c: True for c in schema.SUPPORT_COLUMNS})
+        flags.update(kept)
+        flags["support_bm25"] = flags["support_dense_exact"] = flags["support_exact"]
+        flags["support_dense_ann"] = flags["support_production"]
+        flags["support_selected"] = flags["support_reranked"]
+        flags["support_cited"] = flags["support_topk"] = flags["support_packed"]
+    return flags
+
+
+def _verdict(q: int, answerable: bool, packed: bool) -> str:
+    """A verdict mix by question number: mostly correct when support was packed, some critical
+    errors without it, and both control outcomes for unanswerable questions."""
+    verdict = (
+        ("correct" if packed and q % 4 else "wrong")
+        if answerable
+        else ("abstained" if q % 2 else "false-assertion")
+    )
+    if answerable and not packed and q % 5 == 0:
+        verdict = "critical-condition-error"
+    return verdict
+
+
+def _answer_fields(doc: str, text: str, units, packed: bool, verdict: str) -> dict:
+    """The packing, budget and answer columns, fixed apart from what support and verdict imply."""
+    return {
+        "covered_set": 0 if packed else None,
+        "single_unit_complete": False,
+        "packed_context": "[1] (" + doc + ")\n" + text[:160],
+        "packed_unit_ids": [units[0][0]],
+        "evidence_tokens": 40,
+        "prompt_tokens": 90,
+        "budget_tokens": 320,
+        "rerank_depth": 12,
+        "selection_depth": 10,
+        "topk_tokens": 30,
+        "answer": "7 days [1]" if verdict == "correct" else "30 days [1]",
+        "abstained": verdict == "abstained",
+        "citations_json": "[]",
+        "answer_verdict": verdict,
+        "citation_verdict": "supported" if packed else "unsupported",
+    }
 
 
 def _funnel_of(stage: str) -> str:

@@ -131,6 +131,8 @@ def fmt(x: Any, digits: int = 3) -> str:
 
 
 def answer_text(rd: RecordDetail, palette: Palette) -> Text:
+    """The answer pane: the question and expected answer, the generator's answer and verdict, each
+    citation with the gold it covers, then the oracle arm's answer beside it."""
     rec = rd.record or {}
     out = Text()
     out.append("question ", style=pick(palette, "heading"))
@@ -153,6 +155,14 @@ def answer_text(rd: RecordDetail, palette: Palette) -> Text:
     if rec.get("generator_error"):
         out.append(f" · generator error: {lit(rec.get('generator_error'))}", style=pick(palette, "error"))
     out.append("\n\n")
+    _citations(out, rd, rec, palette)
+    _oracle(out, rd.oracle, rec, palette)
+    return out
+
+
+def _citations(out: Text, rd: RecordDetail, rec: dict, palette: Palette) -> None:
+    """The citation verdict, then each citation: unresolvable, or its offsets, the gold spans it
+    covers (fully or partly) and its quoted text."""
     cv = rec.get("citation_verdict")
     out.append("citations ", style=pick(palette, "heading"))
     out.append(
@@ -185,14 +195,18 @@ def answer_text(rd: RecordDetail, palette: Palette) -> Text:
         else:
             out.append("covers no gold span", style=pick(palette, "muted"))
         out.append(f"\n      “{lit(text[start:end], 160)}”\n")
+
+
+def _oracle(out: Text, orc: dict | None, rec: dict, palette: Palette) -> None:
+    """The oracle arm's verdict, feasibility and answer (gold evidence, same generator): whether
+    the generator could have answered with the right context."""
     out.append("\noracle ", style=pick(palette, "heading"))
-    orc = rd.oracle
     if orc is None:
         out.append(
             f"(no oracle row) recorded verdict {lit(rec.get('oracle_verdict'))}\n",
             style=pick(palette, "muted"),
         )
-        return out
+        return
     out.append_text(verdict_text(orc.get("answer_verdict"), palette))
     out.append(
         f" · feasible {'yes' if orc.get('feasible') else 'no'} · evidence {fmt(orc.get('evidence_tokens'))}/"
@@ -202,7 +216,6 @@ def answer_text(rd: RecordDetail, palette: Palette) -> Text:
     out.append(f"  reason: {lit(orc.get('answer_reason'))}\n", style=pick(palette, "muted"))
     if orc.get("generator_error"):
         out.append(f"  generator error: {lit(orc.get('generator_error'))}\n", style=pick(palette, "error"))
-    return out
 
 
 # ---------------------------------------------------------------------------

@@ -57,6 +57,8 @@ def source_text(rd: RecordDetail, stage: str, palette: Palette, max_rank: int = 
 def _source_doc(
     out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette: Palette, max_rank: int
 ) -> None:
+    """One document of the source view: a header, its text with cuts, gold spans and the stage's
+    units marked inline, then the gold legend and the list of marked units."""
     text = rd.texts.get(doc)
     cuts = rd.cuts.get(doc, [])
     spans = [s for s in (rd.fixture.spans if rd.fixture is not None else ()) if s.doc_id == doc]
@@ -75,8 +77,24 @@ def _source_doc(
     if text is None:
         out.append("  (source text not in the ledger)\n", style=pick(palette, "error"))
         return
-    lo, hi = 0, len(text)
-    if len(text) > SOURCE_WINDOW:
+    lo, hi = _source_window(len(text), spans, marked)
+    if lo > 0:
+        out.append(f"… {lo} characters before …\n", style=pick(palette, "muted"))
+    _marked_text(out, text, _source_events(cuts, spans, marked, lo, hi), lo, hi, palette)
+    if hi < len(text):
+        out.append(f"\n… {len(text) - hi} characters after …", style=pick(palette, "muted"))
+    out.append("\n")
+    if spans:
+        _gold_legend(out, rd, spans, palette)
+    if marked:
+        _marked_units(out, stage, marked, spans, palette)
+
+
+def _source_window(length: int, spans, marked) -> tuple[int, int]:
+    """The [lo, hi) slice of a long document worth showing: every gold span and marked unit with
+    a margin, capped at four windows, so a big source does not drown the marks."""
+    lo, hi = 0, length
+    if length > SOURCE_WINDOW:
         points = (
             [s.start for s in spans]
             + [s.end for s in spans]
@@ -84,10 +102,16 @@ def _source_doc(
             + [int(r["end"]) for r in marked]
         )
         if points:
-            lo, hi = max(0, min(points) - SOURCE_MARGIN), min(len(text), max(points) + SOURCE_MARGIN)
+            lo, hi = max(0, min(points) - SOURCE_MARGIN), min(length, max(points) + SOURCE_MARGIN)
         else:
             hi = SOURCE_WINDOW
         hi = min(hi, lo + 4 * SOURCE_WINDOW)
+    return lo, hi
+
+
+def _source_events(cuts, spans, marked, lo: int, hi: int) -> list[tuple[int, int, str, Any]]:
+    """Cuts, gold opens/closes and unit opens/closes as (offset, order, kind, payload), sorted so
+    at one offset closes come before gold opens before unit opens (the marks nest cleanly)."""
     events: list[tuple[int, int, str, Any]] = []
     for c in cuts:
         if lo <= c <= hi:
@@ -99,8 +123,12 @@ def _source_doc(
         events.append((max(lo, int(r["start"])), 3, "r+", r))
         events.append((min(hi, int(r["end"])), 1, "r-", r))
     events.sort(key=lambda e: (e[0], e[1], str(e[2])))
-    if lo > 0:
-        out.append(f"… {lo} characters before …\n", style=pick(palette, "muted"))
+    return events
+
+
+def _marked_text(out: Text, text: str, events, lo: int, hi: int, palette: Palette) -> None:
+    """``text[lo:hi]`` with each event's glyph inserted at its offset; the plain runs between are
+    styled by how many gold spans and units are open there."""
     gold_depth = ret_depth = 0
     pos = lo
     for offset, _, kind, payload in events:
@@ -124,31 +152,34 @@ def _source_doc(
             out.append(f"r{int(payload['rank'])}⟧", style=pick(palette, "rank"))
     if hi > pos:
         _append_plain(out, text[pos:hi], gold_depth, ret_depth, palette)
-    if hi < len(text):
-        out.append(f"\n… {len(text) - hi} characters after …", style=pick(palette, "muted"))
-    out.append("\n")
-    if spans:
-        out.append("gold: ", style=pick(palette, "heading"))
-        for s in spans:
-            cov = rd.coverage.get(s.span_id)
-            out.append(f"{lit(_span_label(s))} [{s.start},{s.end}) ")
-            if cov:
-                out.append(
-                    f"{COVER_GLYPHS[cov]} {cov} in packed context  ",
-                    style=pick(palette, "pass" if cov == "full" else "fail"),
-                )
-        out.append("\n")
-    if marked:
-        out.append(f"{stage} units in this document:\n", style=pick(palette, "heading"))
-        for r in sorted(marked, key=lambda r: int(r["rank"])):
-            hits = [s.span_id for s in spans if int(r["start"]) < s.end and int(r["end"]) > s.start]
-            score = "" if r.get("score") is None else f" score {float(r['score']):.3f}"
+
+
+def _gold_legend(out: Text, rd: RecordDetail, spans, palette: Palette) -> None:
+    """Each gold span's label and offsets, with how much of it reached the packed context."""
+    out.append("gold: ", style=pick(palette, "heading"))
+    for s in spans:
+        cov = rd.coverage.get(s.span_id)
+        out.append(f"{lit(_span_label(s))} [{s.start},{s.end}) ")
+        if cov:
             out.append(
-                f"  r{int(r['rank']):<3} [{int(r['start'])},{int(r['end'])}){score}  {lit(r.get('unit_id'))}"
+                f"{COVER_GLYPHS[cov]} {cov} in packed context  ",
+                style=pick(palette, "pass" if cov == "full" else "fail"),
             )
-            if hits:
-                out.append(f"  ⟪{', '.join(lit(h) for h in hits)}⟫", style=pick(palette, "gold"))
-            out.append("\n")
+    out.append("\n")
+
+
+def _marked_units(out: Text, stage: str, marked, spans, palette: Palette) -> None:
+    """The marked units by rank, with score and the gold spans each overlaps."""
+    out.append(f"{stage} units in this document:\n", style=pick(palette, "heading"))
+    for r in sorted(marked, key=lambda r: int(r["rank"])):
+        hits = [s.span_id for s in spans if int(r["start"]) < s.end and int(r["end"]) > s.start]
+        score = "" if r.get("score") is None else f" score {float(r['score']):.3f}"
+        out.append(
+            f"  r{int(r['rank']):<3} [{int(r['start'])},{int(r['end'])}){score}  {lit(r.get('unit_id'))}"
+        )
+        if hits:
+            out.append(f"  ⟪{', '.join(lit(h) for h in hits)}⟫", style=pick(palette, "gold"))
+        out.append("\n")
 
 
 def _span_label(span) -> str:

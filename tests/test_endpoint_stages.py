@@ -163,6 +163,28 @@ def _endpoint_arm(url: str, name: str = "remote", **rerank) -> dict:
     return arm
 
 
+def test_arms_on_one_server_share_its_embedder_each_text_sent_once_over_one_connection(
+        rule_exception_inputs, tmp_path):
+    """Two arms that cut alike (they differ after retrieval) and two phases: a text the first arm's
+    phase embedded is not sent again by the other phase or arm, and one kept-alive connection
+    carries every request of the sweep."""
+    fixtures, corpus = _inputs(rule_exception_inputs)
+    with FaultyServer() as server:
+        arms = [arm_from_dict(_endpoint_arm(server.base_url, name="wide")),
+                arm_from_dict({**_endpoint_arm(server.base_url + "/v1/", name="narrow"), "top_k": 2})]
+        result = sweep(fixtures, corpus, arms, tmp_path / "ledger")
+    con = connect(tmp_path / "ledger")
+    units = {t for (t,) in _rows(con, "SELECT DISTINCT text FROM units")}
+    assert _rows(con, "SELECT count(DISTINCT arm) FROM units") == [(2,)]
+    assert units <= set(server.embedded)
+    repeats = {t: n for t, n in server.embedded.items() if n > 1}
+    assert not repeats
+    assert result.encoded_texts == sum(server.embedded.values()) - 1  # all but the probe text
+    assert len(server.connections) == 1, server.connections
+    components = load_manifest(tmp_path / "ledger")["arms"]
+    assert components["wide"]["components"]["embedding"] == components["narrow"]["components"]["embedding"]
+
+
 @pytest.mark.parametrize(("fault", "message"), [
     ("wrong-count", r"2 vector\(s\) for 1 input\(s\)"),
     ("http-500", "http-500: Internal Server Error"),

@@ -80,6 +80,8 @@ class JsonClient:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self._conn: http.client.HTTPConnection | None = None
+        self._prefix = urllib.parse.urlsplit(self.root).path
 
     def describe(self) -> dict[str, Any]:
         """What a manifest records: the URL without credentials and the key's variable *name*."""
@@ -101,30 +103,80 @@ class JsonClient:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(
-            self.root + path, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST",
-        )
+        data = json.dumps(payload).encode("utf-8")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = ""
-            with contextlib.suppress(Exception):
-                detail = exc.read().decode("utf-8", "replace")[:300]
-            retryable = exc.code in RETRYABLE_HTTP or exc.code >= 500
-            raise AttemptError(f"http-{exc.code}", f"{exc.reason} {detail}".strip(), retryable) from None
+            status, reason, body = self._exchange(path, data, headers)
         except TimeoutError as exc:
+            self.close()
             raise AttemptError("timeout", f"no response within {self.timeout}s ({exc})", True) from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
                 raise AttemptError("timeout", f"no response within {self.timeout}s", True) from None
             raise AttemptError("network", str(exc.reason), True) from None
         except (ConnectionError, OSError, http.client.HTTPException) as exc:
+            self.close()
             raise AttemptError("network", f"{type(exc).__name__}: {exc}", True) from None
+        if status >= 400:
+            detail = body.decode("utf-8", "replace")[:300]
+            retryable = status in RETRYABLE_HTTP or status >= 500
+            raise AttemptError(f"http-{status}", f"{reason} {detail}".strip(), retryable)
         try:
             return json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise AttemptError("json", f"response is not JSON: {exc}", True) from None
+
+    def _exchange(self, path: str, data: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
+        """(status, reason, body) over this client's kept-alive connection: a sweep sends thousands of
+        requests to one server, and a new TCP (or TLS) connection for each costs more than a small
+        batch. A connection the server closed while idle is opened again once, at once (nothing was
+        answered on it). Behind a proxy from the environment, urllib sends it instead."""
+        if self._proxied():
+            return self._via_urllib(path, data, headers)
+        for reuse in (self._conn is not None, False):
+            conn = self._connection()
+            try:
+                conn.request("POST", self._prefix + path, body=data, headers=headers)
+                response = conn.getresponse()
+                body = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if reuse:
+                    continue
+                raise
+            if response.will_close:
+                self.close()
+            return response.status, response.reason, body
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            parts = urllib.parse.urlsplit(self.root)
+            cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            self._conn = cls(parts.hostname or "", parts.port, timeout=self.timeout)
+        return self._conn
+
+    def _proxied(self) -> bool:
+        parts = urllib.parse.urlsplit(self.root)
+        return parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(
+            parts.hostname or "")
+
+    def _via_urllib(self, path: str, data: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
+        request = urllib.request.Request(self.root + path, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return response.status, response.reason, response.read()
+        except urllib.error.HTTPError as exc:
+            body = b""
+            with contextlib.suppress(Exception):
+                body = exc.read()
+            return exc.code, str(exc.reason), body
+
+    def close(self) -> None:
+        """Close the kept-alive connection (the next request opens a new one)."""
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
 
     def post(self, path: str, payload: dict, read: Callable[[Any], Any] = lambda data: data
              ) -> tuple[Any, list[str]]:

@@ -219,17 +219,37 @@ def chunk_tokenizer_name(cfg: ArmConfig) -> str:
     return BUNDLED_MINILM if emb.get("kind") == "endpoint" else emb.get("model")
 
 
-def endpoint_embedder(cfg: ArmConfig) -> Any:
+def endpoint_key(cfg: ArmConfig) -> tuple:
+    """What makes two arms' endpoint embedders interchangeable: the same server (its base URL
+    normalised), path, model, dimensions, key variable and request settings."""
+    from ledgerscope.pipeline.http_json import api_root
+
+    emb = cfg.embedding
+    return (api_root(emb["base_url"]), emb.get("path") or "/v1/embeddings", emb.get("model", ""),
+            int(emb.get("dimensions", 0)), emb.get("api_key_env") or None, int(emb.get("batch_size", 64)),
+            float(emb.get("timeout", 60.0)), int(emb.get("retries", 2)), float(emb.get("backoff", 0.5)))
+
+
+def endpoint_embedder(cfg: ArmConfig, shared: dict[tuple, Any] | None = None) -> Any:
     """``[embedding] kind = "endpoint"``, probed once: a server that is down or answers in the wrong
-    shape is an error naming the arm and the URL, before any partition is written."""
+    shape is an error naming the arm and the URL, before any partition is written.
+
+    ``shared`` (one dict per sweep) holds one embedder per :func:`endpoint_key`: arms and phases
+    that embed through the same server share its vector cache and its kept-alive connection, so a
+    unit text two arms cut alike is sent once in the sweep, not once per arm."""
     from ledgerscope.pipeline.embed_endpoint import EndpointEmbedder
 
+    key = endpoint_key(cfg)
+    if shared is not None and key in shared:
+        return shared[key]
     emb = cfg.embedding
     embedder = EndpointEmbedder(emb["base_url"], emb.get("model", ""), emb.get("api_key_env") or None,
                                 int(emb.get("batch_size", 64)), float(emb.get("timeout", 60.0)),
                                 int(emb.get("retries", 2)), float(emb.get("backoff", 0.5)),
                                 emb.get("path") or "/v1/embeddings", int(emb.get("dimensions", 0)))
     probe(embedder, cfg, "embedding.base_url")
+    if shared is not None:
+        shared[key] = embedder
     return embedder
 
 
@@ -258,10 +278,12 @@ def probe(stage: Any, cfg: ArmConfig, key: str) -> None:
         raise InputError(Problem(cfg.where, None, key, f"arm {cfg.name!r}: {exc}")) from None
 
 
-def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]) -> ArmRuntime:
+def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder],
+                  embedders: dict[tuple, Any] | None = None) -> ArmRuntime:
+    """The arm's components; ``embedders`` shares endpoint embedders between the arms of one sweep."""
     emb = cfg.embedding
     if emb.get("kind") == "endpoint":
-        encoder = endpoint_embedder(cfg)
+        encoder = endpoint_embedder(cfg, embedders)
     else:
         encoder = encoder_factory(emb.get("model"), int(emb.get("batch_size", 64)))
     counter = chunk_counter(cfg)

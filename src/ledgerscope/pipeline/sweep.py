@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ledgerscope import __version__
 from ledgerscope.common.atomic import atomic_write_text
@@ -190,7 +191,8 @@ def sweep(
     check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
     check_chunkers(arms, list(corpus), out)
     check_endpoints(arms)
-    runtimes = {cfg.name: build_runtime(cfg, encoder_factory) for cfg in arms}
+    embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
+    runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
@@ -215,7 +217,11 @@ def sweep(
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
     job = SweepJob(out, list(arms), runtimes, list(fixtures), corpus, progress)
-    (executor or run_local)(job, result)
+    try:
+        (executor or run_local)(job, result)
+    finally:
+        for embedder in embedders.values():
+            embedder.client.close()
     result.seconds = time.perf_counter() - t0
     result.encoded_texts += sum(
         {id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values()
@@ -282,7 +288,7 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
                 cache.drop(
                     t
                     for t in {u.text for u in index.units}
-                    if t not in keep_texts and last_use.get((id(rt.encoder), t), 0) <= position
+                    if t not in keep_texts and last_use.get((id(cache), t), 0) <= position
                 )
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
@@ -292,11 +298,13 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
 def _plan_last_use(
     out: Path, arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime], sources: Sequence
 ) -> dict[tuple[int, str], int]:
-    """For each (encoder, unit text), the last partition (1-based, in sweep order) that needs it.
+    """For each (cache, unit text), the last partition (1-based, in sweep order) that needs it.
 
     Chunking is cheap next to encoding, so the sweep chunks every pending partition
     up front to know when a unit text shared by several phases or arms (aligned
-    cuts) can leave the cache without being encoded twice.
+    cuts) can leave the cache without being encoded twice. A cache is an arm's encoder or its
+    reader's model; several arms may share one (the process's loaded model, one endpoint
+    embedder per server), so the key is the cache, not the arm.
     """
     last: dict[tuple[int, str], int] = {}
     position = 0
@@ -308,6 +316,7 @@ def _plan_last_use(
                 continue
             position += 1
             units, _ = chunk_phase(rt, phase, visible)
-            for u in units:
-                last[(id(rt.encoder), u.text)] = position
+            for cache in rt.caches():
+                for u in units:
+                    last[(id(cache), u.text)] = position
     return last

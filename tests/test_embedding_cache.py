@@ -48,23 +48,23 @@ def _with_store(encoder: Encoder, root: Path) -> Encoder:
 
 
 def test_a_text_is_the_same_bits_alone_and_in_any_batch(encoder):
-    texts = _texts(120)
+    texts = _texts(24)
     encoder.forget()
     encoder.encode(texts)
     together = {t: _bytes(encoder.get(t)) for t in texts}
-    for subset in (texts[:1], texts[5:6], texts[::7], texts[3:40], list(reversed(texts))):
+    for subset in (texts[:1], texts[::5], list(reversed(texts[3:12]))):
         encoder.forget()
         encoder.encode(subset)
         for t in subset:
             assert _bytes(encoder.get(t)) == together[t], t
     # and a text in a batch of its own (one row), against the batch it shares with others
-    for t in texts[:10]:
+    for t in texts[:4]:
         (alone,) = encoder.encode_batch([t])
         assert _bytes(alone) == together[t]
 
 
 def test_cached_vectors_are_the_fresh_bits(encoder, tmp_path):
-    texts = _texts(40, seed=1)
+    texts = _texts(12, seed=1)
     enc = _with_store(encoder, tmp_path / "cache")
     enc.encode(texts)
     fresh = {t: _bytes(enc.get(t)) for t in texts}
@@ -107,7 +107,7 @@ def test_an_entry_under_another_texts_key_is_an_error(encoder, tmp_path):
 
 
 def test_another_model_with_the_same_name_never_hits(tmp_path):
-    """The same path, other weights (one tensor scaled): another model id, no hits."""
+    """The same path, other weights (one layer's feed-forward scaled): another model id, no hits."""
     from safetensors.numpy import load_file, save_file
 
     model = tmp_path / "minilm"
@@ -117,7 +117,7 @@ def test_another_model_with_the_same_name_never_hits(tmp_path):
     first.store = EmbeddingCache(tmp_path / "c", first.model_id())
     first.encode(texts)
     weights = load_file(str(model / "model.safetensors"))
-    name = next(k for k in weights if k.endswith("LayerNorm.weight"))
+    name = next(k for k in weights if k.endswith("intermediate.dense.weight"))
     weights[name] = weights[name] * np.float32(1.5)
     save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
     second = Encoder(str(model))

@@ -113,17 +113,27 @@ class Encoder:
         self.device_info = describe_device(self.device)
         self._cache: dict[str, Encoded] = {}
         self.forward_texts = 0  # how many texts actually went through the model
+        self._model_id: bytes | None = None
+        self._files: str | None = None
         self.store = _open_store(self) if cache else None
 
     def model_id(self) -> bytes:
-        """Digest of everything that decides the vectors: the model files' bytes, the max length,
-        the batching rule, the device type and torch's version (not just the name)."""
+        """Digest of everything that decides the vectors: the model files' bytes (as loaded, read
+        once per encoder), the max length, the batching rule, the device type and torch's version."""
+        if self._model_id is not None:
+            return self._model_id
         ident = hashlib.sha256()
         for part in (self.name, self.path, str(self.max_length), ENCODING_RULE,
                      self.device_info["type"], self.device_info["torch"]):
             ident.update(part.encode() + b"\0")
-        ident.update(files_digest(Path(self.path)).encode())
-        return ident.digest()
+        ident.update(self.files_sha256().encode())
+        self._model_id = ident.digest()
+        return self._model_id
+
+    def files_sha256(self) -> str:
+        if self._files is None:
+            self._files = files_digest(Path(self.path))
+        return self._files
 
     def describe(self) -> dict:
         ident = hashlib.sha256()
@@ -230,7 +240,6 @@ class Encoder:
 
 
 _SHARED: dict[tuple[str, int, str], Encoder] = {}
-_FILES: dict[tuple, str] = {}
 
 
 def shared_encoder(name: str = BUNDLED_MINILM, batch_size: int = 64, device: str = "cpu") -> Encoder:
@@ -242,19 +251,16 @@ def shared_encoder(name: str = BUNDLED_MINILM, batch_size: int = 64, device: str
 
 
 def files_digest(path: Path) -> str:
-    """SHA-256 over every file of a model directory (weights, tokenizer, pooling), memoised by
-    path, size and mtime; a hub name without a local directory digests as its name."""
+    """SHA-256 over every file of a model directory (weights, tokenizer, pooling), read whole
+    (a size-and-mtime shortcut misses a same-sized rewrite); a hub name digests as its name."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
-    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    if stamp not in _FILES:
-        h = hashlib.sha256()
-        for p in files:
-            h.update(p.relative_to(path).as_posix().encode() + b"\0")
-            with p.open("rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    h.update(chunk)
-        _FILES[stamp] = h.hexdigest()
-    return _FILES[stamp]
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.relative_to(path).as_posix().encode() + b"\0")
+        with p.open("rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 def _open_store(encoder: Encoder):
@@ -265,5 +271,5 @@ def _open_store(encoder: Encoder):
         return None
     info = {"name": encoder.name, "path": encoder.path, "max_seq_length": encoder.max_length,
             "encoding": ENCODING_RULE, "device": encoder.device_info["type"],
-            "torch": encoder.device_info["torch"], "files_sha256": files_digest(Path(encoder.path))}
+            "torch": encoder.device_info["torch"], "files_sha256": encoder.files_sha256()}
     return EmbeddingCache(root, encoder.model_id(), info)

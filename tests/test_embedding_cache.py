@@ -152,7 +152,7 @@ def _content(ledger: Path) -> list:
 
 
 def _sweep_cmd(inputs: dict, out: Path) -> list[str]:
-    return [sys.executable, "-m", "ledgerscope", "sweep", "--fixtures", str(inputs["fixtures"]),
+    return [sys.executable, "-c", "from ledgerscope.cli.main import main; main()", "sweep", "--fixtures", str(inputs["fixtures"]),
             "--corpus", str(inputs["corpus"]), "--arm", str(inputs["candidate"]), "--out", str(out),
             "--quiet"]
 

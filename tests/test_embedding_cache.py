@@ -152,9 +152,9 @@ def _content(ledger: Path) -> list:
 
 
 def _sweep_cmd(inputs: dict, out: Path) -> list[str]:
-    return [sys.executable, "-c", "from ledgerscope.cli.main import main; main()", "sweep", "--fixtures", str(inputs["fixtures"]),
-            "--corpus", str(inputs["corpus"]), "--arm", str(inputs["candidate"]), "--out", str(out),
-            "--quiet"]
+    return [sys.executable, "-c", "from ledgerscope.cli.main import main; main()", "sweep",
+            "--fixtures", str(inputs["fixtures"]), "--corpus", str(inputs["corpus"]),
+            "--arm", str(inputs["candidate"]), "--out", str(out), "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +199,30 @@ def test_a_full_disk_while_writing_the_cache_goes_on_uncached(small, tmp_path):
         assert _content(tmp_path / "l") == _content(uncached)
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_rerun_on_another_device_labels_its_differences_device_differences(encoder):
+    from ledgerscope.pipeline.rerun import RerunDiff, _device_change
+
+    rt = type("Rt", (), {"encoder": encoder})()
+    assert _device_change({"components": {"embedding": {"device": {"type": "cpu"}}}}, rt) is None
+    assert _device_change({"components": {}}, rt) is None  # older ledgers ran on CPU
+    moved = _device_change({"components": {"embedding": {"device": {"type": "cuda"}}}}, rt)
+    assert moved == ("cuda", "cpu")
+    diff = RerunDiff("a", "q", "0", [{"field": "answer", "recorded": "x", "fresh": "y"}], devices=moved)
+    assert "device differences: recorded on cuda, rerun on cpu" in diff.lines()[0]
+    assert diff.to_json()["device_differences"] == {"recorded": "cuda", "now": "cpu"}
+
+
+def test_device_auto_is_cpu_without_a_gpu_and_left_out_of_the_config_digest():
+    import torch
+
+    from ledgerscope.pipeline.config import arm_from_dict
+    from ledgerscope.pipeline.devices import batch_size_for, resolve_device
+
+    want = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    assert resolve_device("auto") == want
+    assert batch_size_for("cuda", 64) == 256 and batch_size_for("cuda", 32) == 32
+    plain = arm_from_dict({"name": "a"})
+    auto = arm_from_dict({"name": "a", "embedding": {"device": "auto"}})
+    assert plain.digest() == auto.digest()

@@ -76,18 +76,18 @@ class TokenCounter:
 
 
 #: how texts are batched; part of the cache's model identity (a change here changes the vectors)
-ENCODING_RULE = "one-text-per-forward-pass-v1"
+ENCODING_RULE = "length-sorted-padded-batches-v1"
 
 
 class Encoder:
     """Sentence-transformers model with a per-text store of pooled and token vectors, backed by the
     persistent embedding cache (:mod:`.embedding_cache`) when one is configured.
 
-    A text's vectors never depend on which other texts share its batch: padding changes the
-    attention and pooling sums' rounding, and even among texts of one token count the CPU matrix
-    kernels round a row differently by its position in the batch (both measured). So each text is
-    one unpadded forward pass: its vectors are a function of the text alone, and a resumed sweep
-    re-encoding a subset, a cached sweep and an uncached one all get the same bits.
+    Batches are length-sorted and padded, as before the cache. A text's vectors depend (in the
+    last bits) on its batch: padding and its row position change the rounding (measured, see
+    docs/benchmarks.md). One unpadded forward pass per text is invariant but measured 7-19x slower
+    on CPU, so it is not used; with the cache, a text is encoded once and every later sweep reads
+    those bits.
     """
 
     def __init__(self, name: str = BUNDLED_MINILM, batch_size: int = 64, device: str = "cpu",
@@ -175,31 +175,37 @@ class Encoder:
                 progress(len(batch))
 
     def batches(self, texts: list[str]) -> list[list[str]]:
-        """``texts`` in groups of ``batch_size`` for :meth:`encode_batch` (progress granularity only:
-        every text still gets a forward pass of its own)."""
-        return [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+        """``texts`` longest first (ties by text), in batches of ``batch_size``: the same set of
+        texts always gets the same batches, so an uncached sweep and the sweep that filled the
+        cache computed the same bits."""
+        todo = sorted(set(texts), key=lambda t: (-len(t), t))
+        return [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
 
     def encode_batch(self, batch: list[str]) -> list[Encoded]:
         """The vectors of ``batch``, computed (no cache): what an embedding worker (a Ray actor,
-        say) runs and what the cache stores. Each text is one unpadded forward pass."""
-        return [self._encode_one(t) for t in batch]
-
-    def _encode_one(self, text: str) -> Encoded:
+        say) runs and what the cache stores. Use :meth:`batches` to form the batches."""
         import torch
 
-        enc = self.hf_tokenizer([text], return_offsets_mapping=True, truncation=True,
+        enc = self.hf_tokenizer(batch, return_offsets_mapping=True, padding=True, truncation=True,
                                 max_length=self.max_length, return_tensors="pt")
-        offs = enc.pop("offset_mapping").numpy()[0]
+        offsets = enc.pop("offset_mapping").numpy()
         features = {k: v.to(self.device) for k, v in enc.items()
                     if k in ("input_ids", "attention_mask", "token_type_ids")}
         with torch.inference_mode():
             out = self.model(features)
-        vec = out["sentence_embedding"][0].float().cpu().numpy()
-        tok = torch.nn.functional.normalize(out["token_embeddings"][0].float(), dim=-1).cpu().numpy()
-        keep = offs[:, 1] > offs[:, 0]  # drops [CLS]/[SEP] (empty offsets)
-        norm = float(np.linalg.norm(vec)) or 1.0
-        return Encoded((vec / norm).astype(np.float32), np.ascontiguousarray(tok[keep], dtype=np.float32),
-                       offs[keep].astype(np.int32))
+        pooled = out["sentence_embedding"].float().cpu().numpy()
+        tok = torch.nn.functional.normalize(out["token_embeddings"].float(), dim=-1).cpu().numpy()
+        mask = enc["attention_mask"].numpy().astype(bool)
+        result = []
+        for j in range(len(batch)):
+            offs = offsets[j]
+            keep = mask[j] & (offs[:, 1] > offs[:, 0])  # drops [CLS]/[SEP]/padding (empty offsets)
+            vec = pooled[j]
+            norm = float(np.linalg.norm(vec)) or 1.0
+            result.append(Encoded((vec / norm).astype(np.float32),
+                                  np.ascontiguousarray(tok[j][keep], dtype=np.float32),
+                                  offs[keep].astype(np.int32)))
+        return result
 
     def cache_report(self) -> dict:
         """Texts served by the persistent cache and encoded, and anything the cache refused."""

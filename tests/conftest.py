@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +18,9 @@ import pytest
 
 from tests.hostile_ledger import build_hostile_ledger
 from tests.sweep_data import write_inputs
+
+# the suite never reads or fills the user's embedding cache: a test of the cache sets its own dir
+os.environ["LEDGERSCOPE_EMBEDDING_CACHE"] = "off"
 
 SAMPLE_LEDGER = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
 

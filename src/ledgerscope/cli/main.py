@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ledgerscope.cli import analyse, browse, inputs, records
+from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.output import console as _console
 from ledgerscope.cli.output import fail as _fail
@@ -78,6 +79,7 @@ app = _App(
 app.add_typer(inputs.import_app, name="import")
 app.add_typer(inputs.config_app, name="config")
 app.add_typer(analyse.judge_app, name="judge")
+app.add_typer(cache_app, name="cache")
 
 
 def _print_version(value: bool) -> None:
@@ -129,27 +131,39 @@ def sweep(
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    from ledgerscope.cli.progress import RichSweepProgress
-    from ledgerscope.pipeline.sweep import sweep as run_sweep
-
     try:
         run_on = _sweep_executor(executor, ray_address)
         with writing(out):
-            if quiet:
-                result = run_sweep(fixture_list, merged, arms, out, executor=run_on)
-            else:
-                with RichSweepProgress() as progress:
-                    result = run_sweep(fixture_list, merged, arms, out, progress=progress, executor=run_on)
+            result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on)
     except LedgerscopeError as exc:
         _fail(exc)
         return
-    _say(_console(),
+    _print_sweep(result, out, len(fixture_list))
+
+
+def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor):
+    from ledgerscope.cli.progress import RichSweepProgress
+    from ledgerscope.pipeline.sweep import sweep as run_sweep
+
+    if quiet:
+        return run_sweep(fixture_list, merged, arms, out, executor=executor)
+    with RichSweepProgress() as progress:
+        return run_sweep(fixture_list, merged, arms, out, progress=progress, executor=executor)
+
+
+def _print_sweep(result, out: Path, n_questions: int) -> None:
+    """The summary line (partitions, texts from the embedding cache and encoded), then what the
+    cache refused or could not write, then external chunkers' offsets."""
+    console = _console()
+    _say(console,
          f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
-         f"(resumed), {len(fixture_list)} questions, {result.encoded_texts} texts encoded, "
-         f"{result.seconds:.1f} s")
+         f"(resumed), {n_questions} questions, texts: {result.cached_texts} from the embedding cache, "
+         f"{result.encoded_texts} encoded, {result.seconds:.1f} s")
+    for line in result.cache_messages:
+        _say(console, line)
     for arm_name, counts in result.offsets.items():
         if counts.get("checked"):
-            _say(_console(), offsets_line(arm_name, counts))
+            _say(console, offsets_line(arm_name, counts))
 
 
 def _sweep_executor(name: str, address: str | None):

@@ -144,7 +144,7 @@ _PLUGIN_KEYS = {"callable": "", "options": {}}
 #: not use them keeps its configuration digest (a recorded ledger still reruns and resumes).
 OPTIONAL_KEYS: dict[str, dict] = {
     "chunker": {**_PLUGIN_KEYS, **chunker_spec.KEYS},
-    "embedding": {"kind": "", **_ENDPOINT_KEYS, "dimensions": 0, "tokenizer": ""},
+    "embedding": {"kind": "", **_ENDPOINT_KEYS, "dimensions": 0, "tokenizer": "", "device": ""},
     "retrieval": {"lexical": {"kind": "", **_PLUGIN_KEYS}, "ann": {"kind": "", **_PLUGIN_KEYS}},
     "rerank": {**_ENDPOINT_KEYS, **_PLUGIN_KEYS},
     "generator": {"system": "", "context_format": "", "question_format": "", "timeout": 60.0, "retries": 1,
@@ -212,6 +212,9 @@ class ArmConfig:
                 table, default = table.get(name, {}), default.get(name, {})
             if key in table and table[key] == default.get(key):
                 del table[key]
+        # where the model runs is recorded in the manifest, not part of what the arm is: the same arm
+        # on a GPU resumes and reuses its CPU partitions, and rerun reports device differences
+        data.get("embedding", {}).pop("device", None)
         blob = json.dumps(data, sort_keys=True, ensure_ascii=False).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 

@@ -42,6 +42,9 @@ class RerunDiff:
     phase: str
     differences: list[dict] = field(default_factory=list)
     fresh: dict = field(default_factory=dict)
+    #: (recorded, now) embedding device types when they differ: the differences are then the
+    #: device's (CPU results are the reference), not evidence that the pipeline changed
+    devices: tuple[str, str] | None = None
 
     @property
     def identical(self) -> bool:
@@ -54,6 +57,8 @@ class RerunDiff:
             "phase": self.phase,
             "identical": self.identical,
             "differences": self.differences,
+            **({"device_differences": {"recorded": self.devices[0], "now": self.devices[1]}}
+               if self.devices else {}),
         }
 
     def lines(self) -> list[str]:
@@ -62,7 +67,9 @@ class RerunDiff:
             return [
                 head + "identical to the recorded record (candidates, context, answer, verdicts)"
             ]
-        out = [head + f"{len(self.differences)} difference(s)"]
+        kind = (f" (device differences: recorded on {self.devices[0]}, rerun on {self.devices[1]})"
+                if self.devices else "")
+        out = [head + f"{len(self.differences)} difference(s){kind}"]
         for d in self.differences:
             out.append(
                 f"  {d['field']}: recorded {_short(d['recorded'])} -> now {_short(d['fresh'])}"
@@ -146,7 +153,7 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     texts = {s.doc_id: s.text for s in corpus}
     records, cands = run_questions(rt, index, [fx], texts, {qid: fresh_oracle})
 
-    diff = RerunDiff(arm, qid, phase, fresh=records[0])
+    diff = RerunDiff(arm, qid, phase, fresh=records[0], devices=_device_change(entry, rt))
     _compare_record(recorded[0] if recorded else {}, records[0], diff)
     _compare_candidates(recorded_cands, cands.rows(), diff)
     if recorded_oracle:
@@ -160,6 +167,13 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
                     }
                 )
     return diff
+
+
+def _device_change(entry: dict, rt) -> tuple[str, str] | None:
+    """The recorded and current embedding device types, when they differ (older ledgers: cpu)."""
+    recorded = (entry.get("components", {}).get("embedding", {}).get("device") or {}).get("type", "cpu")
+    now = (getattr(rt.encoder, "device_info", None) or {}).get("type", "cpu")
+    return (recorded, now) if recorded != now else None
 
 
 def _read_rows(path: Path, qid: str) -> list[dict]:

@@ -285,7 +285,10 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
     if emb.get("kind") == "endpoint":
         encoder = endpoint_embedder(cfg, embedders)
     else:
-        encoder = encoder_factory(emb.get("model"), int(emb.get("batch_size", 64)))
+        batch = int(emb.get("batch_size", 64))
+        device = emb.get("device")
+        encoder = (encoder_factory(emb.get("model"), batch, device=device) if device
+                   else encoder_factory(emb.get("model"), batch))
     counter = chunk_counter(cfg)
     parts = (cfg, encoder, counter)
     chunker = build_chunker(*parts)

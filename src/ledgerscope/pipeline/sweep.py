@@ -56,6 +56,10 @@ class SweepResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     encoded_texts: int = 0
+    #: texts the persistent embedding cache served
+    cached_texts: int = 0
+    #: what the cache refused or could not write (corrupt entries re-encoded, a full disk)
+    cache_messages: list[str] = field(default_factory=list)
     #: external chunkers' units per arm: "checked" (all returned), and each status not verified
     offsets: dict[str, Counter] = field(default_factory=dict)
 
@@ -193,6 +197,7 @@ def sweep(
     check_endpoints(arms)
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
+    before = _encoder_counts(runtimes)
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
@@ -223,9 +228,7 @@ def sweep(
         for embedder in embedders.values():
             embedder.client.close()
     result.seconds = time.perf_counter() - t0
-    result.encoded_texts += sum(
-        {id(rt.encoder): rt.encoder.forward_texts for rt in runtimes.values()}.values()
-    )
+    _cache_totals(result, runtimes, before)
     atomic_write_text(
         out / "_SWEEP_DONE.json",
         json.dumps(
@@ -234,6 +237,38 @@ def sweep(
         ),
     )
     return result
+
+
+def _encoder_counts(runtimes: dict[str, ArmRuntime]) -> dict[int, tuple[int, int, int]]:
+    """Per distinct encoder: texts encoded, cache hits, cache messages so far (models are shared
+    across sweeps in one process, so a sweep reports its own share)."""
+    out = {}
+    for rt in runtimes.values():
+        for enc in rt.caches():
+            report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
+            out[id(enc)] = (getattr(enc, "forward_texts", 0), report.get("cached", 0),
+                            len(report.get("messages", [])))
+    return out
+
+
+def _cache_totals(result: SweepResult, runtimes: dict[str, ArmRuntime], before: dict) -> None:
+    """Texts encoded and served by the persistent cache in this sweep, over every distinct model;
+    then the cache is pruned to its size limit (least recently used first)."""
+    encoders = {id(e): e for rt in runtimes.values() for e in rt.caches()}
+    roots = set()
+    for key, enc in encoders.items():
+        encoded0, cached0, said0 = before.get(key, (0, 0, 0))
+        result.encoded_texts += getattr(enc, "forward_texts", 0) - encoded0
+        report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
+        result.cached_texts += report.get("cached", 0) - cached0
+        result.cache_messages.extend(report.get("messages", [])[said0:])
+        if report.get("cache"):
+            roots.add(report["cache"])
+    if roots:
+        from ledgerscope.pipeline.embedding_cache import max_bytes, prune
+
+        for root in roots:
+            prune(Path(root), max_bytes())
 
 
 def check_chunkers(arms: Sequence[ArmConfig], sources: Sequence, out: Path) -> None:

@@ -1,0 +1,224 @@
+"""The persistent embedding cache and the batch-shape invariant encoder it relies on.
+
+* The same texts give the same bits in any order, and from the cache.
+* Two sweeps racing on one cache, a corrupted entry, an entry under the wrong key, another model
+  under the same name, and a full disk (a real 64 KiB tmpfs) while writing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ledgerscope.ledger.read import connect
+from ledgerscope.pipeline.embedding_cache import CacheError, EmbeddingCache, entries, info, prune
+from ledgerscope.pipeline.encoder import Encoder, resolve_model_path, shared_encoder
+
+_PHRASE = ("the party shall not disclose confidential information to third parties without prior "
+           "written consent of the disclosing party except as required by law")
+WORDS = tuple(_PHRASE.split())
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 40)))) for _ in range(n)]
+
+
+def _bytes(enc) -> bytes:
+    return enc.vector.tobytes() + enc.tokens.tobytes() + enc.offsets.tobytes()
+
+
+@pytest.fixture(scope="module")
+def encoder() -> Encoder:
+    return shared_encoder()
+
+
+def _with_store(encoder: Encoder, root: Path) -> Encoder:
+    """The loaded model with empty memory and a store at ``root`` (no second model load)."""
+    encoder.forget()
+    encoder.store = EmbeddingCache(root, encoder.model_id(), {"name": encoder.name})
+    encoder.forward_texts = 0
+    return encoder
+
+
+def test_the_same_texts_encode_to_the_same_bits_in_any_order(encoder):
+    """The batches are a function of the set of texts, so a sweep that filled the cache and an
+    uncached sweep of the same texts computed the same bits (a subset may differ: see encoder)."""
+    texts = _texts(24)
+    encoder.forget()
+    encoder.encode(texts)
+    first = {t: _bytes(encoder.get(t)) for t in texts}
+    encoder.forget()
+    encoder.encode(list(reversed(texts)))
+    assert {t: _bytes(encoder.get(t)) for t in texts} == first
+
+
+def test_cached_vectors_are_the_fresh_bits(encoder, tmp_path):
+    texts = _texts(12, seed=1)
+    enc = _with_store(encoder, tmp_path / "cache")
+    enc.encode(texts)
+    fresh = {t: _bytes(enc.get(t)) for t in texts}
+    assert enc.forward_texts == len(set(texts)) and enc.store.hits == 0
+    enc = _with_store(encoder, tmp_path / "cache")
+    enc.encode(texts)
+    assert enc.forward_texts == 0 and enc.store.hits == len(set(texts))
+    assert {t: _bytes(enc.get(t)) for t in texts} == fresh
+    assert info(tmp_path / "cache")[0]["entries"] == len(set(texts))
+
+
+def test_a_corrupted_entry_is_re_encoded_and_said(encoder, tmp_path):
+    texts = _texts(5, seed=2)
+    enc = _with_store(encoder, tmp_path / "c")
+    enc.encode(texts)
+    want = _bytes(enc.get(texts[0]))
+    path = enc.store.path(__import__("ledgerscope.pipeline.embedding_entries",
+                                     fromlist=["x"]).text_digest(texts[0]))
+    blob = bytearray(path.read_bytes())
+    blob[-7] ^= 0x01  # one flipped bit in a token vector
+    path.write_bytes(bytes(blob))
+    enc = _with_store(encoder, tmp_path / "c")
+    enc.encode(texts)
+    assert enc.forward_texts == 1 and enc.store.hits == 4
+    assert _bytes(enc.get(texts[0])) == want
+    assert any("corrupt entry re-encoded" in m and "checksum" in m for m in enc.cache_report()["messages"])
+
+
+def test_an_entry_under_another_texts_key_is_an_error(encoder, tmp_path):
+    from ledgerscope.pipeline.embedding_entries import text_digest
+
+    a, b = _texts(2, seed=3)
+    enc = _with_store(encoder, tmp_path / "c")
+    enc.encode([a, b])
+    shutil.copyfile(enc.store.path(text_digest(a)), enc.store.path(text_digest(b)))
+    enc = _with_store(encoder, tmp_path / "c")
+    with pytest.raises(CacheError, match="another text"):
+        enc.encode([b])
+    assert prune(tmp_path / "c", 1 << 40, verify=True)["invalid"] == 1
+
+
+def test_another_model_with_the_same_name_never_hits(tmp_path):
+    """The same path, other weights (one layer's feed-forward scaled): another model id, no hits."""
+    from safetensors.numpy import load_file, save_file
+
+    model = tmp_path / "minilm"
+    shutil.copytree(resolve_model_path("bundled:all-MiniLM-L6-v2"), model)
+    texts = _texts(6, seed=4)
+    first = Encoder(str(model))
+    first.store = EmbeddingCache(tmp_path / "c", first.model_id())
+    first.encode(texts)
+    weights = load_file(str(model / "model.safetensors"))
+    name = next(k for k in weights if k.endswith("intermediate.dense.weight"))
+    weights[name] = weights[name] * np.float32(1.5)
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+    second = Encoder(str(model))
+    assert second.model_id() != first.model_id()
+    second.store = EmbeddingCache(tmp_path / "c", second.model_id())
+    second.encode(texts)
+    assert second.store.hits == 0 and second.forward_texts == len(set(texts))
+    assert not np.array_equal(first.get(texts[0]).vector, second.get(texts[0]).vector)
+
+
+def test_prune_evicts_least_recently_used_first(encoder, tmp_path):
+    texts = _texts(10, seed=5)
+    enc = _with_store(encoder, tmp_path / "c")
+    enc.encode(texts)
+    found = sorted(entries(tmp_path / "c"), key=lambda e: e.path.name)
+    for i, e in enumerate(found):
+        os.utime(e.path, (1000 + i, 1000 + i))
+    limit = sum(e.size for e in found[5:])
+    done = prune(tmp_path / "c", limit)
+    assert done["evicted"] == 5
+    assert sorted(e.path for e in entries(tmp_path / "c")) == sorted(e.path for e in found[5:])
+
+
+# -- sweeps -------------------------------------------------------------------------------------
+
+def _content(ledger: Path) -> list:
+    con = connect(ledger)
+    return (con.execute("SELECT * EXCLUDE (latency_ms) FROM records ORDER BY ALL").fetchall()
+            if "latency_ms" in [c[0] for c in con.execute("DESCRIBE records").fetchall()]
+            else con.execute("SELECT * FROM records ORDER BY ALL").fetchall()) + con.execute(
+        "SELECT * FROM candidates ORDER BY ALL").fetchall()
+
+
+def _sweep_cmd(inputs: dict, out: Path) -> list[str]:
+    return [sys.executable, "-c", "from ledgerscope.cli.main import main; main()", "sweep",
+            "--fixtures", str(inputs["fixtures"]), "--corpus", str(inputs["corpus"]),
+            "--arm", str(inputs["candidate"]), "--out", str(out), "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    from tests.sweep_data import write_inputs
+
+    root = tmp_path_factory.mktemp("cache_inputs")
+    inputs = write_inputs(root, phases="[0, 5]")
+    env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": "off"}
+    subprocess.run(_sweep_cmd(inputs, root / "uncached"), check=True, env=env, capture_output=True)
+    return inputs, root / "uncached"
+
+
+def test_two_sweeps_racing_on_one_cache_write_the_uncached_ledger(small, tmp_path):
+    inputs, uncached = small
+    env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(tmp_path / "cache")}
+    procs = [subprocess.Popen(_sweep_cmd(inputs, tmp_path / f"l{i}"), env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert prune(tmp_path / "cache", 1 << 40, verify=True)["invalid"] == 0
+    third = subprocess.run(_sweep_cmd(inputs, tmp_path / "l2"), env=env, capture_output=True, text=True,
+                           check=True)
+    assert " 0 encoded" in third.stdout, third.stdout
+    for i in range(3):
+        assert _content(tmp_path / f"l{i}") == _content(uncached)
+
+
+def test_a_full_disk_while_writing_the_cache_goes_on_uncached(small, tmp_path):
+    inputs, uncached = small
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a 64 KiB tmpfs needs root here; the write path is the same OSError")
+    try:
+        env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(mnt / "cache")}
+        run = subprocess.run(_sweep_cmd(inputs, tmp_path / "l"), env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+        said = " ".join((run.stdout + run.stderr).split())
+        assert "No space left on device" in said and "went on uncached" in said, said
+        assert _content(tmp_path / "l") == _content(uncached)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_rerun_on_another_device_labels_its_differences_device_differences(encoder):
+    from ledgerscope.pipeline.rerun import RerunDiff, _device_change
+
+    rt = type("Rt", (), {"encoder": encoder})()
+    assert _device_change({"components": {"embedding": {"device": {"type": "cpu"}}}}, rt) is None
+    assert _device_change({"components": {}}, rt) is None  # older ledgers ran on CPU
+    moved = _device_change({"components": {"embedding": {"device": {"type": "cuda"}}}}, rt)
+    assert moved == ("cuda", "cpu")
+    diff = RerunDiff("a", "q", "0", [{"field": "answer", "recorded": "x", "fresh": "y"}], devices=moved)
+    assert "device differences: recorded on cuda, rerun on cpu" in diff.lines()[0]
+    assert diff.to_json()["device_differences"] == {"recorded": "cuda", "now": "cpu"}
+
+
+def test_device_auto_is_cpu_without_a_gpu_and_left_out_of_the_config_digest():
+    import torch
+
+    from ledgerscope.pipeline.config import arm_from_dict
+    from ledgerscope.pipeline.devices import batch_size_for, resolve_device
+
+    want = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    assert resolve_device("auto") == want
+    assert batch_size_for("cuda", 64) == 256 and batch_size_for("cuda", 32) == 32
+    plain = arm_from_dict({"name": "a"})
+    auto = arm_from_dict({"name": "a", "embedding": {"device": "auto"}})
+    assert plain.digest() == auto.digest()

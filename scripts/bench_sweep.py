@@ -35,6 +35,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Every figure here is against an encoding floor: a persistent embedding cache (the sweep's, or the
+# model server's, which inherits this environment) would serve the floor's texts from disk and
+# measure a read. The cache's own figures are measured with it on, explicitly.
+os.environ["LEDGERSCOPE_EMBEDDING_CACHE"] = "off"
 
 ROOT = Path(__file__).resolve().parent.parent
 

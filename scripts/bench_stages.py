@@ -26,6 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ["LEDGERSCOPE_EMBEDDING_CACHE"] = "off"  # measure encoding, not a read of the cache
 
 ROOT = Path(__file__).resolve().parent.parent
 

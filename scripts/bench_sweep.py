@@ -254,7 +254,8 @@ def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: fl
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
     infra = con.execute("SELECT count(*) FROM records WHERE answer_verdict = 'infrastructure-failure'"
                         ).fetchone()[0]
-    print(f"unique texts (units + questions): {len(texts):,} (encoded by the sweep, every model it ran: {result.encoded_texts:,})")
+    print(f"unique texts (units + questions): {len(texts):,} "
+          f"(encoded by the sweep, every model it ran: {result.encoded_texts:,})")
     print(f"records: {n_records:,} ({infra} infrastructure failures)")
     runs = ", ".join(f"{e:.1f} s" for e in encodes)
     print(f"floor: the server embeds them in {floor_s:.1f} s (runs: {runs})")

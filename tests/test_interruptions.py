@@ -35,8 +35,8 @@ _SHIM = """
 import pathlib, sys
 import ledgerscope.pipeline.sweep as sw
 _build, _ready = sw.build_runtime, pathlib.Path(sys.argv[1])
-def build_runtime(cfg, factory):
-    rt = _build(cfg, factory)
+def build_runtime(cfg, *args, **kwargs):
+    rt = _build(cfg, *args, **kwargs)
     _ready.write_text(cfg.name)
     return rt
 sw.build_runtime = build_runtime

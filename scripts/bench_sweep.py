@@ -58,6 +58,9 @@ def main() -> int:
                     help="in-process model (default) or an OpenAI-compatible embeddings server")
     ap.add_argument("--generator", choices=("extractive", "first-block"), default="extractive",
                     help="with --embedding endpoint: the default reader, or a model-free first-block answer")
+    ap.add_argument("--cache-figures", action="store_true",
+                    help="the embedding cache's figures: cold first sweep against the floor, a "
+                         "knobs-only second sweep against the first, an added arm against its new texts")
     args = ap.parse_args()
 
     from ledgerscope.inputs.fixtures import load_fixtures, write_fixtures
@@ -93,6 +96,8 @@ def main() -> int:
         and (f.doc_ids or f.origin.split(":")[1] in {d.split("/", 1)[1] for d in keep_docs})
     ]
     write_fixtures(fixtures, work / "fixtures.jsonl")
+    if args.cache_figures:
+        return _cache_figures(work, keep_docs, fixtures, args)
     server = None
     reader_texts: list[str] = []
     extra: dict = {}
@@ -188,6 +193,21 @@ def main() -> int:
         pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
             os.environ.get("FILTER", ""), 40
         )
+    return 0
+
+
+def _cache_figures(work: Path, keep_docs: set[str], fixtures, args) -> int:
+    """``--cache-figures``: the bench corpus written as JSONL, then scripts/bench_cache_figures.py."""
+    import json
+
+    from bench_cache_figures import cache_figures
+
+    corpus = work / "corpus.jsonl"
+    with (work / "import" / "corpus.jsonl").open() as src, corpus.open("w") as dst:
+        dst.writelines(line for line in src if json.loads(line)["doc_id"] in keep_docs)
+    print(f"bench corpus: {len(keep_docs)} documents, {len(fixtures)} questions; cache {work / 'cache'}",
+          flush=True)
+    cache_figures(work, corpus, sorted({f.question for f in fixtures}), args.capacity, args.phases)
     return 0
 
 

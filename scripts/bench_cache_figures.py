@@ -47,27 +47,17 @@ def run_sweep(work: Path, out: str, arms: list[Path], corpus: Path, cache: Path)
     return {"seconds": seconds, "cached": cached, "encoded": encoded}
 
 
-def unit_texts(ledger: Path, arm: str | None = None) -> set[str]:
+def unit_texts(ledger: Path) -> set[str]:
     from ledgerscope.ledger.read import connect
 
-    where = f" WHERE arm = '{arm}'" if arm else ""
-    return {r[0] for r in connect(ledger).execute(f"SELECT DISTINCT text FROM units{where}").fetchall()}
+    return {r[0] for r in connect(ledger).execute("SELECT DISTINCT text FROM units").fetchall()}
 
 
 def encode_floor(texts: list[str]) -> tuple[float, float]:
     """(load, encode) seconds of a fresh bundled MiniLM over ``texts`` (faster of two encodes)."""
-    from sentence_transformers import SentenceTransformer
+    from bench_sweep import minilm_floor
 
-    from ledgerscope.pipeline.encoder import resolve_model_path
-
-    t0 = time.perf_counter()
-    model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"), device="cpu")
-    load_s = time.perf_counter() - t0
-    runs = []
-    for _ in range(2):
-        t1 = time.perf_counter()
-        model.encode(texts, batch_size=64, show_progress_bar=False)
-        runs.append(time.perf_counter() - t1)
+    load_s, runs = minilm_floor(texts)
     return load_s, min(runs)
 
 

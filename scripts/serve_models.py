@@ -34,30 +34,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def write_tiny_cross_encoder(path: Path) -> Path:
-    """A randomly initialised (seed 0) 2-layer BERT cross-encoder with MiniLM's tokenizer, saved to
-    ``path`` (reused when already there): the only cross-encoder one can make offline."""
-    import shutil
-
-    if (path / "config.json").is_file():
-        return path
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    from ledgerscope.pipeline.encoder import resolve_model_path
-
-    torch.manual_seed(0)
-    path.mkdir(parents=True, exist_ok=True)
-    bundled = Path(resolve_model_path("bundled:all-MiniLM-L6-v2"))
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (bundled / name).is_file():
-            shutil.copy(bundled / name, path / name)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(path)
-    return path
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--embed-port", type=int, default=8089)
@@ -73,6 +49,7 @@ def main() -> int:
 
     from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
     from ledgerscope.pipeline.model_server import start_model_server
+    from ledgerscope.testing.tiny_models import write_tiny_cross_encoder
 
     rerank = args.rerank or (str(write_tiny_cross_encoder(args.tiny_rerank)) if args.tiny_rerank else None)
     servers = []

@@ -61,23 +61,9 @@ def _sweep(fixtures_path: Path, corpus_path: Path, arms: list, out: Path):
 def tiny_cross_encoder(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer BERT cross-encoder with MiniLM's tokenizer, saved to a local
     path (no cross-encoder with bundled weights exists offline): proves loading and scoring code."""
-    import shutil
+    from ledgerscope.testing.tiny_models import write_tiny_cross_encoder
 
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    from ledgerscope.pipeline.encoder import resolve_model_path
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny-ce")
-    bundled = Path(resolve_model_path("bundled:all-MiniLM-L6-v2"))
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (bundled / name).is_file():
-            shutil.copy(bundled / name, path / name)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(path)
-    return path
+    return write_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
 
 
 @pytest.fixture(scope="session")

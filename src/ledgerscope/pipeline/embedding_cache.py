@@ -155,12 +155,7 @@ class Entry:
 
 def entries(root: Path) -> list[Entry]:
     """Every entry file under ``root`` (all models)."""
-    out = []
-    for p in root.glob("*/*/*.emb"):
-        with contextlib.suppress(OSError):
-            st = p.stat()
-            out.append(Entry(p, st.st_size, st.st_mtime))
-    return out
+    return _entries(root, "*/*/*.emb")
 
 
 def info(root: Path) -> list[dict]:
@@ -179,8 +174,14 @@ def info(root: Path) -> list[dict]:
 
 
 def entries_of(folder: Path) -> list[Entry]:
+    """The entry files of one model identity's folder."""
+    return _entries(folder, "*/*.emb")
+
+
+def _entries(folder: Path, pattern: str) -> list[Entry]:
+    """Entry files matching ``pattern``; one removed meanwhile (a concurrent prune) is skipped."""
     out = []
-    for p in folder.glob("*/*.emb"):
+    for p in folder.glob(pattern):
         with contextlib.suppress(OSError):
             st = p.stat()
             out.append(Entry(p, st.st_size, st.st_mtime))

@@ -48,8 +48,7 @@ def _with_store(encoder: Encoder, root: Path) -> Encoder:
 
 
 def test_the_same_texts_encode_to_the_same_bits_in_any_order(encoder):
-    """The batches are a function of the set of texts, so a sweep that filled the cache and an
-    uncached sweep of the same texts computed the same bits (a subset may differ: see encoder)."""
+    """The same set of texts in another order: the same bits."""
     texts = _texts(24)
     encoder.forget()
     encoder.encode(texts)
@@ -57,6 +56,33 @@ def test_the_same_texts_encode_to_the_same_bits_in_any_order(encoder):
     encoder.forget()
     encoder.encode(list(reversed(texts)))
     assert {t: _bytes(encoder.get(t)) for t in texts} == first
+
+
+def test_a_texts_bits_do_not_depend_on_what_is_encoded_with_it(encoder):
+    """Alone, in a subset, among other texts of its token count or padded among longer ones in the
+    old rule's sense: one token count per batch, at least two rows, so the bits are the text's own.
+    This is what lets an arm read vectors another arm's sweep cached, and a resumed sweep re-encode
+    a subset, and still write an uncached sweep's bytes."""
+    texts = _texts(80, seed=3)
+    encoder.forget()
+    encoder.encode(texts)
+    together = {t: _bytes(encoder.get(t)) for t in texts}
+    for pick in (texts[:1], texts[5:6], texts[::7], texts[40:], [*texts[10:30], *_texts(30, seed=9)]):
+        encoder.forget()
+        encoder.encode(pick)
+        mine = [t for t in pick if t in together]
+        assert {t: _bytes(encoder.get(t)) for t in mine} == {t: together[t] for t in mine}
+    small = Encoder(encoder.name, batch_size=3, cache=False)  # other cuts of the same counts
+    small.encode(texts[:24])
+    assert {t: _bytes(small.get(t)) for t in texts[:24]} == {t: together[t] for t in texts[:24]}
+
+
+def test_token_vectors_hold_float16_values(encoder):
+    """The precision the cache stores, on the uncached path too (so both write the same bytes)."""
+    encoder.forget()
+    enc = encoder.get(_texts(1, seed=4)[0])
+    assert np.array_equal(enc.tokens, enc.tokens.astype(np.float16).astype(np.float32))
+    assert enc.vector.dtype == np.float32 and enc.tokens.dtype == np.float32
 
 
 def test_cached_vectors_are_the_fresh_bits(encoder, tmp_path):

@@ -131,10 +131,12 @@ def test_pool_leaves_a_cpu_for_the_read_task():
     assert pool_plan({"CPU": 16.0, "GPU": 2.0}).device == "cuda"
 
 
-def test_batch_plan_repeats_the_local_encoders_batches():
-    # partition 2 meets "bb" again: not re-encoded; each partition's new texts longest first
+def test_batch_plan_sends_each_text_once_longest_first():
+    # partition 2 meets "bb" again: sent once; calls of TEXTS_PER_CALL_BATCHES * batch_size texts
     plan = batch_plan([["a", "ccc", "bb"], ["bb", "dddd", "e"]], batch_size=2)
-    assert plan == [["ccc", "bb"], ["a"], ["dddd", "e"]]
+    assert plan == [["dddd", "ccc", "bb", "a", "e"]]
+    many = batch_plan([[f"t{i:03d}" for i in range(40)]], batch_size=2)
+    assert [len(c) for c in many] == [16, 16, 8] and sorted(sum(many, [])) == sorted(set(sum(many, [])))
 
 
 @pytest.mark.slow

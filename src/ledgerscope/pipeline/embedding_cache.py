@@ -112,6 +112,15 @@ class EmbeddingCache:
         self.hits += 1
         return enc
 
+    def model_facts(self) -> dict | None:
+        """The max length and dimension this model identity was stored with (``model.json``), so a
+        sweep that finds every text here need not load the model; None before the first entry."""
+        try:
+            desc = json.loads((self.folder / "model.json").read_text(encoding="utf-8"))
+            return {"max_seq_length": int(desc["max_seq_length"]), "dim": int(desc["dim"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def put(self, text: str, enc: Encoded) -> None:
         if self.write_error is not None:
             return

@@ -13,13 +13,23 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ledgerscope.pipeline.embedding_entries import Encoded
 
-__all__ = ["BUNDLED_MINILM", "Encoded", "Encoder", "TokenCounter", "shared_encoder"]
+
+@dataclass(frozen=True)
+class ForwardBatch:
+    """One forward pass's rows: texts of one token count, their token ids (no padding) and offsets."""
+
+    texts: list[str]
+    features: dict[str, np.ndarray]  # (rows, count) int64 each: input_ids, attention_mask, ...
+    offsets: np.ndarray  # (rows, count, 2) code point offsets, (0, 0) for special tokens
+
+__all__ = ["BUNDLED_MINILM", "Encoded", "Encoder", "ForwardBatch", "TokenCounter", "shared_encoder"]
 
 BUNDLED_MINILM = "bundled:all-MiniLM-L6-v2"
 
@@ -76,54 +86,107 @@ class TokenCounter:
 
 
 #: how texts are batched; part of the cache's model identity (a change here changes the vectors)
-ENCODING_RULE = "length-sorted-padded-batches-v1"
+ENCODING_RULE = "exact-token-count-batches-v2"
+#: a forward pass has at least two rows and this many tokens (copies of rows fill it): below that,
+#: the matrix products take other code paths and a row's bits depend on its position (measured)
+MIN_FORWARD_TOKENS = 64
+#: token vectors are kept at float16 precision (stored as float16, computed with as float32)
+TOKEN_PRECISION = "float16"
+
+
+def min_rows(count: int) -> int:
+    """Rows a forward pass of ``count``-token texts needs (:data:`MIN_FORWARD_TOKENS`)."""
+    return max(2, -(-MIN_FORWARD_TOKENS // max(1, count)))
 
 
 class Encoder:
     """Sentence-transformers model with a per-text store of pooled and token vectors, backed by the
     persistent embedding cache (:mod:`.embedding_cache`) when one is configured.
 
-    Batches are length-sorted and padded, as before the cache. A text's vectors depend (in the
-    last bits) on its batch: padding and its row position change the rounding (measured, see
-    docs/benchmarks.md). One unpadded forward pass per text is invariant but measured 7-19x slower
-    on CPU, so it is not used; with the cache, a text is encoded once and every later sweep reads
-    those bits.
+    A text's vectors are a function of the text alone, whatever else is encoded with it: a batch
+    holds only texts of exactly the same token count (no padding) and at least two rows and 64
+    tokens (copies of its rows fill a short one: a tiny forward pass rounds differently), and then
+    neither a batch's other rows nor a text's row position change its bits (measured on this CPU
+    build, docs/benchmarks.md; the device and torch version are part of the cache key). So an uncached sweep, a sweep reading a cache
+    another arm filled and a resumed sweep compute the same bytes. Token vectors are rounded to
+    float16 on both paths, which halves the cache and costs the cascade nothing measurable.
+
+    The model itself is loaded only when a text has to go through it: a re-sweep that finds every
+    text in the cache never imports sentence-transformers (about 11 s on these machines).
     """
 
     def __init__(self, name: str = BUNDLED_MINILM, batch_size: int = 64, device: str = "cpu",
                  cache: bool = True):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
-
         from ledgerscope.pipeline.devices import batch_size_for, describe_device, resolve_device
-
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar on stderr
 
         self.name = name
         self.path = resolve_model_path(name)
         self.device = resolve_device(device)
-        self.batch_size = batch_size_for(self.device, batch_size)
-        self.model = SentenceTransformer(self.path, device=self.device)
-        self.model.eval()
-        self.hf_tokenizer = self.model.tokenizer
-        self.max_length = int(self.model.max_seq_length)
-        self.dim = int(self.model.get_embedding_dimension())
+        self.batch_size = max(2, batch_size_for(self.device, batch_size))
         self.device_info = describe_device(self.device)
+        self._model = None
+        self._facts: dict | None = None
         self._cache: dict[str, Encoded] = {}
         self.forward_texts = 0  # how many texts actually went through the model
         self._model_id: bytes | None = None
         self._files: str | None = None
         self.store = _open_store(self) if cache else None
+        if self.store is not None:
+            self._facts = self.store.model_facts()
+        if self._facts is None:
+            self._load()
+
+    def _load(self):
+        """Load the model (once): sentence-transformers and torch import here, not before."""
+        if self._model is not None:
+            return self._model
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on stderr
+        model = SentenceTransformer(self.path, device=self.device)
+        model.eval()
+        facts = {"max_seq_length": int(model.max_seq_length), "dim": int(model.get_embedding_dimension())}
+        if self._facts is not None and self._facts != facts:
+            from ledgerscope.pipeline.embedding_cache import CacheError
+
+            raise CacheError(f"embedding cache for {self.name}: the cache says {self._facts}, the "
+                             f"model loaded says {facts}; run `ledgerscope cache prune --verify`")
+        self._facts, self._model = facts, model
+        if self.store is not None:  # model.json, written with the first entry, carries the facts
+            self.store.describe.update(facts)
+        return model
+
+    @property
+    def model(self):
+        return self._load()
+
+    @property
+    def hf_tokenizer(self):
+        return self._load().tokenizer
+
+    @property
+    def max_length(self) -> int:
+        return int(self._facts["max_seq_length"]) if self._facts else int(self._load().max_seq_length)
+
+    @property
+    def dim(self) -> int:
+        return int(self._facts["dim"]) if self._facts else int(self._load().get_embedding_dimension())
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
 
     def model_id(self) -> bytes:
         """Digest of everything that decides the vectors: the model files' bytes (as loaded, read
-        once per encoder), the max length, the batching rule, the device type and torch's version."""
+        once per encoder; they decide the max length and the dimension too), the encoding rule,
+        the token precision, the device type and torch's version."""
         if self._model_id is not None:
             return self._model_id
         ident = hashlib.sha256()
-        for part in (self.name, self.path, str(self.max_length), ENCODING_RULE,
+        for part in (self.name, self.path, ENCODING_RULE, TOKEN_PRECISION,
                      self.device_info["type"], self.device_info["torch"]):
             ident.update(part.encode() + b"\0")
         ident.update(self.files_sha256().encode())
@@ -151,6 +214,7 @@ class Encoder:
             "config_sha256": ident.hexdigest(),
             "device": self.device_info,
             "encoding": ENCODING_RULE,
+            "token_precision": TOKEN_PRECISION,
         }
 
     def encode(self, texts: Iterable[str], progress: Callable[[int], None] | None = None) -> None:
@@ -165,41 +229,61 @@ class Encoder:
                 else:
                     self._cache[t] = hit
             todo = missing
+        if not todo:
+            return
         for batch in self.batches(todo):
-            for text, enc in zip(batch, self.encode_batch(batch), strict=True):
+            for text, enc in zip(batch.texts, self.encode_batch(batch), strict=True):
                 self._cache[text] = enc
                 if self.store is not None:
                     self.store.put(text, enc)
-            self.forward_texts += len(batch)
+            self.forward_texts += len(batch.texts)
             if progress:
-                progress(len(batch))
+                progress(len(batch.texts))
 
-    def batches(self, texts: list[str]) -> list[list[str]]:
-        """``texts`` longest first (ties by text), in batches of ``batch_size``: the same set of
-        texts always gets the same batches, so an uncached sweep and the sweep that filled the
-        cache computed the same bits."""
-        todo = sorted(set(texts), key=lambda t: (-len(t), t))
-        return [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+    def batches(self, texts: Iterable[str]) -> list[ForwardBatch]:
+        """The forward batches for ``texts``: one token count per batch (longest first, texts in
+        order within a count), at most ``batch_size`` rows. Any grouping of texts into calls
+        gives every text the same bits, so callers may split work however suits them."""
+        todo = sorted(set(texts))
+        if not todo:
+            return []
+        tok = self.hf_tokenizer(todo, return_offsets_mapping=True, truncation=True,
+                                max_length=self.max_length)
+        by_count: dict[int, list[int]] = {}
+        for i, ids in enumerate(tok["input_ids"]):
+            by_count.setdefault(len(ids), []).append(i)
+        fields = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in tok]
+        out = []
+        for count in sorted(by_count, reverse=True):
+            rows = by_count[count]
+            for s in range(0, len(rows), self.batch_size):
+                part = rows[s : s + self.batch_size]
+                out.append(ForwardBatch(
+                    [todo[i] for i in part],
+                    {k: np.array([tok[k][i] for i in part], dtype=np.int64) for k in fields},
+                    np.array([tok["offset_mapping"][i] for i in part], dtype=np.int64).reshape(len(part), count, 2),
+                ))
+        return out
 
-    def encode_batch(self, batch: list[str]) -> list[Encoded]:
-        """The vectors of ``batch``, computed (no cache): what an embedding worker (a Ray actor,
-        say) runs and what the cache stores. Use :meth:`batches` to form the batches."""
+    def encode_batch(self, batch: ForwardBatch) -> list[Encoded]:
+        """The vectors of one :meth:`batches` batch, computed (no cache): what an embedding worker
+        (a Ray actor, say) runs and what the cache stores. A batch with fewer rows than
+        :func:`min_rows` runs with copies of its rows appended: a one-row or tiny forward pass rounds
+        differently from every larger one."""
         import torch
 
-        enc = self.hf_tokenizer(batch, return_offsets_mapping=True, padding=True, truncation=True,
-                                max_length=self.max_length, return_tensors="pt")
-        offsets = enc.pop("offset_mapping").numpy()
-        features = {k: v.to(self.device) for k, v in enc.items()
-                    if k in ("input_ids", "attention_mask", "token_type_ids")}
+        n, count = batch.offsets.shape[:2]
+        rows = np.resize(np.arange(n), max(n, min_rows(count)))  # short batches: copies of rows
+        features = {k: torch.from_numpy(v[rows]).to(self.device) for k, v in batch.features.items()}
         with torch.inference_mode():
             out = self.model(features)
         pooled = out["sentence_embedding"].float().cpu().numpy()
         tok = torch.nn.functional.normalize(out["token_embeddings"].float(), dim=-1).cpu().numpy()
-        mask = enc["attention_mask"].numpy().astype(bool)
+        tok = tok.astype(np.float16).astype(np.float32)  # the precision the cache stores
         result = []
-        for j in range(len(batch)):
-            offs = offsets[j]
-            keep = mask[j] & (offs[:, 1] > offs[:, 0])  # drops [CLS]/[SEP]/padding (empty offsets)
+        for j in range(n):
+            offs = batch.offsets[j]
+            keep = offs[:, 1] > offs[:, 0]  # drops [CLS]/[SEP] (empty offsets); no padding here
             vec = pooled[j]
             norm = float(np.linalg.norm(vec)) or 1.0
             result.append(Encoded((vec / norm).astype(np.float32),
@@ -279,7 +363,7 @@ def _open_store(encoder: Encoder):
     root = cache_root()
     if root is None:
         return None
-    info = {"name": encoder.name, "path": encoder.path, "max_seq_length": encoder.max_length,
-            "encoding": ENCODING_RULE, "device": encoder.device_info["type"],
+    info = {"name": encoder.name, "path": encoder.path, "encoding": ENCODING_RULE,
+            "token_precision": TOKEN_PRECISION, "device": encoder.device_info["type"],
             "torch": encoder.device_info["torch"], "files_sha256": encoder.files_sha256()}
     return EmbeddingCache(root, encoder.model_id(), info)

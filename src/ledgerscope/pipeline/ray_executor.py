@@ -156,19 +156,18 @@ def model_key(encoder: Any) -> tuple[str, int] | None:
     return (encoder.name, encoder.batch_size)
 
 
+#: texts per actor call: several forward batches, so the encoder's per-token-count batches fill up
+TEXTS_PER_CALL_BATCHES = 8
+
+
 def batch_plan(unit_texts: list[list[str]], batch_size: int) -> list[list[str]]:
-    """The forward batches the local executor forms for these partitions' unit texts, in sweep
-    order: each partition's texts not met before, longest first, cut every ``batch_size``
-    (:meth:`.encoder.Encoder.encode`). Vectors depend, in their last bits, on a batch's padding, so
-    the same batches give the same vectors as a local sweep. (A unit text equal to a question or
-    a gold quote, which the local executor encoded earlier in another batch, may differ there.)"""
-    seen: set[str] = set()
-    out = []
-    for texts in unit_texts:
-        todo = sorted(set(texts) - seen, key=lambda t: (-len(t), t))
-        seen.update(todo)
-        out.extend(todo[i : i + batch_size] for i in range(0, len(todo), batch_size))
-    return out
+    """The actor calls for these partitions' unit texts: every unique text once, longest first (so
+    a call's texts have similar token counts and the encoder's one-count batches fill up), cut every
+    ``TEXTS_PER_CALL_BATCHES * batch_size``. A text's vectors do not depend on its batch
+    (:class:`.encoder.Encoder`), so any cut gives the local executor's bits."""
+    todo = sorted({t for texts in unit_texts for t in texts}, key=lambda t: (-len(t), t))
+    step = TEXTS_PER_CALL_BATCHES * batch_size
+    return [todo[i : i + step] for i in range(0, len(todo), step)]
 
 
 def embed_unit_texts(job: SweepJob, pending: list, plan: PoolPlan) -> tuple[dict, int]:

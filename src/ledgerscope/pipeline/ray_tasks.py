@@ -38,9 +38,8 @@ class EncodeBatch:
         self.encoder = Encoder(model, batch_size, device=device)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
-        """Each input row is one whole forward batch as the local executor would form it
-        (:func:`.ray_executor.batch_plan`), so every text meets the same neighbours and padding and
-        its vectors carry the same float bits."""
+        """Each input row is one call's texts (:func:`.ray_executor.batch_plan`); the encoder's
+        batches make a text's bits independent of its neighbours, so they equal a local sweep's."""
         texts: list[str] = []
         for group in batch.column("texts").to_pylist():
             self.encoder.encode(group)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -173,10 +174,15 @@ def _content(ledger: Path) -> list:
         "SELECT * FROM candidates ORDER BY ALL").fetchall()
 
 
-def _sweep_cmd(inputs: dict, out: Path) -> list[str]:
-    return [sys.executable, "-c", "from ledgerscope.cli.main import main; main()", "sweep",
+#: said at exit by every sweep process: whether sentence-transformers (the model) was ever imported
+_LOADED = ("import atexit, sys; atexit.register(lambda: print('model imported:', "
+           "'sentence_transformers' in sys.modules)); from ledgerscope.cli.main import main; main()")
+
+
+def _sweep_cmd(inputs: dict, out: Path, arm: str = "candidate") -> list[str]:
+    return [sys.executable, "-c", _LOADED, "sweep",
             "--fixtures", str(inputs["fixtures"]), "--corpus", str(inputs["corpus"]),
-            "--arm", str(inputs["candidate"]), "--out", str(out), "--quiet"]
+            "--arm", str(inputs[arm]), "--out", str(out), "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +207,24 @@ def test_two_sweeps_racing_on_one_cache_write_the_uncached_ledger(small, tmp_pat
     third = subprocess.run(_sweep_cmd(inputs, tmp_path / "l2"), env=env, capture_output=True, text=True,
                            check=True)
     assert " 0 encoded" in third.stdout, third.stdout
+    assert "model imported: False" in third.stdout, "a sweep with every text cached loaded the model"
     for i in range(3):
         assert _content(tmp_path / f"l{i}") == _content(uncached)
+
+
+def test_an_arm_reading_what_another_arm_cached_writes_the_uncached_ledger(small, tmp_path):
+    """The added-arm case: the baseline (other overlap) fills the cache, then the candidate finds
+    part of its texts there (questions, aligned units) and encodes the rest; its ledger is the
+    uncached one byte for byte, because a text's bits do not depend on its batch."""
+    inputs, uncached = small
+    env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(tmp_path / "cache")}
+    subprocess.run(_sweep_cmd(inputs, tmp_path / "b", arm="baseline"), env=env, check=True,
+                   capture_output=True)
+    run = subprocess.run(_sweep_cmd(inputs, tmp_path / "c"), env=env, capture_output=True, text=True,
+                         check=True)
+    found = re.search(r"texts: (\d+) from the embedding cache, (\d+) encoded", " ".join(run.stdout.split()))
+    assert found and int(found.group(1)) > 0 and int(found.group(2)) > 0, run.stdout
+    assert _content(tmp_path / "c") == _content(uncached)
 
 
 def test_a_full_disk_while_writing_the_cache_goes_on_uncached(small, tmp_path):

@@ -3,10 +3,11 @@
 An entry holds the pooled vector (float32), the token vectors (float16) and their code point
 offsets (int32) exactly as the encoder produced them: the encoder rounds token vectors to float16
 on every path, so storing them at that precision loses nothing and a cached sweep writes the same
-bytes as an uncached one, at half the size of float32 (a 96-token MiniLM unit: 75 KB, not 149 KB). The header names the model identity and the text's SHA-256 the entry
-was written for, and a SHA-256 of the payload follows it, so a truncated or flipped file is
-detected (:class:`CorruptEntry`) and a file that answers for another key is refused
-(:class:`MismatchedEntry`) instead of becoming a silent wrong vector.
+bytes as an uncached one, at half the size of float32 (a 96-token MiniLM unit: 75 KB, not 149 KB).
+The header names the model identity and the text's SHA-256 the entry was written for, and a
+SHA-256 of the payload follows it, so a truncated or flipped file is detected (:class:`CorruptEntry`)
+and a file that answers for another key is refused (:class:`MismatchedEntry`) instead of becoming a
+silent wrong vector.
 """
 
 from __future__ import annotations

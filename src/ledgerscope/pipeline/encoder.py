@@ -107,8 +107,9 @@ class Encoder:
     holds only texts of exactly the same token count (no padding) and at least two rows and 64
     tokens (copies of its rows fill a short one: a tiny forward pass rounds differently), and then
     neither a batch's other rows nor a text's row position change its bits (measured on this CPU
-    build, docs/benchmarks.md; the device and torch version are part of the cache key). So an uncached sweep, a sweep reading a cache
-    another arm filled and a resumed sweep compute the same bytes. Token vectors are rounded to
+    build, docs/benchmarks.md; the device and torch version are part of the cache key). So an
+    uncached sweep, a sweep reading a cache another arm filled and a resumed sweep compute the same
+    bytes. Token vectors are rounded to
     float16 on both paths, which halves the cache and costs the cascade nothing measurable.
 
     The model itself is loaded only when a text has to go through it: a re-sweep that finds every
@@ -261,7 +262,8 @@ class Encoder:
                 out.append(ForwardBatch(
                     [todo[i] for i in part],
                     {k: np.array([tok[k][i] for i in part], dtype=np.int64) for k in fields},
-                    np.array([tok["offset_mapping"][i] for i in part], dtype=np.int64).reshape(len(part), count, 2),
+                    np.array([tok["offset_mapping"][i] for i in part],
+                             dtype=np.int64).reshape(len(part), count, 2),
                 ))
         return out
 

@@ -13,10 +13,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ledgerscope.common.pair_memo import PairMemo
 from ledgerscope.pipeline.encoder import Encoded
 from ledgerscope.pipeline.units import Unit
 
@@ -67,11 +68,23 @@ class MaxSimReranker:
 
     encode: Callable[[str], Encoded]
     model: str
+    #: scores already computed, by (question, unit text): one hypothesis asked of many documents
+    #: meets the same candidates again
+    known: PairMemo = field(default_factory=PairMemo, compare=False, repr=False)
 
     def score_candidates(self, question: str, candidates: Sequence[Unit],
                          fused_scores: Sequence[float]) -> np.ndarray:
-        q = self.encode(question)
-        return maxsim_many(q.tokens, [self.encode(u.text).tokens for u in candidates])
+        q = self.encode(question).tokens
+        tokens = [self.encode(u.text).tokens for u in candidates]
+        known = self.known
+        scores = [known.get(question, u.text, q, t) for u, t in zip(candidates, tokens, strict=True)]
+        todo = [j for j, s in enumerate(scores) if s is None]
+        if todo:
+            fresh = maxsim_many(q, [tokens[j] for j in todo])
+            for j, s in zip(todo, fresh, strict=True):
+                scores[j] = s
+                known.put(question, candidates[j].text, q, tokens[j], s)
+        return np.array(scores, dtype=np.float64)
 
     def describe(self) -> dict:
         return {"kind": "maxsim",

@@ -141,10 +141,15 @@ def union_dedup(
         for rank, (i, _) in enumerate(run):
             u = units[i]
             key = (u.version, u.start, u.end)
-            lineage.setdefault(key, []).append(name)
-            if key not in first or rank < first[key][0]:
+            names = lineage.get(key)
+            if names is None:
+                lineage[key] = [name]
                 first[key] = (rank, i)
-    keys = sorted(first, key=lambda k: first[k])
+            else:
+                names.append(name)
+                if rank < first[key][0]:
+                    first[key] = (rank, i)
+    keys = sorted(first, key=first.__getitem__)
     return [units[first[k][1]] for k in keys], [lineage[k] for k in keys]
 
 

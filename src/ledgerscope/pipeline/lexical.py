@@ -175,7 +175,13 @@ def top_k(
     n = len(scores)
     if n == 0 or k <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    order = np.lexsort((np.arange(n), -scores))[: min(k, n)]
+    if k < n // 4 and not np.isnan(scores).any():
+        # only the units scoring at least the k-th best can be among the k best (ties included)
+        cut = np.partition(scores, n - k)[n - k]
+        pool = np.flatnonzero(scores >= cut)
+        order = pool[np.lexsort((pool, -scores[pool]))][:k]
+    else:
+        order = np.lexsort((np.arange(n), -scores))[: min(k, n)]
     if drop_nonpositive:
         order = order[scores[order] > 0]
     return order, scores[order]

@@ -161,9 +161,15 @@ class BM25Search:
     top_n: int
 
     def search(self, questions: Sequence[str]) -> list[Ranked]:
+        """One ranked list per question; a question text asked again (one hypothesis of many
+        documents) is scored once: BM25 of a text is the same every time."""
+        found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         out = []
         for question in questions:
-            idx, scores = self.index.search(question, self.top_n)
+            hit = found.get(question)
+            if hit is None:
+                hit = found[question] = self.index.search(question, self.top_n)
+            idx, scores = hit
             out.append(Ranked(idx.tolist(), scores.tolist()))
         return out
 

@@ -28,6 +28,7 @@ from ledgerscope.pipeline.config import ArmConfig, Phase
 from ledgerscope.pipeline.fuse import fuse as fuse_runs
 from ledgerscope.pipeline.prompt import DEFAULT_TEMPLATE, PromptTemplate
 from ledgerscope.pipeline.record import CandidateSink, build_record, record_candidates
+from ledgerscope.pipeline.rerank import MaxSimReranker, PassThroughReranker
 from ledgerscope.pipeline.runtime import ArmRuntime, build_runtime
 from ledgerscope.pipeline.select import Packed, expand, visible
 from ledgerscope.pipeline.select import pack as pack_units
@@ -141,10 +142,15 @@ def union_dedup(
         for rank, (i, _) in enumerate(run):
             u = units[i]
             key = (u.version, u.start, u.end)
-            lineage.setdefault(key, []).append(name)
-            if key not in first or rank < first[key][0]:
+            names = lineage.get(key)
+            if names is None:
+                lineage[key] = [name]
                 first[key] = (rank, i)
-    keys = sorted(first, key=lambda k: first[k])
+            else:
+                names.append(name)
+                if rank < first[key][0]:
+                    first[key] = (rank, i)
+    keys = sorted(first, key=first.__getitem__)
     return [units[first[k][1]] for k in keys], [lineage[k] for k in keys]
 
 
@@ -335,6 +341,35 @@ def run_to_pack(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved)
     return merged, fused, reranked, selected, views
 
 
+#: rerankers whose scores depend on the question and the candidates alone (no model server, no
+#: user code that may count or fail its calls)
+_PURE_RERANKERS = (MaxSimReranker, PassThroughReranker)
+
+
+def _pack_key(fx: Fixture, hits: Retrieved) -> tuple:
+    """What :func:`run_to_pack` reads of a question: its text and the two production lists
+    (scores by ``repr``, which tells -0.0 from 0.0 and 1 from 1.0)."""
+    b, a = hits.bm25, hits.dense_ann
+    return fx.question, tuple(b.indices), repr(b.scores), tuple(a.indices), repr(a.scores)
+
+
+def pack_all(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
+             retrieved: Sequence[Retrieved]) -> list[tuple]:
+    """:func:`run_to_pack` for every question. With a pure reranker, a question asked again with
+    the same production lists (one hypothesis of every document) shares the first one's packing:
+    union, fusion, rerank, selection and packing are pure functions of exactly those inputs."""
+    if type(rt.reranker) not in _PURE_RERANKERS:
+        return [run_to_pack(rt, index, fx, hits) for fx, hits in zip(fixtures, retrieved, strict=True)]
+    done: dict[tuple, tuple] = {}
+    out = []
+    for fx, hits in zip(fixtures, retrieved, strict=True):
+        key = _pack_key(fx, hits)
+        if key not in done:
+            done[key] = run_to_pack(rt, index, fx, hits)
+        out.append(done[key])
+    return out
+
+
 def finish(rt: ArmRuntime, fx: Fixture, hits: Retrieved, packed: tuple,
            texts: dict[str, str]) -> QuestionTrace:
     """Generation and verdicts for a question packed by :func:`run_to_pack`."""
@@ -378,7 +413,7 @@ def run_questions(
     # The per-question products are tiny: waking BLAS worker threads for each costs more than the
     # product itself (and competes with the model's own threads on small machines).
     with single_threaded_blas():
-        packed = [run_to_pack(rt, index, fx, hits) for fx, hits in zip(fixtures, retrieved, strict=True)]
+        packed = pack_all(rt, index, fixtures, retrieved)
     _prefetch_reader(rt, fixtures, packed)
     with single_threaded_blas():
         for fx, hits, upto in zip(fixtures, retrieved, packed, strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 
 def fuse(runs: Mapping[str, Sequence[tuple[int, float]]], method: str = "rrf", k: int = 60,
@@ -31,4 +32,10 @@ def fuse(runs: Mapping[str, Sequence[tuple[int, float]]], method: str = "rrf", k
             hits[idx] = hits.get(idx, 0) + 1
     if method == "combmnz":
         total = {i: v * hits[i] for i, v in total.items()}
-    return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+    if any(v != v for v in total.values()):  # NaN: keep the tuple order it always had
+        return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+    # score descending, ties by unit index: a stable sort by score (reverse keeps stability)
+    # over the items in index order, without a key tuple per item
+    ranked = sorted(total.items())
+    ranked.sort(key=itemgetter(1), reverse=True)
+    return ranked

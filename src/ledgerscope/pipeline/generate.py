@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ledgerscope.common.pair_memo import PairMemo
 from ledgerscope.common.sentences import split_sentences
 from ledgerscope.pipeline.answer_match import extract_quantities
 from ledgerscope.pipeline.encoder import Encoded
@@ -58,6 +59,7 @@ from ledgerscope.pipeline.prompt import (
     GenerationResult,
     PromptTemplate,
 )
+from ledgerscope.pipeline.rerank import column_means
 
 #: the defaults, chosen from the curve in docs/benchmarks.md (scripts/bench_reader.py)
 DEFAULT_ABSTAIN_THRESHOLD = 0.3
@@ -95,6 +97,24 @@ class _Sentences:
     token_ranges: np.ndarray  # (n_sentences, 2) token index ranges into the text's token vectors
 
 
+def sentence_similarities(q_tokens: np.ndarray, tokens: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """MaxSim of the question against each sentence's token range (0 for an empty one), read-only.
+
+    One product per block as before; the per-sentence max and mean run over all sentences at once
+    (:func:`.rerank.column_means` keeps ``.max(axis=1).mean()`` bit for bit). Ranges are
+    non-decreasing, so the bounds ``a0, b0, a1, b1, ...`` cut every sentence at an even position."""
+    sem = np.zeros(len(ranges))
+    live = np.flatnonzero(ranges[:, 1] > ranges[:, 0]) if len(ranges) else ranges[:0, 0]
+    if len(tokens) and len(q_tokens) and len(live):
+        sims = q_tokens @ tokens.astype(np.float32).T  # (m, n tokens)
+        bounds = ranges[live].ravel()
+        if bounds[-1] >= sims.shape[1]:  # the last sentence runs to the end
+            bounds = bounds[:-1]
+        sem[live] = column_means(np.maximum.reduceat(sims, bounds, axis=1)[:, ::2])
+    sem.setflags(write=False)
+    return sem
+
+
 class ExtractiveReader:
     kind = "extractive"
 
@@ -112,6 +132,8 @@ class ExtractiveReader:
         #: the reader's own model when it is not the arm's embedding model (endpoint embeddings)
         self.reader_model = reader_model
         self._sentences: dict[str, _Sentences] = {}
+        #: sentence similarities by (question, block text): one hypothesis meets the same blocks again
+        self._similarities = PairMemo()
 
     @classmethod
     def from_config(cls, encode: Callable[[str], Encoded], count_tokens: Callable[[str], int],
@@ -152,17 +174,16 @@ class ExtractiveReader:
     def score_sentences(self, question: str, blocks: list[ContextBlock]) -> list[dict]:
         q_stems = _stems(analyze(question))
         wants_number = asks_for_quantity(question)
-        q_tokens = self.encode(question).tokens.astype(np.float32)
+        q_enc = self.encode(question).tokens
+        q_tokens = q_enc.astype(np.float32)
         scored = []
         for b_index, block in enumerate(blocks):
             enc = self.encode(block.text)
             info = self._split(block.text, enc)
-            sem = np.zeros(len(info.spans))
-            if len(enc.tokens) and len(q_tokens) and len(info.spans):
-                sims = q_tokens @ enc.tokens.astype(np.float32).T  # (m, n tokens)
-                for k, (a, b) in enumerate(info.token_ranges):
-                    if b > a:
-                        sem[k] = sims[:, a:b].max(axis=1).mean()
+            sem = self._similarities.get(question, block.text, q_enc, enc.tokens)
+            if sem is None:
+                sem = sentence_similarities(q_tokens, enc.tokens, info.token_ranges)
+                self._similarities.put(question, block.text, q_enc, enc.tokens, sem)
             for k, (s, e) in enumerate(info.spans):
                 cov = len(q_stems & info.stems[k]) / len(q_stems) if q_stems else 0.0
                 score = 0.5 * cov + 0.5 * float(sem[k])

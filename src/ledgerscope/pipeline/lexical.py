@@ -161,9 +161,15 @@ class BM25Search:
     top_n: int
 
     def search(self, questions: Sequence[str]) -> list[Ranked]:
+        """One ranked list per question; a question text asked again (one hypothesis of many
+        documents) is scored once: BM25 of a text is the same every time."""
+        found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         out = []
         for question in questions:
-            idx, scores = self.index.search(question, self.top_n)
+            hit = found.get(question)
+            if hit is None:
+                hit = found[question] = self.index.search(question, self.top_n)
+            idx, scores = hit
             out.append(Ranked(idx.tolist(), scores.tolist()))
         return out
 
@@ -175,7 +181,13 @@ def top_k(
     n = len(scores)
     if n == 0 or k <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    order = np.lexsort((np.arange(n), -scores))[: min(k, n)]
+    if k < n // 4 and not np.isnan(scores).any():
+        # only the units scoring at least the k-th best can be among the k best (ties included)
+        cut = np.partition(scores, n - k)[n - k]
+        pool = np.flatnonzero(scores >= cut)
+        order = pool[np.lexsort((pool, -scores[pool]))][:k]
+    else:
+        order = np.lexsort((np.arange(n), -scores))[: min(k, n)]
     if drop_nonpositive:
         order = order[scores[order] > 0]
     return order, scores[order]

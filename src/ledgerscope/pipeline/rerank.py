@@ -13,10 +13,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ledgerscope.common.pair_memo import PairMemo
 from ledgerscope.pipeline.encoder import Encoded
 from ledgerscope.pipeline.units import Unit
 
@@ -29,15 +30,35 @@ def maxsim(query_tokens: np.ndarray, unit_tokens: np.ndarray) -> float:
     return float(sims.max(axis=1).mean())
 
 
+def column_means(maxes: np.ndarray) -> np.ndarray:
+    """``maxes[:, j].mean()`` for every column j, bit for bit, in three numpy calls.
+
+    Each column becomes a contiguous row, so ``np.add.reduce`` sums it pairwise exactly as
+    ``.mean()`` sums a 1-D array; the division is the one ``.mean()`` makes (by an ``intp``
+    count, in float64, rounded back to the input's dtype)."""
+    sums = np.add.reduce(np.ascontiguousarray(maxes.T), axis=1)
+    return (sums / np.intp(maxes.shape[0])).astype(maxes.dtype)
+
+
+def segment_maxsim(sims: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """MaxSim of each column segment of ``sims`` (query tokens x concatenated unit tokens):
+    segment j spans ``starts[j]`` to the next start (the last one to the end); none is empty."""
+    return column_means(np.maximum.reduceat(sims, starts, axis=1))
+
+
 def maxsim_many(query_tokens: np.ndarray, units_tokens: Sequence[np.ndarray]) -> np.ndarray:
-    """MaxSim of one query against many units (one small product per unit, no copies)."""
+    """MaxSim of one query against many units: the same small product per unit as :func:`maxsim`
+    (a single large product may round differently), the max and mean over all units at once."""
     out = np.zeros(len(units_tokens))
     if len(query_tokens) == 0:
         return out
     q = np.ascontiguousarray(query_tokens, dtype=np.float32)
-    for j, t in enumerate(units_tokens):
-        if len(t):
-            out[j] = np.dot(q, t.T).max(axis=1).mean()
+    live = [j for j, t in enumerate(units_tokens) if len(t)]
+    if not live:
+        return out
+    sims = [np.dot(q, units_tokens[j].T) for j in live]
+    starts = np.cumsum([0] + [s.shape[1] for s in sims[:-1]])
+    out[live] = segment_maxsim(np.concatenate(sims, axis=1), starts)
     return out
 
 
@@ -47,11 +68,23 @@ class MaxSimReranker:
 
     encode: Callable[[str], Encoded]
     model: str
+    #: scores already computed, by (question, unit text): one hypothesis asked of many documents
+    #: meets the same candidates again
+    known: PairMemo = field(default_factory=PairMemo, compare=False, repr=False)
 
     def score_candidates(self, question: str, candidates: Sequence[Unit],
                          fused_scores: Sequence[float]) -> np.ndarray:
-        q = self.encode(question)
-        return maxsim_many(q.tokens, [self.encode(u.text).tokens for u in candidates])
+        q = self.encode(question).tokens
+        tokens = [self.encode(u.text).tokens for u in candidates]
+        known = self.known
+        scores = [known.get(question, u.text, q, t) for u, t in zip(candidates, tokens, strict=True)]
+        todo = [j for j, s in enumerate(scores) if s is None]
+        if todo:
+            fresh = maxsim_many(q, [tokens[j] for j in todo])
+            for j, s in zip(todo, fresh, strict=True):
+                scores[j] = s
+                known.put(question, candidates[j].text, q, tokens[j], s)
+        return np.array(scores, dtype=np.float64)
 
     def describe(self) -> dict:
         return {"kind": "maxsim",

@@ -8,18 +8,29 @@ time, never stored as unit ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from ledgerscope.common.intervals import covers, merge_intervals
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
 
-def intervals_by_doc(units: Iterable) -> dict[tuple[str, str], list[tuple[int, int]]]:
-    """Group unit intervals by (doc id, version); anything with doc_id, version, start, end works."""
+def intervals_by_doc(units: Iterable, only: Collection[tuple[str, str]] | None = None
+                     ) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Group unit intervals by (doc id, version); anything with doc_id, version, start, end works.
+
+    ``only``: the (doc id, version) keys wanted (a fixture's gold documents): a question's
+    candidates span the whole corpus, its spans one or two documents."""
     out: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for u in units:
-        out.setdefault((u.doc_id, u.version), []).append((u.start, u.end))
+        key = (u.doc_id, u.version)
+        if only is None or key in only:
+            out.setdefault(key, []).append((u.start, u.end))
     return {k: merge_intervals(v) for k, v in out.items()}
+
+
+def gold_keys(fixture: Fixture) -> frozenset[tuple[str, str]]:
+    """The (doc id, version) of every gold span: the only intervals support is decided on."""
+    return frozenset((s.doc_id, s.version) for s in fixture.spans)
 
 
 def span_kept(span: GoldSpan, by_doc: Mapping[tuple[str, str], list[tuple[int, int]]],
@@ -32,7 +43,7 @@ def span_kept(span: GoldSpan, by_doc: Mapping[tuple[str, str], list[tuple[int, i
 
 def kept_set(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> int | None:
     """Index of the first sufficient set the units keep, or None (also for unanswerable)."""
-    return kept_set_in(fixture, intervals_by_doc(units), texts)
+    return kept_set_in(fixture, intervals_by_doc(units, gold_keys(fixture)), texts)
 
 
 def kept_set_in(fixture: Fixture, by_doc: Mapping[tuple[str, str], list[tuple[int, int]]],
@@ -62,7 +73,7 @@ def single_unit_complete(fixture: Fixture, units: Iterable, texts: Mapping[str, 
 
 def missing_spans(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> list[str]:
     """Span ids of the closest sufficient set that the units do not cover."""
-    by_doc = intervals_by_doc(units)
+    by_doc = intervals_by_doc(units, gold_keys(fixture))
     best: list[str] | None = None
     for sset in fixture.sufficient_sets:
         miss = [sid for sid in sset if not span_kept(fixture.span(sid), by_doc, texts)]

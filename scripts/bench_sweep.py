@@ -195,7 +195,8 @@ def _cache_figures(work: Path, keep_docs: set[str], fixtures, args) -> int:
         dst.writelines(line for line in src if json.loads(line)["doc_id"] in keep_docs)
     print(f"bench corpus: {len(keep_docs)} documents, {len(fixtures)} questions; cache {work / 'cache'}",
           flush=True)
-    cache_figures(work, corpus, sorted({f.question for f in fixtures}), args.capacity, args.phases)
+    fixture_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
+    cache_figures(work, corpus, sorted(fixture_texts), args.capacity, args.phases)
     return 0
 
 

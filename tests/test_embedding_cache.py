@@ -206,7 +206,8 @@ def test_two_sweeps_racing_on_one_cache_write_the_uncached_ledger(small, tmp_pat
     assert prune(tmp_path / "cache", 1 << 40, verify=True)["invalid"] == 0
     third = subprocess.run(_sweep_cmd(inputs, tmp_path / "l2"), env=env, capture_output=True, text=True,
                            check=True)
-    assert " 0 encoded" in third.stdout, third.stdout
+    # and no "(N s in the model)": it ran none
+    assert " 0 encoded, " in " ".join(third.stdout.split()), third.stdout
     assert "model imported: False" in third.stdout, "a sweep with every text cached loaded the model"
     for i in range(3):
         assert _content(tmp_path / f"l{i}") == _content(uncached)
@@ -222,8 +223,11 @@ def test_an_arm_reading_what_another_arm_cached_writes_the_uncached_ledger(small
                    capture_output=True)
     run = subprocess.run(_sweep_cmd(inputs, tmp_path / "c"), env=env, capture_output=True, text=True,
                          check=True)
-    found = re.search(r"texts: (\d+) from the embedding cache, (\d+) encoded", " ".join(run.stdout.split()))
+    said = " ".join(run.stdout.split())
+    found = re.search(r"texts: (\d+) from the embedding cache, (\d+) encoded "
+                      r"\(([\d.]+) s in the model\), ([\d.]+) s", said)
     assert found and int(found.group(1)) > 0 and int(found.group(2)) > 0, run.stdout
+    assert float(found.group(3)) < float(found.group(4)), said  # the model took part of the sweep
     assert _content(tmp_path / "c") == _content(uncached)
 
 

@@ -158,12 +158,18 @@ def _print_sweep(result, out: Path, n_questions: int) -> None:
     _say(console,
          f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
          f"(resumed), {n_questions} questions, texts: {result.cached_texts} from the embedding cache, "
-         f"{result.encoded_texts} encoded, {result.seconds:.1f} s")
+         f"{result.encoded_texts} encoded{_model_time(result)}, {result.seconds:.1f} s")
     for line in result.cache_messages:
         _say(console, line)
     for arm_name, counts in result.offsets.items():
         if counts.get("checked"):
             _say(console, offsets_line(arm_name, counts))
+
+
+def _model_time(result) -> str:
+    """The summary's "(N s in the model)" when this process encoded anything (Ray's actors time
+    their own)."""
+    return f" ({result.encode_seconds:.1f} s in the model)" if result.encode_seconds > 0 else ""
 
 
 def _sweep_executor(name: str, address: str | None):

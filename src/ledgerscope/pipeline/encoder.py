@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,7 @@ class Encoder:
         self._facts: dict | None = None
         self._cache: dict[str, Encoded] = {}
         self.forward_texts = 0  # how many texts actually went through the model
+        self.forward_seconds = 0.0  # wall seconds those forward passes took (the sweep reports it)
         self._model_id: bytes | None = None
         self._files: str | None = None
         self.store = _open_store(self) if cache else None
@@ -233,7 +235,10 @@ class Encoder:
         if not todo:
             return
         for batch in self.batches(todo):
-            for text, enc in zip(batch.texts, self.encode_batch(batch), strict=True):
+            t0 = time.perf_counter()
+            encoded = self.encode_batch(batch)
+            self.forward_seconds += time.perf_counter() - t0
+            for text, enc in zip(batch.texts, encoded, strict=True):
                 self._cache[text] = enc
                 if self.store is not None:
                     self.store.put(text, enc)

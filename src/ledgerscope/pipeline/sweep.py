@@ -56,6 +56,8 @@ class SweepResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     encoded_texts: int = 0
+    #: wall seconds the sweep's models spent encoding those texts (the rest is the cascade's)
+    encode_seconds: float = 0.0
     #: texts the persistent embedding cache served
     cached_texts: int = 0
     #: what the cache refused or could not write (corrupt entries re-encoded, a full disk)
@@ -239,16 +241,21 @@ def sweep(
     return result
 
 
-def _encoder_counts(runtimes: dict[str, ArmRuntime]) -> dict[int, tuple[int, int, int]]:
-    """Per distinct encoder: texts encoded, cache hits, cache messages so far (models are shared
-    across sweeps in one process, so a sweep reports its own share)."""
+def _encoder_counts(runtimes: dict[str, ArmRuntime]) -> dict[int, tuple[int, int, int, float]]:
+    """Per distinct encoder: texts encoded, cache hits, cache messages and model seconds so far
+    (models are shared across sweeps in one process, so a sweep reports its own share)."""
     out = {}
     for rt in runtimes.values():
         for enc in rt.caches():
             report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
             out[id(enc)] = (getattr(enc, "forward_texts", 0), report.get("cached", 0),
-                            len(report.get("messages", [])))
+                            len(report.get("messages", [])), _model_seconds(enc))
     return out
+
+
+def _model_seconds(enc: object) -> float:
+    """Seconds an encoder has spent in its model (a local forward pass, an endpoint's requests)."""
+    return float(getattr(enc, "forward_seconds", getattr(enc, "request_seconds", 0.0)) or 0.0)
 
 
 def _cache_totals(result: SweepResult, runtimes: dict[str, ArmRuntime], before: dict) -> None:
@@ -257,8 +264,9 @@ def _cache_totals(result: SweepResult, runtimes: dict[str, ArmRuntime], before: 
     encoders = {id(e): e for rt in runtimes.values() for e in rt.caches()}
     roots = set()
     for key, enc in encoders.items():
-        encoded0, cached0, said0 = before.get(key, (0, 0, 0))
+        encoded0, cached0, said0, seconds0 = before.get(key, (0, 0, 0, 0.0))
         result.encoded_texts += getattr(enc, "forward_texts", 0) - encoded0
+        result.encode_seconds += _model_seconds(enc) - seconds0
         report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
         result.cached_texts += report.get("cached", 0) - cached0
         result.cache_messages.extend(report.get("messages", [])[said0:])

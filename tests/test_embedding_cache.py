@@ -164,6 +164,29 @@ def test_prune_evicts_least_recently_used_first(encoder, tmp_path):
     assert sorted(e.path for e in entries(tmp_path / "c")) == sorted(e.path for e in found[5:])
 
 
+def test_with_the_cache_a_reused_text_leaves_memory_and_comes_back_from_disk(encoder, tmp_path):
+    """About a third of an arm's unit texts recur in another arm's partitions. With the persistent
+    cache they leave memory after each partition anyway (memory stays one partition's) and come
+    back from disk, not the model, counted once; without it the sweep keeps them until last use."""
+    from ledgerscope.pipeline.sweep import drop_phase_texts
+
+    text, kept = _texts(2, seed=11)
+    enc = _with_store(encoder, tmp_path / "c")
+    enc.encode([text, kept])
+    before = _bytes(enc.get(text))
+    needed_later = {(id(enc), text): 5}
+    drop_phase_texts([enc], {text, kept}, {kept}, needed_later, position=1)
+    assert text not in enc._cache and kept in enc._cache
+    enc.encode([text])
+    assert (enc.forward_texts, enc.store.hits) == (2, 0)  # read back: not encoded, not a hit
+    assert _bytes(enc.get(text)) == before
+    enc.store = None  # the cache off: nothing to read it back from
+    drop_phase_texts([enc], {text}, set(), needed_later, position=1)
+    assert text in enc._cache
+    drop_phase_texts([enc], {text}, set(), needed_later, position=5)
+    assert text not in enc._cache
+
+
 # -- sweeps -------------------------------------------------------------------------------------
 
 def _content(ledger: Path) -> list:

@@ -81,6 +81,8 @@ class EmbeddingCache:
     hits: int = 0
     corrupt: list[str] = field(default_factory=list)
     write_error: str | None = None
+    #: digests of the texts this process read from here or wrote here
+    _known: set[bytes] = field(default_factory=set, repr=False)
 
     @property
     def folder(self) -> Path:
@@ -91,6 +93,8 @@ class EmbeddingCache:
         return self.folder / h[:2] / f"{h}.emb"
 
     def get(self, text: str) -> Encoded | None:
+        """The entry for ``text``, or None. ``hits`` counts texts, not reads: one read back after
+        its vectors left memory, or one this process wrote, is not another hit."""
         key = text_digest(text)
         path = self.path(key)
         try:
@@ -109,7 +113,9 @@ class EmbeddingCache:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # least recently used eviction reads mtime
-        self.hits += 1
+        if key not in self._known:
+            self.hits += 1
+            self._known.add(key)
         return enc
 
     def model_facts(self) -> dict | None:
@@ -121,6 +127,11 @@ class EmbeddingCache:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    @property
+    def holds_what_it_was_given(self) -> bool:
+        """Every ``put`` so far landed on disk, so a text may leave memory and be read back."""
+        return self.write_error is None
+
     def put(self, text: str, enc: Encoded) -> None:
         if self.write_error is not None:
             return
@@ -131,6 +142,7 @@ class EmbeddingCache:
                 self._write(self.folder / "model.json", json.dumps(self.describe, indent=2).encode())
             target.parent.mkdir(parents=True, exist_ok=True)
             self._write(target, pack(self.model_id, key, enc))
+            self._known.add(key)
         except OSError as exc:
             self.write_error = f"{type(exc).__name__}: {exc}"
 

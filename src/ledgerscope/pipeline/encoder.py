@@ -322,6 +322,10 @@ class Encoder:
         """Take vectors encoded elsewhere (the Ray executor's actor pool) by the same model."""
         self._cache.update(entries)
 
+    def can_read_back(self) -> bool:
+        """Whether a dropped text comes back from the persistent cache rather than the model."""
+        return self.store is not None and self.store.holds_what_it_was_given
+
     def drop(self, texts: Iterable[str]) -> None:
         """Drop these texts' cached vectors (a later request simply encodes them again)."""
         for t in texts:

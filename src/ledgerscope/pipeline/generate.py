@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ledgerscope.common.pair_memo import PairMemo
+from ledgerscope.common.pair_memo import DEFAULT_LIMIT, PairMemo
 from ledgerscope.common.sentences import split_sentences
 from ledgerscope.pipeline.answer_match import extract_quantities
 from ledgerscope.pipeline.encoder import Encoded
@@ -64,6 +64,8 @@ from ledgerscope.pipeline.rerank import column_means
 #: the defaults, chosen from the curve in docs/benchmarks.md (scripts/bench_reader.py)
 DEFAULT_ABSTAIN_THRESHOLD = 0.3
 DEFAULT_ABSTAIN_MARGIN = 0.06
+#: unit texts whose sentence split the reader keeps before it starts over (as the pair memos)
+SENTENCE_MEMO_LIMIT = DEFAULT_LIMIT
 #: letters two words must share to match (a stemmer that can be explained in one line)
 STEM_LETTERS = 5
 #: score factor for a sentence without a number when the question asks for a quantity
@@ -168,6 +170,8 @@ class ExtractiveReader:
                                for s, e in spans], dtype=np.int64).reshape(-1, 2)
             hit = _Sentences(spans, [_stems(analyze(text[s:e])) for s, e in spans],
                              [bool(extract_quantities(text[s:e])) for s, e in spans], ranges)
+            if len(self._sentences) >= SENTENCE_MEMO_LIMIT:  # a bound on memory over a big corpus
+                self._sentences.clear()
             self._sentences[text] = hit
         return hit
 

@@ -37,16 +37,20 @@ t0 = time.perf_counter()
 from sentence_transformers import SentenceTransformer
 from ledgerscope.pipeline.encoder import resolve_model_path
 texts = json.load(open(sys.argv[1]))
-model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"), device="cpu")
+from ledgerscope.pipeline.devices import resolve_device
+model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"),
+                            device=resolve_device(sys.argv[2]))
 t1 = time.perf_counter()
 model.encode(texts, batch_size=64, show_progress_bar=False)
 print(json.dumps({"startup_s": t1 - t0, "encode_s": time.perf_counter() - t1}))
 """
 
 
-def arm_toml(name: str, capacity: int, overlap: int, phases: int, **knobs: int) -> str:
+def arm_toml(name: str, capacity: int, overlap: int, phases: int, device: str = "cpu",
+             **knobs: int) -> str:
     lines = [f'name = "{name}"', f"capacity = {capacity}", f"overlap = {overlap}",
-             f'phases = "auto:{phases}"', *(f"{k} = {v}" for k, v in knobs.items())]
+             f'phases = "auto:{phases}"', *(f"{k} = {v}" for k, v in knobs.items()),
+             "", "[embedding]", f'device = "{device}"']
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +78,7 @@ def unit_texts(ledger: Path) -> set[str]:
     return {r[0] for r in connect(ledger).execute("SELECT DISTINCT text FROM units").fetchall()}
 
 
-def encode_floor(work: Path, texts: list[str]) -> dict:
+def encode_floor(work: Path, texts: list[str], device: str = "cpu") -> dict:
     """The faster of two fresh processes that import, load the bundled MiniLM and encode ``texts``:
     wall seconds (interpreter start included, as the sweep's), and its start-up and encode parts."""
     listing = work / "floor_texts.json"
@@ -82,7 +86,7 @@ def encode_floor(work: Path, texts: list[str]) -> dict:
     runs = []
     for _ in range(2):
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _FLOOR, str(listing)], check=True,
+        done = subprocess.run([sys.executable, "-c", _FLOOR, str(listing), device], check=True,
                               capture_output=True, text=True)
         parts = json.loads(done.stdout.strip().splitlines()[-1])
         runs.append({"wall_s": time.perf_counter() - t0, **parts})
@@ -96,11 +100,11 @@ def _ratios(sweep: dict, floor: dict) -> dict:
 
 
 def cache_figures(work: Path, corpus: Path, fixture_texts: list[str], capacity: int,
-                  phases: int) -> dict:
+                  phases: int, device: str = "cpu") -> dict:
     """The three figures; prints them and returns them as a dict. ``fixture_texts`` are the
     questions and gold quotes, which the sweep encodes besides the unit texts."""
     cache = work / "cache"
-    base = {"capacity": capacity, "phases": phases}
+    base = {"capacity": capacity, "phases": phases, "device": device}
     files = {
         "first": [("candidate", 0, {}), ("baseline", capacity // 4, {})],
         "knobs": [("candidate", 0, {"rerank_depth": 20, "budget_tokens": 256}),
@@ -117,12 +121,13 @@ def cache_figures(work: Path, corpus: Path, fixture_texts: list[str], capacity: 
     first = run_sweep(work, "first", arms["first"], corpus, cache)
     seen = unit_texts(work / "first")
     texts = sorted(seen | set(fixture_texts))
-    floor = encode_floor(work, texts)
+    floor = encode_floor(work, texts, device)
     knobs = run_sweep(work, "knobs", arms["knobs"], corpus, cache)
     added = run_sweep(work, "added", arms["added"], corpus, cache)
     new_texts = sorted(unit_texts(work / "added") - seen)
-    new_floor = encode_floor(work, new_texts)
+    new_floor = encode_floor(work, new_texts, device)
     out = {
+        "device": device,
         "first": {**first, "texts": len(texts), **_ratios(first, floor)},
         "knobs": {**knobs, "ratio": knobs["seconds"] / first["seconds"]},
         "added": {**added, "new_texts": len(new_texts), **_ratios(added, new_floor)},

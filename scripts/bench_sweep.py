@@ -61,6 +61,9 @@ def main() -> int:
     ap.add_argument("--cache-figures", action="store_true",
                     help="the embedding cache's figures: cold first sweep against the floor, a "
                          "knobs-only second sweep against the first, an added arm against its new texts")
+    ap.add_argument("--device", default="cpu",
+                    help="with --cache-figures: the arms' [embedding] device and the floor's "
+                         "(cpu, cuda, mps, auto): the GPU figure on a machine that has one")
     args = ap.parse_args()
 
     from ledgerscope.inputs.fixtures import load_fixtures, write_fixtures
@@ -196,7 +199,7 @@ def _cache_figures(work: Path, keep_docs: set[str], fixtures, args) -> int:
     print(f"bench corpus: {len(keep_docs)} documents, {len(fixtures)} questions; cache {work / 'cache'}",
           flush=True)
     fixture_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
-    cache_figures(work, corpus, sorted(fixture_texts), args.capacity, args.phases)
+    cache_figures(work, corpus, sorted(fixture_texts), args.capacity, args.phases, args.device)
     return 0
 
 

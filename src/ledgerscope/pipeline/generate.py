@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ledgerscope.common.pair_memo import DEFAULT_LIMIT, PairMemo
+from ledgerscope.common.pair_memo import ArrayMemo, PairMemo
 from ledgerscope.common.sentences import split_sentences
 from ledgerscope.pipeline.answer_match import extract_quantities
 from ledgerscope.pipeline.encoder import Encoded
@@ -64,8 +64,6 @@ from ledgerscope.pipeline.rerank import column_means
 #: the defaults, chosen from the curve in docs/benchmarks.md (scripts/bench_reader.py)
 DEFAULT_ABSTAIN_THRESHOLD = 0.3
 DEFAULT_ABSTAIN_MARGIN = 0.06
-#: unit texts whose sentence split the reader keeps before it starts over (as the pair memos)
-SENTENCE_MEMO_LIMIT = DEFAULT_LIMIT
 #: letters two words must share to match (a stemmer that can be explained in one line)
 STEM_LETTERS = 5
 #: score factor for a sentence without a number when the question asks for a quantity
@@ -133,7 +131,8 @@ class ExtractiveReader:
         self.prefetch = prefetch
         #: the reader's own model when it is not the arm's embedding model (endpoint embeddings)
         self.reader_model = reader_model
-        self._sentences: dict[str, _Sentences] = {}
+        #: sentence splits by unit text, while the text's token offsets are the encoder's
+        self._sentences = ArrayMemo()
         #: sentence similarities by (question, block text): one hypothesis meets the same blocks again
         self._similarities = PairMemo()
 
@@ -161,7 +160,7 @@ class ExtractiveReader:
         return out
 
     def _split(self, text: str, enc: Encoded) -> _Sentences:
-        hit = self._sentences.get(text)
+        hit = self._sentences.get(text, (enc.offsets,))
         if hit is None:
             spans = split_sentences(text)
             starts = enc.offsets[:, 0] if len(enc.offsets) else np.zeros(0, dtype=np.int32)
@@ -170,9 +169,7 @@ class ExtractiveReader:
                                for s, e in spans], dtype=np.int64).reshape(-1, 2)
             hit = _Sentences(spans, [_stems(analyze(text[s:e])) for s, e in spans],
                              [bool(extract_quantities(text[s:e])) for s, e in spans], ranges)
-            if len(self._sentences) >= SENTENCE_MEMO_LIMIT:  # a bound on memory over a big corpus
-                self._sentences.clear()
-            self._sentences[text] = hit
+            self._sentences.put(text, (enc.offsets,), hit)
         return hit
 
     def score_sentences(self, question: str, blocks: list[ContextBlock]) -> list[dict]:

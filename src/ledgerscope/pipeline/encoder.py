@@ -334,9 +334,9 @@ class Encoder:
     def forget(self, keep: set[str] | None = None) -> None:
         """Drop cached entries (all, or all but ``keep``) to bound memory.
 
-        Token vectors are float32 (converting float16 on every MaxSim costs more than
-        the product itself), so the sweep evicts a phase's unit texts once the phase
-        is written; a text needed again is simply encoded again.
+        In memory, token vectors are float32 holding float16 values (converting float16 on every
+        MaxSim costs more than the product itself), 1,536 bytes per token with MiniLM; a text
+        needed again comes back from the persistent cache, or is encoded again to the same bits.
         """
         if keep is None:
             self._cache.clear()

@@ -127,11 +127,6 @@ class EmbeddingCache:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    @property
-    def holds_what_it_was_given(self) -> bool:
-        """Every ``put`` so far landed on disk, so a text may leave memory and be read back."""
-        return self.write_error is None
-
     def put(self, text: str, enc: Encoded) -> None:
         if self.write_error is not None:
             return

@@ -324,7 +324,7 @@ class Encoder:
 
     def can_read_back(self) -> bool:
         """Whether a dropped text comes back from the persistent cache rather than the model."""
-        return self.store is not None and self.store.holds_what_it_was_given
+        return self.store is not None and self.store.write_error is None  # every put landed
 
     def drop(self, texts: Iterable[str]) -> None:
         """Drop these texts' cached vectors (a later request simply encodes them again)."""

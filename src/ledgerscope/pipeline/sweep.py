@@ -309,7 +309,10 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
     """The default executor: every partition in sweep order, in this process."""
     out, progress, fixtures = job.out, job.progress, job.fixtures
     keep_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
-    last_use = _plan_last_use(out, job.arms, job.runtimes, list(job.corpus))
+    # only a cache that cannot read a dropped text back needs to know when a text is last used
+    caches = [c for rt in job.runtimes.values() for c in rt.caches()]
+    last_use = ({} if all(_can_read_back(c) for c in caches)
+                else _plan_last_use(out, job.arms, job.runtimes, list(job.corpus)))
     position = 0
     for cfg in job.arms:
         rt = job.runtimes[cfg.name]
@@ -338,13 +341,20 @@ def drop_phase_texts(caches: Sequence, texts: set[str], keep: set[str],
 
     A cache that can read a text back from the persistent cache drops them all (a read is about a
     millisecond, an encode 15 ms, and memory stays one partition's). One that cannot (the cache is
-    off, or a write failed) keeps a text a later partition reuses (about a third of an arm's units
-    recur verbatim in another arm's, where cuts snap to the same sentences) until that partition.
+    off) keeps a text a later partition reuses (about a third of an arm's units recur verbatim in
+    another arm's, where cuts snap to the same sentences) until that partition. After a cache write
+    fails mid-sweep, a text with no planned last use is dropped and, if reused, encoded again (to
+    the same bits).
     """
     for cache in caches:
-        read_back = callable(getattr(cache, "can_read_back", None)) and cache.can_read_back()
+        read_back = _can_read_back(cache)
         cache.drop(t for t in texts if t not in keep
                    and (read_back or last_use.get((id(cache), t), 0) <= position))
+
+
+def _can_read_back(cache: object) -> bool:
+    check = getattr(cache, "can_read_back", None)
+    return callable(check) and bool(check())
 
 
 def _plan_last_use(

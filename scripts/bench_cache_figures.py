@@ -35,8 +35,8 @@ _FLOOR = """
 import json, sys, time
 t0 = time.perf_counter()
 from sentence_transformers import SentenceTransformer
-from ledgerscope.pipeline.devices import resolve_device
-from ledgerscope.pipeline.encoder import resolve_model_path
+from ledgerscope.pipeline.embedding.devices import resolve_device
+from ledgerscope.pipeline.embedding.encoder import resolve_model_path
 texts = json.load(open(sys.argv[1]))
 model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"),
                             device=resolve_device(sys.argv[2]))

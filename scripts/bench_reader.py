@@ -66,7 +66,7 @@ class Capture:
         return {"kind": self.kind}
 
     def generate(self, question, blocks):
-        from ledgerscope.pipeline.prompt import GenerationResult
+        from ledgerscope.pipeline.contracts.prompt import GenerationResult
 
         self.seen.append((question, list(blocks)))
         return GenerationResult("I cannot answer from the provided sources.", [], True, 0, 0)
@@ -83,8 +83,8 @@ def covid_subset(out: Path) -> Path:
 
 
 def _runtime(cfg):
-    from ledgerscope.pipeline.cascade import build_runtime
-    from ledgerscope.pipeline.encoder import shared_encoder
+    from ledgerscope.pipeline.embedding.encoder import shared_encoder
+    from ledgerscope.pipeline.run.cascade import build_runtime
 
     rt = build_runtime(cfg, shared_encoder)
     rt.generator = Capture()
@@ -92,7 +92,7 @@ def _runtime(cfg):
 
 
 def capture_oracle(rt, fixtures) -> list[tuple]:
-    from ledgerscope.pipeline.oracle import run_oracle
+    from ledgerscope.pipeline.run.oracle import run_oracle
 
     out = []
     for fx in fixtures:
@@ -107,7 +107,7 @@ def capture_oracle(rt, fixtures) -> list[tuple]:
 
 def capture_production(rt, fixtures, corpus, keep) -> list[tuple]:
     """(fixture, packed blocks, support packed) for every fixture ``keep`` accepts, every phase."""
-    from ledgerscope.pipeline.cascade import build_phase, run_questions
+    from ledgerscope.pipeline.run.cascade import build_phase, run_questions
 
     texts = {s.doc_id: s.text for s in corpus}
     chosen = [f for f in fixtures if keep(f)]
@@ -126,7 +126,7 @@ def capture_all(work: Path) -> dict[str, list[tuple]]:
     from ledgerscope.inputs.importers.contractnli import import_contractnli
     from ledgerscope.inputs.importers.squad import import_squad
     from ledgerscope.inputs.sources import Corpus, load_corpus
-    from ledgerscope.pipeline.config import arm_from_dict, load_arm
+    from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
 
     got: dict[str, list[tuple]] = {}
     t0 = time.perf_counter()
@@ -180,9 +180,9 @@ def _current(fx):
 
 def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
     """Every captured context scored once: (fixture, scoring, margin, verdict if it answers, flag)."""
-    from ledgerscope.pipeline import judge as judging
-    from ledgerscope.pipeline.encoder import TokenCounter, shared_encoder
-    from ledgerscope.pipeline.generate import ExtractiveReader
+    from ledgerscope.pipeline.embedding.encoder import TokenCounter, shared_encoder
+    from ledgerscope.pipeline.generation.reader import ExtractiveReader
+    from ledgerscope.rules import judge as judging
 
     encoder = shared_encoder()
     reader = ExtractiveReader(encoder.get, TokenCounter(encoder.name).count)
@@ -202,7 +202,7 @@ def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
 
 def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> dict[str, float]:
     """The rates of one curve point: the reader's own abstention rule over the scored contexts."""
-    from ledgerscope.pipeline.generate import ExtractiveReader
+    from ledgerscope.pipeline.generation.reader import ExtractiveReader
 
     def verdicts(rows):
         out = []

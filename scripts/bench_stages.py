@@ -62,7 +62,7 @@ def write_cost(index, cands, records, rows: int, work: Path) -> tuple[int, float
     import pyarrow as pa
 
     from ledgerscope.ledger.write import write_partition
-    from ledgerscope.pipeline.partition import unit_table
+    from ledgerscope.pipeline.run.partition import unit_table
 
     table = cands.table()
     reps = max(1, rows // max(1, table.num_rows))
@@ -82,11 +82,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=500_000, help="candidate rows for the write figure")
     args = ap.parse_args()
 
-    from ledgerscope.pipeline.cascade import chunk_phase, run_questions
-    from ledgerscope.pipeline.config import arm_from_dict
-    from ledgerscope.pipeline.encoder import shared_encoder
-    from ledgerscope.pipeline.runtime import build_runtime
-    from ledgerscope.pipeline.stages import PhaseIndex, build_index_or_failure
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+    from ledgerscope.pipeline.contracts.stages import PhaseIndex, build_index_or_failure
+    from ledgerscope.pipeline.embedding.encoder import shared_encoder
+    from ledgerscope.pipeline.run.cascade import chunk_phase, run_questions
+    from ledgerscope.pipeline.run.runtime import build_runtime
 
     work = Path(tempfile.mkdtemp(prefix="bench_stages_"))
     fixtures, corpus = load_inputs(Path(args.data), args.min_chars, work)

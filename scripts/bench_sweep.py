@@ -70,8 +70,8 @@ def main() -> int:
     from ledgerscope.inputs.importers.contractnli import import_contractnli
     from ledgerscope.inputs.sources import Corpus, load_corpus
     from ledgerscope.ledger.read import connect
-    from ledgerscope.pipeline.config import arm_from_dict
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+    from ledgerscope.pipeline.run.sweep import sweep
 
     work = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     import_contractnli(Path(args.data), work / "import")
@@ -105,7 +105,7 @@ def main() -> int:
     reader_texts: list[str] = []
     extra: dict = {}
     if args.embedding == "endpoint":
-        from ledgerscope.pipeline.model_server import start_model_server
+        from ledgerscope.pipeline.servers.model_server import start_model_server
 
         server, base_url = start_model_server(embedding="bundled:all-MiniLM-L6-v2", name="minilm")
         extra = {"embedding": {"kind": "endpoint", "base_url": base_url, "model": "minilm", "batch_size": 64}}
@@ -205,7 +205,7 @@ def _cache_figures(work: Path, keep_docs: set[str], fixtures, args) -> int:
 
 def first_block(request):
     """``--generator first-block``: the first packed block, cited (abstains without one); no model."""
-    from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, GenerationResult
+    from ledgerscope.pipeline.contracts.prompt import ABSTAIN_TEXT, GenerationResult
 
     if not request.blocks:
         return ABSTAIN_TEXT
@@ -217,7 +217,7 @@ def _record_reader_texts() -> list[str]:
     """Every text a local model sends through a forward pass during the sweep (with endpoint
     embeddings the only local model is the reader's), in order: a text encoded twice is there
     twice. Patched on the class, so recording loads no model before the sweep's clock starts."""
-    from ledgerscope.pipeline.encoder import Encoder
+    from ledgerscope.pipeline.embedding.encoder import Encoder
 
     seen: list[str] = []
     encode = Encoder.encode
@@ -236,7 +236,7 @@ def minilm_floor(texts: list[str]) -> tuple[float, list[float]]:
     ``texts`` (batch 64): these machines are noisy, and the faster run is the stricter floor."""
     from sentence_transformers import SentenceTransformer
 
-    from ledgerscope.pipeline.encoder import resolve_model_path
+    from ledgerscope.pipeline.embedding.encoder import resolve_model_path
 
     t0 = time.perf_counter()
     model = SentenceTransformer(resolve_model_path("bundled:all-MiniLM-L6-v2"), device="cpu")
@@ -253,7 +253,7 @@ def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: fl
                     reader_texts: list[str]) -> None:
     """The same server embedding exactly the sweep's unique texts, batches of 64 (faster of 2 runs);
     with the local reader, also that model's floor over the texts it read."""
-    from ledgerscope.pipeline.embed_endpoint import EndpointEmbedder
+    from ledgerscope.pipeline.embedding.endpoint import EndpointEmbedder
 
     encodes = []
     for _ in range(2):

@@ -27,8 +27,8 @@ ARMS = ["candidate.toml", "baseline.toml"]
 def build(target: Path) -> None:
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.run.sweep import sweep
 
     fixtures, corpus = load_fixtures(SAMPLES / "fixtures.jsonl", load_corpus(SAMPLES / "corpus"))
     arms = [load_arm(SAMPLES / "arms" / name) for name in ARMS]

@@ -4,7 +4,7 @@
     python scripts/serve_models.py [--embed-port 8089] [--llm-port 8090]
         [--rerank MODEL | --tiny-rerank DIR] [--no-llm]
 
-* ledgerscope's model server (``python -m ledgerscope.pipeline.model_server``): the OpenAI
+* ledgerscope's model server (``python -m ledgerscope.pipeline.servers.model_server``): the OpenAI
   embeddings API (``POST /v1/embeddings``) with the bundled MiniLM, and the rerank API
   (``POST /v1/rerank``) with a cross-encoder: ``--rerank`` takes any cross-encoder name or path
   (``cross-encoder/ms-marco-MiniLM-L-6-v2`` with hub access). Offline no cross-encoder with
@@ -47,8 +47,8 @@ def main() -> int:
                     help="llama.cpp threads (1 on a busy small machine: its workers spin while waiting)")
     args = ap.parse_args()
 
-    from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
-    from ledgerscope.pipeline.model_server import start_model_server
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
+    from ledgerscope.pipeline.servers.model_server import start_model_server
     from ledgerscope.testing.tiny_models import write_tiny_cross_encoder
 
     rerank = args.rerank or (str(write_tiny_cross_encoder(args.tiny_rerank)) if args.tiny_rerank else None)

@@ -51,7 +51,7 @@ def _read_only(ledger: Path):
 def _sweep(fixtures_path: Path, corpus_path: Path, arms: list, out: Path):
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.run.sweep import sweep
 
     fixtures, corpus = load_fixtures(fixtures_path, load_corpus(corpus_path))
     return sweep(fixtures, corpus, arms, out)
@@ -82,7 +82,7 @@ def rule_exception_inputs(tmp_path_factory) -> dict[str, Path]:
 def rule_exception_ledger(rule_exception_inputs, tmp_path_factory):
     """The rule-exception inputs swept by candidate (stride 16) and baseline (stride 8) over the
     phases 0 1 2 5 9: 10 partitions, 30 records; a boundary reverses temp-retention's answer."""
-    from ledgerscope.pipeline.config import load_arm
+    from ledgerscope.pipeline.arm.config import load_arm
 
     inputs = rule_exception_inputs
     out = tmp_path_factory.mktemp("rule-exception-ledger") / "ledger"
@@ -96,7 +96,7 @@ def rule_exception_ledger(rule_exception_inputs, tmp_path_factory):
 def starved_arms_ledger(rule_exception_inputs, tmp_path_factory):
     """The rule-exception corpus and fixtures swept by three arms (stride 12, phases 0 and 3) that
     each starve one stage (fusion depth 1, selection depth 1, a 20-token budget): steps 6, 7, 8."""
-    from ledgerscope.pipeline.config import arm_from_dict
+    from ledgerscope.pipeline.arm.config import arm_from_dict
 
     inputs = rule_exception_inputs
     out = tmp_path_factory.mktemp("starved-arms-ledger") / "ledger"
@@ -153,7 +153,7 @@ def ray_cluster():
     dashboard, no usage statistics); its workers pause RAY_TASK_PAUSE_S after each partition."""
     import os
 
-    from ledgerscope.pipeline.ray_executor import connect
+    from ledgerscope.pipeline.run.ray_executor import connect
 
     saved = {k: os.environ.get(k) for k in ("LEDGERSCOPE_PARTITION_PAUSE_S", "RAY_USAGE_STATS_ENABLED")}
     os.environ["LEDGERSCOPE_PARTITION_PAUSE_S"] = RAY_TASK_PAUSE_S

@@ -111,7 +111,7 @@ class FaultyServer:
 
 def first_block(request):
     """A model-free generator for ``kind = "python"``: the first block's text, cited (abstains without)."""
-    from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, GenerationResult
+    from ledgerscope.pipeline.contracts.prompt import ABSTAIN_TEXT, GenerationResult
 
     if not request.blocks:
         return ABSTAIN_TEXT

@@ -111,7 +111,7 @@ def _context():
                 "ledgerscope.cli.main",
                 "ledgerscope.inputs.fixtures",
                 "ledgerscope.inputs.validate",
-                "ledgerscope.pipeline.config",
+                "ledgerscope.pipeline.arm.config",
                 "duckdb",
                 "pyarrow.parquet",
                 "rich.console",
@@ -1293,8 +1293,8 @@ def make_base_ledger(root: Path, real: bool = False) -> Path:
     if real:
         from ledgerscope.inputs.fixtures import load_fixtures
         from ledgerscope.inputs.sources import load_corpus
-        from ledgerscope.pipeline.config import arm_from_dict
-        from ledgerscope.pipeline.sweep import sweep
+        from ledgerscope.pipeline.arm.config import arm_from_dict
+        from ledgerscope.pipeline.run.sweep import sweep
 
         corpus = write_corpus_dir(root)
         fixtures = root / "fixtures.jsonl"

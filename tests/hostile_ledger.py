@@ -67,8 +67,8 @@ def build_hostile_ledger(root: Path) -> dict[str, Path]:
     """Write the inputs under ``root`` and sweep them: {"ledger": ..., "corpus": ...}."""
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.run.sweep import sweep
 
     rows = [{"doc_id": "policy/retention.md", "text": POLICY},
             {"doc_id": RESTRICTED_DOC, "text": RESTRICTED, "access": ["restricted"]}]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, load_fixtures
-from ledgerscope.pipeline.answer_match import extract_quantities, is_abstention
-from ledgerscope.pipeline.judge import infer_default, judge_answer, with_inferred_default
+from ledgerscope.rules.answer_match import extract_quantities, is_abstention
+from ledgerscope.rules.judge import infer_default, judge_answer, with_inferred_default
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,15 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgerscope.common.intervals import covers
+from ledgerscope.common.sentences import split_sentences
 from ledgerscope.inputs.sources import make_source
-from ledgerscope.pipeline.chunk import (
+from ledgerscope.pipeline.chunking.chunk import (
     Boundaries,
     chunk_sentences,
     chunk_tokens,
     cut_tokens,
     token_ranges,
 )
-from ledgerscope.pipeline.sentences import split_sentences
 
 PROP = settings(max_examples=200, deadline=None)
 TEXT_PROP = settings(max_examples=50, deadline=None)
@@ -32,7 +32,7 @@ def ws_offsets(text: str) -> list[tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def counter():
-    from ledgerscope.pipeline.encoder import TokenCounter
+    from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     return TokenCounter("bundled:all-MiniLM-L6-v2")
 

@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 
 from ledgerscope.common.errors import InputError
-from ledgerscope.pipeline.config import (
+from ledgerscope.pipeline.arm.config import (
     DEFAULT_TOML,
     ArmConfig,
     Phase,

@@ -13,9 +13,9 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.rerank import CrossEncoderReranker
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.ranking.rerank import CrossEncoderReranker
+from ledgerscope.pipeline.run.sweep import sweep
 
 pytestmark = pytest.mark.slow
 

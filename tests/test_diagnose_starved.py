@@ -11,8 +11,8 @@ from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
 from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus, make_source
 from ledgerscope.ledger.read import connect
-from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.run.sweep import sweep
 
 pytestmark = pytest.mark.slow
 CONTRACTNLI = Path(__file__).resolve().parents[2] / "shared" / "data" / "contractnli" / "dev.json"

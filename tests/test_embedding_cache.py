@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from ledgerscope.ledger.read import connect
-from ledgerscope.pipeline.embedding_cache import CacheError, EmbeddingCache, entries, info, prune
-from ledgerscope.pipeline.encoder import Encoder, resolve_model_path, shared_encoder
+from ledgerscope.pipeline.embedding.cache import CacheError, EmbeddingCache, entries, info, prune
+from ledgerscope.pipeline.embedding.encoder import Encoder, resolve_model_path, shared_encoder
 
 _PHRASE = ("the party shall not disclose confidential information to third parties without prior "
            "written consent of the disclosing party except as required by law")
@@ -104,7 +104,7 @@ def test_a_corrupted_entry_is_re_encoded_and_said(encoder, tmp_path):
     enc = _with_store(encoder, tmp_path / "c")
     enc.encode(texts)
     want = _bytes(enc.get(texts[0]))
-    path = enc.store.path(__import__("ledgerscope.pipeline.embedding_entries",
+    path = enc.store.path(__import__("ledgerscope.pipeline.embedding.entries",
                                      fromlist=["x"]).text_digest(texts[0]))
     blob = bytearray(path.read_bytes())
     blob[-7] ^= 0x01  # one flipped bit in a token vector
@@ -117,7 +117,7 @@ def test_a_corrupted_entry_is_re_encoded_and_said(encoder, tmp_path):
 
 
 def test_an_entry_under_another_texts_key_is_an_error(encoder, tmp_path):
-    from ledgerscope.pipeline.embedding_entries import text_digest
+    from ledgerscope.pipeline.embedding.entries import text_digest
 
     a, b = _texts(2, seed=3)
     enc = _with_store(encoder, tmp_path / "c")
@@ -168,7 +168,7 @@ def test_with_the_cache_a_reused_text_leaves_memory_and_comes_back_from_disk(enc
     """About a third of an arm's unit texts recur in another arm's partitions. With the persistent
     cache they leave memory after each partition anyway (memory stays one partition's) and come
     back from disk, not the model, counted once; without it the sweep keeps them until last use."""
-    from ledgerscope.pipeline.sweep import drop_phase_texts
+    from ledgerscope.pipeline.run.sweep import drop_phase_texts
 
     text, kept = _texts(2, seed=11)
     enc = _with_store(encoder, tmp_path / "c")
@@ -273,7 +273,7 @@ def test_a_full_disk_while_writing_the_cache_goes_on_uncached(small, tmp_path):
 
 
 def test_rerun_on_another_device_labels_its_differences_device_differences(encoder):
-    from ledgerscope.pipeline.rerun import RerunDiff, _device_change
+    from ledgerscope.pipeline.run.rerun import RerunDiff, _device_change
 
     rt = type("Rt", (), {"encoder": encoder})()
     assert _device_change({"components": {"embedding": {"device": {"type": "cpu"}}}}, rt) is None
@@ -288,8 +288,8 @@ def test_rerun_on_another_device_labels_its_differences_device_differences(encod
 def test_device_auto_is_cpu_without_a_gpu_and_left_out_of_the_config_digest():
     import torch
 
-    from ledgerscope.pipeline.config import arm_from_dict
-    from ledgerscope.pipeline.devices import batch_size_for, resolve_device
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+    from ledgerscope.pipeline.embedding.devices import batch_size_for, resolve_device
 
     want = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     assert resolve_device("auto") == want

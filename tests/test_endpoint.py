@@ -14,7 +14,8 @@ import socket
 
 import pytest
 
-from ledgerscope.pipeline.endpoint import (
+from ledgerscope.pipeline.contracts.prompt import ContextBlock, render_prompt
+from ledgerscope.pipeline.generation.endpoint import (
     EndpointConfigError,
     EndpointGenerator,
     LocalServer,
@@ -23,7 +24,6 @@ from ledgerscope.pipeline.endpoint import (
     start_local_server,
     stop_local_server,
 )
-from ledgerscope.pipeline.prompt import ContextBlock, render_prompt
 
 SECRET = "sk-secret-123-ledgerscope"
 QUESTION = "What retention limit applies to requests marked temporary?"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.common.errors import InputError
-from ledgerscope.pipeline.config import DEFAULT_TOML, arm_from_dict, load_arm
+from ledgerscope.pipeline.arm.config import DEFAULT_TOML, arm_from_dict, load_arm
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_ledgers" / "quillstack" / "ledger"
 

@@ -24,8 +24,8 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.config import arm_from_dict, load_arm
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
+from ledgerscope.pipeline.run.sweep import sweep
 
 from .endpoint_servers import FaultyServer
 
@@ -71,7 +71,7 @@ def _same_ranking(a: dict, b: dict, tol: float = 1e-5) -> None:
 
 @pytest.fixture(scope="module")
 def model_server(tiny_cross_encoder):
-    from ledgerscope.pipeline.model_server import start_model_server
+    from ledgerscope.pipeline.servers.model_server import start_model_server
 
     os.environ[KEY_ENV] = SECRET
     server, url = start_model_server(embedding="bundled:all-MiniLM-L6-v2", rerank=str(tiny_cross_encoder),
@@ -145,7 +145,7 @@ def test_the_manifest_records_the_endpoints_the_tokenizer_and_the_declared_reran
 
 @pytest.mark.slow
 def test_rerun_goes_through_the_same_endpoints(endpoint_ledger):
-    from ledgerscope.pipeline.rerun import rerun_record
+    from ledgerscope.pipeline.run.rerun import rerun_record
 
     diff = rerun_record(endpoint_ledger, "remote", "temp-retention", "5")
     assert diff.identical, diff.lines()
@@ -274,7 +274,7 @@ def test_a_rerank_answer_missing_a_document_is_an_infrastructure_failure_of_that
 
 
 def test_rerun_says_plainly_when_an_endpoint_is_gone(rule_exception_inputs, tmp_path):
-    from ledgerscope.pipeline.rerun import rerun_record
+    from ledgerscope.pipeline.run.rerun import rerun_record
 
     fixtures, corpus = _inputs(rule_exception_inputs)
     with FaultyServer() as server:

@@ -7,9 +7,9 @@ import gc
 import numpy as np
 
 from ledgerscope.common.pair_memo import PairMemo
-from ledgerscope.pipeline.generate import sentence_similarities
-from ledgerscope.pipeline.lexical import top_k
-from ledgerscope.pipeline.rerank import column_means, maxsim_many
+from ledgerscope.pipeline.generation.reader import sentence_similarities
+from ledgerscope.pipeline.ranking.lexical import top_k
+from ledgerscope.pipeline.ranking.rerank import column_means, maxsim_many
 
 
 def _tokens(rng: np.random.Generator, n: int) -> np.ndarray:

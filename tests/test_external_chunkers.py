@@ -18,9 +18,9 @@ import pytest
 
 from ledgerscope.common.errors import InputError
 from ledgerscope.inputs.sources import Source
-from ledgerscope.pipeline.config import arm_from_dict, load_arm
-from ledgerscope.pipeline.encoder import TokenCounter
-from ledgerscope.pipeline.runtime import build_chunker, chunk_counter
+from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
+from ledgerscope.pipeline.embedding.encoder import TokenCounter
+from ledgerscope.pipeline.run.runtime import build_chunker, chunk_counter
 
 PASSAGE = "Die Größe des Cafés ist naïve. Le résumé dit 7 jours. 日本語のテキストです 🎉 終わり。"
 TEXT = ("Einleitung über Größe und Café.\n\n" + PASSAGE + " " + PASSAGE + "\n\nAndere Zeile mit Ümlaut 🎉.  "
@@ -84,7 +84,7 @@ def llamaindex_nodes(text: str, counter: TokenCounter) -> list[tuple[str, int | 
 def chonkie_chunks(text: str, counter: TokenCounter) -> list[tuple[str, int]]:
     from chonkie import TokenChunker
 
-    from ledgerscope.pipeline.splitters import _source_slice_tokenizer
+    from ledgerscope.pipeline.chunking.splitters import _source_slice_tokenizer
 
     chunker = TokenChunker(tokenizer=_source_slice_tokenizer(counter), chunk_size=16)
     return [(c.text, c.start_index) for c in chunker.chunk(text)]
@@ -266,7 +266,7 @@ def test_a_chunker_that_fails_on_the_corpus_stops_the_sweep_before_any_model_or_
         tmp_path, chunker, field, reason):
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.run.sweep import sweep
     from tests.sweep_data import write_inputs
 
     inputs = write_inputs(tmp_path / "in")
@@ -389,7 +389,7 @@ def test_a_langchain_arm_sweeps_the_sample_corpus_and_diagnose_reads_it(langchai
     summary = CliRunner().invoke(app, ["diagnose", str(ledger)])
     assert summary.exit_code == 0 and "langchain" in summary.output
     # a record re-executes through the same splitter
-    from ledgerscope.pipeline.rerun import rerun_record
+    from ledgerscope.pipeline.run.rerun import rerun_record
 
     diff = rerun_record(ledger, "langchain", "re-free-upload", "37")
     assert diff.identical, diff.lines()
@@ -406,7 +406,7 @@ def _mangling_chunker(cfg, encoder, counter):
     as a splitter that rewrites text would return it: it cannot be located and must be dropped."""
     import re
 
-    from ledgerscope.pipeline.external import ExternalChunker, Piece
+    from ledgerscope.pipeline.chunking.external import ExternalChunker, Piece
 
     def split(text: str) -> list[Piece]:
         paras = [m.group(0) for m in re.finditer(r"\S(?:.*?\S)?(?=\s*(?:\n\s*\n|\Z))", text, re.S)]
@@ -420,8 +420,8 @@ def test_a_unit_that_cannot_be_located_is_dropped_and_its_gold_is_step_2(tmp_pat
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.ledger.read import connect
-    from ledgerscope.pipeline import kinds
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.arm import kinds
+    from ledgerscope.pipeline.run.sweep import sweep
     from tests.sweep_data import write_inputs
 
     monkeypatch.setitem(kinds.CHUNKERS, "test-mangling", _mangling_chunker)

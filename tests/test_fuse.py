@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledgerscope.pipeline.fuse import fuse
+from ledgerscope.pipeline.ranking.fuse import fuse
 
 #: the best unit is not the lowest index, and RRF ranks 4 above 1 where CombSUM ties them (1 first)
 RUNS = {"bm25": [(7, 9.0), (3, 5.0), (1, 1.0)], "dense": [(3, 0.9), (4, 0.8)]}

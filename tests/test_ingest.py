@@ -57,7 +57,7 @@ class _Unit:
 
 def test_flags_equal_those_recomputed_from_the_intervals(ingested):
     from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
-    from ledgerscope.pipeline import support
+    from ledgerscope.rules import support
 
     con = connect(ingested)
     fixtures, texts = load_ledger_fixtures(con, ingested)
@@ -119,7 +119,7 @@ def test_verdicts_tokens_and_manifest(ingested):
     assert con.execute("SELECT count(*) FROM records WHERE citation_verdict IS NULL OR "
                        "evidence_tokens IS NULL OR oracle_verdict IS NOT NULL").fetchall()[0][0] == 0
     # evidence tokens: the named tokenizer's count of each context text, summed
-    from ledgerscope.pipeline.encoder import TokenCounter
+    from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     counter = TokenCounter("bundled:all-MiniLM-L6-v2")
     texts = dict(con.execute("SELECT unit_id, text FROM units WHERE phase = '0'").fetchall())
@@ -261,8 +261,8 @@ def test_the_langchain_callback_handler_records_what_the_recorder_does(recorded,
     """The same pipeline run as LangChain runnables with the callback handler: the same context per
     record as the hand-written Recorder calls, and the literal prompt (its tokens counted)."""
     pytest.importorskip("langchain_core")
-    from ledgerscope.integrations.langchain import LedgerscopeCallbackHandler
     from ledgerscope.trace import Recorder
+    from ledgerscope.trace.langchain import LedgerscopeCallbackHandler
 
     with Recorder(tmp_path / "t.jsonl", chunks=tmp_path / "c.jsonl", config="small") as rec:
         handler = LedgerscopeCallbackHandler(rec)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.ingest import spec
 from ledgerscope.ingest.chunkstore import read_chunks
 from ledgerscope.ingest.traceformat import read_traces
+from ledgerscope.trace import spec
 
 SCHEMA = Path(spec.__file__).with_name("trace-1.schema.json")
 ERROR = re.compile(r"^(?P<file>[^\s:][^:]*?)(?::(?P<line>\d+))?: (?P<field>[^:]+?): (?P<reason>.+)$")

@@ -33,7 +33,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 # so a kill delay can be measured from "model loaded" on fresh and resumed runs alike.
 _SHIM = """
 import pathlib, sys
-import ledgerscope.pipeline.sweep as sw
+import ledgerscope.pipeline.run.sweep as sw
 _build, _ready = sw.build_runtime, pathlib.Path(sys.argv[1])
 def build_runtime(cfg, *args, **kwargs):
     rt = _build(cfg, *args, **kwargs)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, load_fixtures
-from ledgerscope.pipeline.judge import (
+from ledgerscope.pipeline.contracts.prompt import ABSTAIN_TEXT
+from ledgerscope.rules.judge import (
     ANSWER_VERDICTS,
     CITATION_VERDICTS,
     extract_quantities,
@@ -17,7 +18,6 @@ from ledgerscope.pipeline.judge import (
     judge_citations,
     token_f1,
 )
-from ledgerscope.pipeline.prompt import ABSTAIN_TEXT
 
 DATA = Path(__file__).parent / "data"
 SEED_TEXT = (

@@ -19,9 +19,9 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.answer_judges import answer_judge
-from ledgerscope.pipeline.config import arm_from_dict, load_arm
-from ledgerscope.pipeline.judge_llm import RUBRIC, grading_prompt, parse_label
+from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
+from ledgerscope.pipeline.judging.answer_judges import answer_judge
+from ledgerscope.pipeline.judging.judge_llm import RUBRIC, grading_prompt, parse_label
 
 from .sweep_data import write_inputs
 from .test_endpoint import _skip_reason
@@ -86,7 +86,7 @@ def test_calibrate_needs_an_endpoint_for_a_deterministic_arm():
 
 @pytest.fixture(scope="module")
 def server():
-    from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
 
     reason = _skip_reason()
     if reason:
@@ -98,7 +98,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def ledger(server, tmp_path_factory) -> Path:
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.run.sweep import sweep
 
     root = tmp_path_factory.mktemp("judged")
     inputs = write_inputs(root, phases="[0, 5]")

@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def _missing() -> str | None:
-    from ledgerscope.pipeline.endpoint import bundled_smollm2_path
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path
 
     for module, extra in (("xllamacpp", "llm"), ("langchain_text_splitters", "langchain")):
         if importlib.util.find_spec(module) is None:
@@ -73,8 +73,8 @@ def servers(tiny_cross_encoder):
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
-    from ledgerscope.pipeline.model_server import start_model_server
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
+    from ledgerscope.pipeline.servers.model_server import start_model_server
 
     models, models_url = start_model_server(embedding="bundled:all-MiniLM-L6-v2",
                                             rerank=str(tiny_cross_encoder), name="minilm")

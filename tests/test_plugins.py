@@ -23,10 +23,10 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline import plugins
-from ledgerscope.pipeline.config import arm_from_dict, load_arm
-from ledgerscope.pipeline.stages import StageFailure
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm import plugins
+from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
+from ledgerscope.pipeline.contracts.stages import StageFailure
+from ledgerscope.pipeline.run.sweep import sweep
 
 from .test_stages import BagOfWords as _BagOfWords
 
@@ -132,7 +132,7 @@ def test_a_sweep_uses_the_plugin_chunker_retriever_reranker_and_generator(instal
 
 
 def test_rerun_executes_the_same_plugin_stages(installed_plugin, rule_exception_inputs, tmp_path):
-    from ledgerscope.pipeline import rerun
+    from ledgerscope.pipeline.run import rerun
 
     _sweep(rule_exception_inputs, [arm_from_dict(PLUGIN_ARM)], tmp_path / "ledger")
     diff = rerun.rerun_record(tmp_path / "ledger", "plugged", "temp-retention", "7")
@@ -177,7 +177,7 @@ def test_a_plugin_that_raises_stage_failure_records_an_infrastructure_failure(ru
 
 
 def test_a_plugin_answering_in_the_wrong_shape_stops_the_sweep_naming_it(rule_exception_inputs, tmp_path):
-    from ledgerscope.pipeline.plugin_stages import PluginError
+    from ledgerscope.pipeline.arm.plugin_stages import PluginError
 
     arm = arm_from_dict({"name": "bad", "phases": [0],
                          "rerank": {"kind": "python",

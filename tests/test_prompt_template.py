@@ -12,9 +12,8 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.encoder import TokenCounter
-from ledgerscope.pipeline.prompt import (
+from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.contracts.prompt import (
     DEFAULT_TEMPLATE,
     INSTRUCTIONS,
     ContextBlock,
@@ -23,9 +22,10 @@ from ledgerscope.pipeline.prompt import (
     render_prompt,
     template_from_config,
 )
-from ledgerscope.pipeline.select import pack
-from ledgerscope.pipeline.sweep import sweep
-from ledgerscope.pipeline.units import Unit
+from ledgerscope.pipeline.contracts.units import Unit
+from ledgerscope.pipeline.embedding.encoder import TokenCounter
+from ledgerscope.pipeline.ranking.select import pack
+from ledgerscope.pipeline.run.sweep import sweep
 
 from .endpoint_servers import FaultyServer
 from .test_plugins import BagOfWords
@@ -38,7 +38,7 @@ CUSTOM = {"system": "You answer from documents.", "context_format": "<doc id={do
 
 def echo(request):
     """A python generator that keeps what it was asked with (for the record's detail)."""
-    from ledgerscope.pipeline.prompt import GenerationResult
+    from ledgerscope.pipeline.contracts.prompt import GenerationResult
 
     return GenerationResult("I cannot answer from the provided sources.", [], True,
                             detail={"system": request.system, "user": request.user, "prompt": request.prompt})
@@ -109,7 +109,7 @@ def test_a_sweep_records_the_rendered_context_prompt_tokens_and_the_template(rul
 
 
 def test_the_endpoint_generator_sends_the_template_over_the_wire():
-    from ledgerscope.pipeline.endpoint import EndpointGenerator
+    from ledgerscope.pipeline.generation.endpoint import EndpointGenerator
 
     with FaultyServer() as server:
         gen = EndpointGenerator(server.base_url, "m", template=template_from_config(CUSTOM))

@@ -20,9 +20,9 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.digest import table_digests
 from ledgerscope.ledger.read import connect as connect_ledger
-from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.ray_executor import PoolPlan, RayExecutor, batch_plan, pool_plan
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.run.ray_executor import PoolPlan, RayExecutor, batch_plan, pool_plan
+from ledgerscope.pipeline.run.sweep import sweep
 from tests.listeners import is_loopback, listeners
 
 ARMS = (

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ledgerscope.pipeline.generate import (
+from ledgerscope.pipeline.contracts.prompt import ABSTAIN_TEXT, ContextBlock
+from ledgerscope.pipeline.generation.reader import (
     DEFAULT_ABSTAIN_MARGIN,
     DEFAULT_ABSTAIN_THRESHOLD,
     ExtractiveReader,
     asks_for_quantity,
 )
-from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, ContextBlock
 
 
 def _scored(*pairs):
@@ -58,7 +58,7 @@ def test_settings_come_from_the_generator_table():
 
 @pytest.fixture(scope="module")
 def reader():
-    from ledgerscope.pipeline.encoder import TokenCounter, shared_encoder
+    from ledgerscope.pipeline.embedding.encoder import TokenCounter, shared_encoder
 
     encoder = shared_encoder()
     return ExtractiveReader(encoder.get, TokenCounter(encoder.name).count)

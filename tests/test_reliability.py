@@ -104,8 +104,8 @@ def _arm(name: str, clearance: list[str]) -> str:
 def built(tmp_path_factory) -> dict[str, Path]:
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.sweep import sweep
+    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.run.sweep import sweep
 
     root = tmp_path_factory.mktemp("reliability")
     corpus = root / "corpus.jsonl"
@@ -442,11 +442,12 @@ def test_selection_rechecks_labels_when_restricted_units_are_in_the_index(built)
     questions run for the reader WITHOUT clearance: retrieval finds the restricted units, selection,
     expansion, packing and the answer never carry them."""
     from ledgerscope.ledger.verify import load_manifest
-    from ledgerscope.pipeline.cascade import build_phase, build_runtime, run_questions
-    from ledgerscope.pipeline.config import Phase, arm_from_dict
-    from ledgerscope.pipeline.encoder import shared_encoder
-    from ledgerscope.pipeline.oracle import run_oracle
-    from ledgerscope.pipeline.rerun import load_ledger_inputs
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+    from ledgerscope.pipeline.contracts.units import Phase
+    from ledgerscope.pipeline.embedding.encoder import shared_encoder
+    from ledgerscope.pipeline.run.cascade import build_phase, build_runtime, run_questions
+    from ledgerscope.pipeline.run.oracle import run_oracle
+    from ledgerscope.pipeline.run.rerun import load_ledger_inputs
 
     manifest, corpus, fixtures = load_ledger_inputs(built["ledger"])
     assert manifest == load_manifest(built["ledger"])
@@ -469,8 +470,8 @@ def test_selection_rechecks_labels_when_restricted_units_are_in_the_index(built)
 
 
 def test_expand_drops_neighbours_whose_labels_the_reader_lacks():
-    from ledgerscope.pipeline.select import expand, visible
-    from ledgerscope.pipeline.units import Unit
+    from ledgerscope.pipeline.contracts.units import Unit
+    from ledgerscope.pipeline.ranking.select import expand, visible
 
     def unit(i: int, access: tuple[str, ...] = (), version: str = "v1") -> Unit:
         return Unit(

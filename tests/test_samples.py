@@ -12,7 +12,7 @@ from ledgerscope.inputs.validate import validate_fixtures
 from ledgerscope.ledger import digest
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.rerun import load_ledger_inputs
+from ledgerscope.pipeline.run.rerun import load_ledger_inputs
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_ledgers"
 LEDGER = SAMPLES / "quillstack" / "ledger"
@@ -39,10 +39,10 @@ def _digest(rows: list[dict], table: str) -> dict:
 
 def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
     """Units and boundaries rows re-derived by chunking the ledger's sources with its arms' configs."""
-    from ledgerscope.pipeline import kinds
-    from ledgerscope.pipeline.cascade import ArmRuntime, chunk_phase
-    from ledgerscope.pipeline.config import arm_from_dict
-    from ledgerscope.pipeline.encoder import TokenCounter
+    from ledgerscope.pipeline.arm import kinds
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+    from ledgerscope.pipeline.embedding.encoder import TokenCounter
+    from ledgerscope.pipeline.run.cascade import ArmRuntime, chunk_phase
 
     manifest, corpus, _ = load_ledger_inputs(ledger)
     units, bounds = [], []
@@ -117,7 +117,7 @@ def test_sample_ledger_shows_what_the_walkthrough_promises():
 
 @pytest.mark.slow
 def test_sample_records_reproduce_exactly():
-    from ledgerscope.pipeline.rerun import rerun_record
+    from ledgerscope.pipeline.run.rerun import rerun_record
 
     con = connect(LEDGER)
     picks = con.sql("SELECT arm, qid, phase FROM records WHERE answer_verdict = 'critical-condition-error' "

@@ -43,7 +43,7 @@ def _cli(*args: str, env: dict):
 
 
 def test_the_key_is_in_no_ledger_manifest_log_or_export_byte(tmp_path):
-    from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
 
     reason = _skip_reason()
     if reason:
@@ -164,7 +164,7 @@ def test_the_key_is_in_no_ledger_manifest_log_or_export_byte(tmp_path):
 )
 def test_a_key_in_the_configuration_is_refused(tmp_path, generator, field):
     from ledgerscope.common.errors import InputError
-    from ledgerscope.pipeline.config import load_arm
+    from ledgerscope.pipeline.arm.config import load_arm
 
     path = tmp_path / "arm.toml"
     path.write_text(f'[generator]\nkind = "endpoint"\n{generator}\n', encoding="utf-8")

@@ -11,8 +11,8 @@ import pytest
 
 from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.ledger.read import connect
-from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.run.sweep import sweep
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from ledgerscope.pipeline.prompt import BLOCK_SEPARATOR, ContextBlock
-from ledgerscope.pipeline.select import expand, pack, visible
-from ledgerscope.pipeline.units import Unit
+from ledgerscope.pipeline.contracts.prompt import BLOCK_SEPARATOR, ContextBlock
+from ledgerscope.pipeline.contracts.units import Unit
+from ledgerscope.pipeline.ranking.select import expand, pack, visible
 
 
 def words(text: str) -> int:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgerscope.common.intervals import covers
-from ledgerscope.pipeline.sentences import split_sentences
+from ledgerscope.common.sentences import split_sentences
 
 
 def sents(text: str, start: int = 0, end: int | None = None) -> list[str]:

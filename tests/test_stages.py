@@ -17,12 +17,12 @@ from ledgerscope.common.errors import InputError
 from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger import schema
-from ledgerscope.pipeline import runtime
-from ledgerscope.pipeline.cascade import build_phase, run_questions
-from ledgerscope.pipeline.config import arm_from_dict, load_arm
-from ledgerscope.pipeline.encoder import Encoded
-from ledgerscope.pipeline.prompt import GenerationResult
-from ledgerscope.pipeline.stages import Chunker, Generator, Reranker, Retriever, RetrieverIndex
+from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
+from ledgerscope.pipeline.contracts.prompt import GenerationResult
+from ledgerscope.pipeline.contracts.stages import Chunker, Generator, Reranker, Retriever, RetrieverIndex
+from ledgerscope.pipeline.embedding.encoder import Encoded
+from ledgerscope.pipeline.run import runtime
+from ledgerscope.pipeline.run.cascade import build_phase, run_questions
 
 from .sweep_data import write_inputs
 
@@ -144,7 +144,7 @@ def test_replaced_stages_flow_through_to_the_ledger_rows(phase_inputs):
 
 
 def test_every_kind_names_a_factory_that_exists():
-    from ledgerscope.pipeline import kinds
+    from ledgerscope.pipeline.arm import kinds
 
     for table in (kinds.CHUNKERS, kinds.RERANKERS, kinds.GENERATORS):
         for kind, entry in table.items():

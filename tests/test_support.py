@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-from ledgerscope.pipeline import support
+from ledgerscope.rules import support
 
 DOC, OTHER = "policy.md", "faq.md"
 TEXT = "Requests may be retained for 30 days.  This limit is 7 days for requests marked temporary."

@@ -1,7 +1,7 @@
 """The recorded ``support_*`` flags, recomputed from the ledger's own rows.
 
 Both diagnoses (the pure tree and the SQL one) trust the flags a sweep recorded. Here each flag is
-recomputed from what else the ledger stores, with :mod:`ledgerscope.pipeline.support`'s definitions:
+recomputed from what else the ledger stores, with :mod:`ledgerscope.rules.support`'s definitions:
 the stage's candidate rows (cut where the cascade cut them: the fused list at ``rerank_depth``, the
 reranked list at ``selection_depth``), the phase's units, the resolved citations and the ledger's
 fixtures. On the committed sample ledger, and on fresh sweeps whose arms starve fusion, reranking
@@ -20,7 +20,7 @@ import pytest
 from ledgerscope.ledger.fixtures import load_ledger_fixtures
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.schema import SUPPORT_COLUMNS
-from ledgerscope.pipeline import support
+from ledgerscope.rules import support
 
 #: ranked stages whose candidate rows are all the stage's units (no cut after recording)
 WHOLE_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "selected", "packed", "topk")

@@ -19,9 +19,9 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.config import load_arm
-from ledgerscope.pipeline.rerun import rerun_record
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import load_arm
+from ledgerscope.pipeline.run.rerun import rerun_record
+from ledgerscope.pipeline.run.sweep import sweep
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import pytest
 from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import Corpus, make_source
 from ledgerscope.ledger.read import connect
-from ledgerscope.pipeline.config import arm_from_dict
-from ledgerscope.pipeline.sweep import sweep
+from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.run.sweep import sweep
 
 from .sweep_data import DISTRACTORS
 
@@ -48,7 +48,7 @@ def test_seed_fixture_sweep_finds_critical_condition_errors_at_some_phases(tmp_p
 
 
 def test_endpoint_generator_sweep_against_a_real_local_server(tmp_path, monkeypatch):
-    from ledgerscope.pipeline.endpoint import bundled_smollm2_path, start_local_server
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
 
     gguf = bundled_smollm2_path()
     if gguf is None:

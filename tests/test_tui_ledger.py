@@ -49,8 +49,8 @@ def tui_ledger(tmp_path_factory) -> Path:
         if "ledger" not in _BUILT:
             from ledgerscope.inputs.fixtures import load_fixtures
             from ledgerscope.inputs.sources import load_corpus
-            from ledgerscope.pipeline.config import load_arm
-            from ledgerscope.pipeline.sweep import sweep
+            from ledgerscope.pipeline.arm.config import load_arm
+            from ledgerscope.pipeline.run.sweep import sweep
 
             root = tmp_path_factory.mktemp("tui")
             inputs = write_inputs(root / "inputs")

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgerscope.common.intervals import WHITESPACE, covers, merge_intervals, uncovered
-from ledgerscope.pipeline.units import Unit, unit_id_for
+from ledgerscope.pipeline.contracts.units import Unit, unit_id_for
 
 PROP = settings(max_examples=200, deadline=None)
 

@@ -2,7 +2,7 @@
 
 For one arm of a ledger, every judged record's answer gets two verdicts:
 
-* the **deterministic** judge's (:func:`ledgerscope.pipeline.judge.judge_answer`,
+* the **deterministic** judge's (:func:`ledgerscope.rules.judge.judge_answer`,
   re-derived from the recorded answer and the ledger's own fixtures);
 * the **LLM** judge's: the recorded verdict when the arm was swept with
   ``[judge] kind = "endpoint"``; otherwise the endpoint named by the caller
@@ -36,7 +36,7 @@ _RECORDS_SQL = (
 
 def _llm_judge(manifest: dict, arm: str, endpoint: dict | None, where: str):
     """(judge, whether the recorded verdicts are its verdicts)."""
-    from ledgerscope.pipeline.judge_llm import EndpointJudge
+    from ledgerscope.pipeline.judging.judge_llm import EndpointJudge
 
     table = (manifest["arms"][arm].get("config") or {}).get("judge") or {}
     if endpoint:
@@ -54,7 +54,7 @@ def calibrate(ledger: str | Path, arm: str, endpoint: dict | None = None, limit:
     from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
-    from ledgerscope.pipeline.judge import judge_answer, with_inferred_default
+    from ledgerscope.rules.judge import judge_answer, with_inferred_default
 
     ledger = Path(ledger)
     manifest = load_manifest(ledger)

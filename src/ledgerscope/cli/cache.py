@@ -12,7 +12,7 @@ _DIR_HELP = "Cache directory (default: LEDGERSCOPE_EMBEDDING_CACHE, else ~/.cach
 
 
 def _root(path: Path | None) -> Path:
-    from ledgerscope.pipeline.embedding_cache import ENV_DIR, cache_root
+    from ledgerscope.pipeline.embedding.cache import ENV_DIR, cache_root
 
     root = path or cache_root()
     if root is None:
@@ -34,7 +34,7 @@ def info_cmd(
     path: Annotated[Path | None, typer.Option("--dir", help=_DIR_HELP)] = None,
 ) -> None:
     """Where the cache is, its size limit, and per model identity its entries and bytes."""
-    from ledgerscope.pipeline.embedding_cache import info, max_bytes
+    from ledgerscope.pipeline.embedding.cache import info, max_bytes
 
     root = _root(path)
     rows = info(root)
@@ -55,7 +55,7 @@ def prune_cmd(
     verify: Annotated[bool, typer.Option("--verify", help="Also read every entry; delete bad ones.")] = False,
 ) -> None:
     """Delete least recently used entries down to the size limit (and, with --verify, bad ones)."""
-    from ledgerscope.pipeline.embedding_cache import max_bytes, parse_size, prune
+    from ledgerscope.pipeline.embedding.cache import max_bytes, parse_size, prune
 
     root = _root(path)
     try:

@@ -110,7 +110,7 @@ def _print_import(report) -> None:
 @config_app.command("default")
 def config_default() -> None:
     """Print the documented default arm configuration (TOML)."""
-    from ledgerscope.pipeline.config import DEFAULT_TOML
+    from ledgerscope.pipeline.arm.config import DEFAULT_TOML
 
     sys.stdout.write(DEFAULT_TOML)
 
@@ -121,7 +121,7 @@ def config_stages(
         "--json", help="One JSON object: kinds per seam, refused entry points.")] = False,
 ) -> None:
     """List every stage kind an arm may name: built-in, and registered by installed plugins."""
-    from ledgerscope.pipeline.kinds import TABLES, installed
+    from ledgerscope.pipeline.arm.kinds import TABLES, installed
 
     plugins, refused = installed()
     rows = []

@@ -122,7 +122,7 @@ def sweep(
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.config import load_arm
+    from ledgerscope.pipeline.arm.config import load_arm
 
     try:
         arms = [load_arm(a) for a in arm]
@@ -143,7 +143,7 @@ def sweep(
 
 def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor):
     from ledgerscope.cli.progress import RichSweepProgress
-    from ledgerscope.pipeline.sweep import sweep as run_sweep
+    from ledgerscope.pipeline.run.sweep import sweep as run_sweep
 
     if quiet:
         return run_sweep(fixture_list, merged, arms, out, executor=executor)
@@ -186,14 +186,14 @@ def _sweep_executor(name: str, address: str | None):
     if importlib.util.find_spec("ray") is None:
         raise InputError(Problem("--executor", None, "executor",
                                  "ray is not installed: pip install 'ledgerscope[ray]'"))
-    from ledgerscope.pipeline.ray_executor import RayExecutor
+    from ledgerscope.pipeline.run.ray_executor import RayExecutor
 
     return RayExecutor(address)
 
 
 def offsets_line(arm: str, counts) -> str:
     """One arm's external chunker offsets as the sweep checked them (the rows are in ``repairs``)."""
-    from ledgerscope.pipeline.external import DROPPED
+    from ledgerscope.pipeline.chunking.external import DROPPED
 
     placed = {k: v for k, v in sorted(counts.items()) if k != "checked" and k not in DROPPED}
     dropped = {k: v for k, v in sorted(counts.items()) if k in DROPPED}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ledgerscope.pipeline.sweep import Progress as SweepProgress
+from ledgerscope.pipeline.run.sweep import Progress as SweepProgress
 
 STAGE_BARS = ("chunk", "embed", "index", "questions", "write")
 

@@ -49,7 +49,7 @@ def rerun(
     """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
     from ledgerscope.ingest.rerun import is_ingested, rerun_ingested
     from ledgerscope.ledger.layout import is_interchange
-    from ledgerscope.pipeline.rerun import rerun_record
+    from ledgerscope.pipeline.run.rerun import rerun_record
 
     if is_interchange(ledger):
         fail(InputError(Problem(str(ledger), None, "rerun",

@@ -31,13 +31,13 @@ from ledgerscope.ingest import checks, derive, verdicts
 from ledgerscope.ingest.chunkstore import Chunk, read_chunks
 from ledgerscope.ingest.report import IngestReport
 from ledgerscope.ingest.resolve import Resolution, ResolutionReport, resolve_chunks
-from ledgerscope.ingest.spec import FORMAT, virtual_recorded
 from ledgerscope.ingest.tables import chunk_table, fixture_tables, trace_tables
 from ledgerscope.ingest.traceformat import Traces, read_traces
 from ledgerscope.inputs.fixtures import Fixture, load_fixtures
 from ledgerscope.inputs.sources import Corpus, load_corpus
 from ledgerscope.ledger import schema
-from ledgerscope.pipeline.encoder import BUNDLED_MINILM
+from ledgerscope.pipeline.embedding.encoder import BUNDLED_MINILM
+from ledgerscope.trace.spec import FORMAT, virtual_recorded
 
 #: the tree's support stages, in order, as the manifest lists them recorded or not
 TREE_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "packed")
@@ -226,7 +226,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
                digests: dict[str, str]) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
-    from ledgerscope.pipeline.encoder import TokenCounter
+    from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     chunk_table(con, resolutions, corpus)
     fixture_tables(con, fixtures, corpus)

@@ -16,8 +16,8 @@ import pyarrow as pa
 from ledgerscope.common.errors import Problem
 from ledgerscope.ingest.lines import MAX_PROBLEMS
 from ledgerscope.ingest.resolve import Resolution
-from ledgerscope.ingest.spec import STAGE_ORDER
 from ledgerscope.ingest.tables import STR, create_table
+from ledgerscope.trace.spec import STAGE_ORDER
 
 _ORDER = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], s.stage), 99)"
 

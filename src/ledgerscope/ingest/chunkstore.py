@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest import spec
 from ledgerscope.ingest.lines import MAX_PROBLEMS, kind_of, read_objects, string_problem
 from ledgerscope.ingest.traceformat import without_nulls
 from ledgerscope.inputs.coords import SYSTEMS
 from ledgerscope.ledger.layout import ARM_NAME
+from ledgerscope.trace import spec
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""Support flags in DuckDB, by the definitions of :mod:`ledgerscope.pipeline.support`.
+"""Support flags in DuckDB, by the definitions of :mod:`ledgerscope.rules.support`.
 
 A stage *keeps* support when some sufficient set has every span covered by the
 union of the stage's intervals, whitespace excused (a span is covered when
 every non-whitespace character in it lies inside some interval:
-:func:`ledgerscope.pipeline.units.covers`). Here the same test runs as set
+:func:`ledgerscope.pipeline.contracts.units.covers`). Here the same test runs as set
 operations over every (trace, stage, span) at once: only intervals that overlap
 a span can cover any of it, so the candidate rows are joined to the gold spans
 first; the uncovered parts of each span are the gaps between the running
@@ -19,38 +19,7 @@ stages' intervals). Output: ``_ig_kept`` (key, vstage, kept, first_set).
 
 from __future__ import annotations
 
-from ledgerscope.common.intervals import WHITESPACE
-from ledgerscope.common.sql_tables import sql_literal
-
-#: Python's str.isspace() as an SQL literal: a gap holding only these characters is excused
-_WS = sql_literal(WHITESPACE)
-
-
-def gap_ctes(key: str, spans: str) -> str:
-    """The CTEs ``whole``, ``part``, ``w`` and ``raw`` over a CTE ``ov`` (``key``, vstage, span_id, s, e,
-    vs, ve: each interval of a stage over a span) and the table or CTE ``spans`` (``key``, vstage,
-    span_id, s, e: the spans to cover): ``raw`` holds every uncovered part (``gs``, ``ge``) of each
-    span, whitespace not yet excused (the caller decides what a gap counts as). Shared with the
-    diagnosis's SQL walk (:mod:`ledgerscope.analysis.diagnosis.sql.coverage`)."""
-    k = f"{key}, vstage, span_id"
-    return f"""
-    whole AS (  -- one row covers the span: no gap, no window needed
-        SELECT DISTINCT {k} FROM ov WHERE vs <= s AND ve >= e),
-    part AS (SELECT * FROM ov ANTI JOIN whole USING ({k})),
-    w AS (
-        SELECT *, greatest(s, coalesce(max(ve) OVER (
-            PARTITION BY {k} ORDER BY vs, ve
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s)) AS pos
-        FROM part),
-    raw AS (
-        SELECT {k}, pos AS gs, vs AS ge FROM w WHERE vs > pos
-        UNION ALL
-        SELECT {k}, greatest(any_value(s), max(ve)), any_value(e) FROM part
-        GROUP BY {k} HAVING greatest(any_value(s), max(ve)) < any_value(e)
-        UNION ALL
-        SELECT sn.{key}, sn.vstage, sn.span_id, sn.s, sn.e FROM {spans} sn
-        ANTI JOIN (SELECT DISTINCT {k} FROM ov) o USING ({k})
-        WHERE sn.s < sn.e)"""
+from ledgerscope.common.intervals.sql import WHITESPACE_SQL, gap_ctes
 
 
 def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") -> str:
@@ -68,7 +37,7 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
     {gap_ctes('key', 'sn')},
     bad AS (
         SELECT DISTINCT g.key, g.vstage, g.span_id FROM raw g JOIN sn USING (key, vstage, span_id)
-        WHERE NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs), {_WS})),
+        WHERE NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs), {WHITESPACE_SQL})),
     sets AS (
         SELECT n.key, n.vstage, st.set_index, count(b.span_id) = 0 AND count(*) = count(sp.span_id) AS ok
         FROM {need} n JOIN _ig_set st ON st.qid = n.qid
@@ -83,7 +52,7 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
 
 def single_unit_sql() -> str:
     """``_ig_single``: per key, whether some sufficient set lies inside one interval of ``packed``
-    (:func:`ledgerscope.pipeline.support.single_unit_complete`)."""
+    (:func:`ledgerscope.rules.support.single_unit_complete`)."""
     return f"""
     CREATE OR REPLACE TABLE _ig_single AS
     WITH u AS (
@@ -97,9 +66,9 @@ def single_unit_sql() -> str:
         FROM u JOIN _ig_span sp ON sp.qid = u.qid),
     ok AS (
         SELECT key, uid, span_id,
-               same_doc AND regexp_full_match(substr(span_text, 1, head_end - s), {_WS})
+               same_doc AND regexp_full_match(substr(span_text, 1, head_end - s), {WHITESPACE_SQL})
                AND regexp_full_match(substr(span_text, tail_start - s + 1, e - tail_start),
-                                     {_WS}) AS inside
+                                     {WHITESPACE_SQL}) AS inside
         FROM us),
     per_set AS (
         SELECT u.key, u.uid, st.set_index, bool_and(coalesce(ok.inside, false)) AS inside

@@ -1,7 +1,7 @@
 """From checked traces to ledger rows: candidates, units, boundaries, support flags, records.
 
 Runs in DuckDB over the tables of :mod:`.tables`; what Python decides (answer
-and citation verdicts by :mod:`ledgerscope.pipeline.judge`, token counts by a
+and citation verdicts by :mod:`ledgerscope.rules.judge`, token counts by a
 named tokenizer, producer claims compared) is decided once per distinct input
 (:mod:`.verdicts`) and joined back. Declared rules:
 

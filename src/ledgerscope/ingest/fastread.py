@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledgerscope.ingest.spec import FORMAT, MAX_LINE_BYTES
 from ledgerscope.ingest.traceformat import DEFAULT_PHASE
 from ledgerscope.ledger.layout import ARM_NAME, PHASE_LABEL
+from ledgerscope.trace.spec import FORMAT, MAX_LINE_BYTES
 
 #: the columns of seed 002's shape and the types DuckDB must infer for them
 STRING = ("format", "qid", "config", "phase", "question", "answer", "error", "prompt")

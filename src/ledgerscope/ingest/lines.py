@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest.spec import MAX_LINE_BYTES
 from ledgerscope.inputs.sources import json_lines
+from ledgerscope.trace.spec import MAX_LINE_BYTES
 
 #: problems listed per file before the rest are only counted
 MAX_PROBLEMS = 200

@@ -2,7 +2,7 @@
 
 The pipeline's own generator is external, so there is no "same generator" to
 put on a sufficient set: the oracle runs the generator of the arm file the user
-names (:func:`ledgerscope.pipeline.oracle.run_oracle`, its budget and answer
+names (:func:`ledgerscope.pipeline.run.oracle.run_oracle`, its budget and answer
 rubric), and the manifest and the report say which generator that was. Without
 ``--oracle-arm`` the oracle is "not run" and no record carries an oracle verdict.
 """
@@ -21,10 +21,10 @@ from ledgerscope.ledger import schema
 def oracle_rows(con, arm_file: Path, arms: Sequence[str], fixtures: Sequence[Fixture]) -> str:
     """Run the oracle once per question; its rows under every ingested arm as ``_ig_oracle_rows`` and
     ``_ig_oracle`` (arm, qid, answer_verdict, feasible). Returns what the labels say about it."""
-    from ledgerscope.pipeline.cascade import build_runtime
-    from ledgerscope.pipeline.config import load_arm
-    from ledgerscope.pipeline.encoder import shared_encoder
-    from ledgerscope.pipeline.oracle import prepare_oracle, run_oracle
+    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.embedding.encoder import shared_encoder
+    from ledgerscope.pipeline.run.cascade import build_runtime
+    from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
 
     cfg = load_arm(arm_file)
     rt = build_runtime(cfg, shared_encoder)

@@ -20,8 +20,8 @@ from typing import Any
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline import judge
-from ledgerscope.pipeline.rerun import RerunDiff
+from ledgerscope.pipeline.run.rerun import RerunDiff
+from ledgerscope.rules import judge
 
 
 def is_ingested(ledger: str | Path) -> bool:

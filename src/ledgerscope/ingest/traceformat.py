@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest import spec
 from ledgerscope.ingest.lines import (
     MAX_PROBLEMS,
     ids_problem,
@@ -28,6 +27,7 @@ from ledgerscope.ingest.lines import (
     string_problem,
 )
 from ledgerscope.ledger.layout import ARM_NAME, PHASE_LABEL
+from ledgerscope.trace import spec
 
 DEFAULT_PHASE = "0"
 

@@ -1,8 +1,8 @@
 """What Python decides for the derivation, each once per distinct input: verdicts, token counts, claims.
 
-* answer verdicts by :func:`ledgerscope.pipeline.judge.judge_answer` (a trace
+* answer verdicts by :func:`ledgerscope.rules.judge.judge_answer` (a trace
   with an ``error`` is an ``infrastructure-failure``, never judged);
-* citation verdicts by :func:`ledgerscope.pipeline.judge.judge_citations` over
+* citation verdicts by :func:`ledgerscope.rules.judge.judge_citations` over
   the cited chunks' intervals (``not-recorded`` when the trace has no
   ``citations``);
 * evidence tokens: the named tokenizer's count of ``context_text`` (or the sum
@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 
-from ledgerscope.ingest import spec
 from ledgerscope.ingest.tables import STR, create_table
 from ledgerscope.inputs.fixtures import Fixture
-from ledgerscope.pipeline import judge
+from ledgerscope.rules import judge
+from ledgerscope.trace import spec
 
 NOT_RECORDED = "not-recorded"
 #: a trace's answer verdict row (``t`` a trace, ``a`` an ``_ig_answer`` row)

@@ -15,11 +15,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ledgerscope.ingest.derive import CANDIDATES_OF, RECORDS_OF
-from ledgerscope.ingest.spec import STAGE_ORDER
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.write import clear_staging, oracle_path, write_partition
+from ledgerscope.trace.spec import STAGE_ORDER
 
 #: candidate rows in cascade order within a record (declared stages after the standard ones)
 _STAGE_RANK = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], stage), 99)"

@@ -2,7 +2,7 @@
 
 Both places where ledgerscope is handed chunk text it must place in an immutable source use these
 functions: trace ingestion (:mod:`ledgerscope.ingest.resolve`, chunks a running pipeline recorded)
-and the external chunkers of a sweep (:mod:`ledgerscope.pipeline.external`, units a LangChain,
+and the external chunkers of a sweep (:mod:`ledgerscope.pipeline.chunking.external`, units a LangChain,
 LlamaIndex or chonkie splitter returned). The rules, shared:
 
 * candidates are the text's exact occurrences; only when there is none, its occurrences after

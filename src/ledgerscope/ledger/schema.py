@@ -33,7 +33,7 @@ still read (:data:`FORMAT_1`), not resumed.
 
 ``repairs`` lists every unit an external chunker returned whose offsets were not verified as
 given (repaired, located by its text, or dropped, with the reason; see
-:mod:`ledgerscope.pipeline.external`). It was added within format 2: a partition without
+:mod:`ledgerscope.pipeline.chunking.external`). It was added within format 2: a partition without
 ``repairs.parquet`` (an older ledger, an ingested one) reads as having none.
 
 Candidate lists are recorded whole: ``fused`` holds every fused unit (the

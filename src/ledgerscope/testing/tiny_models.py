@@ -17,7 +17,7 @@ def write_tiny_cross_encoder(path: Path) -> Path:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from ledgerscope.pipeline.encoder import resolve_model_path
+    from ledgerscope.pipeline.embedding.encoder import resolve_model_path
 
     torch.manual_seed(0)
     path.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ async def rerun_in_child(
     import json
     import sys
 
-    from ledgerscope.pipeline.rerun import RerunDiff
+    from ledgerscope.pipeline.run.rerun import RerunDiff
 
     arm, qid, phase = key
     proc = await asyncio.create_subprocess_exec(

@@ -15,10 +15,9 @@ import bisect
 import itertools
 import re
 
-from ledgerscope.pipeline.chunk import Boundaries
-from ledgerscope.pipeline.prompt import ABSTAIN_TEXT, GenerationResult
-from ledgerscope.pipeline.stages import ScoredUnit
-from ledgerscope.pipeline.units import Unit, unit_id_for
+from ledgerscope.pipeline.contracts.prompt import ABSTAIN_TEXT, GenerationResult
+from ledgerscope.pipeline.contracts.stages import ScoredUnit
+from ledgerscope.pipeline.contracts.units import Boundaries, Unit, unit_id_for
 
 
 class FixedCodepoints:

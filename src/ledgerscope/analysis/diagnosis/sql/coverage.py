@@ -13,8 +13,8 @@ from ledgerscope.analysis.diagnosis.sql.inputs import head_match
 from ledgerscope.analysis.diagnosis.sql.sqltext import arr
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
 from ledgerscope.common.intervals import WHITESPACE
+from ledgerscope.common.intervals.sql import gap_ctes
 from ledgerscope.common.sql_tables import sql_literal
-from ledgerscope.ingest.coverage import gap_ctes
 
 CTEs = list[tuple[str, str]]
 

@@ -1,0 +1,118 @@
+"""One (arm, phase) partition from start to finish: index, questions, rows, one atomic write.
+
+Shared by the executors (:mod:`.sweep`'s local loop, :mod:`.ray_executor`'s Ray tasks), so a
+partition is the same rows whichever machine computes it. The write is
+:func:`ledgerscope.ledger.write.write_partition`: staged under a per-process name and renamed into
+place whole, so an attempt killed at any point leaves either the finished partition or nothing
+under ``partitions/``, and a retried attempt replaces, never appends.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ledgerscope.common.blas import single_threaded_blas
+from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.inputs.sources import Corpus
+from ledgerscope.ledger import schema
+from ledgerscope.ledger.write import oracle_path, write_partition, write_table
+from ledgerscope.pipeline.contracts.stages import PhaseIndex
+from ledgerscope.pipeline.contracts.units import Phase
+from ledgerscope.pipeline.run.cascade import build_phase, run_questions
+from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.run.runtime import ArmRuntime
+
+#: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
+#: kill-and-resume tests to interrupt a sweep at a chosen point. Zero by default.
+_PAUSE_S = float(os.environ.get("LEDGERSCOPE_PARTITION_PAUSE_S", "0") or 0)
+
+
+def pause_after_partition() -> None:
+    """A throttle for interruption tests and demos; off unless the variable is set."""
+    if _PAUSE_S:
+        time.sleep(_PAUSE_S)
+
+
+def run_partition(
+    out: Path,
+    rt: ArmRuntime,
+    phase: Phase,
+    fixtures: Sequence[Fixture],
+    corpus: Corpus,
+    oracle: dict[str, dict],
+    on_stage: Callable[[str], None] = lambda stage: None,
+    on_question: Callable[[], None] = lambda: None,
+) -> PhaseIndex:
+    """Build this phase's index, run every question, write the partition; the index is returned
+    so the caller can drop the phase's cached vectors."""
+    cfg = rt.config
+    sources = list(corpus)
+    index = build_phase(rt, phase, sources, on_stage=on_stage)
+    texts = {s.doc_id: s.text for s in sources}
+    records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question)
+    on_stage("retrieve+generate")
+    unit_rows = unit_table(cfg.name, phase.label, index)
+    bound_rows = [
+        {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "doc_id": b.doc_id,
+         "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
+         "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)}
+        for b in index.boundaries
+    ]
+    repair_rows = repair_table(cfg.name, phase.label, corpus, index.boundaries)
+    write_partition(
+        out, cfg.name, phase.label,
+        {"units": unit_rows, "boundaries": bound_rows, "candidates": cands.table(), "records": records,
+         "repairs": repair_rows},
+        {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "config_digest": cfg.digest(),
+         "units": len(unit_rows), "records": len(records), "candidates": len(cands),
+         "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries)},
+    )
+    on_stage("write")
+    return index
+
+
+def unit_table(arm: str, phase: str, index: PhaseIndex) -> list[dict]:
+    return [
+        {"arm": arm, "phase": phase, "unit_id": u.unit_id, "doc_id": u.doc_id, "version": u.version,
+         "ordinal": u.ordinal, "start": u.start, "end": u.end, "core_start": u.core_start,
+         "core_end": u.core_end, "token_start": u.token_start, "token_end": u.token_end,
+         "n_tokens": u.token_end - u.token_start, "text": u.text, "access": list(u.access)}
+        for u in index.units
+    ]
+
+
+def repair_table(arm: str, phase: str, corpus: Corpus, boundaries: Sequence) -> list[dict]:
+    """The ``repairs`` rows of one partition: every unit its chunker did not return verified."""
+    return [
+        {"arm": arm, "phase": phase, "doc_id": b.doc_id, "version": corpus.sources[b.doc_id].version,
+         "position": r.position, "side": r.side, "status": r.status, "text": r.text,
+         "given_start": r.given_start, "given_end": r.given_end, "start": r.start, "end": r.end,
+         "note": r.note}
+        for b in boundaries for r in b.repairs
+    ]
+
+
+def count_offsets(counts: Counter, boundaries: Sequence) -> None:
+    """Add one partition's external-chunker offset statuses to the arm's tally."""
+    for b in boundaries:
+        if b.checked:
+            counts["checked"] += b.checked
+            counts.update(r.status for r in b.repairs)
+
+
+def oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> dict[str, dict]:
+    """Run (or load) the per-arm oracle table; it is written atomically like a partition."""
+    import pyarrow.parquet as pq
+
+    path = oracle_path(out, rt.config.name)
+    if path.is_file():
+        return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
+    prepare_oracle(rt, fixtures)
+    with single_threaded_blas():
+        rows = [run_oracle(rt, fx) for fx in fixtures]
+    write_table(path, rows, schema.ORACLE)
+    return {r["qid"]: r for r in rows}

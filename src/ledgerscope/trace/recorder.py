@@ -1,0 +1,164 @@
+"""Record what a running RAG pipeline did, per request, as ``ledgerscope-trace/1`` lines.
+
+Seed 002: a pipeline's ``answer()`` should return ``retrieved_ids``,
+``context_ids`` and ``context_text`` beside the answer; none of them cost
+anything to record and all of them are irrecoverable after the fact. This
+module writes them, and the chunk store they refer to, for ``ledgerscope
+ingest``::
+
+    from ledgerscope.trace import Recorder
+
+    rec = Recorder("traces.jsonl", chunks="chunks.jsonl", config="baseline")
+    rec.chunk("c17", "docs/plans/team.md", text, start=880, end=1090)   # once per chunk of the index
+    rec.record(qid="q-0143", retrieved=[("c17", 0.82), ("c9", 0.80)],
+               context=[("c17", text)], answer="30 days [1]", citations=["1"])
+
+It imports only the standard library (a pipeline should not pay for
+ledgerscope's analysis stack to record a line), appends one line per call under
+a lock (threads may share a recorder) and flushes it, so a crashed pipeline
+leaves every line it recorded. A value that would make an invalid trace (a
+non-finite score, a chunk id that is not a non-empty string) raises
+``ValueError`` at the call, where the pipeline can see it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ledgerscope.trace.spec import FORMAT
+
+CODEPOINT = "codepoint-half-open"
+
+__all__ = ["FORMAT", "Recorder"]
+
+
+def _ids_scores(items: Iterable[Any], what: str) -> tuple[list[str], list[float | None] | None]:
+    """Chunk ids (strings) or (id, score) pairs or {"id", "score"} objects -> ids and scores."""
+    ids: list[str] = []
+    scores: list[float | None] = []
+    scored = False
+    for item in items:
+        if isinstance(item, Mapping):
+            cid, score = item.get("id"), item.get("score")
+        elif isinstance(item, tuple | list):
+            cid, score = (item[0], item[1] if len(item) > 1 else None)
+        else:
+            cid, score = item, None
+        if not isinstance(cid, str) or not cid:
+            raise ValueError(f"{what}: a chunk id must be a non-empty string, not {cid!r}")
+        if score is not None:
+            try:
+                score = float(score)
+            except OverflowError:
+                score = math.inf
+            if not math.isfinite(score):
+                raise ValueError(f"{what}: score {score} of {cid!r} is not finite")
+            scored = True
+        ids.append(cid)
+        scores.append(score)
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{what}: a chunk id appears twice")
+    return ids, (scores if scored else None)
+
+
+class Recorder:
+    """Append traces (and, optionally, the chunk store) for ``ledgerscope ingest``.
+
+    ``config`` and ``phase`` are the defaults of every record (the arm name the
+    ledger shows, and a label for a variant of it); each ``record`` call may
+    override them.
+    """
+
+    def __init__(self, path: str | os.PathLike, chunks: str | os.PathLike | None = None,
+                 config: str | None = None, phase: str | None = None):
+        self.config, self.phase = config, phase
+        self._lock = threading.Lock()
+        self._out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._chunks = None if chunks is None else open(chunks, "a", encoding="utf-8")  # noqa: SIM115
+        self._seen: set[str] = set()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for fh in (self._out, self._chunks):
+                if fh is not None and not fh.closed:
+                    fh.close()
+
+    def _write(self, fh, obj: dict) -> None:
+        line = json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
+        with self._lock:
+            fh.write(line)
+            fh.flush()
+
+    def chunk(self, chunk_id: str, doc_id: str, text: str, *, start: int | None = None,
+              end: int | None = None, coordinate_system: str = CODEPOINT,
+              config: str | Sequence[str] | None = None) -> None:
+        """One chunk of the pipeline's index (recorded once per id; later calls with it are ignored)."""
+        if self._chunks is None:
+            raise ValueError("this recorder was opened without a chunk store (chunks=...)")
+        if not isinstance(chunk_id, str) or not chunk_id:
+            raise ValueError(f"chunk id must be a non-empty string, not {chunk_id!r}")
+        if chunk_id in self._seen:
+            return
+        self._seen.add(chunk_id)
+        obj: dict[str, Any] = {"chunk_id": chunk_id, "doc_id": doc_id, "text": text}
+        if start is not None or end is not None:
+            obj.update(start=start, end=end, coordinate_system=coordinate_system)
+        if config is not None:
+            obj["config"] = config if isinstance(config, str) else list(config)
+        self._write(self._chunks, obj)
+
+    def record(self, *, qid: str, retrieved: Iterable[Any], context: Iterable[Any], answer: str | None,
+               context_text: str | Sequence[str] | None = None, citations: Sequence[str] | None = None,
+               config: str | None = None, phase: str | None = None, question: str | None = None,
+               stages: Mapping[str, Iterable[Any]] | None = None, stage_order: Sequence[str] | None = None,
+               abstained: bool | None = None, error: str | None = None, prompt: str | None = None,
+               claims: Mapping[str, Any] | None = None) -> dict:
+        """One request: ``retrieved`` the ranked candidates the reranker read (ids or (id, score);
+        with ``stages`` it may be empty: not recorded), ``context`` what reached the model in prompt
+        order (ids with ``context_text``, or (id, text) pairs), ``answer`` the model's answer.
+        Returns the line written (as a dict)."""
+        ret_ids, ret_scores = _ids_scores(retrieved, "retrieved")
+        ctx = list(context)
+        if ctx and all(isinstance(c, tuple | list) and len(c) == 2 and isinstance(c[1], str) for c in ctx):
+            ctx_ids = _ids_scores([c[0] for c in ctx], "context")[0]
+            texts: str | list[str] = [c[1] for c in ctx] if context_text is None else context_text
+        else:
+            ctx_ids = _ids_scores(ctx, "context")[0]
+            if context_text is None:
+                raise ValueError("context_text: give the literal context, or context as (id, text) pairs")
+            texts = context_text if isinstance(context_text, str) else list(context_text)
+        obj: dict[str, Any] = {"format": FORMAT, "qid": qid}
+        for key, value in (("config", config or self.config), ("phase", phase or self.phase),
+                           ("question", question)):
+            if value is not None:
+                obj[key] = value
+        if ret_ids or not stages:
+            obj["retrieved_ids"] = ret_ids
+            if ret_scores is not None:
+                obj["scores"] = ret_scores
+        obj.update(context_ids=ctx_ids, context_text=texts, answer=answer)
+        if stages:
+            body = {}
+            for name, items in stages.items():
+                ids, scores = _ids_scores(items, f"stages.{name}")
+                body[name] = {"ids": ids} if scores is None else {"ids": ids, "scores": scores}
+            obj["stages"] = body
+        for key, value in (("stage_order", None if stage_order is None else list(stage_order)),
+                           ("citations", None if citations is None else list(citations)),
+                           ("abstained", abstained), ("error", error), ("prompt", prompt),
+                           ("claims", None if claims is None else dict(claims))):
+            if value is not None:
+                obj[key] = value
+        self._write(self._out, obj)
+        return obj

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.layout import CURRENT, Layout, is_interchange, layout_for
 from ledgerscope.ledger.sources import sources_corpus  # noqa: F401 - part of this module's interface
@@ -24,7 +25,7 @@ from ledgerscope.ledger.verify import finished_partitions, oracle_files, verify_
 
 
 def _sql_list(paths: list[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(sql_literal(str(p)) for p in paths) + "]"
 
 
 def connect(ledger: str | Path, con=None):

@@ -19,7 +19,7 @@ from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.analysis.survival import SURVIVAL_STAGES
-from ledgerscope.export.redaction import Redactor, unit_doc
+from ledgerscope.export.redaction import Redactor
 
 CURVE_METRICS = ("support", "answer_correct")
 #: characters of source shown either side of the gold spans at a reversal's boundary
@@ -302,8 +302,3 @@ def _gold_in_context(context: str, spans: list, packed: list[dict], texts: dict[
                 found.add((i, i + len(quote), span.span_id))
                 i = context.find(quote, i + 1)
     return sorted(found)
-
-
-def packed_docs(side: dict) -> list[str]:
-    """The documents of a side's packed units (for the withheld note)."""
-    return sorted({unit_doc(u["unit_id"]) for u in side["packed"]})

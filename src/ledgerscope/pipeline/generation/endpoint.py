@@ -118,9 +118,6 @@ class EndpointGenerator:
 
     # -- HTTP (the shared client, :mod:`.http_json`) --------------------------
 
-    def _key(self) -> str | None:
-        return self.client.key()
-
     def _post(self, path: str, payload: dict, read=lambda data: data) -> tuple[Any, list[str]]:
         def read_object(data: Any) -> Any:
             if not isinstance(data, dict):

@@ -83,12 +83,13 @@ class Recorder:
 
     ``config`` and ``phase`` are the defaults of every record (the arm name the
     ledger shows, and a label for a variant of it); each ``record`` call may
-    override them. ``mode``: ``"x"`` (the default) refuses a file that already
+    override them. ``path`` may be None for a recorder that writes only the chunk store (the
+    LlamaIndex helper's). ``mode``: ``"x"`` (the default) refuses a file that already
     holds lines (a re-run would append duplicates), ``"a"`` appends (a second
     config into the same files), ``"w"`` replaces.
     """
 
-    def __init__(self, path: str | os.PathLike, chunks: str | os.PathLike | None = None,
+    def __init__(self, path: str | os.PathLike | None, chunks: str | os.PathLike | None = None,
                  config: str | None = None, phase: str | None = None, mode: str = "x"):
         if mode not in ("x", "a", "w"):
             raise ValueError(f"mode must be 'x' (new or empty files), 'a' (append) or 'w' (replace), "
@@ -100,7 +101,7 @@ class Recorder:
             for p in paths:
                 _refuse_to_append(p)
         how = "w" if mode == "w" else "a"
-        self._out = open(path, how, encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._out = None if path is None else open(path, how, encoding="utf-8")  # noqa: SIM115 - close()
         self._chunks = None if chunks is None else open(chunks, how, encoding="utf-8")  # noqa: SIM115
         self._seen: set[str] = set()
 
@@ -190,5 +191,7 @@ class Recorder:
                            ("claims", None if claims is None else dict(claims))):
             if value is not None:
                 obj[key] = value
+        if self._out is None:
+            raise ValueError("this recorder was opened without a trace file (only a chunk store)")
         self._write(self._out, obj)
         return obj

@@ -180,7 +180,7 @@ def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None
     for arm in arms:
         mine = [r for r in resolutions if r.chunk.configs is None or arm in r.chunk.configs]
         bad = [r for r in mine if not r.resolved]
-        declared = sum(1 for r in mine if r.chunk.partial)
+        declared = sum(1 for r in mine if arm in r.chunk.partial or "*" in r.chunk.partial)
         out[arm] = (f"not recorded: {partial}" if partial else
                     f"not recorded: the chunk store declares itself partial ({declared} chunk(s) recorded "
                     "because a request retrieved them, not the whole index)" if declared else

@@ -36,8 +36,9 @@ class Chunk:
     prefix: str = ""
     suffix: str = ""
     configs: tuple[str, ...] | None = None  # None: in every config's index
-    #: recorded because a request retrieved it (the store is only part of the index)
-    partial: bool = False
+    #: the configs whose store declared itself partial on this chunk's line(s) ("*": every config): the
+    #: chunk was recorded because a request retrieved it, so the store is only part of their index
+    partial: tuple[str, ...] = ()
 
 
 def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
@@ -94,7 +95,8 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
         return None
     return Chunk(obj["chunk_id"], obj["doc_id"], obj["text"], line, obj.get("start"), obj.get("end"),
                  system, obj.get("version"), obj.get("prefix", ""), obj.get("suffix", ""),
-                 None if configs is None else tuple(configs), obj.get("partial", False))
+                 None if configs is None else tuple(configs),
+                 (tuple(configs) if configs is not None else ("*",)) if obj.get("partial") else ())
 
 
 def read_chunks(path: Path, coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
@@ -147,7 +149,7 @@ def _same_chunk_other_configs(first: Chunk, again: Chunk) -> Chunk | None:
     if not same:
         return None
     configs = tuple(dict.fromkeys((*first.configs, *again.configs)))
-    return replace(first, configs=configs, partial=first.partial or again.partial)
+    return replace(first, configs=configs, partial=tuple(dict.fromkeys((*first.partial, *again.partial))))
 
 
 def chunks_from_bytes(raw: bytes, file: str,

@@ -21,9 +21,10 @@ Declared rules (``docs/ingest_langchain.md`` shows them at work):
   retrieved document whose content a prompt holds, in prompt order; the
   last call's output is the answer;
 * with no model call (an answer step that is a plain function) the answer is
-  the request's output and the context every retrieved document (what the
-  answer step was handed); a request that retrieved nothing and called no
-  model abstained;
+  the request's output, and the context is every retrieved document whose
+  content the input of the last step handed retrieved text holds (what the
+  answer step read), in its order; a request that retrieved nothing and
+  called no model abstained;
 * a request that raised (``on_chain_error``, or its last model call failed) is
   recorded with its ``error``: an infrastructure failure, never judged. A
   problem inside the handler never escapes into LangChain (which would swallow
@@ -69,6 +70,7 @@ class _Request:
         self.answer: str | None = None
         self.llm_error: str | None = None
         self.problems: list[str] = []
+        self.inputs: list[str] = []  # the text handed to each step that started after a retrieval
 
 
 class LedgerscopeCallbackHandler(BaseCallbackHandler):
@@ -187,7 +189,11 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
 
     def on_chain_start(self, serialized, inputs, *, run_id: UUID, parent_run_id: UUID | None = None,
                        metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._guard(run_id, "on_chain_start", self._start, run_id, parent_run_id, metadata, inputs)
+        def work():
+            req = self._start(run_id, parent_run_id, metadata, inputs)
+            if req is not None and req.retrievals:
+                req.inputs.append(_text_of(inputs))
+        self._guard(run_id, "on_chain_start", work)
 
     def on_retriever_start(self, serialized, query, *, run_id: UUID, parent_run_id: UUID | None = None,
                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -332,7 +338,11 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
             context = [(cid, next(str(d.page_content) for c, d in docs if c == cid)) for _, cid in found]
             answer = req.answer
         else:
-            context = [(cid, str(doc.page_content)) for cid, doc in docs]
+            read = next((t for t in reversed(req.inputs) if any(d.page_content and d.page_content in t
+                                                                  for _, d in docs)), "")
+            found = sorted((read.find(doc.page_content), cid) for cid, doc in docs
+                           if doc.page_content and doc.page_content in read)
+            context = [(cid, next(str(d.page_content) for c, d in docs if c == cid)) for _, cid in found]
             answer = _answer(outputs)
             abstained = True if not docs and error is None else None
         error = error or req.llm_error or ("; ".join(req.problems) if req.problems else None)
@@ -372,6 +382,24 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
 
 def _text(value: Any) -> str | None:
     return None if value in (None, "") else str(value)
+
+
+def _text_of(value: Any, depth: int = 0) -> str:
+    """The text a step was handed: strings, documents' content, messages' text, nested in mappings and
+    lists (what an answer step that is a plain function can read)."""
+    if depth > 8:
+        return ""
+    if isinstance(value, str):
+        return value
+    if hasattr(value, "page_content"):
+        return str(value.page_content)
+    if hasattr(value, "content"):
+        return _content(value)
+    if isinstance(value, dict):
+        return "\n\n".join(_text_of(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return "\n\n".join(_text_of(v, depth + 1) for v in value)
+    return ""
 
 
 def _content(message: Any) -> str:

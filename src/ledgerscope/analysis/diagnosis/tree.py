@@ -130,7 +130,7 @@ ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "
 INFRA = "infrastructure-failure"
 #: step 9's name where the answer was not the generator's judgement to blame: a failed request (never
 #: judged) and an unanswerable control that answered are not "answer ignores it"
-_UNSUPPORTED_NAMES = {INFRA: "infrastructure failure (not judged)",
+STEP9_NAMES = {INFRA: "infrastructure failure (not judged)",
                       "control-false-assertion": "control answered (false assertion)"}
 
 
@@ -238,7 +238,7 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if record.get("answerable") is False:
         step, label = _control(record, walk)
         evidence = {"stage": "control", **answer_json(record)}
-        return Diagnosis(step, _UNSUPPORTED_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags),
+        return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags),
                          walk)
 
     gold_status = record.get("gold_status") or "ok"
@@ -262,7 +262,7 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if gold_status == "ok":
         _name_unrecorded(record, evidence, flags)
     label = _oracle_label(label, step, infra, oracle_verdict)
-    step_name = _UNSUPPORTED_NAMES.get(label, step_name) if step == 9 else step_name
+    step_name = STEP9_NAMES.get(label, step_name) if step == 9 else step_name
     flags.extend(_oracle_flags(oracle_verdict, oracle_feasible))
     if oracle_verdict is not None:
         evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}

@@ -231,6 +231,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
                digests: dict[str, str]) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
+    from ledgerscope.ingest.tokens import count_texts
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     chunk_table(con, resolutions, corpus)
@@ -244,7 +245,8 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     verdicts.answer_table(con, fixtures)
     verdicts.citation_table(con, fixtures, texts)
     counter = TokenCounter(opts.tokenizer)
-    verdicts.token_table(con, lambda texts: count_tokens(counter.tokenizer, texts))
+    verdicts.token_table(con, lambda texts: count_texts(
+        counter.tokenizer, texts, lambda part: count_tokens(counter.tokenizer, part)))
     verdicts.context_table(con)
     verdicts.verdict_table(con)
     if not _has_table(con, "_ig_oracle"):

@@ -11,6 +11,8 @@ support, prompt tokens. No network, no model download.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +122,29 @@ def test_compare_pairs_the_configs_and_counts_the_failure(ledger):
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert '"infrastructure_failure": 1' in res.stdout
+    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "compare", str(ledger[0]), "--candidate",
+                          "completion", "--baseline", "chat", "--n-resamples", "200"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "120"})
+    assert "failed requests (infrastructure failures: never judged, outside every answer metric): " \
+           "completion 0, chat 1" in " ".join(res.stdout.split())
+    cited = next(line for line in res.stdout.splitlines() if "cited-ok" in line)
+    assert not re.search(r"\d", cited), cited  # no citations recorded: no figure, never 0.00
+
+
+def test_document_ids_from_a_vector_store_are_not_chunk_ids():
+    """A vector store's random ``Document.id`` changes every run: the derived id is used instead."""
+    from langchain_core.documents import Document
+
+    from ledgerscope.trace.langchain import LedgerscopeCallbackHandler
+    from ledgerscope.trace.spec import derived_chunk_id
+
+    doc = Document(id="5f0c9e1e-uuid", page_content="Refunds are available.",
+                   metadata={"source": "docs/billing.md", "start_index": 70})
+    handler = LedgerscopeCallbackHandler(recorder=None, quiet=True)
+    assert handler.chunk_id(doc) == derived_chunk_id("docs/billing.md", 70, "Refunds are available.")
+    assert LedgerscopeCallbackHandler(recorder=None, use_document_ids=True).chunk_id(doc) == "5f0c9e1e-uuid"
+    doc.metadata["chunk_id"] = "billing#2"
+    assert handler.chunk_id(doc) == "billing#2"
 
 
 def test_a_rerun_into_the_same_files_is_refused(run):

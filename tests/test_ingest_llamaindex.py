@@ -77,6 +77,10 @@ def test_a_model_timeout_is_an_infrastructure_failure(run, ledger):
             assert rec["answer_verdict"] != "infrastructure-failure" and rec["generator_error"] is None, key
             assert rec["answer"] == truth.answer, key
     assert ledger[1].failed == {"completion": 1}
+    rows = _diagnose(ledger[0])
+    for key in lp.FAILS:  # never "answer ignores it": the model never answered
+        assert (rows[key]["step"], rows[key]["label"]) == (9, "infrastructure-failure")
+        assert rows[key]["step_name"] == "infrastructure failure (not judged)"
 
 
 def test_the_context_is_the_nodes_the_synthesizer_read(run, ledger):
@@ -145,6 +149,8 @@ def test_the_postprocessor_is_the_selected_stage(run, ledger):
     assert lost_after, "the corpus should make the postprocessor drop some gold node"
     for key in lost_after:
         assert rows[key]["label"] == "lost-in-steps-7-8", rows[key]
+        detail = rows[key]["walk"][-1]["detail"]
+        assert "; step 7 not recorded, so the loss lies somewhere in steps 7-8" in detail, detail
     assert not any("3-8" in r["label"] for r in rows.values())
 
 

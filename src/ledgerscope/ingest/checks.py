@@ -31,14 +31,15 @@ def unknown_ids(con, store: Iterable[str]) -> list[Problem]:
             SELECT s.tid, s.stage, s."rank", s.chunk_id,
                    row_number() OVER (PARTITION BY s.tid ORDER BY {_ORDER}, s.stage, s."rank") AS k
             FROM _ig_stage s ANTI JOIN _ig_store_ids USING (chunk_id))
-        SELECT t.trace_path, t.trace_line, m.stage, m."rank", m.chunk_id, t.fused_from
+        SELECT t.trace_path, t.trace_line, m.stage, m."rank", m.chunk_id, t.fused_from, t.qid, t.arm
         FROM miss m JOIN _ig_trace t USING (tid) WHERE m.k = 1
         ORDER BY t.tid LIMIT {MAX_PROBLEMS}""").fetchall()
     out = []
-    for path, line, stage, rank, chunk, fused_from in rows:
+    for path, line, stage, rank, chunk, fused_from, qid, arm in rows:
         where = {"fused": fused_from, "packed": "context_ids"}.get(stage) or f"stages.{stage}.ids"
+        request = "" if line is not None else f" (the request of {qid[:60]!r}, config {arm!r})"
         out.append(Problem(path, line, f"{where}[{rank - 1}]",
-                           f"chunk {chunk[:80]!r} is not in the chunk store"))
+                           f"chunk {chunk[:80]!r}{request} is not in the chunk store"))
     return out
 
 

@@ -210,8 +210,7 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
             req = self._request(run_id)
             if req is not None:
                 req.retrievals.append((run_id, list(documents)))
-            if self._request_of.get(run_id) == run_id:  # a retriever run is the request itself
-                self._finish(run_id, None, None)
+            self._finish(run_id, None, None)  # a retriever run that is a request (or a loose run) ends
         self._guard(run_id, "on_retriever_end", work)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -245,8 +244,7 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
                 message = getattr(gen, "message", None)
                 req.answer = gen.text or (_content(message) if message is not None else "")
                 req.llm_error = None
-            if self._request_of.get(run_id) == run_id:
-                self._finish(run_id, None, None)
+            self._finish(run_id, None, None)
         self._guard(run_id, "on_llm_end", work)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -294,7 +292,11 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
             did = self._loose.pop(run_id, False)
             self._forget(run_id)
         if did:
-            self.counts["skipped"] += 1
+            self._count("skipped")
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.counts[what] += 1
 
     def _forget(self, root: UUID) -> None:
         """Drop the run bookkeeping of a finished top-level run (a long-running service stays small)."""
@@ -350,15 +352,15 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
                              context_text=None if context else [], answer=None if error else answer,
                              prompt=prompt, question=req.question, config=req.config, phase=req.phase,
                              abstained=abstained, error=error)
-        self.counts["failed" if error else "recorded"] += 1
+        self._count("failed" if error else "recorded")
 
     def _record_failure(self, req: _Request, message: str) -> None:
         try:
             self.recorder.record(qid=req.qid, retrieved=[], context=[], context_text=[], answer=None,
                                  config=req.config, phase=req.phase, error=message)
-            self.counts["failed"] += 1
+            self._count("failed")
         except Exception as exc:  # the recorder itself failed: counted, said at close()
-            self.counts["not_recorded"] += 1
+            self._count("not_recorded")
             self.notes.append(f"request {req.qid!r} not recorded: {type(exc).__name__}: {exc}")
 
     def close(self) -> dict[str, int]:

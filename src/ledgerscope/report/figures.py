@@ -1,7 +1,7 @@
 """Everything the HTML report shows, gathered from the analysis layer (nothing computed here).
 
 The figures are the ones ``compare`` and ``diagnose`` print: :func:`compare_arms` and
-:func:`decide` for the comparison and the decision, :mod:`..analysis.stats.replicates` for the
+:func:`decide` for the comparison and the decision, :mod:`ledgerscope.analysis.stats.replicates` for the
 bootstrap distributions and per-phase intervals (same draw, same intervals), :func:`survival`
 for the funnel, :func:`ledger_heads` for the steps, :func:`find_reversals` for the
 reversals. What is read directly is what is shown as it is: verdicts per cell, packed contexts,

@@ -1,7 +1,8 @@
 """The cascade's seams: what each stage takes and what it returns, as plain dataclasses.
 
 Modelled on Haystack's components: a stage declares its inputs and outputs, and the
-orchestration (:mod:`ledgerscope.pipeline.run.cascade`) only wires outputs to inputs. Four seams hold replaceable
+orchestration (:mod:`ledgerscope.pipeline.run.cascade`) only wires outputs to inputs. Four seams hold
+replaceable
 components, chosen per arm by configuration kind (:mod:`ledgerscope.pipeline.run.runtime`); each is a
 Protocol, so any object with these methods fits:
 
@@ -12,7 +13,8 @@ Protocol, so any object with these methods fits:
                abstention, cited block labels), plus the token count the budget is measured in
 
 Stages from outside ledgerscope (``kind = "python"`` with ``callable``, or a plugin's entry point,
-:mod:`ledgerscope.pipeline.arm.plugins`) come in one of two shapes. A *class* is instantiated once per arm with the
+:mod:`ledgerscope.pipeline.arm.plugins`) come in one of two shapes. A *class* is instantiated once per arm
+with the
 table's ``options`` and implements the protocol above (``describe`` and ``count_tokens`` may be
 left out). A *function* is called with one request dataclass and returns plain data:
 

@@ -53,6 +53,17 @@ def test_a_wrong_way_import_breaks_the_layers_contract(tmp_path: Path) -> None:
     assert "ledgerscope.common.errors -> ledgerscope.cli.main" in done.stdout, done.stdout
 
 
+MYPY = Path(sys.executable).with_name("mypy")
+
+
+@pytest.mark.skipif(not MYPY.exists(), reason="mypy is in the test extra")
+def test_the_typed_packages_type_check(tmp_path: Path) -> None:
+    """mypy, strict, over the packages pyproject.toml's [tool.mypy] names (rules/, ledger/)."""
+    done = subprocess.run([str(MYPY), "--cache-dir", str(tmp_path / "cache")], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (scipy's), each sorted."""
     from scipy.sparse import coo_array

@@ -182,7 +182,7 @@ def judge_answer(answer: str | None, abstained: bool, fixture: Fixture) -> Answe
     rules = MatchRules.from_contract(contract.match)
     text = answer or ""
     answer_qs = extract_quantities(text)
-    default_hit = bool(contract.default) and matches(text, answer_qs, contract.default, rules)
+    default_hit = bool(contract.default) and matches(text, answer_qs, contract.default or "", rules)
     source = (f" (inferred from span {contract.default_inferred_from!r})"
               if contract.default_inferred_from else "")
     for candidate in (contract.expected, *contract.aliases):

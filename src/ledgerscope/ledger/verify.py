@@ -99,38 +99,33 @@ def manifest_problems(manifest: dict[str, Any], where: str) -> list[Problem]:
             out.append(Problem(where, None, f"{field}.config", "missing or not an object"))
         if "config_digest" in entry and not isinstance(entry["config_digest"], str):
             out.append(Problem(where, None, f"{field}.config_digest", "must be a string"))
-        phases = entry.get("phases")
-        if not isinstance(phases, list) or not phases:
-            out.append(Problem(where, None, f"{field}.phases", "missing or not a non-empty list"))
-            continue
-        labels: set[str] = set()
-        for i, ph in enumerate(phases):
-            ok = (
-                isinstance(ph, dict)
-                and isinstance(ph.get("label"), str)
-                and isinstance(ph.get("offset"), int)
-                and not isinstance(ph.get("offset"), bool)
-            )
-            if not ok:
-                out.append(
-                    Problem(
-                        where,
-                        None,
-                        f"{field}.phases[{i}]",
-                        "must be an object {label: string, offset: integer}",
-                    )
-                )
-            elif PHASE_LABEL.fullmatch(ph["label"]) is None:
-                out.append(
-                    Problem(where, None, f"{field}.phases[{i}]", f"label {ph['label'][:40]!r} names a "
-                            "directory: only letters, digits, '_', '.', '-' (not '.' first)")
-                )
-            elif ph["label"] in labels:
-                out.append(
-                    Problem(where, None, f"{field}.phases[{i}]", f"duplicate label {ph['label']!r}")
-                )
-            else:
-                labels.add(ph["label"])
+        out += _phase_problems(entry.get("phases"), where, field)
+    return out
+
+
+def _phase_problems(phases: Any, where: str, field: str) -> list[Problem]:
+    """An arm's phase list: objects {label, offset}, labels that can name a directory, no repeats."""
+    if not isinstance(phases, list) or not phases:
+        return [Problem(where, None, f"{field}.phases", "missing or not a non-empty list")]
+    out: list[Problem] = []
+    labels: set[str] = set()
+    for i, ph in enumerate(phases):
+        at = f"{field}.phases[{i}]"
+        ok = (
+            isinstance(ph, dict)
+            and isinstance(ph.get("label"), str)
+            and isinstance(ph.get("offset"), int)
+            and not isinstance(ph.get("offset"), bool)
+        )
+        if not ok:
+            out.append(Problem(where, None, at, "must be an object {label: string, offset: integer}"))
+        elif PHASE_LABEL.fullmatch(ph["label"]) is None:
+            out.append(Problem(where, None, at, f"label {ph['label'][:40]!r} names a "
+                               "directory: only letters, digits, '_', '.', '-' (not '.' first)"))
+        elif ph["label"] in labels:
+            out.append(Problem(where, None, at, f"duplicate label {ph['label']!r}"))
+        else:
+            labels.add(ph["label"])
     return out
 
 

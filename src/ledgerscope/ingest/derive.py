@@ -10,7 +10,7 @@ named tokenizer, producer claims compared) is decided once per distinct input
   its stage handed on, so no cutoff is applied to it (``rerank_depth`` and
   ``selection_depth`` are left NULL);
 * a ``support_*`` flag is derived only from recorded stages
-  (:func:`.spec.virtual_recorded`); a stage the trace does not record leaves
+  (:func:`ledgerscope.trace.spec.virtual_recorded`); a stage the trace does not record leaves
   its flag NULL: *not recorded*. ``support_chunked`` is the chunk store (the
   pipeline's index) when it is complete for the config (every chunk resolved,
   and the store not declared partial);

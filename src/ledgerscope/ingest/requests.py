@@ -17,7 +17,8 @@ repeats the question id on every span below the query. Declared rules:
   building: splitters, embeddings) is skipped and counted; what is left beside
   requests (a harness's own parent span) is not a request and is ignored;
 * a span whose parent is not in the export (a partial export) is a root; a
-  span given twice (the same export read twice, a re-run appended) is an error.
+  span given twice (the same export read twice, a re-run appended) and spans
+  whose parents form a cycle are errors.
 
 Pure over :class:`~ledgerscope.ingest.openinference.Span`-shaped objects (a
 ``trace_id``, ``span_id``, ``parent_id``, ``kind``, ``attributes``, ``where``).
@@ -112,7 +113,7 @@ def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = Fal
     outside: dict[str, list[Any]] = {}
     has_request: set[str] = set()
     seen: set[tuple[str, str]] = set()
-    pending = list(by_key.values())  # spans in a parent cycle are reached as roots after the others
+    pending = list(by_key.values())
 
     def walk(start: Any) -> None:
         stack: list[tuple[Any, Request | None]] = [(start, None)]
@@ -141,8 +142,15 @@ def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = Fal
 
     for root in roots:
         walk(root)
-    for sp in pending:
-        walk(sp)
+    cyclic: dict[str, Any] = {}
+    for sp in pending:  # reached from no root: its ancestors loop back to it
+        if (sp.trace_id, sp.span_id) not in seen:
+            cyclic.setdefault(sp.trace_id, sp)
+            walk(sp)
+    for trace_id, sp in cyclic.items():
+        file, line, pos = sp.where
+        problems.append(Problem(file, line, f"{pos}parent_id", f"span {sp.span_id[:40]!r} of trace "
+                                f"{trace_id[:40]!r}: its parent spans form a cycle (no root to group it by)"))
     skipped: Counter = Counter()
     for trace_id, rest in outside.items():
         if any(s.kind in REQUEST_KINDS for s in rest):

@@ -79,12 +79,13 @@ def _messages(span: Any, kind: str) -> list[str]:
 
 
 def doc_id(doc: dict, keys: Any) -> str:
-    """``document.id``, else ``metadata[--id-key]``, else derived from source, start and content
-    (:func:`ledgerscope.trace.spec.derived_chunk_id`, the LangChain handler's rule)."""
-    cid = doc.get("id")
+    """``metadata[--id-key]`` (the pipeline's own chunk id), else ``document.id`` (LlamaIndex's node
+    id), else derived from source, start and content (:func:`ledgerscope.trace.spec.derived_chunk_id`,
+    the LangChain handler's rule)."""
     meta = metadata(doc.get("metadata"))
+    cid = meta.get(keys.chunk)
     if cid in (None, ""):
-        cid = meta.get(keys.chunk)
+        cid = doc.get("id")
     if isinstance(cid, str) and cid:
         return cid
     if isinstance(cid, int | float) and not isinstance(cid, bool):

@@ -129,6 +129,15 @@ def test_compare_pairs_the_configs_and_counts_the_failure(ledger):
            "completion 0, chat 1" in " ".join(res.stdout.split())
     cited = next(line for line in res.stdout.splitlines() if "cited-ok" in line)
     assert not re.search(r"\d", cited), cited  # no citations recorded: no figure, never 0.00
+    html = ledger[0].parent / "report.html"
+    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "report", str(ledger[0]), "--candidate",
+                          "completion", "--baseline", "chat", "--n-resamples", "200", "--out", str(html)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    page = html.read_text()
+    assert "failed requests (infrastructure failures: never judged, outside every answer metric): " \
+           "completion 0, chat 1" in page
+    assert "<td>9 infrastructure failure (not judged)</td><td>0 (0%)</td><td>1 (" in page
 
 
 def test_document_ids_from_a_vector_store_are_not_chunk_ids():

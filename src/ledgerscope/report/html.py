@@ -401,9 +401,13 @@ def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def _footer(data: ReportData) -> str:
     s = data.comparison["settings"]
     m = data.comparison["matching"]
+    sides = [data.comparison[side] for side in ("candidate", "baseline")]
+    failed = [(side["arm"], side.get("counts", {}).get("infrastructure_failure", 0)) for side in sides]
+    failures = ("; failed requests (infrastructure failures: never judged, outside every answer metric): "
+                + ", ".join(f"{esc(arm)} {n}" for arm, n in failed)) if any(n for _, n in failed) else ""
     return (f'<footer><h2>How these figures were made</h2><p class="note">{m["matched_questions"]} matched '
             f'questions, {m["matched_records"]} matched records over phases '
-            f'{esc(", ".join(m["shared_phases"]))}; '
+            f'{esc(", ".join(m["shared_phases"]))}{failures}; '
             f'bootstrap {s["n_resamples"]} x, seed {s["seed"]}, {s["confidence"]:.0%} {esc(s["method"])} '
             f'intervals, resampling unit: {esc(s["resampling_unit"])}. The same numbers as '
             f"<code>ledgerscope compare</code> and <code>ledgerscope diagnose</code> print for this ledger."

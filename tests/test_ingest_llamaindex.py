@@ -65,7 +65,7 @@ def test_every_request_under_the_harness_span_is_one_record(run, ledger):
     assert report.chunked == {"chat": "recorded", "completion": "recorded"}  # the whole index, by the helper
 
 
-def test_a_model_timeout_is_an_infrastructure_failure(run, ledger):
+def test_a_model_timeout_is_an_infrastructure_failure(run, ledger, diagnosed):
     records = _records(ledger)
     for key, truth in run["truth"].items():
         rec = records[key]
@@ -77,7 +77,7 @@ def test_a_model_timeout_is_an_infrastructure_failure(run, ledger):
             assert rec["answer_verdict"] != "infrastructure-failure" and rec["generator_error"] is None, key
             assert rec["answer"] == truth.answer, key
     assert ledger[1].failed == {"completion": 1}
-    rows = _diagnose(ledger[0])
+    rows = diagnosed
     for key in lp.FAILS:  # never "answer ignores it": the model never answered
         assert (rows[key]["step"], rows[key]["label"]) == (9, "infrastructure-failure")
         assert rows[key]["step_name"] == "infrastructure failure (not judged)"
@@ -120,13 +120,19 @@ def test_prompt_tokens_count_the_literal_prompt(run, ledger):
         assert records[key]["prompt_tokens"] == count_tokens(tokenizer, truth.prompts)[0], key
 
 
-def test_an_empty_retrieval_is_a_record_lost_at_retrieval(run, ledger):
+def test_an_empty_retrieval_is_a_record_lost_at_retrieval(run, ledger, diagnosed):
     (key,) = lp.EMPTY
     rec = _records(ledger)[key]
     assert list(rec["packed_unit_ids"]) == [] and rec["support_fused"] is False
     assert rec["abstained"] is True and rec["answer_verdict"] == "abstained"
-    rows = _diagnose(ledger[0])
+    rows = diagnosed
     assert rows[key]["label"] == "lost-in-steps-3-6", rows[key]
+
+
+@pytest.fixture(scope="module")
+def diagnosed(ledger) -> dict[tuple[str, str], dict]:
+    """``diagnose --json`` on the ledger, once for the module."""
+    return _diagnose(ledger[0])
 
 
 def _diagnose(out: Path) -> dict[tuple[str, str], dict]:
@@ -136,12 +142,12 @@ def _diagnose(out: Path) -> dict[tuple[str, str], dict]:
     return {(r["arm"], r["qid"]): r for r in map(json.loads, res.stdout.splitlines())}
 
 
-def test_the_postprocessor_is_the_selected_stage(run, ledger):
+def test_the_postprocessor_is_the_selected_stage(run, ledger, diagnosed):
     """retrieve/_retrieve are one fused list; the postprocessor's output is ``selected``: a loss between
     them is "steps 7-8", never "3-8"."""
     report = ledger[1]
     assert report.recorded == {"chat": ["fused", "packed"], "completion": ["fused", "selected", "packed"]}
-    rows = _diagnose(ledger[0])
+    rows = diagnosed
     lost_after = [k for k, t in run["truth"].items()
                   if k[0] == "completion" and not t.error and fc.QUESTIONS[k[1]][1] is not None
                   and fc.support(k[1], [n[1:] for n in t.retrieved])

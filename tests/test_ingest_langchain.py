@@ -10,6 +10,7 @@ support, prompt tokens. No network, no model download.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -186,3 +187,58 @@ def test_a_document_without_a_source_is_named_by_the_ingest(run, tmp_path):
                           "--corpus", str(run["corpus"]), "--out", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "t.jsonl:1: " in res.stderr and "is not in the chunk store" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def spans(run, tmp_path_factory) -> dict:
+    """The same chains instrumented by OpenInference instead of the handler: the chat config under a
+    harness run (a timeout, an empty retrieval), the model-less config; spans as OTLP JSON."""
+    pytest.importorskip("openinference.instrumentation.langchain")
+    from google.protobuf.json_format import MessageToDict
+    from langchain_core.runnables import RunnableLambda
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    chains = lp.chains(run["split"], [])
+    try:
+        def harness(qids):
+            for qid in qids:
+                with contextlib.suppress(TimeoutError):  # recorded as the request's failure
+                    chains["chat"].invoke(fc.QUESTIONS[qid][0],
+                                          config={"metadata": {"qid": qid, "config": "chat"}})
+        RunnableLambda(harness).invoke(list(fc.QUESTIONS))
+        for qid, (question, *_rest) in fc.QUESTIONS.items():
+            chains["lambda"].invoke(question, config={"metadata": {"qid": qid, "config": "lambda"}})
+    finally:
+        instrumentor.uninstrument()
+    out = tmp_path_factory.mktemp("spans") / "spans.json"
+    out.write_text(json.dumps(MessageToDict(encode_spans(memory.get_finished_spans()))))
+    return {"spans": out}
+
+
+def test_openinference_spans_of_the_same_chains_give_the_same_requests(run, spans, tmp_path):
+    """One record per request under the harness run, the timeout a failure, the model-less step's
+    context what it read; chunk ids derived by the handler's rule, so the handler's store serves."""
+    from ledgerscope.ingest.build import IngestOptions
+    from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
+
+    out = tmp_path / "ledger"
+    report = ingest_spans(IngestOptions([spans["spans"]], run["chunks"], run["fixtures"], out,
+                                        corpus=run["corpus"]), SpanKeys())
+    records = _records(out)
+    assert set(records) == {k for k in run["truth"] if k[0] in ("chat", "lambda")}
+    assert report.failed == {"chat": 1}
+    for key, rec in records.items():
+        truth = run["truth"][key]
+        assert list(rec["packed_unit_ids"]) == [_cid(d) for d in truth.read], key
+        if truth.error:
+            assert rec["answer_verdict"] == "infrastructure-failure", key
+        else:
+            assert rec["answer"] == truth.answer, key

@@ -27,9 +27,11 @@ Declared mapping (per request, see :mod:`.requests` for what a request is):
   description (else the exception event) as ``error``: an infrastructure
   failure, never judged;
 * a request with no model call answers with its root span's output; its
-  context is the last recorded list (what the answer step was handed); when
-  that list is empty (it retrieved nothing, LlamaIndex's "Empty Response") the
-  request abstained, and support is lost at retrieval.
+  context is the documents of the last recorded list whose content the input
+  of the last step handed retrieved text holds (what a plain-function answer
+  step read; the whole list when no step's input shows it); when that list is
+  empty (it retrieved nothing, LlamaIndex's "Empty Response") the request
+  abstained, and support is lost at retrieval.
 """
 
 from __future__ import annotations
@@ -261,6 +263,19 @@ def in_prompt(prompt: str, docs: list[tuple[str, str]]) -> list[str]:
     return [cid for _, cid in sorted(hits)]
 
 
+def _read_by_last_step(spans: list[Any], docs: list[tuple[str, str]]) -> list[str]:
+    """With no model call: the documents whose content the input of the last step handed retrieved
+    text holds (what a plain-function answer step read), in its order; none such, the documents."""
+    retrieved = [s.start for s in spans if s.kind == "RETRIEVER"]
+    after = max(retrieved) if retrieved else ""
+    for sp in sorted((s for s in spans if s.kind not in ("RETRIEVER", "RERANKER") and s.start > after),
+                     key=lambda s: (s.start, s.span_id), reverse=True):
+        text = prompt_of(sp)
+        if any(t and t in text for _, t in docs):
+            return in_prompt(text, docs)
+    return [c for c, _ in docs]
+
+
 def _model_calls(spans: list[Any]) -> list[Any]:
     """The LLM spans with no LLM span below them (LlamaIndex's ``predict`` wraps ``complete``)."""
     by_id = {s.span_id: s for s in spans}
@@ -309,7 +324,7 @@ def request_object(req: Request, keys: Any, docs_out: dict[str, tuple[dict, tupl
             obj["claims"] = {"prompt_tokens": n}
     else:
         last = ids[order[-1]] if order else []
-        context = [c for c in last if c in content]
+        context = _read_by_last_step(spans, [(c, content[c]) for c in last if c in content])
         answer = None if error else _output_text(req.root)
         if not last and not error:
             obj["abstained"] = True

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli import analyse, browse, inputs, records
+from ledgerscope.cli import analyse, browse, gate, inputs, records
 from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.output import console as _console
@@ -210,6 +210,7 @@ app.command()(records.rerun)
 app.command()(records.export)
 app.command("open")(browse.open_ledger)
 app.command()(analyse.report)
+app.command("gate")(gate.gate)
 app.command()(browse.serve)
 
 from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app it joins

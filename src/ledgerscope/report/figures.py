@@ -19,6 +19,7 @@ from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.analysis.survival import SURVIVAL_STAGES
+from ledgerscope.common.paths import shown_path
 from ledgerscope.export.redaction import Redactor, unit_doc
 
 CURVE_METRICS = ("support", "answer_correct")
@@ -73,9 +74,10 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
 
         loaded_rule = load_rule(rule_path)
         decision = decide(loaded_rule, comparison).to_dict()
-        rule = {"path": str(rule_path), "digest": loaded_rule.digest, "description": loaded_rule.description,
+        rule = {"path": shown_path(rule_path), "digest": loaded_rule.digest,
+                "description": loaded_rule.description,
                 "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences]}
-    data = ReportData(str(ledger), load_manifest(ledger), candidate, baseline, settings, comparison,
+    data = ReportData(shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison,
                       decision, rule)
     matched = matched_arms(con, candidate, baseline, base_con, CURVE_METRICS)
     _curves_and_distributions(data, matched)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 
+from ledgerscope.analysis.stats.power import detectable
 from ledgerscope.common.safe_text import safe_line
 from ledgerscope.report.gate_inputs import GateOutcome
 
@@ -71,7 +72,7 @@ def _figures(gate: GateOutcome) -> list[str]:
             e = (diff.get("statistics") or {}).get("mean")
             if not e:
                 continue
-            mdd = (e.get("detectable") or {}).get("mdd")
+            mdd = detectable(diff, "mean")
             rows.append(f"| {md(name)} | {diff.get('n_questions')} | {diff.get('n_units')} | {label} "
                         f"| {_num(e['estimate'])} | [{_num(e['low'])}, {_num(e['high'])}] "
                         f"| {_num(mdd, sign=False)} |")

@@ -54,27 +54,32 @@ def questions_needed(n_questions: int, mdd: float | None, tolerance: float) -> i
     return max(1, math.ceil(n_questions * (mdd / -tolerance) ** 2))
 
 
-def _difference_entries(comparison: dict) -> Iterator[tuple[dict, dict]]:
-    """Every paired difference of a comparison: (its metric's ``difference`` block, one statistic)."""
+def _differences(comparison: dict) -> Iterator[dict]:
+    """Every paired difference block of a comparison (stress sets and their segments)."""
     for block in (comparison.get("stress_sets") or {}).values():
         for scope in (block, *((block.get("segments") or {}).values())):
             for metric in (scope.get("metrics") or {}).values():
-                diff = metric.get("difference")
-                for entry in ((diff or {}).get("statistics") or {}).values():
-                    yield diff, entry
+                if metric.get("difference"):
+                    yield metric["difference"]
 
 
 def annotate(comparison: dict, power: float = POWER) -> dict:
-    """Add ``detectable`` (MDD, power, confidence, questions, clusters) beside every paired
-    difference of a :func:`..compare.compare_arms` result, in place; returns it."""
+    """Beside every paired difference of a :func:`..compare.compare_arms` result, in place:
+    ``difference["detectable"][statistic] = {mdd, power, confidence, n_questions, n_clusters}``
+    (``statistics`` stays exactly the bootstrap's). Returns the comparison."""
     confidence = float((comparison.get("settings") or {}).get("confidence", 0.95))
-    for diff, entry in _difference_entries(comparison):
-        entry["detectable"] = {
-            "mdd": minimum_detectable(entry.get("standard_error"), confidence, power),
-            "power": power, "confidence": confidence,
-            "n_questions": diff.get("n_questions"), "n_clusters": diff.get("n_units"),
-        }
+    for diff in _differences(comparison):
+        diff["detectable"] = {
+            stat: {"mdd": minimum_detectable(entry.get("standard_error"), confidence, power),
+                   "power": power, "confidence": confidence,
+                   "n_questions": diff.get("n_questions"), "n_clusters": diff.get("n_units")}
+            for stat, entry in (diff.get("statistics") or {}).items()}
     return comparison
+
+
+def detectable(difference: dict | None, statistic: str = "mean") -> float | None:
+    """The MDD :func:`annotate` put beside one statistic of a difference (None if none)."""
+    return (((difference or {}).get("detectable") or {}).get(statistic) or {}).get("mdd")
 
 
 def _entry(comparison: dict, stress_set: str, metric: str, statistic: str) -> tuple[dict | None, dict | None]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+from ledgerscope.analysis.stats.power import detectable
 from ledgerscope.analysis.survival import SURVIVAL_STAGES
 from ledgerscope.common.paths import shown_path
 from ledgerscope.export.redaction import Redactor, unit_doc
@@ -119,8 +120,10 @@ def _curves_and_distributions(data: ReportData, matched) -> None:
             if dist is None:
                 continue
             check = checks.get((stress_set, f"{key}.{statistic}")) if key else None
+            diff = data.comparison["stress_sets"][stress_set]["metrics"][metric]["difference"]
             data.distributions.append({**dist, "stress_set": stress_set, "limit": limit,
-                                       "status": check["status"] if check else None})
+                                       "status": check["status"] if check else None,
+                                       "mdd": detectable(diff, statistic)})
 
 
 def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> None:

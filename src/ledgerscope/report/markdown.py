@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from ledgerscope.analysis.stats.power import detectable
+from ledgerscope.analysis.stats.power import detectable, headline
 from ledgerscope.common.safe_text import safe_line
 from ledgerscope.report.gate_inputs import GateOutcome
 
@@ -83,7 +83,10 @@ def markdown_summary(gate: GateOutcome) -> str:
     """The whole summary as Markdown text."""
     d = gate.decision
     base = f"ledger {code(gate.baseline_ledger)}" if gate.baseline_ledger else "the same ledger"
-    head = [f"## Release gate: {_OUTCOME.get(d['outcome'], md(d['outcome']))}", "",
+    title = _OUTCOME.get(d["outcome"], md(d["outcome"]))
+    if headline(d) != d["outcome"].upper():  # an ACCEPT below the minimum detectable difference
+        title = "⚠️ " + md(headline(d))
+    head = [f"## Release gate: {title}", "",
             f"**{md(gate.candidate)}** (candidate, ledger {code(gate.ledger)}) against "
             f"**{md(gate.baseline)}** (baseline, {base}); rule {code(gate.rule)} ({code(d['rule_digest'])}); "
             f"exit status {gate.exit_code} ({code('--fail-on ' + gate.fail_on)})."]

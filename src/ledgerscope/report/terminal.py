@@ -166,6 +166,8 @@ def _interval(stat: dict, digits: int) -> str:
 def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
     """The comparison as terminal renderables: a settings line, per stress set its metric table
     (and segment table), then the release decision when one was made."""
+    from ledgerscope.analysis.stats.power import headline
+
     cand, base = comparison["candidate"]["arm"], comparison["baseline"]["arm"]
     settings = comparison["settings"]
     m = comparison["matching"]
@@ -188,7 +190,7 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
             yield _segment_table(set_name, segs)
     if decision is not None:
         yield Text(
-            f"release decision: {decision['outcome'].upper()}  (rule {decision['rule_digest']})",
+            f"release decision: {headline(decision)}  (rule {decision['rule_digest']})",
             style="bold",
         )
         for reason in decision["reasons"]:

@@ -190,9 +190,11 @@ def _decision_tail(decision: Mapping | None, note: str, palette: Palette) -> Tex
     """The release decision (when a rule was given) with its reasons, and the comparison's note."""
     tail = Text()
     if decision is not None:
-        outcome = str(decision.get("outcome", "")).upper()
+        from ledgerscope.analysis.stats.power import headline
+
         tail.append(
-            f"\nrelease decision: {outcome}", style=pick(palette, "pass" if outcome == "ACCEPT" else "fail")
+            f"\nrelease decision: {lit(headline(dict(decision)))}",
+            style=pick(palette, "pass" if headline(dict(decision)) == "ACCEPT" else "fail"),
         )
         tail.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
         for reason in decision.get("reasons", []):

@@ -144,3 +144,15 @@ def too_small_reason(found: Sequence[tuple[Check, dict]], becomes: str) -> str:
             f"tolerance below the minimum detectable difference (worst: {c.stress_set} {c.tolerance}, "
             f"tolerance {abs(p['tolerance']):.4f} < MDD {p['mdd']:.4f} at {p['power']:.0%} power; "
             f"{p['questions_needed']} questions needed): {what} (rule key underpowered_is_inconclusive)")
+
+
+#: the tolerance name of the check a decision carries when its ACCEPT rests on tolerances below the MDD
+UNDERPOWERED = "underpowered_is_inconclusive"
+
+
+def headline(decision: dict) -> str:
+    """The decision's outcome as a headline: an ACCEPT below the MDD is never shown as a clean pass."""
+    outcome = str(decision.get("outcome", "")).upper()
+    if outcome == "ACCEPT" and any(c.get("tolerance") == UNDERPOWERED for c in decision.get("checks", [])):
+        return "ACCEPT, but the run is too small to show the candidate is safe"
+    return outcome

@@ -81,7 +81,7 @@ clean pass: it becomes ``collect-more-evidence`` (``underpowered_is_inconclusive
 
 from __future__ import annotations
 
-from ledgerscope.analysis.stats.power import too_small_reason, underpowered_passes, with_power
+from ledgerscope.analysis.stats.power import UNDERPOWERED, too_small_reason, underpowered_passes, with_power
 from ledgerscope.analysis.stats.release_rule import (  # re-exported: the public names live here too
     FORMAT,
     OUTCOMES,
@@ -273,7 +273,7 @@ def decide(rule: Rule, comparison: dict) -> Decision:
     ranked = sorted(with_power(rule, comparison, checks), key=lambda c: order[c.status])
     if outcome == "accept" and (small := underpowered_passes(rule, comparison, checks)):
         outcome = "collect-more-evidence" if rule.underpowered_is_inconclusive else "accept"
-        ranked.insert(0, Check("-", "underpowered_is_inconclusive", "-",
+        ranked.insert(0, Check("-", UNDERPOWERED, "-",
                                "inconclusive" if outcome != "accept" else "pass",
                                too_small_reason(small, outcome)))
     return Decision(outcome, [c.reason for c in ranked], rule.digest, ranked)

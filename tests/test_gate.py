@@ -190,3 +190,46 @@ def test_junit_and_markdown_escape_untrusted_text():
     assert "\x1b" not in xml and "\\x1b" in xml and "<script>" not in xml and "\\u202e" in xml
     md = markdown_summary(gate)
     assert "<script>" not in md and "![x](" not in md and "\\|" in md and "\x1b" not in md
+
+
+def test_compare_writes_junit_and_summary_only_with_a_rule(sample_ledger, tmp_path):
+    arms = ["--candidate", "candidate", "--baseline", "baseline"]
+    strict = _rule(tmp_path, "strict.toml", -0.02)
+    res = _compare(sample_ledger, arms, strict, "--junit", str(tmp_path / "j" / "junit.xml"),
+                   "--summary", str(tmp_path / "s.md"))
+    assert res.exit_code == EXIT_REJECT
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "j" / "junit.xml"))
+    assert [c.name for s in xml if s.name == "release-rule" for c in s] == ["max_support_loss.mean"]
+    assert "## Release gate: ❌ REJECT" in (tmp_path / "s.md").read_text(encoding="utf-8")
+    res = runner.invoke(app, ["compare", str(sample_ledger), *arms, "--junit", str(tmp_path / "x.xml")])
+    assert res.exit_code == 2 and "need --rule" in res.output and not (tmp_path / "x.xml").exists()
+
+
+def test_gate_plans_only_the_missing_sweeps(tmp_path):
+    from ledgerscope.cli.gate_sweep import plan_sweeps
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.arm.config import load_arm
+
+    fixtures, corpus = load_fixtures(SAMPLES / "fixtures.jsonl", load_corpus(SAMPLES / "corpus"))
+    cand, base = (load_arm(SAMPLES / "arms" / f"{n}.toml") for n in ("candidate", "baseline"))
+    ledger = SAMPLES / "quillstack" / "ledger"
+    assert plan_sweeps(ledger, cand, base, None, fixtures, corpus).runs == []  # complete: nothing runs
+    plan = plan_sweeps(tmp_path / "new", cand, base, ledger, fixtures, corpus)  # the baseline reused
+    assert [(out, [a.name for a in arms]) for out, arms in plan.runs] == [(tmp_path / "new", ["candidate"])]
+    assert any("its manifest matches, reused" in n for n in plan.notes)
+    plan = plan_sweeps(tmp_path / "new", cand, base, tmp_path / "base", fixtures, corpus)  # no baseline yet
+    assert [(out, [a.name for a in arms]) for out, arms in plan.runs] == [
+        (tmp_path / "base", ["baseline"]), (tmp_path / "new", ["candidate"])]
+
+
+def test_gate_over_an_existing_ledger_takes_the_arm_names_from_the_rule(tmp_path):
+    """No fixtures, no arm files: the ledger must exist and the rule names the arms (the sample's
+    rule: candidate and baseline)."""
+    (tmp_path / "ledger").symlink_to(SAMPLES / "quillstack" / "ledger", target_is_directory=True)
+    res = runner.invoke(app, ["gate", "--rule", str(RULE), "--ledger", str(tmp_path / "ledger"),
+                              "--out", str(tmp_path / "out"), "--quiet", "--fail-on", "never"])
+    assert res.exit_code == 0 and "release decision: REJECT" in res.output, res.output
+    res = runner.invoke(app, ["gate", "--rule", str(RULE), "--ledger", str(tmp_path / "none"),
+                              "--out", str(tmp_path / "out2")])
+    assert res.exit_code == 2 and "no ledger here" in res.output

@@ -62,3 +62,41 @@ def test_mdd_arithmetic():
     assert questions_needed(40, 0.08, 0.0) is None
     with pytest.raises(ValueError):
         z_sum(1.0)
+
+
+def _comparison(estimate: float, se: float, n: int = 40) -> dict:
+    z = 1.959964
+    entry = {"estimate": estimate, "low": estimate - z * se, "high": estimate + z * se, "standard_error": se}
+    diff = {"n_questions": n, "n_units": 12, "statistics": {"mean": entry}}
+    comparison = {"format": "ledgerscope-comparison/1",
+                  "settings": {"confidence": 0.95, "n_resamples": 10000, "seed": 0},
+                  "candidate": {"arm": "c"}, "baseline": {"arm": "b"},
+                  "stress_sets": {"representative": {"metrics": {"support": {"difference": diff}}}}}
+    from ledgerscope.analysis.stats.power import annotate
+
+    return annotate(comparison)
+
+
+def _decide(tmp_path, tolerance: float, comparison: dict, extra: str = "") -> dict:
+    from ledgerscope.analysis.stats.release import decide, load_rule
+
+    path = tmp_path / "rule.toml"
+    path.write_text(f"{extra}max_support_loss = {{ mean = {tolerance} }}\n", encoding="utf-8")
+    return decide(load_rule(path), comparison).to_dict()
+
+
+def test_a_pass_below_the_mdd_is_not_a_clean_accept(tmp_path):
+    from ledgerscope.analysis.stats.power import headline
+
+    comparison = _comparison(0.0, 0.01)  # MDD 0.028; the interval [-0.0196, 0.0196]
+    clean = _decide(tmp_path, -0.05, comparison)
+    assert clean["outcome"] == "accept" and headline(clean) == "ACCEPT"
+    assert "detectable at 80% power: 0.0280 with 40 questions in 12 clusters" in clean["reasons"][0]
+    small = _decide(tmp_path, -0.02, comparison)
+    assert small["outcome"] == "collect-more-evidence"
+    assert small["checks"][0]["tolerance"] == "underpowered_is_inconclusive"
+    assert "79 questions needed" in small["reasons"][0]  # 40 * (0.028016 / 0.02)^2 = 78.5, rounded up
+    lenient = _decide(tmp_path, -0.02, comparison, "underpowered_is_inconclusive = false\n")
+    assert lenient["outcome"] == "accept" and headline(lenient).startswith("ACCEPT, but the run is too small")
+    assert comparison["stress_sets"]["representative"]["metrics"]["support"]["difference"]["detectable"][
+        "mean"]["mdd"] == pytest.approx(0.028016, abs=1e-5)

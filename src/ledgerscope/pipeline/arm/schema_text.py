@@ -138,23 +138,22 @@ def _type(info: Any) -> str:
 
 
 def _allowed(info: Any) -> str:
+    """The values a key accepts, in words (its choices, its range, its single-value check)."""
     extra = schema.meta(info)
     if typing.get_origin(info.annotation) is typing.Literal:
-        return " \\| ".join(f"`{c}`" for c in typing.get_args(info.annotation))
+        return " | ".join(f"`{c}`" for c in typing.get_args(info.annotation))
     if extra.get("seam"):
-        return " \\| ".join(f"`{c}`" for c in extra.get("choices", ())) + " \\| a plugin's kind"
+        return " | ".join(f"`{c}`" for c in extra.get("choices", ())) + " | a plugin's kind"
     if extra.get("allowed"):
         return extra["allowed"]
     found = [schema.ALLOWED[m] for m in info.metadata if m in schema.ALLOWED]
-    bounds = {type(m).__name__: next(iter(vars(m).values())) for m in info.metadata
-              if type(m).__name__ in ("Ge", "Le")}
-    if "Ge" in bounds and "Le" in bounds:
-        found.append(f"{bounds['Ge']} to {bounds['Le']}")
-    elif "Ge" in bounds:
-        found.append(f">= {bounds['Ge']}")
-    if _type(info) in ("integer", "number"):
-        found.append("finite" if _type(info) == "number" else "")
-    return ", ".join(f for f in found if f)
+    low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+    high = next((m.le for m in info.metadata if hasattr(m, "le")), None)
+    if low is not None and high is not None:
+        found.append(f"{low} to {high}")
+    elif low is not None:
+        found.append(f">= {low}")
+    return ", ".join(found)
 
 
 def _default_cell(info: Any) -> str:
@@ -185,7 +184,9 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
         if sub is not None and not schema.meta(info).get("inline"):
             continue
         cells = [f"`{prefix}{name}`", _type(info), _default_cell(info), _allowed(info), _notes(info)]
-        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\\\\|", "\\|") for c in cells) + " |")
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        if sub is not None:  # an inline table: its keys too
+            rows.extend(_rows(sub, f"{prefix}{name}."))
     return rows
 
 

@@ -300,6 +300,8 @@ class Generator(_Table):
 
     kind: str = key("extractive", "extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP) | "
                     "python | a plugin kind", seam="generator", choices=("extractive", "endpoint", "python"))
+    # the reader's two abstention defaults come from the trade-off curve in docs/benchmarks.md
+    # (scripts/bench_reader.py): oracle correct rate against false assertions on unanswerable controls
     abstain_threshold: float = key(0.3, "extractive reader: abstain when the best sentence scores below "
                                    "this", ge=0, le=1)
     abstain_margin: float = key(0.06, "... or when it leads the next best by less than this (a merely "

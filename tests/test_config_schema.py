@@ -126,7 +126,8 @@ def test_setting_reads_the_arm_else_the_schema_default():
     cfg = arm_from_dict({"embedding": {"timeout": 5}})
     assert cfg.setting("embedding.timeout") == 5
     assert cfg.setting("embedding.retries") == 2 and cfg.setting("generator.retries") == 1
-    assert cfg.setting("retrieval.hnsw.M") == 16
+    assert cfg.setting("retrieval.hnsw.M") == 16 and cfg.setting("capacity") == 96
+    assert arm_from_dict({"capacity": 32}).setting("capacity") == 32
     with pytest.raises(KeyError):
         cfg.setting("embedding.nope")
 

@@ -98,14 +98,15 @@ class ArmConfig:
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
     def setting(self, path: str) -> Any:
-        """The value of ``path`` (``"embedding.timeout"``): as the arm sets it, else the schema's default."""
-        *parents, key = path.split(".")
-        table: Any = self
-        for name in parents:
-            table = getattr(table, name) if table is self else table.get(name, {})
-        if isinstance(table, dict) and key in table:
-            return table[key]
-        return schema.default_of(path)
+        """The value of ``path`` (``"embedding.timeout"``): as the arm sets it, else the schema's default
+        (KeyError for a key the schema does not define)."""
+        first, *rest = path.split(".")
+        value = getattr(self, first) if first in self.__dataclass_fields__ else None
+        for name in rest:
+            if not isinstance(value, dict) or name not in value:
+                return schema.default_of(path)
+            value = value[name]
+        return value if first in self.__dataclass_fields__ else schema.default_of(path)
 
     # convenience accessors ---------------------------------------------
     @property
@@ -152,8 +153,11 @@ def load_arm(path: str | Path) -> ArmConfig:
         return arm_from_dict(data, str(path))
     except InputError as exc:
         lines = key_lines(text)
-        raise InputError([replace(p, line=line_of(lines, p.field)) if p.file == str(path) else p
-                          for p in exc.problems]) from None
+        located = [replace(p, line=line_of(lines, p.field)) if p.file == str(path) else p
+                   for p in exc.problems]
+        # in the order of the file (problems of keys it does not write, without a line, last)
+        located.sort(key=lambda p: (p.line is None, p.line or 0))
+        raise InputError(located) from None
 
 
 def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:

@@ -207,7 +207,7 @@ class Embedding(_Table):
     tokenizer: str = key("", "chunk offsets and budget counting: a Hugging Face tokenizer name or path "
                          "(\"\": the model's own; with an endpoint, the bundled MiniLM's)", optional=True)
     device: Device = key(
-        "cpu", "where the model runs: cpu | auto | cuda | mps (recorded, not part of the digest)",
+        "cpu", "where the model runs: cpu | auto | cuda | mps (recorded in the manifest)",
         optional=True, digest=False)
 
 
@@ -224,7 +224,7 @@ class Slot(_Table):
     """A production retriever slot, replaceable: ``kind = "python"`` with ``callable``, or a plugin kind."""
 
     kind: str = key("", "bm25 | hnsw | exact | python | a plugin kind", optional=True, seam="retriever",
-                    example="python",
+                    example="python", shown="bm25 in lexical, hnsw in ann",
                     choices=("bm25", "hnsw", "exact", "python"))
     callable: str = key("", "kind = \"python\": RetrievalRequest -> list of ScoredUnit", optional=True,
                         example="package.module:function", kinds="python")
@@ -372,13 +372,13 @@ class Arm(_Table):
         "the distractors reaching candidate lists at the base phase", later=True)
     chunker: Chunker = table(Chunker, "how documents are cut into units")
     embedding: Embedding = table(Embedding, "the embedding model")
-    retrieval: Retrieval = table(Retrieval, "the retrievers")
-    fusion: Fusion = table(Fusion, "the fusion of the candidate lists")
+    retrieval: Retrieval = table(Retrieval, "the three retrievers")
+    fusion: Fusion = table(Fusion, "how the lexical and dense candidate lists are fused")
     rerank: Rerank = table(Rerank, "the reranker")
-    selection: Selection = table(Selection, "selection and packing")
+    selection: Selection = table(Selection, "what reaches the generator")
     generator: Generator = table(Generator, "the answer")
     judge: Judge = table(Judge, "answer verdicts", later=True)
-    access: Access = table(Access, "access control")
+    access: Access = table(Access, "what the reader of this arm may see")
 
 
 

@@ -190,15 +190,25 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
     return rows
 
 
-def _sections(model: type[BaseModel], path: str) -> list[str]:
+def _sections(model: type[BaseModel], path: str, info: Any = None) -> list[str]:
     title = f"`[{path}]`" if path else "Top level"
-    out = [f"### {title}", "", _plain(model.__doc__ or ""), "",
+    intro = _plain(model.__doc__ or "")
+    if info is not None:
+        extra = schema.meta(info)
+        optional = "An optional table: absent unless the arm writes it."
+        notes = [n for n, on in ((optional, extra.get("optional")),
+                                 ("Left out of the digest while it holds its defaults.", extra.get("later")))
+                 if on]
+        said = info.description.lower() in intro.lower()  # a table's own docstring usually says it
+        lead = [] if said else [f"{info.description[:1].upper()}{info.description[1:]}."]
+        intro = " ".join([*lead, intro, *notes])
+    out = [f"### {title}", "", intro, "",
            "| key | type | default | allowed | what it does |", "| --- | --- | --- | --- | --- |",
            *_rows(model, f"{path}." if path else ""), ""]
-    for name, info in model.model_fields.items():
-        sub = schema.submodel(info)
-        if sub is not None and not schema.meta(info).get("inline"):
-            out.extend(_sections(sub, f"{path}.{name}" if path else name))
+    for name, sub_info in model.model_fields.items():
+        sub = schema.submodel(sub_info)
+        if sub is not None and not schema.meta(sub_info).get("inline"):
+            out.extend(_sections(sub, f"{path}.{name}" if path else name, sub_info))
     return out
 
 

@@ -198,3 +198,11 @@ after = 1
     lines = key_lines(text)
     assert line_of(lines, "retrieval.hnsw.ef_search") == 12
     assert line_of(lines, "rerank.model") is None
+
+
+def test_the_readme_shows_the_schema_defaults():
+    """README's "Arm configuration" block is documentation, not a definition: it shows the defaults."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Arm configuration"):]
+    block = tomllib.loads(re.search(r"```\n(.*?)```", section, re.S).group(1))
+    assert block and all(value == schema.default_of(name) for name, value in block.items()), block

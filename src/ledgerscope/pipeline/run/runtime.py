@@ -76,8 +76,8 @@ def token_encoder(cfg: ArmConfig, encoder: Any) -> Any:
     """The model whose token vectors the reader uses: the arm's own, or (endpoint) a local one."""
     if getattr(encoder, "token_vectors", True):
         return encoder
-    return shared_encoder(cfg.generator.get("reader_model") or BUNDLED_MINILM,
-                          int(cfg.embedding.get("batch_size", 64)))
+    return shared_encoder(cfg.setting("generator.reader_model") or BUNDLED_MINILM,
+                          int(cfg.setting("embedding.batch_size")))
 
 
 def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
@@ -106,15 +106,16 @@ def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) 
 
 
 def bm25_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict, top_n: int) -> Retriever:
-    r = cfg.retrieval
-    return BM25Retriever(top_n, float(r.get("bm25_k1", 1.5)), float(r.get("bm25_b", 0.75)))
+    s = cfg.setting  # the arm's value, else the schema's default
+    return BM25Retriever(top_n, float(s("retrieval.bm25_k1")), float(s("retrieval.bm25_b")))
 
 
 def hnsw_slot_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict,
                         top_n: int) -> Retriever:
-    hnsw = cfg.retrieval.get("hnsw", {})
-    return hnsw_retriever(encoder, top_n, int(hnsw.get("M", 16)), int(hnsw.get("ef_construction", 200)),
-                          int(hnsw.get("ef_search", 64)), int(hnsw.get("seed", 0)))
+    s = cfg.setting  # the arm's value, else the schema's default
+    return hnsw_retriever(encoder, top_n, int(s("retrieval.hnsw.M")),
+                          int(s("retrieval.hnsw.ef_construction")), int(s("retrieval.hnsw.ef_search")),
+                          int(s("retrieval.hnsw.seed")))
 
 
 def exact_slot_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict,
@@ -139,8 +140,8 @@ def build_retrievers(cfg: ArmConfig, encoder: Any, counter: TokenCounter | None 
     for slot, default, depth in (("lexical", "bm25", "bm25_top_n"), ("ann", "hnsw", "ann_top_n")):
         table = r.get(slot) if isinstance(r.get(slot), dict) else {}
         factory = _choose("retriever", RETRIEVERS, f"retrieval.{slot}", table.get("kind"), default)
-        slots.append(factory(cfg, encoder, counter, table, int(r.get(depth, 50))))
-    return Retrievers(slots[0], exact_retriever(encoder, int(r.get("dense_top_n", 50))), slots[1])
+        slots.append(factory(cfg, encoder, counter, table, int(cfg.setting(f"retrieval.{depth}"))))
+    return Retrievers(slots[0], exact_retriever(encoder, int(cfg.setting("retrieval.dense_top_n"))), slots[1])
 
 
 def _choose(seam: str, table: dict, section: str, kind: str | None, default: str) -> Callable[..., Any]:
@@ -286,7 +287,7 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
     if emb.get("kind") == "endpoint":
         encoder = endpoint_embedder(cfg, embedders)
     else:
-        batch = int(emb.get("batch_size", 64))
+        batch = int(cfg.setting("embedding.batch_size"))
         device = emb.get("device")
         encoder = (encoder_factory(emb.get("model"), batch, device=device) if device
                    else encoder_factory(emb.get("model"), batch))

@@ -1,10 +1,11 @@
 """What an arm with an external chunker declares, checked before anything loads.
 
 The kinds ``langchain``, ``llamaindex``, ``chonkie`` and ``python`` hand the cutting to a splitter
-ledgerscope does not own (:mod:`.splitters` builds them, :mod:`.external` verifies what they
-return). This module holds what the configuration needs without importing any of them: which
-``[chunker]`` keys apply to which kind (the keys themselves, their types and ranges are
-:mod:`.schema`'s), that the splitter or callable named exists, and the phase span.
+ledgerscope does not own (:mod:`ledgerscope.pipeline.chunking.splitters` builds them,
+:mod:`ledgerscope.pipeline.chunking.external` verifies what they return). This module holds what
+the configuration needs without importing any of them: which ``[chunker]`` keys apply to which kind
+(the keys themselves, their types and ranges are :mod:`.schema`'s), that the splitter or callable
+named exists, and the phase span.
 
 The phase rule (recorded in the manifest): **phase p forces one cut at token p of each document (by
 the arm's tokenizer) and runs the splitter separately on each side; phase 0 is the unperturbed

@@ -43,16 +43,16 @@ DEVICES = ("cpu", "auto", "cuda", "mps")
 
 def key(default: Any, doc: str, *, ge: float | None = None, le: float | None = None, optional: bool = False,
         later: bool = False, digest: bool = True, seam: str | None = None, example: Any = None,
-        shown: str | None = None, choices: tuple[str, ...] | None = None, kinds: str | None = None,
-        type_message: str | None = None, item_message: str | None = None, allowed: str | None = None) -> Any:
+        shown: str | None = None, kinds: str | None = None, type_message: str | None = None,
+        item_message: str | None = None, allowed: str | None = None) -> Any:
     """One setting: ``default`` is what the code uses when the key is absent; ``example`` is the value
     ``config default`` shows for an optional key (its default when None); ``shown`` replaces a long
-    default in the docs; ``choices`` documents a seam's built-in kinds; ``kinds`` says which stage
-    kinds read the key; ``type_message`` / ``item_message`` replace the generic message for a value
-    (or a list item) of the wrong type; ``allowed`` says in words what a checked value may be."""
+    default in the docs; ``seam`` names the table of kinds (:mod:`.kinds`) the value must be one of;
+    ``kinds`` says which stage kinds read the key; ``type_message`` / ``item_message`` replace the
+    generic message for a value (or a list item) of the wrong type; ``allowed`` says in words what a
+    checked value may be."""
     given = {"optional": optional, "later": later, "seam": seam, "example": example, "shown": shown,
-             "choices": choices, "kinds": kinds, "type_message": type_message, "item_message": item_message,
-             "allowed": allowed}
+             "kinds": kinds, "type_message": type_message, "item_message": item_message, "allowed": allowed}
     extra = {"digest": digest, **{k: v for k, v in given.items() if v not in (None, False)}}
     return Field(default, description=doc, ge=ge, le=le, json_schema_extra=extra)
 
@@ -154,8 +154,7 @@ class Chunker(_Table):
     entry point in ``ledgerscope.stages``) take their keyword arguments in ``options`` too."""
 
     kind: str = key("token", "token | sentence (whole sentences packed up to capacity) | langchain | "
-                    "llamaindex | chonkie | python (external splitters) | a plugin kind", seam="chunker",
-                    choices=("token", "sentence", "langchain", "llamaindex", "chonkie", "python"))
+                    "llamaindex | chonkie | python (external splitters) | a plugin kind", seam="chunker")
     splitter: str = key("", "the splitter class (llamaindex: SentenceSplitter, TokenTextSplitter; chonkie: "
                         "TokenChunker, SentenceChunker, RecursiveChunker)", optional=True,
                         example="RecursiveCharacterTextSplitter", kinds=_EXTERNAL)
@@ -224,8 +223,7 @@ class Slot(_Table):
     """A production retriever slot, replaceable: ``kind = "python"`` with ``callable``, or a plugin kind."""
 
     kind: str = key("", "bm25 | hnsw | exact | python | a plugin kind", optional=True, seam="retriever",
-                    example="python", shown="bm25 in lexical, hnsw in ann",
-                    choices=("bm25", "hnsw", "exact", "python"))
+                    example="python", shown="bm25 in lexical, hnsw in ann")
     callable: str = key("", "kind = \"python\": RetrievalRequest -> list of ScoredUnit", optional=True,
                         example="package.module:function", kinds="python")
     options: dict = key({}, "passed to the callable or plugin", optional=True)
@@ -265,8 +263,7 @@ class Rerank(_Table):
     ``none``: MaxSim needs the embedding model's token vectors)."""
 
     kind: str = key("maxsim", "maxsim (late interaction over the embedding model's tokens) | cross-encoder "
-                    "| none | endpoint (POST /v1/rerank) | python | a plugin kind", seam="reranker",
-                    choices=("maxsim", "cross-encoder", "none", "endpoint", "python"))
+                    "| none | endpoint (POST /v1/rerank) | python | a plugin kind", seam="reranker")
     model: str = key("", "cross-encoder name or path (kind = \"cross-encoder\"); endpoint: the server's "
                      "model")
     selection_depth: int = key(10, "the reranked list is cut here before selection", ge=0)
@@ -299,7 +296,7 @@ class Generator(_Table):
     """The answer: the embedded extractive reader, or any OpenAI-compatible chat server."""
 
     kind: str = key("extractive", "extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP) | "
-                    "python | a plugin kind", seam="generator", choices=("extractive", "endpoint", "python"))
+                    "python | a plugin kind", seam="generator")
     # the reader's two abstention defaults come from the trade-off curve in docs/benchmarks.md
     # (scripts/bench_reader.py): oracle correct rate against false assertions on unanswerable controls
     abstain_threshold: float = key(0.3, "extractive reader: abstain when the best sentence scores below "

@@ -142,8 +142,10 @@ def _allowed(info: Any) -> str:
     extra = schema.meta(info)
     if typing.get_origin(info.annotation) is typing.Literal:
         return " | ".join(f"`{c}`" for c in typing.get_args(info.annotation))
-    if extra.get("seam"):
-        return " | ".join(f"`{c}`" for c in extra.get("choices", ())) + " | a plugin's kind"
+    if extra.get("seam"):  # the built-in kinds (.kinds, the one place a kind is named) or a plugin's
+        from ledgerscope.pipeline.arm.kinds import TABLES
+
+        return " | ".join(f"`{c}`" for c in TABLES[extra["seam"]]) + " | a plugin's kind"
     if extra.get("allowed"):
         return extra["allowed"]
     found = [schema.ALLOWED[m] for m in info.metadata if m in schema.ALLOWED]

@@ -82,15 +82,7 @@ def needs_span(kind: str) -> str:
             "chunker.options.chunk_size (or chunker.phase_span_tokens)")
 
 
-def _applies() -> dict[str, tuple[str, ...]]:
-    """The ``[chunker]`` keys that only some external kinds read, with those kinds (from the schema)."""
-    from ledgerscope.pipeline.arm.schema import Chunker, meta
-
-    return {name: tuple(k.strip() for k in meta(info)["kinds"].split(","))
-            for name, info in Chunker.model_fields.items() if meta(info).get("kinds")}
-
-
-def problems(table: dict, where: str) -> list[Problem]:
+def problems(table: dict, where: str, applies: dict[str, tuple[str, ...]]) -> list[Problem]:
     """The ``[chunker]`` table of an external kind: keys that do not apply to it, the splitter or
     callable it names (and that it imports). Each key's type and range are the schema's.
 
@@ -104,7 +96,7 @@ def problems(table: dict, where: str) -> list[Problem]:
     def bad(key: str, reason: str) -> None:
         out.append(Problem(where, None, f"chunker.{key}", reason))
 
-    for key, kinds in _applies().items():
+    for key, kinds in applies.items():  # the keys only some kinds read (the schema says which)
         if key in table and kind not in kinds:
             bad(key, f"does not apply to kind {kind!r} (only to {', '.join(kinds)})")
     options = table.get("options")

@@ -218,7 +218,7 @@ def _cross_problems(cfg: ArmConfig, where: str) -> list[Problem]:
     kind = chunker.get("kind", "token")
     chunker_ok = _seam_problem(p, where, "chunker.kind", kind, tuple(kinds.available("chunker")))
     if chunker_ok and chunker_spec.is_external(kind):
-        found = chunker_spec.problems(chunker, where)
+        found = chunker_spec.problems(chunker, where, schema.applies(schema.Chunker))
         p.extend(found)
         chunker_ok = not found
     _seam_problem(p, where, "rerank.kind", rerank.get("kind"), tuple(kinds.available("reranker")))

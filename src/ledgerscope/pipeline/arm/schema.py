@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ledgerscope.pipeline.arm.chunker_spec import ECOSYSTEMS, EXTERNAL_KINDS
 from ledgerscope.pipeline.contracts.prompt import (
     CONTEXT_FIELDS,
     DEFAULT_CONTEXT_FORMAT,
@@ -144,7 +145,8 @@ class _Table(BaseModel):
 
 # --- the stage tables ---------------------------------------------------------------------------------
 
-_EXTERNAL = "langchain, llamaindex, chonkie"
+#: the kinds the external splitters' keys apply to (:mod:`.chunker_spec` checks it)
+_EXTERNAL = ", ".join(ECOSYSTEMS)
 
 
 class Chunker(_Table):
@@ -167,7 +169,7 @@ class Chunker(_Table):
                         example="package.module:function", kinds="python")
     phase_span_tokens: int = key(None, "the tokens auto:N spreads the forced cut over (default: the "
                                  "chunk size)", ge=1, optional=True, example=200, shown="the chunk size",
-                                 kinds=f"{_EXTERNAL}, python")
+                                 kinds=", ".join(EXTERNAL_KINDS))
 
 
 def _timeout() -> Any:
@@ -403,6 +405,12 @@ def field_info(path: tuple[str, ...]) -> Any:
         info = model.model_fields[name]
         model = submodel(info)
     return info
+
+
+def applies(model: type[BaseModel]) -> dict[str, tuple[str, ...]]:
+    """The keys of a table that only some stage kinds read, with those kinds."""
+    return {name: tuple(k.strip() for k in meta(info)["kinds"].split(","))
+            for name, info in model.model_fields.items() if meta(info).get("kinds")}
 
 
 def defaults(model: type[BaseModel] = Arm) -> dict:

@@ -206,3 +206,20 @@ def test_the_readme_shows_the_schema_defaults():
     section = readme[readme.index("### Arm configuration"):]
     block = tomllib.loads(re.search(r"```\n(.*?)```", section, re.S).group(1))
     assert block and all(value == schema.default_of(name) for name, value in block.items()), block
+
+
+def test_a_problem_found_by_the_sweep_names_the_line_of_the_arms_key(tmp_path, monkeypatch):
+    """After the arm is read (here: the API key's variable is unset) the key's line is still given."""
+    from typer.testing import CliRunner
+
+    from ledgerscope.cli.main import app
+
+    monkeypatch.delenv("LEDGERSCOPE_TEST_NO_SUCH_KEY", raising=False)
+    arm = _write(tmp_path, 'name = "remote"\n\n[embedding]\nkind = "endpoint"\nbase_url = "http://127.0.0.1:9"\n'
+                           'api_key_env = "LEDGERSCOPE_TEST_NO_SUCH_KEY"\n')
+    fixtures = ROOT / "tests" / "data" / "seed000_fixture.json"
+    result = CliRunner().invoke(app, ["sweep", "--fixtures", str(fixtures), "--arm", str(arm),
+                                      "--out", str(tmp_path / "ledger"), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert f"{arm}:6: embedding.api_key_env: arm 'remote': environment variable" in result.output
+    assert not (tmp_path / "ledger").exists()

@@ -122,7 +122,7 @@ def sweep(
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.arm.config import load_arm, with_lines
 
     try:
         arms = [load_arm(a) for a in arm]
@@ -136,7 +136,7 @@ def sweep(
         with writing(out):
             result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on)
     except LedgerscopeError as exc:
-        _fail(exc)
+        _fail(with_lines(exc, arms))  # a problem with an arm's key: the key's line in its file
         return
     _print_sweep(result, out, len(fixture_list))
 

@@ -14,11 +14,13 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.toml_lines import key_lines, line_of
 from ledgerscope.pipeline.arm import chunker_spec, schema
 from ledgerscope.pipeline.arm.schema_text import default_toml
@@ -68,6 +70,9 @@ class ArmConfig:
     access: dict = field(default_factory=_default("access"))
     #: the file (or manifest) this arm was read from, for error messages; not a field (no digest)
     where = "<config>"
+    #: the line of each key in that file (:func:`.toml_lines.key_lines`; empty for a manifest); like
+    #: ``where``, an attribute and not a field (unannotated), so never part of the configuration
+    lines = MappingProxyType({})
 
     @property
     def stride(self) -> int:
@@ -107,6 +112,10 @@ class ArmConfig:
                 return schema.default_of(path)
             value = value[name]
         return value if first in self.__dataclass_fields__ else schema.default_of(path)
+
+    def line_of(self, field: str) -> int | None:
+        """The line of ``field`` (or of its table) in the arm's file; None when not known."""
+        return line_of(dict(self.lines), field)
 
     # convenience accessors ---------------------------------------------
     @property
@@ -150,7 +159,7 @@ def load_arm(path: str | Path) -> ArmConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(Problem(str(path), None, "toml", str(exc))) from None
     try:
-        return arm_from_dict(data, str(path))
+        cfg = arm_from_dict(data, str(path))
     except InputError as exc:
         lines = key_lines(text)
         located = [replace(p, line=line_of(lines, p.field)) if p.file == str(path) else p
@@ -158,6 +167,20 @@ def load_arm(path: str | Path) -> ArmConfig:
         # in the order of the file (problems of keys it does not write, without a line, last)
         located.sort(key=lambda p: (p.line is None, p.line or 0))
         raise InputError(located) from None
+    cfg.lines = MappingProxyType(key_lines(text))
+    return cfg
+
+
+def with_lines(exc: LedgerscopeError, arms: Sequence[ArmConfig]) -> LedgerscopeError:
+    """``exc`` with the line of the key each problem names, when it names an arm's file (a problem
+    found later than reading: an endpoint that does not answer, a chunker failing on a document)."""
+    if not isinstance(exc, InputError):
+        return exc
+    by_file = {cfg.where: cfg for cfg in arms if cfg.lines}
+    if not any(p.line is None and p.file in by_file for p in exc.problems):
+        return exc
+    return InputError([replace(p, line=by_file[p.file].line_of(p.field))
+                       if p.line is None and p.file in by_file else p for p in exc.problems])
 
 
 def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:

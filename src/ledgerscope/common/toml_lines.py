@@ -9,6 +9,8 @@ and comments are skipped whole. The text is assumed to be TOML that tomllib alre
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -155,7 +157,7 @@ def key_lines(text: str) -> dict[str, int]:
         return {}
 
 
-def line_of(lines: dict[str, int], field: str) -> int | None:
+def line_of(lines: Mapping[str, int], field: str) -> int | None:
     """The line of ``field``, else of the nearest table above it that is written (None: neither is)."""
     parts = field.split(".")
     while parts:

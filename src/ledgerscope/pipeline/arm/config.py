@@ -115,7 +115,7 @@ class ArmConfig:
 
     def line_of(self, field: str) -> int | None:
         """The line of ``field`` (or of its table) in the arm's file; None when not known."""
-        return line_of(dict(self.lines), field)
+        return line_of(self.lines, field)
 
     # convenience accessors ---------------------------------------------
     @property
@@ -167,7 +167,7 @@ def load_arm(path: str | Path) -> ArmConfig:
         # in the order of the file (problems of keys it does not write, without a line, last)
         located.sort(key=lambda p: (p.line is None, p.line or 0))
         raise InputError(located) from None
-    cfg.lines = MappingProxyType(key_lines(text))
+    cfg.lines = key_lines(text)  # a plain dict: an arm is pickled to Ray workers
     return cfg
 
 

@@ -123,7 +123,7 @@ def sweep(
     from ledgerscope.cli.extras import require_extra
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.arm.config import load_arm, with_lines
 
     try:
         require_extra("sweep", "ledgerscope sweep")
@@ -138,7 +138,7 @@ def sweep(
         with writing(out):
             result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on)
     except LedgerscopeError as exc:
-        _fail(exc)
+        _fail(with_lines(exc, arms))  # a problem with an arm's key: the key's line in its file
         return
     _print_sweep(result, out, len(fixture_list))
 

@@ -88,9 +88,8 @@ def _where(span: Any) -> str:
     return f"{file}:{line}" if line is not None else f"{file} ({pos.rstrip('.') or 'the document'})"
 
 
-def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = False) -> Grouping:
-    """The requests of an export (rules in the module docstring), in the order of their roots."""
-    problems: list[Problem] = []
+def _tree(spans: list[Any], problems: list[Problem]) -> tuple[dict, dict, list]:
+    """(span by (trace, span id), children by parent key, roots); a span given twice is a problem."""
     by_key: dict[tuple[str, str], Any] = {}
     for sp in spans:
         key = (sp.trace_id, sp.span_id)
@@ -109,50 +108,50 @@ def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = Fal
             children.setdefault(parent, []).append(sp)
         else:
             roots.append(sp)
-    requests: list[Request] = []
-    outside: dict[str, list[Any]] = {}
-    has_request: set[str] = set()
-    seen: set[tuple[str, str]] = set()
-    pending = list(by_key.values())
+    return by_key, children, roots
 
-    def walk(start: Any) -> None:
+
+class _Walk:
+    """Every span onto the request above it (or outside every request), from the roots down."""
+
+    def __init__(self, children: dict, qid_key: str, problems: list[Problem]):
+        self.children, self.qid_key, self.problems = children, qid_key, problems
+        self.requests: list[Request] = []
+        self.outside: dict[str, list[Any]] = {}
+        self.has_request: set[str] = set()
+        self.seen: set[tuple[str, str]] = set()
+
+    def walk(self, start: Any) -> None:
         stack: list[tuple[Any, Request | None]] = [(start, None)]
         while stack:
             sp, req = stack.pop()
             key = (sp.trace_id, sp.span_id)
-            if key in seen:
+            if key in self.seen:
                 continue
-            seen.add(key)
-            qid = _qid(sp, qid_key)
+            self.seen.add(key)
+            qid = _qid(sp, self.qid_key)
             if qid is not None and req is None:
                 req = Request(qid, sp)
-                requests.append(req)
-                has_request.add(sp.trace_id)
+                self.requests.append(req)
+                self.has_request.add(sp.trace_id)
             elif qid is not None and qid != req.qid:
                 file, line, pos = sp.where
-                problems.append(Problem(file, line, f"{pos}{qid_key}",
-                                        f"span {sp.name[:60]!r} names question {qid[:60]!r} inside the "
-                                        f"request of question {req.qid[:60]!r} (its root at "
-                                        f"{_where(req.root)}): two question ids in one request"))
+                self.problems.append(Problem(
+                    file, line, f"{pos}{self.qid_key}", f"span {sp.name[:60]!r} names question {qid[:60]!r} "
+                    f"inside the request of question {req.qid[:60]!r} (its root at {_where(req.root)}): two "
+                    "question ids in one request"))
             if req is not None:
                 req.spans.append(sp)
             else:
-                outside.setdefault(sp.trace_id, []).append(sp)
-            stack.extend((c, req) for c in reversed(children.get(key, [])))
+                self.outside.setdefault(sp.trace_id, []).append(sp)
+            stack.extend((c, req) for c in reversed(self.children.get(key, [])))
 
-    for root in roots:
-        walk(root)
-    cyclic: dict[str, Any] = {}
-    for sp in pending:  # reached from no root: its ancestors loop back to it
-        if (sp.trace_id, sp.span_id) not in seen:
-            cyclic.setdefault(sp.trace_id, sp)
-            walk(sp)
-    for trace_id, sp in cyclic.items():
-        file, line, pos = sp.where
-        problems.append(Problem(file, line, f"{pos}parent_id", f"span {sp.span_id[:40]!r} of trace "
-                                f"{trace_id[:40]!r}: its parent spans form a cycle (no root to group it by)"))
+
+def _leftovers(w: _Walk, qid_key: str, skip_unidentified: bool) -> Counter:
+    """Spans outside every request, per trace: a request without a question id (a problem, or skipped
+    and counted), a trace without a request (skipped and counted), or a harness's own spans."""
     skipped: Counter = Counter()
-    for trace_id, rest in outside.items():
+    for trace_id, rest in w.outside.items():
         if any(s.kind in REQUEST_KINDS for s in rest):
             if skip_unidentified:
                 skipped[UNIDENTIFIED] += 1
@@ -160,13 +159,33 @@ def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = Fal
             first = min(rest, key=lambda s: (s.parent_id is not None, s.start))
             file, line, pos = first.where
             kinds = sorted({s.kind for s in rest if s.kind in REQUEST_KINDS})
-            problems.append(Problem(file, line, f"{pos}{qid_key}",
-                                    f"trace {trace_id[:40]!r} holds {'/'.join(kinds)} span(s) that no span "
-                                    "naming a question id (--qid-key) lies above: a request without a "
-                                    "question id (attach it with metadata, or --skip-unidentified to skip "
-                                    "and count such traces)"))
-        elif trace_id not in has_request:
+            w.problems.append(Problem(file, line, f"{pos}{qid_key}",
+                                      f"trace {trace_id[:40]!r} holds {'/'.join(kinds)} span(s) that no span "
+                                      "naming a question id (--qid-key) lies above: a request without a "
+                                      "question id (attach it with metadata, or --skip-unidentified to skip "
+                                      "and count such traces)"))
+        elif trace_id not in w.has_request:
             skipped[INDEX_BUILDING] += 1
-    for req in requests:
+    return skipped
+
+
+def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = False) -> Grouping:
+    """The requests of an export (rules in the module docstring), in the order of their roots."""
+    problems: list[Problem] = []
+    by_key, children, roots = _tree(spans, problems)
+    w = _Walk(children, qid_key, problems)
+    for root in roots:
+        w.walk(root)
+    cyclic: dict[str, Any] = {}
+    for sp in by_key.values():  # reached from no root: its ancestors loop back to it
+        if (sp.trace_id, sp.span_id) not in w.seen:
+            cyclic.setdefault(sp.trace_id, sp)
+            w.walk(sp)
+    for trace_id, sp in cyclic.items():
+        file, line, pos = sp.where
+        problems.append(Problem(file, line, f"{pos}parent_id", f"span {sp.span_id[:40]!r} of trace "
+                                f"{trace_id[:40]!r}: its parent spans form a cycle (no root to group it by)"))
+    skipped = _leftovers(w, qid_key, skip_unidentified)
+    for req in w.requests:
         req.spans.sort(key=lambda s: (s.start, s.span_id))
-    return Grouping(requests, skipped, problems)
+    return Grouping(w.requests, skipped, problems)

@@ -46,3 +46,25 @@ ensure_chromium() {
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 }
+
+# The Label Studio round-trip test (tests/test_label_studio_server.py) drives a real Label Studio
+# server. Label Studio pins many packages of its own, so it lives in its own venv, built once and
+# reused, never in .venv. A failure here only makes that test skip (it says why).
+LABEL_STUDIO_VERSION="1.23.2"
+ensure_labelstudio() {
+  local venv=".venv-labelstudio" stamp=".venv-labelstudio/.installed"
+  if [ -f "$stamp" ] && grep -qx -- "$LABEL_STUDIO_VERSION" "$stamp"; then
+    return 0
+  fi
+  echo "building $venv (label-studio==$LABEL_STUDIO_VERSION, once)" >&2
+  rm -rf "$venv"
+  if "$py" -m venv "$venv" \
+    && "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null \
+    && "$venv/bin/python" -m pip install -q "label-studio==$LABEL_STUDIO_VERSION"; then
+    echo "$LABEL_STUDIO_VERSION" > "$stamp"
+  else
+    echo "could not build $venv: the Label Studio round-trip test will skip" >&2
+    rm -rf "$venv"
+    return 0
+  fi
+}

@@ -5,7 +5,8 @@ for changing the gold: the tasks of :mod:`ledgerscope.inputs.annotation_tasks`, 
 gives their shape, plus the labeling config ``<out>.config.xml``. A question whose gold spans two
 or more documents gets one task holding every document its records involve (gold documents first,
 then those of packed and reranked units), so a sufficient set can be grouped across them; any other
-question gets one task per (question, document). A question without gold (an ingested trace's)
+question gets one task per (question, document). Beside the gold documents, up to
+:data:`EXTRA_DOCS` documents the selected records packed are shown. A question without gold (an ingested trace's)
 gets tasks over the documents its records packed or retrieved, for marking support from scratch
 (``data.origin = "trace"``).
 
@@ -29,7 +30,7 @@ from ledgerscope.export._common import publish_mode, source_texts, stream_candid
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
-#: documents beyond the gold ones that one multi-document task shows (most often packed first)
+#: documents beyond the gold ones that a question's tasks show (most often packed first)
 EXTRA_DOCS = 3
 _CONTEXT_UNIT_CHARS = 600
 
@@ -69,14 +70,16 @@ def question_tasks(fx: Any, recs: list[dict], cands: dict[int, list[dict]], text
 
     units = [dict(c, record=f"{r['arm']}@{r['phase']}") for r in recs for c in cands.get(r["_ord"], [])]
     gold_docs = list(fx.doc_ids) if fx is not None else []
-    packed_first = sorted(units, key=lambda c: (c["stage"] != "packed", c["rank"]))
-    others = [d for d in dict.fromkeys(c["doc_id"] for c in packed_first) if d not in gold_docs]
+    # beside the gold documents, those the records packed (a question without gold: reranked too)
+    shown = [c for c in units if c["stage"] == "packed" or not gold_docs]
+    ordered = sorted(shown, key=lambda c: (c["stage"] != "packed", c["rank"]))
+    others = [d for d in dict.fromkeys(c["doc_id"] for c in ordered) if d not in gold_docs][:EXTRA_DOCS]
     docs = [d for d in gold_docs + others if d in texts]
     qid, question = recs[0]["qid"], recs[0].get("question") or (fx.question if fx is not None else "")
     steps = sorted({f"{r['arm']}@{r['phase']}: step {r.get('step')} {r.get('step_name') or ''}".strip()
                     for r in recs})
     meta = {**extra, "records": steps}
-    groups = [docs[:len(gold_docs) + EXTRA_DOCS]] if len(gold_docs) > 1 else [[d] for d in docs]
+    groups = [docs] if len(gold_docs) > 1 else [[d] for d in docs]
     for group in groups:
         shown = [(d, _text(d, texts, redactor)) for d in group]
         context = _context(units, group, texts, redactor)

@@ -68,7 +68,7 @@ def import_label_studio(export: Path, out: Path, fixtures: Path | None = None, c
 
     tasks = read_export(export, users)
     merged = _task_corpus(tasks, corpus)
-    previous, raw, order = _previous(fixtures, merged)
+    previous, raw, order = _previous(fixtures, merged, {t.qid for t in tasks})
     prev_digest = file_digest(fixtures) if fixtures is not None else None
     decisions: dict[str, list[Decision]] = {}
     for t in tasks:
@@ -109,27 +109,31 @@ def _task_corpus(tasks: list[Task], corpus: Corpus | None) -> Corpus:
     return merged
 
 
-def _previous(path: Path | None, corpus: Corpus) -> tuple[dict[str, Fixture], dict[str, str], list[str]]:
-    """The previous version resolved (by qid), each canonical line as it was, and the file's order."""
+def _previous(path: Path | None, corpus: Corpus, touched: set[str]
+              ) -> tuple[dict[str, Fixture], dict[str, str], list[str]]:
+    """The previous version: the touched questions resolved (by qid), every question's canonical line
+    as it was (untouched ones are copied, not resolved), and the file's order."""
     if path is None:
         return {}, {}, []
     fset, problems = read_fixtures(path)
-    resolved, _, more = resolve(fset, corpus)
+    raw = {}
+    if path.suffix.lower() != ".json":
+        for line in path.read_text(encoding="utf-8").splitlines():
+            obj = json.loads(line) if line.strip() else None
+            if isinstance(obj, dict) and obj.get("format") and isinstance(obj.get("qid"), str):
+                raw[obj["qid"]] = line
+    order = [f.qid for f in fset.fixtures]
+    todo = [f for f in fset.fixtures if f.qid in touched or f.qid not in raw]
+    resolved, _, more = resolve(replace(fset, fixtures=todo), corpus)
     if problems or more:
         more = [replace(p, reason=p.reason + " (pass --corpus, or the ledger, for the documents no task holds)")
                 if "not in the corpus" in p.reason else p for p in more]
         raise InputError(problems + more)
-    raw = {}
-    if path.suffix.lower() != ".json":
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                obj = json.loads(line)
-                if isinstance(obj, dict) and obj.get("format") and isinstance(obj.get("qid"), str):
-                    raw[obj["qid"]] = line
     by_qid = {f.qid: f for f in resolved}
-    for qid, fx in by_qid.items():
-        raw.setdefault(qid, json.dumps(fx.to_json(), ensure_ascii=False))
-    return by_qid, raw, [f.qid for f in resolved]
+    for f in fset.fixtures:
+        by_qid.setdefault(f.qid, f)  # untouched: as parsed (only its line is written)
+        raw.setdefault(f.qid, json.dumps(by_qid[f.qid].to_json(), ensure_ascii=False))
+    return by_qid, raw, order
 
 
 def _resolve(fixtures: list[Fixture], corpus: Corpus, out: Path) -> dict[str, Fixture]:

@@ -61,10 +61,11 @@ class RejudgeResult:
 
 
 def support_changed(old: Fixture | None, new: Fixture | None) -> bool:
-    """Whether a question's support differs: its spans' places, its sets, its answerability."""
+    """Whether a question's support differs: its spans' places and roles, its sets, its answerability
+    (a role matters too: the judge infers a qualifier's default answer from the other spans)."""
     if old is None or new is None:
         return old is not new
-    key = (lambda f: (f.answerable, sorted((s.span_id, s.doc_id, s.start, s.end) for s in f.spans),
+    key = (lambda f: (f.answerable, sorted((s.span_id, s.doc_id, s.start, s.end, s.dependency) for s in f.spans),
                       sorted(tuple(sorted(s)) for s in f.sufficient_sets)))
     return key(old) != key(new)
 

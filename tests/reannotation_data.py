@@ -92,7 +92,8 @@ def scenario(tasks: list[dict]) -> list[tuple[int, str, list[dict]]]:
     return out
 
 
-def as_export(tasks: list[dict], annotations: list[tuple[int, str, list[dict]]], project: int = 7) -> list[dict]:
+def as_export(tasks: list[dict], annotations: list[tuple[int, str, list[dict]]],
+              project: int = 7) -> list[dict]:
     """A Label Studio JSON export of ``tasks`` with these annotations (``completed_by`` expanded)."""
     out = []
     for i, t in enumerate(tasks):

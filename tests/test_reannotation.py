@@ -116,7 +116,7 @@ def test_annotators_who_agree_are_adjudicated(exported, tmp_path):
     tasks = exported["tasks"]
     anns = [(i, who, r) for i, who, r in rd.scenario(tasks) if who == rd.ALICE and tasks[i]["data"]["qid"]
             == "re-team-monthly-legacy"]
-    both = anns + [(anns[0][0], rd.BOB, copy.deepcopy(anns[0][2]))]
+    both = [*anns, (anns[0][0], rd.BOB, copy.deepcopy(anns[0][2]))]
     export = tmp_path / "export.json"
     export.write_text(json.dumps(rd.as_export(tasks, both)))
     import_label_studio(export, tmp_path / "v2.jsonl", exported["old"])
@@ -196,7 +196,8 @@ def test_rejudge_changes_only_the_questions_whose_gold_changed(sample_ledger, ex
     summary = json.loads(result.output)
     assert summary["changed_questions"] == sorted(rd.QIDS) == summary["oracle_stale"]
     before, after = _records(sample_ledger), _records(out)
-    changed = {r2["qid"] for part in before for r1, r2 in zip(before[part], after[part], strict=True) if r1 != r2}
+    changed = {r2["qid"] for part in before
+               for r1, r2 in zip(before[part], after[part], strict=True) if r1 != r2}
     assert changed and changed <= set(rd.QIDS)
     manifest = json.loads((out / "manifest.json").read_text())
     old_manifest = json.loads((sample_ledger / "manifest.json").read_text())

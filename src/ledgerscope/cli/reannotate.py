@@ -57,17 +57,19 @@ def _users(path: Path | None) -> dict[str, str]:
 
 
 def import_label_studio_cmd(
-    export: Annotated[Path, typer.Argument(help="A Label Studio export (JSON, the API's export, or JSON lines) "
-                                                "of label-studio-tasks.")],
+    export: Annotated[Path, typer.Argument(
+        help="A Label Studio export (JSON, the API's export, or JSON lines) of label-studio-tasks.")],
     out: Annotated[Path, typer.Option("--out", help="The new fixture version (canonical JSONL) to write.")],
     fixtures: Annotated[Path | None, typer.Option(
-        "--fixtures", help="The previous fixture version (omit for a first version from trace tasks).")] = None,
+        "--fixtures",
+        help="The previous fixture version (omit for a first version from trace tasks).")] = None,
     corpus: CorpusOption = None,
     adjudicator: Annotated[str | None, typer.Option(
         "--adjudicator", help="Email of the annotator whose version decides a disputed task.")] = None,
     users: Annotated[Path | None, typer.Option(
         "--users", help="JSON of GET /api/users (id, email): names annotators of an API export.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="The summary and the diff as one JSON object.")] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="The summary and the diff as one JSON object.")] = False,
 ) -> None:
     """Annotators' work back into a new fixture version: spans, sets, unanswerable marks, provenance."""
     from ledgerscope.inputs.fixtures.diff import diff_fixtures, diff_lines
@@ -91,7 +93,8 @@ def import_label_studio_cmd(
     for line in diff_lines(diffs):
         say(shown, line)
     if result.disputed:
-        say(shown, f"disputed (previous gold kept; decide with --adjudicator EMAIL): {', '.join(result.disputed)}")
+        say(shown, "disputed (previous gold kept; decide with --adjudicator EMAIL): "
+                   + ", ".join(result.disputed))
     say(shown, f"fixtures: {out}")
 
 
@@ -100,7 +103,8 @@ def fixtures_diff(
     old: Annotated[Path, typer.Argument(help="The previous fixture version.")],
     new: Annotated[Path, typer.Argument(help="The new fixture version.")],
     corpus: CorpusOption = None,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON line per question that changed.")] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="One JSON line per question that changed.")] = False,
 ) -> None:
     """Per question: spans added, moved, removed, relabelled; sets changed; disputes."""
     from ledgerscope.inputs.fixtures.diff import diff_fixtures, diff_lines
@@ -137,7 +141,8 @@ def rejudge_cmd(
     fixtures: Annotated[Path, typer.Option("--fixtures", help="The new fixture version.")],
     out: Annotated[Path, typer.Option("--out", help="The rejudged ledger to write (must not exist).")],
     no_oracle: Annotated[bool, typer.Option(
-        "--no-oracle", help="Do not re-run the oracle for questions whose support changed; name them stale.")] = False,
+        "--no-oracle",
+        help="Do not re-run the oracle for questions whose support changed; name them stale.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="The summary as one JSON object.")] = False,
 ) -> None:
     """Judge a ledger's recorded lists and answers against a new fixture version, without re-sweeping."""

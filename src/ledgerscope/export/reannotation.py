@@ -3,12 +3,11 @@
 Where the ``label-studio`` export shows each record (one task per (record, document)), this one is
 for changing the gold: the tasks of :mod:`ledgerscope.inputs.annotation_tasks`, whose docstring
 gives their shape, plus the labeling config ``<out>.config.xml``. A question whose gold spans two
-or more documents gets one task holding every document its records involve (gold documents first,
-then those of packed and reranked units), so a sufficient set can be grouped across them; any other
-question gets one task per (question, document). Beside the gold documents, up to
-:data:`EXTRA_DOCS` documents the selected records packed are shown. A question without gold (an ingested trace's)
-gets tasks over the documents its records packed or retrieved, for marking support from scratch
-(``data.origin = "trace"``).
+or more documents gets one task holding all its documents (gold documents first, then up to
+:data:`EXTRA_DOCS` documents the selected records packed), so a sufficient set can be grouped
+across them; any other question gets one task per (question, document) over the same documents. A
+question without gold (an ingested trace's) gets tasks over the documents its records packed or
+reranked, for marking support from scratch (``data.origin = "trace"``).
 
 The current gold is the prediction (editable pre-annotations with stable ids); the packed and
 reranked units of the selected records are read-only context (``data.context``: each unit with its
@@ -108,6 +107,7 @@ def _context(units: list[dict], docs: list[str], texts: dict[str, str], redactor
             body = redactor.span_text(doc, start, end, body) or ""
         if len(body) > _CONTEXT_UNIT_CHARS:
             body = body[:_CONTEXT_UNIT_CHARS] + " …"
-        stages = "; ".join(f"{k}: {', '.join(v[:6])}{' …' if len(v) > 6 else ''}" for k, v in where.items() if v)
+        stages = "; ".join(f"{k}: {', '.join(v[:6])}{' …' if len(v) > 6 else ''}"
+                           for k, v in where.items() if v)
         lines.append(f"{doc} [{start}, {end}) {stages}\n{body}")
     return "\n\n".join(lines) or "(no packed or reranked unit of the selected records in these documents)"

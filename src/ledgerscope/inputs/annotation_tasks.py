@@ -36,7 +36,8 @@ ROLES = ("support", "rule", "qualifier", "exception")
 UNANSWERABLE = "unanswerable from this corpus"
 _ROLE_COLOURS = {"support": "#2e7d32", "rule": "#1565c0", "qualifier": "#ef6c00", "exception": "#c62828"}
 #: the dependency a role becomes when an annotator gives it (or changes it to it)
-ROLE_DEPENDENCY = {"support": "primary", "rule": "primary", "qualifier": "condition", "exception": "exception"}
+ROLE_DEPENDENCY = {"support": "primary", "rule": "primary", "qualifier": "condition",
+                   "exception": "exception"}
 
 
 def role_of(dependency: str, label: str = "") -> str:
@@ -95,7 +96,8 @@ def build_task(fx: Fixture | None, qid: str, question: str, docs: Sequence[tuple
     return {"data": data, "predictions": [{"model_version": MODEL_VERSION, "result": result}]}
 
 
-def region(rid: str, slot: int, text: str, start: int, end: int, role: str, sets: Iterable[str]) -> list[dict]:
+def region(rid: str, slot: int, text: str, start: int, end: int, role: str,
+           sets: Iterable[str]) -> list[dict]:
     """A span as Label Studio stores it: its role (``labels``) and, if any, its sets (per-region
     ``choices``), both under the region's id."""
     value = {"start": start, "end": end, "text": text[start:end]}
@@ -125,7 +127,8 @@ def labeling_config(n_docs: int, n_sets: int) -> str:
     for k in range(max(1, n_docs)):
         lines += [f'  <Header value="$doc{k}_title" size="5"/>',
                   f'  <Labels name="role_{k}" toName="doc{k}">']
-        lines += [f"    <Label value={quoteattr(r)} background={quoteattr(_ROLE_COLOURS[r])}/>" for r in ROLES]
+        lines += [f"    <Label value={quoteattr(r)} background={quoteattr(_ROLE_COLOURS[r])}/>"
+                  for r in ROLES]
         lines += ["  </Labels>", f'  <Text name="doc{k}" value="$doc{k}" granularity="symbol"/>',
                   f'  <Choices name="sets_{k}" toName="doc{k}" perRegion="true" choice="multiple" '
                   'showInline="true">']

@@ -47,8 +47,9 @@ def version_json(v: TaskVersion) -> dict:
     """An annotator's version as the fixture keeps it (disputed or overruled)."""
     return {"time": v.time, "annotation": v.annotation_id, "unanswerable": v.unanswerable,
             "comment": v.comment,
-            "spans": [{"doc_id": r.doc_id, "start": r.start, "end": r.end, "role": r.role, "sets": list(r.sets),
-                       **({"was": r.gold_id} if r.gold_id else {})} for r in v.regions]}
+            "spans": [{"doc_id": r.doc_id, "start": r.start, "end": r.end, "role": r.role,
+                       "sets": list(r.sets), **({"was": r.gold_id} if r.gold_id else {})}
+                      for r in v.regions]}
 
 
 def decide(task: Task, adjudicator: str | None = None) -> Decision | None:
@@ -101,6 +102,6 @@ def _agreed(versions: dict[str, TaskVersion]) -> list[Region] | None:
     for c in clusters:
         first = c[names[0]]
         gold = next((r.gold_id for r in c.values() if r.gold_id), None)
-        merged.append(replace(first, start=min(r.start for r in c.values()), end=max(r.end for r in c.values()),
-                              gold_id=gold))
+        merged.append(replace(first, start=min(r.start for r in c.values()),
+                              end=max(r.end for r in c.values()), gold_id=gold))
     return merged

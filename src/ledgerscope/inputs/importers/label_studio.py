@@ -96,7 +96,8 @@ def _load(path: Path) -> list:
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
-        raise InputError(Problem(str(path), None, "export", f"cannot be read: {exc.strerror or exc}")) from None
+        reason = f"cannot be read: {exc.strerror or exc}"
+        raise InputError(Problem(str(path), None, "export", reason)) from None
     except UnicodeDecodeError as exc:
         raise InputError(Problem(str(path), None, "export", f"not UTF-8: {exc}")) from None
     try:
@@ -105,7 +106,8 @@ def _load(path: Path) -> list:
         try:
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as exc:
-            raise InputError(Problem(str(path), exc.lineno, "export", f"not JSON or JSON lines: {exc}")) from None
+            reason = f"not JSON or JSON lines: {exc}"
+            raise InputError(Problem(str(path), exc.lineno, "export", reason)) from None
     if isinstance(data, dict):
         data = data.get("tasks", [data])
     if not isinstance(data, list):

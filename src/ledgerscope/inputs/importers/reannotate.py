@@ -126,8 +126,8 @@ def _previous(path: Path | None, corpus: Corpus, touched: set[str]
     todo = [f for f in fset.fixtures if f.qid in touched or f.qid not in raw]
     resolved, _, more = resolve(replace(fset, fixtures=todo), corpus)
     if problems or more:
-        more = [replace(p, reason=p.reason + " (pass --corpus, or the ledger, for the documents no task holds)")
-                if "not in the corpus" in p.reason else p for p in more]
+        hint = " (pass --corpus, or the ledger, for the documents no task holds)"
+        more = [replace(p, reason=p.reason + hint) if "not in the corpus" in p.reason else p for p in more]
         raise InputError(problems + more)
     by_qid = {f.qid: f for f in resolved}
     for f in fset.fixtures:
@@ -171,14 +171,14 @@ def rebuild(old: Fixture | None, decisions: list[Decision], prev_digest: str | N
     base = old or Fixture(first.qid, first.question, "rule-exception", (), (), AnswerContract(),
                           support_only=True, origin="from-trace")
     segment = base.segment
-    if answerable and segment == "unanswerable" or not base.spans:
+    if (answerable and segment == "unanswerable") or not base.spans:
         segment = "joint-evidence" if len({s.doc_id for s in spans}) > 1 else "rule-exception"
     if not answerable and segment != "unanswerable" and not base.spans:
         segment = "unanswerable"
     ls = {"previous_fixtures": prev_digest, "exported_from": first.fixtures_digest, "spans": prov,
           "tasks": [_task_note(d) for d in decisions]}
     return replace(base, spans=tuple(spans), sufficient_sets=sets if answerable else (),
-                   answerable=answerable, segment=segment,
+                   answerable=answerable, segment=segment, origin=base.origin if base.spans else "from-trace",
                    support_only=base.support_only or (answerable and not base.answer.expected),
                    adjudication=_adjudication(old, decisions),
                    annotations={**base.annotations, "label_studio": ls})
@@ -236,11 +236,12 @@ def _adjudication(old: Fixture | None, decisions: list[Decision]) -> dict:
     disputed = [d for d in decisions if d.rule == "disputed"]
     if disputed:
         return {"state": "disputed", "reason": "annotators disagree; previous gold kept for these documents",
-                "versions": [{"task": d.task.task_id, "documents": sorted(d.task.docs), "by_annotator": d.versions}
-                             for d in disputed], "previous": previous}
+                "versions": [{"task": d.task.task_id, "documents": sorted(d.task.docs),
+                              "by_annotator": d.versions} for d in disputed], "previous": previous}
     out: dict = {"state": "adjudicated", "by": sorted({a for d in decisions for a in d.annotators}),
                  "rules": sorted({d.rule for d in decisions}), "previous": previous}
-    overruled = [{"task": d.task.task_id, "by_annotator": d.versions} for d in decisions if d.rule == "adjudicator"]
+    overruled = [{"task": d.task.task_id, "by_annotator": d.versions}
+                 for d in decisions if d.rule == "adjudicator"]
     if overruled:
         out["overruled"] = overruled
     return out

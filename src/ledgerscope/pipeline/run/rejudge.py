@@ -42,7 +42,8 @@ from ledgerscope.pipeline.run.sweep import fixtures_digest
 from ledgerscope.rules import judge as judging
 from ledgerscope.rules import support as supporting
 
-_STAGE_FLAGS = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed", "topk")
+_STAGE_FLAGS = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed",
+                "topk")
 #: an ingested trace's recorded stage that derives each flag (ingest/derive.py's _VSTAGES)
 _INGESTED_NEEDS = {"bm25": "bm25", "dense_exact": "dense_exact", "exact": "dense_exact",
                    "dense_ann": "dense_ann", "union": "union", "fused": "fused", "reranked": "reranked",
@@ -65,9 +66,12 @@ def support_changed(old: Fixture | None, new: Fixture | None) -> bool:
     (a role matters too: the judge infers a qualifier's default answer from the other spans)."""
     if old is None or new is None:
         return old is not new
-    key = (lambda f: (f.answerable, sorted((s.span_id, s.doc_id, s.start, s.end, s.dependency) for s in f.spans),
-                      sorted(tuple(sorted(s)) for s in f.sufficient_sets)))
-    return key(old) != key(new)
+    return _support_key(old) != _support_key(new)
+
+
+def _support_key(f: Fixture) -> tuple:
+    return (f.answerable, sorted((s.span_id, s.doc_id, s.start, s.end, s.dependency) for s in f.spans),
+            sorted(tuple(sorted(s)) for s in f.sufficient_sets))
 
 
 def rejudge(ledger: Path, fixtures_path: Path, out: Path, no_oracle: bool = False) -> RejudgeResult:
@@ -144,7 +148,8 @@ def _partition(part: Path, staging: Path, arm: str, phase: str, fixtures: dict[s
     tables = {p.stem: pq.read_table(p) for p in sorted(part.glob("*.parquet"))}
     units = tables["units"].select(["doc_id", "version", "start", "end"]).to_pylist()
     all_intervals = supporting.intervals_by_doc(
-        SimpleNamespace(doc_id=u["doc_id"], version=u["version"], start=u["start"], end=u["end"]) for u in units)
+        SimpleNamespace(doc_id=u["doc_id"], version=u["version"], start=u["start"], end=u["end"])
+        for u in units)
     lists: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for c in tables["candidates"].select(["qid", "stage", "rank", "doc_id", "start", "end"]).to_pylist():
         lists[c["qid"]][c["stage"]].append(c)
@@ -285,4 +290,5 @@ def _manifest(manifest: dict, ledger: Path, staging: Path, fixtures_path: Path, 
         "oracle": {"rerun": result.oracle_rerun, "stale": result.oracle_stale},
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    atomic_write_text(staging / "manifest.json", json.dumps(new, indent=2, sort_keys=True, ensure_ascii=False))
+    text = json.dumps(new, indent=2, sort_keys=True, ensure_ascii=False)
+    atomic_write_text(staging / "manifest.json", text)

@@ -17,6 +17,7 @@ from ledgerscope.cli.output import console, fail, say
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.safe_text import json_text
 
+_SHOWN = 40  # changed records listed in the text summary
 fixtures_app = typer.Typer(help="Fixture versions: what changed between two.", no_args_is_help=True)
 
 CorpusOption = Annotated[Path | None, typer.Option(
@@ -156,13 +157,18 @@ def rejudge_cmd(
         return
     summary = {"out": str(out), "records": r.records, "changed_records": r.changed_records,
                "changed_questions": r.changed_questions, "oracle_rerun": r.oracle_rerun,
-               "oracle_stale": r.oracle_stale, "seconds": round(r.seconds, 2)}
+               "oracle_stale": r.oracle_stale, "seconds": round(r.seconds, 2), "changes": r.changes}
     if json_out:
         print(json_text(summary))
         return
     shown = console()
     say(shown, f"rejudged {r.records} record(s) in {r.seconds:.1f} s: {r.changed_records} changed "
                f"(verdict or packed support), {len(r.changed_questions)} question(s) with new support")
+    for c in r.changes[:_SHOWN]:
+        fields = "; ".join(f"{k} {v[0]} -> {v[1]}" for k, v in c.items() if k not in ("arm", "phase", "qid"))
+        say(shown, f"  {c['arm']}@{c['phase']} {c['qid']}: {fields}")
+    if len(r.changes) > _SHOWN:
+        say(shown, f"  ... {len(r.changes) - _SHOWN} more (--json lists them all)")
     if r.oracle_rerun:
         say(shown, f"oracle re-run: {', '.join(r.oracle_rerun)}")
     if r.oracle_stale:

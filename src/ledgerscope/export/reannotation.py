@@ -13,8 +13,9 @@ The current gold is the prediction (editable pre-annotations with stable ids); t
 reranked units of the selected records are read-only context (``data.context``: each unit with its
 document, offsets, the records that packed or ranked it, and its text). Every task names the
 ledger's fixtures digest (``data.fixtures_digest``) so the import can say which version it edits.
-Restricted documents (access labels) leave only with ``--include-restricted``: a redacted text no
-longer has its source's digest, and the import refuses such a task.
+Restricted documents (access labels) leave only with ``--include-restricted``: otherwise their slot
+shows the placeholder, names the document (``documents[k].redacted``) and carries no region; the
+import leaves their gold as it was.
 """
 
 from __future__ import annotations
@@ -80,14 +81,24 @@ def question_tasks(fx: Any, recs: list[dict], cands: dict[int, list[dict]], text
     meta = {**extra, "records": steps}
     groups = [docs] if len(gold_docs) > 1 else [[d] for d in docs]
     for group in groups:
-        shown = [(d, _text(d, texts, redactor)) for d in group]
-        context = _context(units, group, texts, redactor)
-        yield build_task(fx, qid, question, shown, context, meta)
+        withheld = [d for d in group if redactor is not None and redactor.is_restricted(d)]
+        shown = [(d, redactor.document_text(d, texts[d]) if d in withheld else texts[d]) for d in group]
+        task = build_task(fx, qid, question, shown, _context(units, group, texts, redactor), meta)
+        yield _withhold(task, withheld, redactor) if withheld else task
 
 
-def _text(doc: str, texts: dict[str, str], redactor) -> str:
-    text = texts[doc]
-    return redactor.document_text(doc, text) if redactor is not None and redactor.is_restricted(doc) else text
+def _withhold(task: dict, withheld: list[str], redactor) -> dict:
+    """A task whose restricted documents show only the placeholder: their gold regions are left out
+    (their spans stay as they are on import) and the slot says why (``redacted``)."""
+    data = task["data"]
+    slots = {f"doc{d['slot']}": d for d in data["documents"] if d["doc_id"] in withheld}
+    for entry in slots.values():
+        entry["redacted"] = redactor.restricted[entry["doc_id"]]
+    result = task["predictions"][0]["result"]
+    gone = {r["id"] for r in result if r.get("to_name") in slots and "start" in r["value"]}
+    task["predictions"][0]["result"] = [r for r in result if r["id"] not in gone]
+    data["gold_regions"] = {k: v for k, v in data["gold_regions"].items() if k not in gone}
+    return task
 
 
 def _context(units: list[dict], docs: list[str], texts: dict[str, str], redactor) -> str:

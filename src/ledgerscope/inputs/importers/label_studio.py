@@ -120,6 +120,8 @@ def _task(obj: dict, data: dict, users: dict[str, str]) -> Task:
     slots: dict[str, str] = {}
     for entry in data.get("documents") or []:
         k, doc = entry.get("slot"), entry.get("doc_id")
+        if entry.get("redacted"):  # restricted text withheld by the export: not editable here
+            continue
         text = data.get(f"doc{k}")
         if not isinstance(text, str) or not isinstance(doc, str):
             raise _Refused(f"document slot {k} has no text")
@@ -171,7 +173,8 @@ def _version(ann: dict, slots: dict[str, str], docs: dict[str, tuple[str, str]],
     for rid, value in roles.items():
         doc = slots.get(str(value.get("to_name")))
         if doc is None:
-            raise _Refused(f"region {rid} is on {value.get('to_name')!r}, not a document of the task")
+            raise _Refused(f"region {rid} is on {value.get('to_name')!r}, not a document of the task "
+                           "(or one whose text was withheld)")
         version, text = docs[doc]
         start, end = value.get("start"), value.get("end")
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):

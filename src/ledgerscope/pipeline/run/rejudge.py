@@ -50,6 +50,10 @@ _INGESTED_NEEDS = {"bm25": "bm25", "dense_exact": "dense_exact", "exact": "dense
                    "selected": "selected"}
 
 
+#: the record fields whose change :attr:`RejudgeResult.changes` lists
+_WATCHED = ("answer_verdict", "citation_verdict", "support_packed", "support_chunked", "oracle_verdict")
+
+
 @dataclass
 class RejudgeResult:
     out: Path
@@ -59,6 +63,8 @@ class RejudgeResult:
     oracle_rerun: list[str] = field(default_factory=list)
     oracle_stale: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: every record whose verdicts or packed support changed: arm, phase, qid, and each field's before/after
+    changes: list[dict] = field(default_factory=list)
 
 
 def support_changed(old: Fixture | None, new: Fixture | None) -> bool:
@@ -156,13 +162,15 @@ def _partition(part: Path, staging: Path, arm: str, phase: str, fixtures: dict[s
     rows = tables["records"].to_pylist()
     judge = answer_judge(judge_table)
     for row in rows:
-        before = (row.get("answer_verdict"), row.get("citation_verdict"), row.get("support_packed"))
+        before = {k: row.get(k) for k in _WATCHED}
         fx = fixtures.get(row["qid"])
         if fx is not None:
             _rejudge_row(row, fx, lists[row["qid"]], all_intervals, texts, versions, judge, oracle)
         result.records += 1
-        result.changed_records += before != (row.get("answer_verdict"), row.get("citation_verdict"),
-                                             row.get("support_packed"))
+        diff = {k: [before[k], row.get(k)] for k in _WATCHED if before[k] != row.get(k)}
+        if diff:
+            result.changed_records += 1
+            result.changes.append({"arm": arm, "phase": phase, "qid": row["qid"], **diff})
     tables["records"] = pa.Table.from_pylist(rows, schema=tables["records"].schema)
     meta = json.loads((part / "_SUCCESS.json").read_text())
     meta.pop("files", None)

@@ -195,10 +195,12 @@ def test_rejudge_changes_only_the_questions_whose_gold_changed(sample_ledger, ex
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["changed_questions"] == sorted(rd.QIDS) == summary["oracle_stale"]
+    assert summary["changes"] and {c["qid"] for c in summary["changes"]} <= set(rd.QIDS)
     before, after = _records(sample_ledger), _records(out)
     changed = {r2["qid"] for part in before
                for r1, r2 in zip(before[part], after[part], strict=True) if r1 != r2}
     assert changed and changed <= set(rd.QIDS)
+    assert {c["qid"] for c in summary["changes"]} <= changed
     manifest = json.loads((out / "manifest.json").read_text())
     old_manifest = json.loads((sample_ledger / "manifest.json").read_text())
     assert manifest["rejudged"]["fixtures_digest_before"] == old_manifest["fixtures_digest"]

@@ -212,3 +212,23 @@ def test_rejudge_changes_only_the_questions_whose_gold_changed(sample_ledger, ex
     cmp = runner.invoke(app, ["compare", str(out), "--candidate", "candidate", "--baseline", "candidate",
                               "--baseline-ledger", str(sample_ledger), "--n-resamples", "200"])
     assert cmp.exit_code == 0, cmp.output
+
+
+def test_unanswerable_marks_and_comments_are_kept(exported, tmp_path):
+    tasks = exported["tasks"]
+    i = next(i for i, t in enumerate(tasks)
+             if t["data"]["qid"] == "ns-audit-csv" and t["data"]["gold_regions"])
+    result = [*rd.accepted(tasks[i]),
+              {"id": "u1", "from_name": "answerable", "to_name": "doc0", "type": "choices",
+               "value": {"choices": ["unanswerable from this corpus"]}},
+              {"id": "c1", "from_name": "comment", "to_name": "doc0", "type": "textarea",
+               "value": {"text": ["the CSV limit moved to the API page"]}}]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(rd.as_export(tasks, [(i, rd.ALICE, result)])))
+    import_label_studio(export, tmp_path / "v2.jsonl", exported["old"])
+    fx = _fixtures(tmp_path / "v2.jsonl")["ns-audit-csv"]
+    assert not fx.answerable and fx.sufficient_sets == () and fx.spans  # the spans stay, for the record
+    (note,) = fx.annotations["label_studio"]["tasks"]
+    assert note["comments"] == {rd.ALICE: "the CSV limit moved to the API page"}
+    diff = runner.invoke(app, ["fixtures", "diff", str(exported["old"]), str(tmp_path / "v2.jsonl")])
+    assert "answerable True -> False" in diff.output

@@ -10,9 +10,9 @@ data directory and is stopped after the module.
 Through its HTTP API, as the annotation UI does: a project with the exported labeling config, the
 exported tasks imported (gold as predictions), then each annotator's submission starting from the
 prediction (alice moves a span in a document with emoji, bob adds a span in another document to the
-set, and they disagree on a third question). The export (the API's, annotators by id, and the
-users list) comes back through ``ledgerscope import label-studio``, and the new fixture version, its
-diff and the rejudged ledger are checked.
+set, and they disagree on a third question). The exports (the API's and the UI's snapshot, both
+naming annotators by id, with the users list) come back through ``ledgerscope import label-studio``,
+and the new fixture version, its diff and the rejudged ledger are checked.
 """
 
 from __future__ import annotations
@@ -147,6 +147,21 @@ def test_round_trip_through_label_studio(label_studio, sample_ledger, tmp_path):
         result = runner.invoke(app, ["import", "label-studio", str(export), "--fixtures", str(old), "--users",
                                      str(users), "--out", str(out), *extra])
         assert result.exit_code == 0, result.output
+    # the UI's Export (a snapshot, every task) reads the same as the API's export
+    exports = f"/api/projects/{project}/exports/"
+    snapshot = _call(base, "POST", exports, rd.ALICE, {})["id"]
+    deadline = time.monotonic() + 120
+    while _call(base, "GET", f"{exports}{snapshot}", rd.ALICE)["status"] != "completed":
+        assert time.monotonic() < deadline, "the snapshot export did not complete"
+        time.sleep(1)
+    ui_export = tmp_path / "ui-export.json"
+    download = f"{exports}{snapshot}/download?exportType=JSON"
+    ui_export.write_bytes(_call(base, "GET", download, rd.ALICE, raw=True))
+    from_ui = tmp_path / "v2-ui.jsonl"
+    result = runner.invoke(app, ["import", "label-studio", str(ui_export), "--fixtures", str(old), "--users",
+                                 str(users), "--out", str(from_ui)])
+    assert result.exit_code == 0, result.output
+    assert from_ui.read_bytes() == v2.read_bytes()
     _check_versions(tasks, old, v2, v2_bob, project)
     _check_diff_and_rejudge(sample_ledger, old, v2_bob, tmp_path)
 

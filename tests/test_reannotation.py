@@ -232,3 +232,23 @@ def test_unanswerable_marks_and_comments_are_kept(exported, tmp_path):
     assert note["comments"] == {rd.ALICE: "the CSV limit moved to the API page"}
     diff = runner.invoke(app, ["fixtures", "diff", str(exported["old"]), str(tmp_path / "v2.jsonl")])
     assert "answerable True -> False" in diff.output
+
+
+@pytest.mark.slow
+def test_rejudge_reruns_the_oracle_only_where_support_changed(sample_ledger, exported, tmp_path):
+    from ledgerscope.pipeline.run.rejudge import rejudge
+
+    out = tmp_path / "oracle"
+    result = rejudge(sample_ledger, exported["v2_bob"], out)
+    assert result.oracle_rerun == sorted(rd.QIDS) and result.oracle_stale == []
+    new = _fixtures(exported["v2_bob"])
+    for arm in ("candidate", "baseline"):
+        rel = f"oracle/arm-{arm}/oracle.parquet"
+        before = {r["qid"]: r for r in pq.read_table(sample_ledger / rel).to_pylist()}
+        after = {r["qid"]: r for r in pq.read_table(out / rel).to_pylist()}
+        assert {q: r for q, r in after.items() if q not in rd.QIDS} == {
+            q: r for q, r in before.items() if q not in rd.QIDS}
+        assert new["re-free-upload"].span("ls1").quote in after["re-free-upload"]["context"]
+        records = pq.read_table(out / f"partitions/arm-{arm}/phase-0/records.parquet").to_pylist()
+        for r in records:
+            assert r["oracle_verdict"] == after[r["qid"]]["answer_verdict"]

@@ -1,9 +1,9 @@
 """Reading a Label Studio export of re-annotation tasks: each annotator's version of each task.
 
-Accepted: the JSON export (a list of tasks, ``annotations[].completed_by`` an object with the
-annotator's email), the API's export (``GET /api/projects/ID/export?exportType=JSON``: the same list
-with ``completed_by`` a user id; ``users`` maps ids to emails, from ``GET /api/users``), an object
-with ``tasks``, or JSON lines. Only tasks of :data:`ledgerscope.inputs.annotation_tasks.TASK_FORMAT`
+Accepted: the JSON export of the UI (a snapshot) and of the API (``GET
+/api/projects/ID/export?exportType=JSON``), a list of tasks whose ``annotations[].completed_by`` is a
+user id (``users`` maps ids to emails, from ``GET /api/users``) or an object with the email; an
+object with ``tasks``; or JSON lines. Only tasks of :data:`ledgerscope.inputs.annotation_tasks.TASK_FORMAT`
 are read; cancelled (skipped) annotations are ignored; an annotator with several annotations of
 one task counts once, by the latest.
 

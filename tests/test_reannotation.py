@@ -252,3 +252,18 @@ def test_rejudge_reruns_the_oracle_only_where_support_changed(sample_ledger, exp
         records = pq.read_table(out / f"partitions/arm-{arm}/phase-0/records.parquet").to_pylist()
         for r in records:
             assert r["oracle_verdict"] == after[r["qid"]]["answer_verdict"]
+
+
+def test_a_deleted_pre_annotation_removes_the_span_and_its_set_membership(exported, tmp_path):
+    tasks = exported["tasks"]
+    i = next(i for i, t in enumerate(tasks)
+             if t["data"]["qid"] == "re-free-upload" and t["data"]["gold_regions"])
+    rid = next(r for r, s in tasks[i]["data"]["gold_regions"].items() if s == "exc")
+    result = [r for r in rd.accepted(tasks[i]) if r["id"] != rid]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(rd.as_export(tasks, [(i, rd.ALICE, result)])))
+    import_label_studio(export, tmp_path / "v2.jsonl", exported["old"])
+    fx = _fixtures(tmp_path / "v2.jsonl")["re-free-upload"]
+    assert [s.span_id for s in fx.spans] == ["rule"] and fx.sufficient_sets == (("rule",),)
+    diff = runner.invoke(app, ["fixtures", "diff", str(exported["old"]), str(tmp_path / "v2.jsonl")])
+    assert "- exc plans/plans-and-limits.md" in diff.output

@@ -80,6 +80,8 @@ def read_export(path: Path, users: dict[str, str] | None = None) -> list[Task]:
             tasks.append(_task(obj, data, users or {}))
         except _Refused as exc:
             problems.append(Problem(str(path), None, where, str(exc)))
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:  # a field of the wrong shape
+            problems.append(Problem(str(path), None, where, f"not a Label Studio task as exported: {exc!r}"))
     if problems:
         raise InputError(problems)
     if not tasks:

@@ -38,6 +38,25 @@ def goldless(tmp_path_factory) -> dict:
     return {"root": root, "fixtures": fixtures, "ledger": ledger}
 
 
+def test_rejudging_an_ingested_ledger_with_its_own_gold_gives_its_records(goldless, tmp_path):
+    """The ingest derives flags and verdicts in DuckDB; rejudge recomputes them in Python: they agree."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    from ledgerscope.ingest.build import IngestOptions, ingest
+    from ledgerscope.pipeline.run.rejudge import rejudge
+
+    root, ledger = goldless["root"], tmp_path / "ledger"
+    ingest(IngestOptions([root / "traces.jsonl"], root / "chunks.jsonl", pipe.FIXTURES, ledger,
+                         corpus=pipe.CORPUS))
+    result = rejudge(ledger, ledger / "fixtures.jsonl", tmp_path / "again")
+    assert result.changed_questions == [] and result.changes == []
+    for p in glob.glob(str(ledger / "partitions/*/*/records.parquet")):
+        again = p.replace(str(ledger), str(tmp_path / "again"))
+        assert pq.read_table(again).to_pylist() == pq.read_table(p).to_pylist()
+
+
 def _gold() -> dict:
     """The sample's real gold (quotes), which the annotator marks where the task shows it."""
     return {q["qid"]: q for q in pipe.questions()}

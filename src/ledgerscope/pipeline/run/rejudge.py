@@ -209,10 +209,11 @@ def _rejudge_row(row: dict, fx: Fixture, lists: dict[str, list[dict]], all_inter
     row["single_unit_complete"] = supporting.single_unit_complete(fx, packed, texts) if answerable else None
     if not row.get("generator_error"):
         aj = judge.judge(row.get("answer"), bool(row.get("abstained")), fx)
-        cj = judging.judge_citations([(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations],
-                                     fx, texts, aj.verdict)
-        row.update(answer_verdict=aj.verdict, answer_reason=aj.reason, citation_verdict=cj.verdict,
-                   citation_reason=cj.reason)
+        row.update(answer_verdict=aj.verdict, answer_reason=aj.reason)
+        if row.get("citation_verdict") != "not-recorded":  # a trace without citations stays so
+            cj = judging.judge_citations([(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations],
+                                         fx, texts, aj.verdict)
+            row.update(citation_verdict=cj.verdict, citation_reason=cj.reason)
     o = oracle.get(fx.qid)
     if o is not None:
         row.update(oracle_verdict=o.get("answer_verdict"), oracle_feasible=o.get("feasible"))
@@ -274,7 +275,7 @@ def _runtime(entry: dict, ledger: Path):
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
     from ledgerscope.pipeline.run.runtime import build_runtime, unreachable_endpoints
 
-    if "ingested" in json.dumps(entry.get("components") or {}) or entry.get("ingested"):
+    if (entry.get("config") or {}).get("kind") == "ingested":  # the pipeline's generator is external
         return None
     cfg = arm_from_dict(entry["config"], f"{ledger}/manifest.json")
     if unreachable_endpoints(cfg):

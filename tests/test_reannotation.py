@@ -105,6 +105,7 @@ def test_a_disagreement_is_disputed_and_the_adjudicator_decides(exported):
     (versions,) = disputed.adjudication["versions"]
     assert set(versions["by_annotator"]) == {rd.ALICE, rd.BOB}
     assert versions["by_annotator"][rd.BOB]["spans"][0]["role"] == "exception"
+    assert versions["agreed"] == []  # same place, another role: not agreed
     assert disputed.spans == old.spans and disputed.sufficient_sets == old.sufficient_sets  # nothing merged
     decided = _fixtures(exported["v2_bob"])["ns-audit-csv"]
     assert decided.adjudication["state"] == "adjudicated" and decided.adjudication["overruled"]
@@ -267,3 +268,22 @@ def test_a_deleted_pre_annotation_removes_the_span_and_its_set_membership(export
     assert [s.span_id for s in fx.spans] == ["rule"] and fx.sufficient_sets == (("rule",),)
     diff = runner.invoke(app, ["fixtures", "diff", str(exported["old"]), str(tmp_path / "v2.jsonl")])
     assert "- exc plans/plans-and-limits.md" in diff.output
+
+
+def test_a_partial_agreement_is_disputed_with_the_agreed_spans_listed(exported, tmp_path):
+    tasks = exported["tasks"]
+    (alice,) = [a for a in rd.scenario(tasks) if tasks[a[0]]["data"]["qid"] == "re-team-monthly-legacy"]
+    i, _, result = alice
+    extra = copy.deepcopy([r for r in result if r["to_name"] == "doc0"])
+    for r in extra:  # bob also marks the first span's sentence again, a little wider: a new region
+        r["id"] = "bobextra01"
+        r["value"].update(start=0, text=tasks[i]["data"]["doc0"][:r["value"]["end"]])
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(rd.as_export(tasks, [alice, (i, rd.BOB, copy.deepcopy(result) + extra)])))
+    import_label_studio(export, tmp_path / "v2.jsonl", exported["old"])
+    fx = _fixtures(tmp_path / "v2.jsonl")["re-team-monthly-legacy"]
+    (versions,) = fx.adjudication["versions"]
+    assert fx.adjudication["state"] == "disputed"
+    exc = _fixtures(exported["old"])["re-team-monthly-legacy"].span("exc")
+    assert {(a["doc_id"], a["start"]) for a in versions["agreed"]} >= {("changelog.md", exc.start)}
+    assert fx.span("exc") == exc  # nothing merged: the previous gold stays until someone decides

@@ -7,7 +7,8 @@ other's version, their sufficient sets are the same groups of agreeing regions (
 and they mark the question unanswerable alike. Then the task is *adjudicated*: each group of
 agreeing regions becomes one span covering all of them (the union, so no annotator's evidence is
 cut). Otherwise the task is *disputed*: nothing of it is merged, the previous gold of its documents
-stays, and every annotator's version is kept whole beside it, unless the adjudicator (``--adjudicator
+stays, and every annotator's version is kept whole beside it, with the spans they all agree on
+listed (``agreed``) for whoever decides, unless the adjudicator (``--adjudicator
 EMAIL``) submitted a version of the task: then that version decides and the others are kept as
 overruled. A task one annotator submitted is that annotator's decision.
 """
@@ -73,13 +74,10 @@ def decide(task: Task, adjudicator: str | None = None) -> Decision | None:
     return Decision(task, None, False, names, "disputed", kept, latest)
 
 
-def _agreed(versions: dict[str, TaskVersion]) -> list[Region] | None:
-    """The merged regions if every annotator agrees (the rule above), else None."""
-    names = sorted(versions)
-    if len({versions[a].unanswerable for a in names}) > 1:
-        return None
+def _clusters(versions: dict[str, TaskVersion]) -> list[dict[str, Region]]:
+    """Groups of agreeing regions, at most one per annotator (greedy, in annotator and region order)."""
     clusters: list[dict[str, Region]] = []
-    for a in names:
+    for a in sorted(versions):
         for r in versions[a].regions:
             for c in clusters:
                 if a not in c and all(agrees(r, x) for x in c.values()):
@@ -87,6 +85,22 @@ def _agreed(versions: dict[str, TaskVersion]) -> list[Region] | None:
                     break
             else:
                 clusters.append({a: r})
+    return clusters
+
+
+def agreed_spans(versions: dict[str, TaskVersion]) -> list[dict]:
+    """The spans every annotator of a disputed task agrees on (kept beside the versions)."""
+    return [{"doc_id": r.doc_id, "start": min(x.start for x in c.values()),
+             "end": max(x.end for x in c.values()), "role": r.role}
+            for c in _clusters(versions) if len(c) == len(versions) for r in [next(iter(c.values()))]]
+
+
+def _agreed(versions: dict[str, TaskVersion]) -> list[Region] | None:
+    """The merged regions if every annotator agrees (the rule above), else None."""
+    names = sorted(versions)
+    if len({versions[a].unanswerable for a in names}) > 1:
+        return None
+    clusters = _clusters(versions)
     if any(len(c) != len(names) for c in clusters):
         return None
     groups = []

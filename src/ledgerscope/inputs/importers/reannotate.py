@@ -41,7 +41,7 @@ from ledgerscope.inputs.fixtures import (
     read_fixtures,
     resolve,
 )
-from ledgerscope.inputs.importers.adjudicate import Decision, decide
+from ledgerscope.inputs.importers.adjudicate import Decision, agreed_spans, decide
 from ledgerscope.inputs.importers.label_studio import Task, read_export
 from ledgerscope.inputs.sources import Corpus, make_source
 
@@ -237,7 +237,8 @@ def _adjudication(old: Fixture | None, decisions: list[Decision]) -> dict:
     if disputed:
         return {"state": "disputed", "reason": "annotators disagree; previous gold kept for these documents",
                 "versions": [{"task": d.task.task_id, "documents": sorted(d.task.docs),
-                              "by_annotator": d.versions} for d in disputed], "previous": previous}
+                              "by_annotator": d.versions, "agreed": agreed_spans(d.task.versions)}
+                             for d in disputed], "previous": previous}
     out: dict = {"state": "adjudicated", "by": sorted({a for d in decisions for a in d.annotators}),
                  "rules": sorted({d.rule for d in decisions}), "previous": previous}
     overruled = [{"task": d.task.task_id, "by_annotator": d.versions}

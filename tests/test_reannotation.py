@@ -287,3 +287,16 @@ def test_a_partial_agreement_is_disputed_with_the_agreed_spans_listed(exported, 
     exc = _fixtures(exported["old"])["re-team-monthly-legacy"].span("exc")
     assert {(a["doc_id"], a["start"]) for a in versions["agreed"]} >= {("changelog.md", exc.start)}
     assert fx.span("exc") == exc  # nothing merged: the previous gold stays until someone decides
+
+
+def test_rejudge_reads_a_format_1_ledger_and_writes_the_current_format(sample_ledger, tmp_path):
+    from ledgerscope.ledger import schema
+    from ledgerscope.pipeline.run.rejudge import rejudge
+
+    from .test_ledger_engines import as_format_1
+
+    old = as_format_1(sample_ledger, tmp_path / "v1")
+    rejudge(old, old / "fixtures.jsonl", tmp_path / "out", no_oracle=True)
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["format"] == schema.FORMAT
+    assert _records(tmp_path / "out") == _records(sample_ledger)
+    assert (tmp_path / "out" / "oracle" / "arm-candidate" / "oracle.parquet").is_file()

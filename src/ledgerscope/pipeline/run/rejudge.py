@@ -11,7 +11,8 @@ answerability) changed, with the arm's own generator, or with ``no_oracle`` its 
 the questions named stale in the manifest. Records of an infrastructure failure keep their verdicts.
 A stage an ingested trace did not record keeps its flag NULL (*not recorded*).
 
-The new ledger holds the same units, boundaries and candidates, the new fixtures, the rejudged
+The new ledger (written in the current format, whatever the old one's) holds the same units,
+boundaries and candidates, the new fixtures, the rejudged
 records and oracle, and a manifest with both fixture digests (``rejudged``); ``compare --baseline-
 ledger`` between the two shows which verdicts the new gold changed. The old ledger is only read.
 """
@@ -35,7 +36,7 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import Fixture, read_fixtures, resolve
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.layout import layout_for
-from ledgerscope.ledger.write import write_partition, write_table
+from ledgerscope.ledger.write import oracle_path, write_partition, write_table
 from ledgerscope.pipeline.judging.answer_judges import answer_judge
 from ledgerscope.pipeline.run.rerun import load_ledger_inputs
 from ledgerscope.pipeline.run.sweep import fixtures_digest
@@ -262,7 +263,7 @@ def _oracle(ledger: Path, staging: Path, manifest: dict, layout, fixtures: dict[
                 result.oracle_rerun += todo
         elif todo:
             result.oracle_stale += todo
-        write_table(layout.oracle_path(staging, arm), list(rows.values()), schema.ORACLE)
+        write_table(oracle_path(staging, arm), list(rows.values()), schema.ORACLE)
         out[arm] = rows
     result.oracle_rerun = sorted(set(result.oracle_rerun))
     result.oracle_stale = sorted(set(result.oracle_stale))
@@ -288,6 +289,7 @@ def _manifest(manifest: dict, ledger: Path, staging: Path, fixtures_path: Path, 
     new = dict(manifest)
     before, after = manifest.get("fixtures_digest"), fixtures_digest(fixtures)
     new["fixtures_digest"], new["fixture_count"] = after, len(fixtures)
+    new["format"] = schema.FORMAT  # written in this version's layout, whatever the old ledger's
     blob = json.dumps({"rejudged_from": manifest.get("identity"), "fixtures": after}, sort_keys=True)
     new["identity"] = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
     new["rejudged"] = {

@@ -344,6 +344,8 @@ class Encoder:
             self._cache = {k: v for k, v in self._cache.items() if k in keep}
 
 
+#: loaded models for the process's life (never emptied on purpose: a sweep, the TUI's re-run and the
+#: model server each load a model once and reuse it; a process names one or two)
 _SHARED: dict[tuple[str, int, str], Encoder] = {}
 
 

@@ -281,7 +281,10 @@ def _runtime(entry: dict, ledger: Path):
     cfg = arm_from_dict(entry["config"], f"{ledger}/manifest.json")
     if unreachable_endpoints(cfg):
         return None
-    return build_runtime(cfg, shared_encoder)
+    try:
+        return build_runtime(cfg, shared_encoder)
+    except ImportError:  # a light install (no sweep extra): the generator cannot run here
+        return None
 
 
 def _manifest(manifest: dict, ledger: Path, staging: Path, fixtures_path: Path, fixtures: list[Fixture],

@@ -271,19 +271,18 @@ def _oracle(ledger: Path, staging: Path, manifest: dict, layout, fixtures: dict[
 
 
 def _runtime(entry: dict, ledger: Path):
-    """The arm's runtime for its oracle, or None when the arm cannot run here (an ingested pipeline)."""
-    from ledgerscope.pipeline.arm.config import arm_from_dict
-    from ledgerscope.pipeline.embedding.encoder import shared_encoder
-    from ledgerscope.pipeline.run.runtime import build_runtime, unreachable_endpoints
-
-    if (entry.get("config") or {}).get("kind") == "ingested":  # the pipeline's generator is external
-        return None
-    cfg = arm_from_dict(entry["config"], f"{ledger}/manifest.json")
-    if unreachable_endpoints(cfg):
+    """The arm's runtime for its oracle, or None when the arm cannot run here: an ingested pipeline
+    (its generator is external), an endpoint that does not answer, or a light install (no torch)."""
+    if (entry.get("config") or {}).get("kind") == "ingested":
         return None
     try:
-        return build_runtime(cfg, shared_encoder)
-    except ImportError:  # a light install (no sweep extra): the generator cannot run here
+        from ledgerscope.pipeline.arm.config import arm_from_dict
+        from ledgerscope.pipeline.embedding.encoder import shared_encoder
+        from ledgerscope.pipeline.run.runtime import build_runtime, unreachable_endpoints
+
+        cfg = arm_from_dict(entry["config"], f"{ledger}/manifest.json")
+        return None if unreachable_endpoints(cfg) else build_runtime(cfg, shared_encoder)
+    except ImportError:
         return None
 
 

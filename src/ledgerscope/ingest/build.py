@@ -288,7 +288,7 @@ def _plugin(spec: str | None):
     from ledgerscope.inputs.normalise import load_plugin
 
     try:
-        return load_plugin(spec)[1]
+        return load_plugin(spec)
     except ValueError as exc:
         raise InputError(Problem("--normalise", None, "normalise", str(exc))) from None
 
@@ -307,7 +307,9 @@ def ingest(opts: IngestOptions) -> IngestReport:
 def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
     con, corpus = checked.con, checked.corpus
-    resolutions = resolve_chunks(checked.chunks, corpus, plugin=_plugin(opts.normalise))
+    plugin = _plugin(opts.normalise)
+    resolutions = resolve_chunks(checked.chunks, corpus, plugin=plugin and plugin[1],
+                                 plugin_name=plugin[0] if plugin else "plugin")
     report = ResolutionReport.of(resolutions)
     if opts.strict:
         problems = checks.unresolved_named(con, resolutions, checked.chunks_file)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ledgerscope.common.errors import CoordinateError
 from ledgerscope.ingest.chunkstore import Chunk
@@ -86,6 +86,12 @@ class Locator:
     levels: tuple[str, ...] = LEVELS
     plugin: Callable[[str], Mapped] | None = None
     docs: dict[str, Haystack] = field(default_factory=dict)
+    #: how a unit placed by the plugin records it (``plugin:module:function``)
+    plugin_name: str = "plugin"
+
+    def __post_init__(self) -> None:
+        if self.plugin is not None and "plugin" not in self.levels:
+            self.levels = (*self.levels, "plugin")
 
     def doc(self, doc_id: str) -> Haystack:
         if doc_id not in self.docs:
@@ -183,9 +189,11 @@ def _part(position: str, text: str, interval: tuple[int, int] | None) -> dict:
 
 
 def resolve_chunks(chunks: Iterable[Chunk], corpus: Corpus, levels: Sequence[str] = LEVELS,
-                   plugin: Callable[[str], Mapped] | None = None) -> list[Resolution]:
-    loc = Locator(corpus, tuple(levels), plugin)
-    return [resolve_chunk(c, corpus, locator=loc) for c in chunks]
+                   plugin: Callable[[str], Mapped] | None = None,
+                   plugin_name: str = "plugin") -> list[Resolution]:
+    loc = Locator(corpus, tuple(levels), plugin, plugin_name=plugin_name)
+    out = [resolve_chunk(c, corpus, locator=loc) for c in chunks]
+    return [replace(r, how=plugin_name) if r.how == "plugin" else r for r in out]
 
 
 @dataclass

@@ -17,8 +17,9 @@ LlamaIndex or chonkie splitter returned) and fixture quotes
   without an expected position several candidates are ambiguous;
 * text with *added* parts (a header, a situating sentence, an embedding prefix) around a source
   slice is placed by :func:`align`: its longest part that occurs in the source (exactly, or at the
-  first normalisation level that finds one), which must be unique, at least :data:`MIN_ALIGNED`
-  characters and a fifth of the text; every other part is a source slice when it occurs exactly
+  first normalisation level that finds one), shrunk to begin after whitespace and end before it
+  where text is added there (an added text's last letters may match the source), which must be
+  unique, at least :data:`MIN_ALIGNED` characters and a fifth of the text; every other part is a source slice when it occurs exactly
   once in the source (a chunk joined from several slices), else generated context.
 
 Pure functions over strings; no knowledge of chunks, corpora or ledgers.
@@ -181,17 +182,31 @@ def align(doc: Haystack, needle: str, levels: Sequence[str] = (WHITESPACE,)) -> 
         if not segs:
             continue
         (ns, ne), _ = max(segs.items(), key=lambda kv: (kv[0][1] - kv[0][0], -kv[0][0]))
+        ns, ne = _on_word_edges(n.text, ns, ne)
         if ne - ns < max(MIN_ALIGNED, len(n.text.strip()) // 5):
             continue
-        part = n.text[ns:ne].strip()
-        lead = len(n.text[ns:ne]) - len(n.text[ns:ne].lstrip())
-        ns, ne = ns + lead, ns + lead + len(part)
+        part = n.text[ns:ne]
         found = [d.source(h, h + len(part)) for h in occurrences(d.text, part)]
         a, b = n.source(ns, ne)
         parts = [(pos, text, _slice_of(doc, text, level))
                  for pos, text in (("before", needle[:a]), ("after", needle[b:])) if text.strip()]
         return Aligned(found, level, parts)
     return None
+
+
+def _on_word_edges(n: str, ns: int, ne: int) -> tuple[int, int]:
+    """``[ns, ne)`` shrunk to begin after whitespace (or at the start of ``n``) and end before it (or at
+    the end), whitespace at both ends dropped: an added text's last letters that happen to match the
+    source before the slice are not the slice."""
+    while 0 < ns < ne and not n[ns - 1].isspace():
+        ns += 1
+    while ns < ne < len(n) and not n[ne].isspace():
+        ne -= 1
+    while ns < ne and n[ns].isspace():
+        ns += 1
+    while ne > ns and n[ne - 1].isspace():
+        ne -= 1
+    return ns, ne
 
 
 def _slice_of(doc: Haystack, text: str, level: str) -> tuple[int, int] | None:

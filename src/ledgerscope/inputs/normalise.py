@@ -159,6 +159,8 @@ def compose(outer: Mapped, inner: Mapped) -> Mapped:
 def at_level(text: str, level: str, plugin: Callable[[str], Mapped] | None = None) -> Mapped:
     """``text`` normalised at ``level`` (one of :data:`LEVELS`, or ``"plugin"``): the content steps up
     to it in order, then whitespace."""
+    if level == "exact":
+        return identity(text)
     names = [] if level == WHITESPACE else list(STEPS) if level == "plugin" else \
         list(STEPS)[: list(STEPS).index(level) + 1]
     m = identity(text)

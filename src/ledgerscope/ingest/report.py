@@ -43,6 +43,8 @@ class IngestReport:
         counts = self.resolution.counts
         out.append("chunks: " + ", ".join(f"{k} {counts[k]}" for k in (*RESOLVED, *UNRESOLVED) if counts[k]))
         for status, examples in sorted(self.resolution.examples.items()):
+            if status in UNRESOLVED:  # listed per document below (unlocated_lines)
+                continue
             docs = {d: c[status] for d, c in self.resolution.per_doc.items() if c[status]}
             out.append(f"  {status} in {len(docs)} document(s): "
                        + ", ".join(f"{d} {n}" for d, n in sorted(docs.items())[:8]))

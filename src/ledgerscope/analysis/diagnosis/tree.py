@@ -340,8 +340,8 @@ def _loss_entry(record: Mapping[str, Any], step: int, stage: str) -> dict[str, A
     resting = resting_on_unlocated(record, step)
     if step in resting:
         return {"step": step, "name": STEP_NAMES[step], "passed": None,
-                "detail": f"{UNVERIFIABLE_NAME}: {_stage_title(stage)} keeps no support without a chunk of "
-                          "a gold document that could not be placed"}
+                "detail": f"{UNVERIFIABLE_NAME}: {_stage_title(stage)}: support not covered without a "
+                          "chunk of a gold document that could not be placed"}
     detail = f"support lost: {_stage_title(stage)}"
     if resting:
         detail += (f"; {UNVERIFIABLE_NAME}: step(s) {', '.join(map(str, resting))} hold a chunk of a gold "

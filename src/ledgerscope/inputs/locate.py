@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ledgerscope.inputs.normalise import WHITESPACE, Mapped, at_level, identity
+from ledgerscope.inputs.normalise import WHITESPACE, Mapped, at_level, compose, content_levels, identity
 from ledgerscope.inputs.normalise import whitespace as _whitespace
 
 #: how a candidate was found: exactly, or the normalisation level's name
@@ -70,15 +70,30 @@ class Haystack:
     _levels: dict[str, Mapped] = field(default_factory=dict)
 
     def at(self, level: str) -> Mapped:
+        """The text at ``level``; a level whose steps change nothing here is the very object of the
+        level before (so a caller can skip it)."""
         if level == EXACT:
             return identity(self.text)
-        if level not in self._levels:
-            self._levels[level] = at_level(self.text, level, self.plugin)
+        if not self._levels:
+            self._levels = levels_of(self.text, self.plugin)
         return self._levels[level]
 
     @property
     def norm(self) -> tuple[str, list[int]]:
         return normalise(self.text)
+
+
+def levels_of(text: str, plugin: Callable[[str], Mapped] | None = None) -> dict[str, Mapped]:
+    """``text`` at every level, each computed once from the one before; a level whose content steps
+    change nothing is the previous level's object."""
+    out: dict[str, Mapped] = {}
+    prev_content = prev = None
+    for level, content in content_levels(text, plugin):
+        if content is not prev_content or prev is None:
+            prev = compose(content, _whitespace(content.text))
+            prev_content = content
+        out[level] = prev
+    return out
 
 
 def _exact(text: str, needle: str, prefix: str, suffix: str) -> list[tuple[int, int]]:
@@ -88,10 +103,9 @@ def _exact(text: str, needle: str, prefix: str, suffix: str) -> list[tuple[int, 
             and (not suffix or text[h + n:h + n + len(suffix)] == suffix)]
 
 
-def _normalised(doc: Haystack, level: str, needle: str, prefix: str,
+def _normalised(doc: Haystack, level: str, wanted: str, prefix: str,
                 suffix: str) -> list[tuple[int, int]]:
     m = doc.at(level)
-    wanted = at_level(needle, level, doc.plugin).text
     if not wanted:
         return []
     pre = at_level(prefix, level, doc.plugin).text if prefix else ""
@@ -117,9 +131,15 @@ def candidates(doc: Haystack, needle: str, prefix: str = "", suffix: str = "",
     if needle in doc.text:
         return _exact(doc.text, needle, prefix, suffix), EXACT
     how = EXACT
+    wanted = levels_of(needle, doc.plugin)
+    seen: tuple | None = None
     for level in levels:
         how = level
-        found = _normalised(doc, level, needle, prefix, suffix)
+        key = (doc.at(level), wanted[level].text)
+        if seen is not None and key[0] is seen[0] and key[1] == seen[1]:
+            continue  # nothing this level undoes here: the level before's answer stands
+        seen = key
+        found = _normalised(doc, level, wanted[level].text, prefix, suffix)
         if found:
             return found, level
     return [], how
@@ -175,9 +195,14 @@ def _segments(d: str, n: str) -> dict[tuple[int, int], set[int]]:
 def align(doc: Haystack, needle: str, levels: Sequence[str] = (WHITESPACE,)) -> Aligned | None:
     """The longest part of ``needle`` that occurs in ``doc`` (rules in the module docstring), or None
     when no part long enough occurs."""
+    wanted = levels_of(needle, doc.plugin)
+    seen: tuple | None = None
     for level in (EXACT, *levels):
         d = doc.at(level)
-        n = identity(needle) if level == EXACT else at_level(needle, level, doc.plugin)
+        n = identity(needle) if level == EXACT else wanted[level]
+        if seen is not None and d is seen[0] and n.text == seen[1]:
+            continue  # nothing this level undoes here
+        seen = (d, n.text)
         segs = _segments(d.text, n.text)
         if not segs:
             continue

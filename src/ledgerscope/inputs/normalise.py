@@ -43,23 +43,27 @@ _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t][^\n]*)?(?:\n|$)", re.M)
 
 @dataclass(frozen=True)
 class Mapped:
-    """A normalised text; ``starts[i]``/``ends[i]``: the input interval its character ``i`` stands for."""
+    """A normalised text; ``starts[i]``/``ends[i]``: the input interval its character ``i`` stands for
+    (both None: the identity, the text unchanged)."""
 
     text: str
-    starts: list[int]
-    ends: list[int]
+    starts: list[int] | None = None
+    ends: list[int] | None = None
 
     def source(self, h: int, e: int) -> tuple[int, int]:
         """The input interval of the normalised interval ``[h, e)`` (non-empty)."""
+        if self.starts is None or self.ends is None:
+            return h, e
         return self.starts[h], self.ends[e - 1]
 
 
 def identity(text: str) -> Mapped:
-    return Mapped(text, list(range(len(text))), list(range(1, len(text) + 1)))
+    return Mapped(text)
 
 
 def _build(text: str, pieces) -> Mapped:
-    """A Mapped from ``(input start, input end, output text)`` pieces in input order."""
+    """A Mapped from ``(input start, input end, output text)`` pieces in input order; the identity
+    when nothing changed."""
     out: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -67,7 +71,10 @@ def _build(text: str, pieces) -> Mapped:
         out.append(rep)
         starts.extend([s] * len(rep))
         ends.extend([e] * len(rep))
-    return Mapped("".join(out), starts, ends)
+    joined = "".join(out)
+    if joined == text:
+        return Mapped(text)
+    return Mapped(joined, starts, ends)
 
 
 def whitespace(text: str) -> Mapped:
@@ -150,25 +157,36 @@ STEPS: dict[str, Callable[[str], Mapped]] = {
 
 def compose(outer: Mapped, inner: Mapped) -> Mapped:
     """``inner`` applied to ``outer.text``, mapped back to ``outer``'s input."""
-    if not inner.text:
-        return Mapped("", [], [])
+    if inner.starts is None or inner.ends is None:
+        return outer if inner.text == outer.text else Mapped(inner.text, outer.starts, outer.ends)
+    if outer.starts is None or outer.ends is None:
+        return inner
     return Mapped(inner.text, [outer.starts[s] for s in inner.starts],
-                  [outer.ends[e - 1] if e > 0 else outer.starts[0] for e in inner.ends])
+                  [outer.ends[e - 1] for e in inner.ends])
+
+
+def content_levels(text: str, plugin: Callable[[str], Mapped] | None = None):
+    """``(level, content)`` for each level in order (``plugin`` last when given): the content steps up
+    to that level applied in order, whitespace not yet; a step that changes nothing gives the very
+    object the level before gave."""
+    m = Mapped(text)
+    yield WHITESPACE, m
+    for name, step in STEPS.items():
+        m = compose(m, step(m.text))
+        yield name, m
+    if plugin is not None:
+        yield "plugin", compose(m, plugin(m.text))
 
 
 def at_level(text: str, level: str, plugin: Callable[[str], Mapped] | None = None) -> Mapped:
-    """``text`` normalised at ``level`` (one of :data:`LEVELS`, or ``"plugin"``): the content steps up
-    to it in order, then whitespace."""
+    """``text`` normalised at ``level`` (one of :data:`LEVELS`, ``"plugin"``, or ``"exact"``: unchanged):
+    the content steps up to it in order, then whitespace."""
     if level == "exact":
-        return identity(text)
-    names = [] if level == WHITESPACE else list(STEPS) if level == "plugin" else \
-        list(STEPS)[: list(STEPS).index(level) + 1]
-    m = identity(text)
-    for name in names:
-        m = compose(m, STEPS[name](m.text))
-    if level == "plugin" and plugin is not None:
-        m = compose(m, plugin(m.text))
-    return compose(m, whitespace(m.text))
+        return Mapped(text)
+    for name, m in content_levels(text, plugin):
+        if name == level:
+            return compose(m, whitespace(m.text))
+    raise ValueError(f"unknown normalisation level {level!r}")
 
 
 def load_plugin(spec: str) -> tuple[str, Callable[[str], Mapped]]:
@@ -187,7 +205,7 @@ def load_plugin(spec: str) -> tuple[str, Callable[[str], Mapped]]:
         if isinstance(got, str):
             if len(got) != len(text):
                 raise ValueError(f"normalisation {spec} changed the length without returning offsets")
-            return identity(got)
+            return Mapped(got, list(range(len(got))), list(range(1, len(got) + 1)))
         out, starts, ends = got
         if not (len(out) == len(starts) == len(ends)):
             raise ValueError(f"normalisation {spec} returned offsets not aligned with its text")

@@ -22,7 +22,6 @@ from ledgerscope.pipeline.generation.endpoint import (
     TokenizerUnavailable,
     bundled_smollm2_path,
     start_local_server,
-    stop_local_server,
 )
 
 SECRET = "sk-secret-123-ledgerscope"

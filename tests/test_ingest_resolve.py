@@ -145,9 +145,11 @@ def test_an_unlocatable_chunk_is_a_unit_without_an_interval_or_stops_with_strict
     rows = con.execute("SELECT unit_id, located, placement, \"start\" FROM units ORDER BY unit_id").fetchall()
     assert rows == [("nowhere", False, "unlocatable", None), ("rule", True, "repaired", s),
                     ("spaced", True, "located-whitespace", s)]
-    over = subprocess.run([*cmd, "--out", str(tmp_path / "over")], capture_output=True, text=True, timeout=120)
+    over = subprocess.run([*cmd, "--out", str(tmp_path / "over")], capture_output=True, text=True,
+                          timeout=120)
     assert over.returncode == 2 and not (tmp_path / "over").exists()
-    assert "1 of 3 chunks (33.3%) could not be placed in the corpus, more than --max-unlocated 0.1" in over.stderr
+    assert ("1 of 3 chunks (33.3%) could not be placed in the corpus, more than --max-unlocated 0.1"
+            in over.stderr)
     bad = subprocess.run([*cmd, "--out", str(tmp_path / "bad"), "--strict"], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()

@@ -54,8 +54,9 @@ def ingest_command(
         "--id-key", help="openinference: the document metadata key holding its chunk id, for documents "
                          "without document.id.")] = "chunk_id",
     strict: Annotated[bool, typer.Option(
-        "--strict", help="Stop at a chunk a trace names that cannot be placed (otherwise it becomes a unit "
-                         "without an interval and the stages resting on it are marked unverifiable).")] = False,
+        "--strict", help="Stop at a chunk a trace names that cannot be placed (otherwise it becomes a "
+                         "unit without an interval and the stages resting on it are marked "
+                         "unverifiable).")] = False,
     max_unlocated: Annotated[float, typer.Option(
         "--max-unlocated", min=0.0, max=1.0,
         help="Stop (exit 2) when more than this share of the store's chunks cannot be placed (the corpus "

@@ -156,7 +156,8 @@ def unverifiable(con) -> None:
             JOIN _ig_trace t ON t.arm = n.arm AND t.qid = n.qid
             WHERE NOT k.kept),
         cited AS (
-            SELECT DISTINCT c.tid, 'cited' AS vstage FROM _ig_cite c JOIN _ig_unloc u ON u.chunk_id = c.unit_id)
+            SELECT DISTINCT c.tid, 'cited' AS vstage
+            FROM _ig_cite c JOIN _ig_unloc u ON u.chunk_id = c.unit_id)
         SELECT * FROM lists UNION ALL SELECT * FROM chunked UNION ALL SELECT * FROM cited""")
     con.execute("DROP TABLE _ig_unloc")
 

@@ -112,7 +112,8 @@ def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, Haystack] | None
     old = f"chunk of version {chunk.version[:80]}, the corpus holds {src.version}"
     if not r.resolved:
         return Resolution(chunk, "version-differs", note=f"{old}; {r.note}")
-    return Resolution(chunk, "version-drifted", r.start, r.end, f"{old}; its text is still there ({r.status})",
+    return Resolution(chunk, "version-drifted", r.start, r.end,
+                      f"{old}; its text is still there ({r.status})",
                       r.how, r.context)
 
 
@@ -157,7 +158,8 @@ def _resolve_text(chunk: Chunk, text: str, loc: Locator) -> Resolution:
         return Resolution(chunk, "repaired", s, e, f"offsets {given}; repaired to [{s}, {e}) codepoint "
                           f"({'nearest ' if len(found) > 1 else ''}{_how(how)} match)", how)
     status = {EXACT: "located", WHITESPACE: "located-whitespace"}.get(how, "located-normalised")
-    return Resolution(chunk, status, s, e, "" if how == EXACT else f"text differs from the source: {how}", how)
+    note = "" if how == EXACT else f"text differs from the source: {how}"
+    return Resolution(chunk, status, s, e, note, how)
 
 
 def _pick(chunk: Chunk, found: list[tuple[int, int]], how: str, hint: int | None, given: str,

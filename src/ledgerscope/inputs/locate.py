@@ -19,7 +19,8 @@ LlamaIndex or chonkie splitter returned) and fixture quotes
   slice is placed by :func:`align`: its longest part that occurs in the source (exactly, or at the
   first normalisation level that finds one), shrunk to begin after whitespace and end before it
   where text is added there (an added text's last letters may match the source), which must be
-  unique, at least :data:`MIN_ALIGNED` characters and a fifth of the text; every other part is a source slice when it occurs exactly
+  unique, at least :data:`MIN_ALIGNED` characters and a fifth of the text; every other part is a
+  source slice when it occurs exactly
   once in the source (a chunk joined from several slices), else generated context.
 
 Pure functions over strings; no knowledge of chunks, corpora or ledgers.

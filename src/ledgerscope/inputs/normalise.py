@@ -132,7 +132,8 @@ def soft_hyphens_ligatures(text: str) -> Mapped:
     """Soft hyphens and zero-width characters dropped; typographic ligatures spelt out (PDF text)."""
     if text.isascii():
         return identity(text)
-    return _build(text, ((i, i + 1, "" if ch in _SOFT else _LIGATURES.get(ch, ch)) for i, ch in enumerate(text)))
+    return _build(text, ((i, i + 1, "" if ch in _SOFT else _LIGATURES.get(ch, ch))
+                         for i, ch in enumerate(text)))
 
 
 def markdown_headers(text: str) -> Mapped:

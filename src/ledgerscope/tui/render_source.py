@@ -10,6 +10,7 @@ appended through ``safe`` into ``Text``, never parsed as markup.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from rich.style import Style
@@ -302,7 +303,7 @@ def _styled_context(out: Text, context: str, gold, generated, palette: Palette) 
     where they meet, which they never should)."""
     marks = sorted({0, len(context), *(x for a, b, _ in gold for x in (a, b)),
                     *(x for a, b in generated for x in (a, b))})
-    for a, b in zip(marks, marks[1:], strict=False):
+    for a, b in pairwise(marks):
         if a >= b:
             continue
         style = ("gold" if any(g0 <= a and b <= g1 for g0, g1, _ in gold) else

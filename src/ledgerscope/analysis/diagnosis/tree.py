@@ -191,7 +191,8 @@ def collapsed(record: Mapping[str, Any], lost: int) -> tuple[int, int] | None:
 def unverifiable_steps(record: Mapping[str, Any]) -> tuple[int, ...]:
     """The steps whose stage the record names in ``unverifiable_stages`` (10 for ``cited``)."""
     names = set((record.get("unverifiable_stages") or "").split(","))
-    return (*(step for step, _, stage in SUPPORT_WALK if stage in names), *((10,) if "cited" in names else ()))
+    steps = tuple(step for step, _, stage in SUPPORT_WALK if stage in names)
+    return (*steps, 10) if "cited" in names else steps
 
 
 def resting_on_unlocated(record: Mapping[str, Any], step: int) -> tuple[int, ...]:

@@ -246,7 +246,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     derive.candidates(con)
     derive.citations(con)
     derive.support(con, [a for a, how in chunked.items() if how == "recorded"])
-    derive.unverifiable(con)
+    derive.unverifiable(con, not all(r.resolved for r in resolutions))
     derive.drop(con, "_ig_over", "_ig_iv", "_ig_iv_chunked", "_ig_cs")
     derive.units(con, arms)
     texts = {s.doc_id: s.text for s in corpus}

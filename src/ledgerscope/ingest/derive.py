@@ -127,12 +127,16 @@ def support(con, chunked_arms: list[str]) -> None:
 UNVERIFIABLE_ORDER = ("chunked", "exact", "production", "union", "fused", "reranked", "packed", "cited")
 
 
-def unverifiable(con) -> None:
+def unverifiable(con, any_unplaced: bool = True) -> None:
     """``_ig_unver`` (tid, vstage): the tree stages of each trace whose verdict rests on an unplaced
     chunk: the stage does not keep support, and its list holds a chunk that could not be placed of a
     document holding a gold span of the question (``chunked``: the config's store holds one), so the
     support may lie in it; ``cited``: a cited chunk could not be placed. Only traces naming an
-    unplaced chunk are touched (the join starts from the few unplaced chunks)."""
+    unplaced chunk are touched (the join starts from the few unplaced chunks); with none
+    (``any_unplaced`` false) the table is empty at no cost."""
+    if not any_unplaced:
+        con.execute("CREATE OR REPLACE TABLE _ig_unver (tid BIGINT, vstage VARCHAR)")
+        return
     con.execute("CREATE OR REPLACE TABLE _ig_unloc AS "
                 "SELECT chunk_id, doc_id, configs FROM _ig_chunk WHERE NOT located")
     members = " UNION ALL ".join(f"SELECT '{m}' AS stage, '{v}' AS vstage" for v, ms in _MEMBERS.items()

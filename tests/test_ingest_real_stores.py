@@ -192,3 +192,33 @@ def test_chunks_with_a_situating_sentence_from_smollm2_are_placed_at_start_index
         start = d.metadata["start_index"]
         assert (r.start, r.end) == (start, start + len(d.page_content)), (s, r.note)
         assert r.context[0]["position"] == "before" and r.context[0]["text"].strip() == s
+
+
+# ---------------------------------------------------------------------------
+# what the TUI shows of it
+
+
+def test_the_context_pane_styles_generated_context_and_the_source_pane_lists_unplaced_units():
+    from ledgerscope.tui.model import RecordDetail
+    from ledgerscope.tui.render import make_palette
+    from ledgerscope.tui.render_source import context_text, source_text
+
+    body = TEXT[TEXT.index("Business costs €15"):TEXT.index(".", TEXT.index("Business costs €15")) + 1]
+    added = "This excerpt gives the Business price."
+    stored = f"{added}\n\n{body}"
+    (r,) = resolve_chunks(_chunks([stored]), _corpus())
+    unit = {"unit_id": "c0", "doc_id": DOC, "start": r.start, "end": r.end, "located": True,
+            "placement": r.status, "placement_note": r.note, "context_json": json.dumps(list(r.context))}
+    lost = {"unit_id": "gone", "doc_id": DOC, "start": None, "end": None, "located": False,
+            "placement": "unlocatable", "placement_note": "its text occurs nowhere", "context_json": None}
+    rd = RecordDetail("a", "arm", "0", {"packed_context": stored, "packed_unit_ids": ["c0"]},
+                      {"packed": [{"unit_id": "c0", "rank": 1, "doc_id": DOC, "start": r.start, "end": r.end}]},
+                      [unit, lost], {}, None, None, {DOC: TEXT})
+    palette = make_palette()
+    out = context_text(rd, palette)
+    styled = [out.plain[s.start:s.end] for s in out.spans if s.style == palette["generated"]]
+    assert added in styled  # the added sentence, in its own style
+    assert body not in "".join(styled)
+    assert "generated context" in out.plain and "never gold support" in out.plain
+    src = source_text(rd, "packed", palette).plain
+    assert "1 unit(s) of this document could not be placed" in src and "gone (unlocatable)" in src

@@ -108,3 +108,35 @@ def test_records_that_never_touch_an_unplaced_chunk_keep_their_verdicts(stores):
             assert "unverifiable-unlocated-chunk" in now["flags"]
     assert untouched > len(clean) // 2
     assert changed > 0  # the corruption reached some record's support (else the test tests nothing)
+
+
+def test_diagnose_and_the_tui_stats_pane_list_the_unplaced_chunks_per_document(stores):
+    import subprocess
+    import sys
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from ledgerscope.tui.data import ArmRef
+    from ledgerscope.tui.panes import with_unlocated
+
+    n = len(stores["broken"])
+    ledgers = stores["ledgers"]
+    out = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "diagnose", str(ledgers["broken"])],
+                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                                                                         "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert f"unlocated chunks: {n} of {stores['n_chunks']} in the store" in out.stdout
+    assert "unverifiable: unlocated chunk" in out.stdout
+
+    class Session:
+        arms = {"candidate": ArmRef("candidate", "small", ledgers["broken"], ("0",))}
+
+    console = Console(width=200, record=True)
+    console.print(with_unlocated(Text("the rest of the pane"), Session()))
+    shown = console.export_text()
+    assert f"unlocated chunks: {n} of {stores['n_chunks']}" in shown and "the rest of the pane" in shown
+    assert any(doc.split("#")[0].split("/", 1)[1] in shown for doc in stores["broken"])
+    Session.arms = {"candidate": ArmRef("candidate", "small", ledgers["clean"], ("0",))}
+    plain = Text("the rest")
+    assert with_unlocated(plain, Session()) is plain

@@ -212,7 +212,8 @@ def test_the_context_pane_styles_generated_context_and_the_source_pane_lists_unp
     lost = {"unit_id": "gone", "doc_id": DOC, "start": None, "end": None, "located": False,
             "placement": "unlocatable", "placement_note": "its text occurs nowhere", "context_json": None}
     rd = RecordDetail("a", "arm", "0", {"packed_context": stored, "packed_unit_ids": ["c0"]},
-                      {"packed": [{"unit_id": "c0", "rank": 1, "doc_id": DOC, "start": r.start, "end": r.end}]},
+                      {"packed": [{"unit_id": "c0", "rank": 1, "doc_id": DOC, "start": r.start,
+                                   "end": r.end}]},
                       [unit, lost], {}, None, None, {DOC: TEXT})
     palette = make_palette()
     out = context_text(rd, palette)

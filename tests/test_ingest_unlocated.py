@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -111,6 +112,7 @@ def test_records_that_never_touch_an_unplaced_chunk_keep_their_verdicts(stores):
 
 
 def test_diagnose_and_the_tui_stats_pane_list_the_unplaced_chunks_per_document(stores):
+    import os
     import subprocess
     import sys
 
@@ -123,14 +125,13 @@ def test_diagnose_and_the_tui_stats_pane_list_the_unplaced_chunks_per_document(s
     n = len(stores["broken"])
     ledgers = stores["ledgers"]
     out = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "diagnose", str(ledgers["broken"])],
-                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
-                                                                         "COLUMNS": "200"})
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     assert f"unlocated chunks: {n} of {stores['n_chunks']} in the store" in out.stdout
     assert "unverifiable: unlocated chunk" in out.stdout
 
     class Session:
-        arms = {"candidate": ArmRef("candidate", "small", ledgers["broken"], ("0",))}
+        arms: ClassVar[dict] = {"candidate": ArmRef("candidate", "small", ledgers["broken"], ("0",))}
 
     console = Console(width=200, record=True)
     console.print(with_unlocated(Text("the rest of the pane"), Session()))

@@ -295,7 +295,7 @@ def _view(con: DuckDBPyConnection, name: str, files: list[Path], union: bool = T
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
 
 
-def _missing_optional(con, name: str) -> str:
+def _missing_optional(con: DuckDBPyConnection, name: str) -> str:
     """``CAST(NULL AS T) AS "c", ...`` for each optional column of table ``name`` its view lacks."""
     optional = schema.OPTIONAL_COLUMNS.get(name, ())
     if not optional:

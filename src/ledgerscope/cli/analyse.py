@@ -67,10 +67,13 @@ def diagnose(
     except LedgerscopeError as exc:
         fail(exc)
         return
+    from ledgerscope.ledger.verify import load_manifest
+    from ledgerscope.report.unlocated import unlocated_table
+
     out = console()
     out.print(diagnosis_table(rows))
     out.print(survival_table(funnel))
-    for extra in (recall_table(funnel), reversals_table(reversals)):
+    for extra in (recall_table(funnel), reversals_table(reversals), unlocated_table(load_manifest(ledger))):
         if extra is not None:
             out.print(extra)
 

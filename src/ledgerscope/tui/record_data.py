@@ -18,7 +18,8 @@ from typing import Any
 #: the ranked lists the tree walks; a stage without rows is an empty list, not a missing one
 WALKED_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed")
 _CANDIDATE_COLUMNS = 'stage, "rank", unit_id, score, doc_id, "start", "end", lineage'
-_UNIT_COLUMNS = 'unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens'
+_UNIT_COLUMNS = ('unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens, located, '
+                 'placement, placement_note, context_json')
 
 
 @dataclass

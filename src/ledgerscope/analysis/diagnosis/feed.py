@@ -27,6 +27,7 @@ _RECORD_COLUMNS = (
     "evidence_tokens", "budget_tokens", "rerank_depth", "selection_depth", "overflow_json",
     "expansion_dropped_json", "answer", "abstained", "citations_json", "answer_verdict", "answer_reason",
     "citation_verdict", "citation_reason", "generator_error", "oracle_verdict", "oracle_feasible",
+    "unverifiable_stages",
 )
 _CAND_COLUMNS = ('c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, c.score, c.doc_id, '
                  'c."start", c."end", CASE WHEN c.stage = \'union\' THEN c.lineage END AS lineage')

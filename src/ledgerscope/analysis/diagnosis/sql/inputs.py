@@ -26,6 +26,7 @@ KEY_COLUMNS = (
     "answer_verdict",
     "citation_verdict",
     "single_unit_complete",
+    "unverifiable_stages",
 )
 RECORD_COLUMNS = (
     *("arm", "phase", "phase_offset", "qid", "segment", *KEY_COLUMNS, "covered_set"),

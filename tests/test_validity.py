@@ -52,7 +52,8 @@ def mute_ledger(rule_exception_inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("mute") / "ledger"
     fixtures, corpus = load_fixtures(rule_exception_inputs["fixtures"],
                                      load_corpus(rule_exception_inputs["corpus"]))
-    arms = [arm_from_dict({**MUTE, "name": "mute-a"}), arm_from_dict({**MUTE, "name": "mute-b", "capacity": 16})]
+    arms = [arm_from_dict({**MUTE, "name": "mute-a"}),
+            arm_from_dict({**MUTE, "name": "mute-b", "capacity": 16})]
     sweep(fixtures, corpus, arms, out)
     return out
 
@@ -78,7 +79,8 @@ def test_meter_per_arm_stress_set_and_segment_with_the_threshold():
     rows.append({"arm": "a", "qid": "c", "answerable": False, "verdict": "not-applicable", "feasible": None,
                  "reason": None, "segment": "unanswerable", "stress_set": "representative"})
     m = meter(rows, 0.8)["arms"]["a"]
-    assert (m["answerable"], m["correct"], m["wrong"], m["abstained"], m["status"]) == (10, 8, 1, 1, "verified")
+    got = (m["answerable"], m["correct"], m["wrong"], m["abstained"], m["status"])
+    assert got == (10, 8, 1, 1, "verified")
     assert m["stress_sets"]["representative"]["segments"]["s2"]["correct"] == 3
     assert meter(rows, 0.9)["arms"]["a"]["status"] == "unverified"
     assert meter([], 0.8)["arms"] == {}
@@ -144,8 +146,8 @@ def test_no_answer_side_check_passes_and_the_views_say_so(mute_ledger, tmp_path)
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["comparison"]["answer_validity"]["arms"]["mute-a"]["status"] == "unverified"
-    answer_checks = [c for c in out["decision"]["checks"]
-                     if c["tolerance"].split(".")[0] in ("max_answer_loss", "max_critical_errors_per_segment")]
+    answer_side = ("max_answer_loss", "max_critical_errors_per_segment")
+    answer_checks = [c for c in out["decision"]["checks"] if c["tolerance"].split(".")[0] in answer_side]
     assert answer_checks and all(c["status"] == "inconclusive" for c in answer_checks)
     assert all("generator fails with full support on 2 of 2 questions" in c["reason"] for c in answer_checks)
     assert out["decision"]["outcome"] != "accept"

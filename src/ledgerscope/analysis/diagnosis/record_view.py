@@ -20,8 +20,8 @@ from ledgerscope.analysis.diagnosis.sql.inputs import (
     ORACLE_ROWS,
     ORACLE_VERDICT,
 )
-from ledgerscope.analysis.validity import TABLE as VALIDITY_TABLE
 from ledgerscope.analysis.reversals import reversed_questions_sql
+from ledgerscope.analysis.validity import TABLE as VALIDITY_TABLE
 
 VIEW = "record_view"
 #: the heads, one row per distinct combination of what they depend on (:func:`heads_table`)

@@ -99,7 +99,9 @@ def _runtime(cfg):
     from ledgerscope.pipeline.run.cascade import build_runtime
 
     rt = build_runtime(cfg, shared_encoder)
-    rt.generator = Capture()
+    capture = Capture()
+    capture.count_tokens = rt.generator.count_tokens  # the evidence budget counts as the reader would
+    rt.generator = capture
     return rt
 
 

@@ -116,9 +116,19 @@ def oracle_rows(con, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
     where, params = ("", [])
     if arms:
         where, params = f"WHERE r.arm IN ({', '.join('?' for _ in arms)})", list(arms)
-    cur = con.execute(_ROWS_SQL.format(where=where), params)
+    sql = _ROWS_SQL if _has_oracle(con) else _ROWS_SQL.replace(
+        "LEFT JOIN oracle o ON o.arm = r.arm AND o.qid = r.qid",
+        "LEFT JOIN (SELECT NULL::VARCHAR AS arm, NULL::VARCHAR AS answer_verdict, NULL::BOOLEAN AS feasible, "
+        "NULL::VARCHAR AS answer_reason) o ON false")
+    cur = con.execute(sql.format(where=where), params)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _has_oracle(con) -> bool:
+    """Whether the connection has an ``oracle`` table or view (records made up in memory may not)."""
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'oracle'")
+                .fetchall()[0][0])
 
 
 def ledger_meter(con, arms: Sequence[str] | None = None,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -165,13 +166,16 @@ def import_table(file: Path, corpus_path: Path, out: Path) -> ImportReport:
             fixtures.append(fx)
     if problems:
         raise InputError(problems)
+    text = "".join(json.dumps(fx, ensure_ascii=False) + "\n" for fx in fixtures)
+    with tempfile.TemporaryDirectory() as tmp:  # validated before anything reaches ``out``
+        (Path(tmp) / "fixtures.jsonl").write_text(text, encoding="utf-8")
+        _, _, invalid = validate_fixtures(Path(tmp) / "fixtures.jsonl", corpus_path)
+    if invalid:
+        raise InputError(invalid)
     out.mkdir(parents=True, exist_ok=True)
     corpus_out, fixtures_out = out / "corpus.jsonl", out / "fixtures.jsonl"
     write_corpus_jsonl(corpus, corpus_out)  # the whole corpus: retrieval needs its distractors
-    atomic_write_text(fixtures_out, "".join(json.dumps(fx, ensure_ascii=False) + "\n" for fx in fixtures))
-    _, _, invalid = validate_fixtures(fixtures_out, corpus_out)
-    if invalid:
-        raise InputError(invalid)
+    atomic_write_text(fixtures_out, text)
     report = ImportReport(dataset="table", documents=len(corpus), questions=len(fixtures),
                           spans=sum(len(fx["spans"]) for fx in fixtures), answers=len(fixtures))
     report.corpus_path, report.fixtures_path = str(corpus_out), str(fixtures_out)

@@ -12,7 +12,7 @@ a grid of settings without re-running the model:
 3. **The smallest covering set**: the best sentence, then at most one *bridging* sentence from
    anywhere in the context (another unit, another document) that shares a content word with the
    best one which the question does not name (the entity the hop goes through) and names a
-   question word the best one lacks. Joint evidence is the normal case: every unit quoted is cited.
+   question word itself. Joint evidence is the normal case: every unit quoted is cited.
 4. **Topical**: the answer's sentences lead the best sentence outside them (not a repeat or a
    fragment of one of them) by less than ``margin``: several sentences are about the question
    about equally and none answers it better, so the answer is not in the context.
@@ -85,19 +85,16 @@ def _same(a: str, b: str) -> bool:
 
 def bridge(question: str, scored: Sequence[dict]) -> dict | None:
     """The best-scored sentence that links to the best one through a word the question does not name
-    and covers a question word the best one lacks (None: the best sentence alone covers what it can)."""
+    (the entity the hop goes through) and names a question word itself (None: no such sentence)."""
     if not scored:
         return None
     q = stems(question)
     first = stems(scored[0]["sentence"])
-    missing = q - first
-    if not missing:
-        return None
     for item in scored[1:]:
         if _same(item["sentence"], scored[0]["sentence"]):
             continue
         words = stems(item["sentence"])
-        if (words & first) - q and words & missing:
+        if (words & first) - q and words & q:
             return item
     return None
 

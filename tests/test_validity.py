@@ -181,3 +181,21 @@ def test_rule_key_min_oracle_correct(tmp_path):
     path.write_text("min_oracle_correct = 2\n" + RULE, encoding="utf-8")
     with pytest.raises(InputError):
         load_rule(path)
+
+
+def test_the_stats_pane_shows_the_meter():
+    from rich.console import Console
+
+    from ledgerscope.tui.render import make_palette
+    from ledgerscope.tui.render_summary import stats_text
+
+    validity = meter([{"arm": "cand", "qid": "q", "answerable": True, "verdict": "abstained",
+                       "feasible": True, "reason": None, "segment": "x", "stress_set": "representative"}])
+    comparison = {"stress_sets": {}, "note": "", "answer_validity": validity,
+                  "candidate": {"arm": "cand", "counts": {}}, "baseline": {"arm": "base", "counts": {}},
+                  "settings": {"n_resamples": 100, "seed": 0, "confidence": 0.95, "resampling_unit": "doc"},
+                  "matching": {"matched_questions": 1, "matched_records": 1, "shared_phases": ["0"]}}
+    console = Console(width=200, record=True)
+    console.print(stats_text({}, {"candidate": "cand", "baseline": "base"}, [], comparison, None, "",
+                             make_palette()))
+    assert "ANSWER SIDE UNVERIFIED" in console.export_text()

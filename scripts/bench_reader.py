@@ -320,6 +320,8 @@ def main() -> int:
     ap.add_argument("--covid-articles", type=int, default=COVID_ARTICLES, help="COVID-QA articles (CC BY)")
     ap.add_argument("--cnli-docs", type=int, default=None, help="only the first N ContractNLI dev contracts")
     ap.add_argument("--no-pooled", action="store_true", help="skip the pooled ContractNLI controls")
+    ap.add_argument("--scored-cache", type=Path, default=None,
+                    help="pickle of the scored contexts: read if it exists, else written")
     ap.add_argument("--cache", type=Path, default=None,
                     help="pickle of the captured contexts: read if it exists, else written")
     args = ap.parse_args()
@@ -333,7 +335,12 @@ def main() -> int:
                           not args.no_pooled)
         if args.cache:
             args.cache.write_bytes(pickle.dumps(got))
-    scored = score_all(got)
+    if args.scored_cache and args.scored_cache.is_file():  # the scoring does not depend on the rule replayed
+        scored = pickle.loads(args.scored_cache.read_bytes())
+    else:
+        scored = score_all(got)
+        if args.scored_cache:
+            args.scored_cache.write_bytes(pickle.dumps(scored))
     print(f"contexts: {', '.join(f'{k} {len(v)}' for k, v in got.items())}; captured and scored in "
           f"{time.perf_counter() - t0:.0f} s")
     print("| " + " | ".join(title for _k, title in COLUMNS) + " |")

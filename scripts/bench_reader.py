@@ -136,29 +136,56 @@ def capture_production(rt, fixtures, corpus, keep) -> list[tuple]:
 
 
 def capture_all(work: Path, covid_articles: int = COVID_ARTICLES, cnli_docs: int | None = None,
-                pooled: bool = True) -> dict[str, list[tuple]]:
-    from ledgerscope.inputs.fixtures import load_fixtures
-    from ledgerscope.inputs.importers.contractnli import import_contractnli
-    from ledgerscope.inputs.importers.squad import import_squad
-    from ledgerscope.inputs.sources import Corpus, load_corpus
-    from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
+                pooled: bool = True, production: bool = True, sample_phases: int | None = None,
+                cache: Path | None = None) -> dict[str, list[tuple]]:
+    """Every context, by dataset; with ``cache``, each dataset is saved as soon as it is captured and a
+    rerun captures only what the cache lacks (a capture interrupted on a busy machine loses one part)."""
+    got: dict[str, list[tuple]] = pickle.loads(cache.read_bytes()) if cache and cache.is_file() else {}
 
-    got: dict[str, list[tuple]] = {}
-    t0 = time.perf_counter()
-    import_squad(covid_subset(work, covid_articles), work / "covid", repair=True, support="sentence")
+    def save(name: str, t0: float) -> None:
+        print(f"captured {name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        if cache:
+            cache.write_bytes(pickle.dumps(got))
+
+    if "covid_oracle" not in got:
+        t0 = time.perf_counter()
+        _capture_covid(work, got, covid_articles, production)
+        save("COVID-QA", t0)
+    if "cnli_oracle" not in got:
+        t0 = time.perf_counter()
+        _capture_cnli(work, got, cnli_docs, pooled)
+        save("ContractNLI", t0)
+    if "sample_oracle" not in got:
+        t0 = time.perf_counter()
+        _capture_sample(got, sample_phases)
+        save("the sample", t0)
+    return got
+
+
+def _capture_covid(work: Path, got: dict, articles: int, production: bool) -> None:
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.importers.squad import import_squad
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+
+    import_squad(covid_subset(work, articles), work / "covid", repair=True, support="sentence")
     corpus = load_corpus(work / "covid" / "corpus.jsonl")
     fixtures, corpus = load_fixtures(work / "covid" / "fixtures.jsonl", corpus)
     rt = _runtime(arm_from_dict({"name": "candidate", "phases": "auto:2"}))
+    got["covid_production"] = capture_production(rt, fixtures, corpus, lambda f: True) if production else []
     got["covid_oracle"] = capture_oracle(rt, fixtures)
-    got["covid_production"] = capture_production(rt, fixtures, corpus, lambda f: True)
-    print(f"captured COVID-QA in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
-    t0 = time.perf_counter()
-    import_contractnli(cnli_slice(work, cnli_docs), work / "cnli")
+
+def _capture_cnli(work: Path, got: dict, docs: int | None, pooled: bool) -> None:
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.importers.contractnli import import_contractnli
+    from ledgerscope.inputs.sources import Corpus, load_corpus
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+
+    import_contractnli(cnli_slice(work, docs), work / "cnli")
     full = load_corpus(work / "cnli" / "corpus.jsonl")
     fixtures, full = load_fixtures(work / "cnli" / "fixtures.jsonl", full)
     rt = _runtime(arm_from_dict({"name": "candidate", "phases": [0]}))
-    got["cnli_oracle"] = capture_oracle(rt, fixtures)
     controls = []
     for doc in full:  # each control against its own contract only (see the module docstring)
         one = Corpus()
@@ -167,20 +194,28 @@ def capture_all(work: Path, covid_articles: int = COVID_ARTICLES, cnli_docs: int
         if mine:
             controls += capture_production(rt, mine, one, lambda f: True)
     got["cnli_controls"] = controls
-    # the same controls retrieved from all 61 contracts pooled, as a plain sweep of the split would
+    # the same controls retrieved from all the contracts pooled, as a plain sweep of the split would
     if pooled:
         got["cnli_controls_pooled"] = capture_production(rt, fixtures, full, lambda f: not f.answerable)
-    print(f"captured ContractNLI in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    got["cnli_oracle"] = capture_oracle(rt, fixtures)
 
-    t0 = time.perf_counter()
+
+def _capture_sample(got: dict, phases: int | None) -> None:
+    from dataclasses import replace
+
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.arm.config import load_arm
+
     sample = ROOT / "sample_ledgers"
     corpus = load_corpus(sample / "corpus")
     fixtures, corpus = load_fixtures(sample / "fixtures.jsonl", corpus)
-    rt = _runtime(load_arm(sample / "arms" / "candidate.toml"))
-    got["sample_oracle"] = capture_oracle(rt, fixtures)
+    cfg = load_arm(sample / "arms" / "candidate.toml")
+    if phases is not None:
+        cfg = replace(cfg, phases=f"auto:{phases}")
+    rt = _runtime(cfg)
     got["sample_controls"] = capture_production(rt, fixtures, corpus, lambda f: not f.answerable)
-    print(f"captured the sample in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return got
+    got["sample_oracle"] = capture_oracle(rt, fixtures)
 
 
 def _current(fx):
@@ -264,7 +299,7 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
     def answered(rows):
         return sum(not a for _v, a, _f, _j in rows) / len(rows) if rows else float("nan")
 
-    covid_o, covid_p = verdicts(scored["covid_oracle"]), verdicts(scored["covid_production"])
+    covid_o, covid_p = verdicts(scored["covid_oracle"]), verdicts(scored.get("covid_production", []))
     packed = [r for r in covid_p if r[2]]
     cnli_o, cnli_c = verdicts(scored["cnli_oracle"]), verdicts(scored["cnli_controls"])
     multi = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) >= 2])
@@ -320,6 +355,8 @@ def main() -> int:
     ap.add_argument("--covid-articles", type=int, default=COVID_ARTICLES, help="COVID-QA articles (CC BY)")
     ap.add_argument("--cnli-docs", type=int, default=None, help="only the first N ContractNLI dev contracts")
     ap.add_argument("--no-pooled", action="store_true", help="skip the pooled ContractNLI controls")
+    ap.add_argument("--no-production", action="store_true", help="skip COVID-QA's production contexts")
+    ap.add_argument("--sample-phases", type=int, default=None, help="only the sample arm's first N phases")
     ap.add_argument("--scored-cache", type=Path, default=None,
                     help="pickle of the scored contexts: read if it exists, else written")
     ap.add_argument("--cache", type=Path, default=None,
@@ -328,13 +365,8 @@ def main() -> int:
     if not os.environ.get("PYTHONPATH"):
         sys.path.insert(0, str(ROOT / "src"))
     t0 = time.perf_counter()
-    if args.cache and args.cache.is_file():
-        got = pickle.loads(args.cache.read_bytes())
-    else:
-        got = capture_all(Path(tempfile.mkdtemp(prefix="bench_reader_")), args.covid_articles, args.cnli_docs,
-                          not args.no_pooled)
-        if args.cache:
-            args.cache.write_bytes(pickle.dumps(got))
+    got = capture_all(Path(tempfile.mkdtemp(prefix="bench_reader_")), args.covid_articles, args.cnli_docs,
+                      not args.no_pooled, not args.no_production, args.sample_phases, args.cache)
     if args.scored_cache and args.scored_cache.is_file():  # the scoring does not depend on the rule replayed
         scored = pickle.loads(args.scored_cache.read_bytes())
     else:

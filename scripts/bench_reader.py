@@ -303,6 +303,7 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
     packed = [r for r in covid_p if r[2]]
     cnli_o, cnli_c = verdicts(scored["cnli_oracle"]), verdicts(scored["cnli_controls"])
     multi = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) >= 2])
+    multi2 = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) == 2])
     pooled = verdicts(scored["cnli_controls_pooled"]) if "cnli_controls_pooled" in scored else []
     sample_o, sample_c = verdicts(scored["sample_oracle"]), verdicts(scored["sample_controls"])
     row = {
@@ -314,6 +315,7 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
         "cnli_oracle_answered": answered(cnli_o),
         "multi_answered": answered(multi),
         "multi_joint": sum(j for _v, _a, _f, j in multi) / len(multi) if multi else float("nan"),
+        "multi2_joint": sum(j for _v, _a, _f, j in multi2) / len(multi2) if multi2 else float("nan"),
         "cnli_false_assertion": rate(cnli_c, "false-assertion"),
         "cnli_pooled_false_assertion": rate(pooled, "false-assertion"),
         "sample_oracle_correct": rate(sample_o, "correct"),
@@ -338,6 +340,7 @@ COLUMNS = [
     ("cnli_oracle_answered", "ContractNLI evidence answered"),
     ("multi_answered", "multi-span ContractNLI answered"),
     ("multi_joint", "multi-span answered citing every span"),
+    ("multi2_joint", "... two-span sets"),
     ("cnli_false_assertion", "ContractNLI NotMentioned false assertion"),
     ("cnli_pooled_false_assertion", "the same, contracts pooled"),
     ("sample_oracle_correct", "sample oracle correct"),

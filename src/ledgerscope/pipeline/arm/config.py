@@ -104,8 +104,8 @@ dedup = true             # identical source intervals are packed once
 
 [generator]
 kind = "extractive"      # extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP)
-abstain_threshold = 0.3  # extractive reader: abstain when the best sentence scores below this
-abstain_margin = 0.06    # ... or when it leads the next best by less than this (a merely topical context)
+abstain_threshold = 0.1  # extractive reader: abstain when the best sentence scores below this
+abstain_margin = 0.1     # ... or when its answer leads the next best by less than this (a merely topical context)
 base_url = ""            # endpoint: e.g. http://127.0.0.1:8080
 model = ""               # endpoint: model name
 api_key_env = ""         # endpoint: NAME of the environment variable holding the key (never the key)

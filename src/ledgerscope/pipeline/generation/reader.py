@@ -65,8 +65,8 @@ from ledgerscope.pipeline.ranking.rerank import column_means
 from ledgerscope.rules.answer_match import extract_quantities
 
 #: the defaults, chosen from the curve in docs/benchmarks.md (scripts/bench_reader.py)
-DEFAULT_ABSTAIN_THRESHOLD = 0.3
-DEFAULT_ABSTAIN_MARGIN = 0.06
+DEFAULT_ABSTAIN_THRESHOLD = 0.1
+DEFAULT_ABSTAIN_MARGIN = 0.1
 #: letters two words must share to match (a stemmer that can be explained in one line)
 STEM_LETTERS = 5
 #: score factor for a sentence without a number when the question asks for a quantity

@@ -12,7 +12,8 @@ a grid of settings without re-running the model:
 3. **The smallest covering set**: the best sentence, then at most one *bridging* sentence from
    anywhere in the context (another unit, another document) that shares a content word with the
    best one which the question does not name (the entity the hop goes through) and names a
-   question word itself. Joint evidence is the normal case: every unit quoted is cited.
+   question word itself. Within one unit the margin rule decides (a rule and its exception cut
+   apart by a unit boundary stay the failure they are, not a two-sentence answer). Joint evidence is the normal case: every unit quoted is cited.
 4. **Topical**: the answer's sentences lead the best sentence outside them (not a repeat or a
    fragment of one of them) by less than ``margin``: several sentences are about the question
    about equally and none answers it better, so the answer is not in the context.
@@ -84,15 +85,15 @@ def _same(a: str, b: str) -> bool:
 
 
 def bridge(question: str, scored: Sequence[dict]) -> dict | None:
-    """The best-scored sentence that links to the best one through a word the question does not name
-    (the entity the hop goes through) and names a question word itself (None: no such sentence)."""
+    """The best-scored sentence of another unit that links to the best one through a word the question
+    does not name (the entity the hop goes through) and names a question word itself (None: none)."""
     if not scored:
         return None
     q = stems(question)
     first = stems(scored[0]["sentence"])
     for item in scored[1:]:
-        if _same(item["sentence"], scored[0]["sentence"]):
-            continue
+        if item["block"] == scored[0]["block"] or _same(item["sentence"], scored[0]["sentence"]):
+            continue  # another unit or document: within one unit the margin rule decides
         words = stems(item["sentence"])
         if (words & first) - q and words & q:
             return item
@@ -154,5 +155,6 @@ def extract_span(question: str, sentences: Sequence[str]) -> str | None:
 def answer_text(question: str, chosen: Sequence[dict]) -> str:
     """The answer: the span (where the question asks for one), then each sentence with its citation."""
     quoted = " ".join(f"{c['sentence']} [{c['label']}]" for c in chosen)
-    span = extract_span(question, [c["sentence"] for c in chosen])
+    # the bridge holds the second hop: its span answers, the first sentence only leads to it
+    span = extract_span(question, [c["sentence"] for c in reversed(chosen)])
     return f"{span}: {quoted}" if span else quoted

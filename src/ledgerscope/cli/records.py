@@ -57,6 +57,10 @@ def rerun(
                                 f"run `ledgerscope convert {ledger} --to parquet --out LEDGER` and rerun "
                                 "on LEDGER")))
     try:
+        if not is_ingested(ledger):  # re-running the cascade needs its models
+            from ledgerscope.cli.extras import require_extra
+
+            require_extra("sweep", "ledgerscope rerun")
         with reading(ledger):
             diff = (rerun_ingested(ledger, arm, qid, phase, runner) if is_ingested(ledger)
                     else rerun_record(ledger, arm, qid, phase))

@@ -13,7 +13,8 @@ a grid of settings without re-running the model:
    anywhere in the context (another unit, another document) that shares a content word with the
    best one which the question does not name (the entity the hop goes through) and names a
    question word itself. Within one unit the margin rule decides (a rule and its exception cut
-   apart by a unit boundary stay the failure they are, not a two-sentence answer). Joint evidence is the normal case: every unit quoted is cited.
+   apart by a unit boundary stay the failure they are, not a two-sentence answer). Joint evidence
+   is the normal case: every unit quoted is cited.
 4. **Topical**: the answer's sentences lead the best sentence outside them (not a repeat or a
    fragment of one of them) by less than ``margin``: several sentences are about the question
    about equally and none answers it better, so the answer is not in the context.

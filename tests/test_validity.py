@@ -143,7 +143,7 @@ def test_no_answer_side_check_passes_and_the_views_say_so(mute_ledger, tmp_path)
     runner = CliRunner()
     res = runner.invoke(app, ["compare", str(mute_ledger), "--candidate", "mute-a", "--baseline", "mute-b",
                               "--rule", str(rule), "--json"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 4, res.output  # collect-more-evidence (docs/ci.md)
     out = json.loads(res.output)
     assert out["comparison"]["answer_validity"]["arms"]["mute-a"]["status"] == "unverified"
     answer_side = ("max_answer_loss", "max_critical_errors_per_segment")

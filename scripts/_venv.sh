@@ -66,3 +66,31 @@ ensure_chromium() {
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 }
+
+# The Label Studio round-trip test (tests/test_label_studio_server.py) drives a real Label Studio
+# server. Label Studio pins many packages of its own, so it lives in its own venv, built once and
+# reused, never in .venv. A failure here only makes that test skip (it says why).
+LABEL_STUDIO_VERSION="1.23.2"
+ensure_labelstudio() {
+  local venv=".venv-labelstudio" stamp=".venv-labelstudio/.installed"
+  if [ ! -f "$stamp" ] || ! grep -qx -- "$LABEL_STUDIO_VERSION" "$stamp"; then
+    echo "building $venv (label-studio==$LABEL_STUDIO_VERSION, once)" >&2
+    rm -rf "$venv"
+    if "$py" -m venv "$venv" \
+      && "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null \
+      && "$venv/bin/python" -m pip install -q "label-studio==$LABEL_STUDIO_VERSION"; then
+      echo "$LABEL_STUDIO_VERSION" > "$stamp"
+    else
+      echo "could not build $venv: the Label Studio round-trip test will skip" >&2
+      rm -rf "$venv"
+      return 0
+    fi
+  fi
+  # Label Studio migrates its database on first start (minutes): done here, once, into a template
+  # data directory the test copies (tests/test_label_studio_server.py), so the suite does not pay it.
+  if [ ! -f "$venv/ledgerscope-template/.ready" ]; then
+    echo "migrating a Label Studio data directory for the tests (once)" >&2
+    .venv/bin/python -c "from tests.test_label_studio_server import _template; _template()" \
+      || echo "could not prepare Label Studio's data directory: the test will build it" >&2
+  fi
+}

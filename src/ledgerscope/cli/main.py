@@ -219,6 +219,12 @@ from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app 
 
 app.command("ingest")(ingest_command)
 
+from ledgerscope.cli import reannotate  # noqa: E402 - after the app it joins
+
+inputs.import_app.command("label-studio")(reannotate.import_label_studio_cmd)
+app.add_typer(reannotate.fixtures_app, name="fixtures")
+app.command("rejudge")(reannotate.rejudge_cmd)
+
 
 def main() -> None:  # pragma: no cover - console script shim
     app()

@@ -80,7 +80,8 @@ def export(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
     out: Annotated[Path, typer.Option("--out", help="Output file (a directory for trec).")],
     fmt: Annotated[str, typer.Option(
-        "--format", help="fixtures | label-studio | trec | jsonl.")] = "jsonl",
+        "--format",
+        help="fixtures | label-studio | label-studio-tasks (re-annotation) | trec | jsonl.")] = "jsonl",
     where: Annotated[str, typer.Option(
         "--where", help="DuckDB boolean expression over record_view's columns (records plus step, "
                         "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "

@@ -58,12 +58,14 @@ def diagnose(
         return
     from ledgerscope.analysis.reversals import find_reversals
     from ledgerscope.analysis.survival import survival
+    from ledgerscope.analysis.validity import ledger_meter, validity_lines
     from ledgerscope.report.terminal import diagnosis_table, recall_table, reversals_table, survival_table
 
     try:
         with reading(ledger):
             funnel = survival(con, ledger, arm, fixtures=fixtures)
             reversals = find_reversals(con, arm)
+            validity = ledger_meter(con, [arm] if arm else None)
     except LedgerscopeError as exc:
         fail(exc)
         return
@@ -76,6 +78,8 @@ def diagnose(
     for extra in (recall_table(funnel), reversals_table(reversals), unlocated_table(load_manifest(ledger))):
         if extra is not None:
             out.print(extra)
+    for line in validity_lines(validity):
+        say(out, line)
 
 
 def compare(
@@ -129,7 +133,8 @@ def compare(
             n_resamples = DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples
             seed = DEFAULT_SEED if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
-                                      n_resamples=n_resamples, confidence=confidence, clusters=clusters)
+                                      n_resamples=n_resamples, confidence=confidence, clusters=clusters,
+                                      min_oracle_correct=release_rule.min_oracle_correct if rule else None)
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
             code = decision_exit(decision["outcome"], fail_on) if decision else 0

@@ -16,6 +16,7 @@ from typing import Any
 
 from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, UNIT_WINDOW, depths_by_arm, row_rank
 from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
+from ledgerscope.analysis.validity import unverified_arms
 from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
 from ledgerscope.ledger.verify import load_manifest
 
@@ -53,6 +54,9 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         f"SELECT arm, qid, answer_verdict, feasible FROM oracle {where}",
         params=params).to_arrow_table().to_pylist()}
 
+    unverified = unverified_arms(con)
+    for rec in records:
+        rec["answer_unverified"] = rec["arm"] in unverified
     steps = [diagnosis_step(rec) for rec in records]
     need: dict[str, list] = {"arm": [], "phase": [], "qid": [], "stage": [], "keep_rank": []}
     unit_need: dict[str, list] = {"arm": [], "phase": [], "doc_id": [], "lo": [], "hi": []}

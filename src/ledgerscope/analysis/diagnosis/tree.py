@@ -50,6 +50,14 @@ Declared rules
   annotation before crediting any boundary remedy); an infeasible oracle flags
   ``budget-infeasible``; an oracle infrastructure failure is flagged
   ``oracle-infrastructure-failure`` and takes part in no label.
+* Answer side unverified (:mod:`ledgerscope.analysis.validity`): where the record's arm's oracle is
+  correct on fewer answerable questions than the threshold (``answer_unverified`` on the record),
+  an answerable record whose oracle failed keeps its step 1-8 (and its step number), but its steps
+  9 and 10 and its oracle label are not verdicts: it is flagged ``answer-side-unverified`` (in place
+  of ``annotation-check``), labelled so at steps 2-10, and its walk's step 9 and 10 entries say so
+  (``answer_side``). An unanswerable control that abstained in such an arm is flagged likewise (an
+  abstention proves nothing from a generator that abstains on full support); a false assertion
+  stays one.
 * Other flags: ``answer-correct-without-support`` (steps 1-8 with a correct
   answer), ``single-unit-incomplete`` (packed support only jointly).
 * Stages not recorded (ingested traces): an answerable record's ``support_*``
@@ -92,6 +100,7 @@ from ledgerscope.analysis.diagnosis.evidence import (
     evidence_pass,
     evidence_support,
 )
+from ledgerscope.analysis.validity import UNVERIFIED
 from ledgerscope.inputs.fixtures import Fixture
 
 STEP_NAMES: dict[int, str] = {
@@ -265,6 +274,8 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if record.get("answerable") is False:
         step, label = _control(record, walk)
         evidence = {"stage": "control", **answer_json(record)}
+        if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
+            _mark_unverified(walk, flags)
         return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags),
                          walk)
 
@@ -296,7 +307,22 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     flags.extend(_oracle_flags(oracle_verdict, oracle_feasible))
     if oracle_verdict is not None:
         evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
+    if record.get("answer_unverified") and oracle_verdict in ORACLE_FAILURES and gold_status == "ok":
+        if "annotation-check" in flags:
+            flags.remove("annotation-check")
+        _mark_unverified(walk, flags)
+        if step >= 2:
+            label = UNVERIFIED
     return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+
+
+def _mark_unverified(walk: list[dict[str, Any]], flags: list[str]) -> None:
+    """Flag the record and mark its walk's answer-side entries (steps 9 and 10): not verdicts here."""
+    flags.append(UNVERIFIED)
+    for entry in walk:
+        if entry["step"] in (9, 10):
+            entry["answer_side"] = "unverified"
+            entry["detail"] += "; answer side unverified (the generator fails with full support)"
 
 
 def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],

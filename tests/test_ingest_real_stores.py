@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.ingest.chunkstore import Chunk
-from ledgerscope.ingest.resolve import RESOLVED, resolve_chunks
+from ledgerscope.ingest.derive.resolve import RESOLVED, resolve_chunks
+from ledgerscope.ingest.read.chunkstore import Chunk
 from ledgerscope.inputs.normalise import at_level
 from ledgerscope.inputs.sources import Corpus, make_source
 

@@ -1,6 +1,6 @@
 """Chunks onto source intervals: wrong offsets repaired, repeats told apart, the unlocatable reported.
 
-The rules are :mod:`ledgerscope.ingest.resolve`'s; every case here is one a real
+The rules are :mod:`ledgerscope.ingest.derive.resolve`'s; every case here is one a real
 pipeline produces (an off-by-some start, a boilerplate sentence that occurs twice,
 text the splitter stripped or re-spaced, a chunk of another document version).
 """
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from ledgerscope.ingest.chunkstore import Chunk
-from ledgerscope.ingest.resolve import ResolutionReport, normalise, resolve_chunk, resolve_chunks
+from ledgerscope.ingest.derive.resolve import ResolutionReport, normalise, resolve_chunk, resolve_chunks
+from ledgerscope.ingest.read.chunkstore import Chunk
 from ledgerscope.inputs.coords import CODEPOINT, UTF8, UTF16
 from ledgerscope.inputs.sources import Corpus, make_source
 from ledgerscope.ledger.read import connect

@@ -86,7 +86,7 @@ def ingest_command(
                          max_unlocated=max_unlocated, normalise=normalise)
     with writing(out):
         if source == "openinference":
-            from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
+            from ledgerscope.ingest.spans.openinference import SpanKeys, ingest_spans
 
             report = ingest_spans(opts, SpanKeys(qid_key, doc_key, start_key, id_key), skip_unidentified)
         else:

@@ -27,12 +27,12 @@ from pathlib import Path
 from ledgerscope import __version__
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError
-from ledgerscope.ingest import checks, derive, verdicts
-from ledgerscope.ingest.chunkstore import Chunk, read_chunks
+from ledgerscope.ingest.derive import checks, derive, verdicts
+from ledgerscope.ingest.derive.resolve import Resolution, ResolutionReport, resolve_chunks
+from ledgerscope.ingest.derive.tables import chunk_table, fixture_tables, trace_tables
+from ledgerscope.ingest.read.chunkstore import Chunk, read_chunks
+from ledgerscope.ingest.read.traceformat import Traces, read_traces
 from ledgerscope.ingest.report import IngestReport
-from ledgerscope.ingest.resolve import Resolution, ResolutionReport, resolve_chunks
-from ledgerscope.ingest.tables import chunk_table, fixture_tables, trace_tables
-from ledgerscope.ingest.traceformat import Traces, read_traces
 from ledgerscope.inputs.fixtures import Fixture, load_fixtures
 from ledgerscope.inputs.sources import Corpus, load_corpus
 from ledgerscope.ledger import schema
@@ -135,7 +135,7 @@ def file_names(paths: list[Path]) -> dict[str, str]:
 def load_traces(con, opts: IngestOptions) -> None:
     """``_ig_trace`` and ``_ig_stage``: DuckDB's bulk read when it proves the files valid, else the
     line-by-line reader (whose problems, if any, are raised)."""
-    from ledgerscope.ingest.fastread import read_fast
+    from ledgerscope.ingest.read.fastread import read_fast
 
     names = file_names(opts.traces)
     if not opts.line_by_line and read_fast(con, opts.traces, opts.config, names):
@@ -244,7 +244,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
                digests: dict[str, str]) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
-    from ledgerscope.ingest.tokens import count_texts
+    from ledgerscope.ingest.derive.tokens import count_texts
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     chunk_table(con, resolutions, corpus)
@@ -334,7 +334,7 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
         resolutions = [r for r in resolutions if r.resolved]
     oracle = "not run"
     if opts.oracle_arm is not None:
-        from ledgerscope.ingest.oracle import oracle_rows
+        from ledgerscope.ingest.derive.oracle import oracle_rows
 
         oracle = oracle_rows(con, opts.oracle_arm, list(arms), list(fixtures.values()))
     from ledgerscope.ingest.write import write_ledger

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledgerscope.ingest.resolve import RESOLVED, UNRESOLVED, ResolutionReport
+from ledgerscope.ingest.derive.resolve import RESOLVED, UNRESOLVED, ResolutionReport
 
 
 @dataclass

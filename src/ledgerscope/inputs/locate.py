@@ -1,7 +1,7 @@
 """Finding a piece of text in its source: the one locator every chunk-offset and quote check uses.
 
 Every place where ledgerscope is handed text it must place in an immutable source uses these
-functions: trace ingestion (:mod:`ledgerscope.ingest.resolve`, chunks a running pipeline recorded),
+functions: trace ingestion (:mod:`ledgerscope.ingest.derive.resolve`, chunks a running pipeline recorded),
 the external chunkers of a sweep (:mod:`ledgerscope.pipeline.chunking.external`, units a LangChain,
 LlamaIndex or chonkie splitter returned) and fixture quotes
 (:func:`ledgerscope.inputs.coords.resolve_quote`). The rules, shared:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest.hints import document_hint
-from ledgerscope.ingest.lines import MAX_PROBLEMS
-from ledgerscope.ingest.resolve import Resolution
-from ledgerscope.ingest.tables import STR, create_table
+from ledgerscope.ingest.derive.resolve import Resolution
+from ledgerscope.ingest.derive.tables import STR, create_table
+from ledgerscope.ingest.read.hints import document_hint
+from ledgerscope.ingest.read.lines import MAX_PROBLEMS
 from ledgerscope.trace.spec import STAGE_ORDER
 
 _ORDER = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], s.stage), 99)"

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from ledgerscope.ingest.resolve import Resolution
-from ledgerscope.ingest.traceformat import Traces
+from ledgerscope.ingest.derive.resolve import Resolution
+from ledgerscope.ingest.read.traceformat import Traces
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.inputs.sources import Corpus
 

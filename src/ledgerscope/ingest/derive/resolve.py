@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ledgerscope.common.errors import CoordinateError
-from ledgerscope.ingest.chunkstore import Chunk
+from ledgerscope.ingest.read.chunkstore import Chunk
 from ledgerscope.inputs.coords import CODEPOINT, to_codepoint_span
 from ledgerscope.inputs.locate import (
     EXACT,

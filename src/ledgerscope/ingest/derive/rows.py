@@ -25,7 +25,7 @@ named tokenizer, producer claims compared) is decided once per distinct input
 from __future__ import annotations
 
 from ledgerscope.common.sql_tables import sql_literal
-from ledgerscope.ingest import coverage
+from ledgerscope.ingest.derive import coverage
 
 #: the tree's stages and the condition on a trace's ``recorded`` list under which each is derived
 _VSTAGES = {

@@ -27,7 +27,7 @@ from pathlib import Path
 from ledgerscope import __version__
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError
-from ledgerscope.ingest.derive import checks, derive, verdicts
+from ledgerscope.ingest.derive import checks, rows, verdicts
 from ledgerscope.ingest.derive.resolve import Resolution, ResolutionReport, resolve_chunks
 from ledgerscope.ingest.derive.tables import chunk_table, fixture_tables, trace_tables
 from ledgerscope.ingest.read.chunkstore import Chunk, read_chunks
@@ -249,12 +249,12 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
 
     chunk_table(con, resolutions, corpus)
     fixture_tables(con, fixtures, corpus)
-    derive.candidates(con)
-    derive.citations(con)
-    derive.support(con, [a for a, how in chunked.items() if how == "recorded"])
-    derive.unverifiable(con, not all(r.resolved for r in resolutions))
-    derive.drop(con, "_ig_over", "_ig_iv", "_ig_iv_chunked", "_ig_cs")
-    derive.units(con, arms)
+    rows.candidates(con)
+    rows.citations(con)
+    rows.support(con, [a for a, how in chunked.items() if how == "recorded"])
+    rows.unverifiable(con, not all(r.resolved for r in resolutions))
+    rows.drop(con, "_ig_over", "_ig_iv", "_ig_iv_chunked", "_ig_cs")
+    rows.units(con, arms)
     texts = {s.doc_id: s.text for s in corpus}
     verdicts.answer_table(con, fixtures)
     verdicts.citation_table(con, fixtures, texts)
@@ -266,9 +266,9 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     if not _has_table(con, "_ig_oracle"):
         con.execute("CREATE OR REPLACE TABLE _ig_oracle (arm VARCHAR, qid VARCHAR, "
                     "answer_verdict VARCHAR, feasible BOOLEAN)")
-    derive.records(con, digests)
+    rows.records(con, digests)
     verdicts.compare_claims(con)
-    derive.drop(con, "_ig_kept", "_ig_chunked", "_ig_single", "_ig_need", "_ig_need_chunked", "_ig_count",
+    rows.drop(con, "_ig_kept", "_ig_chunked", "_ig_single", "_ig_need", "_ig_need_chunked", "_ig_count",
                 "_ig_tokens", "_ig_answer", "_ig_citation", "_ig_unver")
 
 
@@ -323,7 +323,7 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
         if problems:
             raise InputError(problems)
     else:
-        checks.unlocated_share(report, opts.max_unlocated, checked.chunks_file)
+        checks.unlocated_share(report, opts.max_unlocated, checked.chunks_file, [s.doc_id for s in corpus])
     used = checks.questions(con)
     fixtures = {f.qid: f for f in checked.fixtures if f.qid in used}
     arms = checks.arms(con)

@@ -49,6 +49,8 @@ def normalise(text: str) -> tuple[str, list[int]]:
     """Whitespace runs as one space, ends stripped; and each kept character's index in ``text``
     (a space: the last character of its run)."""
     m = _whitespace(text)
+    if m.starts is None or m.ends is None:  # nothing to collapse: every character stands for itself
+        return text, list(range(len(text)))
     return m.text, [e - 1 if ch == " " else s for ch, s, e in zip(m.text, m.starts, m.ends, strict=True)]
 
 

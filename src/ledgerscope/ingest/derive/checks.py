@@ -74,9 +74,10 @@ def unresolved_named(con, resolutions: list[Resolution], path: str,
     return out
 
 
-def unlocated_share(report, limit: float, path: str) -> None:
+def unlocated_share(report, limit: float, path: str, corpus_ids: Iterable[str] = ()) -> None:
     """Stop (an input problem) when more than ``limit`` of the store's chunks lie nowhere: the corpus
-    is then probably not the one the index was built from."""
+    is then probably not the one the index was built from, or the ids are not corpus-relative (the
+    message then says which corpus id a missing document id probably meant)."""
     from ledgerscope.common.errors import InputError
 
     n, total = report.n_unlocated, report.total
@@ -84,9 +85,12 @@ def unlocated_share(report, limit: float, path: str) -> None:
         docs = sorted(report.unlocated_per_document().items(), key=lambda kv: -kv[1]["unlocated"])[:3]
         where = "; ".join(f"{d}: {v['unlocated']}" + (f" (e.g. {v['examples'][0][:160]})" if v["examples"]
                                                       else "") for d, v in docs)
+        ids = list(corpus_ids)
+        hint = next((h for d, _ in docs if (h := document_hint(d, ids))), None)
         raise InputError(Problem(path, None, "chunks", f"{n} of {total} chunks ({n / total:.1%}) could not "
                                  f"be placed in the corpus, more than --max-unlocated {limit:g}: is it the "
-                                 f"corpus this index was built from? {where}"))
+                                 f"corpus this index was built from? {where}"
+                                 + (f"; {hint}" if hint else "")))
 
 
 def arms(con) -> dict[str, list[str]]:

@@ -133,6 +133,8 @@ class Encoder:
         self._cache: dict[str, Encoded] = {}
         self.forward_texts = 0  # how many texts actually went through the model
         self.forward_seconds = 0.0  # wall seconds those forward passes took (the sweep reports it)
+        self.forward_tokens = 0  # tokens of those texts, special tokens included (the resource record)
+        self.forward_batches = 0
         self._model_id: bytes | None = None
         self._files: str | None = None
         self.store = _open_store(self) if cache else None
@@ -243,6 +245,8 @@ class Encoder:
                 if self.store is not None:
                     self.store.put(text, enc)
             self.forward_texts += len(batch.texts)
+            self.forward_tokens += int(batch.offsets.shape[0] * batch.offsets.shape[1])
+            self.forward_batches += 1
             if progress:
                 progress(len(batch.texts))
 

@@ -40,6 +40,19 @@ class EmbeddingFailure(StageFailure):
         self.failed = frozenset(failed)
 
 
+def usage_tokens(data: object) -> int | None:
+    """The tokens an OpenAI-compatible response says it billed (``usage.prompt_tokens``, else
+    ``usage.total_tokens``), or None when it says nothing."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    for key in ("prompt_tokens", "total_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
 class TokenVectorsUnavailable(RuntimeError):
     """An embedding endpoint returns pooled vectors only (MaxSim needs per-token vectors)."""
 
@@ -62,9 +75,16 @@ class EndpointEmbedder:
         self._cache: dict[str, np.ndarray] = {}
         self._failed: dict[str, str] = {}
         self._attempts: dict[str, list[str]] = {}
+        self._last_usage: int | None = None
         self.forward_texts = 0  # texts sent and embedded
         self.requests = 0
         self.request_seconds = 0.0
+        #: tokens the server billed (OpenAI ``usage``) and the texts whose responses said so
+        self.usage_tokens = 0
+        self.usage_texts = 0
+        #: a response without ``usage``: its texts counted by this tokenizer (set by the runtime)
+        self.count_tokens: Callable[[str], int] | None = None
+        self.counted_tokens = 0
 
     @property
     def url(self) -> str:
@@ -119,6 +139,7 @@ class EndpointEmbedder:
             raise AttemptError("response", "the server returned an all-zero vector", False)
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             self.response_model = data["model"]
+        self._last_usage = usage_tokens(data)
         return (matrix / norms[:, None]).astype(np.float32)
 
     def _embed_batch(self, batch: list[str]) -> None:
@@ -135,6 +156,11 @@ class EndpointEmbedder:
             return
         if self.dim is None:
             self.dim = int(vectors.shape[1])
+        if self._last_usage is not None:
+            self.usage_tokens += self._last_usage
+            self.usage_texts += len(batch)
+        elif self.count_tokens is not None:
+            self.counted_tokens += sum(self.count_tokens(t) for t in batch)
         for t, v in zip(batch, vectors, strict=True):
             self._cache[t] = v
         self.forward_texts += len(batch)

@@ -24,6 +24,13 @@ from ledgerscope.pipeline.contracts.stages import PhaseIndex
 from ledgerscope.pipeline.contracts.units import Phase
 from ledgerscope.pipeline.run.cascade import build_phase, run_questions
 from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.run.resources import (
+    Laps,
+    StageMarks,
+    partition_resources,
+    usage_delta,
+    usage_snapshot,
+)
 from ledgerscope.pipeline.run.runtime import ArmRuntime
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
@@ -51,9 +58,14 @@ def run_partition(
     so the caller can drop the phase's cached vectors."""
     cfg = rt.config
     sources = list(corpus)
-    index = build_phase(rt, phase, sources, on_stage=on_stage)
+    before = usage_snapshot(rt)
+    marks = StageMarks(on_stage)
+    index = build_phase(rt, phase, sources, on_stage=marks)
     texts = {s.doc_id: s.text for s in sources}
-    records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question)
+    laps = Laps(len(fixtures))
+    records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question, laps=laps)
+    resources = partition_resources(rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)),
+                                    marks.seconds)
     on_stage("retrieve+generate")
     unit_rows = unit_table(cfg.name, phase.label, index)
     bound_rows = [
@@ -69,7 +81,8 @@ def run_partition(
          "repairs": repair_rows},
         {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "config_digest": cfg.digest(),
          "units": len(unit_rows), "records": len(records), "candidates": len(cands),
-         "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries)},
+         "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries),
+         "resources": resources},
     )
     on_stage("write")
     return index

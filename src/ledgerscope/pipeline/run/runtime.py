@@ -290,6 +290,8 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
         encoder = (encoder_factory(emb.get("model"), batch, device=device) if device
                    else encoder_factory(emb.get("model"), batch))
     counter = chunk_counter(cfg)
+    if hasattr(encoder, "count_tokens") and getattr(encoder, "count_tokens", None) is None:
+        encoder.count_tokens = counter.count  # what a server that reports no usage is counted by
     parts = (cfg, encoder, counter)
     chunker = build_chunker(*parts)
     generator = _choose("generator", GENERATORS, "generator", cfg.generator.get("kind"), "extractive")(*parts)

@@ -15,7 +15,13 @@ import typer
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.cli.machine import writing
-from ledgerscope.cli.options import BaselineLedgerOption, ResamplesOption, RuleOption, SeedOption
+from ledgerscope.cli.options import (
+    BaselineLedgerOption,
+    PricesOption,
+    ResamplesOption,
+    RuleOption,
+    SeedOption,
+)
 from ledgerscope.cli.output import console, fail, reading, say
 from ledgerscope.cli.vocabulary import check_arms, rule_settings
 from ledgerscope.common.errors import LedgerscopeError
@@ -34,8 +40,10 @@ def diagnose(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     arm: Annotated[str | None, typer.Option("--arm", help="Only this arm.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
+    prices: PricesOption = None,
 ) -> None:
-    """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
+    """Place every record on the ten-step diagnosis tree (seed 001, section 15); then what each arm
+    cost (index size, usage, latency per stage, money with --prices)."""
     from ledgerscope.analysis.diagnosis import ledger_heads, write_json_lines
     from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
@@ -55,23 +63,45 @@ def diagnose(
     except LedgerscopeError as exc:
         fail(exc)
         return
+    from ledgerscope.analysis.resources import ledger_resources
     from ledgerscope.analysis.reversals import find_reversals
     from ledgerscope.analysis.survival import survival
+    from ledgerscope.report.resources_view import diagnose_resources
     from ledgerscope.report.terminal import diagnosis_table, recall_table, reversals_table, survival_table
 
     try:
         with reading(ledger):
             funnel = survival(con, ledger, arm, fixtures=fixtures)
             reversals = find_reversals(con, arm)
+            resources = ledger_resources(ledger, [arm] if arm else None, _prices(prices))
     except LedgerscopeError as exc:
         fail(exc)
         return
     out = console()
     out.print(diagnosis_table(rows))
     out.print(survival_table(funnel))
-    for extra in (recall_table(funnel), reversals_table(reversals)):
+    for extra in (recall_table(funnel), reversals_table(reversals), *diagnose_resources(resources)):
         if extra is not None:
             out.print(extra)
+
+
+def _prices(path: Path | None, rule=None):
+    """The price table from --prices, else the rule's ``max_cost.prices``, else none."""
+    from ledgerscope.pipeline.run.prices import load_prices
+
+    limits = getattr(rule, "resources", None)
+    chosen = path or (Path(limits.prices) if limits is not None and limits.prices else None)
+    return load_prices(chosen) if chosen is not None else None
+
+
+def _attach_resources(comparison: dict, ledger: Path, baseline_ledger: Path | None, candidate: str,
+                      baseline: str, prices) -> None:
+    """The comparison's ``resources``: each arm's record and candidate minus baseline."""
+    from ledgerscope.analysis.resources import arm_resources, compare_resources
+
+    cand = arm_resources(ledger, candidate, prices)
+    base = arm_resources(baseline_ledger or ledger, baseline, prices)
+    comparison["resources"] = compare_resources(cand, base)
 
 
 def compare(
@@ -88,6 +118,7 @@ def compare(
         help="Bootstrap clusters: 'first-document' (each question's first document, the default) or "
              "'components' (connected components of the question-document graph). Both counts are "
              "reported.")] = "first-document",
+    prices: PricesOption = None,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
     from ledgerscope.analysis.stats.compare import CLUSTER_RULES
@@ -114,6 +145,8 @@ def compare(
             seed = DEFAULT_SEED if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
                                       n_resamples=n_resamples, confidence=confidence, clusters=clusters)
+            _attach_resources(comparison, ledger, baseline_ledger, candidate, baseline,
+                              _prices(prices, release_rule if rule is not None else None))
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
     except LedgerscopeError as exc:
@@ -122,11 +155,14 @@ def compare(
     if json_out:
         print(json_text({"comparison": comparison, "decision": decision}))
         return
+    from ledgerscope.report.resources_view import difference_lines
     from ledgerscope.report.terminal import comparison_report
 
     out = console()
     for renderable in comparison_report(comparison, decision):
         out.print(renderable)
+    for line in difference_lines(comparison.get("resources")):
+        say(out, line)
 
 
 def report(

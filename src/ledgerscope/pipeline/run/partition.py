@@ -30,6 +30,7 @@ from ledgerscope.pipeline.run.resources import (
     partition_resources,
     usage_delta,
     usage_snapshot,
+    write_oracle_resources,
 )
 from ledgerscope.pipeline.run.runtime import ArmRuntime
 
@@ -124,8 +125,10 @@ def oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> di
     path = oracle_path(out, rt.config.name)
     if path.is_file():
         return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
+    before = usage_snapshot(rt)
     prepare_oracle(rt, fixtures)
     with single_threaded_blas():
         rows = [run_oracle(rt, fx) for fx in fixtures]
     write_table(path, rows, schema.ORACLE)
+    write_oracle_resources(path, rt, usage_delta(before, usage_snapshot(rt)), len(fixtures))
     return {r["qid"]: r for r in rows}

@@ -21,8 +21,10 @@ Records themselves stay free of timings, so a resumed or capped sweep writes the
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,7 +104,8 @@ def usage_snapshot(rt: Any) -> dict[str, float]:
         "emb_usage_tokens": float(getattr(enc, "usage_tokens", 0)),
         "emb_usage_texts": float(getattr(enc, "usage_texts", 0)),
         "emb_counted_tokens": float(getattr(enc, "counted_tokens", 0)),
-        "emb_requests": float(getattr(enc, "requests", getattr(enc, "forward_batches", 0))),
+        "emb_requests": float(getattr(enc, "requests", 0)),
+        "emb_batches": float(getattr(enc, "forward_batches", 0)),
         "emb_seconds": float(getattr(enc, "forward_seconds", getattr(enc, "request_seconds", 0.0)) or 0.0),
         "rerank_requests": float(getattr(rer, "requests", 0)),
         "rerank_pairs": float(getattr(rer, "pairs", 0)),
@@ -136,6 +139,7 @@ def embedding_usage(rt: Any, delta: dict[str, float], texts: int) -> dict[str, A
     return {"kind": getattr(enc, "kind", "sentence-transformers"), "model": getattr(enc, "name", None),
             "texts": texts, "encoded": encoded, "cache_hits": max(0, texts - encoded), "tokens": tokens,
             "token_source": source, "requests": int(delta["emb_requests"]),
+            "forward_batches": int(delta["emb_batches"]),
             "seconds": round(delta["emb_seconds"], 4)}
 
 
@@ -250,3 +254,13 @@ def partition_resources(rt: Any, index: Any, fixtures: Sequence[Any], laps: Laps
     }
     out["recording_seconds"] = round(laps.own + time.perf_counter() - t0, 6)
     return out
+
+
+def write_oracle_resources(oracle_table: Path, rt: Any, delta: dict[str, float], questions: int) -> None:
+    """What the arm's oracle run sent (one generation per answerable question), beside its table:
+    part of what the sweep cost, not of what a query costs."""
+    from ledgerscope.common.atomic import atomic_write_text
+
+    record = {"format": FORMAT, "questions": questions, "generator": generator_usage(rt, delta, []),
+              "embedding": {"encoded": int(delta["emb_texts"]), "requests": int(delta["emb_requests"])}}
+    atomic_write_text(oracle_table.with_name("resources.json"), json.dumps(record, indent=2, sort_keys=True))

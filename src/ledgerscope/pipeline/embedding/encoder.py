@@ -326,6 +326,17 @@ class Encoder:
         """Take vectors encoded elsewhere (the Ray executor's actor pool) by the same model."""
         self._cache.update(entries)
 
+    def has(self, text: str) -> bool:
+        """Whether ``text``'s vectors come without the model: in memory or in the persistent cache
+        (a file check, nothing read; ``sweep --estimate``)."""
+        if text in self._cache:
+            return True
+        if self.store is None:
+            return False
+        from ledgerscope.pipeline.embedding.entries import text_digest
+
+        return self.store.path(text_digest(text)).is_file()
+
     def can_read_back(self) -> bool:
         """Whether a dropped text comes back from the persistent cache rather than the model."""
         return self.store is not None and self.store.write_error is None  # every put landed

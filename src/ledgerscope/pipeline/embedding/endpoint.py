@@ -218,6 +218,9 @@ class EndpointEmbedder:
             raise EndpointUnreachable(f"embedding endpoint {self.url} is unreachable: {why}")
         payload = {"model": self.name, "input": [PROBE_TEXT], "encoding_format": "float"}
         vectors, errors = self.client.post(self.path, payload, self._read([PROBE_TEXT]))
+        self.requests += len(errors) + (vectors is not None)  # the probe is a request the server serves
+        if vectors is not None and self._last_usage is not None:
+            self.usage_tokens += self._last_usage
         if vectors is None:
             raise EndpointUnreachable(f"embedding endpoint {self.url} did not embed a probe text: "
                                       f"{errors[-1] if errors else 'no attempt'}")

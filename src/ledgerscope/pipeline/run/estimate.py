@@ -312,9 +312,9 @@ class Caps:
 def measured(runtimes: dict[str, Any], start: dict[int, dict[str, float]]) -> list[tuple[Usage, Models]]:
     """What the sweep's components have sent since ``start`` (:func:`counters`), priced per model."""
     out = []
-    for comp, role in _components(runtimes):
+    for comp, role in endpoint_components(runtimes):
         before = start.get(id(comp), {})
-        now = _count(comp, role)
+        now = component_counts(comp, role)
         d = {k: now[k] - before.get(k, 0.0) for k in now}
         if role == "embedding":
             u = Usage(emb_tokens=int(d["tokens"]), emb_requests=int(d["requests"]))
@@ -329,7 +329,7 @@ def measured(runtimes: dict[str, Any], start: dict[int, dict[str, float]]) -> li
     return out
 
 
-def _components(runtimes: dict[str, Any]) -> list[tuple[Any, str]]:
+def endpoint_components(runtimes: dict[str, Any]) -> list[tuple[Any, str]]:
     seen: dict[int, tuple[Any, str]] = {}
     for rt in runtimes.values():
         for comp, role in ((rt.encoder, "embedding"), (rt.reranker, "rerank"), (rt.generator, "generator")):
@@ -340,7 +340,7 @@ def _components(runtimes: dict[str, Any]) -> list[tuple[Any, str]]:
     return list(seen.values())
 
 
-def _count(comp: Any, role: str) -> dict[str, float]:
+def component_counts(comp: Any, role: str) -> dict[str, float]:
     if role == "embedding":
         tokens = (getattr(comp, "usage_tokens", 0) + getattr(comp, "counted_tokens", 0)
                   if hasattr(comp, "usage_tokens") else getattr(comp, "forward_tokens", 0))
@@ -353,7 +353,7 @@ def _count(comp: Any, role: str) -> dict[str, float]:
 
 
 def counters(runtimes: dict[str, Any]) -> dict[int, dict[str, float]]:
-    return {id(c): _count(c, role) for c, role in _components(runtimes)}
+    return {id(c): component_counts(c, role) for c, role in endpoint_components(runtimes)}
 
 
 class Guard:

@@ -73,6 +73,8 @@ class SweepResult:
     offsets: dict[str, Counter] = field(default_factory=dict)
     #: why the sweep stopped before its last partition (a --max-cost or --max-requests cap), or None
     stopped: str | None = None
+    #: this run's record of everything it sent (``runs/*.json``)
+    run_record: Path | None = None
 
 
 @dataclass
@@ -214,6 +216,9 @@ def sweep(
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
     before = _encoder_counts(runtimes)
+    from ledgerscope.pipeline.run.runs import start_counters, write_run_record
+
+    run_start = start_counters(runtimes)
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
@@ -246,6 +251,7 @@ def sweep(
             embedder.client.close()
     result.seconds = time.perf_counter() - t0
     _cache_totals(result, runtimes, before)
+    result.run_record = write_run_record(out, runtimes, run_start, result, getattr(caps, "prices", None))
     if result.stopped:
         return result
     atomic_write_text(
@@ -264,12 +270,13 @@ def _guard(caps: Any, fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequenc
     if caps is None or (caps.max_cost is None and caps.max_requests is None):
         return None
     from ledgerscope.common.errors import InputError, Problem
-    from ledgerscope.pipeline.run.estimate import Guard, counters, plan_sweep
+    from ledgerscope.pipeline.run.estimate import Guard, plan_sweep
+    from ledgerscope.pipeline.run.runs import start_counters
 
     if executor is not None:
         raise InputError(Problem("--executor", None, "executor", "--max-cost and --max-requests need the "
                                  "local executor (they are checked before each partition)"))
-    start = counters(runtimes)
+    start = start_counters(runtimes)
     plan = plan_sweep(fixtures, corpus, arms, out, encoder_factory)
     if caps.max_cost is not None:
         _, missing = plan.cost(caps.prices)

@@ -265,3 +265,27 @@ def test_diagnose_and_compare_print_the_resources(uncapped, prices, tmp_path):
     assert out["comparison"]["resources"]["difference"]["cost"]["per_1000_queries"] == 0
     assert out["decision"]["outcome"] == "reject"
     assert any("cost per 1,000 queries" in r and "EUR" in r for r in out["decision"]["reasons"])
+
+
+def test_the_report_and_the_stats_pane_show_the_resources(uncapped, prices, tmp_path):
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from ledgerscope.analysis.resources import attach
+    from ledgerscope.cli.main import app
+    from ledgerscope.tui.render import make_palette
+    from ledgerscope.tui.render_summary import _resources_tail
+
+    copy = tmp_path / "ledger"
+    shutil.copytree(uncapped["ledger"], copy)
+    page = tmp_path / "report.html"
+    done = CliRunner().invoke(app, ["report", str(copy), "--candidate", "remote", "--baseline", "remote",
+                                    "--out", str(page), "--prices", str(prices), "--n-resamples", "200"])
+    assert done.exit_code == 0, done.output
+    html = page.read_text(encoding="utf-8")
+    assert '<section id="resources">' in html and "per 1,000 queries" in html and "p95 ms" in html
+    comparison = attach({}, copy, "remote", None, "remote", load_prices(prices))
+    console = Console(width=200, record=True)
+    console.print(_resources_tail(comparison["resources"], make_palette()))
+    shown = console.export_text()
+    assert "resources" in shown and "latency ms p50/p95" in shown and "cost per 1,000 queries" in shown

@@ -212,3 +212,22 @@ def compare_resources(cand: dict, base: dict) -> dict[str, Any]:
     keys = ("index", "latency_ms", "cost")
     return {"candidate": cand, "baseline": base,
             "difference": {k: _diff(cand.get(k) or {}, base.get(k) or {}) for k in keys}}
+
+
+def price_table(path: str | Path | None, rule: Any = None) -> Prices | None:
+    """The price table: an explicit path, else the rule's ``max_cost.prices``, else none."""
+    from ledgerscope.pipeline.run.prices import load_prices
+
+    limits = getattr(rule, "resources", None)
+    chosen = path or (limits.prices if limits is not None and limits.prices else None)
+    return load_prices(chosen) if chosen is not None else None
+
+
+def attach(comparison: dict, ledger: str | Path, candidate: str, baseline_ledger: str | Path | None,
+           baseline: str, prices: Prices | None) -> dict:
+    """Put the arms' resources and their difference into a comparison (``comparison["resources"]``),
+    where the release rule's latency and cost checks read them."""
+    cand = arm_resources(ledger, candidate, prices)
+    base = arm_resources(baseline_ledger or ledger, baseline, prices)
+    comparison["resources"] = compare_resources(cand, base)
+    return comparison

@@ -87,21 +87,9 @@ def diagnose(
 
 def _prices(path: Path | None, rule=None):
     """The price table from --prices, else the rule's ``max_cost.prices``, else none."""
-    from ledgerscope.pipeline.run.prices import load_prices
+    from ledgerscope.analysis.resources import price_table
 
-    limits = getattr(rule, "resources", None)
-    chosen = path or (Path(limits.prices) if limits is not None and limits.prices else None)
-    return load_prices(chosen) if chosen is not None else None
-
-
-def _attach_resources(comparison: dict, ledger: Path, baseline_ledger: Path | None, candidate: str,
-                      baseline: str, prices) -> None:
-    """The comparison's ``resources``: each arm's record and candidate minus baseline."""
-    from ledgerscope.analysis.resources import arm_resources, compare_resources
-
-    cand = arm_resources(ledger, candidate, prices)
-    base = arm_resources(baseline_ledger or ledger, baseline, prices)
-    comparison["resources"] = compare_resources(cand, base)
+    return price_table(path, rule)
 
 
 def compare(
@@ -145,8 +133,10 @@ def compare(
             seed = DEFAULT_SEED if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
                                       n_resamples=n_resamples, confidence=confidence, clusters=clusters)
-            _attach_resources(comparison, ledger, baseline_ledger, candidate, baseline,
-                              _prices(prices, release_rule if rule is not None else None))
+            from ledgerscope.analysis.resources import attach
+
+            attach(comparison, ledger, candidate, baseline_ledger, baseline,
+                   _prices(prices, release_rule if rule is not None else None))
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
     except LedgerscopeError as exc:
@@ -177,6 +167,7 @@ def report(
     include_restricted: Annotated[bool, typer.Option(
         "--include-restricted", help="Include the text of restricted documents (access labels); by default "
                                      "only their ids, offsets and digests.")] = False,
+    prices: PricesOption = None,
 ) -> None:
     """One self-contained HTML file: decision, phase curves, funnel, steps, segments, reversals and their
     boundaries. Opens offline, needs no JavaScript, prints."""
@@ -194,7 +185,7 @@ def report(
                 loaded = rule_settings(rule, n_resamples, seed)
                 settings = Settings(loaded.n_resamples, loaded.seed, loaded.confidence)
             data = gather(ledger, candidate, baseline, baseline_ledger=baseline_ledger, rule_path=rule,
-                          settings=settings, include_restricted=include_restricted)
+                          settings=settings, include_restricted=include_restricted, prices_path=prices)
         page = render(data)
         with writing(out), atomic_path(out) as tmp:
             tmp.write_text(page, encoding="utf-8")

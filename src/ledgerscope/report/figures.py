@@ -54,7 +54,7 @@ class ReportData:
 
 def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger: str | Path | None = None,
            rule_path: str | Path | None = None, settings: Settings | None = None,
-           include_restricted: bool = False) -> ReportData:
+           include_restricted: bool = False, prices_path: str | Path | None = None) -> ReportData:
     """Read one ledger (and optionally the baseline's own) into the report's figures."""
     from ledgerscope.analysis.stats.compare import compare_arms
     from ledgerscope.analysis.stats.replicates import matched_arms
@@ -68,10 +68,17 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
     comparison = compare_arms(con, candidate, baseline, base_con, seed=settings.seed,
                               n_resamples=settings.n_resamples, confidence=settings.confidence)
     decision = rule = None
+    from ledgerscope.analysis.resources import attach, price_table
+
+    loaded_rule = None
     if rule_path is not None:
-        from ledgerscope.analysis.stats.release import decide, load_rule
+        from ledgerscope.analysis.stats.release import load_rule
 
         loaded_rule = load_rule(rule_path)
+    attach(comparison, ledger, candidate, baseline_ledger, baseline, price_table(prices_path, loaded_rule))
+    if loaded_rule is not None:
+        from ledgerscope.analysis.stats.release import decide
+
         decision = decide(loaded_rule, comparison).to_dict()
         rule = {"path": str(rule_path), "digest": loaded_rule.digest, "description": loaded_rule.description,
                 "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences]}

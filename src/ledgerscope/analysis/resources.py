@@ -175,6 +175,16 @@ def _paid(kind: str, use: dict) -> bool:
     return True
 
 
+def _scope(parts: list[dict]) -> dict:
+    """The arm's phase scope as its partitions recorded it ("all" when none says otherwise)."""
+    for p in parts:
+        rec = p.get("phase_scope") or {}
+        if rec.get("scope") == "evidence" and rec.get("phased") is not None:
+            return {"scope": "evidence", "base_phase": rec.get("base_phase"), "phased": rec["phased"],
+                    "documents": rec.get("documents")}
+    return {"scope": "all"}
+
+
 def arm_resources(ledger: str | Path, arm: str, prices: Prices | None = None,
                   parts: dict[str, dict[str, dict]] | None = None) -> dict[str, Any]:
     """The arm's resource summary (see the module docstring)."""
@@ -188,6 +198,7 @@ def arm_resources(ledger: str | Path, arm: str, prices: Prices | None = None,
             "questions": _mean([p.get("questions") for p in listed]),
             "index": index_summary(listed), "usage": use, "latency_ms": latency(listed),
             "cost": costs(listed, use, prices),
+            "phase_scope": _scope(listed),
             "recording_seconds": sum(p.get("recording_seconds") or 0.0 for p in listed)}
 
 

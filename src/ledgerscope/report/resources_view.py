@@ -78,6 +78,12 @@ def resource_lines(arm: str, res: dict) -> list[str]:
         f"{gen['prompt_tokens']} prompt + {gen['completion_tokens']} completion tokens "
         f"({'/'.join(gen['token_source']) or '-'}{oracle})",
     ]
+    scope = res.get("phase_scope") or {}
+    if scope.get("scope") == "evidence":
+        lines.append(f"{name}: phase scope evidence: {scope['phased']} of {scope['documents']} documents "
+                     "re-chunked per phase (gold and retrieved at base phase "
+                     f"{safe(str(scope['base_phase']))}); "
+                     "the rest cut once at the base phase")
     if cost.get("priced"):
         cur = cost["currency"]
         unpriced = f"; not in the price table: {', '.join(cost['unpriced'])}" if cost["unpriced"] else ""
@@ -104,6 +110,11 @@ def difference_lines(comparison: dict | None) -> list[str]:
     lat = diff.get("latency_ms") or {}
     parts = [f"{s} {lat[s]['p95']:+.2f}" for s in SHOWN if (lat.get(s) or {}).get("p95") is not None]
     lines = [f"resources, candidate - baseline: latency p95 ms: {', '.join(parts) or '-'}"]
+    scopes = {role: ((comparison.get(role) or {}).get("phase_scope") or {}).get("scope", "all")
+              for role in ("candidate", "baseline")}
+    if "evidence" in scopes.values():
+        lines.append(f"phase scope: candidate {scopes['candidate']}, baseline {scopes['baseline']} "
+                     "(evidence: only gold and retrieved documents move with the phase)")
     idx = diff.get("index") or {}
     if idx.get("units") is not None:
         vectors = fmt_bytes((idx.get("bytes") or {}).get("vectors"))

@@ -35,6 +35,9 @@ edge_policy = "keep-short"   # keep-short: shorter edge units are kept | merge-s
 budget_tokens = 320      # evidence budget (generator tokens, labels and separators included)
 top_k = 4                # the secondary view: a fixed number of reranked units
 rerank_depth = 30        # fused candidates handed to the reranker
+phase_scope = "all"      # all: every document re-chunked at every phase | evidence: only documents
+                         # with gold support or reaching a candidate list at the base phase (the
+                         # first); the rest chunked and embedded once, shared by every phase
 
 [chunker]
 kind = "token"           # token | sentence (structural: whole sentences packed up to `capacity`)
@@ -175,6 +178,7 @@ class ArmConfig:
     budget_tokens: int = 320
     top_k: int = 4
     rerank_depth: int = 30
+    phase_scope: str = "all"
     chunker: dict = field(default_factory=lambda: {"kind": "token"})
     embedding: dict = field(default_factory=lambda: {"model": "bundled:all-MiniLM-L6-v2", "batch_size": 64})
     retrieval: dict = field(default_factory=dict)
@@ -232,7 +236,8 @@ class ArmConfig:
 
 
 #: keys added to the configuration after the first ledgers were written (see ArmConfig.digest)
-_LATER_KEYS = (("judge",), ("generator", "abstain_margin"))
+_LATER_KEYS = (("judge",), ("generator", "abstain_margin"), ("phase_scope",))
+PHASE_SCOPES = ("all", "evidence")
 
 
 @functools.cache
@@ -379,6 +384,7 @@ def check_arm(cfg: ArmConfig, where: str) -> None:
         p.extend(found)
         chunker_ok = not found
     need(cfg.edge_policy in _EDGE, "edge_policy", f"must be one of {', '.join(_EDGE)}")
+    need(cfg.phase_scope in PHASE_SCOPES, "phase_scope", f"must be one of {', '.join(PHASE_SCOPES)}")
     fusion, rerank, selection, generator = (tables[k] for k in ("fusion", "rerank", "selection", "generator"))
     need(fusion.get("method") in _FUSION, "fusion.method", f"must be one of {', '.join(_FUSION)}")
     need(rerank.get("kind") in rerankers, "rerank.kind", f"must be one of {', '.join(rerankers)}")

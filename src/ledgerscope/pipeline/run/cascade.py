@@ -77,10 +77,18 @@ def chunk_phase(
         for s, offs in zip(missing, offsets, strict=True):
             rt.offsets_cache[s.version] = offs
     for src in sources:
-        u, b = rt.chunker.chunk(src, rt.offsets_cache[src.version], phase.offset)
+        u, b = rt.chunker.chunk(src, rt.offsets_cache[src.version], doc_offset(rt, phase, src.doc_id))
         units.extend(u)
         bounds.append(b)
     return units, bounds
+
+
+def doc_offset(rt: ArmRuntime, phase: Phase, doc_id: str) -> int:
+    """The phase offset a document is cut at: the phase's, or (``phase_scope = "evidence"``, a
+    document outside the phased set) the base phase's, so its units are shared by every phase."""
+    if rt.phase_scope is None or doc_id in rt.phase_scope[1]:
+        return phase.offset
+    return rt.phase_scope[0]
 
 
 def build_phase(

@@ -22,7 +22,7 @@ from ledgerscope.ledger import schema
 from ledgerscope.ledger.write import oracle_path, write_partition, write_table
 from ledgerscope.pipeline.contracts.stages import PhaseIndex
 from ledgerscope.pipeline.contracts.units import Phase
-from ledgerscope.pipeline.run.cascade import build_phase, run_questions
+from ledgerscope.pipeline.run.cascade import build_phase, doc_offset, run_questions
 from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
 from ledgerscope.pipeline.run.resources import (
     Laps,
@@ -33,6 +33,7 @@ from ledgerscope.pipeline.run.resources import (
     write_oracle_resources,
 )
 from ledgerscope.pipeline.run.runtime import ArmRuntime
+from ledgerscope.pipeline.run.scope import scope_record
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume tests to interrupt a sweep at a chosen point. Zero by default.
@@ -67,10 +68,13 @@ def run_partition(
     records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question, laps=laps)
     resources = partition_resources(rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)),
                                     marks.seconds)
+    scope = scope_record(rt, phase, len(index.boundaries))
+    resources["phase_scope"] = {k: v for k, v in scope.items() if k != "phased_documents"}
     on_stage("retrieve+generate")
     unit_rows = unit_table(cfg.name, phase.label, index)
     bound_rows = [
-        {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "doc_id": b.doc_id,
+        {"arm": cfg.name, "phase": phase.label, "phase_offset": doc_offset(rt, phase, b.doc_id),
+         "doc_id": b.doc_id,
          "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
          "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)}
         for b in index.boundaries
@@ -83,7 +87,7 @@ def run_partition(
         {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "config_digest": cfg.digest(),
          "units": len(unit_rows), "records": len(records), "candidates": len(cands),
          "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries),
-         "resources": resources},
+         "resources": resources, "phase_scope": scope},
     )
     on_stage("write")
     return index

@@ -168,6 +168,9 @@ class ArmRuntime:
     generator: Generator
     offsets_cache: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     prompt: PromptTemplate = field(default_factory=PromptTemplate)
+    #: ``phase_scope = "evidence"`` once the base phase ran: (its offset, the documents re-chunked per
+    #: phase); every other document is cut at the base offset in every phase (:mod:`.scope`)
+    phase_scope: tuple[int, frozenset[str]] | None = None
 
     @property
     def count_tokens(self) -> Callable[[str], int]:

@@ -43,6 +43,7 @@ from ledgerscope.pipeline.run.partition import (
     run_partition,
 )
 from ledgerscope.pipeline.run.runtime import ArmRuntime, build_runtime
+from ledgerscope.pipeline.run.scope import apply_scope
 from ledgerscope.rules.judge import with_inferred_default
 
 
@@ -367,6 +368,8 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
             result.stopped = why
             return
         oracle = oracle_for_arm(out, rt, fixtures)
+        if is_done(out, cfg.name, cfg.phase_list()[0].label):
+            apply_scope(out, rt, fixtures)  # a resumed sweep: the base phase is on disk
         for phase in cfg.phase_list():
             if is_done(out, cfg.name, phase.label):
                 result.skipped.append((cfg.name, phase.label))
@@ -382,6 +385,7 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
                 on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
             )
             count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
+            apply_scope(out, rt, fixtures)  # phase_scope = "evidence": fixed once the base phase ran
             drop_phase_texts(rt.caches(), {u.text for u in index.units}, keep_texts, last_use, position)
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))

@@ -289,3 +289,48 @@ def test_the_report_and_the_stats_pane_show_the_resources(uncapped, prices, tmp_
     console.print(_resources_tail(comparison["resources"], make_palette()))
     shown = console.export_text()
     assert "resources" in shown and "latency ms p50/p95" in shown and "cost per 1,000 queries" in shown
+
+
+# --- phase_scope = "evidence" --------------------------------------------------------------------
+
+
+def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, tmp_path):
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.pipeline.run.rerun import rerun_record
+
+    fixtures, corpus = inputs
+    arm = _arm(server.base_url)
+    arm = arm_from_dict({**arm.to_dict(), "phase_scope": "evidence",
+                         "retrieval": {"bm25_top_n": 1, "ann_top_n": 1, "dense_top_n": 1}})
+    assert arm.digest() != _arm(server.base_url).digest()
+    out = tmp_path / "scoped"
+    sweep(fixtures, corpus, [arm], out)
+    meta = json.loads((out / "partitions" / "arm-remote" / "phase-5" / "_SUCCESS.json").read_text())
+    scope = meta["phase_scope"]
+    assert scope["scope"] == "evidence" and scope["base_phase"] == "0"
+    gold = {s.doc_id for f in fixtures for s in f.spans}
+    phased, every = set(scope["phased_documents"]), {s.doc_id for s in corpus}
+    assert gold <= phased < every
+    con = connect(out)
+    cuts = {(p, d): tuple(c) for p, d, c in con.execute(
+        "SELECT phase, doc_id, cut_tokens FROM boundaries").fetchall()}
+    for doc in every - phased:  # cut once, at the base phase, shared by every phase
+        assert cuts[("5", doc)] == cuts[("9", doc)] == cuts[("0", doc)]
+    assert any(cuts[("5", d)] != cuts[("0", d)] for d in phased)
+    summary = arm_resources(out, "remote")
+    assert summary["phase_scope"] == {"scope": "evidence", "base_phase": "0", "phased": len(phased),
+                                      "documents": len(every)}
+    qid = fixtures[0].qid
+    diff = rerun_record(out, "remote", qid, "9")
+    assert diff.identical, diff.differences
+
+
+def test_phase_scope_is_validated_and_listed_by_config_default():
+    from ledgerscope.pipeline.arm.config import DEFAULT_TOML
+
+    assert 'phase_scope = "all"' in DEFAULT_TOML
+    plain = arm_from_dict({"name": "x"}).digest()
+    assert plain == arm_from_dict({"name": "x", "phase_scope": "all"}).digest()
+    with pytest.raises(InputError) as err:
+        arm_from_dict({"name": "x", "phase_scope": "gold"})
+    assert any(p.field == "phase_scope" for p in err.value.problems)

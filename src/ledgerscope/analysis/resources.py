@@ -176,13 +176,14 @@ def _paid(kind: str, use: dict) -> bool:
 
 
 def _scope(parts: list[dict]) -> dict:
-    """The arm's phase scope as its partitions recorded it ("all" when none says otherwise)."""
-    for p in parts:
-        rec = p.get("phase_scope") or {}
-        if rec.get("scope") == "evidence" and rec.get("phased") is not None:
-            return {"scope": "evidence", "base_phase": rec.get("base_phase"), "phased": rec["phased"],
-                    "documents": rec.get("documents")}
-    return {"scope": "all"}
+    """The arm's phase scope as its partitions recorded it ("all" when none says otherwise); the
+    base phase cuts every document, the others only the phased ones (the smallest count)."""
+    scoped = [p["phase_scope"] for p in parts if (p.get("phase_scope") or {}).get("scope") == "evidence"]
+    if not scoped:
+        return {"scope": "all"}
+    rec = min(scoped, key=lambda r: r.get("phased") or 0)
+    return {"scope": "evidence", "base_phase": rec.get("base_phase"), "phased": rec.get("phased"),
+            "documents": rec.get("documents")}
 
 
 def arm_resources(ledger: str | Path, arm: str, prices: Prices | None = None,

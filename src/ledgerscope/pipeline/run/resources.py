@@ -119,6 +119,18 @@ def usage_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
 
 
+def model_name(component: Any, attribute: str = "model") -> str | None:
+    """A component's model as a name (a loaded model object is not one: then its configured name)."""
+    value = getattr(component, attribute, None)
+    if isinstance(value, str):
+        return value
+    for alt in ("model_name", "name", "path"):
+        other = getattr(component, alt, None)
+        if isinstance(other, str):
+            return other
+    return None
+
+
 def is_endpoint(component: Any) -> bool:
     return getattr(component, "kind", "") in ("endpoint", "openai-compatible-endpoint")
 
@@ -136,7 +148,7 @@ def embedding_usage(rt: Any, delta: dict[str, float], texts: int) -> dict[str, A
         source = "tokenizer" if not delta["emb_usage_texts"] else "usage and tokenizer"
     else:
         tokens, source = int(delta["emb_tokens"]), "tokenizer"
-    return {"kind": getattr(enc, "kind", "sentence-transformers"), "model": getattr(enc, "name", None),
+    return {"kind": getattr(enc, "kind", "sentence-transformers"), "model": model_name(enc, "name"),
             "texts": texts, "encoded": encoded, "cache_hits": max(0, texts - encoded), "tokens": tokens,
             "token_source": source, "requests": int(delta["emb_requests"]),
             "forward_batches": int(delta["emb_batches"]),
@@ -152,11 +164,11 @@ def generator_usage(rt: Any, delta: dict[str, float], results: Sequence[Any]) ->
     if is_endpoint(gen):
         requests = int(delta.get("gen_requests", 0))
         source = "usage" if not delta.get("gen_without_usage") else "usage (partly missing)"
-        return {"kind": gen.kind, "model": getattr(gen, "model", None), "requests": requests,
+        return {"kind": gen.kind, "model": model_name(gen), "requests": requests,
                 "prompt_tokens": int(delta.get("gen_prompt_tokens", 0)),
                 "completion_tokens": int(delta.get("gen_completion_tokens", 0)), "token_source": source,
                 "tokenize_requests": int(delta.get("gen_tokenize_requests", 0))}
-    return {"kind": getattr(gen, "kind", type(gen).__name__), "model": getattr(gen, "model", None),
+    return {"kind": getattr(gen, "kind", type(gen).__name__), "model": model_name(gen),
             "requests": 0, "calls": len(results), "prompt_tokens": prompt, "completion_tokens": completion,
             "token_source": "tokenizer"}
 
@@ -243,7 +255,7 @@ def partition_resources(rt: Any, index: Any, fixtures: Sequence[Any], laps: Laps
         "index": index_record(rt, index, build_seconds),
         "embedding": embedding_usage(rt, delta, texts),
         "rerank": {"kind": getattr(rt.reranker, "kind", None) or type(rt.reranker).__name__,
-                   "model": getattr(rt.reranker, "model", None),
+                   "model": model_name(rt.reranker) or rt.config.rerank.get("model"),
                    "pairs": sum(laps.pairs), "requests": int(delta["rerank_requests"]),
                    "sent_pairs": int(delta["rerank_pairs"])},
         "generator": gen,

@@ -16,6 +16,7 @@ from typing import Any
 
 from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.pipeline.run.estimate import component_counts, cost_of, endpoint_components, measured
+from ledgerscope.pipeline.run.resources import model_name
 
 FORMAT = "ledgerscope-run/1"
 
@@ -37,7 +38,7 @@ def write_run_record(out: Path, runtimes: dict[str, Any], start: dict[int, dict[
     components = []
     for comp, role in endpoint_components(runtimes):
         now, before = component_counts(comp, role), start.get(id(comp), {})
-        model = getattr(comp, "name", None) if role == "embedding" else getattr(comp, "model", None)
+        model = model_name(comp, "name" if role == "embedding" else "model")
         entry = {"role": role, "kind": getattr(comp, "kind", None), "model": model,
                  **{k: int(v - before.get(k, 0.0)) for k, v in now.items()}}
         if role == "embedding" and hasattr(comp, "usage_tokens"):

@@ -188,7 +188,6 @@ def _counter(cfg: ArmConfig) -> tuple[Any, Any]:
 def plan_sweep(fixtures: Sequence[Any], corpus: Any, arms: Sequence[ArmConfig], out: Path,
                encoder_factory: Any = None) -> Plan:
     """What the sweep of ``arms`` into ``out`` will send, step by step (no endpoint is called)."""
-    from ledgerscope.pipeline.arm.config import ArmConfig as _Arm  # noqa: F401 - the type in docs
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
     from ledgerscope.pipeline.run.cascade import chunk_phase
     from ledgerscope.pipeline.run.runtime import ArmRuntime, build_chunker

@@ -28,7 +28,8 @@ from pathlib import Path
 
 os.environ["LEDGERSCOPE_EMBEDDING_CACHE"] = "off"
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+DATA = next((p for p in (ROOT.parent / "shared" / "data", ROOT.parents[1] / "shared" / "data") if p.is_dir()),
+            ROOT.parent / "shared" / "data")
 
 
 def build_inputs(work: Path, dataset: str, distractor_chars: int) -> tuple[Path, Path, dict]:

@@ -39,7 +39,8 @@ def write_run_record(out: Path, runtimes: dict[str, Any], start: dict[int, dict[
     for comp, role in endpoint_components(runtimes):
         now, before = component_counts(comp, role), start.get(id(comp), {})
         model = model_name(comp, "name" if role == "embedding" else "model")
-        entry = {"role": role, "kind": getattr(comp, "kind", None), "model": model,
+        kind = getattr(comp, "kind", None) or ("sentence-transformers" if role == "embedding" else None)
+        entry = {"role": role, "kind": kind, "model": model,
                  **{k: int(v - before.get(k, 0.0)) for k, v in now.items()}}
         if role == "embedding" and hasattr(comp, "usage_tokens"):
             entry["token_source"] = "usage" if not getattr(comp, "counted_tokens", 0) else "tokenizer"

@@ -79,6 +79,18 @@ def one_sweep(name: str, fixtures, corpus, cfg, out: Path) -> dict:
             "recording_seconds": round(recording, 4)}
 
 
+def read_back(name: str, out: Path) -> dict:
+    """A finished sweep's figures from its run record and resource records (no estimate)."""
+    run = json.loads(sorted(out.glob("runs/*.json"))[-1].read_text())
+    parts = [json.loads(m.read_text())["resources"] for m in out.glob("partitions/*/*/_SUCCESS.json")]
+    oracle = [json.loads(m.read_text()) for m in out.glob("oracle/*/resources.json")]
+    return {"sweep": name, "seconds": run["seconds"], "reused": True,
+            "encoded_texts": sum(p["embedding"]["encoded"] for p in parts)
+            + sum(o["embedding"]["encoded"] for o in oracle),
+            "recording_seconds": round(sum(p["recording_seconds"] for p in parts), 4),
+            "phased": [p.get("phase_scope") for p in parts]}
+
+
 def agreement(full: Path, scoped: Path) -> dict:
     from ledgerscope.analysis.diagnosis import ledger_heads
     from ledgerscope.ledger.read import connect
@@ -109,6 +121,8 @@ def main() -> int:
     ap.add_argument("--distractor-chars", type=int, default=150_000)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--work", type=Path, default=Path("/tmp/ledgerscope-bench-scope"))
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep finished sweeps in --work (their figures are read back); rerun the others")
     args = ap.parse_args()
     import shutil
 
@@ -117,16 +131,18 @@ def main() -> int:
     from ledgerscope.pipeline.arm.config import arm_from_dict
     from ledgerscope.pipeline.run.resources import timed
 
-    shutil.rmtree(args.work, ignore_errors=True)
-    args.work.mkdir(parents=True)
+    if not args.reuse:
+        shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True, exist_ok=True)
     fx_path, corpus_path, chars = build_inputs(args.work, args.dataset, args.distractor_chars)
     fixtures, corpus = load_fixtures(fx_path, load_corpus(corpus_path))
     phases = f"auto:{args.phases}"
     single = arm_from_dict({"name": "default", "phases": [0]})
     full = arm_from_dict({"name": "default", "phases": phases})
     scoped = arm_from_dict({"name": "default", "phases": phases, "phase_scope": "evidence"})
-    runs = [one_sweep(n, fixtures, corpus, c, args.work / n) for n, c in
-            (("single", single), ("all", full), ("evidence", scoped))]
+    runs = [read_back(n, args.work / n) if args.reuse and (args.work / n / "_SWEEP_DONE.json").is_file()
+            else one_sweep(n, fixtures, corpus, c, args.work / n)
+            for n, c in (("single", single), ("all", full), ("evidence", scoped))]
     by = {r["sweep"]: r for r in runs}
     per_call = min(timeit.repeat(lambda: timed({}, "x").__enter__(), number=10_000, repeat=3)) / 10_000
     timers = len(fixtures) * 10 * args.phases * per_call  # ~10 timed blocks per question

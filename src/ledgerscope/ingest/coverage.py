@@ -3,7 +3,7 @@
 A stage *keeps* support when some sufficient set has every span covered by the
 union of the stage's intervals, whitespace excused (a span is covered when
 every non-whitespace character in it lies inside some interval:
-:func:`ledgerscope.pipeline.contracts.units.covers`). Here the same test runs as set
+:func:`ledgerscope.common.intervals.covers`). Here the same test runs as set
 operations over every (trace, stage, span) at once: only intervals that overlap
 a span can cover any of it, so the candidate rows are joined to the gold spans
 first; the uncovered parts of each span are the gaps between the running

@@ -30,7 +30,8 @@ DIFFERENCE_KEYS = {"max_support_loss": "support", "max_answer_loss": "answer_cor
 TOKEN_FIELDS = ("prompt_tokens", "evidence_tokens")
 _TOP_KEYS = ("format", "description", "candidate", "baseline", "confidence", "n_resamples", "seed",
              "interval_handling", "min_questions", "stress_sets", *DIFFERENCE_KEYS,
-             "max_critical_errors_per_segment", "max_evidence_tokens", *RESOURCE_KEYS)
+             "max_critical_errors_per_segment", "max_evidence_tokens", "underpowered_is_inconclusive",
+             *RESOURCE_KEYS)
 STAT_WORDS = {
     "mean": "phase average (mean of per-phase means)",
     "pooled_mean": "pooled mean over records",
@@ -77,6 +78,9 @@ class Rule:
     differences: tuple[DifferenceTolerance, ...] = ()
     critical_per_segment: tuple[SegmentLimit, ...] = ()
     tokens: TokenCeiling | None = None
+    #: an ACCEPT whose passing tolerances are below the minimum detectable difference becomes
+    #: collect-more-evidence (:mod:`.power`); false: accepted with a warning
+    underpowered_is_inconclusive: bool = True
     #: latency allowance and cost boundary (:mod:`.resource_rule`)
     resources: ResourceLimits | None = None
 
@@ -157,6 +161,7 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = 
     "seed": (lambda v: _is_int(v) and v >= 0, int, "a non-negative integer"),
     "interval_handling": (lambda v: v in INTERVAL_HANDLING, str, f"one of {', '.join(INTERVAL_HANDLING)}"),
     "min_questions": (lambda v: _is_int(v) and v >= 1, int, "a positive integer"),
+    "underpowered_is_inconclusive": (lambda v: isinstance(v, bool), bool, "true or false"),
 }
 
 

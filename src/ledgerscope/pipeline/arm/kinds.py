@@ -1,8 +1,9 @@
-"""The kinds of the replaceable stages: one table per seam (:mod:`.stages`) from the kind an arm
+"""The kinds of the replaceable stages: one table per seam (:mod:`ledgerscope.pipeline.contracts.stages`)
+from the kind an arm
 configures to its factory, plus the kinds installed distributions register (:mod:`.plugins`).
 
 A factory is named as ``"module:function"`` and imported only when a runtime is built, so the
-configuration (:func:`.config.check_arm`) validates a kind against these tables without importing
+configuration (:func:`.config.arm_from_dict`) validates a kind against these tables without importing
 the stages that would build it (config sits below them). A table may also hold a callable itself
 (a test, or code registering its own kind). A factory gets the arm's configuration, its embedding
 model and its chunk tokenizer (a retriever's also gets its slot's table). A new kind is added
@@ -21,7 +22,8 @@ _RUNTIME = "ledgerscope.pipeline.run.runtime"
 _SPLITTERS = "ledgerscope.pipeline.chunking.splitters"
 _PLUGINS = "ledgerscope.pipeline.arm.plugin_stages"
 
-#: ``chunker.kind`` -> factory (the external kinds: :mod:`.splitters`, verified by :mod:`.external`)
+#: ``chunker.kind`` -> factory (the external kinds: :mod:`ledgerscope.pipeline.chunking.splitters`, verified
+#: by :mod:`ledgerscope.pipeline.chunking.external`)
 CHUNKERS: dict[str, str | Factory] = {
     "token": f"{_RUNTIME}:token_chunker",
     "sentence": f"{_RUNTIME}:sentence_chunker",

@@ -74,6 +74,8 @@ def connect(address: str | None) -> bool:
     if address:
         ray.init(address=address, log_to_driver=False)
         return True
+    # A private module (no public setting exists): Ray reads ENABLE_RAY_CLUSTER at import time, so
+    # the environment variable set above comes too late once ray is imported; pinned by ray[data]>=2.40.
     from ray._private import ray_constants
 
     # imported before this call (a test, a notebook): the import-time value would bind [::]
@@ -170,7 +172,7 @@ def batch_plan(unit_texts: list[list[str]], batch_size: int) -> list[list[str]]:
     """The actor calls for these partitions' unit texts: every unique text once, longest first (so
     a call's texts have similar token counts and the encoder's one-count batches fill up), cut every
     ``TEXTS_PER_CALL_BATCHES * batch_size``. A text's vectors do not depend on its batch
-    (:class:`.encoder.Encoder`), so any cut gives the local executor's bits."""
+    (:class:`ledgerscope.pipeline.embedding.encoder.Encoder`), so any cut gives the local executor's bits."""
     todo = sorted({t for texts in unit_texts for t in texts}, key=lambda t: (-len(t), t))
     step = TEXTS_PER_CALL_BATCHES * batch_size
     return [todo[i : i + step] for i in range(0, len(todo), step)]

@@ -260,7 +260,7 @@ def test_diagnose_and_compare_print_the_resources(uncapped, prices, tmp_path):
     rule.write_text(f'[max_cost]\nper_1000_queries = 0.0\nprices = "{prices}"\n', encoding="utf-8")
     done = runner.invoke(app, ["compare", str(copy), "--candidate", "remote", "--baseline", "remote",
                                "--rule", str(rule), "--json"])
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == 3, done.output  # reject
     out = json.loads(done.output)
     assert out["comparison"]["resources"]["difference"]["cost"]["per_1000_queries"] == 0
     assert out["decision"]["outcome"] == "reject"

@@ -2,13 +2,18 @@
 """How fast ``ledgerscope ingest`` is against one DuckDB read of the same traces (and against a read
 that also writes the ledger's rows), and its peak memory.
 
-    .venv/bin/python scripts/bench_ingest.py [--traces 100000] [--retrieved 50] [--keep DIR] [--json F]
+    .venv/bin/python scripts/bench_ingest.py [--traces 100000] [--retrieved 50] [--shape seed002|framework]
+                                             [--keep DIR] [--json F]
 
 Builds a synthetic but schema-valid set in a temporary directory: a corpus, fixtures
 with gold spans (one per question), a chunk store with verified offsets, and
 seed-002 traces (two configs x eight phases x the questions, each with
 ``--retrieved`` ranked ids and scores, five context chunks with their texts, an
-answer from a small set per question, a citation). Then, in the same run, times:
+answer from a small set per question, a citation). ``--shape framework`` writes them as the
+LangChain handler does instead: chunk ids derived from source, start and content, each chunk on
+one store line per config (two configs sharing a store), no scores or citations, the question and
+the literal prompt (its tokens counted), one request in a hundred failed (``error``, no answer).
+Then, in the same run, times:
 
 * the reference: DuckDB reading the trace file once
   (``CREATE TABLE t AS SELECT * FROM read_json(...)``, in a child process);
@@ -47,7 +52,16 @@ WORDS = ("audit", "log", "retention", "plan", "enterprise", "team", "starter", "
          "region", "residency", "incident", "severity", "support", "tier", "response", "contract")
 
 
-def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0) -> dict[str, Path]:
+def _derived_id(doc_id: str, start: int, text: str) -> str:
+    """The LangChain handler's id for a chunk without one (``ledgerscope.trace.spec.derived_chunk_id``)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from ledgerscope.trace.spec import derived_chunk_id
+
+    return derived_chunk_id(doc_id, start, text)
+
+
+def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0,
+          shape: str = "seed002") -> dict[str, Path]:
     """The corpus, fixtures, chunk store and traces (written as JSON lines)."""
     rnd = random.Random(seed)
     configs, phases = ("baseline", "candidate"), [str(p) for p in range(8)]
@@ -68,16 +82,17 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0) -> dict[st
         for doc_id, (text, paras) in docs.items():
             pos = 0
             for i, p in enumerate(paras):
-                cid = f"{doc_id}#{i}"
                 start = text.index(p, pos)
+                cid = f"{doc_id}#{i}" if shape == "seed002" else _derived_id(doc_id, start, p)
                 pos = start + len(p)
                 ids.append(cid)
                 texts[cid] = (doc_id, p, start)
-                fh.write(json.dumps({"chunk_id": cid, "doc_id": doc_id, "text": p, "start": start,
-                                     "end": start + len(p),
-                                     "coordinate_system": "codepoint-half-open"}) + "\n")
+                line = {"chunk_id": cid, "doc_id": doc_id, "text": p, "start": start, "end": start + len(p),
+                        "coordinate_system": "codepoint-half-open"}
+                for config in (configs if shape == "framework" else (None,)):
+                    fh.write(json.dumps(line if config is None else {**line, "config": config}) + "\n")
     fixtures = root / "fixtures.jsonl"
-    gold = {}
+    gold, questions = {}, {}
     with fixtures.open("w", encoding="utf-8") as fh:
         for q in range(n_questions):
             cid = rnd.choice(ids)
@@ -87,6 +102,7 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0) -> dict[st
             quote = " ".join(words[a:a + 6])
             s = start + p.index(quote)
             gold[q] = cid
+            questions[q] = f"What about {quote}?"
             fh.write(json.dumps({
                 "format": "ledgerscope-fixture/1", "qid": f"q{q:05d}", "question": f"What about {quote}?",
                 "segment": "number-scope", "answerable": True, "support_only": False,
@@ -100,6 +116,8 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0) -> dict[st
             for phase in phases:
                 for q in range(n_questions):
                     trace = _trace(rnd, q, config, phase, ids, gold[q], texts, n_retrieved)
+                    if shape == "framework":
+                        trace = _framework(rnd, trace, questions[q])
                     fh.write(json.dumps(trace) + "\n")
     return {"corpus": corpus, "fixtures": fixtures, "chunks": chunks, "traces": traces}
 
@@ -118,6 +136,19 @@ def _trace(rnd: random.Random, q: int, config: str, phase: str, ids: list[str], 
             "scores": [round(1 - i / n_retrieved, 4) for i in range(n_retrieved)],
             "context_ids": ctx, "context_text": [texts[c][1] for c in ctx], "answer": answer,
             "citations": [answer[-2]] if answer.endswith("]") else []}
+
+
+def _framework(rnd: random.Random, trace: dict, question: str) -> dict:
+    """A seed-002 trace as the LangChain handler writes it (rules in the module docstring)."""
+    failed = rnd.random() < 0.01
+    out = {"format": "ledgerscope-trace/1", "qid": trace["qid"], "config": trace["config"],
+           "phase": trace["phase"], "question": question, "retrieved_ids": trace["retrieved_ids"],
+           "context_ids": trace["context_ids"], "context_text": trace["context_text"],
+           "answer": None if failed else trace["answer"].removesuffix(" [1]").removesuffix(" [2]"),
+           "prompt": "Sources:\n" + "\n\n".join(trace["context_text"]) + f"\n\nQuestion: {question}"}
+    if failed:
+        out["error"] = "TimeoutError: the model did not answer within 30 s"
+    return out
 
 
 def _child(code: list[str], env: dict, log: Path) -> tuple[float, float, str]:
@@ -146,6 +177,8 @@ FLOOR_CANDIDATES = """
 FLOOR_RECORDS = """
     SELECT config AS arm, phase, qid, answer, context_ids AS packed_unit_ids, citations,
            array_to_string(context_text, chr(10) || chr(10)) AS packed_context FROM t"""
+#: the framework shape records no scores and no citations
+FRAMEWORK_FLOOR = {"unnest(scores)": "NULL", "citations": "NULL AS citations"}
 #: the floor's child: read both JSONL files, write both tables (DuckDB's Parquet writer, zstd)
 FLOOR = """
 import duckdb, sys
@@ -167,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", type=int, default=100_000)
     ap.add_argument("--retrieved", type=int, default=50)
+    ap.add_argument("--shape", choices=("seed002", "framework"), default="seed002",
+                    help="seed 002's record, or the LangChain handler's (docstring)")
     ap.add_argument("--keep", type=Path, help="build the inputs here (and keep them)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -174,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        files = build(root, args.traces, args.retrieved)
+        files = build(root, args.traces, args.retrieved, shape=args.shape)
         size = files["traces"].stat().st_size
         print(f"built {args.traces:,} traces x {args.retrieved} retrieved ({size / 2**20:.0f} MiB) "
               f"in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -188,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(floor_out, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
         floor_out.mkdir()
-        code = f"CANDIDATES = {FLOOR_CANDIDATES!r}\nRECORDS = {FLOOR_RECORDS!r}\n{FLOOR}"
+        candidates, records = FLOOR_CANDIDATES, FLOOR_RECORDS
+        if args.shape == "framework":
+            for old, new in FRAMEWORK_FLOOR.items():
+                candidates, records = candidates.replace(old, new), records.replace(old, new)
+        code = f"CANDIDATES = {candidates!r}\nRECORDS = {records!r}\n{FLOOR}"
         floor, floor_mb, _ = _child([sys.executable, "-c", code, str(files["traces"]), str(files["chunks"]),
                                      str(floor_out)], env, root / "floor.log")
         ing, ing_mb, log = _child([sys.executable, "-m", "ledgerscope.cli", "ingest", str(files["traces"]),
@@ -207,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
               f"peak memory {ing_mb:.0f} MB (target < 1024)")
         if args.json:
             args.json.write_text(json.dumps({
-                "traces": args.traces, "retrieved": args.retrieved, "trace_bytes": size,
+                "traces": args.traces, "retrieved": args.retrieved, "shape": args.shape, "trace_bytes": size,
                 "duckdb_read_s": round(ref, 2), "floor_s": round(floor, 2), "ingest_s": round(ing, 2),
                 "ratio": round(ratio, 2), "floor_ratio": round(floor_ratio, 2),
                 "floor_over_read": round(floor / ref, 2), "floor_bytes": floor_bytes,

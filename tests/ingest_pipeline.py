@@ -104,7 +104,7 @@ def run(config: str, traces: Path, chunks: Path, n_retrieved: int = 20) -> None:
     store = split(config)
     index = BM25(store)
     _, _, k = CONFIGS[config]
-    with Recorder(traces, chunks=chunks, config=config) as rec:
+    with Recorder(traces, chunks=chunks, config=config, mode="a") as rec:
         for c in store:
             rec.chunk(c.chunk_id, c.doc_id, c.text, start=c.start, end=c.start + len(c.text), config=config)
         for q in questions():
@@ -124,7 +124,7 @@ def run_staged(config: str, traces: Path, chunks: Path, n_retrieved: int = 20, r
     store = split(config)
     index = BM25(store)
     _, _, k = CONFIGS[config]
-    with Recorder(traces, chunks=chunks, config=config) as rec:
+    with Recorder(traces, chunks=chunks, config=config, mode="a") as rec:
         for c in store:
             rec.chunk(c.chunk_id, c.doc_id, c.text, start=c.start, end=c.start + len(c.text), config=config)
         for i, q in enumerate(questions()):

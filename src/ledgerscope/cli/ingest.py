@@ -53,6 +53,9 @@ def ingest_command(
     id_key: Annotated[str, typer.Option(
         "--id-key", help="openinference: the document metadata key holding its chunk id, for documents "
                          "without document.id.")] = "chunk_id",
+    skip_unidentified: Annotated[bool, typer.Option(
+        "--skip-unidentified", help="openinference: skip (and count) request-shaped traces that name no "
+                                    "question id, instead of stopping on them.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the ingest report as JSON.")] = False,
 ) -> None:
     """Ingest per-request traces into a standard ledger: every chunk located in its source, every support
@@ -72,7 +75,7 @@ def ingest_command(
         if source == "openinference":
             from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
 
-            report = ingest_spans(opts, SpanKeys(qid_key, doc_key, start_key, id_key))
+            report = ingest_spans(opts, SpanKeys(qid_key, doc_key, start_key, id_key), skip_unidentified)
         else:
             if chunks is None:
                 raise typer.BadParameter("--chunks is required for trace files")

@@ -64,6 +64,8 @@ class IngestOptions:
     partial_reason: str = "the chunk store is declared partial (--chunks-partial)"
     #: read the traces line by line even where DuckDB could (tests compare the two)
     line_by_line: bool = False
+    #: traces of the input that hold no request, skipped, by why (the report counts them)
+    skipped: dict[str, int] | None = None
 
 
 @dataclass
@@ -176,9 +178,12 @@ def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None
     """Per arm: 'recorded', or why the chunker's output (step 2) is not recorded."""
     out = {}
     for arm in arms:
-        bad = [r for r in resolutions
-               if not r.resolved and (r.chunk.configs is None or arm in r.chunk.configs)]
+        mine = [r for r in resolutions if r.chunk.configs is None or arm in r.chunk.configs]
+        bad = [r for r in mine if not r.resolved]
+        declared = sum(1 for r in mine if arm in r.chunk.partial or "*" in r.chunk.partial)
         out[arm] = (f"not recorded: {partial}" if partial else
+                    f"not recorded: the chunk store declares itself partial ({declared} chunk(s) recorded "
+                    "because a request retrieved them, not the whole index)" if declared else
                     f"not recorded: {len(bad)} chunk(s) of the store lie nowhere" if bad else "recorded")
     return out
 
@@ -226,6 +231,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
                digests: dict[str, str]) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
+    from ledgerscope.ingest.tokens import count_texts
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     chunk_table(con, resolutions, corpus)
@@ -239,7 +245,8 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     verdicts.answer_table(con, fixtures)
     verdicts.citation_table(con, fixtures, texts)
     counter = TokenCounter(opts.tokenizer)
-    verdicts.token_table(con, lambda texts: count_tokens(counter.tokenizer, texts))
+    verdicts.token_table(con, lambda texts: count_texts(
+        counter.tokenizer, texts, lambda part: count_tokens(counter.tokenizer, part)))
     verdicts.context_table(con)
     verdicts.verdict_table(con)
     if not _has_table(con, "_ig_oracle"):
@@ -282,7 +289,7 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     con, corpus = checked.con, checked.corpus
     resolutions = resolve_chunks(checked.chunks, corpus)
     report = ResolutionReport.of(resolutions)
-    problems = checks.unresolved_named(con, resolutions, checked.chunks_file)
+    problems = checks.unresolved_named(con, resolutions, checked.chunks_file, [s.doc_id for s in corpus])
     if problems:
         raise InputError(problems)
     used = checks.questions(con)
@@ -316,7 +323,7 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
         raise
     return IngestReport(opts.out, checks.count(con), counts, report, recorded,
                         manifest["ingested"]["tree_stages_not_recorded"], chunked, oracle, _claims(con),
-                        _mismatches(con))
+                        _mismatches(con), checks.failed(con), dict(opts.skipped or {}))
 
 
 def _claims(con) -> Counter:

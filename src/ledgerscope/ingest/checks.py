@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ledgerscope.common.errors import Problem
+from ledgerscope.ingest.hints import document_hint
 from ledgerscope.ingest.lines import MAX_PROBLEMS
 from ledgerscope.ingest.resolve import Resolution
 from ledgerscope.ingest.tables import STR, create_table
@@ -30,14 +31,15 @@ def unknown_ids(con, store: Iterable[str]) -> list[Problem]:
             SELECT s.tid, s.stage, s."rank", s.chunk_id,
                    row_number() OVER (PARTITION BY s.tid ORDER BY {_ORDER}, s.stage, s."rank") AS k
             FROM _ig_stage s ANTI JOIN _ig_store_ids USING (chunk_id))
-        SELECT t.trace_path, t.trace_line, m.stage, m."rank", m.chunk_id, t.fused_from
+        SELECT t.trace_path, t.trace_line, m.stage, m."rank", m.chunk_id, t.fused_from, t.qid, t.arm
         FROM miss m JOIN _ig_trace t USING (tid) WHERE m.k = 1
         ORDER BY t.tid LIMIT {MAX_PROBLEMS}""").fetchall()
     out = []
-    for path, line, stage, rank, chunk, fused_from in rows:
+    for path, line, stage, rank, chunk, fused_from, qid, arm in rows:
         where = {"fused": fused_from, "packed": "context_ids"}.get(stage) or f"stages.{stage}.ids"
+        request = "" if line is not None else f" (the request of {qid[:60]!r}, config {arm!r})"
         out.append(Problem(path, line, f"{where}[{rank - 1}]",
-                           f"chunk {chunk[:80]!r} is not in the chunk store"))
+                           f"chunk {chunk[:80]!r}{request} is not in the chunk store"))
     return out
 
 
@@ -53,14 +55,23 @@ def unknown_qids(con, known: Iterable[str], fixtures_path: Path) -> list[Problem
             for p, line, qid in rows]
 
 
-def unresolved_named(con, resolutions: list[Resolution], path: str) -> list[Problem]:
+def unresolved_named(con, resolutions: list[Resolution], path: str,
+                     corpus_ids: Iterable[str] = ()) -> list[Problem]:
     """A chunk a trace names that lies nowhere: the ingest stops (never a guessed interval)."""
     bad = {r.chunk.chunk_id: r for r in resolutions if not r.resolved}
     if not bad:
         return []
     named = {row[0] for row in con.execute("SELECT DISTINCT chunk_id FROM _ig_stage").fetchall()}
-    return [Problem(path, r.chunk.line, "text", f"chunk {cid[:80]!r} ({r.status}): {r.note}")
-            for cid, r in bad.items() if cid in named][:MAX_PROBLEMS]
+    out = []
+    for cid, r in bad.items():
+        if cid not in named:
+            continue
+        hint = document_hint(r.chunk.doc_id, corpus_ids) if r.status == "document-missing" else None
+        out.append(Problem(path, r.chunk.line, "doc_id" if hint else "text",
+                           f"chunk {cid[:80]!r} ({r.status}): {r.note}" + (f"; {hint}" if hint else "")))
+        if len(out) >= MAX_PROBLEMS:
+            break
+    return out
 
 
 def arms(con) -> dict[str, list[str]]:
@@ -83,3 +94,9 @@ def count(con) -> int:
 
 def questions(con) -> set[str]:
     return {r[0] for r in con.execute("SELECT DISTINCT qid FROM _ig_trace").fetchall()}
+
+
+def failed(con) -> dict[str, int]:
+    """Per config, the requests that failed (a trace with an ``error``: an infrastructure failure)."""
+    return dict(con.execute("SELECT arm, count(*) FROM _ig_trace WHERE error IS NOT NULL GROUP BY arm "
+                            "ORDER BY arm").fetchall())

@@ -10,7 +10,7 @@ not trusted here: :mod:`.resolve` verifies them by slicing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ledgerscope.common.errors import Problem
@@ -36,6 +36,9 @@ class Chunk:
     prefix: str = ""
     suffix: str = ""
     configs: tuple[str, ...] | None = None  # None: in every config's index
+    #: the configs whose store declared itself partial on this chunk's line(s) ("*": every config): the
+    #: chunk was recorded because a request retrieved it, so the store is only part of their index
+    partial: tuple[str, ...] = ()
 
 
 def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
@@ -62,6 +65,8 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
                 bad(name, why)
         elif kind == "offset" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             bad(name, f"must be a non-negative integer, not {kind_of(value)}")
+        elif kind == "boolean" and not isinstance(value, bool):
+            bad(name, f"must be true or false, not {kind_of(value)}")
     configs = obj.get("config")
     if isinstance(configs, str):
         configs = [configs]
@@ -90,7 +95,8 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
         return None
     return Chunk(obj["chunk_id"], obj["doc_id"], obj["text"], line, obj.get("start"), obj.get("end"),
                  system, obj.get("version"), obj.get("prefix", ""), obj.get("suffix", ""),
-                 None if configs is None else tuple(configs))
+                 None if configs is None else tuple(configs),
+                 (tuple(configs) if configs is not None else ("*",)) if obj.get("partial") else ())
 
 
 def read_chunks(path: Path, coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
@@ -110,7 +116,7 @@ def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str
                         problems: list[Problem]) -> list[Chunk]:
     """Chunk objects (each with where it came from) checked; problems appended."""
     chunks: list[Chunk] = []
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, int]] = {}  # id -> (line, index in chunks)
     for file, line, obj in items:
         if len(problems) > MAX_PROBLEMS:
             problems.append(Problem(file, None, "chunks", "more problems not listed"))
@@ -119,12 +125,31 @@ def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str
         if chunk is None:
             continue
         if chunk.chunk_id in first:
-            problems.append(Problem(file, line, "chunk_id", f"duplicate id {chunk.chunk_id[:80]!r} "
-                                    f"(first at line {first[chunk.chunk_id]})"))
+            at = first[chunk.chunk_id]
+            merged = _same_chunk_other_configs(chunks[at[1]], chunk)
+            if merged is None:
+                problems.append(Problem(file, line, "chunk_id", f"duplicate id {chunk.chunk_id[:80]!r} "
+                                        f"(first at line {at[0]})"))
+            else:
+                chunks[at[1]] = merged
             continue
-        first[chunk.chunk_id] = line
+        first[chunk.chunk_id] = (line, len(chunks))
         chunks.append(chunk)
     return chunks
+
+
+def _same_chunk_other_configs(first: Chunk, again: Chunk) -> Chunk | None:
+    """The same chunk written again for other configs (two recorders sharing one store, each with its
+    config): one chunk in the index of all of them. Anything else under a repeated id is None."""
+    if first.configs is None or again.configs is None:
+        return None
+    same = (first.doc_id, first.text, first.start, first.end, first.system, first.version, first.prefix,
+            first.suffix) == (again.doc_id, again.text, again.start, again.end, again.system, again.version,
+                              again.prefix, again.suffix)
+    if not same:
+        return None
+    configs = tuple(dict.fromkeys((*first.configs, *again.configs)))
+    return replace(first, configs=configs, partial=tuple(dict.fromkeys((*first.partial, *again.partial))))
 
 
 def chunks_from_bytes(raw: bytes, file: str,

@@ -188,7 +188,8 @@ def records(con, digests: dict[str, str]) -> None:
                v.answer_verdict, v.answer_reason, v.citation_verdict, v.citation_reason,
                t.error AS generator_error, CAST(NULL AS INTEGER) AS attempts,
                CAST(json_object('ingested', json_object(
-                   'trace', t.trace_file || ':' || t.trace_line, 'recorded_stages', t.recorded,
+                   'trace', coalesce(t.trace_file || ':' || t.trace_line, t.trace_file),
+                   'recorded_stages', t.recorded,
                    'declared_support', dk.declared_support,
                    'context_text', CAST(v.context_check AS JSON),
                    'question_differs', t.trace_question IS NOT NULL AND t.trace_question <> f.question),

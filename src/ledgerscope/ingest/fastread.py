@@ -7,7 +7,8 @@ tries DuckDB: one pass infers every column's type over the whole file
 (``sample_size=-1``), a second reads it with those columns typed, and set
 operations check what the types cannot. It only ever *accepts*: anything it
 cannot prove valid (a column outside seed 002's record, a type other than the
-format's, a NULL where a value is required, a repeated or empty id, a score that
+format's, a NULL where a value is required (a null answer only with the key present), a repeated or
+empty id, a score that
 is not finite or not aligned, a second trace of a request, a blank line, a line
 DuckDB will not parse) sends the whole input to the line-by-line reader, which
 then names the problem ``file:line: field: reason`` (or accepts it, when only
@@ -104,7 +105,7 @@ def _violations(default_config: str | None, kind: str) -> str:
         "qid IS NULL OR qid = ''",
         f"{config} IS NULL",
         ids("context_ids", True), ids("retrieved_ids", False),
-        "context_text IS NULL", "answer IS NULL",
+        "context_text IS NULL",
         *(["len(context_text) <> len(context_ids)",
             "list_aggregate(context_text, 'count') <> len(context_text)"] if kind == "list" else []),
         "(citations IS NOT NULL AND (list_contains(citations, '') "
@@ -149,6 +150,18 @@ def _build(con, checked: list[tuple[int, Path, str]], default_config: str | None
         con.execute(f"DROP TABLE _fr_{i}")
 
 
+def _null_answers(con, i: int) -> int:
+    return con.execute(f"SELECT count(*) FROM _fr_{i} WHERE answer IS NULL").fetchall()[0][0]
+
+
+def _lines_without_answer(con, path: Path) -> int:
+    """Lines with no ``answer`` key at all (required; null is allowed): typed reading cannot tell an
+    absent key from a null, a second pass over the objects can (only when some answer is null)."""
+    return con.execute("SELECT count(*) FROM read_json_objects(?, format='newline_delimited', "
+                       f"maximum_object_size={MAX_LINE_BYTES}) WHERE NOT json_exists(json, '$.answer')",
+                       [str(path)]).fetchall()[0][0]
+
+
 def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None:
     """``_fr_{i}``: one file typed, when every check passes; its context_text kind ('list' or
     'text'), or None (the caller drops what was made)."""
@@ -166,6 +179,8 @@ def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None
         bad = con.execute(f"SELECT count(*) FROM _fr_{i} WHERE {_violations(default_config, kind)}"
                           ).fetchall()[0][0]
         pairs = con.execute(f"SELECT DISTINCT config, phase FROM _fr_{i}").fetchall()
+        if not bad and _null_answers(con, i):  # a failed request's answer is null: is the key there?
+            bad = _lines_without_answer(con, path)
     except duckdb.Error:
         return None
     names_ok = all(ARM_NAME.fullmatch((default_config if c is None else c) or "")

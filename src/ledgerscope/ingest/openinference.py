@@ -4,30 +4,12 @@ Reads Phoenix's span export (its REST API's span objects: one per line, a JSON
 list, or ``{"data": [...]}``) and OTLP JSON (``{"resourceSpans": [...]}``,
 one request per line or per file); attributes may be flat
 (``retrieval.documents.0.document.id``), nested, or OTLP key/value lists, and
-are flattened first. Spans are grouped by trace id; per trace, declared mapping:
-
-* ``qid``: the span attribute ``--qid-key``, or that key of a span's
-  ``metadata`` (JSON), the first found from the root span down; a trace
-  without one is a problem (never guessed from the question text);
-* a document's chunk id is its ``document.id``, else ``metadata[--id-key]``
-  (LangChain's instrumentor records no id), else a digest of its content;
-* RETRIEVER spans (``retrieval.documents.N.document.{id,content,score,metadata}``):
-  one retriever is the ``retrieved`` list (what the reranker reads); with a
-  RERANKER span as well, the reranker's input documents are that list and the
-  retriever's documents its ``union``; several retrievers are named by their
-  span names where those are standard first-stage names (``bm25``,
-  ``dense_exact``, ``dense_ann``), otherwise declared stages
-  ``retriever_1``.. before ``fused``;
-* RERANKER spans: ``reranker.input_documents`` -> ``fused``,
-  ``reranker.output_documents`` -> ``reranked``;
-* the LLM span: its input messages are the literal prompt (``prompt``); the
-  context is every recorded document whose content occurs in that prompt
-  (exactly, or with whitespace normalised), in prompt order (``context_text``:
-  their contents):
-  what the model read, never a list cut guessed from a ``top_k``; its output
-  (``llm.output_messages.0.message.content``, else ``output.value``) is the answer;
-* ``config`` and ``phase``: the metadata keys of those names when present, else
-  ``--config`` and ``"0"``.
+are flattened first, and each span's status (ERROR, with its description or
+exception event) is kept. Spans are grouped into requests by the span naming
+the question id (:mod:`.requests`: never by trace id, so a harness's parent
+span or a batch gives one record per request), and each request is mapped by
+:mod:`.spanmap` (LangChain's and LlamaIndex's span shapes: the retrieve pair,
+postprocessors, completion prompts, failures, empty retrievals).
 
 The chunk store, when ``--chunks`` does not give one, is the documents the spans
 carry (id, content, ``metadata[--doc-key]`` as the source document,
@@ -38,9 +20,7 @@ the position in a JSON document) and the attribute.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,14 +37,10 @@ from ledgerscope.ingest.build import (
 )
 from ledgerscope.ingest.chunkstore import chunks_from_objects, read_chunks
 from ledgerscope.ingest.lines import MAX_PROBLEMS, kind_of
-from ledgerscope.ingest.resolve import normalise
+from ledgerscope.ingest.requests import group_requests, metadata
+from ledgerscope.ingest.spanmap import request_object
 from ledgerscope.ingest.traceformat import traces_from_objects
 from ledgerscope.inputs.sources import StrictJSONError, strict_loads
-
-_DOC = re.compile(r"^(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\."
-                  r"document\.(id|content|score|metadata)(?:\.(.+))?$")
-_MSG = re.compile(r"^llm\.(input_messages|output_messages)\.(\d+)\.message\.(role|content)$")
-FIRST_STAGE = ("bm25", "dense_exact", "dense_ann")
 
 
 @dataclass(frozen=True)
@@ -88,6 +64,10 @@ class Span:
     kind: str
     start: str
     attributes: dict[str, Any]
+    #: OK, ERROR or UNSET; with ERROR, the status description and the exception event's message
+    status: str = "UNSET"
+    status_message: str | None = None
+    exception: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -146,8 +126,33 @@ def _span(obj: dict, where: tuple[str, int | None, str], problems: list[Problem]
             problems.append(Problem(where[0], where[1], f"{where[2]}{name}",
                                     f"missing or not a string ({kind_of(value)})"))
             return None
+    status, message = _status(obj)
     return Span(where, trace_id, span_id, parent, str(obj.get("name", "")), str(kind or "").upper(), start,
-                attrs)
+                attrs, status, message, _exception(obj.get("events")))
+
+
+def _status(obj: dict) -> tuple[str, str | None]:
+    """(OK | ERROR | UNSET, description) of an OTLP span (``status.code``) or a Phoenix span
+    (``status_code``)."""
+    status = obj.get("status")
+    if isinstance(status, dict):  # OTLP: {"code": "STATUS_CODE_ERROR" | 2, "message": ...}
+        code, message = status.get("code"), status.get("message")
+        code = {0: "UNSET", 1: "OK", 2: "ERROR"}.get(code, code) if isinstance(code, int) else code
+    else:  # Phoenix: "status_code": "ERROR", "status_message": ...
+        code, message = obj.get("status_code"), obj.get("status_message")
+    code = str(code or "UNSET").upper().removeprefix("STATUS_CODE_")
+    return code, (message if isinstance(message, str) and message else None)
+
+
+def _exception(events: Any) -> str | None:
+    """The first exception event's ``exception.type: exception.message``."""
+    for event in events if isinstance(events, list) else []:
+        if not isinstance(event, dict) or event.get("name") != "exception":
+            continue
+        attrs = flatten(event.get("attributes") or [])
+        kind, message = attrs.get("exception.type"), attrs.get("exception.message")
+        return ": ".join(str(x) for x in (kind, message) if x) or "exception"
+    return None
 
 
 def _spans_in(doc: Any, file: str, line: int | None, problems: list[Problem]) -> list[Span]:
@@ -203,198 +208,56 @@ def read_spans(path: Path, problems: list[Problem]) -> list[Span]:
 
 
 # ---------------------------------------------------------------------------
-# the mapping
-
-
-def _metadata(value: Any) -> dict:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _documents(span: Span, kind: str) -> list[dict]:
-    """The documents of one list of the span (``retrieval.documents``, ``reranker.input_documents``..)."""
-    docs: dict[int, dict] = {}
-    for key, value in span.attributes.items():
-        m = _DOC.match(key)
-        if m and m.group(1) == kind:
-            doc = docs.setdefault(int(m.group(2)), {})
-            if m.group(4) is not None:  # metadata flattened into its keys (Phoenix's export)
-                doc.setdefault("metadata", {})[m.group(4)] = value
-            elif m.group(3) == "metadata":
-                doc["metadata"] = {**_metadata(value), **doc.get("metadata", {})}
-            else:
-                doc[m.group(3)] = value
-    return [docs[i] for i in sorted(docs)]
-
-
-def _messages(span: Span, kind: str) -> list[str]:
-    msgs: dict[int, dict] = {}
-    for key, value in span.attributes.items():
-        m = _MSG.match(key)
-        if m and m.group(1) == kind:
-            msgs.setdefault(int(m.group(2)), {})[m.group(3)] = value
-    return [str(msgs[i].get("content") or "") for i in sorted(msgs)]
-
-
-def _doc_id(doc: dict, id_key: str) -> str:
-    """``document.id``, else the metadata's chunk id key, else a digest of the content."""
-    cid = doc.get("id")
-    if cid in (None, ""):
-        cid = _metadata(doc.get("metadata")).get(id_key)
-    if isinstance(cid, str) and cid:
-        return cid
-    if isinstance(cid, int | float) and not isinstance(cid, bool):
-        return str(cid)
-    return "sha256:" + hashlib.sha256(str(doc.get("content", "")).encode("utf-8", "replace")).hexdigest()[:24]
-
-
-def _lookup(spans: list[Span], key: str) -> Any:
-    """A key's value on the trace's spans (an attribute, or in a span's metadata), root first."""
-    for sp in spans:
-        for name in (key, f"metadata.{key}"):  # an attribute, or metadata flattened into attributes
-            if sp.attributes.get(name) not in (None, ""):
-                return sp.attributes[name]
-        meta = _metadata(sp.attributes.get("metadata"))  # metadata as OpenInference writes it: JSON text
-        if key in meta:
-            return meta[key]
-    return None
-
-
-def _ordered(spans: list[Span]) -> list[Span]:
-    """Root spans first, then by start time (a stable, documented order)."""
-    return sorted(spans, key=lambda s: (s.parent_id is not None, s.start, s.span_id))
-
-
-def trace_object(spans: list[Span], keys: SpanKeys, docs_out: dict[str, tuple[dict, tuple]],
-                 problems: list[Problem]) -> dict | None:
-    """One trace's spans as a staged trace object (rules in the module docstring)."""
-    spans = _ordered(spans)
-    where = spans[0].where
-    file, line = where[0], where[1]
-    qid = _lookup(spans, keys.qid)
-    if qid is None:
-        problems.append(Problem(file, line, keys.qid, f"trace {spans[0].trace_id[:40]}: no span attribute or "
-                                "metadata key names the question id (--qid-key)"))
-        return None
-    retrievers = [s for s in spans if s.kind == "RETRIEVER"]
-    rerankers = [s for s in spans if s.kind == "RERANKER"]
-    llms = [s for s in spans if s.kind == "LLM"]
-    stages: dict[str, list[dict]] = {}
-    order: list[str] = []
-    if rerankers:
-        stages["fused"] = _documents(rerankers[0], "reranker.input_documents")
-        stages["reranked"] = _documents(rerankers[0], "reranker.output_documents")
-    for i, sp in enumerate(retrievers, start=1):
-        docs = _documents(sp, "retrieval.documents")
-        if len(retrievers) == 1:
-            stages["union" if rerankers else "fused"] = docs
-        elif sp.name in FIRST_STAGE and sp.name not in stages:
-            stages[sp.name] = docs
-        else:
-            stages[f"retriever_{i}"] = docs
-            order.append(f"retriever_{i}")
-    for sp in [*retrievers, *rerankers]:
-        for kind in ("retrieval.documents", "reranker.input_documents", "reranker.output_documents"):
-            for d in _documents(sp, kind):
-                docs_out.setdefault(_doc_id(d, keys.chunk), (d, sp.where))
-    if not llms:
-        problems.append(Problem(file, line, "span_kind", f"trace {spans[0].trace_id[:40]} ({qid!r}): "
-                                "no LLM span "
-                                "(the model's input and output are what a trace must record)"))
-        return None
-    llm = llms[-1]
-    prompt_parts = _messages(llm, "input_messages") or [str(llm.attributes.get("input.value") or "")]
-    prompt = "\n\n".join(prompt_parts)
-    answer = (_messages(llm, "output_messages") or [llm.attributes.get("output.value")])[0]
-    seen: dict[str, None] = {}
-    for docs in stages.values():
-        for d in docs:
-            seen.setdefault(_doc_id(d, keys.chunk), None)
-    content = {cid: str(docs_out[cid][0].get("content") or "") for cid in seen}
-    context = _in_prompt(prompt, list(content.items()))
-    obj: dict[str, Any] = {"qid": qid if isinstance(qid, str) else str(qid), "context_ids": context,
-                           "context_text": [content[c] for c in context],
-                           "answer": answer if isinstance(answer, str) else None, "prompt": prompt}
-    meta = {k: _lookup(spans, k) for k in ("config", "phase")}
-    for k, v in meta.items():
-        if v is not None:
-            obj[k] = str(v)
-    body = {}
-    for name, docs in stages.items():
-        ids = [_doc_id(d, keys.chunk) for d in docs]
-        scores = [d.get("score") if isinstance(d.get("score"), int | float) else None for d in docs]
-        body[name] = {"ids": ids, **({"scores": scores} if any(s is not None for s in scores) else {})}
-    if body:
-        obj["stages"] = body
-    if order:
-        obj["stage_order"] = [*order, "fused"] if "fused" in body else order
-    if llm.attributes.get("llm.token_count.prompt") is not None:
-        n = llm.attributes["llm.token_count.prompt"]
-        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
-            obj["claims"] = {"prompt_tokens": n}
-    return obj
-
-
-def _in_prompt(prompt: str, docs: list[tuple[str, str]]) -> list[str]:
-    """The documents whose content the prompt holds (exactly, or with whitespace normalised), in the
-    order they appear in it."""
-    norm, _ = normalise(prompt)
-    hits = []
-    for cid, text in docs:
-        if not text.strip():
-            continue
-        pos = prompt.find(text)
-        if pos < 0:
-            n, _ = normalise(text)
-            npos = norm.find(n)
-            pos = -1 if npos < 0 else len(prompt) + npos  # after the exact ones, in normalised order
-        if pos >= 0:
-            hits.append((pos, cid))
-    return [cid for _, cid in sorted(hits)]
+# the chunk store and the ingest
 
 
 def chunk_objects(docs: dict[str, tuple[dict, tuple]], keys: SpanKeys,
-                  problems: list[Problem]) -> list[tuple[str, int, dict]]:
+                  problems: list[Problem]) -> list[tuple[str, int | None, dict]]:
     """The spans' documents as chunk store objects (a partial store)."""
     out = []
     for cid, (d, where) in sorted(docs.items()):
-        meta = _metadata(d.get("metadata"))
-        doc_id = meta.get(keys.doc)
-        if not isinstance(doc_id, str) or not doc_id:
+        meta = metadata(d.get("metadata"))
+        doc = meta.get(keys.doc)
+        if not isinstance(doc, str) or not doc:
             problems.append(Problem(where[0], where[1], f"{where[2]}document.metadata.{keys.doc}",
-                                    f"document {cid[:60]!r} names no source document (--doc-key)"))
+                                    f"document {cid[:60]!r} names no source document (--doc-key; or give "
+                                    "the pipeline's chunk store with --chunks)"))
             continue
-        obj: dict[str, Any] = {"chunk_id": cid, "doc_id": doc_id, "text": str(d.get("content") or "")}
+        obj: dict[str, Any] = {"chunk_id": cid, "doc_id": doc, "text": str(d.get("content") or "")}
         start = meta.get(keys.start)
         if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
             obj.update(start=start, end=start + len(obj["text"]), coordinate_system="codepoint-half-open")
-        out.append((where[0], where[1] or 0, obj))
+        out.append((where[0], where[1], obj))
     return out
 
 
-def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
-    """``ledgerscope ingest --from openinference``: spans read, mapped, checked, then ingested."""
+def span_traces(paths: list[Path], keys: SpanKeys, skip_unidentified: bool,
+                problems: list[Problem]) -> tuple[list[tuple[str, int | None, dict]], dict, Counter]:
+    """Every request of the exports as a trace object (with where its root span lies), the documents
+    the spans carry, and the traces skipped by why."""
+    spans: list[Span] = []
+    for path in paths:
+        spans.extend(read_spans(path, problems))
+    grouping = group_requests(spans, keys.qid, skip_unidentified)
+    problems += grouping.problems
+    docs: dict[str, tuple[dict, tuple]] = {}
+    objects = []
+    for req in grouping.requests:
+        if len(problems) > MAX_PROBLEMS:
+            break
+        obj = request_object(req, keys, docs, problems)
+        objects.append((req.root.where[0], req.root.where[1], obj))
+    return objects, docs, grouping.skipped
+
+
+def ingest_spans(opts: IngestOptions, keys: SpanKeys, skip_unidentified: bool = False) -> IngestReport:
+    """``ledgerscope ingest --from openinference``: spans read, grouped into requests, mapped, checked,
+    then ingested."""
     check_out(opts.out, [*opts.traces, opts.fixtures, *([opts.chunks] if opts.chunks else []),
                          *([opts.corpus] if opts.corpus else [])])
     fixtures, corpus = read_fixtures_and_corpus(opts)
     problems: list[Problem] = []
-    by_trace: dict[str, list[Span]] = {}
-    for path in opts.traces:
-        for sp in read_spans(path, problems):
-            by_trace.setdefault(sp.trace_id, []).append(sp)
-    docs: dict[str, tuple[dict, tuple]] = {}
-    objects = []
-    for trace_id in sorted(by_trace, key=lambda t: _ordered(by_trace[t])[0].where[1] or 0):
-        obj = trace_object(by_trace[trace_id], keys, docs, problems)
-        if obj is not None:
-            first = _ordered(by_trace[trace_id])[0].where
-            objects.append((first[0], first[1], obj))
-        if len(problems) > MAX_PROBLEMS:
-            break
+    objects, docs, skipped = span_traces(opts.traces, keys, skip_unidentified, problems)
     if problems:
         raise InputError(problems[:MAX_PROBLEMS])
     traces = traces_from_objects(objects, opts.config, problems)
@@ -404,7 +267,7 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
         chunk_input = {"name": opts.chunks.name, "sha256": file_digest(opts.chunks),
                        "partial": opts.chunks_partial}
     else:
-        more: list[Problem] = []
+        more = []
         chunks = chunks_from_objects(chunk_objects(docs, keys, more), opts.coordinates, more)
         chunks_file = str(opts.traces[0])
         chunk_input = {"name": "the spans' documents", "partial": True}
@@ -412,14 +275,16 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys) -> IngestReport:
                        partial_reason="the chunk store is the spans' documents (only what was retrieved)")
     problems += more
     if not problems and not len(traces):
+        why = "; ".join(f"{n} {w}" for w, n in sorted(skipped.items()))
         problems.append(Problem(", ".join(map(str, opts.traces)), None, "spans",
-                                "no traces in the span export"))
+                                "no request in the span export" + (f" (skipped: {why})" if why else "")))
     if problems:
         raise InputError(problems[:MAX_PROBLEMS])
-    opts = replace(opts, source="openinference")
+    opts = replace(opts, source="openinference", skipped=dict(skipped))
     inputs = {"spans": [{"name": p.name, "sha256": file_digest(p)} for p in opts.traces],
               "chunks": chunk_input,
               "fixtures": {"name": opts.fixtures.name, "sha256": file_digest(opts.fixtures)},
-              "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start, "chunk": keys.chunk}}
+              "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start, "chunk": keys.chunk},
+              "skipped": dict(sorted(skipped.items()))}
     checked = checked_from_traces(opts, traces, fixtures, corpus, chunks, inputs, chunks_file)
     return ingest_checked(opts, checked)

@@ -21,6 +21,10 @@ class IngestReport:
     oracle: str
     claims: Counter = field(default_factory=Counter)
     context_mismatches: int = 0
+    #: per config, requests that failed (recorded as infrastructure failures, never judged)
+    failed: dict[str, int] = field(default_factory=dict)
+    #: traces of the input that hold no request, skipped, by why
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -30,6 +34,7 @@ class IngestReport:
             "tree_stages_not_recorded": self.not_recorded, "chunked": self.chunked, "oracle": self.oracle,
             "claims": [{"claim": k, "agrees": a, "records": n} for (k, a), n in sorted(self.claims.items())],
             "context_text_lacks_a_chunk": self.context_mismatches,
+            "failed": self.failed, "skipped": self.skipped,
         }
 
     def lines(self) -> list[str]:
@@ -37,6 +42,11 @@ class IngestReport:
         arms = sorted({a for a, _ in self.records})
         out = [f"ledger {self.out}: {self.traces} trace(s) -> {sum(self.records.values())} record(s); "
                + "; ".join(f"{a}: {sum(1 for b, _ in self.records if b == a)} phase(s)" for a in arms)]
+        if self.failed:
+            out.append("failed requests (recorded as infrastructure failures, never judged): "
+                       + ", ".join(f"{a} {n}" for a, n in sorted(self.failed.items())))
+        if self.skipped:
+            out.append("skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())))
         counts = self.resolution.counts
         out.append("chunks: " + ", ".join(f"{k} {counts[k]}" for k in (*RESOLVED, *UNRESOLVED) if counts[k]))
         for status, examples in sorted(self.resolution.examples.items()):

@@ -37,7 +37,7 @@ class Traces:
     """Checked traces as columns (one entry per trace, in file order) and their stage rows."""
 
     file: list[str] = field(default_factory=list)
-    line: list[int] = field(default_factory=list)
+    line: list[int | None] = field(default_factory=list)  # None: a position in one JSON document
     qid: list[str] = field(default_factory=list)
     config: list[str] = field(default_factory=list)
     phase: list[str] = field(default_factory=list)
@@ -269,7 +269,7 @@ def _check_order(v: _Line, order: list[str], custom: set[str]) -> None:
         v.bad("stage_order", f"does not place stage {missing[0]!r}")
 
 
-def _add_trace(out: Traces, obj: dict, file: str, line: int, config: str) -> None:
+def _add_trace(out: Traces, obj: dict, file: str, line: int | None, config: str) -> None:
     """A checked object into the columns."""
     t = len(out)
     out.file.append(file)
@@ -355,10 +355,11 @@ def traces_from_objects(items: Iterable[tuple[str, int | None, dict]], default_c
         if key in first:
             f, n = first[key]
             problems.append(Problem(file, line, "qid", f"a second trace for config {key[0]!r}, "
-                                    f"phase {key[1]!r}, qid {key[2][:60]!r} (first at {f}:{n})"))
+                                    f"phase {key[1]!r}, qid {key[2][:60]!r} (first at "
+                                    f"{f if n is None else f'{f}:{n}'})"))
             continue
         first[key] = (file, line)
-        _add_trace(out, obj, file, line or 0, config)
+        _add_trace(out, obj, file, line, config)
     return out
 
 

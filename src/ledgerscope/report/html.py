@@ -218,14 +218,16 @@ def _funnel(data: ReportData) -> str:
 
 def _steps(data: ReportData) -> str:
     arms = list(data.steps)
-    names = {step: name for arm in arms for step, name, _n in data.steps[arm]}
-    counts = {arm: {step: n for step, _name, n in data.steps[arm]} for arm in arms}
+    # (step, name): step 9 holds answers the tree blames, failed requests and answered controls apart
+    keys = sorted({(step, name) for arm in arms for step, name, _n in data.steps[arm]})
+    counts = {arm: {(step, name): n for step, name, n in data.steps[arm]} for arm in arms}
     totals = {arm: sum(counts[arm].values()) or 1 for arm in arms}
     head = "".join(f"<th>{esc(a)}</th>" for a in arms)
     rows = "".join(
-        f"<tr><td>{step} {esc(names[step])}</td>"
-        + "".join(f"<td>{counts[a].get(step, 0)} ({100 * counts[a].get(step, 0) / totals[a]:.0f}%)</td>"
-                  for a in arms) + "</tr>" for step in sorted(names))
+        f"<tr><td>{step} {esc(name)}</td>"
+        + "".join(f"<td>{counts[a].get((step, name), 0)} "
+                  f"({100 * counts[a].get((step, name), 0) / totals[a]:.0f}%)</td>"
+                  for a in arms) + "</tr>" for step, name in keys)
     return ('<section id="steps"><h2>Records per diagnosis step</h2><p class="note">Each record sits on the '
             "first step of the ten-step tree that fails (0: every step passes).</p>"
             f"<table><tr><th>step</th>{head}</tr>{rows}</table></section>")
@@ -406,9 +408,13 @@ def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def _footer(data: ReportData) -> str:
     s = data.comparison["settings"]
     m = data.comparison["matching"]
+    sides = [data.comparison[side] for side in ("candidate", "baseline")]
+    failed = [(side["arm"], side.get("counts", {}).get("infrastructure_failure", 0)) for side in sides]
+    failures = ("; failed requests (infrastructure failures: never judged, outside every answer metric): "
+                + ", ".join(f"{esc(arm)} {n}" for arm, n in failed)) if any(n for _, n in failed) else ""
     return (f'<footer><h2>How these figures were made</h2><p class="note">{m["matched_questions"]} matched '
             f'questions, {m["matched_records"]} matched records over phases '
-            f'{esc(", ".join(m["shared_phases"]))}; '
+            f'{esc(", ".join(m["shared_phases"]))}{failures}; '
             f'bootstrap {s["n_resamples"]} x, seed {s["seed"]}, {s["confidence"]:.0%} {esc(s["method"])} '
             f'intervals, resampling unit: {esc(s["resampling_unit"])}. The same numbers as '
             f"<code>ledgerscope compare</code> and <code>ledgerscope diagnose</code> print for this ledger."

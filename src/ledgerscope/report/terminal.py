@@ -133,6 +133,8 @@ def recall_table(rows: list[dict]) -> Table | None:
     if not rows:
         return None
     ks = list(dict.fromkeys(k for r in rows for by_k in r["recall_at_k"].values() for k in by_k))
+    if not ks:  # ranked stages without a k to read them at (e.g. only a packed context recorded)
+        return None
     table = _per_arm_table("recall@k, % of answerable questions: phase average (worst phase)", "stage")
     for k in ks:
         table.add_column(f"@{k}", justify="right", no_wrap=True)
@@ -177,6 +179,11 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         f"seed {settings['seed']}, {int(settings['confidence'] * 100)}% percentile intervals, "
         f"resampling unit: {settings['resampling_unit']}"
     )
+    failed = {side: comparison[side].get("counts", {}).get("infrastructure_failure", 0)
+              for side in ("candidate", "baseline")}
+    if any(failed.values()):
+        yield Text(f"failed requests (infrastructure failures: never judged, outside every answer metric): "
+                   f"{cand} {failed['candidate']}, {base} {failed['baseline']}")
     clusters = comparison.get("clusters")
     if clusters:
         yield Text(clusters_line(clusters))

@@ -7,6 +7,7 @@ analysis stack nor torch. ``tests/test_architecture.py`` checks what a bare impo
 - :mod:`.spec`: the ``ledgerscope-trace/1`` format's names (fields, stages, their order).
 - :mod:`.recorder`: :class:`Recorder`, one trace line per request and the chunk store.
 - :mod:`.langchain`: a LangChain callback handler that drives a recorder.
+- :mod:`.llama_index`: a LlamaIndex index's nodes as the chunk store.
 """
 
 from ledgerscope.trace.recorder import CODEPOINT, FORMAT, Recorder

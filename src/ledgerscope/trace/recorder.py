@@ -66,20 +66,43 @@ def _ids_scores(items: Iterable[Any], what: str) -> tuple[list[str], list[float 
     return ids, (scores if scored else None)
 
 
+def _refuse_to_append(path: str | os.PathLike) -> None:
+    """A non-empty file is yesterday's run: appending would duplicate its traces (ingest stops on them)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return
+    if size:
+        raise ValueError(f"{os.fspath(path)} already holds {size} bytes: a re-run would append a second "
+                         "trace of every request. Choose a new file, remove it, or open the recorder with "
+                         "mode='a' (add to it: another config's traces) or mode='w' (replace it)")
+
+
 class Recorder:
     """Append traces (and, optionally, the chunk store) for ``ledgerscope ingest``.
 
     ``config`` and ``phase`` are the defaults of every record (the arm name the
     ledger shows, and a label for a variant of it); each ``record`` call may
-    override them.
+    override them. ``path`` may be None for a recorder that writes only the chunk store (the
+    LlamaIndex helper's). ``mode``: ``"x"`` (the default) refuses a file that already
+    holds lines (a re-run would append duplicates), ``"a"`` appends (a second
+    config into the same files), ``"w"`` replaces.
     """
 
-    def __init__(self, path: str | os.PathLike, chunks: str | os.PathLike | None = None,
-                 config: str | None = None, phase: str | None = None):
+    def __init__(self, path: str | os.PathLike | None, chunks: str | os.PathLike | None = None,
+                 config: str | None = None, phase: str | None = None, mode: str = "x"):
+        if mode not in ("x", "a", "w"):
+            raise ValueError(f"mode must be 'x' (new or empty files), 'a' (append) or 'w' (replace), "
+                             f"not {mode!r}")
         self.config, self.phase = config, phase
         self._lock = threading.Lock()
-        self._out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
-        self._chunks = None if chunks is None else open(chunks, "a", encoding="utf-8")  # noqa: SIM115
+        paths = [p for p in (path, chunks) if p is not None]
+        if mode == "x":
+            for p in paths:
+                _refuse_to_append(p)
+        how = "w" if mode == "w" else "a"
+        self._out = None if path is None else open(path, how, encoding="utf-8")  # noqa: SIM115 - close()
+        self._chunks = None if chunks is None else open(chunks, how, encoding="utf-8")  # noqa: SIM115
         self._seen: set[str] = set()
 
     def __enter__(self) -> Recorder:
@@ -102,8 +125,13 @@ class Recorder:
 
     def chunk(self, chunk_id: str, doc_id: str, text: str, *, start: int | None = None,
               end: int | None = None, coordinate_system: str = CODEPOINT,
-              config: str | Sequence[str] | None = None) -> None:
-        """One chunk of the pipeline's index (recorded once per id; later calls with it are ignored)."""
+              config: str | Sequence[str] | None = None, partial: bool = False) -> None:
+        """One chunk of the pipeline's index (recorded once per id; later calls with it are ignored).
+
+        ``config`` defaults to the recorder's (two configs that share a store each write their own
+        chunks; the same chunk written by both is one chunk of both indexes). ``partial``: the chunk
+        is recorded because a request retrieved it, so the store is not the whole index and the
+        chunker's output (step 2) is not diagnosed for its configs."""
         if self._chunks is None:
             raise ValueError("this recorder was opened without a chunk store (chunks=...)")
         if not isinstance(chunk_id, str) or not chunk_id:
@@ -114,8 +142,11 @@ class Recorder:
         obj: dict[str, Any] = {"chunk_id": chunk_id, "doc_id": doc_id, "text": text}
         if start is not None or end is not None:
             obj.update(start=start, end=end, coordinate_system=coordinate_system)
+        config = self.config if config is None else config
         if config is not None:
             obj["config"] = config if isinstance(config, str) else list(config)
+        if partial:
+            obj["partial"] = True
         self._write(self._chunks, obj)
 
     def record(self, *, qid: str, retrieved: Iterable[Any], context: Iterable[Any], answer: str | None,
@@ -160,5 +191,7 @@ class Recorder:
                            ("claims", None if claims is None else dict(claims))):
             if value is not None:
                 obj[key] = value
+        if self._out is None:
+            raise ValueError("this recorder was opened without a trace file (only a chunk store)")
         self._write(self._out, obj)
         return obj

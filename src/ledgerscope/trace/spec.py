@@ -9,6 +9,7 @@ in ``docs/ingest.md``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 #: the version of both files, a trace file and its chunk store (a line may say so in ``format``)
@@ -69,6 +70,7 @@ CHUNK_FIELDS: dict[str, tuple[str, bool]] = {
     "prefix": ("string", False),
     "suffix": ("string", False),
     "config": ("string-or-strings", False),
+    "partial": ("boolean", False),
 }
 
 #: the tree columns (``support_*``) and the recorded stages each needs: a column is written only
@@ -101,3 +103,14 @@ def virtual_recorded(vstage: str, recorded: set[str] | frozenset[str]) -> bool:
 def canonical_stage(name: str) -> str:
     """``retrieved`` is written as ``fused``; every other name as itself."""
     return STAGE_ALIASES.get(name, name)
+
+
+def derived_chunk_id(doc_id: str | None, start: int | None, text: str) -> str:
+    """A stable chunk id for a chunk that carries none (LangChain's splitters, spans without
+    ``document.id``): its source, start and a digest of its content, so the same chunk gets the same
+    id in every run, every config and both recording paths (the LangChain handler and the span
+    mapping). Without a source it is the content's digest alone."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if not doc_id:
+        return "sha256:" + digest[:24]
+    return f"{doc_id}@{start}#{digest[:12]}" if start is not None else f"{doc_id}#{digest[:16]}"

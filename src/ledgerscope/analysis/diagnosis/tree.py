@@ -36,10 +36,11 @@ Declared rules
   verdict other than ``supported`` (``no-citation`` included).
 * ``infrastructure-failure`` (the generator failed) is flagged on every step;
   where support survived to the packed context it is step 9 with the label
-  ``infrastructure-failure`` (never a generator or oracle judgement).
+  ``infrastructure-failure`` and the name "infrastructure failure (not
+  judged)" (never a generator or oracle judgement, never "answer ignores it").
 * Unanswerable controls are not walked on support: ``abstained`` is step 0
   ``control-abstained``; anything else is step 9 ``control-false-assertion``
-  (or ``infrastructure-failure``).
+  named "control answered (false assertion)" (or ``infrastructure-failure``).
 * Oracle (same generator on an adjudicated sufficient set under the production
   budget): steps 2-8 with the oracle correct are labelled
   ``retrieval-failure-oracle-success``; steps 2-9 with the oracle failing
@@ -127,6 +128,10 @@ PASSING_ANSWERS = frozenset({"correct", "not-judged"})
 NOT_RECORDED = "not-recorded"
 ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "false-assertion"})
 INFRA = "infrastructure-failure"
+#: step 9's name where the answer was not the generator's judgement to blame: a failed request (never
+#: judged) and an unanswerable control that answered are not "answer ignores it"
+STEP9_NAMES = {INFRA: "infrastructure failure (not judged)",
+                      "control-false-assertion": "control answered (false assertion)"}
 
 
 @dataclass(frozen=True)
@@ -233,7 +238,8 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if record.get("answerable") is False:
         step, label = _control(record, walk)
         evidence = {"stage": "control", **answer_json(record)}
-        return Diagnosis(step, STEP_NAMES[step], label, evidence, tuple(flags), walk)
+        return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags),
+                         walk)
 
     gold_status = record.get("gold_status") or "ok"
     walk.append({"step": 1, "name": STEP_NAMES[1], "passed": gold_status == "ok", "detail": gold_status})
@@ -256,6 +262,7 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if gold_status == "ok":
         _name_unrecorded(record, evidence, flags)
     label = _oracle_label(label, step, infra, oracle_verdict)
+    step_name = STEP9_NAMES.get(label, step_name) if step == 9 else step_name
     flags.extend(_oracle_flags(oracle_verdict, oracle_feasible))
     if oracle_verdict is not None:
         evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
@@ -274,7 +281,8 @@ def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Map
     if lost is None:
         return _after_support(record, stages, fixture, texts, walk, flags)
     if (span := collapsed(record, lost)) is not None:
-        walk[-1]["detail"] += (f"; steps {span[0]}-{span[1] - 1} not recorded, so the loss lies "
+        unrecorded = f"step {span[0]}" if span[0] == span[1] - 1 else f"steps {span[0]}-{span[1] - 1}"
+        walk[-1]["detail"] += (f"; {unrecorded} not recorded, so the loss lies "
                                f"somewhere in steps {span[0]}-{span[1]}")
     evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
     missing = [m["span"] for m in evidence.get("spans", [])]

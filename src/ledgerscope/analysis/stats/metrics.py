@@ -28,7 +28,9 @@ as wrong or retried away.
   answer-judged unanswerable controls (verdict abstained or false-assertion).
 * ``citation_supported``: ``citation_verdict == "supported"``. Denominator:
   answer-judged answerable records that answered (``correct``,
-  ``critical-condition-error`` or ``wrong``); it varies by arm and phase.
+  ``critical-condition-error`` or ``wrong``) and whose citations were
+  recorded (an ingested trace without citations is ``not-recorded``: no
+  figure, never 0); it varies by arm and phase.
 * ``prompt_tokens``, ``evidence_tokens``: the record's counts; records with a count.
 
 Higher is better for ``support``, ``answer_correct`` and ``citation_supported``;
@@ -254,7 +256,8 @@ def record_metrics(
         "critical": where(judged, verdict("critical-condition-error")),
         "abstained": where(judged, verdict("abstained")),
         "false_assertion": where(control, verdict("false-assertion")),
-        "citation_supported": where(answered, cv.test(lambda v: v == "supported")),
+        "citation_supported": where(answered & cv.test(lambda v: v != "not-recorded"),
+                                    cv.test(lambda v: v == "supported")),
     }
     for name, values in (("prompt_tokens", prompt_tokens), ("evidence_tokens", evidence_tokens)):
         out[name] = _numbers(values, n)

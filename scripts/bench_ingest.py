@@ -3,7 +3,7 @@
 that also writes the ledger's rows), and its peak memory.
 
     .venv/bin/python scripts/bench_ingest.py [--traces 100000] [--retrieved 50] [--shape seed002|framework]
-                                             [--keep DIR] [--json F]
+        [--keep DIR] [--json F] [--unplaceable 0.01] [--src DIR]
 
 Builds a synthetic but schema-valid set in a temporary directory: a corpus, fixtures
 with gold spans (one per question), a chunk store with verified offsets, and
@@ -30,6 +30,11 @@ Prints the three times, the ingest's ratio to the read (the issue's target: at
 most 3) and to the floor, the bytes each wrote and the ingest's peak memory (the
 target: under 1 GB), and writes them as JSON with ``--json``. The exit status
 is 0 when the memory target is met and the ingest is within 3 x the read.
+
+``--unplaceable F`` replaces the text of that share of the store's chunks (spread evenly, offsets
+kept) by text no document holds, so the ingest places them nowhere and carries them as units without
+an interval (issue 28's target: within 10% of the time with none). ``--src DIR`` runs the ingest from
+another checkout's ``src`` (to time two versions on the same inputs).
 """
 
 from __future__ import annotations
@@ -196,6 +201,21 @@ def _bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
+def unplaceable(chunks: Path, share: float) -> int:
+    """Replace the text of ``share`` of the store's chunks (every 1/share-th) by text the corpus does not
+    hold, offsets kept; return how many."""
+    lines = chunks.read_text(encoding="utf-8").splitlines()
+    step = max(1, round(1 / share))
+    n = 0
+    for i in range(step // 2, len(lines), step):
+        obj = json.loads(lines[i])
+        obj["text"] = "zqxj " + " ".join(reversed(obj["text"].split()))
+        lines[i] = json.dumps(obj)
+        n += 1
+    chunks.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", type=int, default=100_000)
@@ -204,16 +224,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="seed 002's record, or the LangChain handler's (docstring)")
     ap.add_argument("--keep", type=Path, help="build the inputs here (and keep them)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--unplaceable", type=float, default=0.0, help="share of chunks made unplaceable")
+    ap.add_argument("--src", type=Path, default=REPO / "src", help="the ledgerscope source the ingest runs")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ledgerscope-bench-ingest-") as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         files = build(root, args.traces, args.retrieved, shape=args.shape)
+        if args.unplaceable:
+            print(f"{unplaceable(files['chunks'], args.unplaceable)} chunk(s) made unplaceable", flush=True)
         size = files["traces"].stat().st_size
         print(f"built {args.traces:,} traces x {args.retrieved} retrieved ({size / 2**20:.0f} MiB) "
               f"in {time.perf_counter() - t0:.0f} s", flush=True)
-        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1",
+        env = {**os.environ, "PYTHONPATH": str(args.src), "HF_HUB_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false"}
         read = ("import duckdb, sys; con = duckdb.connect(); con.execute(\"CREATE TABLE t AS SELECT * FROM "
                 "read_json(?, format='newline_delimited')\", [sys.argv[1]]); "

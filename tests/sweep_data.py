@@ -102,7 +102,8 @@ def write_inputs(
         path = root / f"{name}.toml"
         path.write_text(
             f'name = "{name}"\ncapacity = {capacity}\noverlap = {ov}\nphases = {ph}\n'
-            f"budget_tokens = 40\ntop_k = 1\n{extra}\n[generator]\nabstain_threshold = 0.3\n",
+            f"budget_tokens = 40\ntop_k = 1\n{extra}\n[generator]\nabstain_threshold = 0.3\n"
+            "abstain_margin = 0.06\n",
             encoding="utf-8",
         )
         arms[name] = path

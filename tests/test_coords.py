@@ -261,9 +261,11 @@ def test_resolve_quote_hint_picks_nearest():
     assert resolve_quote(REPEATED, QUOTE, hint=0).start == first
     assert resolve_quote(REPEATED, QUOTE, hint=second - 3).start == second
     assert resolve_quote(REPEATED, QUOTE, hint=len(REPEATED)).start == second
-    # equidistant: the earlier one wins, deterministically
-    text = "xx ab ab"
+    # equidistant: ambiguous (the one tie rule of inputs/locate.py), never the earlier by default
+    text = "xx ab  ab"
     assert resolve_quote(text, "ab", hint=4).start == 3
+    with pytest.raises(CoordinateError, match="equally near"):
+        resolve_quote(text, "ab", hint=5)
 
 
 def test_resolve_quote_errors():

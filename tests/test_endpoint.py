@@ -22,7 +22,6 @@ from ledgerscope.pipeline.generation.endpoint import (
     TokenizerUnavailable,
     bundled_smollm2_path,
     start_local_server,
-    stop_local_server,
 )
 
 SECRET = "sk-secret-123-ledgerscope"
@@ -42,13 +41,9 @@ def _skip_reason() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def server() -> LocalServer:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    srv, _ = start_local_server(bundled_smollm2_path(), n_ctx=2048, n_parallel=1)
-    yield srv
-    stop_local_server(srv)
+def server(smollm2_server) -> LocalServer:
+    """The session's SmolLM2 server (tests/conftest.py), shared with the ingest tests."""
+    return smollm2_server
 
 
 @pytest.fixture(scope="module")

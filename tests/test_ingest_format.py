@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.ingest.chunkstore import read_chunks
-from ledgerscope.ingest.traceformat import read_traces
+from ledgerscope.ingest.read.chunkstore import read_chunks
+from ledgerscope.ingest.read.traceformat import read_traces
 from ledgerscope.trace import spec
 
-SCHEMA = Path(spec.__file__).parents[1] / "ingest" / "trace-1.schema.json"
+SCHEMA = Path(spec.__file__).with_name("trace-1.schema.json")
 ERROR = re.compile(r"^(?P<file>[^\s:][^:]*?)(?::(?P<line>\d+))?: (?P<field>[^:]+?): (?P<reason>.+)$")
 
 GOOD = {"qid": "q1", "config": "a", "retrieved_ids": ["c1", "c2"], "scores": [0.5, 0.25],

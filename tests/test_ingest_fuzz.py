@@ -14,8 +14,8 @@ CHUNK_IDS = [c["chunk_id"] for c in fi.base_chunks()]
 
 
 def test_the_base_files_are_valid():
-    from ledgerscope.ingest.chunkstore import chunks_from_bytes
-    from ledgerscope.ingest.traceformat import traces_from_bytes
+    from ledgerscope.ingest.read.chunkstore import chunks_from_bytes
+    from ledgerscope.ingest.read.traceformat import traces_from_bytes
 
     traces, problems = traces_from_bytes(fi._dump(fi.base_traces(QIDS, CHUNK_IDS)), "t.jsonl")
     assert not problems and len(traces) == 2 * len(QIDS) + 1
@@ -53,7 +53,7 @@ def test_the_bulk_reader_never_accepts_what_the_line_reader_refuses(tmp_path):
 def test_the_bulk_reader_declines_blank_lines_of_any_length(tmp_path, blank):
     """DuckDB skips blank lines, so a row's number would no longer be its line's: the bulk reader
     must leave such a file to the line reader (a whitespace-only line of 64 bytes or more too)."""
-    from ledgerscope.ingest import fastread
+    from ledgerscope.ingest.read import fastread
 
     lines = fi._dump(fi.base_traces(QIDS, CHUNK_IDS, staged=False)).split(b"\n")
     plain, spaced = tmp_path / "plain.jsonl", tmp_path / "spaced.jsonl"

@@ -227,7 +227,7 @@ def test_openinference_spans_of_the_same_chains_give_the_same_requests(run, span
     """One record per request under the harness run, the timeout a failure, the model-less step's
     context what it read; chunk ids derived by the handler's rule, so the handler's store serves."""
     from ledgerscope.ingest.build import IngestOptions
-    from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
+    from ledgerscope.ingest.spans.openinference import SpanKeys, ingest_spans
 
     out = tmp_path / "ledger"
     report = ingest_spans(IngestOptions([spans["spans"]], run["chunks"], run["fixtures"], out,

@@ -32,7 +32,7 @@ def run(tmp_path_factory) -> dict:
 def _ingest(run: dict, out: Path, spans: list[Path] | None = None, chunks: Path | None = None,
             skip: bool = False):
     from ledgerscope.ingest.build import IngestOptions
-    from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
+    from ledgerscope.ingest.spans.openinference import SpanKeys, ingest_spans
 
     opts = IngestOptions(spans or [run["spans"]], chunks or run["chunks"], run["fixtures"], out,
                          corpus=run["corpus"])

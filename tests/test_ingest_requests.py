@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ledgerscope.ingest.requests import INDEX_BUILDING, UNIDENTIFIED, group_requests
+from ledgerscope.ingest.spans.requests import INDEX_BUILDING, UNIDENTIFIED, group_requests
 
 
 @dataclass

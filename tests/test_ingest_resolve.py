@@ -1,6 +1,6 @@
 """Chunks onto source intervals: wrong offsets repaired, repeats told apart, the unlocatable reported.
 
-The rules are :mod:`ledgerscope.ingest.resolve`'s; every case here is one a real
+The rules are :mod:`ledgerscope.ingest.derive.resolve`'s; every case here is one a real
 pipeline produces (an off-by-some start, a boilerplate sentence that occurs twice,
 text the splitter stripped or re-spaced, a chunk of another document version).
 """
@@ -14,10 +14,11 @@ import sys
 
 import pytest
 
-from ledgerscope.ingest.chunkstore import Chunk
-from ledgerscope.ingest.resolve import ResolutionReport, normalise, resolve_chunk, resolve_chunks
+from ledgerscope.ingest.derive.resolve import ResolutionReport, normalise, resolve_chunk, resolve_chunks
+from ledgerscope.ingest.read.chunkstore import Chunk
 from ledgerscope.inputs.coords import CODEPOINT, UTF8, UTF16
 from ledgerscope.inputs.sources import Corpus, make_source
+from ledgerscope.ledger.read import connect
 
 TEXT = ("Retention\n\nAudit logs are kept for 90 days.  Contact support.\n\n"
         "Team plans\n\nAudit logs are kept for 30 days.  Contact support.\n\nSee größe 🕒 notes.")
@@ -95,17 +96,25 @@ def test_text_that_occurs_nowhere_and_missing_documents_are_reported(corpus):
                          chunk("anything", chunk_id="x2", doc_id="no/such.md"),
                          chunk("Retention", chunk_id="x3", version="sha256:" + "0" * 64),
                          chunk("Retention", chunk_id="ok")], corpus)
-    assert [r.status for r in rs] == ["unlocatable", "document-missing", "version-differs", "located"]
+    # a chunk of another version whose text is still there: located, flagged, never fatal
+    assert [r.status for r in rs] == ["unlocatable", "document-missing", "version-drifted", "located"]
+    assert (rs[2].start, rs[2].end) == (0, len("Retention"))
     report = ResolutionReport.of(rs).to_json()
-    assert report["counts"] == {"document-missing": 1, "located": 1, "unlocatable": 1, "version-differs": 1}
-    assert report["per_document"][DOC] == {"located": 1, "unlocatable": 1, "version-differs": 1}
+    assert report["counts"] == {"document-missing": 1, "located": 1, "unlocatable": 1, "version-drifted": 1}
+    assert report["per_document"][DOC] == {"located": 1, "unlocatable": 1, "version-drifted": 1}
     example = report["examples"]["unlocatable"][0]
     assert example.startswith("x1 (line 1, docs/audit.md): its text occurs nowhere")
+    assert report["unlocated"]["count"] == 2 and report["unlocated"]["of"] == 4
+    assert report["unlocated"]["per_document"][DOC]["unlocated"] == 1
+    drifted = resolve_chunks([chunk("Audit logs are kept forever.", version="sha256:" + "0" * 64)], corpus)
+    assert drifted[0].status == "version-differs" and "occurs nowhere" in drifted[0].note
 
 
-def test_an_ingest_naming_an_unlocatable_chunk_stops_located(tmp_path):
-    """Through the CLI: a trace naming a chunk that lies nowhere is an input error; a repaired and a
-    whitespace-located chunk are reported and used."""
+def test_an_unlocatable_chunk_is_a_unit_without_an_interval_or_stops_with_strict(tmp_path):
+    """Through the CLI: a trace naming a chunk that lies nowhere is ingested (the chunk a unit without
+    an interval, reported per document) when the share of such chunks is under --max-unlocated,
+    stops (exit 2, located) over it, and stops at the chunk with --strict (the old behaviour); a
+    repaired and a whitespace-located chunk are reported and used."""
     from .ingest_pipeline import CORPUS, FIXTURES
 
     doc = (CORPUS / "plans" / "plans-and-limits.md").read_text()
@@ -119,20 +128,30 @@ def test_an_ingest_naming_an_unlocatable_chunk_stops_located(tmp_path):
         {"chunk_id": "nowhere", "doc_id": "plans/plans-and-limits.md", "text": "Files may be up to 9 TB."},
     ]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chunks))
-    trace = {"qid": "re-free-upload", "config": "x", "retrieved_ids": ["rule", "spaced"],
+    trace = {"qid": "re-free-upload", "config": "x", "retrieved_ids": ["rule", "spaced", "nowhere"],
              "context_ids": ["rule"],
              "context_text": rule, "answer": "250 MB"}
     (tmp_path / "t.jsonl").write_text(json.dumps(trace) + "\n")
     cmd = [sys.executable, "-m", "ledgerscope.cli", "ingest", str(tmp_path / "t.jsonl"), "--chunks",
            str(tmp_path / "c.jsonl"), "--fixtures", str(FIXTURES), "--corpus", str(CORPUS)]
-    ok = subprocess.run([*cmd, "--out", str(tmp_path / "ok")], capture_output=True, text=True, timeout=120)
+    ok = subprocess.run([*cmd, "--out", str(tmp_path / "ok"), "--max-unlocated", "0.5"],
+                        capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "chunks: repaired 1, located-whitespace 1, unlocatable 1" in ok.stdout
-    assert "unlocatable in 1 document(s): plans/plans-and-limits.md 1" in ok.stdout
-    assert "chunker output not recorded: 1 chunk(s) of the store lie nowhere" in ok.stdout
-    trace["retrieved_ids"].append("nowhere")
-    (tmp_path / "t.jsonl").write_text(json.dumps(trace) + "\n")
-    bad = subprocess.run([*cmd, "--out", str(tmp_path / "bad")], capture_output=True, text=True, timeout=120)
+    assert "unlocated chunks: 1 of 3 (33.33%)" in ok.stdout
+    assert "  plans/plans-and-limits.md: 1" in ok.stdout and "e.g. nowhere (unlocatable, line 3)" in ok.stdout
+    assert "chunker output recorded" in ok.stdout
+    con = connect(tmp_path / "ok")
+    rows = con.execute("SELECT unit_id, located, placement, \"start\" FROM units ORDER BY unit_id").fetchall()
+    assert rows == [("nowhere", False, "unlocatable", None), ("rule", True, "repaired", s),
+                    ("spaced", True, "located-whitespace", s)]
+    over = subprocess.run([*cmd, "--out", str(tmp_path / "over")], capture_output=True, text=True,
+                          timeout=120)
+    assert over.returncode == 2 and not (tmp_path / "over").exists()
+    assert ("1 of 3 chunks (33.3%) could not be placed in the corpus, more than --max-unlocated 0.1"
+            in over.stderr)
+    bad = subprocess.run([*cmd, "--out", str(tmp_path / "bad"), "--strict"], capture_output=True, text=True,
+                         timeout=120)
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
     assert re.search(r"c\.jsonl:3: text: chunk 'nowhere' \(unlocatable\): its text occurs nowhere",
                      bad.stderr)

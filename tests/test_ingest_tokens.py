@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ledgerscope.ingest.build import count_tokens
-from ledgerscope.ingest.tokens import additive_at_line_breaks, count_texts
+from ledgerscope.ingest.derive.tokens import additive_at_line_breaks, count_texts
 from ledgerscope.pipeline.embedding.encoder import BUNDLED_MINILM, TokenCounter
 
 CHUNKS = ["Audit logs are kept for 400 days.", "The \"legal hold\" keeps files.\n\nIt is set by an owner.",

@@ -83,3 +83,58 @@ def test_answers_from_support_and_abstains_on_a_topical_context(reader):
     assert result.abstained and result.answer == ABSTAIN_TEXT
     assert result.detail["abstained_because"] == "topical"
     assert result.detail["top"][0]["score"] >= reader.abstain_threshold  # on topic, above the threshold
+
+
+# ---------------------------------------------------------------------------
+# what the reader answers with (pipeline/generation/reading.py, pure)
+
+
+def _item(sentence: str, score: float, label: str) -> dict:
+    return {"sentence": sentence, "score": score, "label": label, "block": int(label) - 1, "start": 0}
+
+
+@pytest.mark.parametrize("question, kind", [
+    ("Is hepcidin toxic?", "yes-no question"),
+    ("Did the film win an award?", "yes-no question"),
+    ("Which film came out first, Blind Shaft or The Mask Of Fu Manchu?", "yes-no question: comparison"),
+    ("Who was born earlier, Ada Lovelace or Mary Shelley?", "yes-no question: comparison"),
+    ("What is the retention limit?", None),
+    ("Was was the sample size?", None),  # a typo for "What was", not a yes/no question
+    ("Receiving Party shall notify Disclosing Party of any compelled disclosure.", None),
+])
+def test_question_kind(question, kind):
+    from ledgerscope.pipeline.generation.reading import question_kind
+
+    assert question_kind(question) == kind
+
+
+def test_a_bridging_sentence_joins_the_first_and_both_are_cited():
+    from ledgerscope.pipeline.generation.reading import answer_plan, answer_text
+
+    question = "Who is in charge of booking business travel?"
+    scored = [_item("Business travel is booked through the travel desk.", 0.6, "1"),
+              _item("The travel desk is run by Mara Lindqvist.", 0.5, "2"),
+              _item("Trains are the default for short journeys.", 0.2, "1")]
+    chosen, reason = answer_plan(question, scored, 0.3, 0.06)
+    assert reason is None and [c["label"] for c in chosen] == ["1", "2"]
+    assert answer_text(question, chosen).startswith("Mara Lindqvist: Business travel")
+    # without the bridge the two would be "topical" (they lead the rest by 0.4, each other by 0.1)
+    assert answer_plan(question, scored[:1] + scored[2:], 0.3, 0.06)[0] == scored[:1]
+
+
+def test_yes_no_abstains_with_its_reason_before_any_scoring():
+    from ledgerscope.pipeline.generation.reading import answer_plan
+
+    assert answer_plan("Is the desk open on Sundays?", [], 0.3, 0.06) == ([], "yes-no question")
+
+
+@pytest.mark.parametrize("question, sentence, span", [
+    ("When did the director die?", "He died on August 25, 1963 in Los Angeles.", "August 25, 1963"),
+    ("Who directed the film?", "The film was directed by Edward L. Cahn in 1932.", "Edward L. Cahn"),
+    ("How many seats does the arena have?", "The arena, opened in 1999, seats 3,677 people.", "3,677 people"),
+    ("What retention limit applies?", "This limit is 7 days for requests marked temporary.", None),
+])
+def test_answer_span(question, sentence, span):
+    from ledgerscope.pipeline.generation.reading import extract_span
+
+    assert extract_span(question, [sentence]) == span

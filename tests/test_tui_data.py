@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from ledgerscope.analysis.diagnosis import build_record_view
 from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
 from ledgerscope.analysis.diagnosis.tree import diagnose
+from ledgerscope.analysis.validity import unverified_arms
 from ledgerscope.common.errors import InputError
 from ledgerscope.ledger import schema
 from ledgerscope.tui.data import LedgerSession, resolve_arms
@@ -126,6 +127,7 @@ def test_record_view_matches_diagnose_on_any_flags(records):
     con.execute("CREATE VIEW records AS SELECT * FROM _r")
     con.execute("CREATE VIEW oracle AS SELECT * FROM _o")
     build_record_view(con)
+    unverified = unverified_arms(con)
     got = {
         q: (s, n, lab, f)
         for q, s, n, lab, f in con.execute(
@@ -138,6 +140,7 @@ def test_record_view_matches_diagnose_on_any_flags(records):
             if r["oracle_row"] is None
             else {"answer_verdict": r["oracle_row"][0], "feasible": r["oracle_row"][1]}
         )
+        row["answer_unverified"] = "a" in unverified  # the arm's oracle meter (analysis/validity.py)
         d = diagnose(row, {}, None, {}, orow)
         assert got[row["qid"]] == (d.step, d.step_name, d.label, list(d.flags)), (row, orow)
 

@@ -67,6 +67,7 @@ def diagnose(
     from ledgerscope.analysis.resources import ledger_resources
     from ledgerscope.analysis.reversals import find_reversals
     from ledgerscope.analysis.survival import survival
+    from ledgerscope.analysis.validity import ledger_meter, validity_lines
     from ledgerscope.report.resources_view import diagnose_resources
     from ledgerscope.report.terminal import diagnosis_table, recall_table, reversals_table, survival_table
 
@@ -75,15 +76,22 @@ def diagnose(
             funnel = survival(con, ledger, arm, fixtures=fixtures)
             reversals = find_reversals(con, arm)
             resources = ledger_resources(ledger, [arm] if arm else None, _prices(prices))
+            validity = ledger_meter(con, [arm] if arm else None)
     except LedgerscopeError as exc:
         fail(exc)
         return
+    from ledgerscope.ledger.verify import load_manifest
+    from ledgerscope.report.unlocated import unlocated_table
+
     out = console()
     out.print(diagnosis_table(rows))
     out.print(survival_table(funnel))
-    for extra in (recall_table(funnel), reversals_table(reversals), *diagnose_resources(resources)):
+    for extra in (recall_table(funnel), reversals_table(reversals), unlocated_table(load_manifest(ledger)),
+                  *diagnose_resources(resources)):
         if extra is not None:
             out.print(extra)
+    for line in validity_lines(validity):
+        say(out, line)
 
 
 def _prices(path: Path | None, rule=None):
@@ -145,7 +153,8 @@ def compare(
             n_resamples = DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples
             seed = DEFAULT_SEED if seed is None else seed
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
-                                      n_resamples=n_resamples, confidence=confidence, clusters=clusters)
+                                      n_resamples=n_resamples, confidence=confidence, clusters=clusters,
+                                      min_oracle_correct=release_rule.min_oracle_correct if rule else None)
             from ledgerscope.analysis.resources import attach
 
             attach(comparison, ledger, candidate, baseline_ledger, baseline,

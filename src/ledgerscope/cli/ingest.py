@@ -56,6 +56,18 @@ def ingest_command(
     skip_unidentified: Annotated[bool, typer.Option(
         "--skip-unidentified", help="openinference: skip (and count) request-shaped traces that name no "
                                     "question id, instead of stopping on them.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Stop at a chunk a trace names that cannot be placed (otherwise it becomes a "
+                         "unit without an interval and the stages resting on it are marked "
+                         "unverifiable).")] = False,
+    max_unlocated: Annotated[float, typer.Option(
+        "--max-unlocated", min=0.0, max=1.0,
+        help="Stop (exit 2) when more than this share of the store's chunks cannot be placed (the corpus "
+             "is probably not the index's).")] = 0.1,
+    normalise: Annotated[str | None, typer.Option(
+        "--normalise", help="A normalisation of your own, module:function, tried after the built-in ones "
+                            "(whitespace, NFKC, HTML entities, soft hyphens and ligatures, Markdown "
+                            "headers).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the ingest report as JSON.")] = False,
 ) -> None:
     """Ingest per-request traces into a standard ledger: every chunk located in its source, every support
@@ -70,10 +82,11 @@ def ingest_command(
         require_extra("sweep", "ledgerscope ingest --oracle-arm")
     opts = IngestOptions(traces=list(traces), chunks=chunks, fixtures=fixtures, out=out, corpus=corpus,
                          config=config, coordinates=coordinates, tokenizer=tokenizer,
-                         chunks_partial=chunks_partial, oracle_arm=oracle_arm)
+                         chunks_partial=chunks_partial, oracle_arm=oracle_arm, strict=strict,
+                         max_unlocated=max_unlocated, normalise=normalise)
     with writing(out):
         if source == "openinference":
-            from ledgerscope.ingest.openinference import SpanKeys, ingest_spans
+            from ledgerscope.ingest.spans.openinference import SpanKeys, ingest_spans
 
             report = ingest_spans(opts, SpanKeys(qid_key, doc_key, start_key, id_key), skip_unidentified)
         else:

@@ -91,6 +91,25 @@ def import_contractnli_cmd(
     _print_import(report)
 
 
+@import_app.command("table")
+def import_table_cmd(
+    file: Annotated[Path, typer.Argument(help="A spreadsheet saved as CSV (or .tsv): one question a row.")],
+    corpus: Annotated[Path, typer.Option("--corpus", help="Corpus directory or JSONL (the rows' doc_id).")],
+    out: OutOption,
+) -> None:
+    """Import a sheet of questions (question, doc_id; answer, evidence quotes, ...) as canonical fixtures
+    with quote selectors, validated (docs/fixtures.md)."""
+    from ledgerscope.inputs.importers.table import import_table
+
+    try:
+        with writing(out):
+            report = import_table(file, corpus, out)
+    except LedgerscopeError as exc:
+        fail(exc)
+        return
+    _print_import(report)
+
+
 def _print_import(report) -> None:
     """The importer's report: each offset mismatch and skip, the counts, the files written."""
     out = console()

@@ -27,12 +27,12 @@ from pathlib import Path
 from ledgerscope import __version__
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError
-from ledgerscope.ingest import checks, derive, verdicts
-from ledgerscope.ingest.chunkstore import Chunk, read_chunks
+from ledgerscope.ingest.derive import checks, derive, verdicts
+from ledgerscope.ingest.derive.resolve import Resolution, ResolutionReport, resolve_chunks
+from ledgerscope.ingest.derive.tables import chunk_table, fixture_tables, trace_tables
+from ledgerscope.ingest.read.chunkstore import Chunk, read_chunks
+from ledgerscope.ingest.read.traceformat import Traces, read_traces
 from ledgerscope.ingest.report import IngestReport
-from ledgerscope.ingest.resolve import Resolution, ResolutionReport, resolve_chunks
-from ledgerscope.ingest.tables import chunk_table, fixture_tables, trace_tables
-from ledgerscope.ingest.traceformat import Traces, read_traces
 from ledgerscope.inputs.fixtures import Fixture, load_fixtures
 from ledgerscope.inputs.sources import Corpus, load_corpus
 from ledgerscope.ledger import schema
@@ -41,6 +41,8 @@ from ledgerscope.trace.spec import FORMAT, virtual_recorded
 
 #: the tree's support stages, in order, as the manifest lists them recorded or not
 TREE_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "packed")
+#: the default --max-unlocated: a tenth of the store unplaceable is more than stray chunks
+DEFAULT_MAX_UNLOCATED = 0.1
 #: DuckDB's share of the machine: an ingest stays within a gigabyte
 MEMORY_LIMIT = "450MB"
 
@@ -66,6 +68,14 @@ class IngestOptions:
     line_by_line: bool = False
     #: traces of the input that hold no request, skipped, by why (the report counts them)
     skipped: dict[str, int] | None = None
+    #: stop at the first chunk a trace names that cannot be placed (the behaviour before unplaced
+    #: chunks became units without an interval)
+    strict: bool = False
+    #: the largest share of the store's chunks that may lie nowhere before the ingest stops (a larger
+    #: share says the corpus is probably not the one the index was built from)
+    max_unlocated: float = DEFAULT_MAX_UNLOCATED
+    #: a user's normalisation (``module:function``), tried after the built-in ones
+    normalise: str | None = None
 
 
 @dataclass
@@ -125,7 +135,7 @@ def file_names(paths: list[Path]) -> dict[str, str]:
 def load_traces(con, opts: IngestOptions) -> None:
     """``_ig_trace`` and ``_ig_stage``: DuckDB's bulk read when it proves the files valid, else the
     line-by-line reader (whose problems, if any, are raised)."""
-    from ledgerscope.ingest.fastread import read_fast
+    from ledgerscope.ingest.read.fastread import read_fast
 
     names = file_names(opts.traces)
     if not opts.line_by_line and read_fast(con, opts.traces, opts.config, names):
@@ -174,12 +184,15 @@ def checked_from_traces(opts: IngestOptions, traces: Traces, fixtures: list[Fixt
     return Checked(con, fixtures, corpus, chunks, inputs, chunks_file)
 
 
-def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None) -> dict[str, str]:
-    """Per arm: 'recorded', or why the chunker's output (step 2) is not recorded."""
+def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None,
+             strict: bool = True) -> dict[str, str]:
+    """Per arm: 'recorded', or why the chunker's output (step 2) is not recorded. Unplaced chunks
+    leave it unrecorded only with ``strict``; otherwise they are units without an interval and each
+    record whose step 2 rests on one is marked unverifiable."""
     out = {}
     for arm in arms:
         mine = [r for r in resolutions if r.chunk.configs is None or arm in r.chunk.configs]
-        bad = [r for r in mine if not r.resolved]
+        bad = [r for r in mine if strict and not r.resolved]
         declared = sum(1 for r in mine if arm in r.chunk.partial or "*" in r.chunk.partial)
         out[arm] = (f"not recorded: {partial}" if partial else
                     f"not recorded: the chunk store declares itself partial ({declared} chunk(s) recorded "
@@ -231,7 +244,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
                digests: dict[str, str]) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
-    from ledgerscope.ingest.tokens import count_texts
+    from ledgerscope.ingest.derive.tokens import count_texts
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     chunk_table(con, resolutions, corpus)
@@ -239,6 +252,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     derive.candidates(con)
     derive.citations(con)
     derive.support(con, [a for a, how in chunked.items() if how == "recorded"])
+    derive.unverifiable(con, not all(r.resolved for r in resolutions))
     derive.drop(con, "_ig_over", "_ig_iv", "_ig_iv_chunked", "_ig_cs")
     derive.units(con, arms)
     texts = {s.doc_id: s.text for s in corpus}
@@ -255,7 +269,7 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     derive.records(con, digests)
     verdicts.compare_claims(con)
     derive.drop(con, "_ig_kept", "_ig_chunked", "_ig_single", "_ig_need", "_ig_need_chunked", "_ig_count",
-                "_ig_tokens", "_ig_answer", "_ig_citation")
+                "_ig_tokens", "_ig_answer", "_ig_citation", "_ig_unver")
 
 
 def count_tokens(tokenizer, texts: list[str], threads: int = 2) -> list[int]:
@@ -273,6 +287,19 @@ def count_tokens(tokenizer, texts: list[str], threads: int = 2) -> list[int]:
         return [n for counts in pool.map(one, parts) for n in counts]
 
 
+def _plugin(spec: str | None):
+    """The user's normalisation, loaded (a located input problem when it cannot be)."""
+    if spec is None:
+        return None
+    from ledgerscope.common.errors import Problem
+    from ledgerscope.inputs.normalise import load_plugin
+
+    try:
+        return load_plugin(spec)
+    except ValueError as exc:
+        raise InputError(Problem("--normalise", None, "normalise", str(exc))) from None
+
+
 def _has_table(con, name: str) -> bool:
     rows = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()
     return bool(rows[0][0])
@@ -287,19 +314,27 @@ def ingest(opts: IngestOptions) -> IngestReport:
 def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
     con, corpus = checked.con, checked.corpus
-    resolutions = resolve_chunks(checked.chunks, corpus)
+    plugin = _plugin(opts.normalise)
+    resolutions = resolve_chunks(checked.chunks, corpus, plugin=plugin and plugin[1],
+                                 plugin_name=plugin[0] if plugin else "plugin")
     report = ResolutionReport.of(resolutions)
-    problems = checks.unresolved_named(con, resolutions, checked.chunks_file, [s.doc_id for s in corpus])
-    if problems:
-        raise InputError(problems)
+    if opts.strict:
+        problems = checks.unresolved_named(con, resolutions, checked.chunks_file, [s.doc_id for s in corpus])
+        if problems:
+            raise InputError(problems)
+    else:
+        checks.unlocated_share(report, opts.max_unlocated, checked.chunks_file)
     used = checks.questions(con)
     fixtures = {f.qid: f for f in checked.fixtures if f.qid in used}
     arms = checks.arms(con)
     recorded = checks.recorded(con)
-    chunked = _chunked(list(arms), resolutions, opts.partial_reason if opts.chunks_partial else None)
+    chunked = _chunked(list(arms), resolutions, opts.partial_reason if opts.chunks_partial else None,
+                       opts.strict)
+    if opts.strict:  # today's behaviour: the unplaced are no units at all
+        resolutions = [r for r in resolutions if r.resolved]
     oracle = "not run"
     if opts.oracle_arm is not None:
-        from ledgerscope.ingest.oracle import oracle_rows
+        from ledgerscope.ingest.derive.oracle import oracle_rows
 
         oracle = oracle_rows(con, opts.oracle_arm, list(arms), list(fixtures.values()))
     from ledgerscope.ingest.write import write_ledger
@@ -323,7 +358,7 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
         raise
     return IngestReport(opts.out, checks.count(con), counts, report, recorded,
                         manifest["ingested"]["tree_stages_not_recorded"], chunked, oracle, _claims(con),
-                        _mismatches(con), checks.failed(con), dict(opts.skipped or {}))
+                        _mismatches(con), checks.failed(con), dict(opts.skipped or {}), _unverifiable(con))
 
 
 def _claims(con) -> Counter:
@@ -335,6 +370,10 @@ def _claims(con) -> Counter:
             GROUP BY ALL""").fetchall():
         out[(key, agrees)] += n
     return out
+
+
+def _unverifiable(con) -> int:
+    return con.execute("SELECT count(*) FROM _ig_rec WHERE unverifiable_stages IS NOT NULL").fetchall()[0][0]
 
 
 def _mismatches(con) -> int:

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledgerscope.ingest.resolve import RESOLVED, UNRESOLVED, ResolutionReport
+from ledgerscope.ingest.derive.resolve import RESOLVED, UNRESOLVED, ResolutionReport
 
 
 @dataclass
@@ -25,6 +25,8 @@ class IngestReport:
     failed: dict[str, int] = field(default_factory=dict)
     #: traces of the input that hold no request, skipped, by why
     skipped: dict[str, int] = field(default_factory=dict)
+    #: records with a stage whose verdict rests on an unplaced chunk
+    unverifiable: int = 0
 
     def to_json(self) -> dict:
         return {
@@ -35,6 +37,7 @@ class IngestReport:
             "claims": [{"claim": k, "agrees": a, "records": n} for (k, a), n in sorted(self.claims.items())],
             "context_text_lacks_a_chunk": self.context_mismatches,
             "failed": self.failed, "skipped": self.skipped,
+            "records_unverifiable": self.unverifiable,
         }
 
     def lines(self) -> list[str]:
@@ -50,10 +53,13 @@ class IngestReport:
         counts = self.resolution.counts
         out.append("chunks: " + ", ".join(f"{k} {counts[k]}" for k in (*RESOLVED, *UNRESOLVED) if counts[k]))
         for status, examples in sorted(self.resolution.examples.items()):
+            if status in UNRESOLVED:  # listed per document below (unlocated_lines)
+                continue
             docs = {d: c[status] for d, c in self.resolution.per_doc.items() if c[status]}
             out.append(f"  {status} in {len(docs)} document(s): "
                        + ", ".join(f"{d} {n}" for d, n in sorted(docs.items())[:8]))
             out.extend(f"    e.g. {e}" for e in examples)
+        out.extend(unlocated_lines(self.resolution, self.unverifiable))
         for arm in arms:
             out.append(f"{arm}: recorded {', '.join(self.recorded[arm])}; chunker output {self.chunked[arm]}")
             if self.not_recorded[arm]:
@@ -72,3 +78,19 @@ class IngestReport:
             out.append(f"context_text: {self.context_mismatches} record(s) whose literal context lacks a "
                        "context chunk's text (named in each record's detail)")
         return out
+
+
+def unlocated_lines(resolution: ResolutionReport, unverifiable: int | None = None) -> list[str]:
+    """The unplaced chunks per document with examples, and the records they leave unverifiable."""
+    per_doc = resolution.unlocated_per_document()
+    if not per_doc:
+        return []
+    n, total = resolution.n_unlocated, resolution.total
+    out = [f"unlocated chunks: {n} of {total} ({n / total:.2%}) lie nowhere in the corpus: units without "
+           f"an interval, in {len(per_doc)} document(s)"
+           + ("" if unverifiable is None else f"; {unverifiable} record(s) have a stage unverifiable "
+              "(its verdict rests on one)")]
+    for doc, entry in sorted(per_doc.items(), key=lambda kv: (-kv[1]["unlocated"], kv[0]))[:8]:
+        out.append(f"  {doc}: {entry['unlocated']}")
+        out.extend(f"    e.g. {e}" for e in entry["examples"][:2])
+    return out

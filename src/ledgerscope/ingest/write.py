@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ledgerscope.ingest.derive import CANDIDATES_OF, RECORDS_OF
+from ledgerscope.ingest.derive.rows import CANDIDATES_OF, RECORDS_OF
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.read import connect

@@ -115,31 +115,23 @@ class QuoteMatch:
 def resolve_quote(
     text: str, exact: str, prefix: str = "", suffix: str = "", hint: int | None = None
 ) -> QuoteMatch:
-    """Find ``exact`` in ``text`` as a W3C TextQuoteSelector would.
-
-    Candidates are all occurrences of ``exact``; those whose surrounding text
-    matches ``prefix``/``suffix`` win. If several still match, ``hint`` (a code
-    point position, e.g. a recorded start) picks the nearest; otherwise the
-    quote is ambiguous and that is an error, not a guess.
+    """Find ``exact`` in ``text`` as a W3C TextQuoteSelector would, by the one locator's rules
+    (:mod:`ledgerscope.inputs.locate`): exact occurrences only, those whose surrounding text
+    matches ``prefix``/``suffix`` kept; several left: ``hint`` (a code point position, e.g. a
+    recorded start) picks the nearest, and without a hint, or with two equally near, the quote is
+    ambiguous. Every failure is an error, never a guess.
     """
+    from ledgerscope.inputs.locate import Haystack, candidates, nearest, occurrences
+
     if not exact:
         raise CoordinateError("quote is empty")
-    hits = []
-    pos = text.find(exact)
-    while pos != -1:
-        hits.append(pos)
-        pos = text.find(exact, pos + 1)
-    if not hits:
-        raise CoordinateError(f"quote {exact[:60]!r} does not occur in the text")
-    fitting = [
-        h
-        for h in hits
-        if text[max(0, h - len(prefix)) : h] == prefix
-        and text[h + len(exact) : h + len(exact) + len(suffix)] == suffix
-    ]
+    fitting, _ = candidates(Haystack(text), exact, prefix, suffix, levels=())
     if not fitting:
+        n = len(occurrences(text, exact))
+        if not n:
+            raise CoordinateError(f"quote {exact[:60]!r} does not occur in the text")
         raise CoordinateError(
-            f"quote {exact[:60]!r} occurs {len(hits)} time(s) but never with the given prefix/suffix"
+            f"quote {exact[:60]!r} occurs {n} time(s) but never with the given prefix/suffix"
         )
     if len(fitting) > 1:
         if hint is None:
@@ -147,8 +139,14 @@ def resolve_quote(
                 f"quote {exact[:60]!r} is ambiguous: {len(fitting)} occurrences match "
                 "prefix and suffix; give more context or a position"
             )
-        fitting.sort(key=lambda h: (abs(h - hint), h))
-    return QuoteMatch(fitting[0], fitting[0] + len(exact))
+        best, tie = nearest(fitting, hint)
+        if tie or best is None:
+            raise CoordinateError(
+                f"quote {exact[:60]!r} is ambiguous: the two occurrences nearest position {hint} "
+                "are equally near"
+            )
+        return QuoteMatch(*best)
+    return QuoteMatch(*fitting[0])
 
 
 def quote_context(text: str, start: int, end: int, width: int = 32) -> tuple[str, str]:

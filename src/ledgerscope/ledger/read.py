@@ -284,11 +284,23 @@ def _view(con: DuckDBPyConnection, name: str, files: list[Path], union: bool = T
     table with no files is a view over an empty in-memory table, which the connection's cursors
     (the TUI's worker threads) read too."""
     if files:
-        con.execute(
-            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_list(files)}, "
-            "hive_partitioning = false, "
-            f"union_by_name = {'true' if union else 'false'})"
-        )
+        scan = (f"read_parquet({_sql_list(files)}, hive_partitioning = false, "
+                f"union_by_name = {'true' if union else 'false'})")
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {scan}")
+        extra = _missing_optional(con, name)
+        if extra:  # columns added within the format, absent from an older ledger's files: NULL
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *, {extra} FROM {scan}")
     else:  # an empty table with the right columns, so queries still bind (declared in SQL: no pyarrow)
         con.execute(f"CREATE OR REPLACE TABLE _{name}_empty ({schema.duckdb_columns(name)})")
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
+
+
+def _missing_optional(con: DuckDBPyConnection, name: str) -> str:
+    """``CAST(NULL AS T) AS "c", ...`` for each optional column of table ``name`` its view lacks."""
+    optional = schema.OPTIONAL_COLUMNS.get(name, ())
+    if not optional:
+        return ""
+    have = {r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()}
+    types = dict(schema.COLUMNS[name])
+    sql = {"bool": "BOOLEAN", "string": "VARCHAR"}
+    return ", ".join(f'CAST(NULL AS {sql[types[c]]}) AS "{c}"' for c in optional if c not in have)

@@ -75,6 +75,10 @@ UNITS_COLUMNS = (
     ("start", "int64"), ("end", "int64"), ("core_start", "int64"), ("core_end", "int64"),
     ("token_start", "int32"), ("token_end", "int32"), ("n_tokens", "int32"),
     ("text", "string"), ("access", "list<string>"),
+    # added within format 2 (optional: an older ledger reads them as NULL): whether the unit lies on a
+    # source interval, how it was placed (or why not), and the generated context around it (ingest)
+    ("located", "bool"), ("placement", "string"), ("placed_by", "string"), ("placement_note", "string"),
+    ("context_json", "string"),
 )
 
 BOUNDARIES_COLUMNS = (
@@ -108,6 +112,8 @@ RECORDS_COLUMNS = (
     ("generator_error", "string"), ("attempts", "int32"), ("generator_detail_json", "string"),
     ("oracle_verdict", "string"), ("oracle_feasible", "bool"),
     ("config_digest", "string"),
+    # added within format 2 (optional): the support stages whose verdict rests on an unlocated chunk
+    ("unverifiable_stages", "string"),
 )
 
 ORACLE_COLUMNS = (
@@ -134,6 +140,12 @@ REPAIRS_COLUMNS = (
 COLUMNS = {"units": UNITS_COLUMNS, "boundaries": BOUNDARIES_COLUMNS, "candidates": CANDIDATES_COLUMNS,
            "records": RECORDS_COLUMNS, "repairs": REPAIRS_COLUMNS, "oracle": ORACLE_COLUMNS,
            "sources": SOURCES_COLUMNS}
+
+#: columns added within format 2: a file without them (an older ledger) reads them as NULL
+OPTIONAL_COLUMNS = {
+    "units": ("located", "placement", "placed_by", "placement_note", "context_json"),
+    "records": ("unverifiable_stages",),
+}
 
 #: each column type in Arrow (the ``pyarrow`` factory) and in DuckDB (what DuckDB reads it as)
 _TYPES = {"string": ("string", "VARCHAR"), "int32": ("int32", "INTEGER"), "int64": ("int64", "BIGINT"),

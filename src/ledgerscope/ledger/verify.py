@@ -195,6 +195,9 @@ def _read_metadata(path: Path) -> Any:
         return pq.read_metadata(path)
 
 
+_OPTIONAL = frozenset(c for cols in schema.OPTIONAL_COLUMNS.values() for c in cols)
+
+
 def parquet_problems(path: Path, table_schema: Any, rows: Any = None) -> list[Problem]:
     """The file's footer is readable and holds every column of ``table_schema`` with a usable type.
 
@@ -224,7 +227,8 @@ def _footer_check(path: Path, table_schema: Any, rows: Any = None) -> tuple[list
     for field in table_schema:
         idx = actual.get_field_index(field.name)
         if idx < 0:
-            out.append(Problem(str(path), None, field.name, "missing column"))
+            if field.name not in _OPTIONAL:  # added within the format: an older file lacks it
+                out.append(Problem(str(path), None, field.name, "missing column"))
         elif not _same_kind(actual.field(idx).type, field.type):
             out.append(
                 Problem(

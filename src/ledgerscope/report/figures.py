@@ -59,6 +59,7 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
            include_restricted: bool = False, prices_path: str | Path | None = None) -> ReportData:
     """Read one ledger (and optionally the baseline's own) into the report's figures."""
     from ledgerscope.analysis.stats.compare import compare_arms
+    from ledgerscope.analysis.stats.release import decide, load_rule
     from ledgerscope.analysis.stats.replicates import matched_arms
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
@@ -67,20 +68,15 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
     con = connect(ledger)
     base_con = connect(baseline_ledger) if baseline_ledger else None
     cons = {candidate: con, baseline: base_con or con}
+    loaded_rule = load_rule(rule_path) if rule_path is not None else None
     comparison = compare_arms(con, candidate, baseline, base_con, seed=settings.seed,
-                              n_resamples=settings.n_resamples, confidence=settings.confidence)
+                              n_resamples=settings.n_resamples, confidence=settings.confidence,
+                              min_oracle_correct=loaded_rule.min_oracle_correct if loaded_rule else None)
     decision = rule = None
     from ledgerscope.analysis.resources import attach, price_table
 
-    loaded_rule = None
-    if rule_path is not None:
-        from ledgerscope.analysis.stats.release import load_rule
-
-        loaded_rule = load_rule(rule_path)
     attach(comparison, ledger, candidate, baseline_ledger, baseline, price_table(prices_path, loaded_rule))
     if loaded_rule is not None:
-        from ledgerscope.analysis.stats.release import decide
-
         decision = decide(loaded_rule, comparison).to_dict()
         rule = {"path": shown_path(rule_path), "digest": loaded_rule.digest,
                 "description": loaded_rule.description,

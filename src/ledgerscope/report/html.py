@@ -86,12 +86,22 @@ def _header(data: ReportData, title: str, generated: str) -> str:
             f"report generated {esc(generated)}</p></header>")
 
 
+def _answer_side(data: ReportData) -> str:
+    """The oracle's validity meter, beside the decision: what the answer-side verdicts are worth."""
+    from ledgerscope.analysis.validity import validity_lines
+
+    lines = validity_lines(data.comparison.get("answer_validity"))
+    if not lines:
+        return ""
+    return '<pre class="answer-side" id="answer-side">' + "\n".join(esc(x) for x in lines) + "</pre>"
+
+
 def _decision(data: ReportData) -> str:
     d = data.decision
     if d is None:
         return ('<section id="decision" class="decision"><div class="outcome">no release decision</div>'
                 "<p>No preregistered rule was given (<code>--rule</code>): the figures below describe the "
-                "comparison without judging it.</p></section>")
+                f"comparison without judging it.</p>{_answer_side(data)}</section>")
     items = "".join(f'<li><span class="status" title="{esc(c["status"])}">{STATUS_GLYPHS[c["status"]]}</span>'
                     f'{esc(c["status"])}: {esc(c["reason"])}</li>' for c in d["checks"])
     rule = data.rule or {}
@@ -99,7 +109,8 @@ def _decision(data: ReportData) -> str:
     return (f'<section id="decision" class="decision"><div class="outcome {esc(outcome)}">'
             f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(headline(d))}</div>'
             f'<ul class="reasons">{items}</ul><p class="meta">rule <code>{esc(rule.get("path", ""))}</code>, '
-            f'digest <code>{esc(d["rule_digest"])}</code>{_rule_description(rule)}</p></section>')
+            f'digest <code>{esc(d["rule_digest"])}</code>{_rule_description(rule)}</p>'
+            f'{_answer_side(data)}</section>')
 
 
 def _rule_description(rule: dict) -> str:

@@ -195,6 +195,10 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         segs = block.get("segments") or {}
         if segs:
             yield _segment_table(set_name, segs)
+    from ledgerscope.analysis.validity import validity_lines
+
+    for line in validity_lines(comparison.get("answer_validity")):
+        yield Text(safe(line))
     if decision is not None:
         yield Text(
             f"release decision: {headline(decision)}  (rule {decision['rule_digest']})",

@@ -490,6 +490,7 @@ class LedgerSession:
                 seed=seed,
                 n_resamples=n_resamples,
                 confidence=confidence,
+                min_oracle_correct=None if rule is None else rule.min_oracle_correct,
             )
         finally:
             c.close()

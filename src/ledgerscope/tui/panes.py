@@ -107,6 +107,23 @@ class PaneView:
     source_stage: str
 
 
+def with_unlocated(text, session: LedgerSession):
+    """``text`` after the table of chunks the ingest could not place, per document with examples, when
+    the ledger has any (its manifest says so; :mod:`ledgerscope.report.unlocated`)."""
+    from rich.console import Group
+
+    from ledgerscope.common.errors import LedgerscopeError
+    from ledgerscope.ledger.verify import load_manifest
+    from ledgerscope.report.unlocated import unlocated_table
+
+    ref = session.arms.get("candidate")
+    try:
+        table = unlocated_table(load_manifest(ref.ledger)) if ref is not None else None
+    except LedgerscopeError:
+        table = None
+    return text if table is None else Group(table, text)
+
+
 def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
     """Draw pane ``tab`` (found under ``root``) from ``view``."""
     p = view.palette
@@ -118,7 +135,7 @@ def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
         arms = {r: view.session.arms[r].name for r in view.session.roles}
         st = view.stats
         text = stats_text(view.summaries, arms, view.session.phases, st.comparison, st.decision, st.status, p)
-        root.query_one("#stats-view", TextPane).show(text)
+        root.query_one("#stats-view", TextPane).show(with_unlocated(text, view.session))
     elif tab == "compare":
         if view.detail is None:
             return

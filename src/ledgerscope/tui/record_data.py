@@ -18,7 +18,8 @@ from typing import Any
 #: the ranked lists the tree walks; a stage without rows is an empty list, not a missing one
 WALKED_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed")
 _CANDIDATE_COLUMNS = 'stage, "rank", unit_id, score, doc_id, "start", "end", lineage'
-_UNIT_COLUMNS = 'unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens'
+_UNIT_COLUMNS = ('unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens, located, '
+                 'placement, placement_note, context_json')
 
 
 @dataclass
@@ -59,6 +60,7 @@ def read_record_rows(
     if not recs:
         return {}
     found = list(recs)
+    _answer_side(cur, recs)
     key = [*found, phase, qid]
     stages: dict[str, dict[str, list[dict]]] = {a: {} for a in found}
     for c in fetch_dicts(
@@ -100,6 +102,17 @@ def read_record_rows(
         rec["phase"] = str(rec["phase"])
         out[a] = RecordRows(rec, stages[a], docs[a], units[a], cuts[a], oracle.get(a))
     return out
+
+
+def _answer_side(cur, recs: dict[str, dict]) -> None:
+    """Each record's ``answer_unverified`` from the validity table ``record_view`` built (else False)."""
+    from ledgerscope.analysis.validity import TABLE
+
+    have = cur.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [TABLE]).fetchall()[0][0]
+    flags = {} if not have else dict(cur.execute(
+        f"SELECT arm, unverified FROM {TABLE} WHERE arm IN {_marks(list(recs))}", list(recs)).fetchall())
+    for arm, rec in recs.items():
+        rec["answer_unverified"] = bool(flags.get(arm))
 
 
 def _marks(values: Sequence[Any]) -> str:

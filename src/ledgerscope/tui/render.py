@@ -81,6 +81,7 @@ def make_palette(colors: Mapping[str, str] | None = None) -> dict[str, Style]:
         "bar": st(col("primary", "blue"), bold=True),
         "match": st(col("accent", None), bold=True),
         "error": st(col("error", "red"), bold=True),
+        "generated": st(col("secondary", "magenta"), italic=True, underline=True),
     }
 
 

@@ -10,6 +10,7 @@ appended through ``safe`` into ``Text``, never parsed as markup.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from rich.style import Style
@@ -89,6 +90,7 @@ def _source_doc(
         _gold_legend(out, rd, spans, palette)
     if marked:
         _marked_units(out, stage, marked, spans, palette)
+    unlocated_lines(out, rd, doc, palette)
 
 
 def _source_window(length: int, spans, marked) -> tuple[int, int]:
@@ -240,14 +242,70 @@ def context_text(rd: RecordDetail, palette: Palette) -> Text:
     if not context:
         out.append("(empty)\n", style=pick(palette, "muted"))
         return out
-    pos = 0
-    for a, b, _ in _merge_ranges(survived_ranges(context, rd)):
-        if a > pos:
-            out.append(safe(context[pos:a]))
-        out.append(safe(context[max(a, pos) : b]), style=pick(palette, "gold"))
-        pos = max(pos, b)
-    out.append(safe(context[pos:]))
+    generated = generated_ranges(context, rd)
+    gold = _merge_ranges(survived_ranges(context, rd))
+    _styled_context(out, context, gold, generated, palette)
+    if generated:
+        out.append("\n" + "─" * 40 + " ", style=pick(palette, "muted"))
+        out.append("generated context", style=pick(palette, "generated"))
+        out.append(f": {sum(b - a for a, b in generated)} characters the pipeline added around source "
+                   "slices (counted in evidence tokens, never gold support)\n", style=pick(palette, "muted"))
     return out
+
+
+def generated_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int]]:
+    """(start, end) ranges of ``context`` holding the generated context of a packed unit (its units
+    row's ``context_json`` parts of kind ``generated``), each found after the previous."""
+    import json
+
+    packed = [r.get("unit_id") for r in sorted(rd.stages.get("packed", []), key=lambda r: int(r["rank"]))]
+    by_id = {u.get("unit_id"): u for u in rd.units if u.get("context_json")}
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for uid in packed:
+        unit = by_id.get(uid)
+        if unit is None:
+            continue
+        try:
+            parts = json.loads(unit["context_json"])
+        except ValueError:
+            continue
+        for part in parts if isinstance(parts, list) else []:
+            text = str(part.get("text") or "").strip() if isinstance(part, dict) else ""
+            if part.get("kind") != "generated" or not text:
+                continue
+            i = context.find(text, pos)
+            if i < 0:
+                i = context.find(text)
+            if i >= 0:
+                out.append((i, i + len(text)))
+                pos = i + len(text)
+    return sorted(set(out))
+
+
+def _styled_context(out: Text, context: str, gold, generated, palette: Palette) -> None:
+    """The literal context, gold ranges in the gold style and generated ranges in their own (gold wins
+    where they meet, which they never should)."""
+    marks = sorted({0, len(context), *(x for a, b, _ in gold for x in (a, b)),
+                    *(x for a, b in generated for x in (a, b))})
+    for a, b in pairwise(marks):
+        if a >= b:
+            continue
+        style = ("gold" if any(g0 <= a and b <= g1 for g0, g1, _ in gold) else
+                 "generated" if any(g0 <= a and b <= g1 for g0, g1 in generated) else None)
+        out.append(safe(context[a:b]), style=pick(palette, style) if style else None)
+
+
+def unlocated_lines(out: Text, rd: RecordDetail, doc: str, palette: Palette, examples: int = 3) -> None:
+    """The document's units that could not be placed: how many, and a few with why."""
+    bad = [u for u in rd.units if u.get("doc_id") == doc and u.get("located") is False]
+    if not bad:
+        return
+    out.append(f"  {len(bad)} unit(s) of this document could not be placed (no interval):\n",
+               style=pick(palette, "error"))
+    for u in bad[:examples]:
+        out.append(f"    {lit(u.get('unit_id'))} ({lit(u.get('placement'))}): "
+                   f"{lit(u.get('placement_note') or '', 160)}\n", style=pick(palette, "muted"))
 
 
 def _merge_ranges(ranges: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:

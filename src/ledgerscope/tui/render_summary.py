@@ -48,6 +48,7 @@ def stats_text(
         parts += [_metric_table(set_name, block, which) for which in ("phase average", "worst phase")]
         if segs := block.get("segments") or {}:
             parts.append(_segment_table(set_name, segs))
+    parts.append(_answer_side(comparison, palette))
     parts.append(_decision_tail(decision, comparison.get("note", ""), palette))
     parts.append(_resources_tail(comparison.get("resources"), palette))
     return Group(*parts)
@@ -73,6 +74,16 @@ def _resources_tail(resources: Mapping | None, palette: Palette) -> Text:
     for line in difference_lines(dict(resources)):
         tail.append(f"  {lit(line)}\n")
     return tail
+
+
+def _answer_side(comparison: Mapping, palette: Palette) -> Text:
+    """The oracle's validity meter: what the answer-side figures and decision checks are worth."""
+    from ledgerscope.analysis.validity import validity_lines
+
+    text = Text("\n")
+    for line in validity_lines(comparison.get("answer_validity")):
+        text.append(lit(line) + "\n", style=pick(palette, "fail") if "UNVERIFIED" in line else None)
+    return text
 
 
 def _table(title: Text | None = None):

@@ -16,6 +16,7 @@ from typing import Any
 
 from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, UNIT_WINDOW, depths_by_arm, row_rank
 from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
+from ledgerscope.analysis.validity import unverified_arms
 from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
 from ledgerscope.ledger.verify import load_manifest
 
@@ -27,6 +28,7 @@ _RECORD_COLUMNS = (
     "evidence_tokens", "budget_tokens", "rerank_depth", "selection_depth", "overflow_json",
     "expansion_dropped_json", "answer", "abstained", "citations_json", "answer_verdict", "answer_reason",
     "citation_verdict", "citation_reason", "generator_error", "oracle_verdict", "oracle_feasible",
+    "unverifiable_stages",
 )
 _CAND_COLUMNS = ('c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, c.score, c.doc_id, '
                  'c."start", c."end", CASE WHEN c.stage = \'union\' THEN c.lineage END AS lineage')
@@ -52,6 +54,9 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         f"SELECT arm, qid, answer_verdict, feasible FROM oracle {where}",
         params=params).to_arrow_table().to_pylist()}
 
+    unverified = unverified_arms(con)
+    for rec in records:
+        rec["answer_unverified"] = rec["arm"] in unverified
     steps = [diagnosis_step(rec) for rec in records]
     need: dict[str, list] = {"arm": [], "phase": [], "qid": [], "stage": [], "keep_rank": []}
     unit_need: dict[str, list] = {"arm": [], "phase": [], "doc_id": [], "lo": [], "hi": []}

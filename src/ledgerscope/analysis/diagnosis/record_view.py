@@ -14,8 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from ledgerscope.analysis.diagnosis.sql import head_join, heads_table
-from ledgerscope.analysis.diagnosis.sql.inputs import ORACLE_FEASIBLE, ORACLE_ROWS, ORACLE_VERDICT
+from ledgerscope.analysis.diagnosis.sql.inputs import (
+    ANSWER_UNVERIFIED,
+    ORACLE_FEASIBLE,
+    ORACLE_ROWS,
+    ORACLE_VERDICT,
+)
 from ledgerscope.analysis.reversals import reversed_questions_sql
+from ledgerscope.analysis.validity import TABLE as VALIDITY_TABLE
 
 VIEW = "record_view"
 #: the heads, one row per distinct combination of what they depend on (:func:`heads_table`)
@@ -29,9 +35,11 @@ def build_record_view(con) -> None:
     con.execute(
         f"CREATE OR REPLACE VIEW {VIEW} AS "
         f"WITH rev AS ({reversed_questions_sql()}), "
-        f"b AS (SELECT r.*, {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible "
-        f"FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid) "
-        "SELECT b.* EXCLUDE (o_verdict, o_feasible), h.step, h.step_name, h.label, h.flags, "
+        f"b AS (SELECT r.*, {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible, "
+        f"{ANSWER_UNVERIFIED} AS o_unverified "
+        f"FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid "
+        f"LEFT JOIN {VALIDITY_TABLE} u ON u.arm = r.arm) "
+        "SELECT b.* EXCLUDE (o_verdict, o_feasible, o_unverified), h.step, h.step_name, h.label, h.flags, "
         f"coalesce(v.reversal, false) AS reversal FROM b {head_join('b', HEADS_TABLE)} "
         "LEFT JOIN rev v ON v.arm = b.arm AND v.qid = b.qid")
 

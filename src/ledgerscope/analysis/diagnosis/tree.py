@@ -50,6 +50,14 @@ Declared rules
   annotation before crediting any boundary remedy); an infeasible oracle flags
   ``budget-infeasible``; an oracle infrastructure failure is flagged
   ``oracle-infrastructure-failure`` and takes part in no label.
+* Answer side unverified (:mod:`ledgerscope.analysis.validity`): where the record's arm's oracle is
+  correct on fewer answerable questions than the threshold (``answer_unverified`` on the record),
+  an answerable record whose oracle failed keeps its step 1-8 (and its step number), but its steps
+  9 and 10 and its oracle label are not verdicts: it is flagged ``answer-side-unverified`` (in place
+  of ``annotation-check``), labelled so at steps 2-10, and its walk's step 9 and 10 entries say so
+  (``answer_side``). An unanswerable control that abstained in such an arm is flagged likewise (an
+  abstention proves nothing from a generator that abstains on full support); a false assertion
+  stays one.
 * Other flags: ``answer-correct-without-support`` (steps 1-8 with a correct
   answer), ``single-unit-incomplete`` (packed support only jointly).
 * Stages not recorded (ingested traces): an answerable record's ``support_*``
@@ -62,6 +70,14 @@ Declared rules
   holds no citations) is step 10 not recorded, flagged ``citations-not-recorded``.
   Such records are flagged ``stages-not-recorded`` and their evidence lists
   ``stages_recorded`` and ``stages_not_recorded``.
+* Unplaced chunks (ingested traces): ``unverifiable_stages`` names the stages whose list holds a
+  chunk of a gold document that could not be placed while the stage keeps no support (``cited``:
+  a cited chunk could not be placed). Support may lie in such a chunk, so a loss at step ``s`` is
+  *unverifiable* when a stage from ``s`` to the packed context is so named (any of them could
+  hold it), and a failing step 10 when ``cited`` is: the step stays, the name is ``unverifiable:
+  unlocated chunk`` (label and flag ``unverifiable-unlocated-chunk``) and the walk marks the stage
+  unknown (``passed`` None) or names the later stages; never a silent loss or pass. A stage that
+  keeps support never rests on an unplaced chunk.
 * Evidence names the missing spans of the sufficient set *closest to being
   kept* at the losing stage: among the sets the previous stage kept, the one
   with the fewest uncovered spans at the losing stage (ties: the first). For
@@ -84,6 +100,7 @@ from ledgerscope.analysis.diagnosis.evidence import (
     evidence_pass,
     evidence_support,
 )
+from ledgerscope.analysis.validity import UNVERIFIED
 from ledgerscope.inputs.fixtures import Fixture
 
 STEP_NAMES: dict[int, str] = {
@@ -126,6 +143,9 @@ STAGE_OF_STEP = {step: stage for step, _, stage in SUPPORT_WALK}
 PASSING_ANSWERS = frozenset({"correct", "not-judged"})
 #: a citation verdict for a record whose pipeline recorded no citations (ingested traces)
 NOT_RECORDED = "not-recorded"
+#: the label, flag and step name of a verdict that rests on a chunk that could not be placed
+UNVERIFIABLE = "unverifiable-unlocated-chunk"
+UNVERIFIABLE_NAME = "unverifiable: unlocated chunk"
 ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "false-assertion"})
 INFRA = "infrastructure-failure"
 #: step 9's name where the answer was not the generator's judgement to blame: a failed request (never
@@ -180,6 +200,22 @@ def collapsed(record: Mapping[str, Any], lost: int) -> tuple[int, int] | None:
     while first - 1 in missing:
         first -= 1
     return (first, lost) if first < lost else None
+
+
+def unverifiable_steps(record: Mapping[str, Any]) -> tuple[int, ...]:
+    """The steps whose stage the record names in ``unverifiable_stages`` (10 for ``cited``)."""
+    names = set((record.get("unverifiable_stages") or "").split(","))
+    steps = tuple(step for step, _, stage in SUPPORT_WALK if stage in names)
+    return (*steps, 10) if "cited" in names else steps
+
+
+def resting_on_unlocated(record: Mapping[str, Any], step: int) -> tuple[int, ...]:
+    """The unverifiable steps a failure at ``step`` rests on: for a support loss, those from it to
+    the packed context; for step 10, step 10 itself."""
+    steps = unverifiable_steps(record)
+    if 2 <= step <= 8:
+        return tuple(s for s in steps if step <= s <= 8)
+    return (10,) if step == 10 and 10 in steps else ()
 
 
 def diagnosis_step(record: Mapping[str, Any]) -> int:
@@ -238,6 +274,8 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
     if record.get("answerable") is False:
         step, label = _control(record, walk)
         evidence = {"stage": "control", **answer_json(record)}
+        if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
+            _mark_unverified(walk, flags)
         return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags),
                          walk)
 
@@ -263,10 +301,28 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
         _name_unrecorded(record, evidence, flags)
     label = _oracle_label(label, step, infra, oracle_verdict)
     step_name = STEP9_NAMES.get(label, step_name) if step == 9 else step_name
+    if gold_status == "ok" and resting_on_unlocated(record, step):
+        label, step_name = UNVERIFIABLE, UNVERIFIABLE_NAME
+        flags.append(UNVERIFIABLE)
     flags.extend(_oracle_flags(oracle_verdict, oracle_feasible))
     if oracle_verdict is not None:
         evidence["oracle"] = {"verdict": oracle_verdict, "feasible": oracle_feasible}
+    if record.get("answer_unverified") and oracle_verdict in ORACLE_FAILURES and gold_status == "ok":
+        if "annotation-check" in flags:
+            flags.remove("annotation-check")
+        _mark_unverified(walk, flags)
+        if step >= 2:
+            label = UNVERIFIED
     return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+
+
+def _mark_unverified(walk: list[dict[str, Any]], flags: list[str]) -> None:
+    """Flag the record and mark its walk's answer-side entries (steps 9 and 10): not verdicts here."""
+    flags.append(UNVERIFIED)
+    for entry in walk:
+        if entry["step"] in (9, 10):
+            entry["answer_side"] = "unverified"
+            entry["detail"] += "; answer side unverified (the generator fails with full support)"
 
 
 def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -304,14 +360,28 @@ def _walk_support(record: Mapping[str, Any], lost: int | None, recovered,
                          "detail": f"not recorded: {_stage_title(stage)} "
                                    "(the pipeline did not record it)"})
         elif s == lost:
-            walk.append({"step": s, "name": STEP_NAMES[s], "passed": False,
-                         "detail": f"support lost: {_stage_title(stage)}"})
+            walk.append(_loss_entry(record, s, stage))
         elif s in recovered:
             walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
                          "detail": f"support lost: {_stage_title(stage)}; a later stage regains it"})
         else:
             walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
                          "detail": f"support kept: {_stage_title(stage)}"})
+
+
+def _loss_entry(record: Mapping[str, Any], step: int, stage: str) -> dict[str, Any]:
+    """The walk's entry for the step where support is lost, or unknown when it rests on a chunk
+    that could not be placed (at this stage, or at a later one that could regain it)."""
+    resting = resting_on_unlocated(record, step)
+    if step in resting:
+        return {"step": step, "name": STEP_NAMES[step], "passed": None,
+                "detail": f"{UNVERIFIABLE_NAME}: {_stage_title(stage)}: support not covered without a "
+                          "chunk of a gold document that could not be placed"}
+    detail = f"support lost: {_stage_title(stage)}"
+    if resting:
+        detail += (f"; {UNVERIFIABLE_NAME}: step(s) {', '.join(map(str, resting))} hold a chunk of a gold "
+                   "document that could not be placed, which may regain it")
+    return {"step": step, "name": STEP_NAMES[step], "passed": False, "detail": detail}
 
 
 def _oracle_label(label: str, step: int, infra: bool, oracle_verdict: Any) -> str:
@@ -397,6 +467,11 @@ def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, di
         flags.append("citations-not-recorded")
         return 0, evidence_pass(record, stages, fixture, texts)
     fails = _citation_fails(record)
+    if fails and resting_on_unlocated(record, 10):
+        walk.append({"step": 10, "name": STEP_NAMES[10], "passed": None,
+                     "detail": f"{UNVERIFIABLE_NAME}: citation verdict {cv}, and a cited chunk could not "
+                               "be placed"})
+        return 10, evidence_citation(record, stages, fixture, texts)
     walk.append({"step": 10, "name": STEP_NAMES[10], "passed": not fails, "detail": f"citation verdict {cv}"})
     if fails:
         return 10, evidence_citation(record, stages, fixture, texts)

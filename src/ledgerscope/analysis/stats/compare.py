@@ -376,6 +376,16 @@ def _no_gc_pauses():
             gc.enable()
 
 
+def _answer_validity(con, baseline_con, candidate: str, baseline: str, threshold: float | None) -> dict:
+    """Both arms' oracle meter, each from the ledger that holds it."""
+    from ledgerscope.analysis.validity import DEFAULT_MIN_ORACLE_CORRECT, meter, oracle_rows
+
+    rows = oracle_rows(con, [candidate] if baseline_con is not None else [candidate, baseline])
+    if baseline_con is not None:
+        rows += oracle_rows(baseline_con, [baseline])
+    return meter(rows, DEFAULT_MIN_ORACLE_CORRECT if threshold is None else threshold)
+
+
 @_no_gc_pauses()
 def compare_arms(
     con,
@@ -390,6 +400,7 @@ def compare_arms(
     statistics: Sequence[str] = DEFAULT_STATISTICS,
     segments: bool = True,
     clusters: str = "first-document",
+    min_oracle_correct: float | None = None,
 ) -> dict:
     """Candidate minus baseline from one ledger (or the baseline from a second connection).
 
@@ -406,6 +417,8 @@ def compare_arms(
     are split by stress set, never pooled: ``stress_sets[s]`` holds, per
     metric, both arms' :func:`phase_table` and the paired bootstrap
     (``difference``), and the same per segment. The dict is JSON-serialisable.
+    ``answer_validity`` is both arms' oracle meter (:mod:`ledgerscope.analysis.validity`, threshold
+    ``min_oracle_correct``, default 0.8): what the answer-side figures are worth.
 
     Each metric's bootstrap resamples only the questions where that metric
     applies in at least one arm (its denominator); metrics that apply to the
@@ -454,5 +467,6 @@ def compare_arms(
         "matching": matched.report,
         "metrics": {m: METRICS[m].describe() for m in metrics},
         "stress_sets": by_set,
+        "answer_validity": _answer_validity(con, baseline_con, candidate, baseline, min_oracle_correct),
         "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
     })

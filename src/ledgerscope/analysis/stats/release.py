@@ -20,6 +20,7 @@ Top-level keys, all optional except that at least one tolerance is required::
     seed = 0                          # bootstrap seed (default 0)
     interval_handling = "conservative"  # the only handling (default)
     min_questions = 30                # default 1; see below
+    min_oracle_correct = 0.8          # default 0.8; see "Answer side" below
     underpowered_is_inconclusive = true   # default true; see below
     stress_sets = ["representative", "enriched"]   # default: every stress set in the comparison
 
@@ -63,6 +64,12 @@ Latency allowance and cost boundary (``[max_latency]``, ``[max_latency_vs_baseli
 Unknown keys, wrong types and out-of-range values are errors naming the file,
 line (where it can be found) and field.
 
+Answer side: the answer-side checks (``max_answer_loss``, ``max_critical_errors_per_segment``) judge the
+generator's answers, which say something only where the generator answers correctly when given full
+support. Where an arm's oracle is correct on fewer than ``min_oracle_correct`` of a stress set's
+answerable questions (the comparison's ``answer_validity``, :mod:`ledgerscope.analysis.validity`),
+those checks are *inconclusive: generator fails with full support on N of M questions*, never pass.
+
 Decision (``interval_handling = "conservative"``)
 --------------------------------------------------
 Every tolerance is checked in every evaluated stress set (representative and
@@ -99,6 +106,7 @@ from ledgerscope.analysis.stats.release_rule import (  # re-exported: the public
     rule_digest,
 )
 from ledgerscope.analysis.stats.resource_rule import resource_checks
+from ledgerscope.analysis.validity import gate_checks
 from ledgerscope.common.errors import InputError, Problem
 
 __all__ = [
@@ -271,6 +279,9 @@ def decide(rule: Rule, comparison: dict) -> Decision:
         checks += _segment_checks(rule, s, block)
         checks += _token_checks(rule, s, block)
     checks += resource_checks(rule.resources, comparison, rule.min_questions, Check)
+    arms = [(comparison.get(a) or {}).get("arm") for a in ("candidate", "baseline")]
+    checks = gate_checks(checks, comparison.get("answer_validity"), [a for a in arms if a],
+                         rule.min_oracle_correct)
     statuses = {c.status for c in checks}
     outcome = ("reject" if "violates" in statuses
                else "collect-more-evidence" if "inconclusive" in statuses else "accept")

@@ -29,7 +29,7 @@ DIFFERENCE_KEYS = {"max_support_loss": "support", "max_answer_loss": "answer_cor
                    "max_citation_loss": "citation_supported"}
 TOKEN_FIELDS = ("prompt_tokens", "evidence_tokens")
 _TOP_KEYS = ("format", "description", "candidate", "baseline", "confidence", "n_resamples", "seed",
-             "interval_handling", "min_questions", "stress_sets", *DIFFERENCE_KEYS,
+             "interval_handling", "min_questions", "min_oracle_correct", "stress_sets", *DIFFERENCE_KEYS,
              "max_critical_errors_per_segment", "max_evidence_tokens", "underpowered_is_inconclusive",
              *RESOURCE_KEYS)
 STAT_WORDS = {
@@ -74,6 +74,7 @@ class Rule:
     seed: int = DEFAULT_SEED
     interval_handling: str = "conservative"
     min_questions: int = 1
+    min_oracle_correct: float = 0.8   # ledgerscope.analysis.validity.DEFAULT_MIN_ORACLE_CORRECT
     stress_sets: tuple[str, ...] | None = None
     differences: tuple[DifferenceTolerance, ...] = ()
     critical_per_segment: tuple[SegmentLimit, ...] = ()
@@ -161,6 +162,7 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = 
     "seed": (lambda v: _is_int(v) and v >= 0, int, "a non-negative integer"),
     "interval_handling": (lambda v: v in INTERVAL_HANDLING, str, f"one of {', '.join(INTERVAL_HANDLING)}"),
     "min_questions": (lambda v: _is_int(v) and v >= 1, int, "a positive integer"),
+    "min_oracle_correct": (lambda v: _is_number(v) and 0 <= v <= 1, float, "a number in [0, 1]"),
     "underpowered_is_inconclusive": (lambda v: isinstance(v, bool), bool, "true or false"),
 }
 

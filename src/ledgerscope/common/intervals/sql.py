@@ -18,7 +18,7 @@ def gap_ctes(key: str, spans: str) -> str:
     vs, ve: each interval of a stage over a span) and the table or CTE ``spans`` (``key``, vstage,
     span_id, s, e: the spans to cover): ``raw`` holds every uncovered part (``gs``, ``ge``) of each
     span, whitespace not yet excused (the caller decides what a gap counts as). Shared by the ingest's
-    support flags (:mod:`ledgerscope.ingest.coverage`) and the diagnosis's SQL walk
+    support flags (:mod:`ledgerscope.ingest.derive.coverage`) and the diagnosis's SQL walk
     (:mod:`ledgerscope.analysis.diagnosis.sql.coverage`)."""
     k = f"{key}, vstage, span_id"
     return f"""

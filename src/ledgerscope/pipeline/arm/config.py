@@ -90,7 +90,7 @@ class ArmConfig:
             table = data
             for name in parents:
                 table = table.get(name, {})
-            if key in table and table[key] == schema.default_of(".".join(path)):
+            if key in table and table[key] == schema.digest_neutral(tuple(path)):
                 del table[key]
         # where the model runs is recorded in the manifest, not part of what the arm is: the same arm
         # on a GPU resumes and reuses its CPU partitions, and rerun reports device differences

@@ -43,7 +43,7 @@ DEVICES = ("cpu", "auto", "cuda", "mps")
 
 
 def key(default: Any, doc: str, *, ge: float | None = None, le: float | None = None, optional: bool = False,
-        later: bool = False, digest: bool = True, seam: str | None = None, example: Any = None,
+        later: bool | float = False, digest: bool = True, seam: str | None = None, example: Any = None,
         shown: str | None = None, kinds: str | None = None, type_message: str | None = None,
         item_message: str | None = None, allowed: str | None = None) -> Any:
     """One setting: ``default`` is what the code uses when the key is absent; ``example`` is the value
@@ -301,10 +301,11 @@ class Generator(_Table):
                     "python | a plugin kind", seam="generator")
     # the reader's two abstention defaults come from the trade-off curve in docs/benchmarks.md
     # (scripts/bench_reader.py): oracle correct rate against false assertions on unanswerable controls
-    abstain_threshold: float = key(0.3, "extractive reader: abstain when the best sentence scores below "
+    abstain_threshold: float = key(0.1, "extractive reader: abstain when the best sentence scores below "
                                    "this", ge=0, le=1)
-    abstain_margin: float = key(0.06, "... or when it leads the next best by less than this (a merely "
-                                "topical context)", ge=0, le=1, later=True)
+    # later=0.06: the default when the key was added; ledgers written then keep their digests (issue 26)
+    abstain_margin: float = key(0.1, "... or when its answer leads the next best by less than this (a "
+                                "merely topical context)", ge=0, le=1, later=0.06)
     base_url: Url = key("", "endpoint: e.g. http://127.0.0.1:8080")
     model: str = key("", "endpoint: model name")
     api_key_env: KeyEnv = key("", "endpoint: NAME of the environment variable holding the key (never the "
@@ -437,6 +438,14 @@ def default_of(path: str) -> Any:
         raise KeyError(path)
     sub = submodel(info)
     return defaults(sub) if sub is not None else _copy(info.default)
+
+
+def digest_neutral(path: tuple[str, ...]) -> Any:
+    """The value a ``later`` key is left out of the digest at: its default when it was added (a number
+    given as ``later``), else its current default."""
+    info = field_info(path)
+    value = meta(info).get("later") if info is not None else None
+    return default_of(".".join(path)) if value is True else value
 
 
 def keys_where(flag: str, model: type[BaseModel] = Arm,

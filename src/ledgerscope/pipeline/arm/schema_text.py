@@ -172,8 +172,10 @@ def _notes(info: Any) -> str:
     notes = []
     if extra.get("kinds"):
         notes.append(f"read by kind {extra['kinds']}")
-    if extra.get("later"):
+    if extra.get("later") is True:
         notes.append("left out of the digest at its default")
+    elif extra.get("later"):
+        notes.append(f"left out of the digest at {extra['later']}, its default when it was added")
     if extra.get("digest") is False:
         notes.append("never part of the digest")
     return (info.description or "") + (f" ({'; '.join(notes)})" if notes else "")

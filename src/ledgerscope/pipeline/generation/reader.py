@@ -16,17 +16,19 @@ sentence against the question:
   limit/size/rate/percentage ...", "when") halves the score of every sentence
   that states no number: such a sentence cannot hold the answer.
 
-It answers with the best sentence verbatim and cites the block it came from,
-unless the context is only **topical**:
+What it answers with is :func:`~ledgerscope.pipeline.generation.reading.answer_plan`'s choice (the
+rules are in that module): yes/no and comparison questions abstain with the reason recorded
+(``yes-no question``); otherwise the best sentence, plus at most one bridging sentence from any unit
+or document (joint evidence: every unit quoted is cited), with the answer span first when the
+question asks for a date, quantity or name; unless the context is only **topical**:
 
-* ``abstain_threshold``: the best sentence scores below it (nothing in the
-  context is about the question), or
-* ``abstain_margin``: the best sentence stands out from the next best by less
-  than this (several sentences are about the question about equally well and
-  none answers it better than the rest: the context is on topic, the answer
-  is not in it). Sentences that repeat the best one, or are a fragment of it
-  (a unit boundary cut it, an overlap repeated it), are not "the next best";
-  a context of one sentence has no competitor (its margin is its score).
+* ``abstain_threshold``: the best sentence scores below it (nothing in the context is about the
+  question), or
+* ``abstain_margin``: the answer's sentences stand out from the next best by less than this
+  (several sentences are about the question about equally well and none answers it better than the
+  rest: the context is on topic, the answer is not in it). Sentences that repeat an answer sentence,
+  or are a fragment of one (a unit boundary cut it, an overlap repeated it), are not "the next
+  best"; a context with no other sentence has no competitor (the margin is the best score).
 
 Sufficient support usually holds one sentence that carries the answer and
 stands out; a context retrieved for its topic holds many that merely resemble
@@ -58,6 +60,7 @@ from ledgerscope.pipeline.contracts.prompt import (
     PromptTemplate,
 )
 from ledgerscope.pipeline.embedding.encoder import Encoded
+from ledgerscope.pipeline.generation.reading import answer_plan, answer_text, lead, question_kind
 from ledgerscope.pipeline.ranking.lexical import analyze
 from ledgerscope.pipeline.ranking.rerank import column_means
 from ledgerscope.rules.answer_match import extract_quantities
@@ -152,8 +155,10 @@ class ExtractiveReader:
                "abstain_margin": self.abstain_margin,
                "scoring": f"0.5*coverage (words sharing {STEM_LETTERS} letters) + 0.5*MaxSim; "
                           f"x{NO_QUANTITY_FACTOR} without a number when a quantity is asked; "
-                          "abstain below the threshold or when the best sentence leads the next "
-                          "(not a repeat or fragment of it) by less than the margin",
+                          "abstain on yes/no and comparison questions, below the threshold, or when "
+                          "the answer's sentences (the best one and a bridging one) lead the next "
+                          "(not a repeat or fragment of them) by less than the margin; the answer "
+                          "span first where a date, quantity or name is asked",
                "tokenizer": "embedding model"}
         if self.reader_model is not None:
             out.update(tokenizer="the arm's chunk tokenizer", reader_model=self.reader_model)
@@ -231,15 +236,17 @@ class ExtractiveReader:
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> GenerationResult:
         prompt_tokens = self.count_tokens(self.template.prompt(question, blocks))
-        scored = self.score_sentences(question, blocks)
-        margin = self.margin(scored)
-        detail = {"top": scored[:3], "margin": round(margin, 6)}
-        reason = self.abstain_reason(scored, margin, self.abstain_threshold, self.abstain_margin)
+        kind = question_kind(question)
+        scored = [] if kind is not None else self.score_sentences(question, blocks)
+        chosen, reason = answer_plan(question, scored, self.abstain_threshold, self.abstain_margin)
+        detail = {"top": scored[:3], "margin": round(lead(scored, chosen or scored[:1]), 6)}
         if reason is None:
-            best = scored[0]
-            answer = f"{best['sentence']} [{best['label']}]"
-            return GenerationResult(answer, [best["label"]], False, prompt_tokens,
-                                    self.count_tokens(answer), detail=detail)
+            answer = answer_text(question, chosen)
+            labels = list(dict.fromkeys(c["label"] for c in chosen))
+            if len(chosen) > 1:
+                detail["bridge"] = chosen[1]
+            return GenerationResult(answer, labels, False, prompt_tokens, self.count_tokens(answer),
+                                    detail=detail)
         detail["abstained_because"] = reason
         return GenerationResult(ABSTAIN_TEXT, [], True, prompt_tokens,
                                 self.count_tokens(ABSTAIN_TEXT), detail=detail)

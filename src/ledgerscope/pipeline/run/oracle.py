@@ -66,6 +66,9 @@ def run_oracle(rt: ArmRuntime, fx: Fixture) -> dict:
     else:
         aj = answer_judge(cfg.judge).judge(gen.answer, gen.abstained, fx)
         verdict, reason = aj.verdict, aj.reason
+        because = (gen.detail or {}).get("abstained_because") if gen.abstained else None
+        if because:  # the generator's own reason (a yes/no question is counted apart by the meter)
+            reason = f"{reason}; reason: {because}"
     row.update(
         support_set=set_index,
         feasible=feasible,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, span_json
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose, recorded_stages
+from ledgerscope.analysis.validity import register_answer_side
 from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
 
@@ -26,6 +27,7 @@ KEY_COLUMNS = (
     "answer_verdict",
     "citation_verdict",
     "single_unit_complete",
+    "unverifiable_stages",
 )
 RECORD_COLUMNS = (
     *("arm", "phase", "phase_offset", "qid", "segment", *KEY_COLUMNS, "covered_set"),
@@ -33,8 +35,11 @@ RECORD_COLUMNS = (
     *("expansion_dropped_json", "answer", "abstained", "citations_json", "answer_reason"),
     *("citation_reason", "generator_error"),
 )
-#: the columns a head depends on: :data:`KEY_COLUMNS` of a record, and its oracle verdict and feasibility
-HEAD_COLUMNS = (*KEY_COLUMNS, "o_verdict", "o_feasible")
+#: the columns a head depends on: :data:`KEY_COLUMNS` of a record, its oracle verdict and feasibility, and
+#: whether its arm's answer side is unverified (:mod:`ledgerscope.analysis.validity`)
+HEAD_COLUMNS = (*KEY_COLUMNS, "o_verdict", "o_feasible", "o_unverified")
+#: SQL: whether record ``r``'s arm's answer side is unverified (joined to ``u``, the validity table)
+ANSWER_UNVERIFIED = "coalesce(u.unverified, false)"
 #: SQL: one oracle row per question (any one: they agree), to join to records ``r`` as ``o``
 ORACLE_ROWS = ("(SELECT arm, qid, any_value({'v': answer_verdict, 'f': feasible}) AS o "
                "FROM oracle GROUP BY arm, qid)")
@@ -140,6 +145,7 @@ def register_records(con, arm: str | None, keys: str | None = None) -> None:
     feasibility (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`).
     ``keys``: a table of (arm, phase, qid) the records are limited to (a selection)."""
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
+    validity = register_answer_side(con)
     where = "" if arm is None else f"WHERE r.arm = {sql_literal(arm)}"
     semi = "" if keys is None else (
         f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
@@ -147,8 +153,10 @@ def register_records(con, arm: str | None, keys: str | None = None) -> None:
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
         SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
                {ORACLE_VERDICT} AS o_verdict, {ORACLE_FEASIBLE} AS o_feasible,
+               {ANSWER_UNVERIFIED} AS o_unverified,
                fx.qid IS NOT NULL AS has_fx, fx.n_sets, fx.corpus_spans
         FROM records r LEFT JOIN {ORACLE_ROWS} o ON o.arm = r.arm AND o.qid = r.qid
+        LEFT JOIN {validity} u ON u.arm = r.arm
         LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where}""")
 
 
@@ -163,7 +171,7 @@ def register_heads(con) -> None:
     cols = ", ".join(f'"{c}"' for c in HEAD_COLUMNS)
     con.execute("CREATE OR REPLACE TEMP TABLE _ls_combo AS SELECT row_number() OVER () AS n, * "
                 f"FROM (SELECT DISTINCT {cols} FROM _ls_rec_all)")
-    names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible")
+    names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible", "answer_unverified")
     heads = _table(
         n="BIGINT",
         step="INTEGER",

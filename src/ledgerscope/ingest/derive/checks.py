@@ -14,10 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest.hints import document_hint
-from ledgerscope.ingest.lines import MAX_PROBLEMS
-from ledgerscope.ingest.resolve import Resolution
-from ledgerscope.ingest.tables import STR, create_table
+from ledgerscope.ingest.derive.resolve import Resolution
+from ledgerscope.ingest.derive.tables import STR, create_table
+from ledgerscope.ingest.read.hints import document_hint
+from ledgerscope.ingest.read.lines import MAX_PROBLEMS
 from ledgerscope.trace.spec import STAGE_ORDER
 
 _ORDER = "coalesce(list_position([" + ", ".join(f"'{s}'" for s in STAGE_ORDER) + "], s.stage), 99)"
@@ -72,6 +72,21 @@ def unresolved_named(con, resolutions: list[Resolution], path: str,
         if len(out) >= MAX_PROBLEMS:
             break
     return out
+
+
+def unlocated_share(report, limit: float, path: str) -> None:
+    """Stop (an input problem) when more than ``limit`` of the store's chunks lie nowhere: the corpus
+    is then probably not the one the index was built from."""
+    from ledgerscope.common.errors import InputError
+
+    n, total = report.n_unlocated, report.total
+    if total and n / total > limit:
+        docs = sorted(report.unlocated_per_document().items(), key=lambda kv: -kv[1]["unlocated"])[:3]
+        where = "; ".join(f"{d}: {v['unlocated']}" + (f" (e.g. {v['examples'][0][:160]})" if v["examples"]
+                                                      else "") for d, v in docs)
+        raise InputError(Problem(path, None, "chunks", f"{n} of {total} chunks ({n / total:.1%}) could not "
+                                 f"be placed in the corpus, more than --max-unlocated {limit:g}: is it the "
+                                 f"corpus this index was built from? {where}"))
 
 
 def arms(con) -> dict[str, list[str]]:

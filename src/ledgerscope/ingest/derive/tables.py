@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from ledgerscope.ingest.resolve import Resolution
-from ledgerscope.ingest.traceformat import Traces
+from ledgerscope.ingest.derive.resolve import Resolution
+from ledgerscope.ingest.read.traceformat import Traces
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.inputs.sources import Corpus
 
@@ -73,20 +73,34 @@ def trace_tables(con, traces: Traces, file_names: Mapping[str, str]) -> None:
 
 
 def chunk_table(con, resolutions: Sequence[Resolution], corpus: Corpus) -> None:
-    """``_ig_chunk``: every resolved chunk with its source interval (code points), the source's text
-    over it, version and access labels, and the configs whose index holds it (NULL: every config)."""
-    rows = [r for r in resolutions if r.resolved]
-    srcs = [corpus.sources[r.chunk.doc_id] for r in rows]
+    """``_ig_chunk``: every chunk of the store: a placed one with its source interval (code points),
+    the source's text over it, version and access labels; an unplaced one (``located`` false) with
+    no interval, its store text and why; how each was placed and its generated context (JSON); and
+    the configs whose index holds it (NULL: every config)."""
+    import json
+
+    rows = list(resolutions)
+    srcs = [corpus.sources.get(r.chunk.doc_id) for r in rows]
+
+    def text(r: Resolution, s) -> str:
+        return s.text[r.start:r.end] if r.resolved else r.chunk.text
+
     create_table(con, "_ig_chunk", pa.table({
         "chunk_id": pa.array([r.chunk.chunk_id for r in rows], STR),
         "doc_id": pa.array([r.chunk.doc_id for r in rows], STR),
-        "version": pa.array([s.version for s in srcs], STR),
+        "version": pa.array([None if s is None else s.version for s in srcs], STR),
         "start": pa.array([r.start for r in rows], pa.int64()),
         "end": pa.array([r.end for r in rows], pa.int64()),
-        "text": pa.array([s.text[r.start:r.end] for r, s in zip(rows, srcs, strict=True)], STR),
+        "text": pa.array([text(r, s) for r, s in zip(rows, srcs, strict=True)], STR),
         "store_text": pa.array([r.chunk.text for r in rows], STR),
         "configs": pa.array([None if r.chunk.configs is None else list(r.chunk.configs) for r in rows], STRS),
-        "access": pa.array([list(s.access) for s in srcs], STRS),
+        "access": pa.array([[] if s is None else list(s.access) for s in srcs], STRS),
+        "located": pa.array([r.resolved for r in rows], pa.bool_()),
+        "placement": pa.array([r.status for r in rows], STR),
+        "placed_by": pa.array([r.how if r.resolved else None for r in rows], STR),
+        "placement_note": pa.array([r.note or None for r in rows], STR),
+        "context_json": pa.array([json.dumps(list(r.context), ensure_ascii=False) if r.context else None
+                                  for r in rows], STR),
     }))
 
 

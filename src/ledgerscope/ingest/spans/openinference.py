@@ -35,11 +35,11 @@ from ledgerscope.ingest.build import (
     ingest_checked,
     read_fixtures_and_corpus,
 )
-from ledgerscope.ingest.chunkstore import chunks_from_objects, read_chunks
-from ledgerscope.ingest.lines import MAX_PROBLEMS, kind_of
-from ledgerscope.ingest.requests import group_requests, metadata
-from ledgerscope.ingest.spanmap import request_object
-from ledgerscope.ingest.traceformat import traces_from_objects
+from ledgerscope.ingest.read.chunkstore import chunks_from_objects, read_chunks
+from ledgerscope.ingest.read.lines import MAX_PROBLEMS, kind_of
+from ledgerscope.ingest.read.traceformat import traces_from_objects
+from ledgerscope.ingest.spans.requests import group_requests, metadata
+from ledgerscope.ingest.spans.spanmap import request_object
 from ledgerscope.inputs.sources import StrictJSONError, strict_loads
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest.lines import MAX_PROBLEMS, kind_of, read_objects, string_problem
-from ledgerscope.ingest.traceformat import without_nulls
+from ledgerscope.ingest.read.lines import MAX_PROBLEMS, kind_of, read_objects, string_problem
+from ledgerscope.ingest.read.traceformat import without_nulls
 from ledgerscope.inputs.coords import SYSTEMS
 from ledgerscope.ledger.layout import ARM_NAME
 from ledgerscope.trace import spec
@@ -155,7 +155,7 @@ def _same_chunk_other_configs(first: Chunk, again: Chunk) -> Chunk | None:
 def chunks_from_bytes(raw: bytes, file: str,
                       coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
     """:func:`read_chunks` of a store's bytes (the fuzzers call it in process, no file written)."""
-    from ledgerscope.ingest.lines import objects_of
+    from ledgerscope.ingest.read.lines import objects_of
 
     problems: list[Problem] = []
     chunks = chunks_from_objects(((file, line, obj) for line, obj in objects_of(raw, file, problems)),

@@ -41,8 +41,8 @@ import re
 from typing import Any
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest.requests import Request, metadata, own_value
-from ledgerscope.ingest.resolve import normalise
+from ledgerscope.ingest.derive.resolve import normalise
+from ledgerscope.ingest.spans.requests import Request, metadata, own_value
 from ledgerscope.trace.spec import derived_chunk_id
 
 _DOC = re.compile(r"^(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\."

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import Problem
-from ledgerscope.ingest.lines import (
+from ledgerscope.ingest.read.lines import (
     MAX_PROBLEMS,
     ids_problem,
     kind_of,
@@ -375,7 +375,7 @@ def _capped(problems: list[Problem]) -> list[Problem]:
 def traces_from_bytes(raw: bytes, file: str,
                       default_config: str | None = None) -> tuple[Traces, list[Problem]]:
     """:func:`read_traces` of one file's bytes (the fuzzers call it in process, no file written)."""
-    from ledgerscope.ingest.lines import objects_of
+    from ledgerscope.ingest.read.lines import objects_of
 
     problems: list[Problem] = []
     out = traces_from_objects(((file, line, obj) for line, obj in objects_of(raw, file, problems)),

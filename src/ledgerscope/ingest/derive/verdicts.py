@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 
-from ledgerscope.ingest.tables import STR, create_table
+from ledgerscope.ingest.derive.tables import STR, create_table
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.rules import judge
 from ledgerscope.trace import spec

@@ -25,7 +25,7 @@ named tokenizer, producer claims compared) is decided once per distinct input
 from __future__ import annotations
 
 from ledgerscope.common.sql_tables import sql_literal
-from ledgerscope.ingest import coverage
+from ledgerscope.ingest.derive import coverage
 
 #: the tree's stages and the condition on a trace's ``recorded`` list under which each is derived
 _VSTAGES = {
@@ -124,6 +124,49 @@ def support(con, chunked_arms: list[str]) -> None:
     con.execute(coverage.kept_sql("_ig_chunked", "_ig_need_chunked", "_ig_iv_chunked"))
 
 
+#: the stages a record's ``unverifiable_stages`` may name, in tree order
+UNVERIFIABLE_ORDER = ("chunked", "exact", "production", "union", "fused", "reranked", "packed", "cited")
+
+
+def unverifiable(con, any_unplaced: bool = True) -> None:
+    """``_ig_unver`` (tid, vstage): the tree stages of each trace whose verdict rests on an unplaced
+    chunk: the stage does not keep support, and its list holds a chunk that could not be placed of a
+    document holding a gold span of the question (``chunked``: the config's store holds one), so the
+    support may lie in it; ``cited``: a cited chunk could not be placed. Only traces naming an
+    unplaced chunk are touched (the join starts from the few unplaced chunks); with none
+    (``any_unplaced`` false) the table is empty at no cost."""
+    if not any_unplaced:
+        con.execute("CREATE OR REPLACE TABLE _ig_unver (tid BIGINT, vstage VARCHAR)")
+        return
+    con.execute("CREATE OR REPLACE TABLE _ig_unloc AS "
+                "SELECT chunk_id, doc_id, configs FROM _ig_chunk WHERE NOT located")
+    members = " UNION ALL ".join(f"SELECT '{m}' AS stage, '{v}' AS vstage" for v, ms in _MEMBERS.items()
+                                 for m in ms)
+    con.execute(f"""CREATE OR REPLACE TABLE _ig_unver AS
+        WITH hit AS (
+            SELECT s.tid, s.stage, u.doc_id FROM _ig_stage s JOIN _ig_unloc u USING (chunk_id)),
+        staged AS (
+            SELECT tid, stage AS vstage, doc_id FROM hit
+            UNION ALL SELECT h.tid, m.vstage, h.doc_id FROM hit h JOIN ({members}) m USING (stage)),
+        gold AS (SELECT DISTINCT qid, doc_id FROM _ig_span),
+        lists AS (
+            SELECT DISTINCT st.tid, st.vstage FROM staged st JOIN _ig_trace t USING (tid)
+            JOIN gold g ON g.qid = t.qid AND g.doc_id = st.doc_id
+            JOIN _ig_kept k ON k.key = st.tid AND k.vstage = st.vstage AND NOT k.kept),
+        chunked AS (
+            SELECT DISTINCT t.tid, 'chunked' AS vstage
+            FROM _ig_chunked k JOIN _ig_need_chunked n USING (key)
+            JOIN gold g ON g.qid = n.qid
+            JOIN _ig_unloc u ON u.doc_id = g.doc_id AND (u.configs IS NULL OR list_contains(u.configs, n.arm))
+            JOIN _ig_trace t ON t.arm = n.arm AND t.qid = n.qid
+            WHERE NOT k.kept),
+        cited AS (
+            SELECT DISTINCT c.tid, 'cited' AS vstage
+            FROM _ig_cite c JOIN _ig_unloc u ON u.chunk_id = c.unit_id)
+        SELECT * FROM lists UNION ALL SELECT * FROM chunked UNION ALL SELECT * FROM cited""")
+    con.execute("DROP TABLE _ig_unloc")
+
+
 def units(con, arms: dict[str, list[str]]) -> None:
     """``_ig_units`` and ``_ig_bounds``: every config's chunks as its units in each of its phases
     (the store has no phase of its own), and the chunk starts as the cuts."""
@@ -136,13 +179,14 @@ def units(con, arms: dict[str, list[str]]) -> None:
                                        ORDER BY c."start", c."end", c.chunk_id) - 1 AS INTEGER) AS ordinal,
                c."start", c."end", c."start" AS core_start, c."end" AS core_end,
                CAST(NULL AS INTEGER) AS token_start, CAST(NULL AS INTEGER) AS token_end,
-               CAST(NULL AS INTEGER) AS n_tokens, c.text, c.access
+               CAST(NULL AS INTEGER) AS n_tokens, c.text, c.access, c.located, c.placement, c.placed_by,
+               c.placement_note, c.context_json
         FROM ap JOIN _ig_chunk c ON c.configs IS NULL OR list_contains(c.configs, ap.arm)""")
     con.execute("""CREATE OR REPLACE TABLE _ig_bounds AS
         SELECT arm, phase, CAST(0 AS INTEGER) AS phase_offset, doc_id, any_value(version) AS version,
                CAST(NULL AS INTEGER) AS n_tokens, CAST([] AS INTEGER[]) AS cut_tokens,
                list_sort(list_distinct(list("start") FILTER (WHERE "start" > 0))) AS cut_chars
-        FROM _ig_units GROUP BY arm, phase, doc_id""")
+        FROM _ig_units WHERE located GROUP BY arm, phase, doc_id""")
 
 
 def _flag(v: str) -> str:
@@ -158,6 +202,7 @@ def records(con, digests: dict[str, str]) -> None:
     custom = ("SELECT key AS tid, to_json(map_from_entries(list({'k': vstage, 'v': kept} ORDER BY vstage))) "
               f"AS declared_support FROM _ig_kept WHERE vstage NOT IN ({standard}) GROUP BY key")
     cases = " ".join(f"WHEN '{a.replace(chr(39), chr(39) * 2)}' THEN '{d}'" for a, d in digests.items())
+    order = "[" + ", ".join(f"'{v}'" for v in UNVERIFIABLE_ORDER) + "]"
     con.execute(f"""CREATE OR REPLACE TABLE _ig_rec AS
         WITH k AS (
             SELECT key AS tid, {flags}, max(first_set) FILTER (WHERE vstage = 'packed') AS covered_set
@@ -168,7 +213,9 @@ def records(con, digests: dict[str, str]) -> None:
             SELECT tid, to_json(list({{'label': label, 'unit_id': unit_id, 'doc_id': doc_id,
                                       'start': "start", 'end': "end"}} ORDER BY i)) AS citations_json
             FROM _ig_cite GROUP BY tid),
-        pk AS (SELECT tid, list(unit_id ORDER BY "rank") AS ids FROM _ig_packed GROUP BY tid)
+        pk AS (SELECT tid, list(unit_id ORDER BY "rank") AS ids FROM _ig_packed GROUP BY tid),
+        uv AS (SELECT tid, string_agg(vstage, ',' ORDER BY list_position({order}, vstage)) AS stages
+               FROM _ig_unver WHERE list_contains({order}, vstage) GROUP BY tid)
         SELECT t.arm, t.phase, CAST(0 AS INTEGER) AS phase_offset, t.qid, f.question, f.segment,
                f.fx_answerable AS answerable, f.support_only, f.stress_set, f.doc_ids, f.gold_status,
                ch.kept AS support_chunked,
@@ -196,12 +243,13 @@ def records(con, digests: dict[str, str]) -> None:
                    'producer_claims', CAST(t.claims_json AS JSON)) AS VARCHAR) AS generator_detail_json,
                CAST(o.answer_verdict AS VARCHAR) AS oracle_verdict,
                CAST(o.feasible AS BOOLEAN) AS oracle_feasible,
-               CASE t.arm {cases} END AS config_digest, t.tid, t.claims_json
+               CASE t.arm {cases} END AS config_digest, uv.stages AS unverifiable_stages,
+               t.tid, t.claims_json
         FROM _ig_trace t JOIN _ig_fx f USING (qid)
         LEFT JOIN k USING (tid) LEFT JOIN dk USING (tid) LEFT JOIN ch ON ch.arm = t.arm AND ch.qid = t.qid
         LEFT JOIN _ig_single si ON si.key = t.tid LEFT JOIN cj USING (tid) LEFT JOIN pk USING (tid)
         LEFT JOIN _ig_verdict v USING (tid)
-        LEFT JOIN _ig_oracle o ON o.arm = t.arm AND o.qid = t.qid""")
+        LEFT JOIN _ig_oracle o ON o.arm = t.arm AND o.qid = t.qid LEFT JOIN uv USING (tid)""")
 
 
 

@@ -20,7 +20,7 @@ repeats the question id on every span below the query. Declared rules:
   span given twice (the same export read twice, a re-run appended) and spans
   whose parents form a cycle are errors.
 
-Pure over :class:`~ledgerscope.ingest.openinference.Span`-shaped objects (a
+Pure over :class:`~ledgerscope.ingest.spans.openinference.Span`-shaped objects (a
 ``trace_id``, ``span_id``, ``parent_id``, ``kind``, ``attributes``, ``where``).
 """
 

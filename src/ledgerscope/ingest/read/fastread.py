@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledgerscope.common.sql_tables import sql_literal
-from ledgerscope.ingest.traceformat import DEFAULT_PHASE
+from ledgerscope.ingest.read.traceformat import DEFAULT_PHASE
 from ledgerscope.ledger.layout import ARM_NAME, PHASE_LABEL
 from ledgerscope.trace.spec import FORMAT, MAX_LINE_BYTES
 

@@ -31,7 +31,7 @@ def oracle_rows(con, arm_file: Path, arms: Sequence[str], fixtures: Sequence[Fix
     prepare_oracle(rt, fixtures)
     rows = [run_oracle(rt, fx) for fx in fixtures]
     table = pa.Table.from_pylist([{**r, "arm": arm} for arm in arms for r in rows], schema=schema.ORACLE)
-    from ledgerscope.ingest.tables import create_table
+    from ledgerscope.ingest.derive.tables import create_table
 
     create_table(con, "_ig_oracle_rows", table)
     con.execute("CREATE OR REPLACE TABLE _ig_oracle AS SELECT arm, qid, answer_verdict, feasible "

@@ -1,0 +1,161 @@
+"""What the extractive reader answers with, given its scored sentences (pure functions, no model).
+
+:class:`~ledgerscope.pipeline.generation.reader.ExtractiveReader` scores every context sentence;
+:func:`answer_plan` decides from that scoring alone, so ``scripts/bench_reader.py`` replays it over
+a grid of settings without re-running the model:
+
+1. **Questions an extractive reader cannot decide** abstain, with the reason recorded: a yes/no
+   question (it opens with an auxiliary verb: "Is ...", "Did ...") or a comparison between named
+   alternatives ("Which film came out first, A or B?"): the answer is a judgement over sentences,
+   not a sentence (reason ``yes-no question``, counted apart by the validity meter).
+2. **Nothing relates**: the best sentence scores below ``threshold``.
+3. **The smallest covering set**: the best sentence, then at most one *bridging* sentence from
+   anywhere in the context (another unit, another document) that shares a content word with the
+   best one which the question does not name (the entity the hop goes through) and names a
+   question word itself. Within one unit the margin rule decides (a rule and its exception cut
+   apart by a unit boundary stay the failure they are, not a two-sentence answer). Joint evidence
+   is the normal case: every unit quoted is cited.
+4. **Topical**: the answer's sentences lead the best sentence outside them (not a repeat or a
+   fragment of one of them) by less than ``margin``: several sentences are about the question
+   about equally and none answers it better, so the answer is not in the context.
+5. **The span**: for a question asking for a quantity, date, name or other entity, the span of the
+   answer's sentences that answers it (a number with its unit, a date, a capitalised name the
+   question does not contain) opens the answer, followed by the sentences it comes from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ledgerscope.pipeline.ranking.lexical import analyze
+from ledgerscope.rules.answer_match import extract_quantities
+
+#: letters two words must share to match (a stemmer that can be explained in one line)
+STEM_LETTERS = 5
+YES_NO = "yes-no question"
+COMPARISON = "yes-no question: comparison"
+_AUX = ("is|are|was|were|am|do|does|did|can|could|will|would|should|shall|has|have|had|may|might|must|"
+        "isn't|aren't|wasn't|weren't|don't|doesn't|didn't|can't|won't|hasn't|haven't")
+_YES_NO = re.compile(rf"^\W*(?:{_AUX})\b(?!\s+(?:{_AUX})\b)", re.IGNORECASE)
+_COMPARATIVE = (r"first|earlier|later|last|older|younger|longer|shorter|more|less|fewer|larger|smaller|"
+                r"bigger|higher|lower|taller|closer|farther|further|greater|better|worse|newer|"
+                r"\w+est|\w{3,}er")
+_COMPARISON = re.compile(rf"\b(?:which|who|whose)\b[^?]*\b(?:{_COMPARATIVE})\b[^?]*\bor\b", re.IGNORECASE)
+_DATE = re.compile(
+    r"\b(?:\d{1,2}\s+)?(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December)(?:\s+\d{1,2})?,?\s+\d{4}\b|\b(?:1[5-9]|20)\d{2}\b")
+_NAME = re.compile(r"\b[A-Z][\w'\-]*\.?(?:\s+(?:(?:of|de|van|von|the|and|&)\s+)?[A-Z][\w'\-]*\.?)*")
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s*%|\s+[A-Za-z]+)?")
+_YEAR = re.compile(r"^(?:1[5-9]|20)\d{2}$")
+_WANTS = (
+    ("date", re.compile(r"^\W*(?:when|what year|in what year|which year|what date|on what date)\b", re.I)),
+    ("quantity", re.compile(r"\bhow (?:many|much|long|often|large|big|old|far|high|fast)\b|"
+                            r"\bwhat (?:percentage|proportion|number|amount)\b", re.I)),
+    ("name", re.compile(r"^\W*(?:who|whom|whose|where|which (?:person|country|city|company|film|team))\b"
+                        r"|^\W*what is the name\b", re.I)),
+)
+
+
+def stems(text: str) -> frozenset[str]:
+    """The text's content words, casefolded and cut to :data:`STEM_LETTERS` letters."""
+    return frozenset(w[:STEM_LETTERS] for w in analyze(text))
+
+
+def question_kind(question: str) -> str | None:
+    """``yes-no question`` (or its comparison form) for a question an extractive reader cannot decide."""
+    if _YES_NO.search(question):
+        return YES_NO
+    if _COMPARISON.search(question):
+        return COMPARISON
+    return None
+
+
+def wanted_span(question: str) -> str | None:
+    """What kind of span the question asks for: ``date``, ``quantity``, ``name`` or None (a sentence)."""
+    for kind, pattern in _WANTS:
+        if pattern.search(question):
+            return kind
+    return None
+
+
+def _same(a: str, b: str) -> bool:
+    """One sentence repeats the other or is a fragment of it (a unit boundary cut it)."""
+    a, b = " ".join(a.split()), " ".join(b.split())
+    return a in b or b in a
+
+
+def bridge(question: str, scored: Sequence[dict]) -> dict | None:
+    """The best-scored sentence of another unit that links to the best one through a word the question
+    does not name (the entity the hop goes through) and names a question word itself (None: none)."""
+    if not scored:
+        return None
+    q = stems(question)
+    first = stems(scored[0]["sentence"])
+    for item in scored[1:]:
+        if item["block"] == scored[0]["block"] or _same(item["sentence"], scored[0]["sentence"]):
+            continue  # another unit or document: within one unit the margin rule decides
+        words = stems(item["sentence"])
+        if (words & first) - q and words & q:
+            return item
+    return None
+
+
+def lead(scored: Sequence[dict], chosen: Sequence[dict]) -> float:
+    """How far the answer's best sentence leads the best one outside the answer (its score when none)."""
+    if not scored:
+        return 0.0
+    texts = [c["sentence"] for c in chosen]
+    for item in scored:
+        if item in chosen or any(_same(item["sentence"], t) for t in texts):
+            continue
+        return scored[0]["score"] - item["score"]
+    return scored[0]["score"]
+
+
+def answer_plan(question: str, scored: Sequence[dict], threshold: float,
+                margin: float) -> tuple[list[dict], str | None]:
+    """(the sentences to answer with, best first; the reason to abstain or None). ``scored``: the
+    reader's sentences, best first (``sentence``, ``score``, ``label``, ``block``, ``start``)."""
+    kind = question_kind(question)
+    if kind is not None:
+        return [], kind
+    if not scored or scored[0]["score"] < threshold:
+        return [], "below-threshold"
+    chosen = [scored[0]]
+    second = bridge(question, scored)
+    if second is not None:
+        chosen.append(second)
+    if lead(scored, chosen) < margin:
+        return [], "topical"
+    return chosen, None
+
+
+def extract_span(question: str, sentences: Sequence[str]) -> str | None:
+    """The answer span in the sentences for a question that asks for a date, quantity or name: the
+    first one the question does not already contain (None: the question asks for a sentence)."""
+    kind = wanted_span(question)
+    if kind is None:
+        return None
+    q_norm = question.casefold()
+    for sentence in sentences:
+        if kind == "date":
+            found = [m.group(0) for m in _DATE.finditer(sentence)]
+        elif kind == "quantity":
+            found = [m.group(0) for m in _NUMBER.finditer(sentence)
+                     if extract_quantities(m.group(0)) and not _YEAR.match(m.group(0).split()[0].strip(","))]
+        else:  # a capitalised run with a content word (not a sentence-initial "The")
+            found = [m.group(0) for m in _NAME.finditer(sentence) if analyze(m.group(0))]
+        for span in found:
+            span = span.strip(" ,.")
+            if span and span.casefold() not in q_norm:
+                return span
+    return None
+
+
+def answer_text(question: str, chosen: Sequence[dict]) -> str:
+    """The answer: the span (where the question asks for one), then each sentence with its citation."""
+    quoted = " ".join(f"{c['sentence']} [{c['label']}]" for c in chosen)
+    # the bridge holds the second hop: its span answers, the first sentence only leads to it
+    span = extract_span(question, [c["sentence"] for c in reversed(chosen)])
+    return f"{span}: {quoted}" if span else quoted

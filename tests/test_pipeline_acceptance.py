@@ -69,25 +69,11 @@ def ledgerscope(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def servers(tiny_cross_encoder):
+def servers(walk_servers):
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
-    from ledgerscope.pipeline.servers.model_server import start_model_server
-
-    models, models_url = start_model_server(embedding="bundled:all-MiniLM-L6-v2",
-                                            rerank=str(tiny_cross_encoder), name="minilm")
-    try:
-        # one thread: llama.cpp's workers spin while they wait, which on a shared small machine
-        # costs far more than the second core gives
-        llm, llm_url = start_local_server(bundled_smollm2_path(), n_ctx=2048, n_threads=1)
-    except Exception:
-        models.close()
-        raise
-    yield {"8089": models_url, "8090": llm_url}
-    llm.close()
-    models.close()
+    return {"8089": walk_servers["models"], "8090": walk_servers["llm"]}
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,13 @@ import typer
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.cli.decision_exit import FailOnOption, check_fail_on, decision_exit
 from ledgerscope.cli.machine import writing
-from ledgerscope.cli.options import BaselineLedgerOption, ResamplesOption, RuleOption, SeedOption
+from ledgerscope.cli.options import (
+    BaselineLedgerOption,
+    PricesOption,
+    ResamplesOption,
+    RuleOption,
+    SeedOption,
+)
 from ledgerscope.cli.output import console, fail, reading, say
 from ledgerscope.cli.vocabulary import check_arms, rule_settings
 from ledgerscope.common.errors import LedgerscopeError
@@ -35,8 +41,10 @@ def diagnose(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     arm: Annotated[str | None, typer.Option("--arm", help="Only this arm.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines, one per record.")] = False,
+    prices: PricesOption = None,
 ) -> None:
-    """Place every record on the ten-step diagnosis tree (seed 001, section 15)."""
+    """Place every record on the ten-step diagnosis tree (seed 001, section 15); then what each arm
+    cost (index size, usage, latency per stage, money with --prices)."""
     from ledgerscope.analysis.diagnosis import ledger_heads, write_json_lines
     from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
@@ -56,15 +64,18 @@ def diagnose(
     except LedgerscopeError as exc:
         fail(exc)
         return
+    from ledgerscope.analysis.resources import ledger_resources
     from ledgerscope.analysis.reversals import find_reversals
     from ledgerscope.analysis.survival import survival
     from ledgerscope.analysis.validity import ledger_meter, validity_lines
+    from ledgerscope.report.resources_view import diagnose_resources
     from ledgerscope.report.terminal import diagnosis_table, recall_table, reversals_table, survival_table
 
     try:
         with reading(ledger):
             funnel = survival(con, ledger, arm, fixtures=fixtures)
             reversals = find_reversals(con, arm)
+            resources = ledger_resources(ledger, [arm] if arm else None, _prices(prices))
             validity = ledger_meter(con, [arm] if arm else None)
     except LedgerscopeError as exc:
         fail(exc)
@@ -75,11 +86,19 @@ def diagnose(
     out = console()
     out.print(diagnosis_table(rows))
     out.print(survival_table(funnel))
-    for extra in (recall_table(funnel), reversals_table(reversals), unlocated_table(load_manifest(ledger))):
+    for extra in (recall_table(funnel), reversals_table(reversals), unlocated_table(load_manifest(ledger)),
+                  *diagnose_resources(resources)):
         if extra is not None:
             out.print(extra)
     for line in validity_lines(validity):
         say(out, line)
+
+
+def _prices(path: Path | None, rule=None):
+    """The price table from --prices, else the rule's ``max_cost.prices``, else none."""
+    from ledgerscope.analysis.resources import price_table
+
+    return price_table(path, rule)
 
 
 def compare(
@@ -96,6 +115,7 @@ def compare(
         help="Bootstrap clusters: 'first-document' (each question's first document, the default) or "
              "'components' (connected components of the question-document graph). Both counts are "
              "reported.")] = "first-document",
+    prices: PricesOption = None,
     fail_on: FailOnOption = "collect-more-evidence",
     junit: Annotated[Path | None, typer.Option(
         "--junit", help="With --rule: write JUnit XML (a test case per rule check and per question "
@@ -135,6 +155,10 @@ def compare(
             comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
                                       n_resamples=n_resamples, confidence=confidence, clusters=clusters,
                                       min_oracle_correct=release_rule.min_oracle_correct if rule else None)
+            from ledgerscope.analysis.resources import attach
+
+            attach(comparison, ledger, candidate, baseline_ledger, baseline,
+                   _prices(prices, release_rule if rule is not None else None))
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
             code = decision_exit(decision["outcome"], fail_on) if decision else 0
@@ -151,11 +175,14 @@ def compare(
     if json_out:
         print(json_text({"comparison": comparison, "decision": decision}))
         raise typer.Exit(code)
+    from ledgerscope.report.resources_view import difference_lines
     from ledgerscope.report.terminal import comparison_report
 
     out = console()
     for renderable in comparison_report(comparison, decision):
         out.print(renderable)
+    for line in difference_lines(comparison.get("resources")):
+        say(out, line)
     raise typer.Exit(code)
 
 
@@ -171,6 +198,7 @@ def report(
     include_restricted: Annotated[bool, typer.Option(
         "--include-restricted", help="Include the text of restricted documents (access labels); by default "
                                      "only their ids, offsets and digests.")] = False,
+    prices: PricesOption = None,
 ) -> None:
     """One self-contained HTML file: decision, phase curves, funnel, steps, segments, reversals and their
     boundaries. Opens offline, needs no JavaScript, prints."""
@@ -188,7 +216,7 @@ def report(
                 loaded = rule_settings(rule, n_resamples, seed)
                 settings = Settings(loaded.n_resamples, loaded.seed, loaded.confidence)
             data = gather(ledger, candidate, baseline, baseline_ledger=baseline_ledger, rule_path=rule,
-                          settings=settings, include_restricted=include_restricted)
+                          settings=settings, include_restricted=include_restricted, prices_path=prices)
         page = render(data)
         with writing(out), atomic_path(out) as tmp:
             tmp.write_text(page, encoding="utf-8")

@@ -118,9 +118,22 @@ def sweep(
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address",
         help="Ray cluster to join (--executor ray); without it a local one starts on 127.0.0.1.")] = None,
+    estimate: Annotated[bool, typer.Option(
+        "--estimate", help="Print what the sweep would encode, send and cost, and how long it would take "
+                           "(a short calibration run; no endpoint is called), then exit.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --estimate: one JSON object.")] = False,
+    prices: Annotated[Path | None, typer.Option(
+        "--prices", help="Price table (TOML) for --estimate and --max-cost.")] = None,
+    max_cost: Annotated[float | None, typer.Option(
+        "--max-cost", help="Stop before a partition that would take this run's cost over this amount "
+                           "(needs --prices); rerun to resume.")] = None,
+    max_requests: Annotated[int | None, typer.Option(
+        "--max-requests", help="Stop before a partition that would take this run's endpoint requests "
+                               "(embedding, rerank, generation) over this number; rerun to resume.")] = None,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
     from ledgerscope.cli.extras import require_extra
+    from ledgerscope.cli.sweep_costs import caps_from, print_estimate, print_stopped
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.arm.config import load_arm, with_lines
@@ -130,27 +143,34 @@ def sweep(
         arms = [load_arm(a) for a in arm]
         base = load_corpus(corpus) if corpus else None
         fixture_list, merged = load_fixtures(fixtures, base)
+        caps = caps_from(prices, max_cost, max_requests)
+        if estimate:
+            print_estimate(fixture_list, merged, arms, out, caps, json_out)
+            return
     except LedgerscopeError as exc:
         _fail(exc)
         return
     try:
         run_on = _sweep_executor(executor, ray_address)
         with writing(out):
-            result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on)
+            result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on, caps)
     except LedgerscopeError as exc:
         _fail(with_lines(exc, arms))  # a problem with an arm's key: the key's line in its file
         return
     _print_sweep(result, out, len(fixture_list))
+    if result.stopped:
+        print_stopped(result)
+        raise typer.Exit(1)
 
 
-def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor):
+def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor, caps=None):
     from ledgerscope.cli.progress import RichSweepProgress
     from ledgerscope.pipeline.run.sweep import sweep as run_sweep
 
     if quiet:
-        return run_sweep(fixture_list, merged, arms, out, executor=executor)
+        return run_sweep(fixture_list, merged, arms, out, executor=executor, caps=caps)
     with RichSweepProgress() as progress:
-        return run_sweep(fixture_list, merged, arms, out, progress=progress, executor=executor)
+        return run_sweep(fixture_list, merged, arms, out, progress=progress, executor=executor, caps=caps)
 
 
 def _print_sweep(result, out: Path, n_questions: int) -> None:

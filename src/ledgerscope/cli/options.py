@@ -18,3 +18,6 @@ SeedOption = Annotated[int | None, typer.Option(
     "--seed", help=f"Bootstrap seed (default {DEFAULT_SEED}; with --rule, the rule's, and a different value "
                    "is an error).")]
 RuleOption = Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")]
+PricesOption = Annotated[Path | None, typer.Option(
+    "--prices", help="Price table (TOML, docs/prices.example.toml): indexing cost, cost per 1,000 queries "
+                     "and the sweep's cost from the recorded usage.")]

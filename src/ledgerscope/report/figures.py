@@ -56,7 +56,7 @@ class ReportData:
 
 def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger: str | Path | None = None,
            rule_path: str | Path | None = None, settings: Settings | None = None,
-           include_restricted: bool = False) -> ReportData:
+           include_restricted: bool = False, prices_path: str | Path | None = None) -> ReportData:
     """Read one ledger (and optionally the baseline's own) into the report's figures."""
     from ledgerscope.analysis.stats.compare import compare_arms
     from ledgerscope.analysis.stats.release import decide, load_rule
@@ -73,6 +73,9 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
                               n_resamples=settings.n_resamples, confidence=settings.confidence,
                               min_oracle_correct=loaded_rule.min_oracle_correct if loaded_rule else None)
     decision = rule = None
+    from ledgerscope.analysis.resources import attach, price_table
+
+    attach(comparison, ledger, candidate, baseline_ledger, baseline, price_table(prices_path, loaded_rule))
     if loaded_rule is not None:
         decision = decide(loaded_rule, comparison).to_dict()
         rule = {"path": shown_path(rule_path), "digest": loaded_rule.digest,

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from ledgerscope.analysis.stats.power import headline
 from ledgerscope.report.figures import ReportData
+from ledgerscope.report.resources_html import resources_section
 from ledgerscope.report.svg import Cell, Series, bars, esc, histogram, line_chart, strip
 
 CANDIDATE_COLOUR, BASELINE_COLOUR = "#c2410c", "#0f766e"
@@ -70,7 +71,7 @@ def render(data: ReportData, *, generated: str | None = None) -> str:
     title = f"ledgerscope report: {data.candidate} vs {data.baseline}"
     body = [_header(data, title, generated), _decision(data), _withheld(data), _nav(),
             _curves(data), _distributions(data), _funnel(data), _steps(data), _segments(data),
-            _strip(data), _reversals(data), _footer(data)]
+            _strip(data), _reversals(data), resources_section(data.comparison), _footer(data)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -495,6 +495,10 @@ class LedgerSession:
         finally:
             c.close()
             b.close()
+        from ledgerscope.analysis.resources import attach, price_table
+
+        attach(comparison, self.arms["candidate"].ledger, self.arms["candidate"].name,
+               self.arms["baseline"].ledger, self.arms["baseline"].name, price_table(None, rule))
         decision = None
         if rule is not None:
             from ledgerscope.analysis.stats.release import decide

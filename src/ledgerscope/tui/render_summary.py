@@ -50,7 +50,30 @@ def stats_text(
             parts.append(_segment_table(set_name, segs))
     parts.append(_answer_side(comparison, palette))
     parts.append(_decision_tail(decision, comparison.get("note", ""), palette))
+    parts.append(_resources_tail(comparison.get("resources"), palette))
     return Group(*parts)
+
+
+def _resources_tail(resources: Mapping | None, palette: Palette) -> Text:
+    """What each arm cost (the resource record) and candidate minus baseline, as plain lines."""
+    from ledgerscope.report.resources_view import SHOWN, difference_lines, resource_lines
+
+    tail = Text()
+    if not resources:
+        return tail
+    tail.append("\nresources\n", style=pick(palette, "heading"))
+    for role in ("candidate", "baseline"):
+        res = resources.get(role) or {}
+        for line in resource_lines(str(res.get("arm", role)), dict(res)):
+            tail.append(f"  {lit(line)}\n")
+        lat = res.get("latency_ms") or {}
+        if res.get("recorded"):
+            cells = [f"{s} {fmt((lat.get(s) or {}).get('p50'), 2)}/{fmt((lat.get(s) or {}).get('p95'), 2)}"
+                     for s in SHOWN]
+            tail.append(f"  {lit(str(res.get('arm', role)))} latency ms p50/p95: {lit(', '.join(cells))}\n")
+    for line in difference_lines(dict(resources)):
+        tail.append(f"  {lit(line)}\n")
+    return tail
 
 
 def _answer_side(comparison: Mapping, palette: Palette) -> Text:

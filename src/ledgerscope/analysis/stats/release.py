@@ -58,6 +58,9 @@ an interval). A bare integer is the ``max`` of ``prompt_tokens``::
     mean = 900                        # mean over the matched records
     max = 1200                        # largest single record
 
+Latency allowance and cost boundary (``[max_latency]``, ``[max_latency_vs_baseline]``,
+``[max_cost]``): see :mod:`.resource_rule`; they read the comparison's ``resources``.
+
 Unknown keys, wrong types and out-of-range values are errors naming the file,
 line (where it can be found) and field.
 
@@ -102,6 +105,7 @@ from ledgerscope.analysis.stats.release_rule import (  # re-exported: the public
     load_rule,
     rule_digest,
 )
+from ledgerscope.analysis.stats.resource_rule import resource_checks
 from ledgerscope.analysis.validity import gate_checks
 from ledgerscope.common.errors import InputError, Problem
 
@@ -274,6 +278,7 @@ def decide(rule: Rule, comparison: dict) -> Decision:
         checks += _difference_checks(rule, s, block)
         checks += _segment_checks(rule, s, block)
         checks += _token_checks(rule, s, block)
+    checks += resource_checks(rule.resources, comparison, rule.min_questions, Check)
     arms = [(comparison.get(a) or {}).get("arm") for a in ("candidate", "baseline")]
     checks = gate_checks(checks, comparison.get("answer_validity"), [a for a in arms if a],
                          rule.min_oracle_correct)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+from ledgerscope.analysis.stats.resource_rule import KEYS as RESOURCE_KEYS
+from ledgerscope.analysis.stats.resource_rule import ResourceLimits, parse_limits
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import SEGMENTS, STRESS_SETS
 
@@ -28,7 +30,8 @@ DIFFERENCE_KEYS = {"max_support_loss": "support", "max_answer_loss": "answer_cor
 TOKEN_FIELDS = ("prompt_tokens", "evidence_tokens")
 _TOP_KEYS = ("format", "description", "candidate", "baseline", "confidence", "n_resamples", "seed",
              "interval_handling", "min_questions", "min_oracle_correct", "stress_sets", *DIFFERENCE_KEYS,
-             "max_critical_errors_per_segment", "max_evidence_tokens", "underpowered_is_inconclusive")
+             "max_critical_errors_per_segment", "max_evidence_tokens", "underpowered_is_inconclusive",
+             *RESOURCE_KEYS)
 STAT_WORDS = {
     "mean": "phase average (mean of per-phase means)",
     "pooled_mean": "pooled mean over records",
@@ -79,6 +82,8 @@ class Rule:
     #: an ACCEPT whose passing tolerances are below the minimum detectable difference becomes
     #: collect-more-evidence (:mod:`.power`); false: accepted with a warning
     underpowered_is_inconclusive: bool = True
+    #: latency allowance and cost boundary (:mod:`.resource_rule`)
+    resources: ResourceLimits | None = None
 
 
 @dataclass(frozen=True)
@@ -298,9 +303,13 @@ def load_rule(path: str | Path) -> Rule:
     kw["critical_per_segment"] = _critical_limits(doc, pr)
     if (tokens := _token_ceiling(doc, pr)) is not None:
         kw["tokens"] = tokens
-    if not pr.items and not (kw["differences"] or kw["critical_per_segment"] or kw.get("tokens")):
+    if (limits := parse_limits(doc, pr, path)) is not None:
+        kw["resources"] = limits
+    if not pr.items and not (kw["differences"] or kw["critical_per_segment"] or kw.get("tokens")
+                             or kw.get("resources")):
         pr.add("rule", "declares no tolerance (max_support_loss, max_answer_loss, max_citation_loss, "
-                       "max_critical_errors_per_segment or max_evidence_tokens)")
+                       "max_critical_errors_per_segment, max_evidence_tokens, max_latency, "
+                       "max_latency_vs_baseline or max_cost)")
     if pr.items:
         raise InputError(pr.items)
     return Rule(path=str(path), digest=digest, **kw)

@@ -145,6 +145,8 @@ class Encoder:
         self._cache: dict[str, Encoded] = {}
         self.forward_texts = 0  # how many texts actually went through the model
         self.forward_seconds = 0.0  # wall seconds those forward passes took (the sweep reports it)
+        self.forward_tokens = 0  # tokens of those texts, special tokens included (the resource record)
+        self.forward_batches = 0
         self._model_id: bytes | None = None
         self._files: str | None = None
         self.store = _open_store(self) if cache else None
@@ -255,6 +257,8 @@ class Encoder:
                 if self.store is not None:
                     self.store.put(text, enc)
             self.forward_texts += len(batch.texts)
+            self.forward_tokens += int(batch.offsets.shape[0] * batch.offsets.shape[1])
+            self.forward_batches += 1
             if progress:
                 progress(len(batch.texts))
 
@@ -333,6 +337,17 @@ class Encoder:
     def preload(self, entries: Iterable[tuple[str, Encoded]]) -> None:
         """Take vectors encoded elsewhere (the Ray executor's actor pool) by the same model."""
         self._cache.update(entries)
+
+    def has(self, text: str) -> bool:
+        """Whether ``text``'s vectors come without the model: in memory or in the persistent cache
+        (a file check, nothing read; ``sweep --estimate``)."""
+        if text in self._cache:
+            return True
+        if self.store is None:
+            return False
+        from ledgerscope.pipeline.embedding.entries import text_digest
+
+        return self.store.path(text_digest(text)).is_file()
 
     def can_read_back(self) -> bool:
         """Whether a dropped text comes back from the persistent cache rather than the model."""

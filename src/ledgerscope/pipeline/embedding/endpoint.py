@@ -44,6 +44,19 @@ class EmbeddingFailure(StageFailure):
         self.failed = frozenset(failed)
 
 
+def usage_tokens(data: object) -> int | None:
+    """The tokens an OpenAI-compatible response says it billed (``usage.prompt_tokens``, else
+    ``usage.total_tokens``), or None when it says nothing."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    for key in ("prompt_tokens", "total_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
 class TokenVectorsUnavailable(RuntimeError):
     """An embedding endpoint returns pooled vectors only (MaxSim needs per-token vectors)."""
 
@@ -66,9 +79,16 @@ class EndpointEmbedder:
         self._cache: dict[str, np.ndarray] = {}
         self._failed: dict[str, str] = {}
         self._attempts: dict[str, list[str]] = {}
+        self._last_usage: int | None = None
         self.forward_texts = 0  # texts sent and embedded
         self.requests = 0
         self.request_seconds = 0.0
+        #: tokens the server billed (OpenAI ``usage``) and the texts whose responses said so
+        self.usage_tokens = 0
+        self.usage_texts = 0
+        #: a response without ``usage``: its texts counted by this tokenizer (set by the runtime)
+        self.count_tokens: Callable[[str], int] | None = None
+        self.counted_tokens = 0
 
     @property
     def url(self) -> str:
@@ -123,6 +143,7 @@ class EndpointEmbedder:
             raise AttemptError("response", "the server returned an all-zero vector", False)
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             self.response_model = data["model"]
+        self._last_usage = usage_tokens(data)
         return (matrix / norms[:, None]).astype(np.float32)
 
     def _embed_batch(self, batch: list[str]) -> None:
@@ -139,6 +160,11 @@ class EndpointEmbedder:
             return
         if self.dim is None:
             self.dim = int(vectors.shape[1])
+        if self._last_usage is not None:
+            self.usage_tokens += self._last_usage
+            self.usage_texts += len(batch)
+        elif self.count_tokens is not None:
+            self.counted_tokens += sum(self.count_tokens(t) for t in batch)
         for t, v in zip(batch, vectors, strict=True):
             self._cache[t] = v
         self.forward_texts += len(batch)
@@ -196,6 +222,9 @@ class EndpointEmbedder:
             raise EndpointUnreachable(f"embedding endpoint {self.url} is unreachable: {why}")
         payload = {"model": self.name, "input": [PROBE_TEXT], "encoding_format": "float"}
         vectors, errors = self.client.post(self.path, payload, self._read([PROBE_TEXT]))
+        self.requests += len(errors) + (vectors is not None)  # the probe is a request the server serves
+        if vectors is not None and self._last_usage is not None:
+            self.usage_tokens += self._last_usage
         if vectors is None:
             raise EndpointUnreachable(f"embedding endpoint {self.url} did not embed a probe text: "
                                       f"{errors[-1] if errors else 'no attempt'}")

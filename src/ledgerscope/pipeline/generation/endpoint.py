@@ -95,6 +95,10 @@ class EndpointGenerator:
         self.backoff = backoff
         self.template = template
         self._token_cache: dict[str, int] = {}
+        #: what this generator sent (the resource record): chat requests and attempts, the
+        #: tokens the server's ``usage`` billed, requests without usage, /tokenize requests
+        self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "without_usage": 0,
+                      "tokenize_requests": 0}
 
     def __repr__(self) -> str:
         return f"EndpointGenerator({self.describe()!r})"
@@ -149,9 +153,11 @@ class EndpointGenerator:
         started = time.perf_counter()
         done, errors = self._post("/v1/chat/completions", payload,
                                   lambda data: (data, *self._read_choice(data)))
+        self.usage["requests"] += len(errors) + (done is not None)
         if done is not None:
             data, answer, finish = done
             usage = data.get("usage") or {}
+            self._add_usage(usage)
             return GenerationResult(
                 answer=answer,
                 prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
@@ -170,6 +176,15 @@ class EndpointGenerator:
             attempts=len(errors),
             detail={"attempts": errors, "latency_s": round(time.perf_counter() - started, 4)},
         )
+
+    def _add_usage(self, usage: Any) -> None:
+        prompt = _int_or_none(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+        completion = _int_or_none(usage.get("completion_tokens")) if isinstance(usage, dict) else None
+        if prompt is None or completion is None:
+            self.usage["without_usage"] += 1
+            return
+        self.usage["prompt_tokens"] += prompt
+        self.usage["completion_tokens"] += completion
 
     @staticmethod
     def _read_choice(data: dict) -> tuple[str, str | None]:
@@ -191,6 +206,7 @@ class EndpointGenerator:
         if cached is not None:
             return cached
         data, errors = self._post("/tokenize", {"content": text})
+        self.usage["tokenize_requests"] += len(errors) + (data is not None)
         if data is None:
             last = errors[-1] if errors else "no attempt"
             if last.startswith(("http-404", "http-405", "http-501")):
@@ -272,11 +288,14 @@ def start_local_server(
     verbosity: int = 0,
     api_key_env: str | None = None,
     timeout: float = 120.0,
+    metrics: bool = False,
+    stderr: Any = subprocess.DEVNULL,
 ) -> tuple[LocalServer, str]:
     """Start llama.cpp's HTTP server on 127.0.0.1 in a child process; returns (server, base_url).
 
     ``port=0`` lets the server pick a free port. ``api_key_env`` names an
     environment variable whose value the server will demand as its API key.
+    ``metrics`` serves llama.cpp's ``GET /metrics`` (the tokens it processed, counted by the server).
     Stop it with :func:`stop_local_server` or ``server.close()``.
     """
     path = Path(gguf_path)
@@ -291,7 +310,9 @@ def start_local_server(
         cmd += ["--n-threads", str(n_threads)]
     if api_key_env:
         cmd += ["--api-key-env", api_key_env]
-    return spawn_server(cmd, str(path), "the local llama.cpp server", timeout)
+    if metrics:
+        cmd += ["--metrics"]
+    return spawn_server(cmd, str(path), "the local llama.cpp server", timeout, stderr=stderr)
 
 
 def spawn_server(cmd: list[str], model: str, what: str, timeout: float = 120.0,

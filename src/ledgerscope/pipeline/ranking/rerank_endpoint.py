@@ -74,6 +74,7 @@ class EndpointReranker:
         self.model = model
         self.path = path or "/v1/rerank"
         self.requests = 0
+        self.pairs = 0  # (question, document) pairs sent, every attempt counted
 
     @property
     def url(self) -> str:
@@ -89,6 +90,7 @@ class EndpointReranker:
             payload["model"] = self.model
         scores, errors = self.client.post(self.path, payload, lambda data: read_scores(data, len(documents)))
         self.requests += len(errors) + (scores is not None)
+        self.pairs += len(documents) * (len(errors) + (scores is not None))
         return scores, errors
 
     def score_candidates(self, question: str, candidates: Sequence[Unit],

@@ -14,6 +14,7 @@ goes through exactly the recorded code path.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -50,6 +51,7 @@ from ledgerscope.pipeline.ranking.rerank import MaxSimReranker, PassThroughReran
 from ledgerscope.pipeline.ranking.select import expand, visible
 from ledgerscope.pipeline.ranking.select import pack as pack_units
 from ledgerscope.pipeline.run.record import CandidateSink, build_record, record_candidates
+from ledgerscope.pipeline.run.resources import Laps, timed
 from ledgerscope.pipeline.run.runtime import ArmRuntime, build_runtime
 from ledgerscope.rules import judge as judging
 from ledgerscope.rules import support as supporting
@@ -76,10 +78,18 @@ def chunk_phase(
         for s, offs in zip(missing, offsets, strict=True):
             rt.offsets_cache[s.version] = offs
     for src in sources:
-        u, b = rt.chunker.chunk(src, rt.offsets_cache[src.version], phase.offset)
+        u, b = rt.chunker.chunk(src, rt.offsets_cache[src.version], doc_offset(rt, phase, src.doc_id))
         units.extend(u)
         bounds.append(b)
     return units, bounds
+
+
+def doc_offset(rt: ArmRuntime, phase: Phase, doc_id: str) -> int:
+    """The phase offset a document is cut at: the phase's, or (``phase_scope = "evidence"``, a
+    document outside the phased set) the base phase's, so its units are shared by every phase."""
+    if rt.phase_scope is None or doc_id in rt.phase_scope[1]:
+        return phase.offset
+    return rt.phase_scope[0]
 
 
 def build_phase(
@@ -122,11 +132,19 @@ def build_phase(
 # --- the stages, per question ---------------------------------------------------------------
 
 
-def retrieve(index: PhaseIndex, questions: Sequence[str]) -> list[Retrieved]:
-    """All three retrievers over every question at once (the dense ones batch their queries)."""
-    bm25 = index.bm25.search(questions)
-    exact = index.dense_exact.search(questions)
-    ann = index.dense_ann.search(questions)
+def retrieve(index: PhaseIndex, questions: Sequence[str], laps: Laps | None = None) -> list[Retrieved]:
+    """All three retrievers over every question at once (the dense ones batch their queries);
+    ``laps`` shares each search's wall time among the questions (the resource record)."""
+    times: dict[str, float] = {}
+    with timed(times, "bm25"):
+        bm25 = index.bm25.search(questions)
+    with timed(times, "dense_exact"):
+        exact = index.dense_exact.search(questions)
+    with timed(times, "dense_ann"):
+        ann = index.dense_ann.search(questions)
+    if laps is not None:
+        for stage, seconds in times.items():
+            laps.share(stage, seconds)
     return [Retrieved(*lists) for lists in zip(bm25, exact, ann, strict=True)]
 
 
@@ -329,14 +347,20 @@ def support(index: PhaseIndex, trace: QuestionTrace, texts: dict[str, str]) -> S
     )
 
 
-def run_to_pack(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved) -> tuple:
-    """One question from its retrieved lists to its packed views (everything before generation)."""
+def run_to_pack(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
+                times: dict[str, float] | None = None) -> tuple:
+    """One question from its retrieved lists to its packed views (everything before generation);
+    ``times`` gets each stage's seconds."""
     cfg = rt.config
-    merged = union(index.units, hits)
-    fused = fuse(cfg, index.units, hits)
-    reranked = rerank(rt.reranker, cfg, fx.question, fused)
-    selected = select(cfg, reranked, index.by_doc)
-    views = pack(cfg, selected, rt.count_tokens, rt.prompt)
+    times = {} if times is None else times
+    with timed(times, "fuse"):
+        merged = union(index.units, hits)
+        fused = fuse(cfg, index.units, hits)
+    with timed(times, "rerank"):
+        reranked = rerank(rt.reranker, cfg, fx.question, fused)
+    with timed(times, "pack"):
+        selected = select(cfg, reranked, index.by_doc)
+        views = pack(cfg, selected, rt.count_tokens, rt.prompt)
     return merged, fused, reranked, selected, views
 
 
@@ -353,27 +377,33 @@ def _pack_key(fx: Fixture, hits: Retrieved) -> tuple:
 
 
 def pack_all(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
-             retrieved: Sequence[Retrieved]) -> list[tuple]:
+             retrieved: Sequence[Retrieved], laps: Laps | None = None) -> list[tuple]:
     """:func:`run_to_pack` for every question. With a pure reranker, a question asked again with
     the same production lists (one hypothesis of every document) shares the first one's packing:
-    union, fusion, rerank, selection and packing are pure functions of exactly those inputs."""
-    if type(rt.reranker) not in _PURE_RERANKERS:
-        return [run_to_pack(rt, index, fx, hits) for fx, hits in zip(fixtures, retrieved, strict=True)]
+    union, fusion, rerank, selection and packing are pure functions of exactly those inputs.
+    ``laps`` gets each question's stage seconds (a shared packing's, since production would pay them)."""
+    pure = type(rt.reranker) in _PURE_RERANKERS
     done: dict[tuple, tuple] = {}
     out = []
-    for fx, hits in zip(fixtures, retrieved, strict=True):
-        key = _pack_key(fx, hits)
+    for i, (fx, hits) in enumerate(zip(fixtures, retrieved, strict=True)):
+        key = _pack_key(fx, hits) if pure else i
         if key not in done:
-            done[key] = run_to_pack(rt, index, fx, hits)
-        out.append(done[key])
+            times: dict[str, float] = {}
+            done[key] = (run_to_pack(rt, index, fx, hits, times), times)
+        packed, times = done[key]
+        if laps is not None:
+            laps.add(i, times)
+            laps.pairs[i] = len(packed[1].head)
+        out.append(packed)
     return out
 
 
 def finish(rt: ArmRuntime, fx: Fixture, hits: Retrieved, packed: tuple,
-           texts: dict[str, str]) -> QuestionTrace:
+           texts: dict[str, str], times: dict[str, float] | None = None) -> QuestionTrace:
     """Generation and verdicts for a question packed by :func:`run_to_pack`."""
     merged, fused, reranked, selected, views = packed
-    generated = generate(rt.generator, fx.question, views.primary, hits.failure or reranked.failure)
+    with timed({} if times is None else times, "generate"):
+        generated = generate(rt.generator, fx.question, views.primary, hits.failure or reranked.failure)
     verdicts = judge(generated, fx, texts, rt.config.judge)
     return QuestionTrace(fx, hits, merged, fused, reranked, selected, views, generated, verdicts)
 
@@ -402,21 +432,30 @@ def run_questions(
     texts: dict[str, str],
     oracle: dict[str, dict],
     on_question: Callable[[], None] | None = None,
+    laps: Laps | None = None,
 ) -> tuple[list[dict], CandidateSink]:
-    """Every question down the cascade at this phase; returns (records, candidate sink)."""
+    """Every question down the cascade at this phase; returns (records, candidate sink).
+    ``laps`` (the resource record) gets each question's stage seconds and generation result."""
     questions = [f.question for f in fixtures]
+    t0 = time.perf_counter()
     rt.encoder.encode(questions)  # one batch (an endpoint retries here what failed at an earlier phase)
-    retrieved = retrieve(index, questions)
+    if laps is not None:
+        laps.share("embed_query", time.perf_counter() - t0)
+    retrieved = retrieve(index, questions, laps)
     records: list[dict] = []
     cands = CandidateSink()
     # The per-question products are tiny: waking BLAS worker threads for each costs more than the
     # product itself (and competes with the model's own threads on small machines).
     with single_threaded_blas():
-        packed = pack_all(rt, index, fixtures, retrieved)
+        packed = pack_all(rt, index, fixtures, retrieved, laps)
     _prefetch_reader(rt, fixtures, packed)
     with single_threaded_blas():
-        for fx, hits, upto in zip(fixtures, retrieved, packed, strict=True):
-            trace = finish(rt, fx, hits, upto, texts)
+        for i, (fx, hits, upto) in enumerate(zip(fixtures, retrieved, packed, strict=True)):
+            times: dict[str, float] = {}
+            trace = finish(rt, fx, hits, upto, texts, times)
+            if laps is not None:
+                laps.add(i, times)
+                laps.results.append(trace.generated.result)
             flags = support(index, trace, texts)
             record_candidates(cands, rt.config.name, index, trace)
             records.append(

@@ -22,9 +22,18 @@ from ledgerscope.ledger import schema
 from ledgerscope.ledger.write import oracle_path, write_partition, write_table
 from ledgerscope.pipeline.contracts.stages import PhaseIndex
 from ledgerscope.pipeline.contracts.units import Phase
-from ledgerscope.pipeline.run.cascade import build_phase, run_questions
+from ledgerscope.pipeline.run.cascade import build_phase, doc_offset, run_questions
 from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.run.resources import (
+    Laps,
+    StageMarks,
+    partition_resources,
+    usage_delta,
+    usage_snapshot,
+    write_oracle_resources,
+)
 from ledgerscope.pipeline.run.runtime import ArmRuntime
+from ledgerscope.pipeline.run.scope import scope_record
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume tests to interrupt a sweep at a chosen point. Zero by default.
@@ -51,13 +60,21 @@ def run_partition(
     so the caller can drop the phase's cached vectors."""
     cfg = rt.config
     sources = list(corpus)
-    index = build_phase(rt, phase, sources, on_stage=on_stage)
+    before = usage_snapshot(rt)
+    marks = StageMarks(on_stage)
+    index = build_phase(rt, phase, sources, on_stage=marks)
     texts = {s.doc_id: s.text for s in sources}
-    records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question)
+    laps = Laps(len(fixtures))
+    records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question, laps=laps)
+    resources = partition_resources(rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)),
+                                    marks.seconds)
+    scope = scope_record(rt, phase, len(index.boundaries))
+    resources["phase_scope"] = {k: v for k, v in scope.items() if k != "phased_documents"}
     on_stage("retrieve+generate")
     unit_rows = unit_table(cfg.name, phase.label, index)
     bound_rows = [
-        {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "doc_id": b.doc_id,
+        {"arm": cfg.name, "phase": phase.label, "phase_offset": doc_offset(rt, phase, b.doc_id),
+         "doc_id": b.doc_id,
          "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
          "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)}
         for b in index.boundaries
@@ -69,7 +86,8 @@ def run_partition(
          "repairs": repair_rows},
         {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "config_digest": cfg.digest(),
          "units": len(unit_rows), "records": len(records), "candidates": len(cands),
-         "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries)},
+         "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries),
+         "resources": resources, "phase_scope": scope},
     )
     on_stage("write")
     return index
@@ -111,8 +129,10 @@ def oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> di
     path = oracle_path(out, rt.config.name)
     if path.is_file():
         return {r["qid"]: r for r in pq.read_table(path).to_pylist()}
+    before = usage_snapshot(rt)
     prepare_oracle(rt, fixtures)
     with single_threaded_blas():
         rows = [run_oracle(rt, fx) for fx in fixtures]
     write_table(path, rows, schema.ORACLE)
+    write_oracle_resources(path, rt, usage_delta(before, usage_snapshot(rt)), len(fixtures))
     return {r["qid"]: r for r in rows}

@@ -93,6 +93,12 @@ class RayExecutor:
         self.max_retries = max_retries
 
     def __call__(self, job: SweepJob, result: SweepResult) -> None:
+        from ledgerscope.common.errors import InputError, Problem
+
+        scoped = [cfg.name for cfg in job.arms if getattr(cfg, "phase_scope", "all") == "evidence"]
+        if scoped:  # its phases run side by side; the evidence scope needs the base phase first
+            raise InputError(Problem("--executor", None, "executor", f"arm(s) {', '.join(scoped)}: "
+                                     'phase_scope = "evidence" needs the local executor'))
         import ray
 
         started = connect(self.address)

@@ -149,6 +149,9 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     if unreachable:
         raise InputError(unreachable)
     rt = build_runtime(cfg, shared_encoder)
+    from ledgerscope.pipeline.run.scope import restore_scope
+
+    restore_scope(rt, json.loads((part / "_SUCCESS.json").read_text(encoding="utf-8")))  # evidence scope
     index = build_phase(rt, phases[phase], list(corpus))
     fresh_oracle = run_oracle(rt, fx)
     texts = {s.doc_id: s.text for s in corpus}

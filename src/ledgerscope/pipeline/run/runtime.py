@@ -173,6 +173,9 @@ class ArmRuntime:
     generator: Generator
     offsets_cache: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     prompt: PromptTemplate = field(default_factory=PromptTemplate)
+    #: ``phase_scope = "evidence"`` once the base phase ran: (its offset, the documents re-chunked per
+    #: phase); every other document is cut at the base offset in every phase (:mod:`.scope`)
+    phase_scope: tuple[int, frozenset[str]] | None = None
 
     @property
     def count_tokens(self) -> Callable[[str], int]:
@@ -294,6 +297,8 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
         encoder = (encoder_factory(emb.get("model"), batch, device=device) if device
                    else encoder_factory(emb.get("model"), batch))
     counter = chunk_counter(cfg)
+    if hasattr(encoder, "count_tokens") and getattr(encoder, "count_tokens", None) is None:
+        encoder.count_tokens = counter.count  # what a server that reports no usage is counted by
     parts = (cfg, encoder, counter)
     chunker = build_chunker(*parts)
     generator = _choose("generator", GENERATORS, "generator", cfg.generator.get("kind"), "extractive")(*parts)

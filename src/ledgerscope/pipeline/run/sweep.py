@@ -28,6 +28,7 @@ from ledgerscope.ledger.write import (
     check_out,
     clear_staging,
     is_done,
+    oracle_path,
     write_or_check_manifest,
     write_table,
 )
@@ -42,6 +43,7 @@ from ledgerscope.pipeline.run.partition import (
     run_partition,
 )
 from ledgerscope.pipeline.run.runtime import ArmRuntime, build_runtime
+from ledgerscope.pipeline.run.scope import apply_scope
 from ledgerscope.rules.judge import with_inferred_default
 
 
@@ -70,6 +72,10 @@ class SweepResult:
     cache_messages: list[str] = field(default_factory=list)
     #: external chunkers' units per arm: "checked" (all returned), and each status not verified
     offsets: dict[str, Counter] = field(default_factory=dict)
+    #: why the sweep stopped before its last partition (a --max-cost or --max-requests cap), or None
+    stopped: str | None = None
+    #: this run's record of everything it sent (``runs/*.json``)
+    run_record: Path | None = None
 
 
 @dataclass
@@ -82,6 +88,8 @@ class SweepJob:
     fixtures: list[Fixture]
     corpus: Corpus
     progress: Progress
+    #: the caps' check before each partition (:class:`.estimate.Guard`), or None
+    guard: Any = None
 
     def pending(self, cfg: ArmConfig) -> list[Phase]:
         return [p for p in cfg.phase_list() if not is_done(self.out, cfg.name, p.label)]
@@ -186,12 +194,15 @@ def sweep(
     progress: Progress | None = None,
     encoder_factory: Callable[[str, int], object] = shared_encoder,
     executor: Executor | None = None,
+    caps: Any = None,
 ) -> SweepResult:
     """Run (or resume) a sweep into the ledger directory ``out``.
 
     The manifest, sources and fixtures are written here before any partition, and
     ``_SWEEP_DONE.json`` after the last; ``executor`` runs the pending partitions in between
     (:func:`run_local`, in this process, by default; :class:`.ray_executor.RayExecutor` on a cluster).
+    ``caps`` (:class:`.estimate.Caps`) stops it cleanly before a partition that would exceed them;
+    ``result.stopped`` says where, and rerunning resumes.
     """
     t0 = time.perf_counter()
     out = Path(out)
@@ -206,6 +217,9 @@ def sweep(
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
     before = _encoder_counts(runtimes)
+    from ledgerscope.pipeline.run.runs import start_counters, write_run_record
+
+    run_start = start_counters(runtimes)
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
@@ -229,7 +243,8 @@ def sweep(
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
-    job = SweepJob(out, list(arms), runtimes, list(fixtures), corpus, progress)
+    job = SweepJob(out, list(arms), runtimes, list(fixtures), corpus, progress,
+                   _guard(caps, fixtures, corpus, arms, out, runtimes, encoder_factory, executor))
     try:
         (executor or run_local)(job, result)
     finally:
@@ -237,6 +252,9 @@ def sweep(
             embedder.client.close()
     result.seconds = time.perf_counter() - t0
     _cache_totals(result, runtimes, before)
+    result.run_record = write_run_record(out, runtimes, run_start, result, getattr(caps, "prices", None))
+    if result.stopped:
+        return result
     atomic_write_text(
         out / "_SWEEP_DONE.json",
         json.dumps(
@@ -245,6 +263,28 @@ def sweep(
         ),
     )
     return result
+
+
+def _guard(caps: Any, fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig], out: Path,
+           runtimes: dict[str, ArmRuntime], encoder_factory: Any, executor: Any) -> Any:
+    """The caps' guard (the plan of every pending partition), or None without caps."""
+    if caps is None or (caps.max_cost is None and caps.max_requests is None):
+        return None
+    from ledgerscope.common.errors import InputError, Problem
+    from ledgerscope.pipeline.run.estimate import Guard, plan_sweep
+    from ledgerscope.pipeline.run.runs import start_counters
+
+    if executor is not None:
+        raise InputError(Problem("--executor", None, "executor", "--max-cost and --max-requests need the "
+                                 "local executor (they are checked before each partition)"))
+    start = start_counters(runtimes)
+    plan = plan_sweep(fixtures, corpus, arms, out, encoder_factory)
+    if caps.max_cost is not None:
+        _, missing = plan.cost(caps.prices)
+        if caps.prices is None or missing:
+            why = "needs --prices" if caps.prices is None else f"has no price for {', '.join(missing)}"
+            raise InputError(Problem("--max-cost", None, "prices", f"a cost cap {why}"))
+    return Guard(caps, plan, runtimes, start)
 
 
 def _encoder_counts(runtimes: dict[str, ArmRuntime]) -> dict[int, tuple[int, int, int, float]]:
@@ -322,12 +362,22 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
     position = 0
     for cfg in job.arms:
         rt = job.runtimes[cfg.name]
+        pending = job.pending(cfg)
+        if job.guard is not None and pending and not oracle_path(out, cfg.name).is_file() \
+                and (why := job.guard.before(cfg.name, pending[0].label, True)):
+            result.stopped = why
+            return
         oracle = oracle_for_arm(out, rt, fixtures)
+        if is_done(out, cfg.name, cfg.phase_list()[0].label):
+            apply_scope(out, rt, fixtures)  # a resumed sweep: the base phase is on disk
         for phase in cfg.phase_list():
             if is_done(out, cfg.name, phase.label):
                 result.skipped.append((cfg.name, phase.label))
                 progress.partition_skipped(cfg.name, phase.label)
                 continue
+            if job.guard is not None and (why := job.guard.before(cfg.name, phase.label, False)):
+                result.stopped = why
+                return
             position += 1
             index = run_partition(
                 out, rt, phase, fixtures, job.corpus, oracle,
@@ -335,6 +385,7 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
                 on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
             )
             count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
+            apply_scope(out, rt, fixtures)  # phase_scope = "evidence": fixed once the base phase ran
             drop_phase_texts(rt.caches(), {u.text for u in index.units}, keep_texts, last_use, position)
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))

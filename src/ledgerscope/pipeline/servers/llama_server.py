@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--verbosity", type=int, default=0)
     ap.add_argument("--api-key-env", default=None)
+    ap.add_argument("--metrics", action="store_true", help="serve GET /metrics (Prometheus counters)")
     args = ap.parse_args(argv)
     import xllamacpp
 
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
     params.verbosity = args.verbosity
+    params.endpoint_metrics = bool(args.metrics)
     if args.n_threads is not None:
         params.cpuparams.n_threads = args.n_threads
         params.cpuparams_batch.n_threads = args.n_threads

@@ -5,7 +5,8 @@
 
 For a team without an embedding or rerank service (or a test that needs a real one): it serves
 ``POST /v1/embeddings`` (and ``/embeddings``) in the OpenAI shape and ``POST /v1/rerank`` (and
-``/rerank``) in the Cohere/TEI/infinity shape, plus ``GET /health`` and ``GET /v1/models``, over
+``/rerank``) in the Cohere/TEI/infinity shape, plus ``GET /health``, ``GET /v1/models`` and
+``GET /v1/usage`` (requests, texts, tokens and pairs served so far, counted by the server), over
 real HTTP on a real socket, from any sentence-transformers model name or path
 (``bundled:all-MiniLM-L6-v2`` is the bundled one) and any cross-encoder. The vectors are the ones
 the in-process encoder computes (:class:`ledgerscope.pipeline.embedding.encoder.Encoder`), so a sweep through
@@ -45,6 +46,9 @@ class Models:
         self.lock = threading.Lock()
         self.embedding_name, self.rerank_name = embedding, rerank
         self.encoder = self.reranker = None
+        #: what this server served, counted here (``GET /v1/usage``): requests per API, texts, tokens
+        self.served = {"embedding_requests": 0, "embedding_texts": 0, "embedding_tokens": 0,
+                       "rerank_requests": 0, "rerank_pairs": 0}
         if embedding:
             from ledgerscope.pipeline.embedding.encoder import Encoder
 
@@ -59,10 +63,15 @@ class Models:
             vectors = self.encoder.vectors(texts)
             tokens = sum(len(self.encoder.get(t).offsets) for t in texts)
             self.encoder.forget()  # a server holds nothing between requests
+            self.served["embedding_requests"] += 1
+            self.served["embedding_texts"] += len(texts)
+            self.served["embedding_tokens"] += tokens
         return vectors.tolist(), tokens
 
     def rerank(self, query: str, documents: list[str]) -> list[float]:
         with self.lock:
+            self.served["rerank_requests"] += 1
+            self.served["rerank_pairs"] += len(documents)
             return self.reranker.score(query, documents).tolist()
 
 
@@ -147,6 +156,9 @@ def make_handler(models: Models, name: str, api_key: str | None) -> type[BaseHTT
         def do_GET(self) -> None:
             if self.path in ("/health", "/v1/health"):
                 self._send(200, {"status": "ok"})
+            elif self.path == "/v1/usage":
+                with models.lock:
+                    self._send(200, dict(models.served))
             elif self.path == "/v1/models":
                 served = [m for m in (models.embedding_name, models.rerank_name) if m]
                 self._send(200, {"object": "list", "data": [{"id": name, "object": "model",

@@ -1,7 +1,7 @@
 """CTEs: records with their step, the candidate rows over gold spans, coverage per stage, the set named.
 
 Mirrors of :mod:`ledgerscope.analysis.diagnosis.evidence`: ``_stage_rows`` (virtual stages and
-their cutoffs), ``_gaps`` (uncovered parts, whitespace excused) and
+their cutoffs), ``_gaps`` (uncovered parts, whitespace and edge punctuation excused) and
 ``_closest_set``. Every record gets an integer ``rid`` (its output position);
 after the first joins everything is keyed by it.
 """
@@ -12,8 +12,7 @@ from ledgerscope.analysis.diagnosis.evidence import NO_RANK, TRANSITIONS
 from ledgerscope.analysis.diagnosis.sql.inputs import head_match
 from ledgerscope.analysis.diagnosis.sql.sqltext import arr
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
-from ledgerscope.common.intervals import WHITESPACE
-from ledgerscope.common.intervals.sql import gap_ctes
+from ledgerscope.common.intervals.sql import gap_counts, gap_ctes
 from ledgerscope.common.sql_tables import sql_literal
 
 CTEs = list[tuple[str, str]]
@@ -140,9 +139,7 @@ def coverage() -> CTEs:
         {gap_ctes('rid', '_ls_sn')},
         kept AS (
             SELECT g.* FROM raw g JOIN _ls_sn sn USING (rid, vstage, span_id)
-            WHERE sn.span_text IS NULL
-               OR NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs),
-                                        {sql_literal(WHITESPACE)})),
+            WHERE sn.span_text IS NULL OR {gap_counts('sn.span_text', 'g.gs', 'g.ge', 'sn.s', 'sn.e')}),
         agg AS (
             SELECT rid, vstage, span_id, count(*) AS n_gaps,
                    {arr("concat('[', gs, ', ', ge, ']')", "gs")} AS gaps_json

@@ -94,11 +94,13 @@ def _ingest_flags(units_by_case: dict[str, list[tuple[int, int]]]) -> dict[str, 
     columns_table(con, "_ig_span", {
         "qid": ("VARCHAR", ["q"] * len(SPANS)), "span_id": ("VARCHAR", [s.span_id for s in SPANS]),
         "doc_id": ("VARCHAR", [DOC] * len(SPANS)), "s": ("BIGINT", [s.start for s in SPANS]),
-        "e": ("BIGINT", [s.end for s in SPANS]), "span_text": ("VARCHAR", [TEXT[s.start:s.end] for s in SPANS])})
+        "e": ("BIGINT", [s.end for s in SPANS]),
+        "span_text": ("VARCHAR", [TEXT[s.start:s.end] for s in SPANS])})
     columns_table(con, "_ig_set", {"qid": ("VARCHAR", ["q", "q"]), "set_index": ("INTEGER", [0, 0]),
                                    "span_id": ("VARCHAR", ["rule", "quote"])})
     keys = list(units_by_case)
-    columns_table(con, "_ig_need", {"key": ("BIGINT", list(range(len(keys)))), "qid": ("VARCHAR", ["q"] * len(keys)),
+    columns_table(con, "_ig_need", {"key": ("BIGINT", list(range(len(keys)))),
+                                    "qid": ("VARCHAR", ["q"] * len(keys)),
                                     "vstage": ("VARCHAR", ["packed"] * len(keys))})
     iv = {"key": ("BIGINT", []), "vstage": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
           "vs": ("BIGINT", []), "ve": ("BIGINT", [])}

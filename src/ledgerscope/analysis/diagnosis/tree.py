@@ -61,6 +61,10 @@ Declared rules
   holds no citations) is step 10 not recorded, flagged ``citations-not-recorded``.
   Such records are flagged ``stages-not-recorded`` and their evidence lists
   ``stages_recorded`` and ``stages_not_recorded``.
+* A support set explained (steps 2-8): the evidence's ``span_fates`` give every span
+  of the set it names with its document (title, else id) and its own fate: kept to
+  which stage, lost at which step (:mod:`ledgerscope.analysis.diagnosis.span_fates`);
+  the record's step is the set's first loss, the others are listed beside it.
 * Evidence names the missing spans of the sufficient set *closest to being
   kept* at the losing stage: among the sets the previous stage kept, the one
   with the fewest uncovered spans at the losing stage (ties: the first). For
@@ -83,6 +87,7 @@ from ledgerscope.analysis.diagnosis.evidence import (
     evidence_pass,
     evidence_support,
 )
+from ledgerscope.analysis.diagnosis.span_fates import span_fates
 from ledgerscope.inputs.fixtures import Fixture
 
 STEP_NAMES: dict[int, str] = {
@@ -277,6 +282,8 @@ def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Map
         walk[-1]["detail"] += (f"; steps {span[0]}-{span[1] - 1} not recorded, so the loss lies "
                                f"somewhere in steps {span[0]}-{span[1]}")
     evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
+    if fixture is not None:  # the set as a set: every span's own fate, its document named
+        evidence["span_fates"] = span_fates(record, stages, fixture, texts, evidence["sufficient_set"])
     missing = [m["span"] for m in evidence.get("spans", [])]
     if missing:
         walk[-1]["detail"] += f" (missing: {', '.join(missing)})"

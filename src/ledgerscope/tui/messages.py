@@ -33,10 +33,14 @@ class ListReady(Message):
 
 
 class ListFailed(Message):
-    def __init__(self, error: str, opening: bool = False) -> None:
+    """The list could not be built: ``typed`` is the filter predicate as the user typed it, when the
+    error is the predicate's."""
+
+    def __init__(self, error: str, opening: bool = False, typed: str = "") -> None:
         super().__init__()
         self.error = error
         self.opening = opening
+        self.typed = typed
 
 
 class PageLoaded(Message):

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,3 +205,12 @@ def next_match(matches: Sequence[int], cursor: int, direction: int, include_curr
         return after[0] if after else matches[0]
     before = [i for i in matches if i < cursor]
     return before[-1] if before else matches[-1]
+
+
+_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+def opaque_id(qid: str) -> bool:
+    """An id that says nothing about its question (a hash, a number, ``q000123``): none of its words
+    has four letters in a row. The list shows the question's start beside such an id."""
+    return not _WORD.search(qid.rsplit("/", 1)[-1])

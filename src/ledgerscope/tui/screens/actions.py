@@ -69,7 +69,37 @@ class BrowseActions:
             self.query_list.focus()
             return
         self.show_list = False
-        (await self._build_panes()).active = TABS[number - 2]
+        tab = TABS[number - 2]
+        (await self._build_panes()).active = tab
+        self.call_after_refresh(self._focus_pane, tab)
+
+    def _focus_pane(self, tab: str) -> None:
+        """The pane shown takes the focus: its scroll keys act on it (the grid follows the list)."""
+        found = self.query(f"#{tab}-view")
+        if tab != "grid" and found and found.first().can_focus:
+            found.first().focus()
+
+    async def action_source_doc(self, direction: int) -> None:
+        """The next (previous) gold document of the question in the Source pane, its header on top."""
+        tabs = await self._build_panes()
+        if tabs.active != "source":
+            await self.action_pane(TABS.index("source") + 2)
+            self.call_after_refresh(self._source_doc, direction)
+            return
+        self._source_doc(direction)
+
+    def _source_doc(self, direction: int) -> None:
+        from ledgerscope.tui.render_source import DOC_HEADING
+        from ledgerscope.tui.widgets.text_pane import TextPane
+
+        found = self.query("#source-view")
+        if found and not found.first(TextPane).scroll_to_heading(DOC_HEADING, direction):
+            self.notify("no document to move to", markup=False)
+
+    def action_show_filter(self) -> None:
+        """The status line cuts a long filter; this shows it whole."""
+        text = self.filters.describe()
+        self.notify(safe(f"filter: {text}") if text else "no filter", timeout=15, markup=False)
 
     async def action_toggle_compare(self) -> None:
         tabs = await self._build_panes()

@@ -20,8 +20,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ledgerscope.common.safe_text import safe
-from ledgerscope.tui.model import MISSING_GLYPH, ListRow, verdict_glyph
+from ledgerscope.common.safe_text import safe, safe_line
+from ledgerscope.tui.model import MISSING_GLYPH, ListRow, opaque_id, verdict_glyph
 from ledgerscope.tui.render import VERDICT_STYLE, reversal_mark
 
 PAGE_SIZE = 100
@@ -226,7 +226,16 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         current = self.current_index_marker(row)
         text.append(current)
         text.append(reversal_mark(row, self.role) + " ")
-        text.append(_fit(safe(row.qid), qid_w) + " ")
+        if opaque_id(row.qid) and row.question:  # an id that says nothing: the question's start beside it
+            qid = safe(row.qid)
+            text.append(qid[:qid_w])
+            if len(qid) + 2 < qid_w:
+                text.append(" " + _fit(safe_line(row.question), qid_w - len(qid) - 1), style="dim")
+            else:
+                text.append(" " * max(0, qid_w - len(qid)))
+            text.append(" ")
+        else:
+            text.append(_fit(safe(row.qid), qid_w) + " ")
         if seg_w:
             text.append(_fit(safe(row.segment), seg_w) + " ", style="dim")
         for p in self.phases:

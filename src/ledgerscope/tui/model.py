@@ -208,9 +208,10 @@ def next_match(matches: Sequence[int], cursor: int, direction: int, include_curr
 
 
 _WORD = re.compile(r"[^\W\d_]{4,}")
+_HEX = re.compile(r"[a-fA-F]+")
 
 
 def opaque_id(qid: str) -> bool:
-    """An id that says nothing about its question (a hash, a number, ``q000123``): none of its words
-    has four letters in a row. The list shows the question's start beside such an id."""
-    return not _WORD.search(qid.rsplit("/", 1)[-1])
+    """An id that says nothing about its question (a hash, a number, ``q000123``): no four letters in
+    a row in its last part, hexadecimal digits aside. The list shows the question's start beside it."""
+    return not any(not _HEX.fullmatch(w) for w in _WORD.findall(re.split(r"[/:]", qid)[-1]))

@@ -29,6 +29,7 @@ class TextPane(VerticalScroll):
         super().__init__(id=id)
         self.renderable: RenderableType | None = None
         self.shown_key: Hashable = None  # the record shown (a new one opens the pane at its top)
+        self._heading: tuple[int, int] | None = None  # the heading line last jumped to, the scroll then
         self._body = Static(Text(""), classes="pane-body")  # here already: shown before it is mounted
 
     def compose(self) -> ComposeResult:
@@ -68,11 +69,15 @@ class TextPane(VerticalScroll):
         if not heads:
             return False
         y = round(self.scroll_y)
+        last = self._heading
+        if last is not None and last[1] == y:  # not scrolled since: from that heading (the end clamps)
+            y = last[0]
         if direction > 0:
             target = next((i for i in heads if i > y), heads[0])
         else:
             target = next((i for i in reversed(heads) if i < y), heads[-1])
         self.scroll_to(y=target, animate=False, immediate=True)
+        self._heading = (target, round(self.scroll_y))
         return True
 
     @property

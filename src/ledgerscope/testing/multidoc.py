@@ -65,7 +65,8 @@ def make_multidoc_ledger(out: str | Path, questions: int = 6, phases: int = 2, u
     (out / "fixtures.jsonl").write_text(
         "\n".join(json.dumps(_fixture(qid, p, docs)) for qid, p in plan.items()) + "\n", encoding="utf-8")
     labels = [str(p) for p in range(phases)]
-    phase_list = [{"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)]
+    phase_list = [{"label": label, "offset": p * (unit_chars // max(1, phases))}
+                  for p, label in enumerate(labels)]
     arms = ("candidate", "baseline")
     manifest = _manifest(docs, arms, phase_list, unit_chars, questions, phases, seed)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))

@@ -75,7 +75,7 @@ class BrowseActions:
 
     def _focus_pane(self, tab: str) -> None:
         """The pane shown takes the focus: its scroll keys act on it (the grid follows the list)."""
-        found = self.query(f"#{tab}-view")
+        found = self.query(f"#{tab}" if tab.startswith("compare-") else f"#{tab}-view")
         if tab != "grid" and found and found.first().can_focus:
             found.first().focus()
 
@@ -109,6 +109,7 @@ class BrowseActions:
         else:
             self.compare = True
             tabs.active = "compare"
+            self.call_after_refresh(self._focus_pane, "compare-candidate")
         if self.size.width < NARROW_WIDTH:
             self.show_list = False
 

@@ -27,13 +27,13 @@ from ledgerscope.testing.synthetic import (
     FUNNEL,
     STAGE_SIZES,
     WORDS,
-    _answer_fields,
-    _funnel_of,
-    _manifest,
-    _repairs,
-    _support_flags,
-    _units,
+    answer_fields,
+    funnel_of,
+    manifest,
     record_constants,
+    repairs,
+    support_flags,
+    units_of,
     write_oracle,
 )
 
@@ -68,14 +68,14 @@ def make_multidoc_ledger(out: str | Path, questions: int = 6, phases: int = 2, u
     phase_list = [{"label": label, "offset": p * (unit_chars // max(1, phases))}
                   for p, label in enumerate(labels)]
     arms = ("candidate", "baseline")
-    manifest = _manifest(docs, arms, phase_list, unit_chars, questions, phases, seed)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    (out / "manifest.json").write_text(json.dumps(
+        manifest(docs, arms, phase_list, unit_chars, questions, phases, seed), indent=2))
     for arm in arms:
         for i, p in enumerate(phase_list):
-            units, bounds, index = _units(docs, doc_ids, arm, p, unit_chars)
+            units, bounds, index = units_of(docs, doc_ids, arm, p, unit_chars)
             recs, cands = _records(rng, arm, p, i, plan, docs, index)
             write_partition(out, arm, p["label"], {"units": units, "boundaries": bounds, "candidates": cands,
-                                                   "records": recs, "repairs": _repairs(units[:1])},
+                                                   "records": recs, "repairs": repairs(units[:1])},
                             {"arm": arm, "phase": p["label"], "synthetic": True})
         write_oracle(out, arm, dict.fromkeys(plan, "correct"), evidence_tokens=40, budget_tokens=320,
                      answer="Force India")
@@ -130,12 +130,12 @@ def _records(rng, arm: str, p: dict, i: int, plan: dict[str, dict], docs: dict[s
                                                      _spans(docs, first, second) if dd == d)]
                 for d in (first, second)}
         for stage, n in STAGE_SIZES:
-            f = FUNNEL.index(_funnel_of(stage))
+            f = FUNNEL.index(funnel_of(stage))
             keep = [x for d, loses in zip((first, second), lose, strict=True) if f < loses for x in gold[d]]
             filler = [others[j] for j in rng.choice(len(others), size=n, replace=False)
                       if others[j] not in gold[first] + gold[second]]
             _candidates(cols, rng, (keep + filler)[: max(n, len(keep))], arm, p["label"], qid, stage)
-        flags = _support_flags(True, min(lose))
+        flags = support_flags(True, min(lose))
         packed = bool(flags.get("support_packed"))
         verdict = "correct" if packed else "wrong"
         recs.append({
@@ -143,7 +143,7 @@ def _records(rng, arm: str, p: dict, i: int, plan: dict[str, dict], docs: dict[s
             "question": f"Which team did the driver of question {q['q']} race for before it was renamed?",
             "segment": "joint-evidence", "answerable": True, "support_only": False,
             "stress_set": "representative", "doc_ids": [first, second], "gold_status": "ok", **flags,
-            **_answer_fields(first, docs[first], index[first], packed, verdict),
+            **answer_fields(first, docs[first], index[first], packed, verdict),
             **record_constants(f"synthetic:{arm}"),
         })
     return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)

@@ -30,7 +30,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ledgerscope.analysis.diagnosis.evidence import _gaps, _stage_rows
+from ledgerscope.analysis.diagnosis.evidence import span_gaps, stage_rows
 from ledgerscope.inputs.fixtures import Fixture
 
 #: (step, record flag, stage) of the support walk, in cascade order (the tree's SUPPORT_WALK)
@@ -75,8 +75,8 @@ def span_marks(record: Mapping[str, Any], span, stages: Mapping[str, Sequence[Ma
         if record.get(flag) is None:
             out.append(NOT_RECORDED)
             continue
-        rows = _stage_rows(stage, stages, record) or []
-        out.append(LOST if _gaps(span, rows, texts) else KEPT)
+        rows = stage_rows(stage, stages, record) or []
+        out.append(LOST if span_gaps(span, rows, texts) else KEPT)
     return "".join(out)
 
 

@@ -1,7 +1,7 @@
 """CTEs: records with their step, the candidate rows over gold spans, coverage per stage, the set named.
 
-Mirrors of :mod:`ledgerscope.analysis.diagnosis.evidence`: ``_stage_rows`` (virtual stages and
-their cutoffs), ``_gaps`` (uncovered parts, whitespace and edge punctuation excused) and
+Mirrors of :mod:`ledgerscope.analysis.diagnosis.evidence`: ``stage_rows`` (virtual stages and
+their cutoffs), ``span_gaps`` (uncovered parts, whitespace and edge punctuation excused) and
 ``_closest_set``. Every record gets an integer ``rid`` (its output position);
 after the first joins everything is keyed by it.
 """

@@ -1,7 +1,8 @@
 """Capture, and compare record for record, the outputs a refactor must not change.
 
-    python scripts/golden_outputs.py capture OUT_DIR [--ledger L]
+    python scripts/golden_outputs.py capture OUT_DIR [--ledger L] [--subset]
     python scripts/golden_outputs.py compare BEFORE_DIR AFTER_DIR
+    python scripts/golden_outputs.py digests OUT_DIR > tests/data/golden_outputs.json
 
 ``capture`` runs, through the installed CLI, the 20 export variants (4 formats x 5 predicates),
 ``diagnose --json`` and ``compare --json`` (with the sample's release rule) on a ledger (default:
@@ -46,10 +47,19 @@ def _run(args: list[str], out: Path | None = None) -> None:
         out.write_text(res.stdout, encoding="utf-8")
 
 
-def capture(out: Path, ledger: Path) -> None:
+#: what tests/test_golden_outputs.py captures (the whole capture writes 240 MB): one predicate per
+#: format, the smaller outputs, plus diagnose and compare
+SUBSET = {("fixtures", 1), ("label-studio", 1), ("trec", 1), ("jsonl", 4)}
+#: keys that name where a ledger lies on the machine that captured, not what it holds
+MACHINE_KEYS = frozenset({"path"})
+
+
+def capture(out: Path, ledger: Path, subset: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for i, where in enumerate(PREDICATES):
         for fmt in FORMATS:
+            if subset and (fmt, i) not in SUBSET:
+                continue
             target = out / f"export-{fmt}-{i}"
             _run(["export", str(ledger), "--where", where, "--format", fmt, "--out", str(target)])
     _run(["diagnose", str(ledger), "--json"], out / "diagnose.jsonl")
@@ -80,6 +90,19 @@ def _strip(value, ignore: set[str]):
     return value
 
 
+def digests(root: Path, ignore: set[str] = MACHINE_KEYS) -> dict[str, str]:
+    """Each captured file's content (parsed, machine keys left out) as one SHA-256: what
+    tests/test_golden_outputs.py holds a capture against, without committing 240 MB."""
+    import hashlib
+
+    return {
+        name: hashlib.sha256(
+            json.dumps(_strip(_content(path), ignore), sort_keys=True, ensure_ascii=False).encode()
+        ).hexdigest()
+        for name, path in _files(root).items()
+    }
+
+
 def _files(root: Path) -> dict[str, Path]:
     return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -104,13 +127,19 @@ def main() -> int:
     c = sub.add_parser("capture")
     c.add_argument("out", type=Path)
     c.add_argument("--ledger", type=Path, default=SAMPLE)
+    c.add_argument("--subset", action="store_true", help="only what the test captures")
+    g = sub.add_parser("digests")
+    g.add_argument("out", type=Path)
     d = sub.add_parser("compare")
     d.add_argument("before", type=Path)
     d.add_argument("after", type=Path)
     d.add_argument("--ignore-key", action="append", default=[])
     args = ap.parse_args()
     if args.cmd == "capture":
-        capture(args.out, args.ledger)
+        capture(args.out, args.ledger, args.subset)
+        return 0
+    if args.cmd == "digests":
+        print(json.dumps(digests(args.out), indent=1, sort_keys=True))
         return 0
     return compare(args.before, args.after, set(args.ignore_key))
 

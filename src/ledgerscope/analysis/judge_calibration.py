@@ -94,16 +94,22 @@ def calibrate(ledger: str | Path, arm: str, endpoint: dict | None = None, limit:
         if reference != llm and len(disagreements) < examples:
             disagreements.append({"qid": qid, "phase": phase, "answer": answer, "deterministic": reference,
                                   "llm": llm, "llm_reason": why})
+    return _summary(arm, judge.describe(), recorded, len(rows), pairs, skipped, len(graded), disagreements)
+
+
+def _summary(arm: str, judge: dict, recorded: bool, records: int, pairs: list[tuple[str, str]],
+             skipped: int, graded: int, disagreements: list[dict]) -> dict:
+    """What ``judge calibrate`` reports: the confusion matrix, kappa and its band, the examples."""
     labels, matrix = confusion_matrix(pairs, VERDICT_ORDER)
     stats = cohen_kappa(pairs)
     return {
         "arm": arm,
-        "judge": judge.describe(),
+        "judge": judge,
         "llm_verdicts": "recorded in the ledger" if recorded else "asked now",
-        "records": len(rows),
+        "records": records,
         "compared": len(pairs),
         "skipped": skipped,
-        "distinct_answers_graded": len(graded),
+        "distinct_answers_graded": graded,
         "labels": labels,
         "matrix": matrix,
         "rows": "deterministic judge",

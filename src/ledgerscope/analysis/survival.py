@@ -383,3 +383,30 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
             }
         out.append(entry)
     return out
+
+
+def gold_in_context(context: str, spans: Iterable[GoldSpan], packed: Iterable[Mapping[str, Any]],
+                    texts: Mapping[str, str]) -> list[tuple[int, int, str]]:
+    """(start, end, span id) ranges of a packed ``context`` holding gold text a packed unit carried.
+
+    ``packed``: the packed stage's rows (``doc_id``, ``start``, ``end``; an unlocated unit has no
+    start). Each gold span's part inside a unit is searched for in the context, every occurrence,
+    so the TUI's context pane and the report mark the same characters. Parts shorter than two
+    characters (after stripping) are not searched: they would mark stray letters."""
+    rows = list(packed)
+    found: set[tuple[int, int, str]] = set()
+    for span in spans:
+        text = texts.get(span.doc_id)
+        if text is None:
+            continue
+        for row in rows:
+            if row.get("doc_id") != span.doc_id or row.get("start") is None:
+                continue
+            quote = text[max(span.start, int(row["start"])):min(span.end, int(row["end"]))].strip()
+            if len(quote) < 2:
+                continue
+            i = context.find(quote)
+            while i >= 0:
+                found.add((i, i + len(quote), span.span_id))
+                i = context.find(quote, i + 1)
+    return sorted(found)

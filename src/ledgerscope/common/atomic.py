@@ -93,8 +93,3 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
 def atomic_write_text(target: str | Path, text: str) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")
-
-
-def atomic_write_bytes(target: str | Path, data: bytes) -> None:
-    with atomic_path(target) as tmp:
-        tmp.write_bytes(data)

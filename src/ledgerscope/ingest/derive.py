@@ -10,7 +10,7 @@ named tokenizer, producer claims compared) is decided once per distinct input
   its stage handed on, so no cutoff is applied to it (``rerank_depth`` and
   ``selection_depth`` are left NULL);
 * a ``support_*`` flag is derived only from recorded stages
-  (:func:`.spec.virtual_recorded`); a stage the trace does not record leaves
+  (:func:`ledgerscope.trace.spec.virtual_recorded`); a stage the trace does not record leaves
   its flag NULL: *not recorded*. ``support_chunked`` is the chunk store (the
   pipeline's index) when it is complete for the config (every chunk resolved,
   and the store not declared partial);
@@ -24,6 +24,7 @@ named tokenizer, producer claims compared) is decided once per distinct input
 
 from __future__ import annotations
 
+from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ingest import coverage
 
 #: the tree's stages and the condition on a trace's ``recorded`` list under which each is derived
@@ -110,7 +111,7 @@ def support(con, chunked_arms: list[str]) -> None:
         UNION ALL SELECT tid, 'cited', doc_id, "start", "end" FROM _ig_cite WHERE doc_id IS NOT NULL""")
     con.execute(coverage.kept_sql("_ig_kept"))
     con.execute(coverage.single_unit_sql())
-    arms = ", ".join("'" + a.replace("'", "''") + "'" for a in chunked_arms) or "NULL"
+    arms = ", ".join(sql_literal(a) for a in chunked_arms) or "NULL"
     con.execute(f"""CREATE OR REPLACE TABLE _ig_need_chunked AS
         SELECT row_number() OVER (ORDER BY arm, qid) AS key, arm, qid, 'chunked' AS vstage
         FROM (SELECT DISTINCT arm, qid FROM _ig_trace JOIN _ig_fx USING (qid)
@@ -127,8 +128,7 @@ def units(con, arms: dict[str, list[str]]) -> None:
     """``_ig_units`` and ``_ig_bounds``: every config's chunks as its units in each of its phases
     (the store has no phase of its own), and the chunk starts as the cuts."""
     pairs = [(a, p) for a, phases in arms.items() for p in phases]
-    values = ", ".join("(" + ", ".join("'" + x.replace("'", "''") + "'" for x in pair) + ")"
-                       for pair in pairs)
+    values = ", ".join("(" + ", ".join(sql_literal(x) for x in pair) + ")" for pair in pairs)
     con.execute(f"""CREATE OR REPLACE TABLE _ig_units AS
         WITH ap(arm, phase) AS (VALUES {values})
         SELECT ap.arm, ap.phase, c.chunk_id AS unit_id, c.doc_id, c.version,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ingest.traceformat import DEFAULT_PHASE
 from ledgerscope.ledger.layout import ARM_NAME, PHASE_LABEL
 from ledgerscope.trace.spec import FORMAT, MAX_LINE_BYTES
@@ -36,10 +37,6 @@ _REPEATS = ("SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP B
             "HAVING count(*) > 1)")
 #: a file this small goes to the line-by-line reader directly (DuckDB's set-up costs more)
 MIN_BYTES = 4 * 1024 * 1024
-
-
-def _lit(value: str | None) -> str:
-    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
 
 
 def _lines(path: Path) -> int:
@@ -101,9 +98,9 @@ def _violations(default_config: str | None, kind: str) -> str:
         null = f"{col} IS NULL" if required else "false"
         return f"({null} OR list_contains({col}, '') OR list_aggregate({col}, 'count') <> len({col}))"
 
-    config = f"coalesce(config, {_lit(default_config)})"
+    config = f"coalesce(config, {sql_literal(default_config)})"
     return " OR ".join([  # config and phase names are checked on their distinct values
-        f"(format IS NOT NULL AND format <> {_lit(FORMAT)})",
+        f"(format IS NOT NULL AND format <> {sql_literal(FORMAT)})",
         "qid IS NULL OR qid = ''",
         f"{config} IS NULL",
         ids("context_ids", True), ids("retrieved_ids", False),
@@ -127,10 +124,10 @@ def _build(con, checked: list[tuple[int, Path, str]], default_config: str | None
         text = "CAST(NULL AS VARCHAR)" if kind == "list" else "context_text"
         make = "CREATE OR REPLACE TABLE {} AS" if n == 0 else "INSERT INTO {}"
         con.execute(f"""{make.format("_ig_trace")}
-            SELECT rowid + {offset} AS tid, {_lit(names[str(path)])} AS trace_file,
-                   {_lit(str(path))} AS trace_path, rowid + 1 AS trace_line, qid,
-                   coalesce(config, {_lit(default_config)}) AS arm,
-                   coalesce(phase, {_lit(DEFAULT_PHASE)}) AS phase, question AS trace_question, answer,
+            SELECT rowid + {offset} AS tid, {sql_literal(names[str(path)])} AS trace_file,
+                   {sql_literal(str(path))} AS trace_path, rowid + 1 AS trace_line, qid,
+                   coalesce(config, {sql_literal(default_config)}) AS arm,
+                   coalesce(phase, {sql_literal(DEFAULT_PHASE)}) AS phase, question AS trace_question, answer,
                    abstained, error, prompt, {text} AS context_text, {items} AS context_items, citations,
                    CAST(NULL AS VARCHAR) AS claims_json,
                    CASE WHEN retrieved_ids IS NULL THEN ['packed'] ELSE ['fused', 'packed'] END AS recorded,

@@ -2,7 +2,7 @@
 
 Shared by the trace and chunk store parsers, through
 :func:`ledgerscope.inputs.sources.json_lines`: a line longer than
-:data:`~.spec.MAX_LINE_BYTES`, bytes that are not UTF-8, text that is not one
+:data:`~ledgerscope.trace.spec.MAX_LINE_BYTES`, bytes that are not UTF-8, text that is not one
 JSON object, a key given twice in one object, ``NaN`` or ``Infinity`` are each
 a problem of that line (the rest of the file is still read, so one run lists
 every problem). Values are checked by the callers with the helpers below,

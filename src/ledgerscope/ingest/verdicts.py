@@ -107,7 +107,8 @@ def token_table(con, count_many: Callable[[list[str]], list[int]]) -> None:
 
 
 def _norm(expr: str) -> str:
-    """SQL: whitespace runs as one space, ends trimmed (as :func:`.resolve.normalise`, near enough for
+    """SQL: whitespace runs as one space, ends trimmed (as :func:`ledgerscope.inputs.locate.normalise`, near
+    enough for
     a check that only names chunks)."""
     return f"regexp_replace(trim({expr}), '\\s+', ' ', 'g')"
 

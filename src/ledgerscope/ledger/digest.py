@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from ledgerscope.ledger.read import connect
 
@@ -27,7 +28,7 @@ ORDER = {
 }
 
 
-def _canon(value):
+def _canon(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) else round(value, 6)
     if isinstance(value, list):
@@ -37,7 +38,7 @@ def _canon(value):
     return value
 
 
-def table_digests(ledger: str | Path) -> dict[str, dict]:
+def table_digests(ledger: str | Path) -> dict[str, dict[str, Any]]:
     """{table: {"rows": n, "sha256": digest}} for every ledger table."""
     con = connect(ledger)
     out = {}

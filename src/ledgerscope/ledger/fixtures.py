@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import Fixture, read_fixtures, resolve
 from ledgerscope.ledger.sources import sources_corpus
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
-def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], dict[str, str]]:
+
+
+def load_ledger_fixtures(
+    con: DuckDBPyConnection, ledger: str | Path
+) -> tuple[dict[str, Fixture], dict[str, str]]:
     """The ledger's fixtures by qid (re-resolved against its sources) and the source texts.
 
     ``con``: a connection from :func:`ledgerscope.ledger.read.connect` on ``ledger``.
@@ -34,10 +41,10 @@ def load_ledger_fixtures(con, ledger: str | Path) -> tuple[dict[str, Fixture], d
 
 
 def gold_span_columns(fixtures: Mapping[str, Fixture], answerable_only: bool = False
-                      ) -> dict[str, tuple[str, list]]:
+                      ) -> dict[str, tuple[str, list[Any]]]:
     """Every gold span as columns (qid, doc_id, start, end) with their SQL types, for
     :func:`ledgerscope.common.sql_tables.columns_table`."""
-    cols: dict[str, tuple[str, list]] = {"qid": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
+    cols: dict[str, tuple[str, list[Any]]] = {"qid": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
                                          "start": ("BIGINT", []), "end": ("BIGINT", [])}
     for qid, fx in fixtures.items():
         if answerable_only and not fx.answerable:
@@ -48,7 +55,7 @@ def gold_span_columns(fixtures: Mapping[str, Fixture], answerable_only: bool = F
     return cols
 
 
-def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False):
+def gold_spans_table(fixtures: Mapping[str, Fixture], answerable_only: bool = False) -> Any:
     """:func:`gold_span_columns` as an Arrow table, for joins against candidates."""
     import pyarrow as pa
 

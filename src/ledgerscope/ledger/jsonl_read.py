@@ -9,6 +9,7 @@ ledger package acyclic.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,11 +19,15 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.verify import load_manifest
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
+
 #: the interchange directory's tables (one ``.jsonl`` file each) and their Arrow schemas
 TABLES = {**schema.TABLES, "oracle": schema.ORACLE, "sources": schema.SOURCES}
 
 
-def _row_problems(src: Path, manifest: dict, tables: dict[str, pa.Table]) -> list[Problem]:
+def _row_problems(src: Path, manifest: dict[str, Any], tables: dict[str, pa.Table]) -> list[Problem]:
     """Rows a ledger cannot hold: keys missing, arm or phase not in the manifest, duplicate records,
     non-finite scores. Rows are numbered from 1 in their file."""
     out: list[Problem] = []
@@ -41,7 +46,7 @@ def _row_problems(src: Path, manifest: dict, tables: dict[str, pa.Table]) -> lis
             else:
                 continue
             break  # one located example per file is enough
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[Any, ...], int] = {}
     rec = tables["records"]
     for i, key in enumerate(zip(rec["arm"].to_pylist(), rec["phase"].to_pylist(), rec["qid"].to_pylist(),
                                 strict=True), start=1):
@@ -111,7 +116,7 @@ def _read(path: Path, table_schema: pa.Schema, optional: bool = False) -> pa.Tab
         raise InputError(Problem(str(path), None, "row", str(exc).splitlines()[0])) from None
 
 
-def read_checked(src: str | Path) -> tuple[dict, dict[str, pa.Table]]:
+def read_checked(src: str | Path) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """The manifest and every table of an interchange directory, with the checks a conversion makes:
     each file against its Arrow schema, the rows (keys, arms and phases in the manifest, duplicate
     records, finite scores), the sources against their digests, the fixtures against the sources."""
@@ -135,7 +140,7 @@ def read_checked(src: str | Path) -> tuple[dict, dict[str, pa.Table]]:
     return manifest, tables
 
 
-def connect_jsonl(src: str | Path, con=None):
+def connect_jsonl(src: str | Path, con: DuckDBPyConnection | None = None) -> DuckDBPyConnection:
     """A DuckDB connection over an interchange directory: one table per ledger table, read once with
     its Arrow schema after :func:`read_checked`'s checks (the same rows the Parquet ledger
     :func:`from_jsonl` builds would give)."""

@@ -66,7 +66,7 @@ LAYOUTS = {layout.format: layout for layout in (CURRENT, VERSION_1)}
 
 def layout_for(manifest: dict[str, Any]) -> Layout:
     """The layout of a ledger whose (checked) manifest this is; the current one for an unknown format."""
-    return LAYOUTS.get(manifest.get("format"), CURRENT)
+    return LAYOUTS.get(str(manifest.get("format")), CURRENT)
 
 
 def ledger_layout(ledger: str | Path) -> Layout:

@@ -15,19 +15,25 @@ rows while the checks run and trusts none of them until they pass.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.layout import CURRENT, Layout, is_interchange, layout_for
 from ledgerscope.ledger.sources import sources_corpus  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.verify import finished_partitions, oracle_files, verify_ledger
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
+
 
 def _sql_list(paths: list[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(sql_literal(str(p)) for p in paths) + "]"
 
 
-def connect(ledger: str | Path, con=None):
+def connect(ledger: str | Path, con: DuckDBPyConnection | None = None) -> DuckDBPyConnection:
     """A DuckDB connection with one view per ledger table (empty views when none written).
 
     The ledger's files are verified first (:func:`.verify.verify_ledger`), then the rows every
@@ -44,13 +50,14 @@ def connect(ledger: str | Path, con=None):
         from ledgerscope.ledger.jsonl_read import connect_jsonl
 
         return connect_jsonl(ledger, con)
-    schemas: dict = {}
-    with ThreadPoolExecutor(
-        max_workers=1
-    ) as pool:  # a new database starts while the files are checked
-        opened = pool.submit(duckdb.connect) if con is None else None
+    schemas: dict[Path, Any] = {}
+    if con is None:
+        with ThreadPoolExecutor(max_workers=1) as pool:  # a new database starts while the files are checked
+            opened = pool.submit(duckdb.connect)
+            layout = layout_for(verify_ledger(ledger, schemas))
+            con = opened.result()
+    else:
         layout = layout_for(verify_ledger(ledger, schemas))
-        con = opened.result() if opened is not None else con
     files = _create_views(con, ledger, layout, schemas)
     problems = row_problems(con, ledger, files["records"], files["candidates"], layout)
     if problems:
@@ -58,7 +65,7 @@ def connect(ledger: str | Path, con=None):
     return con
 
 
-def open_unchecked(ledger: str | Path, con=None):
+def open_unchecked(ledger: str | Path, con: DuckDBPyConnection | None = None) -> DuckDBPyConnection:
     """:func:`connect`'s views without its checks: nothing read through them is to be trusted until
     :func:`check_ledger` has passed. For a reader that shows rows while the checks run (the TUI's
     first screen); it needs no pyarrow (the manifest is still checked: it says where the files are).
@@ -79,7 +86,7 @@ def open_unchecked(ledger: str | Path, con=None):
     return con
 
 
-def check_ledger(ledger: str | Path, con) -> None:
+def check_ledger(ledger: str | Path, con: DuckDBPyConnection) -> None:
     """:func:`connect`'s checks, for a connection :func:`open_unchecked` made (``con`` or a cursor of
     it): the files (:func:`.verify.verify_ledger`: footers, sizes, digests), then the rows
     (:func:`row_problems`). Raises :class:`InputError` listing every problem."""
@@ -102,7 +109,9 @@ def _table_files(ledger: Path, layout: Layout) -> dict[str, list[Path]]:
     }
 
 
-def _create_views(con, ledger: Path, layout: Layout, schemas: dict | None) -> dict[str, list[Path]]:
+def _create_views(
+    con: DuckDBPyConnection, ledger: Path, layout: Layout, schemas: dict[Path, Any] | None
+) -> dict[str, list[Path]]:
     """The views; ``schemas`` (file -> Arrow schema, from the checks) lets files that all share one
     schema skip DuckDB's column matching; None (unchecked): match by name. Returns the files."""
     files = _table_files(ledger, layout)
@@ -132,7 +141,7 @@ def _misfiled(layout: Layout) -> str:
     )
 
 
-def _record_counts(con, src: str, misfiled: str) -> tuple[int, int, int]:
+def _record_counts(con: DuckDBPyConnection, src: str, misfiled: str) -> tuple[int, int, int]:
     """One pass over the records: how many rows each records check of :func:`row_problems` lists.
 
     Null keys, records filed under another partition, repeated (file, arm, phase, qid)
@@ -143,11 +152,13 @@ def _record_counts(con, src: str, misfiled: str) -> tuple[int, int, int]:
         f"sum(n) FILTER (WHERE {misfiled}), sum(n - 1) FILTER (WHERE qid IS NOT NULL) "
         f"FROM (SELECT filename, arm, phase, qid, count(*) AS n FROM {src} GROUP BY ALL)"
     ).fetchall()[0]
-    return tuple(int(x or 0) for x in row)
+    nulls, misfiled_rows, duplicates = (int(x or 0) for x in row)
+    return nulls, misfiled_rows, duplicates
 
 
 def row_problems(
-    con, ledger: Path, record_files: list[Path], candidate_files: list[Path], layout: Layout = CURRENT
+    con: DuckDBPyConnection, ledger: Path, record_files: list[Path], candidate_files: list[Path],
+    layout: Layout = CURRENT,
 ) -> list[Problem]:
     """Rows no analysis can use: duplicate or misfiled records, records without a key, non-finite scores.
 
@@ -162,13 +173,14 @@ def row_problems(
     cands = _numbered_scan(candidate_files)
     try:
         misfiled_sql = _misfiled(layout)
-        nulls, misfiled, duplicates = _record_counts(con, src, misfiled_sql) if src else (0, 0, 0)
-        if nulls:
-            out += _null_key_rows(con, src)
-        if misfiled:
-            out += _misfiled_rows(con, src, misfiled_sql)
-        if duplicates:
-            out += _duplicate_rows(con, src)
+        if src:
+            nulls, misfiled, duplicates = _record_counts(con, src, misfiled_sql)
+            if nulls:
+                out += _null_key_rows(con, src)
+            if misfiled:
+                out += _misfiled_rows(con, src, misfiled_sql)
+            if duplicates:
+                out += _duplicate_rows(con, src)
         if cands:
             out += _non_finite_scores(con, cands)
     except duckdb.Error as exc:
@@ -189,7 +201,7 @@ def _numbered_scan(files: list[Path]) -> str | None:
     )
 
 
-def _null_key_rows(con, src: str) -> list[Problem]:
+def _null_key_rows(con: DuckDBPyConnection, src: str) -> list[Problem]:
     """Records with a null arm, phase or qid: no analysis can key them."""
     return [
         Problem(file, None, col, f"row {row}: missing (null)")
@@ -202,7 +214,7 @@ def _null_key_rows(con, src: str) -> list[Problem]:
     ]
 
 
-def _misfiled_rows(con, src: str, misfiled_sql: str) -> list[Problem]:
+def _misfiled_rows(con: DuckDBPyConnection, src: str, misfiled_sql: str) -> list[Problem]:
     """Records whose arm and phase belong in another partition's file (a reader by partition
     would miss them)."""
     return [
@@ -219,7 +231,7 @@ def _misfiled_rows(con, src: str, misfiled_sql: str) -> list[Problem]:
     ]
 
 
-def _duplicate_rows(con, src: str) -> list[Problem]:
+def _duplicate_rows(con: DuckDBPyConnection, src: str) -> list[Problem]:
     """Every copy after the first of a record key, with the row of the first in its file."""
     return [
         Problem(
@@ -240,7 +252,7 @@ def _duplicate_rows(con, src: str) -> list[Problem]:
     ]
 
 
-def _non_finite_scores(con, cands: str) -> list[Problem]:
+def _non_finite_scores(con: DuckDBPyConnection, cands: str) -> list[Problem]:
     """Candidate rows with a NaN or infinite score, listed only when a count finds any (counting
     costs less than listing)."""
     finite = "SELECT count(*) FROM {} WHERE NOT isfinite(score)"
@@ -267,7 +279,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _view(con, name: str, files: list[Path], union: bool = True) -> None:
+def _view(con: DuckDBPyConnection, name: str, files: list[Path], union: bool = True) -> None:
     """``union``: files may differ in columns (matched by name); off when all share one schema. A
     table with no files is a view over an empty in-memory table, which the connection's cursors
     (the TUI's worker threads) read too."""

@@ -46,6 +46,7 @@ same rows round-trip through JSONL unchanged.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 #: the format this version writes
 FORMAT = "ledgerscope-ledger/2"
@@ -154,10 +155,10 @@ def duckdb_columns(table: str) -> str:
 _ARROW_NAMES = ("UNITS", "BOUNDARIES", "CANDIDATES", "RECORDS", "REPAIRS", "ORACLE", "SOURCES", "TABLES")
 
 
-def _arrow_schemas() -> dict:
+def _arrow_schemas() -> dict[str, Any]:
     import pyarrow as pa
 
-    def arrow_type(kind: str):
+    def arrow_type(kind: str) -> Any:
         if kind.startswith("list<"):
             return pa.list_(arrow_type(kind[5:-1]))
         return getattr(pa, _TYPES[kind][0])()
@@ -170,7 +171,7 @@ def _arrow_schemas() -> dict:
 _BUILD_LOCK = threading.Lock()
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _ARROW_NAMES:
         with _BUILD_LOCK:  # built once, even when two threads ask first
             if "TABLES" not in globals():

@@ -3,8 +3,9 @@ digest re-checked (a ledger's sources are the only copy its readers trust)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
 
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from ledgerscope.inputs.sources import Corpus
 
 
-def sources_corpus(path: Path, rows) -> Corpus:
+def sources_corpus(path: Path, rows: Iterable[Sequence[Any]]) -> Corpus:
     """The ledger's sources (rows of ``doc_id, version, text, observed, access``), digests re-checked.
 
     Rows are numbered from 1 in the message of any problem.

@@ -35,7 +35,7 @@ def _kind(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def load_manifest(ledger: str | Path) -> dict:
+def load_manifest(ledger: str | Path) -> dict[str, Any]:
     """The ledger's ``manifest.json``, checked (:func:`manifest_problems`) so readers can rely on it.
 
     Raises :class:`InputError` when it is missing, unreadable, of another format or malformed.
@@ -71,7 +71,7 @@ def load_manifest(ledger: str | Path) -> dict:
     return manifest
 
 
-def manifest_problems(manifest: dict, where: str) -> list[Problem]:
+def manifest_problems(manifest: dict[str, Any], where: str) -> list[Problem]:
     """What the readers rely on: ``arms`` (each with ``config`` and ``phases``), typed optional keys."""
     out: list[Problem] = []
     for key in ("identity", "created", "fixtures_digest", "ledgerscope_version"):
@@ -99,38 +99,33 @@ def manifest_problems(manifest: dict, where: str) -> list[Problem]:
             out.append(Problem(where, None, f"{field}.config", "missing or not an object"))
         if "config_digest" in entry and not isinstance(entry["config_digest"], str):
             out.append(Problem(where, None, f"{field}.config_digest", "must be a string"))
-        phases = entry.get("phases")
-        if not isinstance(phases, list) or not phases:
-            out.append(Problem(where, None, f"{field}.phases", "missing or not a non-empty list"))
-            continue
-        labels: set[str] = set()
-        for i, ph in enumerate(phases):
-            ok = (
-                isinstance(ph, dict)
-                and isinstance(ph.get("label"), str)
-                and isinstance(ph.get("offset"), int)
-                and not isinstance(ph.get("offset"), bool)
-            )
-            if not ok:
-                out.append(
-                    Problem(
-                        where,
-                        None,
-                        f"{field}.phases[{i}]",
-                        "must be an object {label: string, offset: integer}",
-                    )
-                )
-            elif PHASE_LABEL.fullmatch(ph["label"]) is None:
-                out.append(
-                    Problem(where, None, f"{field}.phases[{i}]", f"label {ph['label'][:40]!r} names a "
-                            "directory: only letters, digits, '_', '.', '-' (not '.' first)")
-                )
-            elif ph["label"] in labels:
-                out.append(
-                    Problem(where, None, f"{field}.phases[{i}]", f"duplicate label {ph['label']!r}")
-                )
-            else:
-                labels.add(ph["label"])
+        out += _phase_problems(entry.get("phases"), where, field)
+    return out
+
+
+def _phase_problems(phases: Any, where: str, field: str) -> list[Problem]:
+    """An arm's phase list: objects {label, offset}, labels that can name a directory, no repeats."""
+    if not isinstance(phases, list) or not phases:
+        return [Problem(where, None, f"{field}.phases", "missing or not a non-empty list")]
+    out: list[Problem] = []
+    labels: set[str] = set()
+    for i, ph in enumerate(phases):
+        at = f"{field}.phases[{i}]"
+        ok = (
+            isinstance(ph, dict)
+            and isinstance(ph.get("label"), str)
+            and isinstance(ph.get("offset"), int)
+            and not isinstance(ph.get("offset"), bool)
+        )
+        if not ok:
+            out.append(Problem(where, None, at, "must be an object {label: string, offset: integer}"))
+        elif PHASE_LABEL.fullmatch(ph["label"]) is None:
+            out.append(Problem(where, None, at, f"label {ph['label'][:40]!r} names a "
+                               "directory: only letters, digits, '_', '.', '-' (not '.' first)"))
+        elif ph["label"] in labels:
+            out.append(Problem(where, None, at, f"duplicate label {ph['label']!r}"))
+        else:
+            labels.add(ph["label"])
     return out
 
 
@@ -153,7 +148,7 @@ def oracle_files(ledger: str | Path, layout: Layout | None = None) -> list[Path]
 # the partition files: footers, sizes and digests
 
 
-def _same_kind(actual, expected) -> bool:
+def _same_kind(actual: Any, expected: Any) -> bool:
     import pyarrow as pa
     import pyarrow.types as t
 
@@ -161,9 +156,9 @@ def _same_kind(actual, expected) -> bool:
         return True
     for pred in (t.is_integer, t.is_floating, t.is_boolean):
         if pred(expected):
-            return pred(actual)
+            return bool(pred(actual))
     if t.is_string(expected) or t.is_large_string(expected):
-        return t.is_string(actual) or t.is_large_string(actual) or actual == pa.string_view()
+        return bool(t.is_string(actual) or t.is_large_string(actual) or actual == pa.string_view())
     if t.is_list(expected) or t.is_large_list(expected):
         return (t.is_list(actual) or t.is_large_list(actual)) and _same_kind(
             actual.value_type, expected.value_type
@@ -171,7 +166,7 @@ def _same_kind(actual, expected) -> bool:
     return False
 
 
-def _read_metadata(path: Path):
+def _read_metadata(path: Path) -> Any:
     """``pyarrow.parquet.read_metadata(path)``: the same reader on the same local file, without
     importing pyarrow's filesystems (pyarrow.parquet); that function where the reader differs."""
     import pyarrow as pa
@@ -198,7 +193,7 @@ def _read_metadata(path: Path):
         return pq.read_metadata(path)
 
 
-def parquet_problems(path: Path, table_schema, rows: Any = None) -> list[Problem]:
+def parquet_problems(path: Path, table_schema: Any, rows: Any = None) -> list[Problem]:
     """The file's footer is readable and holds every column of ``table_schema`` with a usable type.
 
     Reads the footer only (no data pages). ``rows``: the row count a partition
@@ -207,7 +202,7 @@ def parquet_problems(path: Path, table_schema, rows: Any = None) -> list[Problem
     return _footer_check(path, table_schema, rows)[0]
 
 
-def _footer_check(path: Path, table_schema, rows: Any = None) -> tuple[list[Problem], Any]:
+def _footer_check(path: Path, table_schema: Any, rows: Any = None) -> tuple[list[Problem], Any]:
     """:func:`parquet_problems`, and the file's Arrow schema (None when unreadable)."""
     import pyarrow as pa
 
@@ -246,14 +241,14 @@ def _footer_check(path: Path, table_schema, rows: Any = None) -> tuple[list[Prob
     return out, actual
 
 
-def file_record(path: Path) -> dict:
+def file_record(path: Path) -> dict[str, Any]:
     """Size and SHA-256 of a file, as a partition marker records them."""
     with path.open("rb") as fh:  # hashed in C, the GIL released
         digest = hashlib.file_digest(fh, "sha256").hexdigest()
     return {"bytes": path.stat().st_size, "sha256": digest}
 
 
-def _marker(path: Path, problems: list[Problem]) -> dict:
+def _marker(path: Path, problems: list[Problem]) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
@@ -313,7 +308,7 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
 
 
 def _partition_problems(
-    part: Path, arms: dict, schemas: dict | None = None, layout: Layout = CURRENT
+    part: Path, arms: dict[str, Any], schemas: dict[Path, Any] | None = None, layout: Layout = CURRENT
 ) -> list[Problem]:
     """One finished partition: its arm and phase, its marker's sizes and digests, its footers
     (each file's Arrow schema into ``schemas``); ``layout`` names its directory."""
@@ -352,7 +347,7 @@ def _partition_problems(
     return problems
 
 
-def verify_ledger(ledger: str | Path, schemas: dict | None = None) -> dict:
+def verify_ledger(ledger: str | Path, schemas: dict[Path, Any] | None = None) -> dict[str, Any]:
     """Check the manifest and every finished partition's files; return the manifest.
 
     Raises :class:`InputError` listing every problem (file, column, reason).

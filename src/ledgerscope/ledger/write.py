@@ -19,6 +19,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -44,14 +45,14 @@ def is_done(ledger: Path, arm: str, phase: str) -> bool:
     return (partition_dir(ledger, arm, phase) / "_SUCCESS.json").is_file()
 
 
-def write_table(path: Path, rows: list[dict], table_schema: pa.Schema) -> None:
+def write_table(path: Path, rows: list[dict[str, Any]], table_schema: pa.Schema) -> None:
     table = pa.Table.from_pylist(rows, schema=table_schema)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
 
 
-def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[dict] | pa.Table],
-                    meta: dict) -> None:
+def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[dict[str, Any]] | pa.Table],
+                    meta: dict[str, Any]) -> None:
     """Write all tables of one (arm, phase) partition, then rename the directory into place."""
     final = partition_dir(ledger, arm, phase)
     staging_root = ledger / ".staging"
@@ -104,7 +105,7 @@ def check_out(ledger: Path, identity: str) -> None:
         ))
 
 
-def write_or_check_manifest(ledger: Path, manifest: dict) -> None:
+def write_or_check_manifest(ledger: Path, manifest: dict[str, Any]) -> None:
     """Write the manifest before any retrieval, or check a resumed sweep matches it."""
     path = ledger / "manifest.json"
     if path.is_file():
@@ -121,7 +122,7 @@ def write_or_check_manifest(ledger: Path, manifest: dict) -> None:
     atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-def _check_format(manifest: dict, path: Path) -> None:
+def _check_format(manifest: dict[str, Any], path: Path) -> None:
     """A sweep resumes only a ledger of the format it writes (an older one is read, not extended)."""
     if manifest.get("format") != schema.FORMAT:
         raise InputError(Problem(

@@ -1,7 +1,7 @@
 """Everything the HTML report shows, gathered from the analysis layer (nothing computed here).
 
 The figures are the ones ``compare`` and ``diagnose`` print: :func:`compare_arms` and
-:func:`decide` for the comparison and the decision, :mod:`..analysis.stats.replicates` for the
+:func:`decide` for the comparison and the decision, :mod:`ledgerscope.analysis.stats.replicates` for the
 bootstrap distributions and per-phase intervals (same draw, same intervals), :func:`survival`
 for the funnel, :func:`ledger_heads` for the steps, :func:`find_reversals` for the
 reversals. What is read directly is what is shown as it is: verdicts per cell, packed contexts,
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
-from ledgerscope.analysis.survival import SURVIVAL_STAGES
-from ledgerscope.export.redaction import Redactor, unit_doc
+from ledgerscope.analysis.survival import SURVIVAL_STAGES, gold_in_context
+from ledgerscope.export.redaction import Redactor
 
 CURVE_METRICS = ("support", "answer_correct")
 #: characters of source shown either side of the gold spans at a reversal's boundary
@@ -256,7 +256,7 @@ def _side(row: dict, packed: list[dict], cuts: dict, phase: str, fx, texts: dict
         side["context"], side["context_gold"] = redactor.value(context, shown, True), []
         side["answer"] = redactor.value(row["answer"], shown, True)
     else:
-        side["context"], side["context_gold"] = context, _gold_in_context(context, spans, packed, texts)
+        side["context"], side["context_gold"] = context, gold_in_context(context, spans, packed, texts)
         side["answer"] = row["answer"]
     return side
 
@@ -284,26 +284,3 @@ def _excerpt(doc: str, text: str | None, spans: list, cuts: list[int], packed: l
     else:
         out["text"] = text[lo:hi]
     return out
-
-
-def _gold_in_context(context: str, spans: list, packed: list[dict], texts: dict[str, str]) -> list:
-    """(start, end, span id) ranges of the context holding gold text a packed unit carried."""
-    found = set()
-    for span in spans:
-        text = texts.get(span.doc_id)
-        for p in packed:
-            if text is None or p["doc_id"] != span.doc_id or p["start"] is None:
-                continue
-            quote = text[max(span.start, p["start"]):min(span.end, p["end"])].strip()
-            if len(quote) < 2:
-                continue
-            i = context.find(quote)
-            while i >= 0:
-                found.add((i, i + len(quote), span.span_id))
-                i = context.find(quote, i + 1)
-    return sorted(found)
-
-
-def packed_docs(side: dict) -> list[str]:
-    """The documents of a side's packed units (for the withheld note)."""
-    return sorted({unit_doc(u["unit_id"]) for u in side["packed"]})

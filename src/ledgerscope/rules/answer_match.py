@@ -288,7 +288,7 @@ def _time_unit(word: str) -> str:
     return {"sec": "second", "min": "minute", "hr": "hour"}.get(w, w)
 
 
-def _number(m: re.Match) -> tuple[float, bool] | None:
+def _number(m: re.Match[str]) -> tuple[float, bool] | None:
     """(value, is a bare "one") of a quantity match, or None for words that are no number."""
     raw = m.group("num")
     if raw[0].isdigit():
@@ -306,7 +306,7 @@ def _number(m: re.Match) -> tuple[float, bool] | None:
     return number, bare_one
 
 
-def _unit(m: re.Match, text: str) -> tuple[str, float, int]:
+def _unit(m: re.Match[str], text: str) -> tuple[str, float, int]:
     """(unit, factor, end) of a quantity match; a currency amount keeps its currency through a rate."""
     unit, factor, end = "", 1.0, m.end()
     currency = _PREFIX_CURRENCY[m.group("cur").strip().lower()] if m.group("cur") else ""

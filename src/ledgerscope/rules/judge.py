@@ -66,7 +66,7 @@ the label does not name a packed unit.
    no sufficient set exists to cover.
 5. cited intervals are grouped by document and, per document, their union is
    tested against each sufficient set in order with
-   :func:`~ledgerscope.pipeline.contracts.units.covers` over that document's text
+   :func:`~ledgerscope.common.intervals.covers` over that document's text
    (whitespace between adjacent units is not evidence). The first set whose
    every span is covered -> ``supported`` (``covered_set`` names it). Joint
    evidence across several cited units counts.
@@ -182,7 +182,7 @@ def judge_answer(answer: str | None, abstained: bool, fixture: Fixture) -> Answe
     rules = MatchRules.from_contract(contract.match)
     text = answer or ""
     answer_qs = extract_quantities(text)
-    default_hit = bool(contract.default) and matches(text, answer_qs, contract.default, rules)
+    default_hit = bool(contract.default) and matches(text, answer_qs, contract.default or "", rules)
     source = (f" (inferred from span {contract.default_inferred_from!r})"
               if contract.default_inferred_from else "")
     for candidate in (contract.expected, *contract.aliases):

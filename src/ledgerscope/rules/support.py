@@ -9,21 +9,38 @@ time, never stored as unit ids.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ledgerscope.common.intervals import covers, merge_intervals
 
 if TYPE_CHECKING:  # the fixture model is inputs/, a layer above: rules read its fields, never import it
     from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
+#: a source version: (doc id, version digest); a gold span may leave its version unpinned
+DocKey = tuple[str, str | None]
+ByDoc = Mapping[DocKey, list[tuple[int, int]]]
 
-def intervals_by_doc(units: Iterable, only: Collection[tuple[str, str]] | None = None
-                     ) -> dict[tuple[str, str], list[tuple[int, int]]]:
+
+class Located(Protocol):
+    """Anything with a source interval: a unit, a candidate row, a cited block."""
+
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+def intervals_by_doc(units: Iterable[Located], only: Collection[DocKey] | None = None
+                     ) -> dict[DocKey, list[tuple[int, int]]]:
     """Group unit intervals by (doc id, version); anything with doc_id, version, start, end works.
 
     ``only``: the (doc id, version) keys wanted (a fixture's gold documents): a question's
     candidates span the whole corpus, its spans one or two documents."""
-    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    out: dict[DocKey, list[tuple[int, int]]] = {}
     for u in units:
         key = (u.doc_id, u.version)
         if only is None or key in only:
@@ -31,12 +48,12 @@ def intervals_by_doc(units: Iterable, only: Collection[tuple[str, str]] | None =
     return {k: merge_intervals(v) for k, v in out.items()}
 
 
-def gold_keys(fixture: Fixture) -> frozenset[tuple[str, str]]:
+def gold_keys(fixture: Fixture) -> frozenset[DocKey]:
     """The (doc id, version) of every gold span: the only intervals support is decided on."""
     return frozenset((s.doc_id, s.version) for s in fixture.spans)
 
 
-def span_kept(span: GoldSpan, by_doc: Mapping[tuple[str, str], list[tuple[int, int]]],
+def span_kept(span: GoldSpan, by_doc: ByDoc,
               texts: Mapping[str, str]) -> bool:
     intervals = by_doc.get((span.doc_id, span.version))
     if not intervals:
@@ -44,12 +61,12 @@ def span_kept(span: GoldSpan, by_doc: Mapping[tuple[str, str], list[tuple[int, i
     return covers(texts[span.doc_id], span.start, span.end, intervals)
 
 
-def kept_set(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> int | None:
+def kept_set(fixture: Fixture, units: Iterable[Located], texts: Mapping[str, str]) -> int | None:
     """Index of the first sufficient set the units keep, or None (also for unanswerable)."""
     return kept_set_in(fixture, intervals_by_doc(units, gold_keys(fixture)), texts)
 
 
-def kept_set_in(fixture: Fixture, by_doc: Mapping[tuple[str, str], list[tuple[int, int]]],
+def kept_set_in(fixture: Fixture, by_doc: ByDoc,
                 texts: Mapping[str, str]) -> int | None:
     """:func:`kept_set` over intervals already grouped by :func:`intervals_by_doc`."""
     for i, sset in enumerate(fixture.sufficient_sets):
@@ -58,11 +75,11 @@ def kept_set_in(fixture: Fixture, by_doc: Mapping[tuple[str, str], list[tuple[in
     return None
 
 
-def keeps(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> bool:
+def keeps(fixture: Fixture, units: Iterable[Located], texts: Mapping[str, str]) -> bool:
     return kept_set(fixture, units, texts) is not None
 
 
-def single_unit_complete(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> bool:
+def single_unit_complete(fixture: Fixture, units: Iterable[Located], texts: Mapping[str, str]) -> bool:
     """Some sufficient set lies entirely inside one unit (a diagnostic flag only)."""
     units = list(units)
     for sset in fixture.sufficient_sets:
@@ -74,7 +91,7 @@ def single_unit_complete(fixture: Fixture, units: Iterable, texts: Mapping[str, 
     return False
 
 
-def missing_spans(fixture: Fixture, units: Iterable, texts: Mapping[str, str]) -> list[str]:
+def missing_spans(fixture: Fixture, units: Iterable[Located], texts: Mapping[str, str]) -> list[str]:
     """Span ids of the closest sufficient set that the units do not cover."""
     by_doc = intervals_by_doc(units, gold_keys(fixture))
     best: list[str] | None = None

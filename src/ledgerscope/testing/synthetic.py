@@ -96,17 +96,7 @@ def make_synthetic_ledger(
     n_docs = max(1, questions // 4)
     docs = _documents(rng, n_docs, doc_chars)
     doc_ids = sorted(docs)
-    out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(
-        pa.Table.from_pylist(
-            [
-                {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-                for k, v in docs.items()
-            ],
-            schema=schema.SOURCES,
-        ),
-        out / "sources.parquet",
-    )
+    _write_sources(out, docs)
 
     q_doc = np.array([doc_ids[q % n_docs] for q in range(questions)], dtype=object)
     q_seg = np.array([SEGMENTS[q % len(SEGMENTS)] for q in range(questions)], dtype=object)
@@ -140,6 +130,13 @@ def make_synthetic_ledger(
         write_oracle(out, arm, {f"q{q:06d}": "correct" if q % 3 else "wrong" for q in range(questions)},
                      evidence_tokens=40, budget_tokens=320, answer="7 days")
     return {"records": total_records, "candidates": total_cands, "units": total_units}
+
+
+def _write_sources(out: Path, docs: dict[str, str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [{"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
+            for k, v in docs.items()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema.SOURCES), out / "sources.parquet")
 
 
 def _documents(rng, n_docs: int, doc_chars: int) -> dict[str, str]:

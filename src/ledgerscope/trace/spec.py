@@ -1,6 +1,7 @@
 """The ``ledgerscope-trace/1`` format: field names, stage names and their cascade order.
 
-One place for the names the validator (:mod:`.traceformat`, :mod:`.chunkstore`),
+One place for the names the validator (:mod:`ledgerscope.ingest.traceformat`,
+:mod:`ledgerscope.ingest.chunkstore`),
 the JSON Schema file (``trace-1.schema.json``, kept equal by a test), the
 OpenInference mapping and the derivation share. The format itself is described
 in ``docs/ingest.md``.

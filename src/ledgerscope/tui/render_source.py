@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.text import Text
 
 from ledgerscope.analysis.diagnosis.span_fates import document_title
+from ledgerscope.analysis.survival import gold_in_context
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui.model import RecordDetail
 from ledgerscope.tui.render import COVER_GLYPHS, MAX_TEXT, Palette, bar, fmt, lit, pick
@@ -212,23 +213,7 @@ def survived_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int, str]
     fx = rd.fixture
     if fx is None or not context:
         return []
-    found: list[tuple[int, int, str]] = []
-    for span in fx.spans:
-        text = rd.texts.get(span.doc_id)
-        if text is None:
-            continue
-        for r in rd.stages.get("packed", []):
-            if r.get("doc_id") != span.doc_id or r.get("start") is None:
-                continue
-            a, b = max(span.start, int(r["start"])), min(span.end, int(r["end"]))
-            quote = text[a:b].strip()
-            if len(quote) < 2:
-                continue
-            i = context.find(quote)
-            while i >= 0:
-                found.append((i, i + len(quote), span.span_id))
-                i = context.find(quote, i + 1)
-    return sorted(set(found))
+    return gold_in_context(context, fx.spans, rd.stages.get("packed", []), rd.texts)
 
 
 def context_text(rd: RecordDetail, palette: Palette) -> Text:

@@ -20,9 +20,6 @@ from ledgerscope.analysis.reversals import reversed_questions_sql
 VIEW = "record_view"
 #: the heads, one row per distinct combination of what they depend on (:func:`heads_table`)
 HEADS_TABLE = "record_heads"
-DIAGNOSIS_COLUMNS = ("step", "step_name", "label", "flags", "reversal")
-
-
 def build_record_view(con) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 

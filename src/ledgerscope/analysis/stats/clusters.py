@@ -49,22 +49,27 @@ def question_documents(con, arms: Sequence[str]) -> dict[str, set[str]]:
 def component_clusters(qids: Sequence[str], documents: dict[str, set[str]]) -> dict[str, str]:
     """Each question's connected component in the question-document graph (questions are joined
     when they share any document), named by its smallest document id; a question without documents
-    is its own cluster (``qid:<qid>``)."""
-    parent: dict[str, str] = {}
+    is its own cluster (``qid:<qid>``). The components are scipy's (a question's documents are
+    joined to its first one, so every document it names lands in one component)."""
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
 
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    names = sorted({d for q in qids for d in documents.get(q, ())})
+    index = {d: i for i, d in enumerate(names)}
+    rows, cols = [], []
     for q in qids:
         docs = sorted(documents.get(q, ()))
-        for d in docs[1:]:
-            a, b = find(docs[0]), find(d)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    return {q: find(min(documents[q])) if documents.get(q) else f"qid:{q}" for q in qids}
+        if not docs:
+            continue
+        rows += [index[docs[0]]] * (len(docs) - 1)
+        cols += [index[d] for d in docs[1:]]
+    graph = coo_array((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(len(names), len(names)))
+    _, labels = connected_components(graph, directed=False)
+    smallest: dict[int, str] = {}
+    for d, label in zip(names, labels.tolist(), strict=True):
+        smallest.setdefault(label, d)  # names are sorted: the first seen is the smallest
+    return {q: smallest[labels[index[min(documents[q])]]] if documents.get(q) else f"qid:{q}"
+            for q in qids}
 
 
 def cluster_report(first_document: np.ndarray, components: np.ndarray, rule: str) -> dict:

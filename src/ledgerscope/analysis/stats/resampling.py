@@ -199,22 +199,8 @@ def replicate_statistics(
             )  # phases x blocks x replicates, NaN: no record
             n_blocks = per_phase.shape[1]
         for name in wanted:
-            if name == "mean":  # NaN phases: 0 in the sum, left out of the count
-                if finite and len(counts) < 256:
-                    has = (counts > 0).view(np.uint8)
-                    n_ok = has[0].copy()
-                    for j in range(1, len(has)):
-                        n_ok += has[j]
-                    values = (
-                        np.fmax(per_phase, 0.0)
-                        if nonneg
-                        else np.divide(sums, np.maximum(counts, 1), dtype=f8)
-                    )
-                else:
-                    missing = np.isnan(per_phase)
-                    n_ok = np.add.reduce(~missing, axis=0, dtype=np.intp)
-                    values = np.where(missing, 0.0, per_phase)
-                out[name] = phase_sum(values) / n_ok
+            if name == "mean":
+                out[name] = _phase_mean(per_phase, sums, counts, finite, nonneg)
             elif name == "pooled_mean":
                 out[name] = phase_sum(sums.astype(f8)) / phase_sum(counts.astype(f8))
             elif name in ("worst_aggregate", "best_aggregate"):
@@ -234,6 +220,25 @@ def replicate_statistics(
                 raise ValueError(f"unknown statistic {name!r}")
     return out, which
 
+
+
+def _phase_mean(per_phase: np.ndarray, sums: np.ndarray, counts: np.ndarray, finite: bool,
+                nonneg: bool) -> np.ndarray:
+    """The mean over phases per (block, replicate): NaN phases are 0 in the sum and left out of the
+    count. With few phases and finite aggregates the count is summed as uint8 rows and the values
+    taken without a NaN mask (the same numbers, less memory traffic)."""
+    if finite and len(counts) < 256:
+        has = (counts > 0).view(np.uint8)
+        n_ok = has[0].copy()
+        for j in range(1, len(has)):
+            n_ok += has[j]
+        values = (np.fmax(per_phase, 0.0) if nonneg
+                  else np.divide(sums, np.maximum(counts, 1), dtype=np.float64))
+    else:
+        missing = np.isnan(per_phase)
+        n_ok = np.add.reduce(~missing, axis=0, dtype=np.intp)
+        values = np.where(missing, 0.0, per_phase)
+    return phase_sum(values) / n_ok
 
 def counts(idx: np.ndarray, n_units: int) -> np.ndarray:
     """(replicates x draws) unit indices -> (replicates x units) multiplicities (float32: exact to 2**24)."""

@@ -159,6 +159,14 @@ def import_squad(
                 if fx is not None:
                     fixtures.append(fx)
 
+    _write(out, corpus, fixtures, repairs if repair else None, report)
+    return report
+
+
+def _write(out: Path, corpus: Corpus, fixtures: list[Fixture], repairs: list[dict[str, Any]] | None,
+           report: ImportReport) -> None:
+    """Count what was imported into ``report`` and write it: corpus, fixtures, and the repairs
+    (``None``: not a repair run, so a repairs file an earlier run left is removed)."""
     used = {d for fx in fixtures for d in fx.doc_ids}
     report.documents = len(corpus)
     report.questions = len(fixtures)
@@ -167,14 +175,13 @@ def import_squad(
         report.notes.append(
             f"{len(corpus) - len(used)} document(s) are in the corpus without any written question"
         )
-
     out.mkdir(parents=True, exist_ok=True)
     corpus_path, fixtures_path = out / "corpus.jsonl", out / "fixtures.jsonl"
     write_corpus_jsonl(corpus, corpus_path)
     write_fixtures(fixtures, fixtures_path)
     report.corpus_path, report.fixtures_path = str(corpus_path), str(fixtures_path)
     repairs_path = out / "repairs.jsonl"
-    if repair:
+    if repairs is not None:
         atomic_write_text(
             repairs_path,
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in repairs),
@@ -184,7 +191,6 @@ def import_squad(
         # A repairs file left by an earlier repair run would describe fixtures not written now.
         with contextlib.suppress(FileNotFoundError):
             repairs_path.unlink()
-    return report
 
 
 def _doc_id(dataset: str, para: dict, title: Any, ai: int, pi: int, corpus: Corpus,

@@ -1,7 +1,8 @@
 """What an arm with an external chunker declares, checked before anything loads.
 
 The kinds ``langchain``, ``llamaindex``, ``chonkie`` and ``python`` hand the cutting to a splitter
-ledgerscope does not own (:mod:`.splitters` builds them, :mod:`.external` verifies what they
+ledgerscope does not own (:mod:`ledgerscope.pipeline.chunking.splitters` builds them,
+:mod:`ledgerscope.pipeline.chunking.external` verifies what they
 return). This module holds what the configuration needs without importing any of them: the keys of
 the ``[chunker]`` table, their checks, and the phase span.
 

@@ -1,4 +1,5 @@
-"""The kinds of the replaceable stages: one table per seam (:mod:`.stages`) from the kind an arm
+"""The kinds of the replaceable stages: one table per seam (:mod:`ledgerscope.pipeline.contracts.stages`)
+from the kind an arm
 configures to its factory, plus the kinds installed distributions register (:mod:`.plugins`).
 
 A factory is named as ``"module:function"`` and imported only when a runtime is built, so the
@@ -21,7 +22,8 @@ _RUNTIME = "ledgerscope.pipeline.run.runtime"
 _SPLITTERS = "ledgerscope.pipeline.chunking.splitters"
 _PLUGINS = "ledgerscope.pipeline.arm.plugin_stages"
 
-#: ``chunker.kind`` -> factory (the external kinds: :mod:`.splitters`, verified by :mod:`.external`)
+#: ``chunker.kind`` -> factory (the external kinds: :mod:`ledgerscope.pipeline.chunking.splitters`, verified
+#: by :mod:`ledgerscope.pipeline.chunking.external`)
 CHUNKERS: dict[str, str | Factory] = {
     "token": f"{_RUNTIME}:token_chunker",
     "sentence": f"{_RUNTIME}:sentence_chunker",

@@ -1,9 +1,11 @@
 """User stages made to fit the cascade: a function of a request dataclass, or a class implementing
 the stage's protocol, from ``kind = "python"`` (``callable``) or a plugin's entry point.
 
-The shapes are documented in :mod:`.stages`. A function's answer is checked here (one score per
+The shapes are documented in :mod:`ledgerscope.pipeline.contracts.stages`. A function's answer is checked
+here (one score per
 candidate, indices in range, no unit twice); a wrong one is a bug in the plugin and stops the
-sweep with a message naming the callable. A :class:`.stages.StageFailure` raised by a plugin is an
+sweep with a message naming the callable. A :class:`ledgerscope.pipeline.contracts.stages.StageFailure`
+raised by a plugin is an
 infrastructure failure of the records it touches, as for the built-in stages.
 """
 

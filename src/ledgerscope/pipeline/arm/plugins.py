@@ -11,7 +11,8 @@ as that stage's ``kind``::
 
 The target is a *function* (called with the stage's request dataclass, :mod:`.plugin_stages`) or
 a *class* (instantiated once per arm with the table's ``options`` as keyword arguments, and
-implementing the stage's protocol, :mod:`.stages`). Discovery reads the installed metadata only:
+implementing the stage's protocol, :mod:`ledgerscope.pipeline.contracts.stages`). Discovery reads the
+installed metadata only:
 nothing is imported until an arm uses the kind (then :func:`load_target` imports it, while the
 arm is validated, before any model loads). A built-in kind is never shadowed: an entry point
 that reuses one is listed as a problem and ignored, and so is a malformed name.

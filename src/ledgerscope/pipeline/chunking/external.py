@@ -23,7 +23,7 @@ end), and a tie is *ambiguous*. The status is ``repaired`` when offsets were giv
 is found; those are dropped. A placed unit is trimmed of surrounding whitespace (as the token
 chunker's units are); one left empty (``empty``), or on the interval of an earlier unit of the
 document (``duplicate``), is dropped too. Every unit not verified as given is reported
-(:class:`.chunk.OffsetRepair`); nothing is placed silently.
+(:class:`ledgerscope.pipeline.contracts.units.OffsetRepair`); nothing is placed silently.
 """
 
 from __future__ import annotations

@@ -201,7 +201,8 @@ _ADAPTERS = {"langchain": langchain_split, "llamaindex": llamaindex_split, "chon
 
 
 def external_chunker(cfg, encoder, counter: TokenCounter) -> ExternalChunker:
-    """The factory of every external kind (:mod:`.kinds`): the adapter under the phase rule."""
+    """The factory of every external kind (:mod:`ledgerscope.pipeline.arm.kinds`): the adapter under the
+    phase rule."""
     table, where = cfg.chunker, getattr(cfg, "where", "<config>")
     kind = table["kind"]
     split = _ADAPTERS[kind](table, counter, where)

@@ -47,11 +47,6 @@ def render_prompt(question: str, blocks: list[ContextBlock]) -> str:
     return f"{INSTRUCTIONS}\n\nSources:\n{render_context(blocks)}\n\nQuestion: {question}\nAnswer:"
 
 
-def prompt_overhead(question: str) -> str:
-    """The fixed part of the prompt (instructions + question), reserved before evidence."""
-    return render_prompt(question, [])
-
-
 DEFAULT_CONTEXT_FORMAT = "[{label}] ({doc_id})\n{text}"
 DEFAULT_QUESTION_FORMAT = "Sources:\n{context}\n\nQuestion: {question}\nAnswer:"
 #: the fields each template may name (plain names only: no attribute or index access)

@@ -1,9 +1,10 @@
 """The cascade's seams: what each stage takes and what it returns, as plain dataclasses.
 
 Modelled on Haystack's components: a stage declares its inputs and outputs, and the
-orchestration (:mod:`.cascade`) only wires outputs to inputs. Four seams hold replaceable
-components, chosen per arm by configuration kind (:mod:`.runtime`); each is a Protocol, so
-any object with these methods fits (a later change plugs user stages in here):
+orchestration (:mod:`ledgerscope.pipeline.run.cascade`) only wires outputs to inputs. Four seams hold
+replaceable
+components, chosen per arm by configuration kind (:mod:`ledgerscope.pipeline.run.runtime`); each is a
+Protocol, so any object with these methods fits:
 
     Chunker    one source, its tokenizer offsets, a phase offset -> units and the cuts made
     Retriever  a phase's units -> a RetrieverIndex;  questions -> one Ranked list per question
@@ -12,7 +13,8 @@ any object with these methods fits (a later change plugs user stages in here):
                abstention, cited block labels), plus the token count the budget is measured in
 
 Stages from outside ledgerscope (``kind = "python"`` with ``callable``, or a plugin's entry point,
-:mod:`.plugins`) come in one of two shapes. A *class* is instantiated once per arm with the
+:mod:`ledgerscope.pipeline.arm.plugins`) come in one of two shapes. A *class* is instantiated once per arm
+with the
 table's ``options`` and implements the protocol above (``describe`` and ``count_tokens`` may be
 left out). A *function* is called with one request dataclass and returns plain data:
 
@@ -29,7 +31,7 @@ with a guess. Any other exception is a bug and stops the sweep.
 The rest of this module names the outputs of the fixed stages between them (union, fusion,
 rerank order, selection, the two packed views, generation, verdicts) and the support flags
 computed over them, so that the ledger rows are assembled from one typed trace per question
-(:mod:`.record`).
+(:mod:`ledgerscope.pipeline.run.record`).
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ class Phase:
 @dataclass(frozen=True)
 class OffsetRepair:
     """One unit an external chunker returned whose offsets were not verified as given
-    (:mod:`.external`): repaired, located, or dropped, and why. Recorded in the ``repairs`` table."""
+    (:mod:`ledgerscope.pipeline.chunking.external`): repaired, located, or dropped, and why. Recorded in the
+    ``repairs`` table."""
 
     position: int  # the unit's place in the splitter's output for the document (left side first)
     side: str  # "whole" (no forced cut), "left" or "right" of the phase's forced cut

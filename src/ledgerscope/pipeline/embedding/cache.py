@@ -1,7 +1,8 @@
 """A persistent, content-addressed embedding cache shared by every sweep, arm and process.
 
 Layout: ``ROOT/<model id>/<aa>/<sha256 of the text>.emb``, one file per text
-(:mod:`.embedding_entries`), and ``ROOT/<model id>/model.json`` saying which model that is. The
+(:mod:`ledgerscope.pipeline.embedding.entries`), and ``ROOT/<model id>/model.json`` saying which model that
+is. The
 model id is a digest of everything that decides the vectors (the model's name and path, the bytes
 of its weights, tokenizer and pooling files, the max length, the encoding rule, the device type and
 the torch version), so another model published under the same name never hits.

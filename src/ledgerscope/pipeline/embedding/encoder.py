@@ -102,7 +102,7 @@ def min_rows(count: int) -> int:
 
 class Encoder:
     """Sentence-transformers model with a per-text store of pooled and token vectors, backed by the
-    persistent embedding cache (:mod:`.embedding_cache`) when one is configured.
+    persistent embedding cache (:mod:`ledgerscope.pipeline.embedding.cache`) when one is configured.
 
     A text's vectors are a function of the text alone, whatever else is encoded with it: a batch
     holds only texts of exactly the same token count (no padding) and at least two rows and 64

@@ -1,17 +1,21 @@
 """Embeddings from an OpenAI-compatible ``POST /v1/embeddings`` server (``[embedding] kind = "endpoint"``).
 
 vLLM, Text Embeddings Inference, Ollama, llama.cpp's server, infinity and
-:mod:`.model_server` speak this API: ``{"model", "input": [texts], "encoding_format": "float"}``
+:mod:`ledgerscope.pipeline.servers.model_server` speak this API: ``{"model", "input": [texts],
+"encoding_format": "float"}``
 answered by ``{"data": [{"index", "embedding"}], ...}``. :class:`EndpointEmbedder` fits the
-:class:`.stages.Embedder` protocol (and the cache interface the sweep uses: ``encode``, ``drop``,
+:class:`ledgerscope.pipeline.contracts.stages.Embedder` protocol (and the cache interface the sweep uses:
+``encode``, ``drop``,
 ``forward_texts``); it has no token vectors (``token_vectors = False``), so the MaxSim reranker
 cannot run on it and ``get`` says so.
 
 Rules. Texts go in batches of ``batch_size``, each with the shared client's retries, backoff and
-timeout (:mod:`.http_json`). A response with the wrong number of vectors, a vector of the wrong
+timeout (:mod:`ledgerscope.common.http_json`). A response with the wrong number of vectors, a vector of the
+wrong
 dimension, a non-finite or an all-zero vector is unusable (not retried: the same request gets the
 same answer). A batch that fails after its retries marks its texts failed; asking for their
-vectors raises :class:`EmbeddingFailure` (a :class:`.stages.StageFailure`), which the dense
+vectors raises :class:`EmbeddingFailure` (a :class:`ledgerscope.pipeline.contracts.stages.StageFailure`),
+which the dense
 retrievers turn into an infrastructure failure of the records that needed them. No vector is
 ever made up. :meth:`EndpointEmbedder.probe` sends one text when the runtime is built, so a
 server that is down, or answers in the wrong shape, stops the sweep before any partition is

@@ -116,10 +116,7 @@ class EndpointGenerator:
             out["prompt"] = self.template.describe()
         return out
 
-    # -- HTTP (the shared client, :mod:`.http_json`) --------------------------
-
-    def _key(self) -> str | None:
-        return self.client.key()
+    # -- HTTP (the shared client, :mod:`ledgerscope.common.http_json`) --------------------------
 
     def _post(self, path: str, payload: dict, read=lambda data: data) -> tuple[Any, list[str]]:
         def read_object(data: Any) -> Any:

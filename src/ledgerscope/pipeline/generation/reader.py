@@ -101,7 +101,8 @@ def sentence_similarities(q_tokens: np.ndarray, tokens: np.ndarray, ranges: np.n
     """MaxSim of the question against each sentence's token range (0 for an empty one), read-only.
 
     One product per block as before; the per-sentence max and mean run over all sentences at once
-    (:func:`.rerank.column_means` keeps ``.max(axis=1).mean()`` bit for bit). Ranges are
+    (:func:`ledgerscope.pipeline.ranking.rerank.column_means` keeps ``.max(axis=1).mean()`` bit for bit).
+    Ranges are
     non-decreasing, so the bounds ``a0, b0, a1, b1, ...`` cut every sentence at an even position."""
     sem = np.zeros(len(ranges))
     live = np.flatnonzero(ranges[:, 1] > ranges[:, 0]) if len(ranges) else ranges[:0, 0]

@@ -130,8 +130,3 @@ class CrossEncoderReranker:
 
     def describe(self) -> dict:
         return {"kind": "cross-encoder", "model": self.name}
-
-
-def order_by(scores: np.ndarray, keys: Sequence[int]) -> list[int]:
-    """Positions sorted by score (desc), ties by the incoming order (stable)."""
-    return sorted(range(len(keys)), key=lambda i: (-scores[i], i))

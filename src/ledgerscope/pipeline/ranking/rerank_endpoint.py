@@ -1,13 +1,15 @@
 """Reranking through a rerank server (``[rerank] kind = "endpoint"``).
 
 The common rerank API, spoken by Text Embeddings Inference, infinity, vLLM, Cohere, Jina and
-:mod:`.model_server`: ``POST {base_url}{path}`` (``path`` = ``/v1/rerank`` by default, or
+:mod:`ledgerscope.pipeline.servers.model_server`: ``POST {base_url}{path}`` (``path`` = ``/v1/rerank`` by
+default, or
 ``/rerank``) with ``{"model", "query", "documents": [texts]}``, answered by a list of
 ``{"index", "relevance_score"}`` (TEI's ``"score"`` is read too), bare or as ``{"results": [...]}``.
 
 Rules. Every document must come back exactly once with a finite score; anything else is an
-unusable answer. A request that fails after its retries (:mod:`.http_json`) raises
-:class:`RerankFailure` (a :class:`.stages.StageFailure`): that question's record is an
+unusable answer. A request that fails after its retries (:mod:`ledgerscope.common.http_json`) raises
+:class:`RerankFailure` (a :class:`ledgerscope.pipeline.contracts.stages.StageFailure`): that question's
+record is an
 infrastructure failure, its reranked list recorded in the fused order without scores. Never a
 made-up score.
 """

@@ -4,7 +4,8 @@
     retrieve (bm25 | dense exact | dense ANN) -> union -> fuse -> rerank -> select -> pack
           -> generate -> judge -> support                        (per question: run_one)
 
-Each stage is a named function from typed inputs to a typed output (:mod:`.stages`); the
+Each stage is a named function from typed inputs to a typed output
+(:mod:`ledgerscope.pipeline.contracts.stages`); the
 replaceable components (chunker, retrievers, reranker, generator) come from the arm's
 runtime (:mod:`.runtime`). The ledger rows are assembled from the finished trace in one
 place (:mod:`.record`). Used by the sweep and by ``rerun`` alike, so a re-executed record

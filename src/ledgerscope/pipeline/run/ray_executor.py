@@ -164,7 +164,7 @@ def batch_plan(unit_texts: list[list[str]], batch_size: int) -> list[list[str]]:
     """The actor calls for these partitions' unit texts: every unique text once, longest first (so
     a call's texts have similar token counts and the encoder's one-count batches fill up), cut every
     ``TEXTS_PER_CALL_BATCHES * batch_size``. A text's vectors do not depend on its batch
-    (:class:`.encoder.Encoder`), so any cut gives the local executor's bits."""
+    (:class:`ledgerscope.pipeline.embedding.encoder.Encoder`), so any cut gives the local executor's bits."""
     todo = sorted({t for texts in unit_texts for t in texts}, key=lambda t: (-len(t), t))
     step = TEXTS_PER_CALL_BATCHES * batch_size
     return [todo[i : i + step] for i in range(0, len(todo), step)]

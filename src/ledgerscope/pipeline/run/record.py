@@ -1,6 +1,7 @@
 """Ledger rows from one question's trace: its candidate rows and its record row, each built here only.
 
-The cascade's stages return typed outputs (:class:`.stages.QuestionTrace`); this module is
+The cascade's stages return typed outputs (:class:`ledgerscope.pipeline.contracts.stages.QuestionTrace`);
+this module is
 the one place that turns them into the ledger's columns, so a new stage or a replaced one
 changes the rows only by what it hands on.
 """

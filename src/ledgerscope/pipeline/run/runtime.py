@@ -1,13 +1,15 @@
 """An arm's components, chosen by configuration kind and loaded once for all its phases.
 
-The factories of every kind live here; the tables from kind to factory are :mod:`.kinds`, which the
+The factories of every kind live here; the tables from kind to factory are
+:mod:`ledgerscope.pipeline.arm.kinds`, which the
 configuration's validation reads too, so a new kind is added in one place. A factory gets the
 arm's configuration, its embedding model and its chunk tokenizer (a retriever's also its slot's
 table and depth). Plugin kinds (entry points) and ``kind = "python"`` are built by
-:mod:`.plugin_stages`.
+:mod:`ledgerscope.pipeline.arm.plugin_stages`.
 
 Embeddings come from a local sentence-transformers model (the default) or an endpoint
-(:mod:`.embed_endpoint`). An endpoint has no token vectors, so the MaxSim reranker is not
+(:mod:`ledgerscope.pipeline.embedding.endpoint`). An endpoint has no token vectors, so the MaxSim reranker is
+not
 available with it and the extractive reader reads with a local model of its own
 (``generator.reader_model``, the bundled MiniLM by default). The chunk tokenizer is
 ``embedding.tokenizer`` when set, else the local model's own, else (endpoint) the bundled MiniLM's.

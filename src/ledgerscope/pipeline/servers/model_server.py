@@ -8,11 +8,13 @@ For a team without an embedding or rerank service (or a test that needs a real o
 ``/rerank``) in the Cohere/TEI/infinity shape, plus ``GET /health`` and ``GET /v1/models``, over
 real HTTP on a real socket, from any sentence-transformers model name or path
 (``bundled:all-MiniLM-L6-v2`` is the bundled one) and any cross-encoder. The vectors are the ones
-the in-process encoder computes (:class:`.encoder.Encoder`), so a sweep through this server ranks
+the in-process encoder computes (:class:`ledgerscope.pipeline.embedding.encoder.Encoder`), so a sweep through
+this server ranks
 as an in-process sweep does.
 
 Prints one JSON line ``{"base_url": ...}`` once it listens, then serves until its standard input
-closes (the parent exits, or :meth:`.endpoint.LocalServer.close`) or it receives SIGTERM/SIGINT.
+closes (the parent exits, or :meth:`ledgerscope.pipeline.generation.endpoint.LocalServer.close`) or it
+receives SIGTERM/SIGINT.
 Requests are handled on threads, the models one request at a time. With ``--api-key-env`` every
 request must carry ``Authorization: Bearer <the variable's value>``; the key is read from the
 environment, never from the command line.

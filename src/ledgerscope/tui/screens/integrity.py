@@ -33,7 +33,8 @@ UNTRUSTED_NOTE = "✗ the ledger failed its integrity checks: nothing it holds i
 
 
 def start_checks(node: DOMNode, session: LedgerSession) -> None:
-    """Run :meth:`LedgerSession.check` in a thread worker; :class:`~.messages.ChecksDone` to ``node``."""
+    """Run :meth:`LedgerSession.check` in a thread worker; :class:`~ledgerscope.tui.messages.ChecksDone` to
+    ``node``."""
 
     def check() -> None:
         try:

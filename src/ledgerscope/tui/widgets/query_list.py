@@ -10,6 +10,7 @@ or a million.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.style import Style
@@ -44,20 +45,18 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
     QueryList > .querylist--placeholder { color: $text-muted; }
     """
 
+    @dataclass
     class NeedPage(Message):
-        def __init__(self, page: int, generation: int) -> None:
-            super().__init__()
-            self.page = page
-            self.generation = generation
+        page: int
+        generation: int
 
     class Scrolled(Message):
         """The visible window moved (the phase grid follows it)."""
 
+    @dataclass
     class CursorMoved(Message):
-        def __init__(self, index: int, row: ListRow | None) -> None:
-            super().__init__()
-            self.index = index
-            self.row = row
+        index: int
+        row: ListRow | None
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

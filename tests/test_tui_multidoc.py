@@ -119,6 +119,8 @@ async def test_a_joint_question_triaged_at_80x24(multidoc):
         # Source: titles in the headers, d/D between the question's documents
         await press(pilot, "3")
         source = app.query_one("#source-view")
+        tabs = app.query_one("TabbedContent")
+        assert tabs.active == "source" and app.focused is source  # the focus moved with the pane
         assert "── 1/2 " in source.text and "── 2/2 " in source.text
         await press(pilot, "d")
         top = source.scroll_y
@@ -130,6 +132,10 @@ async def test_a_joint_question_triaged_at_80x24(multidoc):
         await press(pilot, "c")
         compare = app.query_one("#compare-candidate").text
         assert re.search(r"s2 \([^)]+\) [✓◐✗]", compare), compare
+        await press(pilot, "c")  # back: the focused compare pane must not pull its tab back
+        assert tabs.active == "source" and not app.main.compare
+        await press(pilot, "6")
+        assert tabs.active == "diagnosis" and app.focused is diag
         # a bad filter: the error quotes what was typed, the caret inside it
         await press(pilot, "escape", "1", "f")
         typed = "step = 'seven' AND"

@@ -169,3 +169,29 @@ def ray_cluster():
 
     yield ray
     ray.shutdown()
+
+
+#: the session ledgers that cost a sweep each, and the worker group of the modules that read them:
+#: under pytest-xdist (``./scripts/test`` runs ``-n auto --dist loadgroup``) each is built once
+SHARED_SWEEPS = {
+    "rule_exception_ledger": "rule-exception-sweeps",
+    "starved_arms_ledger": "rule-exception-sweeps",
+    "hostile_sweep": "hostile-sweep",
+    "hostile_ledger": "hostile-sweep",
+    "tiny_cross_encoder": "tiny-cross-encoder",
+    "ray_cluster": "ray-cluster",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """One worker group per module (its module-scoped fixtures built once), and one group for all
+    the modules that read the same expensive session ledger (:data:`SHARED_SWEEPS`)."""
+    by_module: dict[str, list] = {}
+    for item in items:
+        by_module.setdefault(item.module.__name__, []).append(item)
+    for module, module_items in by_module.items():
+        used = {name for item in module_items for name in item.fixturenames}
+        group = next((SHARED_SWEEPS[f] for f in SHARED_SWEEPS if f in used), module)
+        for item in module_items:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(group))

@@ -61,7 +61,7 @@ def test_compare_refuses_settings_that_disagree_with_the_rule():
     assert "--n-resamples 50 disagrees with the rule's n_resamples = 10000" in res.output
     assert "--seed 3 disagrees with the rule's seed = 0" in res.output
     res = runner.invoke(app, [*args, "--n-resamples", "10000", "--json"])  # agreeing is fine
-    assert res.exit_code == 0 and '"outcome": "reject"' in res.output
+    assert res.exit_code == 3 and '"outcome": "reject"' in res.output  # 3: the decision is REJECT
 
 
 def test_report_refuses_them_too(tmp_path):

@@ -169,7 +169,9 @@ def test_load_arm_reports_each_problem_with_its_field(tmp_path, body, field, rea
     problem = exc.value.problems[0]
     assert problem.file == str(path)
     assert reason in problem.reason
-    assert f"{path}: {field}: " in str(exc.value)
+    # file:line: field: reason, the line of the key (or of its table when the key is not written)
+    assert problem.line is not None
+    assert f"{path}:{problem.line}: {field}: " in str(exc.value)
 
 
 def test_load_arm_reports_all_problems_at_once(tmp_path):
@@ -190,8 +192,11 @@ kind = "endpoint"
     assert sorted(fields_of(exc)) == sorted(
         ["capasity", "retrieval.bm25_topn", "top_k", "overlap", "rerank.model", "generator.base_url"])
     message = str(exc.value)
+    lines = {p.field: p.line for p in exc.value.problems}
+    assert lines == {"capasity": 2, "top_k": 3, "overlap": 5, "retrieval.bm25_topn": 7, "rerank.model": 8,
+                     "generator.base_url": 10}
     for name in fields_of(exc):
-        assert f"{path}: {name}: " in message
+        assert f"{path}:{lines[name]}: {name}: " in message
 
 
 def test_a_valid_cross_encoder_and_endpoint_arm_loads(tmp_path):

@@ -16,7 +16,7 @@ from ledgerscope.cli.main import app
 from .hostile_ledger import MARKER, RESTRICTED, RESTRICTED_DOC
 
 pytestmark = pytest.mark.slow
-FORMATS = ("jsonl", "fixtures", "label-studio", "trec")
+FORMATS = ("jsonl", "fixtures", "label-studio", "label-studio-tasks", "trec")
 
 
 @pytest.fixture(scope="module")

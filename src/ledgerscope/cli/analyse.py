@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+from ledgerscope.cli.decision_exit import FailOnOption, check_fail_on, decision_exit
 from ledgerscope.cli.machine import writing
 from ledgerscope.cli.options import BaselineLedgerOption, ResamplesOption, RuleOption, SeedOption
 from ledgerscope.cli.output import console, fail, reading, say
@@ -88,12 +89,24 @@ def compare(
         help="Bootstrap clusters: 'first-document' (each question's first document, the default) or "
              "'components' (connected components of the question-document graph). Both counts are "
              "reported.")] = "first-document",
+    fail_on: FailOnOption = "collect-more-evidence",
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="With --rule: write JUnit XML (a test case per rule check and per question "
+                        "flipped from correct to wrong).")] = None,
+    summary: Annotated[Path | None, typer.Option(
+        "--summary", help="With --rule: write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
+                          "when set).")] = None,
 ) -> None:
-    """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap."""
+    """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap.
+    With --rule, the release decision; exit status 0 accept, 3 reject, 4 collect-more-evidence (see
+    --fail-on), 1, 2, 70, 74 as everywhere."""
     from ledgerscope.analysis.stats.compare import CLUSTER_RULES
 
     if clusters not in CLUSTER_RULES:
         raise typer.BadParameter(f"--clusters must be one of {', '.join(CLUSTER_RULES)}")
+    check_fail_on(fail_on)
+    if rule is None and (junit or summary):
+        raise typer.BadParameter("--junit and --summary need --rule (they report the release decision)")
     _one_blas_thread()
     from ledgerscope.analysis.stats.compare import compare_arms
     from ledgerscope.ledger.read import connect
@@ -116,17 +129,26 @@ def compare(
                                       n_resamples=n_resamples, confidence=confidence, clusters=clusters)
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
+            code = decision_exit(decision["outcome"], fail_on) if decision else 0
+            if junit or summary:
+                from ledgerscope.cli.gate import gate_outcome, write_artefacts
+
+                outcome = gate_outcome(con, base_con, ledger, baseline_ledger, candidate, baseline, rule,
+                                       comparison, decision, fail_on)
+                outcome.exit_code = code
+                write_artefacts(outcome, junit, summary)
     except LedgerscopeError as exc:
         fail(exc)
         return
     if json_out:
         print(json_text({"comparison": comparison, "decision": decision}))
-        return
+        raise typer.Exit(code)
     from ledgerscope.report.terminal import comparison_report
 
     out = console()
     for renderable in comparison_report(comparison, decision):
         out.print(renderable)
+    raise typer.Exit(code)
 
 
 def report(

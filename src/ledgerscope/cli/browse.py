@@ -35,7 +35,8 @@ def open_ledger(
     rule: StatsRuleOption = None,
     theme: Annotated[str | None, typer.Option(
         "--theme", help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
-                        "or any Textual theme (also LEDGERSCOPE_THEME).")] = None,
+                        "any Textual theme, or the path of a theme file (a copy of one in themes/; also "
+                        "LEDGERSCOPE_THEME).")] = None,
     n_resamples: ResamplesOption = None,
     seed: SeedOption = None,
 ) -> None:

@@ -61,6 +61,10 @@ def ingest_command(
 
     if source not in ("ledgerscope", "openinference"):
         raise typer.BadParameter("--from must be ledgerscope or openinference")
+    if oracle_arm is not None:  # the oracle runs the arm's generator
+        from ledgerscope.cli.extras import require_extra
+
+        require_extra("sweep", "ledgerscope ingest --oracle-arm")
     opts = IngestOptions(traces=list(traces), chunks=chunks, fixtures=fixtures, out=out, corpus=corpus,
                          config=config, coordinates=coordinates, tokenizer=tokenizer,
                          chunks_partial=chunks_partial, oracle_arm=oracle_arm)

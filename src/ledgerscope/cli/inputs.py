@@ -17,7 +17,8 @@ from ledgerscope.cli.output import console, fail, say
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import json_text, safe, safe_line
 
-import_app = typer.Typer(help="Import public QA datasets as a corpus and canonical fixtures.",
+import_app = typer.Typer(help="Import public QA datasets as a corpus and canonical fixtures, or annotators' "
+                              "work from Label Studio as a new fixture version.",
                          no_args_is_help=True)
 config_app = typer.Typer(help="Arm configuration files.", no_args_is_help=True)
 

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli import analyse, browse, inputs, records
+from ledgerscope.cli import analyse, browse, gate, inputs, records
 from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.output import console as _console
@@ -120,11 +120,13 @@ def sweep(
         help="Ray cluster to join (--executor ray); without it a local one starts on 127.0.0.1.")] = None,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
+    from ledgerscope.cli.extras import require_extra
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
-    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.arm.config import load_arm, with_lines
 
     try:
+        require_extra("sweep", "ledgerscope sweep")
         arms = [load_arm(a) for a in arm]
         base = load_corpus(corpus) if corpus else None
         fixture_list, merged = load_fixtures(fixtures, base)
@@ -136,7 +138,7 @@ def sweep(
         with writing(out):
             result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on)
     except LedgerscopeError as exc:
-        _fail(exc)
+        _fail(with_lines(exc, arms))  # a problem with an arm's key: the key's line in its file
         return
     _print_sweep(result, out, len(fixture_list))
 
@@ -210,11 +212,18 @@ app.command()(records.rerun)
 app.command()(records.export)
 app.command("open")(browse.open_ledger)
 app.command()(analyse.report)
+app.command("gate")(gate.gate)
 app.command()(browse.serve)
 
 from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app it joins
 
 app.command("ingest")(ingest_command)
+
+from ledgerscope.cli import reannotate  # noqa: E402 - after the app it joins
+
+inputs.import_app.command("label-studio")(reannotate.import_label_studio_cmd)
+app.add_typer(reannotate.fixtures_app, name="fixtures")
+app.command("rejudge")(reannotate.rejudge_cmd)
 
 
 def main() -> None:  # pragma: no cover - console script shim

@@ -57,6 +57,10 @@ def rerun(
                                 f"run `ledgerscope convert {ledger} --to parquet --out LEDGER` and rerun "
                                 "on LEDGER")))
     try:
+        if not is_ingested(ledger):  # re-running the cascade needs its models
+            from ledgerscope.cli.extras import require_extra
+
+            require_extra("sweep", "ledgerscope rerun")
         with reading(ledger):
             diff = (rerun_ingested(ledger, arm, qid, phase, runner) if is_ingested(ledger)
                     else rerun_record(ledger, arm, qid, phase))
@@ -76,7 +80,8 @@ def export(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
     out: Annotated[Path, typer.Option("--out", help="Output file (a directory for trec).")],
     fmt: Annotated[str, typer.Option(
-        "--format", help="fixtures | label-studio | trec | jsonl.")] = "jsonl",
+        "--format",
+        help="fixtures | label-studio | label-studio-tasks (re-annotation) | trec | jsonl.")] = "jsonl",
     where: Annotated[str, typer.Option(
         "--where", help="DuckDB boolean expression over record_view's columns (records plus step, "
                         "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "

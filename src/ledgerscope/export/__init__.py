@@ -13,6 +13,9 @@ Each format lives in its own module, whose docstring gives the layout:
     canonical fixtures of the selected questions, flagged for re-annotation;
 ``label-studio`` (:mod:`.label_studio`)
     Label Studio tasks (gold and retrieved regions) plus their labeling config;
+``label-studio-tasks`` (:mod:`.reannotation`)
+    Label Studio tasks for re-annotating gold, one per question (or per (question, document)), plus
+    their labeling config; read back by ``ledgerscope import label-studio``;
 ``trec`` (:mod:`.trec`)
     a directory of run and qrels files per (arm, phase);
 ``jsonl`` (:mod:`.jsonl`)
@@ -36,6 +39,7 @@ from ledgerscope.export._common import atomic_dir
 from ledgerscope.export.fixtures import export_fixtures
 from ledgerscope.export.jsonl import JSONL_FORMAT, export_jsonl
 from ledgerscope.export.label_studio import MODEL_VERSION, export_label_studio, label_config
+from ledgerscope.export.reannotation import export_reannotation
 from ledgerscope.export.trec import TIE_EPSILON, TREC_FILE_NAME, export_trec, trec_scores
 
 if TYPE_CHECKING:
@@ -44,8 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "JSONL_FORMAT", "MODEL_VERSION", "TIE_EPSILON", "ExportResult", "atomic_dir",
            "export", "label_config", "trec_scores"]
 
-FORMATS = ("fixtures", "label-studio", "trec", "jsonl")
+FORMATS = ("fixtures", "label-studio", "label-studio-tasks", "trec", "jsonl")
 _WRITERS = {"fixtures": export_fixtures, "label-studio": export_label_studio,
+            "label-studio-tasks": export_reannotation,
             "trec": export_trec, "jsonl": export_jsonl}
 
 
@@ -109,7 +114,7 @@ def _check_out(ledger: Path, out: Path, fmt: str) -> None:
                                          "refusing to replace a directory that holds more than a trec export "
                                          f"(found {', '.join(sorted(foreign)[:3])})"))
     else:
-        paths = [dst, dst.with_name(dst.name + ".config.xml")] if fmt == "label-studio" else [dst]
+        paths = [dst, dst.with_name(dst.name + ".config.xml")] if fmt.startswith("label-studio") else [dst]
         for p in paths:
             if p.is_dir():
                 raise InputError(Problem(str(p), None, "out",

@@ -168,7 +168,9 @@ def _same_kind(actual: Any, expected: Any) -> bool:
 
 def _read_metadata(path: Path) -> Any:
     """``pyarrow.parquet.read_metadata(path)``: the same reader on the same local file, without
-    importing pyarrow's filesystems (pyarrow.parquet); that function where the reader differs."""
+    importing pyarrow's filesystems (pyarrow.parquet imports them, on the TUI's first screen); that
+    function where the reader differs. ``pyarrow._parquet`` is private: if its reader changes, the
+    public function takes over (the ``except`` below), so a pyarrow upgrade costs speed, not answers."""
     import pyarrow as pa
 
     try:

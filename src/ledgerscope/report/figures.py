@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+from ledgerscope.analysis.stats.power import detectable
 from ledgerscope.analysis.survival import SURVIVAL_STAGES, gold_in_context
+from ledgerscope.common.paths import shown_path
 from ledgerscope.export.redaction import Redactor
 
 CURVE_METRICS = ("support", "answer_correct")
@@ -73,9 +75,10 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
 
         loaded_rule = load_rule(rule_path)
         decision = decide(loaded_rule, comparison).to_dict()
-        rule = {"path": str(rule_path), "digest": loaded_rule.digest, "description": loaded_rule.description,
+        rule = {"path": shown_path(rule_path), "digest": loaded_rule.digest,
+                "description": loaded_rule.description,
                 "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences]}
-    data = ReportData(str(ledger), load_manifest(ledger), candidate, baseline, settings, comparison,
+    data = ReportData(shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison,
                       decision, rule)
     matched = matched_arms(con, candidate, baseline, base_con, CURVE_METRICS)
     _curves_and_distributions(data, matched)
@@ -117,8 +120,10 @@ def _curves_and_distributions(data: ReportData, matched) -> None:
             if dist is None:
                 continue
             check = checks.get((stress_set, f"{key}.{statistic}")) if key else None
+            diff = data.comparison["stress_sets"][stress_set]["metrics"][metric]["difference"]
             data.distributions.append({**dist, "stress_set": stress_set, "limit": limit,
-                                       "status": check["status"] if check else None})
+                                       "status": check["status"] if check else None,
+                                       "mdd": detectable(diff, statistic)})
 
 
 def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> None:

@@ -14,6 +14,7 @@ import datetime
 import itertools
 from collections.abc import Iterable
 
+from ledgerscope.analysis.stats.power import headline
 from ledgerscope.report.figures import ReportData
 from ledgerscope.report.svg import Cell, Series, bars, esc, histogram, line_chart, strip
 
@@ -95,7 +96,7 @@ def _decision(data: ReportData) -> str:
     rule = data.rule or {}
     outcome = d["outcome"]
     return (f'<section id="decision" class="decision"><div class="outcome {esc(outcome)}">'
-            f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(outcome.upper())}</div>'
+            f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(headline(d))}</div>'
             f'<ul class="reasons">{items}</ul><p class="meta">rule <code>{esc(rule.get("path", ""))}</code>, '
             f'digest <code>{esc(d["rule_digest"])}</code>{_rule_description(rule)}</p></section>')
 
@@ -179,15 +180,20 @@ def _distributions(data: ReportData) -> str:
     out = ['<section id="differences"><h2>Paired difference (candidate − baseline) against the rule</h2>'
            '<p class="note">The bootstrap distribution of the difference, the shaded band its interval, the '
            'solid line the estimate, the dashed line the rule\'s tolerance (the difference must not fall '
-           'below it). A tolerance passes only if the whole interval lies at or above it.</p>'
+           'below it). A tolerance passes only if the whole interval lies at or above it. The dotted line '
+           'is minus the minimum detectable difference (MDD) at 80% power for these questions and document '
+           'clusters: a tolerance closer to zero than it is one this run is too small to show.</p>'
            '<div class="charts">']
     for d in sorted(data.distributions, key=lambda d: d["stress_set"] != "representative"):
         lines = [(d["estimate"], f"estimate {d['estimate']:+.3f}", "")] if d["estimate"] is not None else []
         if d["limit"] is not None:
             lines.append((d["limit"], f"tolerance ≥ {d['limit']:+.3f}", "5 3"))
         status = f" · {STATUS_GLYPHS[d['status']]} {d['status']}" if d["status"] else ""
+        if d.get("mdd") is not None:
+            lines.append((-d["mdd"], f"MDD −{d['mdd']:.3f}", "1 3"))
         band = (d["low"], d["high"]) if d["low"] is not None else None
-        title = f"{d['stress_set']}: {d['metric']}, {d['statistic']}{status}"
+        mdd = f" · MDD {d['mdd']:.3f} (80% power)" if d.get("mdd") is not None else ""
+        title = f"{d['stress_set']}: {d['metric']}, {d['statistic']}{status}{mdd}"
         out.append(histogram(list(d["replicates"]), title=title, lines=lines, band=band,
                              element_id=f"difference-{d['stress_set']}-{d['metric']}-{d['statistic']}"))
     out.append("</div></section>")

@@ -166,6 +166,8 @@ def _interval(stat: dict, digits: int) -> str:
 def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
     """The comparison as terminal renderables: a settings line, per stress set its metric table
     (and segment table), then the release decision when one was made."""
+    from ledgerscope.analysis.stats.power import headline
+
     cand, base = comparison["candidate"]["arm"], comparison["baseline"]["arm"]
     settings = comparison["settings"]
     m = comparison["matching"]
@@ -180,13 +182,15 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         yield Text(clusters_line(clusters))
     for set_name, block in comparison["stress_sets"].items():
         yield _metric_table(set_name, block, comparison)
+        if line := detectable_line(block, settings["confidence"]):
+            yield Text(line)
         yield Text(comparison.get("note", ""))
         segs = block.get("segments") or {}
         if segs:
             yield _segment_table(set_name, segs)
     if decision is not None:
         yield Text(
-            f"release decision: {decision['outcome'].upper()}  (rule {decision['rule_digest']})",
+            f"release decision: {headline(decision)}  (rule {decision['rule_digest']})",
             style="bold",
         )
         for reason in decision["reasons"]:
@@ -226,6 +230,26 @@ def _metric_table(set_name: str, block: dict, comparison: dict) -> Table:
             _interval(worst, digits),
         )
     return table
+
+
+def detectable_line(block: dict, confidence: float) -> str | None:
+    """What this stress set could detect: each metric's minimum detectable difference (phase average
+    / worst phase) at 80% power and the rule's confidence, for its questions and clusters."""
+    from ledgerscope.analysis.stats.power import POWER, detectable
+
+    parts = []
+    for metric, res in block["metrics"].items():
+        d = res.get("difference")
+        mean, worst = detectable(d, "mean"), detectable(d, "worst_aggregate")
+        if mean is None:
+            continue
+        digits = 0 if metric.endswith("tokens") else 3
+        parts.append(f"{METRIC_TITLES.get(metric, metric)} {_fmt(mean, digits)}/{_fmt(worst, digits)}")
+    if not parts:
+        return None
+    return (f"minimum detectable difference (phase average/worst phase; {POWER:.0%} power, "
+            f"{confidence:.0%} confidence, {block['n_questions']} questions in {block['n_clusters']} "
+            f"clusters, fewer where a metric applies to fewer): " + ", ".join(parts))
 
 
 def _segment_table(set_name: str, segs: dict) -> Table:

@@ -103,12 +103,19 @@ class LedgerscopeApp(App):
         )
         #: the user's keymap (binding id -> keys) as given to ``set_keymap``, for help and the palette
         self.keymap: dict[str, str] = {}
-        from ledgerscope.tui.themes import DEFAULT_THEME, load_themes
+        from ledgerscope.tui.themes import DEFAULT_THEME, is_theme_path, load_themes, theme_from_file
 
         themes, self._theme_problems = load_themes()
         for t in themes:
             self.register_theme(t)
         wanted = theme or os.environ.get("LEDGERSCOPE_THEME") or DEFAULT_THEME
+        if is_theme_path(wanted):  # --theme PATH: a copied and edited theme file
+            try:
+                from_file = theme_from_file(wanted)
+                self.register_theme(from_file)
+                wanted = from_file.name
+            except ValueError as exc:
+                self._theme_problems.append(str(exc))
         if wanted not in self.available_themes:
             self._theme_problems.append(f"unknown theme {wanted!r}; using {DEFAULT_THEME}")
             wanted = DEFAULT_THEME

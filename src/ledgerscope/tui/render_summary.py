@@ -121,7 +121,10 @@ def _comparison_intro(comparison: Mapping, palette: Palette) -> Text:
 
 def _metric_table(set_name: str, block: Mapping, which: str):
     """One stress set's metrics, both arms and the difference's interval: the phase average, or
-    the worst phase (each value @ its phase)."""
+    the worst phase (each value @ its phase); MDD: the minimum detectable difference beside it (80%
+    power, :mod:`ledgerscope.analysis.stats.power`)."""
+    from ledgerscope.analysis.stats.power import detectable
+
     t = _table(Text(f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
                     f"{block['n_clusters']} document clusters)"))
     for col in (
@@ -129,6 +132,7 @@ def _metric_table(set_name: str, block: Mapping, which: str):
         "candidate",
         "baseline",
         "difference [95% CI]" if which == "phase average" else "worst difference [CI]",
+        "MDD",
     ):
         t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for metric, res in block["metrics"].items():
@@ -142,6 +146,7 @@ def _metric_table(set_name: str, block: Mapping, which: str):
                 fmt(c["phase_average"]["mean_of_phases"], digits),
                 fmt(b["phase_average"]["mean_of_phases"], digits),
                 _interval(st.get("mean"), digits),
+                fmt(detectable(d, "mean"), digits),
             )
         else:
             wc, wb = c["worst_phase"]["aggregate"], b["worst_phase"]["aggregate"]
@@ -150,6 +155,7 @@ def _metric_table(set_name: str, block: Mapping, which: str):
                 Text(f"{fmt(wc['value'], digits)} @{lit(wc['phase'])}"),
                 Text(f"{fmt(wb['value'], digits)} @{lit(wb['phase'])}"),
                 _interval(st.get("worst_aggregate"), digits),
+                fmt(detectable(d, "worst_aggregate"), digits),
             )
     return t
 
@@ -184,9 +190,11 @@ def _decision_tail(decision: Mapping | None, note: str, palette: Palette) -> Tex
     """The release decision (when a rule was given) with its reasons, and the comparison's note."""
     tail = Text()
     if decision is not None:
-        outcome = str(decision.get("outcome", "")).upper()
+        from ledgerscope.analysis.stats.power import headline
+
         tail.append(
-            f"\nrelease decision: {outcome}", style=pick(palette, "pass" if outcome == "ACCEPT" else "fail")
+            f"\nrelease decision: {lit(headline(dict(decision)))}",
+            style=pick(palette, "pass" if headline(dict(decision)) == "ACCEPT" else "fail"),
         )
         tail.append(f"  (rule {lit(decision.get('rule_digest'))})\n")
         for reason in decision.get("reasons", []):

@@ -31,6 +31,7 @@ from ledgerscope.analysis.stats.metrics import (
     phase_table,
     record_metrics,
 )
+from ledgerscope.analysis.stats.power import annotate as annotate_power
 from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.common.errors import InputError, Problem
 
@@ -437,7 +438,7 @@ def compare_arms(
     }
     by_rule = {"first_document": first_document, "components": components}
     by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments)
-    return {
+    return annotate_power({
         "format": FORMAT,
         "candidate": {"arm": candidate, "counts": cand.counts},
         "baseline": {"arm": baseline, "counts": base.counts},
@@ -454,4 +455,4 @@ def compare_arms(
         "metrics": {m: METRICS[m].describe() for m in metrics},
         "stress_sets": by_set,
         "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
-    }
+    })

@@ -20,6 +20,7 @@ Top-level keys, all optional except that at least one tolerance is required::
     seed = 0                          # bootstrap seed (default 0)
     interval_handling = "conservative"  # the only handling (default)
     min_questions = 30                # default 1; see below
+    underpowered_is_inconclusive = true   # default true; see below
     stress_sets = ["representative", "enriched"]   # default: every stress set in the comparison
 
 Tolerances on the paired difference (candidate minus baseline), each a number
@@ -70,11 +71,17 @@ over fewer than ``min_questions`` questions cannot pass (a small sample that
 looks fine is inconclusive), but a violation still counts. The outcome is
 ``reject`` if any check violates, else ``collect-more-evidence`` if any is
 inconclusive or has no data, else ``accept``. Every check yields a reason
-naming the stress set, metric, observed value or interval, and the tolerance.
+naming the stress set, metric, observed value or interval, and the tolerance;
+a difference check's reason also gives its minimum detectable difference at 80%
+power and the questions its tolerance would need (:mod:`.power`). An ``accept``
+with a passing tolerance smaller than its minimum detectable difference is not a
+clean pass: it becomes ``collect-more-evidence`` (``underpowered_is_inconclusive
+= false``: stays ``accept`` with the warning as its first reason).
 """
 
 from __future__ import annotations
 
+from ledgerscope.analysis.stats.power import UNDERPOWERED, too_small_reason, underpowered_passes, with_power
 from ledgerscope.analysis.stats.release_rule import (  # re-exported: the public names live here too
     FORMAT,
     OUTCOMES,
@@ -263,5 +270,10 @@ def decide(rule: Rule, comparison: dict) -> Decision:
     outcome = ("reject" if "violates" in statuses
                else "collect-more-evidence" if "inconclusive" in statuses else "accept")
     order = {"violates": 0, "inconclusive": 1, "pass": 2}
-    ranked = sorted(checks, key=lambda c: order[c.status])
+    ranked = sorted(with_power(rule, comparison, checks), key=lambda c: order[c.status])
+    if outcome == "accept" and (small := underpowered_passes(rule, comparison, checks)):
+        outcome = "collect-more-evidence" if rule.underpowered_is_inconclusive else "accept"
+        ranked.insert(0, Check("-", UNDERPOWERED, "-",
+                               "inconclusive" if outcome != "accept" else "pass",
+                               too_small_reason(small, outcome)))
     return Decision(outcome, [c.reason for c in ranked], rule.digest, ranked)

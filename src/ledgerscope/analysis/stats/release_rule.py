@@ -28,7 +28,7 @@ DIFFERENCE_KEYS = {"max_support_loss": "support", "max_answer_loss": "answer_cor
 TOKEN_FIELDS = ("prompt_tokens", "evidence_tokens")
 _TOP_KEYS = ("format", "description", "candidate", "baseline", "confidence", "n_resamples", "seed",
              "interval_handling", "min_questions", "stress_sets", *DIFFERENCE_KEYS,
-             "max_critical_errors_per_segment", "max_evidence_tokens")
+             "max_critical_errors_per_segment", "max_evidence_tokens", "underpowered_is_inconclusive")
 STAT_WORDS = {
     "mean": "phase average (mean of per-phase means)",
     "pooled_mean": "pooled mean over records",
@@ -75,6 +75,9 @@ class Rule:
     differences: tuple[DifferenceTolerance, ...] = ()
     critical_per_segment: tuple[SegmentLimit, ...] = ()
     tokens: TokenCeiling | None = None
+    #: an ACCEPT whose passing tolerances are below the minimum detectable difference becomes
+    #: collect-more-evidence (:mod:`.power`); false: accepted with a warning
+    underpowered_is_inconclusive: bool = True
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = 
     "seed": (lambda v: _is_int(v) and v >= 0, int, "a non-negative integer"),
     "interval_handling": (lambda v: v in INTERVAL_HANDLING, str, f"one of {', '.join(INTERVAL_HANDLING)}"),
     "min_questions": (lambda v: _is_int(v) and v >= 1, int, "a positive integer"),
+    "underpowered_is_inconclusive": (lambda v: isinstance(v, bool), bool, "true or false"),
 }
 
 

@@ -138,6 +138,7 @@ def _pairwise(x: np.ndarray) -> np.ndarray:
     return _pairwise(x[:half]) + _pairwise(x[half:])
 
 
+#: per number of phases, whether the pairwise sum matches numpy's (one bool per length ever seen)
 _SAME_ORDER: dict[int, bool] = {}
 
 

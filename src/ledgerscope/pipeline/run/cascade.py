@@ -165,12 +165,11 @@ def union(units: Sequence[Unit], hits: Retrieved) -> Merged:
 
 def fuse(cfg: ArmConfig, units: Sequence[Unit], hits: Retrieved) -> Fused:
     """The production lists fused by the configured method; the head goes to the reranker."""
-    fusion = cfg.fusion
     ranked = fuse_runs(
         {"bm25": hits.bm25.pairs(), "dense": hits.dense_ann.pairs()},
-        fusion.get("method", "rrf"),
-        int(fusion.get("rrf_k", 60)),
-        fusion.get("weights", {}),
+        cfg.setting("fusion.method"),
+        int(cfg.setting("fusion.rrf_k")),
+        cfg.setting("fusion.weights"),
     )
     head = ranked[: cfg.rerank_depth]
     return Fused(ranked, [units[i] for i, _ in head], [s for _, s in head])
@@ -181,7 +180,7 @@ def rerank(reranker: Reranker, cfg: ArmConfig, question: str, fused: Fused) -> R
 
     A reranker that fails (:class:`StageFailure`) leaves the fused order, recorded without
     scores, and the failure, which makes the record an infrastructure failure."""
-    depth = int(cfg.rerank.get("selection_depth", 10))
+    depth = int(cfg.setting("rerank.selection_depth"))
     try:
         if fused.head:
             scores = reranker.score_candidates(question, fused.head, fused.head_scores)
@@ -197,10 +196,9 @@ def rerank(reranker: Reranker, cfg: ArmConfig, question: str, fused: Fused) -> R
 
 def select(cfg: ArmConfig, reranked: Reranked, by_doc: dict[str, list[Unit]]) -> Selected:
     """The kept units the reader may see, each followed by its neighbours when configured."""
-    sel = cfg.selection
     units = [u for u in reranked.kept if visible(u, cfg.clearance)]
-    if sel.get("expansion") == "neighbours":
-        units, dropped = expand(units, by_doc, int(sel.get("neighbours", 1)), cfg.clearance)
+    if cfg.setting("selection.expansion") == "neighbours":
+        units, dropped = expand(units, by_doc, int(cfg.setting("selection.neighbours")), cfg.clearance)
         return Selected(units, dropped)
     return Selected(units, [])
 
@@ -209,7 +207,7 @@ def pack(cfg: ArmConfig, selected: Selected, count_tokens: Callable[[str], int],
          template: PromptTemplate = DEFAULT_TEMPLATE) -> Views:
     """Both views: under the token budget and as a fixed top-k; the configured mode is primary.
     Blocks cost their rendering by the arm's prompt template."""
-    mode = cfg.selection.get("mode", "budget")
+    mode = cfg.setting("selection.mode")
     budget, top_k = cfg.budget_tokens, cfg.top_k
     primary = pack_units(
         selected.units,

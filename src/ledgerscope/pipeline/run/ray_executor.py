@@ -74,6 +74,8 @@ def connect(address: str | None) -> bool:
     if address:
         ray.init(address=address, log_to_driver=False)
         return True
+    # A private module (no public setting exists): Ray reads ENABLE_RAY_CLUSTER at import time, so
+    # the environment variable set above comes too late once ray is imported; pinned by ray[data]>=2.40.
     from ray._private import ray_constants
 
     # imported before this call (a test, a notebook): the import-time value would bind [::]

@@ -25,6 +25,7 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.http_json import EndpointUnreachable
 from ledgerscope.pipeline.arm.kinds import CHUNKERS, GENERATORS, RERANKERS, RETRIEVERS, available, resolve
 from ledgerscope.pipeline.arm.plugins import PluginStage
+from ledgerscope.pipeline.arm.schema import default_of
 from ledgerscope.pipeline.chunking.chunk import SentenceChunker, TokenChunker
 from ledgerscope.pipeline.contracts.prompt import PromptTemplate, template_from_config
 from ledgerscope.pipeline.contracts.stages import Chunker, Generator, Reranker, Retriever
@@ -66,18 +67,19 @@ def no_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Rera
 def endpoint_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Reranker:
     from ledgerscope.pipeline.ranking.rerank_endpoint import EndpointReranker
 
-    r = cfg.rerank
-    return EndpointReranker(r["base_url"], r.get("model", ""), r.get("path") or "/v1/rerank",
-                            r.get("api_key_env") or None, float(r.get("timeout", 60.0)),
-                            int(r.get("retries", 2)), float(r.get("backoff", 0.5)))
+    s = cfg.setting  # the arm's value, else the schema's default
+    return EndpointReranker(s("rerank.base_url"), s("rerank.model"),
+                            s("rerank.path") or default_of("rerank.path"), s("rerank.api_key_env") or None,
+                            float(s("rerank.timeout")),
+                            int(s("rerank.retries")), float(s("rerank.backoff")))
 
 
 def token_encoder(cfg: ArmConfig, encoder: Any) -> Any:
     """The model whose token vectors the reader uses: the arm's own, or (endpoint) a local one."""
     if getattr(encoder, "token_vectors", True):
         return encoder
-    return shared_encoder(cfg.generator.get("reader_model") or BUNDLED_MINILM,
-                          int(cfg.embedding.get("batch_size", 64)))
+    return shared_encoder(cfg.setting("generator.reader_model") or BUNDLED_MINILM,
+                          int(cfg.setting("embedding.batch_size")))
 
 
 def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
@@ -91,30 +93,31 @@ def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter
 def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
     from ledgerscope.pipeline.generation.endpoint import EndpointGenerator
 
-    g = cfg.generator
+    s = cfg.setting  # the arm's value, else the schema's default
     return EndpointGenerator(
-        g["base_url"],
-        g.get("model", ""),
-        api_key_env=g.get("api_key_env") or None,
-        temperature=float(g.get("temperature", 0.0)),
-        max_tokens=int(g.get("max_tokens", 128)),
-        timeout=float(g.get("timeout", 60.0)),
-        retries=int(g.get("retries", 1)),
-        backoff=float(g.get("backoff", 0.5)),
-        template=template_from_config(g),
+        s("generator.base_url"),
+        s("generator.model"),
+        api_key_env=s("generator.api_key_env") or None,
+        temperature=float(s("generator.temperature")),
+        max_tokens=int(s("generator.max_tokens")),
+        timeout=float(s("generator.timeout")),
+        retries=int(s("generator.retries")),
+        backoff=float(s("generator.backoff")),
+        template=template_from_config(cfg.generator),
     )
 
 
 def bm25_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict, top_n: int) -> Retriever:
-    r = cfg.retrieval
-    return BM25Retriever(top_n, float(r.get("bm25_k1", 1.5)), float(r.get("bm25_b", 0.75)))
+    s = cfg.setting  # the arm's value, else the schema's default
+    return BM25Retriever(top_n, float(s("retrieval.bm25_k1")), float(s("retrieval.bm25_b")))
 
 
 def hnsw_slot_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict,
                         top_n: int) -> Retriever:
-    hnsw = cfg.retrieval.get("hnsw", {})
-    return hnsw_retriever(encoder, top_n, int(hnsw.get("M", 16)), int(hnsw.get("ef_construction", 200)),
-                          int(hnsw.get("ef_search", 64)), int(hnsw.get("seed", 0)))
+    s = cfg.setting  # the arm's value, else the schema's default
+    return hnsw_retriever(encoder, top_n, int(s("retrieval.hnsw.M")),
+                          int(s("retrieval.hnsw.ef_construction")), int(s("retrieval.hnsw.ef_search")),
+                          int(s("retrieval.hnsw.seed")))
 
 
 def exact_slot_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict,
@@ -139,8 +142,8 @@ def build_retrievers(cfg: ArmConfig, encoder: Any, counter: TokenCounter | None 
     for slot, default, depth in (("lexical", "bm25", "bm25_top_n"), ("ann", "hnsw", "ann_top_n")):
         table = r.get(slot) if isinstance(r.get(slot), dict) else {}
         factory = _choose("retriever", RETRIEVERS, f"retrieval.{slot}", table.get("kind"), default)
-        slots.append(factory(cfg, encoder, counter, table, int(r.get(depth, 50))))
-    return Retrievers(slots[0], exact_retriever(encoder, int(r.get("dense_top_n", 50))), slots[1])
+        slots.append(factory(cfg, encoder, counter, table, int(cfg.setting(f"retrieval.{depth}"))))
+    return Retrievers(slots[0], exact_retriever(encoder, int(cfg.setting("retrieval.dense_top_n"))), slots[1])
 
 
 def _choose(seam: str, table: dict, section: str, kind: str | None, default: str) -> Callable[..., Any]:
@@ -226,10 +229,11 @@ def endpoint_key(cfg: ArmConfig) -> tuple:
     normalised), path, model, dimensions, key variable and request settings."""
     from ledgerscope.common.http_json import api_root
 
-    emb = cfg.embedding
-    return (api_root(emb["base_url"]), emb.get("path") or "/v1/embeddings", emb.get("model", ""),
-            int(emb.get("dimensions", 0)), emb.get("api_key_env") or None, int(emb.get("batch_size", 64)),
-            float(emb.get("timeout", 60.0)), int(emb.get("retries", 2)), float(emb.get("backoff", 0.5)))
+    s = cfg.setting  # the arm's value, else the schema's default
+    return (api_root(s("embedding.base_url")), s("embedding.path") or default_of("embedding.path"),
+            s("embedding.model"), int(s("embedding.dimensions")), s("embedding.api_key_env") or None,
+            int(s("embedding.batch_size")), float(s("embedding.timeout")), int(s("embedding.retries")),
+            float(s("embedding.backoff")))
 
 
 def endpoint_embedder(cfg: ArmConfig, shared: dict[tuple, Any] | None = None) -> Any:
@@ -244,11 +248,9 @@ def endpoint_embedder(cfg: ArmConfig, shared: dict[tuple, Any] | None = None) ->
     key = endpoint_key(cfg)
     if shared is not None and key in shared:
         return shared[key]
-    emb = cfg.embedding
-    embedder = EndpointEmbedder(emb["base_url"], emb.get("model", ""), emb.get("api_key_env") or None,
-                                int(emb.get("batch_size", 64)), float(emb.get("timeout", 60.0)),
-                                int(emb.get("retries", 2)), float(emb.get("backoff", 0.5)),
-                                emb.get("path") or "/v1/embeddings", int(emb.get("dimensions", 0)))
+    _, path, model, dimensions, key_env, batch, timeout, retries, backoff = key
+    embedder = EndpointEmbedder(cfg.embedding["base_url"], model, key_env, batch, timeout, retries, backoff,
+                                path, dimensions)
     probe(embedder, cfg, "embedding.base_url")
     if shared is not None:
         shared[key] = embedder
@@ -287,7 +289,7 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
     if emb.get("kind") == "endpoint":
         encoder = endpoint_embedder(cfg, embedders)
     else:
-        batch = int(emb.get("batch_size", 64))
+        batch = int(cfg.setting("embedding.batch_size"))
         device = emb.get("device")
         encoder = (encoder_factory(emb.get("model"), batch, device=device) if device
                    else encoder_factory(emb.get("model"), batch))

@@ -21,6 +21,7 @@ DEFAULT_NAMES = {
     "jsonl": "ledgerscope-export.jsonl",
     "fixtures": "ledgerscope-export.fixtures.jsonl",
     "label-studio": "ledgerscope-export.label-studio.json",
+    "label-studio-tasks": "ledgerscope-export.label-studio-tasks.json",
     "trec": "ledgerscope-export-trec",
 }
 

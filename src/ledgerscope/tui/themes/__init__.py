@@ -1,7 +1,9 @@
 """Themes: TOML files loaded as Textual ``Theme`` objects.
 
-The built-in themes are the ``*.toml`` files beside this module (dark, light,
-high-contrast, ansi), shipped as package data: they are the only copy. Searched
+The built-in themes are the plain files in the repository's top-level ``themes/`` (dark, light,
+high-contrast, ansi) for a user to read, copy and edit; the ``*.toml`` beside this module are links
+to them, so the wheel ships their content as package data. ``--theme`` takes a name or the path of
+such a file (:func:`theme_from_file`). Searched
 in order, a later file with the same ``name`` winning: the built-in files, then
 ``$XDG_CONFIG_HOME/ledgerscope/themes/*.toml`` (``~/.config/...``), then the
 directory named by ``LEDGERSCOPE_THEMES``. A file holds the ``Theme`` fields
@@ -36,6 +38,20 @@ def theme_from_dict(data: dict, source: str = "theme") -> Theme:
     return Theme(**{**data, "variables": dict(variables)})
 
 
+def theme_from_file(path: str | Path) -> Theme:
+    """A theme from one TOML file (``--theme PATH``); ValueError naming the file and the problem."""
+    path = Path(path)
+    try:
+        return theme_from_dict(tomllib.loads(path.read_text(encoding="utf-8")), str(path))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, TypeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def is_theme_path(value: str) -> bool:
+    """``--theme`` names a file (a ``.toml`` suffix or a path separator) rather than a theme."""
+    return value.endswith(".toml") or os.sep in value or "/" in value
+
+
 def theme_dirs(env: dict[str, str] | None = None) -> list[Path]:
     """The directories searched, in order: built-in, the user's config, ``LEDGERSCOPE_THEMES``."""
     env = os.environ if env is None else env
@@ -55,9 +71,9 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
             continue
         for path in sorted(d.glob("*.toml")):
             try:
-                theme = theme_from_dict(tomllib.loads(path.read_text(encoding="utf-8")), str(path))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError, TypeError) as exc:
-                problems.append(str(exc) if isinstance(exc, ValueError) else f"{path}: {exc}")
+                theme = theme_from_file(path)
+            except ValueError as exc:
+                problems.append(str(exc))
                 continue
             themes[theme.name] = theme
     return list(themes.values()), problems

@@ -127,7 +127,8 @@ async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
         assert cell.step == 8  # the selector leaves the qualifier out (tests/sweep_data.py's budget)
         lines = diag.splitlines()
         assert lines[0] == f"step {cell.step} · {STEP_NAMES[cell.step]} · label {cell.label}", lines[0]
-        walk = [line.split() for line in lines[lines.index("the walk") + 1 : lines.index("evidence") - 1]]
+        start = lines.index("the walk") + 1
+        walk = [line.split() for line in lines[start : lines.index("", start)]]
         failed = [int(w[1]) for w in walk if w[0] == "✗"]
         assert failed == ([cell.step] if cell.step else []) and walk[-1][0] == ("✗" if cell.step else "✓")
         assert "stage survival" in diag

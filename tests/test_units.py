@@ -7,7 +7,7 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgerscope.common.intervals import WHITESPACE, covers, merge_intervals, uncovered
+from ledgerscope.common.intervals import WHITESPACE, covers, edge_char, merge_intervals, uncovered
 from ledgerscope.pipeline.contracts.units import Unit, unit_id_for
 
 PROP = settings(max_examples=200, deadline=None)
@@ -117,10 +117,11 @@ def test_a_span_covers_itself(case):
 @PROP
 @given(text_and_span())
 def test_removing_any_non_whitespace_position_uncovers(case):
+    """...unless it is punctuation at an end of the span (an edge remainder)."""
     text, s, e = case
     for p in range(s, e):
         holed = [(s, p), (p + 1, e)]
-        if text[p].isspace():
+        if text[p].isspace() or (edge_char(text[p]) and p in (s, e - 1)):
             assert covers(text, s, e, holed)
         else:
             assert not covers(text, s, e, holed)
@@ -134,16 +135,32 @@ def test_uncovered_matches_a_pointwise_definition(case, ivs):
     ivs = [(min(a, len(text)), min(b, len(text))) for a, b in ivs]
     gaps = uncovered(text, s, e, ivs)
     inside = {p for a, b in ivs for p in range(a, b)}
-    missing = {p for p in range(s, e) if p not in inside and not text[p].isspace()}
-    # every reported gap lies in the span, outside all intervals, and holds non-whitespace
+    # an edge remainder: the uncovered run from the span's start or back from its end
+    head = next((p for p in range(s, e) if p in inside), e)
+    tail = next((p + 1 for p in range(e - 1, s - 1, -1) if p in inside), s)
+    edge = set(range(s, head)) | set(range(tail, e))
+    edge_excused = {p for p in edge if all(edge_char(text[q]) for q in _run(edge, p, text))}
+    missing = {p for p in range(s, e) if p not in inside and not text[p].isspace() and p not in edge_excused}
+    # every reported gap lies in the span, outside all intervals, and holds what is not excused
     reported = set()
     for a, b in gaps:
         assert s <= a < b <= e
         assert not any(p in inside for p in range(a, b))
         assert text[a:b].strip()
+        assert not (a in edge and all(edge_char(ch) for ch in text[a:b]))
         reported.update(range(a, b))
     assert missing <= reported
     assert covers(text, s, e, ivs) == (not missing)
+
+
+def _run(edge: set[int], p: int, text: str) -> list[int]:
+    """The positions of the edge remainder holding ``p``."""
+    lo = hi = p
+    while lo - 1 in edge:
+        lo -= 1
+    while hi + 1 in edge:
+        hi += 1
+    return list(range(lo, hi + 1))
 
 
 def test_unit_interval_and_id():

@@ -459,3 +459,12 @@ def _funnel_of(stage: str) -> str:
         "packed": "support_packed",
         "topk": "support_packed",
     }[stage]
+
+
+# the parts other builders of small ledgers reuse (:mod:`.multidoc`)
+manifest = _manifest
+units_of = _units
+repairs = _repairs
+support_flags = _support_flags
+answer_fields = _answer_fields
+funnel_of = _funnel_of

@@ -33,6 +33,9 @@ BROWSE_BINDINGS: list[Binding] = [
     Binding("e", "export", "Export", id="export"),
     Binding("s", "stats", "Stats", id="stats"),
     Binding("t", "source_stage", "Source stage", id="source-stage", show=False),
+    Binding("d", "source_doc(1)", "Next gold document (Source)", id="doc-next", show=False),
+    Binding("D", "source_doc(-1)", "Previous gold document (Source)", id="doc-prev", show=False),
+    Binding("F", "show_filter", "Show the whole filter", id="show-filter", show=False),
     Binding("1", "pane(1)", "Queries pane", id="pane-queries", show=False),
     Binding("2", "pane(2)", "Grid pane", id="pane-grid", show=False),
     Binding("3", "pane(3)", "Source pane", id="pane-source", show=False),
@@ -41,7 +44,13 @@ BROWSE_BINDINGS: list[Binding] = [
     Binding("6", "pane(6)", "Diagnosis pane", id="pane-diagnosis", show=False),
     Binding("7", "pane(7)", "Stats pane", id="pane-stats", show=False),
     Binding("escape", "close_bars", "Close bar", id="close", show=False),
+    Binding("tab", "app.focus_next", "Focus the next of list and pane", id="focus-next", show=False),
+    Binding("shift+tab", "app.focus_previous", "Focus the previous of list and pane", id="focus-prev",
+            show=False),
 ]
+
+#: the footer shows these first, so that a narrow terminal (80 columns) keeps them
+FOOTER_FIRST = ("help", "quit")
 
 #: on the App
 APP_BINDINGS: list[Binding] = [

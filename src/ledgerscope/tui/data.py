@@ -248,6 +248,7 @@ class LedgerSession:
         """
         composed = filters.compose(self.arms[role].name)
         if filters.where.strip():
+            self.validate(role, filters.where)  # alone first: an error's position is in the typed text
             predicate, source = self.validate(role, composed), "record_view"
         else:
             predicate, source = composed, "tui_index"

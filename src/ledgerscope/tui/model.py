@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,3 +205,13 @@ def next_match(matches: Sequence[int], cursor: int, direction: int, include_curr
         return after[0] if after else matches[0]
     before = [i for i in matches if i < cursor]
     return before[-1] if before else matches[-1]
+
+
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_HEX = re.compile(r"[a-fA-F]+")
+
+
+def opaque_id(qid: str) -> bool:
+    """An id that says nothing about its question (a hash, a number, ``q000123``): no four letters in
+    a row in its last part, hexadecimal digits aside. The list shows the question's start beside it."""
+    return not any(not _HEX.fullmatch(w) for w in _WORD.findall(re.split(r"[/:]", qid)[-1]))

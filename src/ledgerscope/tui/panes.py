@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Horizontal
 from textual.dom import DOMNode
 from textual.widget import Widget
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.data import LedgerSession
@@ -53,6 +53,8 @@ class DetailPanes(Container):
         if not self.built:
             self.built = True
             await self.recompose()
+            # Tab moves between the list and the pane shown, not through the tab strip (1-7 pick tabs)
+            self.query_one(Tabs).can_focus = False
             self._ready.set()
         await self._ready.wait()
         return self.query_one(TabbedContent)
@@ -128,6 +130,8 @@ def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
     """Draw pane ``tab`` (found under ``root``) from ``view``."""
     p = view.palette
     rd = view.detail.arms.get(view.role) if view.detail is not None else None
+    # the record a pane shows: a new one opens it at its top
+    key = (view.detail.qid, view.detail.phase, view.role) if view.detail is not None else None
     mount_pane(root, tab)
     if tab == "grid":
         configure_grid(root, view)
@@ -142,20 +146,22 @@ def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
         texts = compare_texts(view.detail.arms, p)
         for role in ("candidate", "baseline"):
             root.query_one(f"#compare-{role}", TextPane).show(
-                texts.get(role, Text("no baseline arm", style=p.get("muted")))
+                texts.get(role, Text("no baseline arm", style=p.get("muted"))), key=key
             )
     elif rd is None:
         return
     elif tab == "source":
         # open at the first gold span: the cut between a rule and its qualifier is what one looks for
-        root.query_one("#source-view", TextPane).show(source_text(rd, view.source_stage, p), anchor="⟪")
+        root.query_one("#source-view", TextPane).show(
+            source_text(rd, view.source_stage, p), anchor="⟪", key=(*key, view.source_stage)
+        )
     elif tab == "context":
-        root.query_one("#context-view", TextPane).show(context_text(rd, p))
+        root.query_one("#context-view", TextPane).show(context_text(rd, p), key=key)
     elif tab == "answer":
-        root.query_one("#answer-view", TextPane).show(answer_text(rd, p))
+        root.query_one("#answer-view", TextPane).show(answer_text(rd, p), key=key)
     elif tab == "diagnosis":
         row = (view.survival.get(view.role) or {}).get(view.phase)
-        root.query_one("#diagnosis-view", TextPane).show(diagnosis_text(rd, row, p))
+        root.query_one("#diagnosis-view", TextPane).show(diagnosis_text(rd, row, p), key=key)
 
 
 def load_summaries(node: DOMNode, session: LedgerSession, role: str) -> None:

@@ -242,8 +242,9 @@ def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, pal
         out.append(f" {lit(w.get('detail'))}\n")
         if passed is False:
             break
+    _support_set(out, d, palette)
     out.append("\nevidence\n", style=pick(palette, "heading"))
-    _pretty(out, d.evidence, 1, palette)
+    _pretty(out, {k: v for k, v in d.evidence.items() if k != "span_fates"}, 1, palette)
     out.append("\nstage survival", style=pick(palette, "heading"))
     out.append(f" ({lit(rd.arm)}, phase {lit(rd.phase)}, answerable records)\n")
     if not survival_row:
@@ -263,6 +264,22 @@ def diagnosis_text(rd: RecordDetail, survival_row: Mapping[str, Any] | None, pal
     regret = survival_row.get("reranker_regret")
     out.append(f"  reranker regret {fmt(regret)} of {fmt(survival_row.get('fused'))} with fused support\n")
     return out
+
+
+def _support_set(out: Text, d, palette: Palette) -> None:
+    """The support set as a set, under the walk: its spans by document (title and id), each with its
+    own fate, the record's step named as the first loss."""
+    from ledgerscope.analysis.diagnosis import STEP_NAMES
+    from ledgerscope.analysis.diagnosis.span_fates import explain_set
+
+    ev = d.evidence
+    lines = explain_set(ev.get("span_fates") or [], d.step, STEP_NAMES, ev.get("sufficient_set"))
+    if not lines:
+        return
+    out.append("\nthe support set\n", style=pick(palette, "heading"))
+    out.append(f" {lit(lines[0])}\n")
+    for line in lines[1:]:
+        out.append(f"  • {lit(line)}\n", style=pick(palette, "fail" if "lost at" in line else "pass"))
 
 
 def _pretty(out: Text, obj: Any, indent: int, palette: Palette, max_items: int = 12) -> None:
@@ -320,7 +337,7 @@ def compare_texts(details: Mapping[str, RecordDetail], palette: Palette) -> dict
             "step": f"{d.step} {d.step_name}" if d else "–",
             "label": d.label if d else "–",
             "citation": f"{CITATION_GLYPHS.get(cv or '', '~')} {cv}",
-            "gold kept": " ".join(f"{k} {COVER_GLYPHS[v]}" for k, v in sorted(rd.coverage.items())) or "–",
+            "gold kept": _gold_kept(rd),
             "tokens": f"{fmt(rec.get('evidence_tokens'))}/{fmt(rec.get('budget_tokens'))}",
             "answer": rec.get("answer") or "",
         }
@@ -352,6 +369,16 @@ def compare_texts(details: Mapping[str, RecordDetail], palette: Palette) -> dict
             )
         out[role] = t
     return out
+
+
+def _gold_kept(rd: RecordDetail) -> str:
+    """Each gold span's coverage in the packed context, its document named beside it (compare)."""
+    from ledgerscope.analysis.diagnosis.span_fates import docs_of_spans
+
+    titles = docs_of_spans(rd.fixture, rd.texts)
+    parts = [f"{k} ({titles[k]}) {COVER_GLYPHS[v]}" if k in titles else f"{k} {COVER_GLYPHS[v]}"
+             for k, v in sorted(rd.coverage.items())]
+    return " ".join(parts) or "–"
 
 
 def reversal_mark(row, role: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from ledgerscope.analysis.diagnosis.span_fates import document_title
 from ledgerscope.analysis.survival import gold_in_context
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui.model import RecordDetail
@@ -25,6 +26,7 @@ SOURCE_STAGES = ("packed", "selected", "reranked", "fused", "union", "dense_ann"
 SOURCE_WINDOW = 20_000  # documents longer than this show a window around the marked intervals
 SOURCE_MARGIN = 1_500
 MAX_MARKED_RANK = 10
+DOC_HEADING = "── "  # starts each document's header line (d/D scroll to the next/previous)
 
 
 # ---------------------------------------------------------------------------
@@ -51,15 +53,16 @@ def source_text(rd: RecordDetail, stage: str, palette: Palette, max_rank: int = 
             "no documents for this question (unanswerable control with nothing packed)\n",
             style=pick(palette, "muted"),
         )
-    for doc in docs:
-        _source_doc(out, rd, doc, stage, rows, palette, max_rank)
+    for i, doc in enumerate(docs, start=1):
+        _source_doc(out, rd, doc, f"{i}/{len(docs)}", stage, rows, palette, max_rank)
     return out
 
 
 def _source_doc(
-    out: Text, rd: RecordDetail, doc: str, stage: str, rows, palette: Palette, max_rank: int
+    out: Text, rd: RecordDetail, doc: str, which: str, stage: str, rows, palette: Palette, max_rank: int
 ) -> None:
-    """One document of the source view: a header, its text with cuts, gold spans and the stage's
+    """One document of the source view: a header (its place among the question's documents, its
+    title and id; ``d``/``D`` jump between them), its text with cuts, gold spans and the stage's
     units marked inline, then the gold legend and the list of marked units."""
     text = rd.texts.get(doc)
     cuts = rd.cuts.get(doc, [])
@@ -70,7 +73,9 @@ def _source_doc(
         if r.get("doc_id") == doc and r.get("start") is not None and int(r["rank"]) <= max_rank
     ]
     n_units = sum(1 for u in rd.units if u.get("doc_id") == doc)
-    out.append(f"\n── {lit(doc)} ", style=pick(palette, "heading"))
+    title = document_title(doc, text)
+    name = lit(doc) if title == doc else f"{lit(title)} ({lit(doc)})"
+    out.append(f"\n{DOC_HEADING}{which} {name} ", style=pick(palette, "heading"))
     out.append(
         f"· phase {lit(rd.phase)} of {lit(rd.arm)}: {n_units} units, {len(cuts)} cuts; "
         f"{len(marked)} {stage} unit(s) marked\n",

@@ -325,8 +325,10 @@ def status_text(
     search: str,
     n_matches: int,
     filter_description: str,
+    width: int | None = None,
 ) -> Text:
-    """What is running, where the cursor is (phase, arm, compare), the search and the filter."""
+    """What is running, where the cursor is (phase, arm, compare), the search and the filter; cut to
+    ``width`` cells with an ellipsis (``F`` shows the whole filter)."""
     i = phases.index(phase) + 1 if phase in phases else 0
     t = Text(no_wrap=True, overflow="ellipsis")
     if busy:
@@ -337,4 +339,7 @@ def status_text(
     if search:
         t.append(f" · /{lit(search)}: {n_matches} match(es)")
     t.append(f" · filter: {lit(filter_description)}" if filter_description else " · no filter")
+    if width is not None and t.cell_len > width > 0:
+        t.truncate(width - 1)
+        t.append("…")
     return t

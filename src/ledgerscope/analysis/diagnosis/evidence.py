@@ -67,7 +67,7 @@ UNIT_WINDOW = 2000
 # coverage helpers
 
 
-def _gaps(span: GoldSpan, rows: Sequence[Mapping[str, Any]],
+def span_gaps(span: GoldSpan, rows: Sequence[Mapping[str, Any]],
           texts: Mapping[str, str]) -> list[tuple[int, int]]:
     """Parts of the span (holding non-whitespace) that no row's interval covers."""
     doc = span.doc_id
@@ -109,11 +109,11 @@ def _closest_set(fixture: Fixture, before: Sequence[Mapping[str, Any]] | None,
         if len(spans) < len(sset):  # names an unresolved span: it cannot be kept
             continue
         kept_before = (before is None or len(fixture.sufficient_sets) == 1
-                       or all(not _gaps(s, before, texts) for s in spans))
+                       or all(not span_gaps(s, before, texts) for s in spans))
         if after is None:
             missing = [(s, None) for s in spans]
         else:
-            missing = [(s, g) for s in spans if (g := _gaps(s, after, texts))]
+            missing = [(s, g) for s in spans if (g := span_gaps(s, after, texts))]
         key = (0 if kept_before else 1, len(missing), i)
         if best is None or key < best[0]:
             best = (key, i, missing)
@@ -162,7 +162,7 @@ def _score(row: Mapping[str, Any] | None) -> float | None:
     return float(row["score"])
 
 
-def _stage_rows(stage: str, stages: Mapping[str, Sequence[Mapping[str, Any]]],
+def stage_rows(stage: str, stages: Mapping[str, Sequence[Mapping[str, Any]]],
                 record: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     """A stage's kept rows (with cutoffs applied); None when the data is not there."""
     def get(name: str) -> list[Mapping[str, Any]] | None:
@@ -208,8 +208,8 @@ def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> d
     if fixture is None:
         ev["note"] = "no fixture for this question"
         return ev
-    before = _stage_rows(in_stage, stages, record)
-    after = _stage_rows(stage, stages, record)
+    before = stage_rows(in_stage, stages, record)
+    after = stage_rows(stage, stages, record)
     set_index, missing = _closest_set(fixture, before, after, texts)
     ev["sufficient_set"] = set_index
     ev["spans"] = [span_json(s, texts, g) for s, g in missing]
@@ -246,7 +246,7 @@ def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> d
         ev["evidence_tokens"] = record.get("evidence_tokens")
         ev["selection_depth"] = record.get("selection_depth")
         # rank in the selection's input; None: the unit came in by neighbour expansion
-        rer = _by_unit(_stage_rows("reranked", stages, record) or [])
+        rer = _by_unit(stage_rows("reranked", stages, record) or [])
         ev["packed"] = [{"unit_id": r["unit_id"], "rank": row_rank(r),
                          "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x)}
                         for r in sorted(stages.get("packed") or [], key=row_rank)]
@@ -361,7 +361,7 @@ def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, 
         entry["packed_units"] = [{"unit_id": r["unit_id"], "rank": row_rank(r)}
                                  for r in packed if _overlaps(r, span)]
         if extra_rows is not None:
-            entry["cited"] = not _gaps(span, extra_rows, texts)
+            entry["cited"] = not span_gaps(span, extra_rows, texts)
         spans.append(entry)
     out["spans"] = spans
     return out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, UNIT_WINDOW, depths_by_arm, row_rank
+from ledgerscope.analysis.diagnosis.span_fates import FATE_LISTS
 from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
 from ledgerscope.analysis.validity import unverified_arms
 from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
@@ -66,7 +67,7 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         fx = fixtures.get(rec["qid"])
         if fx is None or rec.get("answerable") is False:
             continue
-        for stage in EVIDENCE_STAGES[step]:
+        for stage in _stages_read(step):
             if stage == "units":
                 for s in fx.spans:
                     for key, val in (("arm", rec["arm"]), ("phase", rec["phase"]), ("doc_id", s.doc_id),
@@ -86,7 +87,7 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         fx = fixtures.get(rec["qid"])
         key = (rec["arm"], rec["phase"], rec["qid"])
         stages: dict[str, list[dict]] = dict(grouped.get(key, {}))
-        for stage in EVIDENCE_STAGES[step]:
+        for stage in _stages_read(step):
             if stage == "units" and fx is not None:
                 stages["units"] = [u for d in fx.doc_ids
                                    for u in units_by.get((rec["arm"], rec["phase"], d), [])]
@@ -157,3 +158,11 @@ def _fetch_units(con, unit_need: dict[str, list]) -> dict[tuple, list[dict]]:
     for u in urows:
         units_by.setdefault((u["arm"], u["phase"], u["doc_id"]), []).append(u)
     return units_by
+
+
+def _stages_read(step: int) -> tuple[str, ...]:
+    """The lists a record's diagnosis reads: its step's evidence, and at steps 2-8 every list the
+    span fates walk through."""
+    if 2 <= step <= 8:
+        return tuple(dict.fromkeys((*EVIDENCE_STAGES[step], *FATE_LISTS)))
+    return EVIDENCE_STAGES[step]

@@ -78,6 +78,10 @@ Declared rules
   unlocated chunk`` (label and flag ``unverifiable-unlocated-chunk``) and the walk marks the stage
   unknown (``passed`` None) or names the later stages; never a silent loss or pass. A stage that
   keeps support never rests on an unplaced chunk.
+* A support set explained (steps 2-8): the evidence's ``span_fates`` give every span
+  of the set it names with its document (title, else id) and its own fate: kept to
+  which stage, lost at which step (:mod:`ledgerscope.analysis.diagnosis.span_fates`);
+  the record's step is the set's first loss, the others are listed beside it.
 * Evidence names the missing spans of the sufficient set *closest to being
   kept* at the losing stage: among the sets the previous stage kept, the one
   with the fewest uncovered spans at the losing stage (ties: the first). For
@@ -100,6 +104,7 @@ from ledgerscope.analysis.diagnosis.evidence import (
     evidence_pass,
     evidence_support,
 )
+from ledgerscope.analysis.diagnosis.span_fates import span_fates
 from ledgerscope.analysis.validity import UNVERIFIED
 from ledgerscope.inputs.fixtures import Fixture
 
@@ -341,6 +346,8 @@ def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Map
         walk[-1]["detail"] += (f"; {unrecorded} not recorded, so the loss lies "
                                f"somewhere in steps {span[0]}-{span[1]}")
     evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
+    if fixture is not None:  # the set as a set: every span's own fate, its document named
+        evidence["span_fates"] = span_fates(record, stages, fixture, texts, evidence["sufficient_set"])
     missing = [m["span"] for m in evidence.get("spans", [])]
     if missing:
         walk[-1]["detail"] += f" (missing: {', '.join(missing)})"

@@ -6,11 +6,26 @@ support flags and the diagnosis's SQL walk (both tie it to the Python rule by te
 
 from __future__ import annotations
 
-from ledgerscope.common.intervals import WHITESPACE
+from ledgerscope.common.intervals import WHITESPACE, edge_pattern
 from ledgerscope.common.sql_tables import sql_literal
 
 #: Python's str.isspace() as an SQL literal: a gap holding only these characters is excused
 WHITESPACE_SQL = sql_literal(WHITESPACE)
+
+
+def gap_counts(text: str, gs: str, ge: str, s: str, e: str) -> str:
+    """SQL: whether the gap [``gs``, ``ge``) of a span [``s``, ``e``) whose text is ``text`` counts
+    (:func:`ledgerscope.common.intervals.excused`: whitespace anywhere, whitespace and punctuation
+    at either end of the span, are excused)."""
+    gap = f"substr({text}, {gs} - {s} + 1, {ge} - {gs})"
+    return (f"NOT (regexp_full_match({gap}, {WHITESPACE_SQL}) OR (({gs} = {s} OR {ge} = {e}) "
+            f"AND regexp_full_match({gap}, {edge_sql()})))")
+
+
+def edge_sql() -> str:
+    """:func:`ledgerscope.common.intervals.edge_pattern` as an SQL literal (an edge remainder of
+    these characters only is excused)."""
+    return sql_literal(edge_pattern())
 
 
 def gap_ctes(key: str, spans: str) -> str:

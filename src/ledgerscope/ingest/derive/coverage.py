@@ -1,15 +1,16 @@
 """Support flags in DuckDB, by the definitions of :mod:`ledgerscope.rules.support`.
 
 A stage *keeps* support when some sufficient set has every span covered by the
-union of the stage's intervals, whitespace excused (a span is covered when
-every non-whitespace character in it lies inside some interval:
-:func:`ledgerscope.common.intervals.covers`). Here the same test runs as set
+union of the stage's intervals, whitespace excused, and punctuation at either end
+of the span too (:func:`ledgerscope.common.intervals.covers`, whose docstring
+states the rule). Here the same test runs as set
 operations over every (trace, stage, span) at once: only intervals that overlap
 a span can cover any of it, so the candidate rows are joined to the gold spans
 first; the uncovered parts of each span are the gaps between the running
-maximum end of the sorted intervals; a gap counts when its text holds a
-character that is not whitespace (:data:`ledgerscope.common.intervals.WHITESPACE`
-is ``str.isspace`` as an RE2 class, checked by a test against every code point).
+maximum end of the sorted intervals; a gap counts unless its text is only
+whitespace, or only whitespace and punctuation at an end of the span
+(:func:`ledgerscope.common.intervals.sql.gap_counts`; both RE2 classes are checked
+by a test against every code point).
 
 Inputs (temp tables the caller builds): ``_ig_span`` (qid, span_id, doc_id, s,
 e, span_text), ``_ig_set`` (qid, set_index, span_id), ``_ig_need`` (key, qid,
@@ -19,7 +20,7 @@ stages' intervals). Output: ``_ig_kept`` (key, vstage, kept, first_set).
 
 from __future__ import annotations
 
-from ledgerscope.common.intervals.sql import WHITESPACE_SQL, gap_ctes
+from ledgerscope.common.intervals.sql import edge_sql, gap_counts, gap_ctes
 
 
 def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") -> str:
@@ -37,7 +38,7 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
     {gap_ctes('key', 'sn')},
     bad AS (
         SELECT DISTINCT g.key, g.vstage, g.span_id FROM raw g JOIN sn USING (key, vstage, span_id)
-        WHERE NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs), {WHITESPACE_SQL})),
+        WHERE {gap_counts('sn.span_text', 'g.gs', 'g.ge', 'sn.s', 'sn.e')}),
     sets AS (
         SELECT n.key, n.vstage, st.set_index, count(b.span_id) = 0 AND count(*) = count(sp.span_id) AS ok
         FROM {need} n JOIN _ig_set st ON st.qid = n.qid
@@ -53,6 +54,7 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
 def single_unit_sql() -> str:
     """``_ig_single``: per key, whether some sufficient set lies inside one interval of ``packed``
     (:func:`ledgerscope.rules.support.single_unit_complete`)."""
+    edge = edge_sql()  # the two gaps a unit leaves of a span are at its ends
     return f"""
     CREATE OR REPLACE TABLE _ig_single AS
     WITH u AS (
@@ -66,9 +68,9 @@ def single_unit_sql() -> str:
         FROM u JOIN _ig_span sp ON sp.qid = u.qid),
     ok AS (
         SELECT key, uid, span_id,
-               same_doc AND regexp_full_match(substr(span_text, 1, head_end - s), {WHITESPACE_SQL})
+               same_doc AND regexp_full_match(substr(span_text, 1, head_end - s), {edge})
                AND regexp_full_match(substr(span_text, tail_start - s + 1, e - tail_start),
-                                     {WHITESPACE_SQL}) AS inside
+                                     {edge}) AS inside
         FROM us),
     per_set AS (
         SELECT u.key, u.uid, st.set_index, bool_and(coalesce(ok.inside, false)) AS inside

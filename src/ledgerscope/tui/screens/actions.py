@@ -69,16 +69,60 @@ class BrowseActions:
             self.query_list.focus()
             return
         self.show_list = False
-        (await self._build_panes()).active = TABS[number - 2]
+        self._show_tab(await self._build_panes(), TABS[number - 2])
+
+    def _show_tab(self, tabs, tab: str, focus: str | None = None) -> None:
+        """Activate ``tab`` and, once drawn, focus its pane (``focus``: another widget id). The focus
+        leaves the old pane first: a hidden pane keeping it would hand it to another pane's widget,
+        and the tabs follow the focus (they would switch back)."""
+        focused = self.focused
+        if focused is not None and focused is not self.query_list:
+            self.set_focus(None)
+        tabs.active = tab
+        self.call_after_refresh(self._focus_pane, focus or tab)
+
+    def _focus_pane(self, tab: str, tries: int = 4) -> None:
+        """The pane shown takes the focus: its scroll keys act on it (the grid follows the list)."""
+        if tab == "grid":  # the grid follows the list, which keeps the keys where it shows
+            if self.size.width >= NARROW_WIDTH:
+                self.query_list.focus()
+            return
+        found = self.query(f"#{tab}" if tab.startswith("compare-") else f"#{tab}-view")
+        if found and found.first().focusable:
+            found.first().focus()
+        elif tries:  # mounted with its first drawing, shown once its tab is laid out
+            self.call_after_refresh(self._focus_pane, tab, tries - 1)
+
+    async def action_source_doc(self, direction: int) -> None:
+        """The next (previous) gold document of the question in the Source pane, its header on top."""
+        tabs = await self._build_panes()
+        if tabs.active != "source":
+            await self.action_pane(TABS.index("source") + 2)
+            self.call_after_refresh(self._source_doc, direction)
+            return
+        self._source_doc(direction)
+
+    def _source_doc(self, direction: int) -> None:
+        from ledgerscope.tui.render_source import DOC_HEADING
+        from ledgerscope.tui.widgets.text_pane import TextPane
+
+        found = self.query("#source-view")
+        if found and not found.first(TextPane).scroll_to_heading(DOC_HEADING, direction):
+            self.notify("no document to move to", markup=False)
+
+    def action_show_filter(self) -> None:
+        """The status line cuts a long filter; this shows it whole."""
+        text = self.filters.describe()
+        self.notify(safe(f"filter: {text}") if text else "no filter", timeout=15, markup=False)
 
     async def action_toggle_compare(self) -> None:
         tabs = await self._build_panes()
         if tabs.active == "compare":
             self.compare = False
-            tabs.active = self.previous_tab if self.previous_tab != "compare" else "grid"
+            self._show_tab(tabs, self.previous_tab if self.previous_tab != "compare" else "grid")
         else:
             self.compare = True
-            tabs.active = "compare"
+            self._show_tab(tabs, "compare", "compare-candidate")
         if self.size.width < NARROW_WIDTH:
             self.show_list = False
 
@@ -86,7 +130,7 @@ class BrowseActions:
         i = SOURCE_STAGES.index(self.source_stage)
         tabs = await self._build_panes()
         if tabs.active != "source":
-            tabs.active = "source"
+            self._show_tab(tabs, "source")
         self.source_stage = SOURCE_STAGES[(i + 1) % len(SOURCE_STAGES)]
 
     async def action_stats(self) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -73,17 +74,15 @@ class ExportScreen(ModalScreen[None]):
     def _where_submitted(self, event: Input.Submitted) -> None:
         self._count(event.value)
 
+    @dataclass
     class Counted(Message):
-        def __init__(self, count: tuple[int, int] | None, error: str | None) -> None:
-            super().__init__()
-            self.count = count
-            self.error = error
+        count: tuple[int, int] | None
+        error: str | None
 
+    @dataclass
     class Exported(Message):
-        def __init__(self, result, error: str | None) -> None:
-            super().__init__()
-            self.result = result
-            self.error = error
+        result: Any
+        error: str | None
 
     @work(thread=True, exclusive=True, group="export-count")
     def _count(self, where: str) -> None:

@@ -50,7 +50,11 @@ class HelpScreen(ModalScreen[None]):
         t.append_text(legend_text(self.palette))
         t.append(
             "\nPanes: 1 questions · 2 phase grid · 3 source · 4 context · 5 answer · 6 diagnosis · "
-            "7 stats · c compare. Filter bar (f) takes the predicate of `ledgerscope export --where`; "
+            "7 stats · c compare. A pane's number (or tab / shift+tab) focuses it, its left edge marked: "
+            "then ↑ ↓ pageup pagedown home end scroll it, while j/k still move between questions; "
+            "a new question or phase opens every pane at its top. In the Source pane d/D jump to the "
+            "next/previous gold document. Filter bar (f) takes the predicate of "
+            "`ledgerscope export --where` (F shows the whole filter the status line cuts); "
             "o opens quick filters (segment, step, verdict, reversals).\n"
         )
         return t

@@ -24,13 +24,14 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent
+from textual.widgets import Input, Static, TabbedContent
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.safe_text import safe
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.bindings import BROWSE_BINDINGS
 from ledgerscope.tui.data import LedgerSession
+from ledgerscope.tui.filter_errors import caret_lines
 from ledgerscope.tui.loading import MoveTimer, RecordFeed, neighbour_keys
 from ledgerscope.tui.model import Detail, Filters, StatsState
 from ledgerscope.tui.panes import DetailPanes, follow_grid, load_summaries
@@ -39,6 +40,7 @@ from ledgerscope.tui.render_summary import title_text
 from ledgerscope.tui.screens.actions import NARROW_WIDTH, BrowseActions
 from ledgerscope.tui.screens.integrity import CHECKS_BUSY, UNTRUSTED_NOTE, IntegrityScreen, start_checks
 from ledgerscope.tui.screens.pane_drawing import PaneDrawing
+from ledgerscope.tui.widgets.footer import KeysFooter
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.queries_panel import QueriesPanel
 from ledgerscope.tui.widgets.query_list import QueryList
@@ -241,7 +243,7 @@ class MainScreen(BrowseActions, PaneDrawing, Screen):
         panes = self.query_one(DetailPanes)
         if panes.built:
             return await panes.build()
-        await self.mount(Footer())
+        await self.mount(KeysFooter())
         self.refresh_bindings()  # a Footer mounted after the focus settled waits for this to show the keys
         tabs = await panes.build()
         self.call_after_refresh(self._panes_painted)
@@ -270,7 +272,11 @@ class MainScreen(BrowseActions, PaneDrawing, Screen):
     def on_list_failed(self, m: msg.ListFailed) -> None:
         self.busy = self.busy - {"open", "list"}
         err = self.query_one("#filter-error", Static)
-        err.update(Text("✗ " + safe(m.error), style=self.palette.get("error")))
+        if m.typed.strip():  # the predicate's error: quoted as typed, a caret under the place
+            lines = caret_lines(m.typed, m.error, max(20, self.size.width - 2))
+            err.update(Text("\n".join(safe(line) for line in lines), style=self.palette.get("error")))
+        else:
+            err.update(Text("✗ " + safe(m.error), style=self.palette.get("error")))
         err.display = True
         if m.opening:
             self.notify(safe(m.error), severity="error", markup=False)

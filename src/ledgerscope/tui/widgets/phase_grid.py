@@ -47,7 +47,9 @@ class PhaseGrid(Widget):
         self.refresh()
 
     def follow(self, top: int, cursor: int) -> None:
-        """Track the list's scroll position and cursor; redraw only what changed."""
+        """Track the list's scroll position and cursor, the cursor's row always on screen (the grid
+        shows fewer rows than the list, or the list is hidden); redraw only what changed."""
+        top = grid_top(top, cursor, self.size.height - 2)
         if top != self._top:
             self._top, self._cursor = top, cursor
             self.refresh()
@@ -57,6 +59,11 @@ class PhaseGrid(Widget):
             y = index - self._top + 2
             if 2 <= y < self.size.height:
                 self.refresh_line(y)
+
+    def on_resize(self) -> None:
+        """A new height: the cursor's row stays on screen."""
+        self.follow(self._top, self._cursor)
+        self.refresh()
 
     def refresh_line(self, y: int) -> None:
         from textual.geometry import Region
@@ -138,3 +145,11 @@ class PhaseGrid(Widget):
             for r in (self.list.row(i) for i in range(self._top, self._top + max(1, self.size.height - 2)))
             if r is not None
         ]
+
+
+def grid_top(list_top: int, cursor: int, rows: int) -> int:
+    """The first row the grid shows: the list's when the cursor's row fits under it in ``rows``
+    lines, else the nearest that keeps the cursor's row on screen (``rows`` < 1: not laid out yet)."""
+    if rows < 1 or list_top <= cursor < list_top + rows:
+        return list_top
+    return cursor if cursor < list_top else cursor - rows + 1

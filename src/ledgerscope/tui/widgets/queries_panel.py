@@ -68,7 +68,7 @@ class QueriesPanel(Vertical):
             cursor = (s.locate(role, keep_qid) or 0) if keep_qid is not None else 0
             rows = s.page(role, (cursor // PAGE_SIZE) * PAGE_SIZE, PAGE_SIZE)
         except LedgerscopeError as exc:  # a filter that does not evaluate: shown under the bar
-            self.post_message(msg.ListFailed(str(exc)))
+            self.post_message(msg.ListFailed(str(exc), typed=filters.where))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(msg.ListReady(0, count, total, predicate, rows, cursor, role, filters))

@@ -10,6 +10,7 @@ or a million.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.style import Style
@@ -20,8 +21,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ledgerscope.common.safe_text import safe
-from ledgerscope.tui.model import MISSING_GLYPH, ListRow, verdict_glyph
+from ledgerscope.common.safe_text import safe, safe_line
+from ledgerscope.tui.model import MISSING_GLYPH, ListRow, opaque_id, verdict_glyph
 from ledgerscope.tui.render import VERDICT_STYLE, reversal_mark
 
 PAGE_SIZE = 100
@@ -44,20 +45,18 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
     QueryList > .querylist--placeholder { color: $text-muted; }
     """
 
+    @dataclass
     class NeedPage(Message):
-        def __init__(self, page: int, generation: int) -> None:
-            super().__init__()
-            self.page = page
-            self.generation = generation
+        page: int
+        generation: int
 
     class Scrolled(Message):
         """The visible window moved (the phase grid follows it)."""
 
+    @dataclass
     class CursorMoved(Message):
-        def __init__(self, index: int, row: ListRow | None) -> None:
-            super().__init__()
-            self.index = index
-            self.row = row
+        index: int
+        row: ListRow | None
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -226,7 +225,16 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         current = self.current_index_marker(row)
         text.append(current)
         text.append(reversal_mark(row, self.role) + " ")
-        text.append(_fit(safe(row.qid), qid_w) + " ")
+        if opaque_id(row.qid) and row.question:  # an id that says nothing: the question's start beside it
+            qid = safe(row.qid)
+            text.append(qid[:qid_w])
+            if len(qid) + 2 < qid_w:
+                text.append(" " + _fit(safe_line(row.question), qid_w - len(qid) - 1), style="dim")
+            else:
+                text.append(" " * max(0, qid_w - len(qid)))
+            text.append(" ")
+        else:
+            text.append(_fit(safe(row.qid), qid_w) + " ")
         if seg_w:
             text.append(_fit(safe(row.segment), seg_w) + " ", style="dim")
         for p in self.phases:

@@ -38,4 +38,5 @@ class StatusLine(Widget):
             self.search_text,
             len(self.matches),
             self.filters.describe(),
+            self.content_size.width,
         )

@@ -1,7 +1,7 @@
 """CTEs: records with their step, the candidate rows over gold spans, coverage per stage, the set named.
 
-Mirrors of :mod:`ledgerscope.analysis.diagnosis.evidence`: ``_stage_rows`` (virtual stages and
-their cutoffs), ``_gaps`` (uncovered parts, whitespace excused) and
+Mirrors of :mod:`ledgerscope.analysis.diagnosis.evidence`: ``stage_rows`` (virtual stages and
+their cutoffs), ``span_gaps`` (uncovered parts, whitespace and edge punctuation excused) and
 ``_closest_set``. Every record gets an integer ``rid`` (its output position);
 after the first joins everything is keyed by it.
 """
@@ -9,11 +9,11 @@ after the first joins everything is keyed by it.
 from __future__ import annotations
 
 from ledgerscope.analysis.diagnosis.evidence import NO_RANK, TRANSITIONS
+from ledgerscope.analysis.diagnosis.span_fates import FATE_WALK
 from ledgerscope.analysis.diagnosis.sql.inputs import head_match
-from ledgerscope.analysis.diagnosis.sql.sqltext import arr
+from ledgerscope.analysis.diagnosis.sql.sqltext import arr, j, obj_parts
 from ledgerscope.analysis.diagnosis.tree import STAGE_OF_STEP
-from ledgerscope.common.intervals import WHITESPACE
-from ledgerscope.common.intervals.sql import gap_ctes
+from ledgerscope.common.intervals.sql import gap_counts, gap_ctes
 from ledgerscope.common.sql_tables import sql_literal
 
 CTEs = list[tuple[str, str]]
@@ -77,7 +77,7 @@ def candidate_rows() -> CTEs:
         SELECT rs.rid, rs.span_id, rs.s, rs.e, u.unit_id, u.doc_id, u."start", u."end"
         FROM _ls_unit u JOIN _ls_rs rs ON u.arm = rs.arm AND u.phase = rs.phase AND u.doc_id = rs.doc_id
              AND u."end" >= rs.win_lo AND u."start" <= rs.win_hi
-        WHERE rs.step IN (2, 3)""",
+        WHERE rs.step BETWEEN 2 AND 8""",
         ),
         (
             "_ls_cite",
@@ -103,9 +103,12 @@ def coverage() -> CTEs:
             """
         SELECT rid, qid, before_v AS vstage, rerank_depth, selection_depth FROM _ls_r
         WHERE before_v IS NOT NULL
-        UNION ALL SELECT rid, qid, after_v, rerank_depth, selection_depth FROM _ls_r WHERE after_v IS NOT NULL
-        UNION ALL SELECT rid, qid, 'cited', rerank_depth, selection_depth FROM _ls_r
-        WHERE ev AND step = 10""",
+        UNION SELECT rid, qid, after_v, rerank_depth, selection_depth FROM _ls_r WHERE after_v IS NOT NULL
+        UNION SELECT rid, qid, 'cited', rerank_depth, selection_depth FROM _ls_r
+        WHERE ev AND step = 10
+        UNION SELECT r.rid, r.qid, m.vstage, r.rerank_depth, r.selection_depth  -- the span fates
+        FROM _ls_r r CROSS JOIN (SELECT DISTINCT vstage FROM _ls_members) m
+        WHERE r.ev AND r.step BETWEEN 2 AND 8""",
         ),
         (
             "_ls_ov",
@@ -140,9 +143,7 @@ def coverage() -> CTEs:
         {gap_ctes('rid', '_ls_sn')},
         kept AS (
             SELECT g.* FROM raw g JOIN _ls_sn sn USING (rid, vstage, span_id)
-            WHERE sn.span_text IS NULL
-               OR NOT regexp_full_match(substr(sn.span_text, g.gs - sn.s + 1, g.ge - g.gs),
-                                        {sql_literal(WHITESPACE)})),
+            WHERE sn.span_text IS NULL OR {gap_counts('sn.span_text', 'g.gs', 'g.ge', 'sn.s', 'sn.e')}),
         agg AS (
             SELECT rid, vstage, span_id, count(*) AS n_gaps,
                    {arr("concat('[', gs, ', ', ge, ']')", "gs")} AS gaps_json
@@ -191,4 +192,31 @@ def sets() -> CTEs:
         JOIN _ls_gap a ON a.rid = c.rid AND a.vstage = c.after_v AND a.span_id = st.span_id
         WHERE c.step BETWEEN 2 AND 8 AND a.n_gaps > 0""",
         ),
+        ("_ls_fate_json", _fates_sql()),
     ]
+
+
+def _fates_sql() -> str:
+    """``_ls_fate_json``: per record at steps 2-8, each span of the named set with its document,
+    title and fate (:mod:`ledgerscope.analysis.diagnosis.span_fates`): its marks per stage of the
+    walk, looked up in ``_ls_fates`` (every marks string with its fate, from the pure function)."""
+    not_recorded = " ".join(f"WHEN {sql_literal(stage)} THEN r.{flag} IS NULL"
+                            for _, flag, stage in FATE_WALK)
+    order = " ".join(f"WHEN {sql_literal(stage)} THEN {i}" for i, (_, _, stage) in enumerate(FATE_WALK))
+    head = obj_parts(("span", j("m.span_id")), ("doc_id", j("m.doc_id")), ("title", j("m.title")))[:-1]
+    entry = f"concat({', '.join([*head, sql_literal(', '), 'm.fate', sql_literal('}')])})"
+    return f"""
+        WITH w AS (
+            SELECT c.rid, st.pos, st.span_id, sp.doc_id, sp.title,
+                   string_agg(CASE WHEN CASE v.vstage {not_recorded} END THEN 'N'
+                                   WHEN coalesce(g.n_gaps, 1) = 0 THEN 'K' ELSE 'L' END, ''
+                              ORDER BY CASE v.vstage {order} END) AS marks
+            FROM _ls_sel c JOIN _ls_r r USING (rid)
+            JOIN _ls_set st ON st.qid = c.qid AND st.set_index = c.sel
+            JOIN _ls_span sp ON sp.qid = st.qid AND sp.span_id = st.span_id
+            CROSS JOIN (SELECT DISTINCT vstage FROM _ls_members) v
+            LEFT JOIN _ls_gap g ON g.rid = c.rid AND g.vstage = v.vstage AND g.span_id = st.span_id
+            WHERE c.step BETWEEN 2 AND 8
+            GROUP BY c.rid, st.pos, st.span_id, sp.doc_id, sp.title),
+        m AS (SELECT w.*, f.fate FROM w JOIN _ls_fates f USING (marks))
+        SELECT rid, {arr(entry, "pos")} AS fates FROM m GROUP BY rid"""

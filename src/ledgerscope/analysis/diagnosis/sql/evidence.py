@@ -296,6 +296,7 @@ def _branches() -> list[tuple[str, list[tuple]]]:
     spans = ("spans", "coalesce(mj.spans, '[]')")
     chosen = ("sufficient_set", "CAST(sel.sel AS VARCHAR)")
     stage = ("stage", j("r.after_stage"))
+    fates = ("span_fates", "coalesce(fj.fates, '[]')")
     head = _loss_head(stage)
     citations, passed, corpus = _late_stage_fields()
     # where a stage is not recorded (ingested traces), after the branch's own fields
@@ -307,12 +308,12 @@ def _branches() -> list[tuple[str, list[tuple]]]:
         ("r.step = 1", [*corpus, oracle]),
         (
             "r.step = 2 AND r.has_fx",
-            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), *tail],
+            [stage, chosen, spans, ("units", "coalesce(aj.units, '[]')"), fates, *tail],
         ),
         ("r.step = 2", [stage, note, *tail]),
         (
             "r.step BETWEEN 3 AND 8 AND r.has_fx",
-            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *_step8_fields(), *tail],
+            [*head, chosen, spans, ("units", "coalesce(uj.units, '[]')"), *_step8_fields(), fates, *tail],
         ),
         ("r.step BETWEEN 3 AND 8", [*head, note, *tail]),
         ("r.step = 9", [("stage", jlit("answer")), *answer, n_packed, *cover, *tail]),
@@ -448,6 +449,7 @@ def assemble() -> CTEs:
         LEFT JOIN _ls_cover_json cov USING (rid)
         LEFT JOIN _ls_cites_json cj USING (rid)
         LEFT JOIN _ls_npk npk USING (rid)
-        LEFT JOIN _ls_cut cut USING (rid)""",
+        LEFT JOIN _ls_cut cut USING (rid)
+        LEFT JOIN _ls_fate_json fj USING (rid)""",
         ),
     ]

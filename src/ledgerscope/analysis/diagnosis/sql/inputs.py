@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, span_json
+from ledgerscope.analysis.diagnosis.span_fates import document_title, fate_table
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose, recorded_stages
 from ledgerscope.analysis.validity import register_answer_side
 from ledgerscope.common.sql_tables import columns_table, sql_literal
@@ -58,7 +59,8 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight",
+TABLES = ("_ls_fx", "_ls_fates",
+          "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight",
           "_ls_combo", "_ls_head_n")
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
@@ -89,6 +91,7 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
         base="VARCHAR",
         win_lo="BIGINT",
         win_hi="BIGINT",
+        title="VARCHAR",
     )
     st = _table(
         qid="VARCHAR", set_index="INTEGER", pos="INTEGER", span_id="VARCHAR", resolved="BOOLEAN"
@@ -114,11 +117,16 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
                 base=json.dumps(span_json(s, texts), ensure_ascii=False)[:-1],
                 win_lo=s.start - UNIT_WINDOW,
                 win_hi=s.end + UNIT_WINDOW,
+                title=document_title(s.doc_id, text),
             )
         ids = {s.span_id for s in f.spans}
         for i, sset in enumerate(f.sufficient_sets):
             for pos, sid in enumerate(sset):
                 _add(st, qid=qid, set_index=i, pos=pos, span_id=sid, resolved=sid in ids)
+    fates = _table(marks="VARCHAR", fate="VARCHAR")
+    for marks, fate in fate_table().items():  # the span fates' pure function, on every marks string
+        _add(fates, marks=marks, fate=json.dumps(fate)[1:-1])
+    columns_table(con, "_ls_fates", fates)
     columns_table(con, "_ls_fx", fx)
     columns_table(con, "_ls_span", sp)
     columns_table(con, "_ls_set", st)

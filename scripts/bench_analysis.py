@@ -51,14 +51,18 @@ def main() -> int:
     ledger = Path(tempfile.mkdtemp(prefix="bench_analysis_")) / "ledger"
     t = time.perf_counter()
     counts = make_synthetic_ledger(ledger, questions=questions, phases=phases)
-    print(f"synthetic ledger: {counts['records']:,} records, {counts['candidates']:,} candidate rows, "
-          f"{counts['units']:,} units ({time.perf_counter() - t:.1f} s to build)")
+    print(
+        f"synthetic ledger: {counts['records']:,} records, {counts['candidates']:,} candidate rows, "
+        f"{counts['units']:,} units ({time.perf_counter() - t:.1f} s to build)"
+    )
     py = sys.executable
     ls = [py, "-m", "ledgerscope.cli.main"]
     scan = timed([py, "-c", SCAN, str(ledger)], args.repeat)
     diag = timed([*ls, "diagnose", str(ledger), "--json"], args.repeat)
-    comp = timed([*ls, "compare", str(ledger), "--candidate", "candidate", "--baseline", "baseline",
-                  "--json"], args.repeat)
+    comp = timed(
+        [*ls, "compare", str(ledger), "--candidate", "candidate", "--baseline", "baseline", "--json"],
+        args.repeat,
+    )
     print(f"floor, one DuckDB scan of candidates (process incl.): {scan:.2f} s")
     print(f"diagnose --json: {diag:.2f} s  ->  {diag / scan:.2f} x scan (target <= 3)")
     print(f"compare:         {comp:.2f} s  ->  {comp / scan:.2f} x scan (target <= 3)")

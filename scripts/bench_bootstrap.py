@@ -62,13 +62,23 @@ def main() -> None:
             sup = rng.random((q, p)) < rate
             for i in range(q):
                 for j in range(p):
-                    rows.append({"arm": arm, "phase": str(j), "qid": f"q{i}", "answerable": True,
-                                 "support_only": False, "segment": ("rule-exception", "number-scope")[i % 2],
-                                 "stress_set": "representative" if i % 4 else "enriched",
-                                 "doc_ids": [f"d{i % a.docs}"], "support_packed": bool(sup[i, j]),
-                                 "answer_verdict": "correct" if sup[i, j] else "wrong",
-                                 "citation_verdict": "supported", "prompt_tokens": 900,
-                                 "evidence_tokens": 600})
+                    rows.append(
+                        {
+                            "arm": arm,
+                            "phase": str(j),
+                            "qid": f"q{i}",
+                            "answerable": True,
+                            "support_only": False,
+                            "segment": ("rule-exception", "number-scope")[i % 2],
+                            "stress_set": "representative" if i % 4 else "enriched",
+                            "doc_ids": [f"d{i % a.docs}"],
+                            "support_packed": bool(sup[i, j]),
+                            "answer_verdict": "correct" if sup[i, j] else "wrong",
+                            "citation_verdict": "supported",
+                            "prompt_tokens": 900,
+                            "evidence_tokens": 600,
+                        }
+                    )
         con = duckdb.connect()
         con.register("_r", pa.Table.from_pylist(rows, schema=schema.RECORDS))
         con.execute("CREATE VIEW records AS SELECT * FROM _r")

@@ -29,8 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-_COUNTS = re.compile(r"texts: (\d+) from the embedding cache, (\d+) encoded"
-                     r"(?: \(([\d.]+) s in the model\))?")
+_COUNTS = re.compile(
+    r"texts: (\d+) from the embedding cache, (\d+) encoded"
+    r"(?: \(([\d.]+) s in the model\))?"
+)
 _FLOOR = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -46,20 +48,37 @@ print(json.dumps({"startup_s": t1 - t0, "encode_s": time.perf_counter() - t1}))
 """
 
 
-def arm_toml(name: str, capacity: int, overlap: int, phases: int, device: str = "cpu",
-             **knobs: int) -> str:
-    lines = [f'name = "{name}"', f"capacity = {capacity}", f"overlap = {overlap}",
-             f'phases = "auto:{phases}"', *(f"{k} = {v}" for k, v in knobs.items()),
-             "", "[embedding]", f'device = "{device}"']
+def arm_toml(name: str, capacity: int, overlap: int, phases: int, device: str = "cpu", **knobs: int) -> str:
+    lines = [
+        f'name = "{name}"',
+        f"capacity = {capacity}",
+        f"overlap = {overlap}",
+        f'phases = "auto:{phases}"',
+        *(f"{k} = {v}" for k, v in knobs.items()),
+        "",
+        "[embedding]",
+        f'device = "{device}"',
+    ]
     return "\n".join(lines) + "\n"
 
 
 def run_sweep(work: Path, out: str, arms: list[Path], corpus: Path, cache: Path) -> dict:
     """One CLI sweep: wall seconds, the cache counts and the model seconds it printed."""
     env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(cache)}
-    argv = [sys.executable, "-m", "ledgerscope.cli", "sweep", "--quiet",
-            "--fixtures", str(work / "fixtures.jsonl"), "--corpus", str(corpus),
-            *[x for a in arms for x in ("--arm", str(a))], "--out", str(work / out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "ledgerscope.cli",
+        "sweep",
+        "--quiet",
+        "--fixtures",
+        str(work / "fixtures.jsonl"),
+        "--corpus",
+        str(corpus),
+        *[x for a in arms for x in ("--arm", str(a))],
+        "--out",
+        str(work / out),
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -68,8 +87,12 @@ def run_sweep(work: Path, out: str, arms: list[Path], corpus: Path, cache: Path)
     found = _COUNTS.search(" ".join((done.stdout + done.stderr).split()))
     if not found:
         raise SystemExit(f"sweep {out} printed no cache counts: {done.stdout[-2000:]}")
-    return {"seconds": seconds, "cached": int(found.group(1)), "encoded": int(found.group(2)),
-            "model_s": float(found.group(3) or 0.0)}
+    return {
+        "seconds": seconds,
+        "cached": int(found.group(1)),
+        "encoded": int(found.group(2)),
+        "model_s": float(found.group(3) or 0.0),
+    }
 
 
 def unit_texts(ledger: Path) -> set[str]:
@@ -86,8 +109,9 @@ def encode_floor(work: Path, texts: list[str], device: str = "cpu") -> dict:
     runs = []
     for _ in range(2):
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _FLOOR, str(listing), device], check=True,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _FLOOR, str(listing), device], check=True, capture_output=True, text=True
+        )
         parts = json.loads(done.stdout.strip().splitlines()[-1])
         runs.append({"wall_s": time.perf_counter() - t0, **parts})
     return min(runs, key=lambda r: r["wall_s"])
@@ -95,20 +119,26 @@ def encode_floor(work: Path, texts: list[str], device: str = "cpu") -> dict:
 
 def _ratios(sweep: dict, floor: dict) -> dict:
     """Against the floor's wall; in-run: against the floor's start-up plus this sweep's model time."""
-    return {"floor": floor, "ratio": sweep["seconds"] / floor["wall_s"],
-            "in_run_ratio": sweep["seconds"] / (floor["wall_s"] - floor["encode_s"] + sweep["model_s"])}
+    return {
+        "floor": floor,
+        "ratio": sweep["seconds"] / floor["wall_s"],
+        "in_run_ratio": sweep["seconds"] / (floor["wall_s"] - floor["encode_s"] + sweep["model_s"]),
+    }
 
 
-def cache_figures(work: Path, corpus: Path, fixture_texts: list[str], capacity: int,
-                  phases: int, device: str = "cpu") -> dict:
+def cache_figures(
+    work: Path, corpus: Path, fixture_texts: list[str], capacity: int, phases: int, device: str = "cpu"
+) -> dict:
     """The three figures; prints them and returns them as a dict. ``fixture_texts`` are the
     questions and gold quotes, which the sweep encodes besides the unit texts."""
     cache = work / "cache"
     base = {"capacity": capacity, "phases": phases, "device": device}
     files = {
         "first": [("candidate", 0, {}), ("baseline", capacity // 4, {})],
-        "knobs": [("candidate", 0, {"rerank_depth": 20, "budget_tokens": 256}),
-                  ("baseline", capacity // 4, {"rerank_depth": 20, "budget_tokens": 256})],
+        "knobs": [
+            ("candidate", 0, {"rerank_depth": 20, "budget_tokens": 256}),
+            ("baseline", capacity // 4, {"rerank_depth": 20, "budget_tokens": 256}),
+        ],
         "added": [("added", capacity // 8, {})],
     }
     arms: dict[str, list[Path]] = {}
@@ -133,16 +163,22 @@ def cache_figures(work: Path, corpus: Path, fixture_texts: list[str], capacity: 
         "added": {**added, "new_texts": len(new_texts), **_ratios(added, new_floor)},
     }
     f, k, a = out["first"], out["knobs"], out["added"]
-    print(f"1. first sweep {f['seconds']:.1f} s ({f['encoded']} encoded, {f['model_s']:.1f} s in the "
-          f"model); floor {floor['wall_s']:.1f} s (start-up {floor['wall_s'] - floor['encode_s']:.1f} s "
-          f"+ encode {floor['encode_s']:.1f} s of {len(texts):,} texts) -> {f['ratio']:.2f} x "
-          f"(target <= 1.15); in-run {f['in_run_ratio']:.2f} x")
-    print(f"2. knobs-only sweep {k['seconds']:.1f} s ({k['cached']} from the cache, {k['encoded']} "
-          f"encoded) -> {k['ratio']:.3f} x the first (target <= 0.15, 0 encoded)")
-    print(f"3. added arm {a['seconds']:.1f} s ({a['cached']} from the cache, {a['encoded']} encoded, "
-          f"{a['model_s']:.1f} s in the model); floor {new_floor['wall_s']:.1f} s (start-up "
-          f"{new_floor['wall_s'] - new_floor['encode_s']:.1f} s + encode {new_floor['encode_s']:.1f} s "
-          f"of its {len(new_texts):,} new texts) -> {a['ratio']:.2f} x (target <= 1.2); "
-          f"in-run {a['in_run_ratio']:.2f} x")
+    print(
+        f"1. first sweep {f['seconds']:.1f} s ({f['encoded']} encoded, {f['model_s']:.1f} s in the "
+        f"model); floor {floor['wall_s']:.1f} s (start-up {floor['wall_s'] - floor['encode_s']:.1f} s "
+        f"+ encode {floor['encode_s']:.1f} s of {len(texts):,} texts) -> {f['ratio']:.2f} x "
+        f"(target <= 1.15); in-run {f['in_run_ratio']:.2f} x"
+    )
+    print(
+        f"2. knobs-only sweep {k['seconds']:.1f} s ({k['cached']} from the cache, {k['encoded']} "
+        f"encoded) -> {k['ratio']:.3f} x the first (target <= 0.15, 0 encoded)"
+    )
+    print(
+        f"3. added arm {a['seconds']:.1f} s ({a['cached']} from the cache, {a['encoded']} encoded, "
+        f"{a['model_s']:.1f} s in the model); floor {new_floor['wall_s']:.1f} s (start-up "
+        f"{new_floor['wall_s'] - new_floor['encode_s']:.1f} s + encode {new_floor['encode_s']:.1f} s "
+        f"of its {len(new_texts):,} new texts) -> {a['ratio']:.2f} x (target <= 1.2); "
+        f"in-run {a['in_run_ratio']:.2f} x"
+    )
     (work / "cache_figures.json").write_text(json.dumps(out, indent=2))
     return out

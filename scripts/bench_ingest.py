@@ -51,10 +51,44 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WORDS = ("audit", "log", "retention", "plan", "enterprise", "team", "starter", "days", "history",
-         "deleted", "nightly", "window", "export", "request", "limit", "file", "upload", "workspace",
-         "member", "guest", "token", "minute", "hour", "month", "year", "invoice", "refund", "backup",
-         "region", "residency", "incident", "severity", "support", "tier", "response", "contract")
+WORDS = (
+    "audit",
+    "log",
+    "retention",
+    "plan",
+    "enterprise",
+    "team",
+    "starter",
+    "days",
+    "history",
+    "deleted",
+    "nightly",
+    "window",
+    "export",
+    "request",
+    "limit",
+    "file",
+    "upload",
+    "workspace",
+    "member",
+    "guest",
+    "token",
+    "minute",
+    "hour",
+    "month",
+    "year",
+    "invoice",
+    "refund",
+    "backup",
+    "region",
+    "residency",
+    "incident",
+    "severity",
+    "support",
+    "tier",
+    "response",
+    "contract",
+)
 
 
 def _derived_id(doc_id: str, start: int, text: str) -> str:
@@ -65,8 +99,9 @@ def _derived_id(doc_id: str, start: int, text: str) -> str:
     return derived_chunk_id(doc_id, start, text)
 
 
-def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0,
-          shape: str = "seed002") -> dict[str, Path]:
+def build(
+    root: Path, n_traces: int, n_retrieved: int, seed: int = 0, shape: str = "seed002"
+) -> dict[str, Path]:
     """The corpus, fixtures, chunk store and traces (written as JSON lines)."""
     rnd = random.Random(seed)
     configs, phases = ("baseline", "candidate"), [str(p) for p in range(8)]
@@ -92,9 +127,15 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0,
                 pos = start + len(p)
                 ids.append(cid)
                 texts[cid] = (doc_id, p, start)
-                line = {"chunk_id": cid, "doc_id": doc_id, "text": p, "start": start, "end": start + len(p),
-                        "coordinate_system": "codepoint-half-open"}
-                for config in (configs if shape == "framework" else (None,)):
+                line = {
+                    "chunk_id": cid,
+                    "doc_id": doc_id,
+                    "text": p,
+                    "start": start,
+                    "end": start + len(p),
+                    "coordinate_system": "codepoint-half-open",
+                }
+                for config in configs if shape == "framework" else (None,):
                     fh.write(json.dumps(line if config is None else {**line, "config": config}) + "\n")
     fixtures = root / "fixtures.jsonl"
     gold, questions = {}, {}
@@ -104,17 +145,36 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0,
             doc_id, p, start = texts[cid]
             words = p.split()
             a = rnd.randrange(0, max(1, len(words) - 8))
-            quote = " ".join(words[a:a + 6])
+            quote = " ".join(words[a : a + 6])
             s = start + p.index(quote)
             gold[q] = cid
             questions[q] = f"What about {quote}?"
-            fh.write(json.dumps({
-                "format": "ledgerscope-fixture/1", "qid": f"q{q:05d}", "question": f"What about {quote}?",
-                "segment": "number-scope", "answerable": True, "support_only": False,
-                "answer": {"expected": f"{q % 90 + 1} days"}, "coordinate_system": "codepoint-half-open",
-                "spans": [{"id": "s", "doc_id": doc_id, "start": s, "end": s + len(quote), "quote": quote,
-                           "dependency": "primary"}],
-                "sufficient_sets": [["s"]]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "format": "ledgerscope-fixture/1",
+                        "qid": f"q{q:05d}",
+                        "question": f"What about {quote}?",
+                        "segment": "number-scope",
+                        "answerable": True,
+                        "support_only": False,
+                        "answer": {"expected": f"{q % 90 + 1} days"},
+                        "coordinate_system": "codepoint-half-open",
+                        "spans": [
+                            {
+                                "id": "s",
+                                "doc_id": doc_id,
+                                "start": s,
+                                "end": s + len(quote),
+                                "quote": quote,
+                                "dependency": "primary",
+                            }
+                        ],
+                        "sufficient_sets": [["s"]],
+                    }
+                )
+                + "\n"
+            )
     traces = root / "traces.jsonl"
     with traces.open("w", encoding="utf-8") as fh:
         for config in configs:
@@ -127,30 +187,53 @@ def build(root: Path, n_traces: int, n_retrieved: int, seed: int = 0,
     return {"corpus": corpus, "fixtures": fixtures, "chunks": chunks, "traces": traces}
 
 
-def _trace(rnd: random.Random, q: int, config: str, phase: str, ids: list[str], gold: str,
-           texts: dict[str, tuple[str, str, int]], n_retrieved: int) -> dict:
+def _trace(
+    rnd: random.Random,
+    q: int,
+    config: str,
+    phase: str,
+    ids: list[str],
+    gold: str,
+    texts: dict[str, tuple[str, str, int]],
+    n_retrieved: int,
+) -> dict:
     """One seed-002 trace: ``n_retrieved`` ranked ids (the gold chunk among them in most), five of
     them as the context with their texts, an answer from a small set, its citation."""
     ret = rnd.sample(ids, n_retrieved)
     if rnd.random() < 0.7 and gold not in ret:  # found in most traces
         ret[rnd.randrange(n_retrieved)] = gold
     ctx = ret[:5]
-    answer = rnd.choice((f"{q % 90 + 1} days [1]", f"{q % 30 + 2} days [2]",
-                         "I cannot answer from the provided sources."))
-    return {"qid": f"q{q:05d}", "config": config, "phase": phase, "retrieved_ids": ret,
-            "scores": [round(1 - i / n_retrieved, 4) for i in range(n_retrieved)],
-            "context_ids": ctx, "context_text": [texts[c][1] for c in ctx], "answer": answer,
-            "citations": [answer[-2]] if answer.endswith("]") else []}
+    answer = rnd.choice(
+        (f"{q % 90 + 1} days [1]", f"{q % 30 + 2} days [2]", "I cannot answer from the provided sources.")
+    )
+    return {
+        "qid": f"q{q:05d}",
+        "config": config,
+        "phase": phase,
+        "retrieved_ids": ret,
+        "scores": [round(1 - i / n_retrieved, 4) for i in range(n_retrieved)],
+        "context_ids": ctx,
+        "context_text": [texts[c][1] for c in ctx],
+        "answer": answer,
+        "citations": [answer[-2]] if answer.endswith("]") else [],
+    }
 
 
 def _framework(rnd: random.Random, trace: dict, question: str) -> dict:
     """A seed-002 trace as the LangChain handler writes it (rules in the module docstring)."""
     failed = rnd.random() < 0.01
-    out = {"format": "ledgerscope-trace/1", "qid": trace["qid"], "config": trace["config"],
-           "phase": trace["phase"], "question": question, "retrieved_ids": trace["retrieved_ids"],
-           "context_ids": trace["context_ids"], "context_text": trace["context_text"],
-           "answer": None if failed else trace["answer"].removesuffix(" [1]").removesuffix(" [2]"),
-           "prompt": "Sources:\n" + "\n\n".join(trace["context_text"]) + f"\n\nQuestion: {question}"}
+    out = {
+        "format": "ledgerscope-trace/1",
+        "qid": trace["qid"],
+        "config": trace["config"],
+        "phase": trace["phase"],
+        "question": question,
+        "retrieved_ids": trace["retrieved_ids"],
+        "context_ids": trace["context_ids"],
+        "context_text": trace["context_text"],
+        "answer": None if failed else trace["answer"].removesuffix(" [1]").removesuffix(" [2]"),
+        "prompt": "Sources:\n" + "\n\n".join(trace["context_text"]) + f"\n\nQuestion: {question}",
+    }
     if failed:
         out["error"] = "TimeoutError: the model did not answer within 30 s"
     return out
@@ -220,8 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", type=int, default=100_000)
     ap.add_argument("--retrieved", type=int, default=50)
-    ap.add_argument("--shape", choices=("seed002", "framework"), default="seed002",
-                    help="seed 002's record, or the LangChain handler's (docstring)")
+    ap.add_argument(
+        "--shape",
+        choices=("seed002", "framework"),
+        default="seed002",
+        help="seed 002's record, or the LangChain handler's (docstring)",
+    )
     ap.add_argument("--keep", type=Path, help="build the inputs here (and keep them)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--unplaceable", type=float, default=0.0, help="share of chunks made unplaceable")
@@ -235,13 +322,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.unplaceable:
             print(f"{unplaceable(files['chunks'], args.unplaceable)} chunk(s) made unplaceable", flush=True)
         size = files["traces"].stat().st_size
-        print(f"built {args.traces:,} traces x {args.retrieved} retrieved ({size / 2**20:.0f} MiB) "
-              f"in {time.perf_counter() - t0:.0f} s", flush=True)
-        env = {**os.environ, "PYTHONPATH": str(args.src), "HF_HUB_OFFLINE": "1",
-               "TOKENIZERS_PARALLELISM": "false"}
-        read = ("import duckdb, sys; con = duckdb.connect(); con.execute(\"CREATE TABLE t AS SELECT * FROM "
-                "read_json(?, format='newline_delimited')\", [sys.argv[1]]); "
-                "print(con.execute('SELECT count(*) FROM t').fetchall()[0][0])")
+        print(
+            f"built {args.traces:,} traces x {args.retrieved} retrieved ({size / 2**20:.0f} MiB) "
+            f"in {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(args.src),
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+        read = (
+            'import duckdb, sys; con = duckdb.connect(); con.execute("CREATE TABLE t AS SELECT * FROM '
+            "read_json(?, format='newline_delimited')\", [sys.argv[1]]); "
+            "print(con.execute('SELECT count(*) FROM t').fetchall()[0][0])"
+        )
         ref, ref_mb, _ = _child([sys.executable, "-c", read, str(files["traces"])], env, root / "read.log")
         floor_out, out = root / "floor", root / "ledger"
         shutil.rmtree(floor_out, ignore_errors=True)
@@ -252,30 +348,68 @@ def main(argv: list[str] | None = None) -> int:
             for old, new in FRAMEWORK_FLOOR.items():
                 candidates, records = candidates.replace(old, new), records.replace(old, new)
         code = f"CANDIDATES = {candidates!r}\nRECORDS = {records!r}\n{FLOOR}"
-        floor, floor_mb, _ = _child([sys.executable, "-c", code, str(files["traces"]), str(files["chunks"]),
-                                     str(floor_out)], env, root / "floor.log")
-        ing, ing_mb, log = _child([sys.executable, "-m", "ledgerscope.cli", "ingest", str(files["traces"]),
-                                   "--chunks", str(files["chunks"]), "--fixtures", str(files["fixtures"]),
-                                   "--corpus", str(files["corpus"]), "--out", str(out)], env,
-                                  root / "ingest.log")
+        floor, floor_mb, _ = _child(
+            [sys.executable, "-c", code, str(files["traces"]), str(files["chunks"]), str(floor_out)],
+            env,
+            root / "floor.log",
+        )
+        ing, ing_mb, log = _child(
+            [
+                sys.executable,
+                "-m",
+                "ledgerscope.cli",
+                "ingest",
+                str(files["traces"]),
+                "--chunks",
+                str(files["chunks"]),
+                "--fixtures",
+                str(files["fixtures"]),
+                "--corpus",
+                str(files["corpus"]),
+                "--out",
+                str(out),
+            ],
+            env,
+            root / "ingest.log",
+        )
         ratio, floor_ratio = ing / ref, ing / floor
         floor_bytes, ledger_bytes = _bytes(floor_out), _bytes(out)
         print(log.strip().splitlines()[0])
         print(f"DuckDB read of the traces:       {ref:.1f} s ({ref_mb:.0f} MB peak)")
-        print(f"DuckDB read + write (the floor): {floor:.1f} s ({floor_mb:.0f} MB peak, "
-              f"{floor_bytes / 2**20:.0f} MiB written; {floor / ref:.2f} x the read)")
-        print(f"ledgerscope ingest:              {ing:.1f} s ({ing_mb:.0f} MB peak, "
-              f"{ledger_bytes / 2**20:.0f} MiB written)")
-        print(f"ratio to the read {ratio:.2f} (target <= 3); to the floor {floor_ratio:.2f}; "
-              f"peak memory {ing_mb:.0f} MB (target < 1024)")
+        print(
+            f"DuckDB read + write (the floor): {floor:.1f} s ({floor_mb:.0f} MB peak, "
+            f"{floor_bytes / 2**20:.0f} MiB written; {floor / ref:.2f} x the read)"
+        )
+        print(
+            f"ledgerscope ingest:              {ing:.1f} s ({ing_mb:.0f} MB peak, "
+            f"{ledger_bytes / 2**20:.0f} MiB written)"
+        )
+        print(
+            f"ratio to the read {ratio:.2f} (target <= 3); to the floor {floor_ratio:.2f}; "
+            f"peak memory {ing_mb:.0f} MB (target < 1024)"
+        )
         if args.json:
-            args.json.write_text(json.dumps({
-                "traces": args.traces, "retrieved": args.retrieved, "shape": args.shape, "trace_bytes": size,
-                "duckdb_read_s": round(ref, 2), "floor_s": round(floor, 2), "ingest_s": round(ing, 2),
-                "ratio": round(ratio, 2), "floor_ratio": round(floor_ratio, 2),
-                "floor_over_read": round(floor / ref, 2), "floor_bytes": floor_bytes,
-                "ledger_bytes": ledger_bytes, "ingest_peak_mb": round(ing_mb),
-                "floor_peak_mb": round(floor_mb), "read_peak_mb": round(ref_mb)}))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "traces": args.traces,
+                        "retrieved": args.retrieved,
+                        "shape": args.shape,
+                        "trace_bytes": size,
+                        "duckdb_read_s": round(ref, 2),
+                        "floor_s": round(floor, 2),
+                        "ingest_s": round(ing, 2),
+                        "ratio": round(ratio, 2),
+                        "floor_ratio": round(floor_ratio, 2),
+                        "floor_over_read": round(floor / ref, 2),
+                        "floor_bytes": floor_bytes,
+                        "ledger_bytes": ledger_bytes,
+                        "ingest_peak_mb": round(ing_mb),
+                        "floor_peak_mb": round(floor_mb),
+                        "read_peak_mb": round(ref_mb),
+                    }
+                )
+            )
     return 0 if ratio <= 3 and ing_mb < 1024 else 1
 
 

@@ -72,16 +72,36 @@ def main() -> int:
     arms = []
     for name, overlap in (("candidate", 0), ("baseline", args.capacity // 4)):
         path = work / f"{name}.toml"
-        path.write_text(f'name = "{name}"\ncapacity = {args.capacity}\noverlap = {overlap}\n'
-                        f'phases = "auto:{args.phases}"\n')
+        path.write_text(
+            f'name = "{name}"\ncapacity = {args.capacity}\noverlap = {overlap}\n'
+            f'phases = "auto:{args.phases}"\n'
+        )
         arms += ["--arm", str(path)]
-    print(f"corpus: {sizes['documents']} documents, {sizes['characters']:,} characters, "
-          f"{sizes['questions']:,} questions; work {work}", flush=True)
-    env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(work / "cache"),
-           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    argv = [sys.executable, "-m", "ledgerscope.cli", "sweep", "--quiet", "--fixtures",
-            str(work / "fixtures.jsonl"), "--corpus", str(work / "corpus.jsonl"), *arms,
-            "--out", str(work / "ledger")]
+    print(
+        f"corpus: {sizes['documents']} documents, {sizes['characters']:,} characters, "
+        f"{sizes['questions']:,} questions; work {work}",
+        flush=True,
+    )
+    env = {
+        **os.environ,
+        "LEDGERSCOPE_EMBEDDING_CACHE": str(work / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "ledgerscope.cli",
+        "sweep",
+        "--quiet",
+        "--fixtures",
+        str(work / "fixtures.jsonl"),
+        "--corpus",
+        str(work / "corpus.jsonl"),
+        *arms,
+        "--out",
+        str(work / "ledger"),
+    ]
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, int]] = []
@@ -96,11 +116,17 @@ def main() -> int:
         print(out[-3000:])
         return proc.returncode
     print(out.strip()[-1500:])
-    result = {**sizes, "seconds": seconds, "peak_rss_mb": peak_kb / 1024,
-              "rss_mb_by_minute": [round(kb / 1024) for t, kb in samples if int(t) % 60 == 0]}
+    result = {
+        **sizes,
+        "seconds": seconds,
+        "peak_rss_mb": peak_kb / 1024,
+        "rss_mb_by_minute": [round(kb / 1024) for t, kb in samples if int(t) % 60 == 0],
+    }
     (work / "memory.json").write_text(json.dumps(result, indent=2))
-    print(f"sweep {seconds:.0f} s; peak RSS {peak_kb / 1024:,.0f} MB (kernel's maxrss of the sweep "
-          f"process); RSS by minute (MB): {result['rss_mb_by_minute']}")
+    print(
+        f"sweep {seconds:.0f} s; peak RSS {peak_kb / 1024:,.0f} MB (kernel's maxrss of the sweep "
+        f"process); RSS by minute (MB): {result['rss_mb_by_minute']}"
+    )
     return 0
 
 

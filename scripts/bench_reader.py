@@ -75,8 +75,9 @@ class Capture:
 def covid_subset(out: Path, articles: int = COVID_ARTICLES) -> Path:
     """The first ``articles`` articles whose context carries a ``License: cc-by`` line."""
     data = json.loads((DATA / "covidqa" / "200423_covidQA.json").read_text(encoding="utf-8"))
-    keep = [a for a in data["data"]
-            if any("License: cc-by" in p["context"] for p in a["paragraphs"])][:articles]
+    keep = [a for a in data["data"] if any("License: cc-by" in p["context"] for p in a["paragraphs"])][
+        :articles
+    ]
     path = out / f"covidqa_cc_by_{articles}.json"
     path.write_text(json.dumps({"version": data.get("version"), "data": keep}), encoding="utf-8")
     return path
@@ -135,9 +136,15 @@ def capture_production(rt, fixtures, corpus, keep) -> list[tuple]:
     return out
 
 
-def capture_all(work: Path, covid_articles: int = COVID_ARTICLES, cnli_docs: int | None = None,
-                pooled: bool = True, production: bool = True, sample_phases: int | None = None,
-                cache: Path | None = None) -> dict[str, list[tuple]]:
+def capture_all(
+    work: Path,
+    covid_articles: int = COVID_ARTICLES,
+    cnli_docs: int | None = None,
+    pooled: bool = True,
+    production: bool = True,
+    sample_phases: int | None = None,
+    cache: Path | None = None,
+) -> dict[str, list[tuple]]:
     """Every context, by dataset; with ``cache``, each dataset is saved as soon as it is captured and a
     rerun captures only what the cache lacks (a capture interrupted on a busy machine loses one part)."""
     got: dict[str, list[tuple]] = pickle.loads(cache.read_bytes()) if cache and cache.is_file() else {}
@@ -237,8 +244,12 @@ def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
 
     encoder = shared_encoder()
     reader = ExtractiveReader(encoder.get, TokenCounter(encoder.name).count)
-    encoder.encode(sorted({fx.question for rows in got.values() for fx, _b, _f in rows}
-                          | {b.text for rows in got.values() for _fx, blocks, _f in rows for b in blocks}))
+    encoder.encode(
+        sorted(
+            {fx.question for rows in got.values() for fx, _b, _f in rows}
+            | {b.text for rows in got.values() for _fx, blocks, _f in rows for b in blocks}
+        )
+    )
     out: dict[str, list[tuple]] = {}
     for name, rows in got.items():
         out[name] = []
@@ -324,8 +335,12 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
         "sample_false_assertion": rate(sample_c, "false-assertion"),
     }
     # the worst dataset's oracle figure: the defaults maximise it (false assertions within target)
-    row["worst_oracle"] = min(row["covid_oracle_correct"], row["sample_oracle_correct"],
-                              row["multi_joint"], row["cnli_oracle_answered"])
+    row["worst_oracle"] = min(
+        row["covid_oracle_correct"],
+        row["sample_oracle_correct"],
+        row["multi_joint"],
+        row["cnli_oracle_answered"],
+    )
     return row
 
 
@@ -360,24 +375,41 @@ def main() -> int:
     ap.add_argument("--no-pooled", action="store_true", help="skip the pooled ContractNLI controls")
     ap.add_argument("--no-production", action="store_true", help="skip COVID-QA's production contexts")
     ap.add_argument("--sample-phases", type=int, default=None, help="only the sample arm's first N phases")
-    ap.add_argument("--scored-cache", type=Path, default=None,
-                    help="pickle of the scored contexts: read if it exists, else written")
-    ap.add_argument("--cache", type=Path, default=None,
-                    help="pickle of the captured contexts: read if it exists, else written")
+    ap.add_argument(
+        "--scored-cache",
+        type=Path,
+        default=None,
+        help="pickle of the scored contexts: read if it exists, else written",
+    )
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="pickle of the captured contexts: read if it exists, else written",
+    )
     args = ap.parse_args()
     if not os.environ.get("PYTHONPATH"):
         sys.path.insert(0, str(ROOT / "src"))
     t0 = time.perf_counter()
-    got = capture_all(Path(tempfile.mkdtemp(prefix="bench_reader_")), args.covid_articles, args.cnli_docs,
-                      not args.no_pooled, not args.no_production, args.sample_phases, args.cache)
+    got = capture_all(
+        Path(tempfile.mkdtemp(prefix="bench_reader_")),
+        args.covid_articles,
+        args.cnli_docs,
+        not args.no_pooled,
+        not args.no_production,
+        args.sample_phases,
+        args.cache,
+    )
     if args.scored_cache and args.scored_cache.is_file():  # the scoring does not depend on the rule replayed
         scored = pickle.loads(args.scored_cache.read_bytes())
     else:
         scored = score_all(got)
         if args.scored_cache:
             args.scored_cache.write_bytes(pickle.dumps(scored))
-    print(f"contexts: {', '.join(f'{k} {len(v)}' for k, v in got.items())}; captured and scored in "
-          f"{time.perf_counter() - t0:.0f} s")
+    print(
+        f"contexts: {', '.join(f'{k} {len(v)}' for k, v in got.items())}; captured and scored in "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     print("| " + " | ".join(title for _k, title in COLUMNS) + " |")
     print("| " + " | ".join("---" for _ in COLUMNS) + " |")
     for t in (float(x) for x in args.thresholds.split(",")):

@@ -28,8 +28,10 @@ from pathlib import Path
 
 os.environ["LEDGERSCOPE_EMBEDDING_CACHE"] = "off"
 ROOT = Path(__file__).resolve().parent.parent
-DATA = next((p for p in (ROOT.parent / "shared" / "data", ROOT.parents[1] / "shared" / "data") if p.is_dir()),
-            ROOT.parent / "shared" / "data")
+DATA = next(
+    (p for p in (ROOT.parent / "shared" / "data", ROOT.parents[1] / "shared" / "data") if p.is_dir()),
+    ROOT.parent / "shared" / "data",
+)
 
 
 def build_inputs(work: Path, dataset: str, distractor_chars: int) -> tuple[Path, Path, dict]:
@@ -72,11 +74,18 @@ def one_sweep(name: str, fixtures, corpus, cfg, out: Path) -> dict:
     recording = 0.0
     for marker in out.glob("partitions/*/*/_SUCCESS.json"):
         recording += json.loads(marker.read_text())["resources"]["recording_seconds"]
-    return {"sweep": name, "seconds": round(result.seconds, 1), "encoded_texts": result.encoded_texts,
-            "model_seconds": round(result.encode_seconds, 1),
-            "estimate": {"texts_to_encode": plan.total().texts, "seconds": seconds["total"],
-                         "calibration_seconds": round(calibration, 1)},
-            "recording_seconds": round(recording, 4)}
+    return {
+        "sweep": name,
+        "seconds": round(result.seconds, 1),
+        "encoded_texts": result.encoded_texts,
+        "model_seconds": round(result.encode_seconds, 1),
+        "estimate": {
+            "texts_to_encode": plan.total().texts,
+            "seconds": seconds["total"],
+            "calibration_seconds": round(calibration, 1),
+        },
+        "recording_seconds": round(recording, 4),
+    }
 
 
 def read_back(name: str, out: Path) -> dict:
@@ -84,11 +93,15 @@ def read_back(name: str, out: Path) -> dict:
     run = json.loads(sorted(out.glob("runs/*.json"))[-1].read_text())
     parts = [json.loads(m.read_text())["resources"] for m in out.glob("partitions/*/*/_SUCCESS.json")]
     oracle = [json.loads(m.read_text()) for m in out.glob("oracle/*/resources.json")]
-    return {"sweep": name, "seconds": run["seconds"], "reused": True,
-            "encoded_texts": sum(p["embedding"]["encoded"] for p in parts)
-            + sum(o["embedding"]["encoded"] for o in oracle),
-            "recording_seconds": round(sum(p["recording_seconds"] for p in parts), 4),
-            "phased": [p.get("phase_scope") for p in parts]}
+    return {
+        "sweep": name,
+        "seconds": run["seconds"],
+        "reused": True,
+        "encoded_texts": sum(p["embedding"]["encoded"] for p in parts)
+        + sum(o["embedding"]["encoded"] for o in oracle),
+        "recording_seconds": round(sum(p["recording_seconds"] for p in parts), 4),
+        "phased": [p.get("phase_scope") for p in parts],
+    }
 
 
 def agreement(full: Path, scoped: Path) -> dict:
@@ -98,8 +111,12 @@ def agreement(full: Path, scoped: Path) -> dict:
     def rows(ledger: Path) -> dict:
         con = connect(ledger)
         heads = {(r["phase"], r["qid"]): r["step"] for r in ledger_heads(con)}
-        verdicts = dict(((p, q), v) for p, q, v in con.execute(
-            "SELECT CAST(phase AS VARCHAR), qid, answer_verdict FROM records").fetchall())
+        verdicts = dict(
+            ((p, q), v)
+            for p, q, v in con.execute(
+                "SELECT CAST(phase AS VARCHAR), qid, answer_verdict FROM records"
+            ).fetchall()
+        )
         return {k: (heads[k], verdicts[k]) for k in heads}
 
     a, b = rows(full), rows(scoped)
@@ -110,9 +127,12 @@ def agreement(full: Path, scoped: Path) -> dict:
         per_phase.setdefault(key[0], []).append(int(same))
         if not same:
             differs[f"step {value[0]} -> {b.get(key, (None,))[0]}"] += 1
-    return {"per_phase": {p: round(sum(v) / len(v), 4) for p, v in per_phase.items()},
-            "overall": round(sum(sum(v) for v in per_phase.values()) / max(1, len(a)), 4),
-            "records": len(a), "differences": dict(differs.most_common(10))}
+    return {
+        "per_phase": {p: round(sum(v) / len(v), 4) for p, v in per_phase.items()},
+        "overall": round(sum(sum(v) for v in per_phase.values()) / max(1, len(a)), 4),
+        "records": len(a),
+        "differences": dict(differs.most_common(10)),
+    }
 
 
 def main() -> int:
@@ -121,8 +141,11 @@ def main() -> int:
     ap.add_argument("--distractor-chars", type=int, default=150_000)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--work", type=Path, default=Path("/tmp/ledgerscope-bench-scope"))
-    ap.add_argument("--reuse", action="store_true",
-                    help="keep finished sweeps in --work (their figures are read back); rerun the others")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep finished sweeps in --work (their figures are read back); rerun the others",
+    )
     args = ap.parse_args()
     import shutil
 
@@ -140,23 +163,33 @@ def main() -> int:
     single = arm_from_dict({"name": "default", "phases": [0]})
     full = arm_from_dict({"name": "default", "phases": phases})
     scoped = arm_from_dict({"name": "default", "phases": phases, "phase_scope": "evidence"})
-    runs = [read_back(n, args.work / n) if args.reuse and (args.work / n / "_SWEEP_DONE.json").is_file()
-            else one_sweep(n, fixtures, corpus, c, args.work / n)
-            for n, c in (("single", single), ("all", full), ("evidence", scoped))]
+    runs = [
+        read_back(n, args.work / n)
+        if args.reuse and (args.work / n / "_SWEEP_DONE.json").is_file()
+        else one_sweep(n, fixtures, corpus, c, args.work / n)
+        for n, c in (("single", single), ("all", full), ("evidence", scoped))
+    ]
     by = {r["sweep"]: r for r in runs}
     per_call = min(timeit.repeat(lambda: timed({}, "x").__enter__(), number=10_000, repeat=3)) / 10_000
     timers = len(fixtures) * 10 * args.phases * per_call  # ~10 timed blocks per question
     report = {
-        "dataset": args.dataset, "documents": len(list(corpus)), "characters": chars,
-        "questions": len(fixtures), "phases": args.phases, "sweeps": runs,
-        "cost_ratio_vs_single": {k: round(by[k]["seconds"] / by["single"]["seconds"], 2)
-                                 for k in ("all", "evidence")},
-        "encoded_ratio_vs_single": {k: round(by[k]["encoded_texts"] / max(1, by["single"]["encoded_texts"]),
-                                             2)
-                                    for k in ("all", "evidence")},
+        "dataset": args.dataset,
+        "documents": len(list(corpus)),
+        "characters": chars,
+        "questions": len(fixtures),
+        "phases": args.phases,
+        "sweeps": runs,
+        "cost_ratio_vs_single": {
+            k: round(by[k]["seconds"] / by["single"]["seconds"], 2) for k in ("all", "evidence")
+        },
+        "encoded_ratio_vs_single": {
+            k: round(by[k]["encoded_texts"] / max(1, by["single"]["encoded_texts"]), 2)
+            for k in ("all", "evidence")
+        },
         "agreement_evidence_vs_all": agreement(args.work / "all", args.work / "evidence"),
-        "recording_share": {r["sweep"]: round((r["recording_seconds"] + timers) / r["seconds"], 5)
-                            for r in runs},
+        "recording_share": {
+            r["sweep"]: round((r["recording_seconds"] + timers) / r["seconds"], 5) for r in runs
+        },
         "timer_seconds_per_call": per_call,
     }
     print(json.dumps(report, indent=2))

@@ -68,8 +68,13 @@ def write_cost(index, cands, records, rows: int, work: Path) -> tuple[int, float
     reps = max(1, rows // max(1, table.num_rows))
     big = pa.concat_tables([table] * reps)
     out = work / "write-ledger"
-    tables = {"units": unit_table("a", "0", index), "boundaries": [], "candidates": big,
-              "records": records, "repairs": []}
+    tables = {
+        "units": unit_table("a", "0", index),
+        "boundaries": [],
+        "candidates": big,
+        "records": records,
+        "repairs": [],
+    }
     _, seconds = timed(lambda: write_partition(out, "a", "0", tables, {"arm": "a", "phase": "0"}))
     return big.num_rows, seconds
 
@@ -110,9 +115,15 @@ def main() -> int:
     rows, write_s = write_cost(index, cands, records, args.rows, work)
     shutil.rmtree(work, ignore_errors=True)
     out = {
-        "corpus": {"documents": len(corpus), "chars": corpus.total_chars(), "units": len(units),
-                   "unique_unit_texts": len(unique), "unit_tokens": tokens, "questions": len(fixtures),
-                   "candidate_rows_per_question": round(len(cands) / max(1, len(fixtures)), 1)},
+        "corpus": {
+            "documents": len(corpus),
+            "chars": corpus.total_chars(),
+            "units": len(units),
+            "unique_unit_texts": len(unique),
+            "unit_tokens": tokens,
+            "questions": len(fixtures),
+            "candidate_rows_per_question": round(len(cands) / max(1, len(fixtures)), 1),
+        },
         "model_load_s": round(load_s, 2),
         "chunk_s_per_million_chars": round(chunk_s / corpus.total_chars() * 1e6, 3),
         "encode_s_per_1k_tokens": round(encode_s / tokens * 1000, 4),

@@ -45,25 +45,35 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--data", default=str(ROOT.parent / "shared" / "data" / "contractnli" / "dev.json")
-    )
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "contractnli" / "dev.json"))
     ap.add_argument("--min-chars", type=int, default=300_000)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--capacity", type=int, default=96)
+    ap.add_argument("--profile", action="store_true", help="cProfile the sweep, print the top functions")
     ap.add_argument(
-        "--profile", action="store_true", help="cProfile the sweep, print the top functions"
+        "--embedding",
+        choices=("local", "endpoint"),
+        default="local",
+        help="in-process model (default) or an OpenAI-compatible embeddings server",
     )
-    ap.add_argument("--embedding", choices=("local", "endpoint"), default="local",
-                    help="in-process model (default) or an OpenAI-compatible embeddings server")
-    ap.add_argument("--generator", choices=("extractive", "first-block"), default="extractive",
-                    help="with --embedding endpoint: the default reader, or a model-free first-block answer")
-    ap.add_argument("--cache-figures", action="store_true",
-                    help="the embedding cache's figures: cold first sweep against the floor, a "
-                         "knobs-only second sweep against the first, an added arm against its new texts")
-    ap.add_argument("--device", default="cpu",
-                    help="with --cache-figures: the arms' [embedding] device and the floor's "
-                         "(cpu, cuda, mps, auto): the GPU figure on a machine that has one")
+    ap.add_argument(
+        "--generator",
+        choices=("extractive", "first-block"),
+        default="extractive",
+        help="with --embedding endpoint: the default reader, or a model-free first-block answer",
+    )
+    ap.add_argument(
+        "--cache-figures",
+        action="store_true",
+        help="the embedding cache's figures: cold first sweep against the floor, a "
+        "knobs-only second sweep against the first, an added arm against its new texts",
+    )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        help="with --cache-figures: the arms' [embedding] device and the floor's "
+        "(cpu, cuda, mps, auto): the GPU figure on a machine that has one",
+    )
     args = ap.parse_args()
 
     from ledgerscope.inputs.fixtures import load_fixtures, write_fixtures
@@ -177,8 +187,10 @@ def main() -> int:
         f"{result.encoded_texts:,})"
     )
     print(f"records: {n_records:,}; candidate rows: {n_cands:,}")
-    print(f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s "
-          f"(encodes: {', '.join(f'{e:.1f} s' for e in encodes)})")
+    print(
+        f"floor: model load {load_s:.1f} s + encode {encode_s:.1f} s = {floor_s:.1f} s "
+        f"(encodes: {', '.join(f'{e:.1f} s' for e in encodes)})"
+    )
     print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / floor_s:.2f} x floor (target <= 1.30)")
     if args.profile:
         pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(
@@ -196,8 +208,10 @@ def _cache_figures(work: Path, keep_docs: set[str], fixtures, args) -> int:
     corpus = work / "corpus.jsonl"
     with (work / "import" / "corpus.jsonl").open() as src, corpus.open("w") as dst:
         dst.writelines(line for line in src if json.loads(line)["doc_id"] in keep_docs)
-    print(f"bench corpus: {len(keep_docs)} documents, {len(fixtures)} questions; cache {work / 'cache'}",
-          flush=True)
+    print(
+        f"bench corpus: {len(keep_docs)} documents, {len(fixtures)} questions; cache {work / 'cache'}",
+        flush=True,
+    )
     fixture_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
     cache_figures(work, corpus, sorted(fixture_texts), args.capacity, args.phases, args.device)
     return 0
@@ -249,8 +263,9 @@ def minilm_floor(texts: list[str]) -> tuple[float, list[float]]:
     return load_s, runs
 
 
-def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: float, con,
-                    reader_texts: list[str]) -> None:
+def _endpoint_floor(
+    server, base_url: str, texts: list[str], result, sweep_s: float, con, reader_texts: list[str]
+) -> None:
     """The same server embedding exactly the sweep's unique texts, batches of 64 (faster of 2 runs);
     with the local reader, also that model's floor over the texts it read."""
     from ledgerscope.pipeline.embedding.endpoint import EndpointEmbedder
@@ -265,10 +280,13 @@ def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: fl
     server.close()
     floor_s = min(encodes)
     n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
-    infra = con.execute("SELECT count(*) FROM records WHERE answer_verdict = 'infrastructure-failure'"
-                        ).fetchone()[0]
-    print(f"unique texts (units + questions): {len(texts):,} "
-          f"(encoded by the sweep, every model it ran: {result.encoded_texts:,})")
+    infra = con.execute(
+        "SELECT count(*) FROM records WHERE answer_verdict = 'infrastructure-failure'"
+    ).fetchone()[0]
+    print(
+        f"unique texts (units + questions): {len(texts):,} "
+        f"(encoded by the sweep, every model it ran: {result.encoded_texts:,})"
+    )
     print(f"records: {n_records:,} ({infra} infrastructure failures)")
     runs = ", ".join(f"{e:.1f} s" for e in encodes)
     print(f"floor: the server embeds them in {floor_s:.1f} s (runs: {runs})")
@@ -278,9 +296,11 @@ def _endpoint_floor(server, base_url: str, texts: list[str], result, sweep_s: fl
         load_s, reader_runs = minilm_floor(unique)
         encode_s = min(reader_runs)
         chars = sum(map(len, unique)) / max(1, sum(map(len, texts)))
-        print(f"reader: its local model encoded {len(reader_texts):,} texts ({len(unique):,} unique, "
-              f"{chars:.0%} of the server's characters); its floor: load {load_s:.1f} s + encode "
-              f"{encode_s:.1f} s")
+        print(
+            f"reader: its local model encoded {len(reader_texts):,} texts ({len(unique):,} unique, "
+            f"{chars:.0%} of the server's characters); its floor: load {load_s:.1f} s + encode "
+            f"{encode_s:.1f} s"
+        )
         both = floor_s + load_s + encode_s
         print(f"sweep: {sweep_s:.1f} s  ->  ratio {sweep_s / both:.2f} x both floors ({both:.1f} s)")
 

@@ -42,8 +42,13 @@ from pathlib import Path
 
 PANE_KEYS = {"grid": "2", "source": "3", "context": "4", "answer": "5", "diagnosis": "6"}
 SIZE = (120, 40)
-TARGETS = {"first_screen_ratio": 2.5, "first_list_s": 1.0, "question_move_p95_ms": 100,
-           "phase_move_p95_ms": 100, "peak_rss_mb": 600}
+TARGETS = {
+    "first_screen_ratio": 2.5,
+    "first_list_s": 1.0,
+    "question_move_p95_ms": 100,
+    "phase_move_p95_ms": 100,
+    "peak_rss_mb": 600,
+}
 
 
 # ---------------------------------------------------------------------------
@@ -147,8 +152,9 @@ def _ms(seconds: float | None) -> float | None:
 def _run_child(args: list[str]) -> dict:
     env = dict(os.environ)
     env["LEDGERSCOPE_T0"] = repr(time.time())
-    proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=600
+    )
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(proc.returncode)

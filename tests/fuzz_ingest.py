@@ -32,8 +32,16 @@ def base_chunks() -> list[dict]:
     for i, para in enumerate(p for p in text.split("\n\n") if p.strip()):
         start = text.index(para, pos)
         pos = start + len(para)
-        out.append({"chunk_id": f"c{i}", "doc_id": DOC, "text": para, "start": start, "end": pos,
-                    "coordinate_system": "codepoint-half-open"})
+        out.append(
+            {
+                "chunk_id": f"c{i}",
+                "doc_id": DOC,
+                "text": para,
+                "start": start,
+                "end": pos,
+                "coordinate_system": "codepoint-half-open",
+            }
+        )
     return out
 
 
@@ -44,17 +52,38 @@ def base_traces(qids: list[str], chunk_ids: list[str], staged: bool = True) -> l
     for config in ("a", "b"):
         for q in qids:
             ids = rnd.sample(chunk_ids, min(4, len(chunk_ids)))
-            out.append({"qid": q, "config": config, "retrieved_ids": ids,
-                        "scores": [round(1 - i / 10, 2) for i in range(len(ids))], "context_ids": ids[:2],
-                        "context_text": ["x", "y"][: len(ids[:2])], "answer": "7 days [1]",
-                        "citations": ["1"]})
+            out.append(
+                {
+                    "qid": q,
+                    "config": config,
+                    "retrieved_ids": ids,
+                    "scores": [round(1 - i / 10, 2) for i in range(len(ids))],
+                    "context_ids": ids[:2],
+                    "context_text": ["x", "y"][: len(ids[:2])],
+                    "answer": "7 days [1]",
+                    "citations": ["1"],
+                }
+            )
     if staged:
         ids = chunk_ids[:3]
-        out.append({"qid": qids[0], "config": "staged", "phase": "p1", "context_ids": ids[:1],
-                    "context_text": "literal", "answer": None, "error": "timeout",
-                    "stages": {"bm25": {"ids": ids, "scores": [3.0, 2.0, 1.0]}, "hyde": {"ids": ids[1:]},
-                               "reranked": {"ids": ids[:2]}},
-                    "stage_order": ["bm25", "hyde", "reranked"], "claims": {"support_packed": True}})
+        out.append(
+            {
+                "qid": qids[0],
+                "config": "staged",
+                "phase": "p1",
+                "context_ids": ids[:1],
+                "context_text": "literal",
+                "answer": None,
+                "error": "timeout",
+                "stages": {
+                    "bm25": {"ids": ids, "scores": [3.0, 2.0, 1.0]},
+                    "hyde": {"ids": ids[1:]},
+                    "reranked": {"ids": ids[:2]},
+                },
+                "stage_order": ["bm25", "hyde", "reranked"],
+                "claims": {"support_packed": True},
+            }
+        )
     return out
 
 
@@ -80,6 +109,7 @@ def _with(edit: Callable[[dict, random.Random], None]) -> Callable[[list[dict], 
     def mutate(rows: list[dict], rnd: random.Random) -> bytes:
         edit(_pick(rnd, rows), rnd)
         return _dump(rows)
+
     return mutate
 
 
@@ -99,6 +129,7 @@ def _line_edit(edit: Callable[[bytes, random.Random], bytes]) -> Callable[[bytes
         i = rnd.randrange(max(1, len(lines) - 1))
         lines[i] = edit(lines[i], rnd)
         return b"\n".join(lines)
+
     return on_one_line
 
 
@@ -150,30 +181,54 @@ TRACE_MUTATIONS: dict[str, tuple[Callable[[list[dict], random.Random], bytes], s
     "lone-surrogate": (_with(_surrogate), "error"),
     "duplicate-ids": (_with(_dup_ids), "error"),
     "unknown-stage": (_with(_unknown_stage), "error"),
-    "unknown-version": (_with(lambda row, r: row.update(format=r.choice(["ledgerscope-trace/2", "v1", 1]))),
-                        "error"),
-    "unknown-field": (_with(lambda row, r: row.update({r.choice(["contxt_ids", "Qid", "retrieved"]): []})),
-                      "error"),
-    "missing-required": (_with(lambda row, r: row.pop(r.choice(["qid", "context_ids", "context_text",
-                                                                "answer"]))), "error"),
-    "null-required": (_with(lambda row, r: row.update({r.choice(["qid", "context_ids", "context_text"]):
-                                                        None})), "error"),
-    "scores-misaligned": (_with(lambda row, r: row.update(scores=[1.0] * (len(_first_ids(row)) + 1))),
-                          "error"),
-    "context-misaligned": (_with(lambda row, r: row.update(
-        context_text=["a"] * (len(row["context_ids"]) + 1))), "error"),
+    "unknown-version": (
+        _with(lambda row, r: row.update(format=r.choice(["ledgerscope-trace/2", "v1", 1]))),
+        "error",
+    ),
+    "unknown-field": (
+        _with(lambda row, r: row.update({r.choice(["contxt_ids", "Qid", "retrieved"]): []})),
+        "error",
+    ),
+    "missing-required": (
+        _with(lambda row, r: row.pop(r.choice(["qid", "context_ids", "context_text", "answer"]))),
+        "error",
+    ),
+    "null-required": (
+        _with(lambda row, r: row.update({r.choice(["qid", "context_ids", "context_text"]): None})),
+        "error",
+    ),
+    "scores-misaligned": (
+        _with(lambda row, r: row.update(scores=[1.0] * (len(_first_ids(row)) + 1))),
+        "error",
+    ),
+    "context-misaligned": (
+        _with(lambda row, r: row.update(context_text=["a"] * (len(row["context_ids"]) + 1))),
+        "error",
+    ),
     "second-trace": (lambda rows, r: _dump([*rows, dict(rows[0])]), "error"),
     "bad-config": (_with(lambda row, r: row.update(config=r.choice(["../x", "a b", "", "é"]))), "error"),
     "bad-phase": (_with(lambda row, r: row.update(phase=r.choice([".x", "a/b", ""]))), "error"),
-    "stage-order": (_with(lambda row, r: row.update(
-        stage_order=["reranked", "bm25"], stages={"bm25": {"ids": ["c0"]}, "reranked": {"ids": ["c0"]}})),
-        "error"),
+    "stage-order": (
+        _with(
+            lambda row, r: row.update(
+                stage_order=["reranked", "bm25"],
+                stages={"bm25": {"ids": ["c0"]}, "reranked": {"ids": ["c0"]}},
+            )
+        ),
+        "error",
+    ),
     "unknown-claim": (_with(lambda row, r: row.update(claims={"support_everything": True})), "error"),
     "empty-file": (lambda rows, r: b"", "error"),
-    "blank-lines": (lambda rows, r: b"\n".join(_dump(rows).split(b"\n")[:2]) + b"\n\n \n" +
-                    b"\n".join(_dump(rows).split(b"\n")[2:]), "any"),
-    "bit-flip": (_raw(lambda d, r: bytes(b ^ (1 << r.randrange(8)) if r.random() < 0.01 else b for b in d)),
-                 "any"),
+    "blank-lines": (
+        lambda rows, r: (
+            b"\n".join(_dump(rows).split(b"\n")[:2]) + b"\n\n \n" + b"\n".join(_dump(rows).split(b"\n")[2:])
+        ),
+        "any",
+    ),
+    "bit-flip": (
+        _raw(lambda d, r: bytes(b ^ (1 << r.randrange(8)) if r.random() < 0.01 else b for b in d)),
+        "any",
+    ),
     "unchanged": (lambda rows, r: _dump(rows), "any"),
     "optional-fields": (_with(lambda row, r: _vary(row, r)), "any"),
 }
@@ -186,9 +241,20 @@ def _vary(row: dict, rnd: random.Random) -> None:
             row.pop(key, None)
     if rnd.random() < 0.5:
         row["context_text"] = "one literal context"
-    row.update({k: v for k, v in (("abstained", rnd.random() < 0.5), ("prompt", "P"), ("question", "Q?"),
-                                  ("phase", rnd.choice(["0", "p5", "07"])), ("error", None),
-                                  ("format", "ledgerscope-trace/1")) if rnd.random() < 0.5})
+    row.update(
+        {
+            k: v
+            for k, v in (
+                ("abstained", rnd.random() < 0.5),
+                ("prompt", "P"),
+                ("question", "Q?"),
+                ("phase", rnd.choice(["0", "p5", "07"])),
+                ("error", None),
+                ("format", "ledgerscope-trace/1"),
+            )
+            if rnd.random() < 0.5
+        }
+    )
 
 
 def _chunk_edit(edit: Callable[[dict, random.Random], None]) -> Callable[[list[dict], random.Random], bytes]:
@@ -198,8 +264,10 @@ def _chunk_edit(edit: Callable[[dict, random.Random], None]) -> Callable[[list[d
 CHUNK_MUTATIONS: dict[str, tuple[Callable[[list[dict], random.Random], bytes], str]] = {
     "truncated-line": (_raw(_line_edit(_truncate)), "error"),
     "invalid-utf8": (_raw(_line_edit(_invalid_utf8)), "error"),
-    "huge-line": (_raw(lambda d, r: d + b'{"chunk_id": "' + b"x" * (16 * 1024 * 1024 + 10) + b'"}\n'),
-                  "error"),
+    "huge-line": (
+        _raw(lambda d, r: d + b'{"chunk_id": "' + b"x" * (16 * 1024 * 1024 + 10) + b'"}\n'),
+        "error",
+    ),
     "wrong-type": (_wrong_type, "any"),
     "duplicate-id": (lambda rows, r: _dump([*rows, {**rows[0], "text": "other"}]), "error"),
     "missing-text": (_chunk_edit(lambda c, r: c.pop("text")), "error"),
@@ -212,13 +280,16 @@ CHUNK_MUTATIONS: dict[str, tuple[Callable[[list[dict], random.Random], bytes], s
     "nan-offset": (_raw(lambda d, r: d.replace(b'"start": 0', b'"start": NaN', 1)), "any"),
     "lone-surrogate": (_chunk_edit(lambda c, r: c.update(text=c["text"] + "\udfff")), "error"),
     "empty-file": (lambda rows, r: b"", "error"),
-    "bit-flip": (_raw(lambda d, r: bytes(b ^ (1 << r.randrange(8)) if r.random() < 0.01 else b for b in d)),
-                 "any"),
+    "bit-flip": (
+        _raw(lambda d, r: bytes(b ^ (1 << r.randrange(8)) if r.random() < 0.01 else b for b in d)),
+        "any",
+    ),
 }
 
 
-def trace_case(mutation: str, seed: int, qids: list[str], chunk_ids: list[str],
-               staged: bool | None = None) -> tuple[bytes, str]:
+def trace_case(
+    mutation: str, seed: int, qids: list[str], chunk_ids: list[str], staged: bool | None = None
+) -> tuple[bytes, str]:
     fn, expect = TRACE_MUTATIONS[mutation]
     rnd = random.Random(f"traces/{mutation}/{seed}")
     staged = rnd.random() < 0.5 if staged is None else staged
@@ -256,8 +327,9 @@ def run_parser_case(kind: str, mutation: str, seed: int, qids: list[str], chunk_
     from ledgerscope.ingest.read.traceformat import traces_from_bytes
 
     file = "traces.jsonl" if kind == "traces" else "chunks.jsonl"
-    data, expect = (trace_case(mutation, seed, qids, chunk_ids) if kind == "traces"
-                    else chunk_case(mutation, seed))
+    data, expect = (
+        trace_case(mutation, seed, qids, chunk_ids) if kind == "traces" else chunk_case(mutation, seed)
+    )
     try:
         _, problems = traces_from_bytes(data, file) if kind == "traces" else chunks_from_bytes(data, file)
     except Exception as exc:
@@ -265,8 +337,9 @@ def run_parser_case(kind: str, mutation: str, seed: int, qids: list[str], chunk_
     return [f"{kind}/{mutation}#{seed}: {b}" for b in judge(problems, data, file, expect)]
 
 
-def differential_case(con, root, mutation: str, seed: int, qids: list[str],
-                      chunk_ids: list[str]) -> list[str]:
+def differential_case(
+    con, root, mutation: str, seed: int, qids: list[str], chunk_ids: list[str]
+) -> list[str]:
     """The bulk reader against the line-by-line reader on one seed-002 case (files under ``root``)."""
     from ledgerscope.ingest.derive.tables import trace_tables
     from ledgerscope.ingest.read import fastread
@@ -281,8 +354,11 @@ def differential_case(con, root, mutation: str, seed: int, qids: list[str],
     saved, fastread.MIN_BYTES = fastread.MIN_BYTES, 0
     try:
         fast = fastread.read_fast(con, [path], None, names)
-        got = ([con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("_ig_trace", "_ig_stage")]
-               if fast else None)
+        got = (
+            [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("_ig_trace", "_ig_stage")]
+            if fast
+            else None
+        )
     except Exception as exc:
         return [f"fast/{mutation}#{seed}: raised {type(exc).__name__}: {exc}"[:300]]
     finally:
@@ -291,8 +367,9 @@ def differential_case(con, root, mutation: str, seed: int, qids: list[str],
     if not fast:
         return []
     if problems:
-        return [f"fast/{mutation}#{seed}: the bulk reader accepted what the line reader refuses: "
-                f"{problems[0]}"]
+        return [
+            f"fast/{mutation}#{seed}: the bulk reader accepted what the line reader refuses: {problems[0]}"
+        ]
     trace_tables(con, traces, names)
     want = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("_ig_trace", "_ig_stage")]
     return [] if got == want else [f"fast/{mutation}#{seed}: the two readers built different tables"]

@@ -35,32 +35,52 @@ POLICY = (
 )
 HOSTILE_QID = "hostile-<script>alert(1)</script>-\u202e"
 FIXTURES = [
-    {"format": "ledgerscope-fixture/1", "qid": "temp-retention",
-     "question": "How long may requests marked temporary be retained?", "segment": "rule-exception",
-     "answer": {"expected": "7 days", "default": "30 days", "missing_condition": "abstain"},
-     "spans": [{"id": "rule", "doc_id": "policy/retention.md",
-                "quote": "Requests may be retained for 30 days."},
-               {"id": "qualifier", "doc_id": "policy/retention.md",
-                "quote": "This limit is 7 days for requests marked temporary.", "dependency": "exception"}],
-     "sufficient_sets": [["rule", "qualifier"]]},
-    {"format": "ledgerscope-fixture/1", "qid": "board-temporary",
-     "question": "What did the board decide about temporary requests?", "segment": "definition-referent",
-     "answer": {"expected": "7 days"},
-     "spans": [{"id": "minutes", "doc_id": RESTRICTED_DOC,
-                "quote": "Temporary requests are retained 7 days."}],
-     "sufficient_sets": [["minutes"]]},
-    {"format": "ledgerscope-fixture/1", "qid": HOSTILE_QID,
-     "question": f"What does the style note {HOSTILE} say?",
-     "segment": "definition-referent", "answer": {"expected": MARKUP},
-     "spans": [{"id": "note", "doc_id": "policy/retention.md", "quote": f"Style note: {HOSTILE} is how"}],
-     "sufficient_sets": [["note"]]},
+    {
+        "format": "ledgerscope-fixture/1",
+        "qid": "temp-retention",
+        "question": "How long may requests marked temporary be retained?",
+        "segment": "rule-exception",
+        "answer": {"expected": "7 days", "default": "30 days", "missing_condition": "abstain"},
+        "spans": [
+            {"id": "rule", "doc_id": "policy/retention.md", "quote": "Requests may be retained for 30 days."},
+            {
+                "id": "qualifier",
+                "doc_id": "policy/retention.md",
+                "quote": "This limit is 7 days for requests marked temporary.",
+                "dependency": "exception",
+            },
+        ],
+        "sufficient_sets": [["rule", "qualifier"]],
+    },
+    {
+        "format": "ledgerscope-fixture/1",
+        "qid": "board-temporary",
+        "question": "What did the board decide about temporary requests?",
+        "segment": "definition-referent",
+        "answer": {"expected": "7 days"},
+        "spans": [
+            {"id": "minutes", "doc_id": RESTRICTED_DOC, "quote": "Temporary requests are retained 7 days."}
+        ],
+        "sufficient_sets": [["minutes"]],
+    },
+    {
+        "format": "ledgerscope-fixture/1",
+        "qid": HOSTILE_QID,
+        "question": f"What does the style note {HOSTILE} say?",
+        "segment": "definition-referent",
+        "answer": {"expected": MARKUP},
+        "spans": [{"id": "note", "doc_id": "policy/retention.md", "quote": f"Style note: {HOSTILE} is how"}],
+        "sufficient_sets": [["note"]],
+    },
 ]
 
 
 def _arm(name: str, clearance: list[str]) -> str:
-    return (f'name = "{name}"\ncapacity = 16\noverlap = 0\nphases = [0, 5, 11]\nbudget_tokens = 60\n'
-            'top_k = 2\n[generator]\nabstain_threshold = 0.3\n'
-            f'[access]\nclearance = {json.dumps(clearance)}\n')
+    return (
+        f'name = "{name}"\ncapacity = 16\noverlap = 0\nphases = [0, 5, 11]\nbudget_tokens = 60\n'
+        "top_k = 2\n[generator]\nabstain_threshold = 0.3\n"
+        f"[access]\nclearance = {json.dumps(clearance)}\n"
+    )
 
 
 def build_hostile_ledger(root: Path) -> dict[str, Path]:
@@ -70,8 +90,10 @@ def build_hostile_ledger(root: Path) -> dict[str, Path]:
     from ledgerscope.pipeline.arm.config import load_arm
     from ledgerscope.pipeline.run.sweep import sweep
 
-    rows = [{"doc_id": "policy/retention.md", "text": POLICY},
-            {"doc_id": RESTRICTED_DOC, "text": RESTRICTED, "access": ["restricted"]}]
+    rows = [
+        {"doc_id": "policy/retention.md", "text": POLICY},
+        {"doc_id": RESTRICTED_DOC, "text": RESTRICTED, "access": ["restricted"]},
+    ]
     rows += [{"doc_id": k, "text": v} for k, v in sorted(DISTRACTORS.items())]
     corpus = root / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -27,8 +27,9 @@ ABSTAIN = "I cannot answer from the provided sources."
 
 
 def documents() -> dict[str, str]:
-    return {p.relative_to(CORPUS).as_posix(): p.read_text(encoding="utf-8")
-            for p in sorted(CORPUS.rglob("*.md"))}
+    return {
+        p.relative_to(CORPUS).as_posix(): p.read_text(encoding="utf-8") for p in sorted(CORPUS.rglob("*.md"))
+    }
 
 
 def questions() -> list[dict]:
@@ -78,8 +79,11 @@ class BM25:
         terms = _words(query)
         scored = []
         for c, tf, n in zip(self.chunks, self.tf, self.len, strict=True):
-            s = sum(self.idf.get(w, 0.0) * tf[w] * 2.2 / (tf[w] + 1.2 * (0.25 + 0.75 * n / self.avg))
-                    for w in terms if tf[w])
+            s = sum(
+                self.idf.get(w, 0.0) * tf[w] * 2.2 / (tf[w] + 1.2 * (0.25 + 0.75 * n / self.avg))
+                for w in terms
+                if tf[w]
+            )
             scored.append((c, round(s, 6)))
         scored.sort(key=lambda x: (-x[1], x[0].chunk_id))
         return scored[:k]
@@ -111,9 +115,14 @@ def run(config: str, traces: Path, chunks: Path, n_retrieved: int = 20) -> None:
             hits = index.search(q["question"], n_retrieved)
             context = [(c.chunk_id, c.text) for c, _ in hits[:k]]
             answer, cited = read(q["question"], [t for _, t in context])
-            rec.record(qid=q["qid"], retrieved=[(c.chunk_id, s) for c, s in hits], context=context,
-                       answer=answer + (f" [{cited[0]}]" if cited else ""), citations=cited,
-                       question=q["question"])
+            rec.record(
+                qid=q["qid"],
+                retrieved=[(c.chunk_id, s) for c, s in hits],
+                context=context,
+                answer=answer + (f" [{cited[0]}]" if cited else ""),
+                citations=cited,
+                question=q["question"],
+            )
 
 
 def run_staged(config: str, traces: Path, chunks: Path, n_retrieved: int = 20, rerank: int = 8) -> None:
@@ -132,10 +141,17 @@ def run_staged(config: str, traces: Path, chunks: Path, n_retrieved: int = 20, r
             reranked = sorted(hits[:rerank], key=lambda h: (len(h[0].text), h[0].chunk_id))
             context = [(c.chunk_id, c.text) for c, _ in reranked[:k]]
             answer, cited = read(q["question"], [t for _, t in context])
-            rec.record(qid=q["qid"], retrieved=[], context=context, answer=answer,
-                       stages={"bm25": [(c.chunk_id, s) for c, s in hits],
-                               "reranked": [(c.chunk_id, float(-len(c.text))) for c, _ in reranked]},
-                       citations=cited if i % 2 == 0 else None)
+            rec.record(
+                qid=q["qid"],
+                retrieved=[],
+                context=context,
+                answer=answer,
+                stages={
+                    "bm25": [(c.chunk_id, s) for c, s in hits],
+                    "reranked": [(c.chunk_id, float(-len(c.text))) for c, _ in reranked],
+                },
+                citations=cited if i % 2 == 0 else None,
+            )
 
 
 def langchain_pipeline(config: str):
@@ -154,9 +170,13 @@ def langchain_pipeline(config: str):
 
     class BM25Retriever(BaseRetriever):
         def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun):
-            return [Document(page_content=c.text, metadata={"source": c.doc_id, "start_index": c.start,
-                                                            "chunk_id": c.chunk_id})
-                    for c, _ in index.search(query, 20)]
+            return [
+                Document(
+                    page_content=c.text,
+                    metadata={"source": c.doc_id, "start_index": c.start, "chunk_id": c.chunk_id},
+                )
+                for c, _ in index.search(query, 20)
+            ]
 
     class Reader(SimpleChatModel):
         @property
@@ -171,9 +191,12 @@ def langchain_pipeline(config: str):
             return answer + (f" [{cited[0]}]" if cited else "")
 
     retriever, llm = BM25Retriever(), Reader()
-    prompt = ChatPromptTemplate.from_messages([
-        ("system", "Answer the question using only the sources."),
-        ("human", "Sources:\n{context}\n\nQuestion: {question}")])
+    prompt = ChatPromptTemplate.from_messages(
+        [
+            ("system", "Answer the question using only the sources."),
+            ("human", "Sources:\n{context}\n\nQuestion: {question}"),
+        ]
+    )
 
     def answer(question: str) -> str:
         docs = retriever.invoke(question)
@@ -193,8 +216,12 @@ def rerun_runner(question: str, qid: str, config: str, phase: str) -> dict:
     hits = index.search(question, 20)
     context = [c.text for c, _ in hits[: CONFIGS[config][2]]]
     answer, cited = read(question, context)
-    return {"retrieved_ids": [c.chunk_id for c, _ in hits], "context_ids": [c.chunk_id for c, _ in hits[:3]],
-            "context_text": context, "answer": answer + (f" [{cited[0]}]" if cited else "")}
+    return {
+        "retrieved_ids": [c.chunk_id for c, _ in hits],
+        "context_ids": [c.chunk_id for c, _ in hits[:3]],
+        "context_text": context,
+        "answer": answer + (f" [{cited[0]}]" if cited else ""),
+    }
 
 
 def rerun_runner_changed(question: str, qid: str, config: str, phase: str) -> dict:

@@ -56,8 +56,14 @@ def components(chunks: list, prompts: list[str]):
         def _get_relevant_documents(self, query, *, run_manager):
             if query in self.empty_for:
                 return []
-            ranked = sorted(chunks, key=lambda d: (-len(_words(query) & _words(d.page_content)),
-                                                   d.metadata["source"], d.metadata["start_index"]))
+            ranked = sorted(
+                chunks,
+                key=lambda d: (
+                    -len(_words(query) & _words(d.page_content)),
+                    d.metadata["source"],
+                    d.metadata["start_index"],
+                ),
+            )
             return ranked[:K]
 
     def answer(prompt: str) -> str:
@@ -100,14 +106,20 @@ def chains(chunks: list, prompts: list[str]) -> dict:
     fmt = RunnableLambda(lambda docs: "\n\n".join(d.page_content for d in docs[:CONTEXT]))
     empty = [fc.QUESTIONS[q][0] for c, q in EMPTY]
     inputs = {"context": WordRetriever(empty_for=tuple(empty)) | fmt, "question": RunnablePassthrough()}
-    chat = ChatPromptTemplate.from_messages([("system", "Answer from the sources only."),
-                                             ("human", "Sources:\n{context}\n\nQuestion: {question}")])
+    chat = ChatPromptTemplate.from_messages(
+        [
+            ("system", "Answer from the sources only."),
+            ("human", "Sources:\n{context}\n\nQuestion: {question}"),
+        ]
+    )
     completion = PromptTemplate.from_template("Sources:\n{context}\n\nQuestion: {question}")
     fails = [fc.QUESTIONS[q][0] for c, q in FAILS]
     return {
         "chat": inputs | chat | ChatReader(fail_on=tuple(fails)) | StrOutputParser(),
-        "completion": {"context": WordRetriever() | fmt, "question": RunnablePassthrough()} | completion
-        | CompletionReader() | StrOutputParser(),
+        "completion": {"context": WordRetriever() | fmt, "question": RunnablePassthrough()}
+        | completion
+        | CompletionReader()
+        | StrOutputParser(),
         "lambda": {"context": WordRetriever() | fmt, "question": RunnablePassthrough()}
         | RunnableLambda(lambda x: fc.sentence_reader(x["question"], x["context"])),
     }
@@ -157,15 +169,32 @@ def run(root: Path) -> dict:
         else:
             for qid in qids:
                 t = truth[(config, qid)] = Truth()
-                t.answer = chain.invoke(fc.QUESTIONS[qid][0],
-                                        config={"callbacks": [handler], "metadata": {"qid": qid}})
+                t.answer = chain.invoke(
+                    fc.QUESTIONS[qid][0], config={"callbacks": [handler], "metadata": {"qid": qid}}
+                )
             chain.invoke("Who wrote the changelog?", config={"callbacks": [handler]})  # no qid: skipped
         counts[config] = handler.close()
     for (config, qid), t in truth.items():
         question = fc.QUESTIONS[qid][0]
-        t.retrieved = [] if (config, qid) in EMPTY else sorted(
-            chunks, key=lambda d: (-len(_words(question) & _words(d.page_content)), d.metadata["source"],
-                                   d.metadata["start_index"]))[:K]
+        t.retrieved = (
+            []
+            if (config, qid) in EMPTY
+            else sorted(
+                chunks,
+                key=lambda d: (
+                    -len(_words(question) & _words(d.page_content)),
+                    d.metadata["source"],
+                    d.metadata["start_index"],
+                ),
+            )[:K]
+        )
         t.read = t.retrieved[:CONTEXT]
-    return {"traces": traces, "chunks": store, "corpus": corpus, "fixtures": fixtures, "truth": truth,
-            "counts": counts, "split": chunks}
+    return {
+        "traces": traces,
+        "chunks": store,
+        "corpus": corpus,
+        "fixtures": fixtures,
+        "truth": truth,
+        "counts": counts,
+        "split": chunks,
+    }

@@ -75,5 +75,8 @@ def listeners(root: int) -> list[tuple[str, str]]:
 def is_loopback(addr: str) -> bool:
     """127.0.0.0/8, ::1, or IPv4-mapped 127.x (``::ffff:127.0.0.1``, how gRPC's dual-stack socket shows)."""
     host = addr.rsplit(":", 1)[0]
-    return (host.startswith("127.") or host == "[0000:0000:0000:0000:0000:0000:0000:0001]"
-            or host.startswith("[0000:0000:0000:0000:0000:FFFF:7F"))
+    return (
+        host.startswith("127.")
+        or host == "[0000:0000:0000:0000:0000:0000:0000:0001]"
+        or host.startswith("[0000:0000:0000:0000:0000:FFFF:7F")
+    )

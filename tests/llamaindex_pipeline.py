@@ -152,16 +152,22 @@ def run(root: Path) -> dict:
         embed = HashEmbedding()
         docs = [Document(text=text, id_=doc_id) for doc_id, text in fc.DOCS.items()]
         index = VectorStoreIndex.from_documents(  # traced too: the index-building trace ingest skips
-            docs, transformations=[SentenceSplitter(chunk_size=32, chunk_overlap=0)], embed_model=embed)
+            docs, transformations=[SentenceSplitter(chunk_size=32, chunk_overlap=0)], embed_model=embed
+        )
         harness = provider.get_tracer("evaluation-harness")
         for config in CONFIGS:
             llm = (CompletionReader if config == "completion" else ChatReader)(
-                fail_on=[fc.QUESTIONS[q][0] for c, q in FAILS if c == config])
+                fail_on=[fc.QUESTIONS[q][0] for c, q in FAILS if c == config]
+            )
             post = [KeepShortest(n=2)] if config == "completion" else []
             engine = index.as_query_engine(llm=llm, similarity_top_k=TOP_K, node_postprocessors=post)
             nothing = RetrieverQueryEngine.from_args(
-                index.as_retriever(similarity_top_k=TOP_K, filters=MetadataFilters(
-                    filters=[ExactMatchFilter(key="language", value="none")])), llm=llm)
+                index.as_retriever(
+                    similarity_top_k=TOP_K,
+                    filters=MetadataFilters(filters=[ExactMatchFilter(key="language", value="none")]),
+                ),
+                llm=llm,
+            )
             with harness.start_as_current_span(f"evaluate {config}"):
                 for qid, (question, *_rest) in fc.QUESTIONS.items():
                     t = truth[(config, qid)] = Truth()
@@ -182,9 +188,20 @@ def run(root: Path) -> dict:
         provider.force_flush()
     for (config, qid), t in truth.items():
         if (config, qid) not in EMPTY:
-            t.retrieved = [_node(n) for n in index.as_retriever(similarity_top_k=TOP_K, embed_model=embed)
-                           .retrieve(fc.QUESTIONS[qid][0])]
+            t.retrieved = [
+                _node(n)
+                for n in index.as_retriever(similarity_top_k=TOP_K, embed_model=embed).retrieve(
+                    fc.QUESTIONS[qid][0]
+                )
+            ]
     spans = root / "spans.otlp.json"
     spans.write_text(json.dumps(MessageToDict(encode_spans(memory.get_finished_spans()))), encoding="utf-8")
-    return {"spans": spans, "chunks": root / "chunks.jsonl", "corpus": corpus, "fixtures": fixtures,
-            "truth": truth, "index": index, "n_spans": len(memory.get_finished_spans())}
+    return {
+        "spans": spans,
+        "chunks": root / "chunks.jsonl",
+        "corpus": corpus,
+        "fixtures": fixtures,
+        "truth": truth,
+        "index": index,
+        "n_spans": len(memory.get_finished_spans()),
+    }

@@ -71,17 +71,34 @@ def scenario(tasks: list[dict]) -> list[tuple[int, str, list[dict]]]:
             for r in result:
                 if r["id"] == rid:
                     end = moved_end(text, r["value"]["start"], r["value"]["end"])
-                    r["value"].update(end=end, text=text[r["value"]["start"]:end])
+                    r["value"].update(end=end, text=text[r["value"]["start"] : end])
             out.append((i, ALICE, result))
         elif qid == "re-free-upload" and docs == [JOINT_DOC]:
             text = t["data"]["doc0"]
             s, e = joint_region(text)
             value = {"start": s, "end": e, "text": text[s:e]}
-            out.append((i, BOB, [
-                {"id": "bobjoint01", "from_name": "role_0", "to_name": "doc0", "type": "labels",
-                 "value": {**value, "labels": ["support"]}},
-                {"id": "bobjoint01", "from_name": "sets_0", "to_name": "doc0", "type": "choices",
-                 "value": {**value, "choices": ["set 1"]}}]))
+            out.append(
+                (
+                    i,
+                    BOB,
+                    [
+                        {
+                            "id": "bobjoint01",
+                            "from_name": "role_0",
+                            "to_name": "doc0",
+                            "type": "labels",
+                            "value": {**value, "labels": ["support"]},
+                        },
+                        {
+                            "id": "bobjoint01",
+                            "from_name": "sets_0",
+                            "to_name": "doc0",
+                            "type": "choices",
+                            "value": {**value, "choices": ["set 1"]},
+                        },
+                    ],
+                )
+            )
         elif qid == "ns-audit-csv" and t["data"]["gold_regions"]:
             out.append((i, ALICE, accepted(t)))
             result = accepted(t)
@@ -92,17 +109,26 @@ def scenario(tasks: list[dict]) -> list[tuple[int, str, list[dict]]]:
     return out
 
 
-def as_export(tasks: list[dict], annotations: list[tuple[int, str, list[dict]]],
-              project: int = 7) -> list[dict]:
+def as_export(
+    tasks: list[dict], annotations: list[tuple[int, str, list[dict]]], project: int = 7
+) -> list[dict]:
     """A Label Studio JSON export of ``tasks`` with these annotations (``completed_by`` expanded)."""
     out = []
     for i, t in enumerate(tasks):
         task = {"id": 100 + i, "project": project, "data": t["data"], "annotations": [], "predictions": []}
         for n, (j, who, result) in enumerate(annotations):
             if j == i:
-                task["annotations"].append({
-                    "id": 1000 + n, "completed_by": {"id": 1 if who == ALICE else 2, "email": who},
-                    "result": result, "was_cancelled": False, "created_at": f"2026-12-04T10:{n:02d}:00Z",
-                    "updated_at": f"2026-12-04T10:{n:02d}:00Z", "project": project, "task": 100 + i})
+                task["annotations"].append(
+                    {
+                        "id": 1000 + n,
+                        "completed_by": {"id": 1 if who == ALICE else 2, "email": who},
+                        "result": result,
+                        "was_cancelled": False,
+                        "created_at": f"2026-12-04T10:{n:02d}:00Z",
+                        "updated_at": f"2026-12-04T10:{n:02d}:00Z",
+                        "project": project,
+                        "task": 100 + i,
+                    }
+                )
         out.append(task)
     return out

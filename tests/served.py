@@ -36,7 +36,11 @@ def serving(ledger: Path, log_path: Path, timeout: float = 60) -> Iterator[tuple
     with log_path.open("wb") as log:
         server = subprocess.Popen(
             [sys.executable, "-m", "ledgerscope.cli", "serve", str(ledger), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + timeout
         while True:

@@ -28,8 +28,14 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is in the test extra")
 def test_import_contracts_are_kept(tmp_path: Path) -> None:
-    done = subprocess.run([str(LINT_IMPORTS), "--no-logo", "--no-cache", str(ROOT / "pyproject.toml")],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [str(LINT_IMPORTS), "--no-logo", "--no-cache", str(ROOT / "pyproject.toml")],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
 
@@ -40,17 +46,40 @@ def test_a_wrong_way_import_breaks_the_layers_contract(tmp_path: Path) -> None:
     import shutil
 
     copy = tmp_path / "src"
-    shutil.copytree(SRC / "ledgerscope", copy / "ledgerscope",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        SRC / "ledgerscope", copy / "ledgerscope", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     with (copy / "ledgerscope" / "common" / "errors.py").open("a") as f:
         f.write("\n\ndef _upward():\n    from ledgerscope.cli import main  # noqa: F401\n")
     env = _env()
     env["PYTHONPATH"] = str(copy)
-    done = subprocess.run([str(LINT_IMPORTS), "--no-logo", "--no-cache", "--contract", "layers",
-                           str(ROOT / "pyproject.toml")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [str(LINT_IMPORTS), "--no-logo", "--no-cache", "--contract", "layers", str(ROOT / "pyproject.toml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode != 0, done.stdout
     assert "ledgerscope.common.errors -> ledgerscope.cli.main" in done.stdout, done.stdout
+
+
+RUFF = Path(sys.executable).with_name("ruff")
+
+
+@pytest.mark.skipif(not RUFF.exists(), reason="ruff is in the test extra")
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
+def test_ruff_is_clean(command: list[str]) -> None:
+    """The linter and the formatter ([tool.ruff] in pyproject.toml) have nothing to say."""
+    done = subprocess.run(
+        [str(RUFF), *command, "src", "tests", "scripts"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 MYPY = Path(sys.executable).with_name("mypy")
@@ -59,8 +88,14 @@ MYPY = Path(sys.executable).with_name("mypy")
 @pytest.mark.skipif(not MYPY.exists(), reason="mypy is in the test extra")
 def test_the_typed_packages_type_check(tmp_path: Path) -> None:
     """mypy, strict, over the packages pyproject.toml's [tool.mypy] names (rules/, ledger/)."""
-    done = subprocess.run([str(MYPY), "--cache-dir", str(tmp_path / "cache")], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(MYPY), "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -113,8 +148,9 @@ def test_importing_any_module_loads_no_torch() -> None:
         assert not heavy, heavy
         assert len(names) > 60, names
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -125,8 +161,11 @@ def _private_imports(tree) -> list[tuple[int, str, str]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ledgerscope"):
-            found.extend((node.lineno, node.module, a.name) for a in node.names
-                         if a.name.startswith("_") and not a.name.startswith("__"))
+            found.extend(
+                (node.lineno, node.module, a.name)
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            )
     return found
 
 
@@ -141,7 +180,9 @@ def test_no_module_imports_another_modules_private_names() -> None:
     """A name another module needs is public (or moves to where both can reach it)."""
     import ast
 
-    found = [f"{path.relative_to(SRC)}:{line}: {module}.{name}"
-             for path in sorted(SRC.rglob("*.py"))
-             for line, module, name in _private_imports(ast.parse(path.read_text(encoding="utf-8")))]
+    found = [
+        f"{path.relative_to(SRC)}:{line}: {module}.{name}"
+        for path in sorted(SRC.rglob("*.py"))
+        for line, module, name in _private_imports(ast.parse(path.read_text(encoding="utf-8")))
+    ]
     assert found == []

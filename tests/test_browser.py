@@ -49,19 +49,39 @@ def _save(name: str, png: bytes, tmp_path: Path) -> None:
 
 async def _clip(browser: Chromium, selector: str, height: int | None = None, pad: int = 8) -> bytes:
     # document coordinates: the clip is captured beyond the viewport
-    rect = json.loads(await browser.evaluate(
-        f"(() => {{const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect(); "
-        "return JSON.stringify({x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, "
-        "height: r.height});})()"))
-    clip = {"x": max(0, rect["x"] - pad), "y": max(0, rect["y"] - pad), "width": rect["width"] + 2 * pad,
-            "height": (height or rect["height"]) + 2 * pad}
+    rect = json.loads(
+        await browser.evaluate(
+            f"(() => {{const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect(); "
+            "return JSON.stringify({x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, "
+            "height: r.height});})()"
+        )
+    )
+    clip = {
+        "x": max(0, rect["x"] - pad),
+        "y": max(0, rect["y"] - pad),
+        "width": rect["width"] + 2 * pad,
+        "height": (height or rect["height"]) + 2 * pad,
+    }
     return await browser.screenshot(clip)
 
 
 def test_the_report_renders_offline_with_the_phase_curve(tmp_path):
     out = tmp_path / "report.html"
-    res = CliRunner().invoke(app, ["report", str(SAMPLE), "--candidate", "candidate", "--baseline",
-                                   "baseline", "--rule", str(RULE), "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "report",
+            str(SAMPLE),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--rule",
+            str(RULE),
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
 
     async def scenario() -> Chromium:
@@ -73,7 +93,8 @@ def test_the_report_renders_offline_with_the_phase_curve(tmp_path):
             _save("report-phase-curve.png", curve, tmp_path)
             card = await browser.evaluate(
                 "[...document.querySelectorAll('article.card')].findIndex(a => a.querySelector('h3')"
-                ".textContent.startsWith('re-free-upload · candidate · answer'))")
+                ".textContent.startsWith('re-free-upload · candidate · answer'))"
+            )
             assert card >= 0
             _save("report-boundary.png", await _clip(browser, f"#rev-{card}", height=620), tmp_path)
             browser.curve = curve
@@ -92,19 +113,35 @@ def test_the_report_renders_offline_with_the_phase_curve(tmp_path):
 def test_a_hostile_report_runs_none_of_its_text(tmp_path, hostile_ledger):
     ledger = hostile_ledger
     out = tmp_path / "hostile.html"
-    res = CliRunner().invoke(app, ["report", str(ledger), "--candidate", "candidate", "--baseline",
-                                   "baseline", "--n-resamples", "200", "--include-restricted",
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "report",
+            str(ledger),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--n-resamples",
+            "200",
+            "--include-restricted",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
 
     async def scenario() -> tuple[Chromium, dict]:
         async with Chromium(tmp_path / "profile", 1200, 900) as browser:
             await browser.navigate(out.as_uri())
             await asyncio.sleep(0.5)
-            found = json.loads(await browser.evaluate(
-                "JSON.stringify({pwned: typeof window.__pwned, scripts: document.scripts.length, "
-                "onerror: document.querySelectorAll('[onerror]').length, imgs: document.images.length, "
-                "text: document.body.textContent})"))
+            found = json.loads(
+                await browser.evaluate(
+                    "JSON.stringify({pwned: typeof window.__pwned, scripts: document.scripts.length, "
+                    "onerror: document.querySelectorAll('[onerror]').length, imgs: document.images.length, "
+                    "text: document.body.textContent})"
+                )
+            )
             return browser, found
 
     browser, found = asyncio.run(scenario())
@@ -165,8 +202,10 @@ def test_the_served_tui_shows_the_questions_and_follows_keys(tmp_path):
                 return browser
 
         browser = asyncio.run(scenario())
-        assert all(u.startswith(f"http://127.0.0.1:{port}/") or u.startswith(f"ws://127.0.0.1:{port}/")
-                   for u in browser.requests()), browser.requests()
+        assert all(
+            u.startswith(f"http://127.0.0.1:{port}/") or u.startswith(f"ws://127.0.0.1:{port}/")
+            for u in browser.requests()
+        ), browser.requests()
         assert not session_alive(browser.proc.pid)
         assert app_pids, "the served app ran in no process of the server's session"
     assert not session_alive(server.pid)  # the server and every app it started are gone
@@ -186,4 +225,4 @@ def _state(pid: int) -> str:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return "Z"
-    return stat[stat.rindex(")") + 2:].split()[0]
+    return stat[stat.rindex(")") + 2 :].split()[0]

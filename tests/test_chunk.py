@@ -207,7 +207,7 @@ def check_units(src, offsets, units, bounds: Boundaries, *, capacity: int | None
     assert [u.ordinal for u in units] == list(range(len(units)))
     for u in units:
         assert 0 <= u.start < u.end <= len(text)
-        assert u.text == text[u.start:u.end]
+        assert u.text == text[u.start : u.end]
         assert u.text == u.text.strip()
         assert u.doc_id == src.doc_id and u.version == src.version and u.access == src.access
         assert u.start <= u.core_start <= u.core_end <= u.end
@@ -326,11 +326,52 @@ def test_chunk_tokens_real_tokenizer_unicode(counter):
 # properties over real text and the real tokenizer
 
 PIECES = [
-    "word", "Ledger", "naïve", "Straße", "résumé", "e\u0301", "x\u0301\u0308", "東京", "한국", "مرحبا",
-    "\U0001f600", "\U0001f44d\U0001f3fd", "\U0001f469\u200d\U0001f467", "\u200b", "\u200c", "\u2060",
-    "\ufeff", "\u00ad", "3.5", "e.g.", "U.S.", "1.", "-", "•", "#",
-    ".", "!", "?", ",", ";", "\"", "”", "(", ")", "…",
-    " ", " ", " ", "  ", "\t", "\n", "\r\n", "\n\n", "\r\n\r\n", "\u00a0", "\u2028",
+    "word",
+    "Ledger",
+    "naïve",
+    "Straße",
+    "résumé",
+    "e\u0301",
+    "x\u0301\u0308",
+    "東京",
+    "한국",
+    "مرحبا",
+    "\U0001f600",
+    "\U0001f44d\U0001f3fd",
+    "\U0001f469\u200d\U0001f467",
+    "\u200b",
+    "\u200c",
+    "\u2060",
+    "\ufeff",
+    "\u00ad",
+    "3.5",
+    "e.g.",
+    "U.S.",
+    "1.",
+    "-",
+    "•",
+    "#",
+    ".",
+    "!",
+    "?",
+    ",",
+    ";",
+    '"',
+    "”",
+    "(",
+    ")",
+    "…",
+    " ",
+    " ",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\n\n",
+    "\r\n\r\n",
+    "\u00a0",
+    "\u2028",
 ]
 texts = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 

@@ -22,7 +22,7 @@ CI_DOC = ROOT / "docs" / "ci.md"
 def _yaml_block(heading: str) -> dict:
     """The first ```yaml block after a ``## heading`` of docs/ci.md, parsed."""
     text = CI_DOC.read_text(encoding="utf-8")
-    section = text[text.index(f"## {heading}\n"):]
+    section = text[text.index(f"## {heading}\n") :]
     return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
 
 
@@ -33,8 +33,12 @@ def _github_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", HF_HUB_OFFLINE="1",
-               GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary.md"))
+    env.update(
+        PIP_NO_INDEX="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        HF_HUB_OFFLINE="1",
+        GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary.md"),
+    )
     return env
 
 
@@ -50,8 +54,9 @@ def test_github_workflow_run_steps_in_order_on_the_sample(tmp_path):
     codes = []
     for step in runs:  # GitHub's default shell: bash --noprofile --norc -eo pipefail {0}
         shell = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]]
-        res = subprocess.run(shell, cwd=work, env=env, capture_output=True, text=True, timeout=300,
-                             check=False)
+        res = subprocess.run(
+            shell, cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
         codes.append(res.returncode)
         if step["name"] == "Release gate":
             assert res.returncode == EXIT_REJECT, res.stdout + res.stderr
@@ -67,7 +72,7 @@ def test_github_workflow_run_steps_in_order_on_the_sample(tmp_path):
     assert "REJECT" in summary
     assert summary.strip() in (tmp_path / "step-summary.md").read_text(encoding="utf-8")
     # what the later `uses:` steps read is where the gate wrote it
-    later = steps[steps.index(runs[-1]) + 1:]
+    later = steps[steps.index(runs[-1]) + 1 :]
     assert all(s.get("if") == "always()" for s in later)
     read = {s["with"].get("path") or s["with"].get("report_paths") for s in later}
     assert read == {"gate/", "gate/junit.xml"}
@@ -75,11 +80,21 @@ def test_github_workflow_run_steps_in_order_on_the_sample(tmp_path):
 
 def test_gitlab_job_runs_the_same_gate_and_reports_its_junit():
     job = _yaml_block("GitLab CI")["release-gate"]
-    gh = next(s["run"] for s in _yaml_block("GitHub Actions")["jobs"]["gate"]["steps"]
-              if s.get("name") == "Release gate")
+    gh = next(
+        s["run"]
+        for s in _yaml_block("GitHub Actions")["jobs"]["gate"]["steps"]
+        if s.get("name") == "Release gate"
+    )
     words = " ".join(gh.replace("\\\n", " ").split())
     assert " ".join(job["script"][-1].split()) == words
     assert job["artifacts"]["reports"]["junit"] == "gate/junit.xml" and job["artifacts"]["when"] == "always"
-    assert job["script"][:2] == [line.strip() for line in next(
-        s["run"] for s in _yaml_block("GitHub Actions")["jobs"]["gate"]["steps"]
-        if s.get("name", "").startswith("Install")).strip().splitlines()]
+    assert job["script"][:2] == [
+        line.strip()
+        for line in next(
+            s["run"]
+            for s in _yaml_block("GitHub Actions")["jobs"]["gate"]["steps"]
+            if s.get("name", "").startswith("Install")
+        )
+        .strip()
+        .splitlines()
+    ]

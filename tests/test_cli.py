@@ -18,9 +18,11 @@ runner = CliRunner()
 
 
 def test_cli_import_stays_light():
-    code = ("import sys, ledgerscope.cli.main; heavy = [m for m in ('torch', 'textual', "
-            "'sentence_transformers', "
-            "'duckdb', 'pyarrow', 'scipy', 'transformers') if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, ledgerscope.cli.main; heavy = [m for m in ('torch', 'textual', "
+        "'sentence_transformers', "
+        "'duckdb', 'pyarrow', 'scipy', 'transformers') if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -64,16 +66,20 @@ def test_config_default_is_valid_toml_with_the_common_keys_first():
     assert set(COMMON_KEYS) <= data.keys()  # top-level keys, not inside a table
     # the key lines in the order printed: the arm's name, then the common keys in this order, then
     # everything else (tables and their keys)
-    keys = [line.split("=", 1)[0].strip() for line in result.output.splitlines()
-            if "=" in line and not line.lstrip().startswith("#")]
+    keys = [
+        line.split("=", 1)[0].strip()
+        for line in result.output.splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    ]
     assert keys[: len(COMMON_KEYS) + 1] == ["name", *COMMON_KEYS]
 
 
 def test_sweep_rejects_bad_arm_before_loading_any_model(tmp_path):
     arm = tmp_path / "arm.toml"
     arm.write_text('name = "x"\ncapacity = 8\noverlap = 8\n')
-    result = runner.invoke(app, ["sweep", "--fixtures", str(SEED), "--arm", str(arm), "--out",
-                                 str(tmp_path / "ledger")])
+    result = runner.invoke(
+        app, ["sweep", "--fixtures", str(SEED), "--arm", str(arm), "--out", str(tmp_path / "ledger")]
+    )
     assert result.exit_code == 2
     assert "overlap" in result.output
     assert not (tmp_path / "ledger").exists()

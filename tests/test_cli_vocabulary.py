@@ -65,8 +65,23 @@ def test_compare_refuses_settings_that_disagree_with_the_rule():
 
 
 def test_report_refuses_them_too(tmp_path):
-    res = runner.invoke(app, ["report", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline",
-                              "--rule", str(RULE), "--seed", "1", "--out", str(tmp_path / "r.html")])
+    res = runner.invoke(
+        app,
+        [
+            "report",
+            str(SAMPLE),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--rule",
+            str(RULE),
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path / "r.html"),
+        ],
+    )
     assert res.exit_code == 2 and "--seed 1 disagrees" in res.output
     assert not (tmp_path / "r.html").exists()
 
@@ -100,8 +115,11 @@ def _readme_rows() -> list[str]:
 def test_every_option_is_in_help_and_in_the_readme_table(name, cmd):
     res = runner.invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
-    rows = [r for r in _readme_rows() if r.startswith(f"| `ledgerscope {name} ") or
-            r.startswith(f"| `ledgerscope {name}`")]
+    rows = [
+        r
+        for r in _readme_rows()
+        if r.startswith(f"| `ledgerscope {name} ") or r.startswith(f"| `ledgerscope {name}`")
+    ]
     assert rows, f"no README row for {name}"
     for param in cmd.params:
         if getattr(param, "param_type_name", "") != "option" or param.name == "help":
@@ -124,24 +142,43 @@ def test_serve_binds_loopback_unless_told_otherwise():
 
 def _run_with(errno_value: int, filename: str | None, args: list[str]) -> subprocess.CompletedProcess:
     """The CLI in a subprocess where renaming a finished file into place fails with ``errno_value``."""
-    code = ("import errno, os, sys\n"
-            "def fail(*a, **k):\n"
-            f"    raise OSError({errno_value}, os.strerror({errno_value}), {filename!r})\n"
-            "os.replace = fail\n"
-            "from ledgerscope.cli.main import app\n"
-            f"sys.argv = ['ledgerscope', *{args!r}]\n"
-            "app()\n")
+    code = (
+        "import errno, os, sys\n"
+        "def fail(*a, **k):\n"
+        f"    raise OSError({errno_value}, os.strerror({errno_value}), {filename!r})\n"
+        "os.replace = fail\n"
+        "from ledgerscope.cli.main import app\n"
+        f"sys.argv = ['ledgerscope', *{args!r}]\n"
+        "app()\n"
+    )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("err,what", [(errno.ENOSPC, "no space left on the device"),
-                                      (errno.EACCES, "permission denied"),
-                                      (errno.EROFS, "read-only file system")])
+@pytest.mark.parametrize(
+    "err,what",
+    [
+        (errno.ENOSPC, "no space left on the device"),
+        (errno.EACCES, "permission denied"),
+        (errno.EROFS, "read-only file system"),
+    ],
+)
 def test_machine_conditions_name_the_path_and_what_to_do(tmp_path, err, what):
     out = tmp_path / "x.jsonl"
     for filename in (None, str(tmp_path / "elsewhere.tmp")):
-        res = _run_with(err, filename, ["export", str(SAMPLE), "--format", "jsonl", "--out", str(out),
-                                        "--where", "qid = 're-free-upload'"])
+        res = _run_with(
+            err,
+            filename,
+            [
+                "export",
+                str(SAMPLE),
+                "--format",
+                "jsonl",
+                "--out",
+                str(out),
+                "--where",
+                "qid = 're-free-upload'",
+            ],
+        )
         assert res.returncode == 74, res.stderr
         assert "internal error" not in res.stderr and "please report" not in res.stderr
         assert f"{filename or out}: {what};" in res.stderr, res.stderr
@@ -156,8 +193,22 @@ def test_a_real_full_disk(tmp_path):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         out = mount / "all.jsonl"
-        res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "export", str(SAMPLE), "--format",
-                              "jsonl", "--out", str(out)], capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ledgerscope.cli",
+                "export",
+                str(SAMPLE),
+                "--format",
+                "jsonl",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 74, res.stderr
         assert f"{out}: no space left on the device; free some space there or write elsewhere" in res.stderr
         assert not out.exists() and not list(mount.iterdir())

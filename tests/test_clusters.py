@@ -36,15 +36,22 @@ def test_cluster_report_warns_only_when_the_rules_disagree_badly():
 
 def _linked_rows():
     # six questions, each with its own first document, all linked through a shared second one
-    return [make_record(arm, "0", f"q{i}", doc_ids=[f"doc{i}", "shared"], support_packed=bool(i % 2))
-            for arm in ("A", "B") for i in range(6)]
+    return [
+        make_record(arm, "0", f"q{i}", doc_ids=[f"doc{i}", "shared"], support_packed=bool(i % 2))
+        for arm in ("A", "B")
+        for i in range(6)
+    ]
 
 
 def test_compare_reports_both_counts_and_resamples_by_the_chosen_rule():
     con = records_con(_linked_rows())
     first = compare_arms(con, "A", "B", metrics=("support",), n_resamples=200)
-    assert first["clusters"] == {"rule": "first-document", "first_document": 6, "components": 1,
-                                 "warning": first["clusters"]["warning"]}
+    assert first["clusters"] == {
+        "rule": "first-document",
+        "first_document": 6,
+        "components": 1,
+        "warning": first["clusters"]["warning"],
+    }
     assert first["clusters"]["warning"]
     assert first["stress_sets"]["representative"]["n_clusters"] == 6
     comp = compare_arms(con, "A", "B", metrics=("support",), n_resamples=200, clusters="components")
@@ -61,10 +68,34 @@ def test_the_sample_shows_the_disagreement_and_the_cli_offers_the_other_rule():
     assert clusters["first_document"] > 2 * clusters["components"]  # 15 against 2 when written
     assert clusters["warning"]
     runner = CliRunner()
-    out = runner.invoke(app, ["compare", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline",
-                              "--n-resamples", "50", "--clusters", "components"])
+    out = runner.invoke(
+        app,
+        [
+            "compare",
+            str(SAMPLE),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--n-resamples",
+            "50",
+            "--clusters",
+            "components",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "bootstrap clusters:" in out.output and "using components" in out.output
-    bad = runner.invoke(app, ["compare", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline",
-                              "--clusters", "documents"])
+    bad = runner.invoke(
+        app,
+        [
+            "compare",
+            str(SAMPLE),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--clusters",
+            "documents",
+        ],
+    )
     assert bad.exit_code == 2

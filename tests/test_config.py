@@ -64,7 +64,10 @@ def test_default_toml_loads_from_a_file(tmp_path):
 
 
 def test_load_arm_overrides_merge_into_the_defaults(tmp_path):
-    cfg = load_arm(write(tmp_path, """
+    cfg = load_arm(
+        write(
+            tmp_path,
+            """
 name = "small"
 capacity = 32
 overlap = 8
@@ -73,7 +76,9 @@ phases = [0, 5]
 ef_search = 128
 [chunker]
 kind = "sentence"
-"""))
+""",
+        )
+    )
     assert (cfg.name, cfg.capacity, cfg.overlap, cfg.stride) == ("small", 32, 8, 24)
     assert cfg.retrieval["hnsw"] == {"M": 16, "ef_construction": 200, "ef_search": 128, "seed": 0}
     assert cfg.retrieval["bm25_top_n"] == 50  # siblings keep their defaults
@@ -175,7 +180,9 @@ def test_load_arm_reports_each_problem_with_its_field(tmp_path, body, field, rea
 
 
 def test_load_arm_reports_all_problems_at_once(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 capasity = 96
 top_k = "four"
 capacity = 8
@@ -186,21 +193,32 @@ bm25_topn = 10
 kind = "cross-encoder"
 [generator]
 kind = "endpoint"
-""")
+""",
+    )
     with pytest.raises(InputError) as exc:
         load_arm(path)
     assert sorted(fields_of(exc)) == sorted(
-        ["capasity", "retrieval.bm25_topn", "top_k", "overlap", "rerank.model", "generator.base_url"])
+        ["capasity", "retrieval.bm25_topn", "top_k", "overlap", "rerank.model", "generator.base_url"]
+    )
     message = str(exc.value)
     lines = {p.field: p.line for p in exc.value.problems}
-    assert lines == {"capasity": 2, "top_k": 3, "overlap": 5, "retrieval.bm25_topn": 7, "rerank.model": 8,
-                     "generator.base_url": 10}
+    assert lines == {
+        "capasity": 2,
+        "top_k": 3,
+        "overlap": 5,
+        "retrieval.bm25_topn": 7,
+        "rerank.model": 8,
+        "generator.base_url": 10,
+    }
     for name in fields_of(exc):
         assert f"{path}:{lines[name]}: {name}: " in message
 
 
 def test_a_valid_cross_encoder_and_endpoint_arm_loads(tmp_path):
-    cfg = load_arm(write(tmp_path, """
+    cfg = load_arm(
+        write(
+            tmp_path,
+            """
 [rerank]
 kind = "cross-encoder"
 model = "some/cross-encoder"
@@ -208,7 +226,9 @@ model = "some/cross-encoder"
 kind = "endpoint"
 base_url = "http://127.0.0.1:8080"
 temperature = 0
-"""))
+""",
+        )
+    )
     assert cfg.rerank["model"] == "some/cross-encoder"
     assert cfg.generator["temperature"] == 0  # an integer where a number is expected is fine
 
@@ -233,8 +253,13 @@ def test_load_arm_missing_file_and_bad_toml(tmp_path):
 
 def test_digest_is_stable_and_order_independent(tmp_path):
     a = load_arm(write(tmp_path, "capacity = 64\noverlap = 4\n[fusion]\nrrf_k = 30\n", "a.toml"))
-    b = load_arm(write(tmp_path, "overlap = 4  # same values, other order\ncapacity = 64\n"
-                                 "[fusion]\nrrf_k = 30\n", "b.toml"))
+    b = load_arm(
+        write(
+            tmp_path,
+            "overlap = 4  # same values, other order\ncapacity = 64\n[fusion]\nrrf_k = 30\n",
+            "b.toml",
+        )
+    )
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", a.digest())
     assert a.digest() == b.digest() == a.digest()
     assert arm_from_dict({}).digest() == arm_from_dict({}).digest()

@@ -31,6 +31,7 @@ def _paths(model=schema.Arm, prefix=()):
 
 # --- one definition ------------------------------------------------------------------------------
 
+
 def test_the_committed_key_table_is_the_one_the_schema_renders():
     spec = importlib.util.spec_from_file_location("config_docs", ROOT / "scripts" / "config_docs.py")
     script = importlib.util.module_from_spec(spec)
@@ -78,7 +79,7 @@ def test_each_optional_key_in_config_default_uncomments_to_its_example(tmp_path)
         path = (*table.split("."), match.group(1)) if table else (match.group(1),)
         info = schema.field_info(path)
         assert info is not None and schema.meta(info).get("optional"), path
-        body = "\n".join([*lines[:number], line[2:], *lines[number + 1:]])
+        body = "\n".join([*lines[:number], line[2:], *lines[number + 1 :]])
         cfg = load_arm(_write(tmp_path, body))
         section = cfg.to_dict()
         for name in path[:-1]:
@@ -86,8 +87,11 @@ def test_each_optional_key_in_config_default_uncomments_to_its_example(tmp_path)
         example = schema.meta(info).get("example", info.default)
         assert section[path[-1]] == example, path
         checked += 1
-    optional = [p for p, i in _paths() if schema.meta(i).get("optional") and p[:2] not in
-                (("retrieval", "lexical"), ("retrieval", "ann"))]
+    optional = [
+        p
+        for p, i in _paths()
+        if schema.meta(i).get("optional") and p[:2] not in (("retrieval", "lexical"), ("retrieval", "ann"))
+    ]
     assert checked == len(optional)
 
 
@@ -98,6 +102,7 @@ def _write(tmp_path: Path, body: str, name: str = "arm.toml") -> Path:
 
 
 # --- digests ---------------------------------------------------------------------------------------
+
 
 def test_digests_recorded_before_the_schema_are_unchanged():
     """Arms (every key singly at several values, random mixes, the docs' arms) with the digests the
@@ -138,8 +143,11 @@ def test_setting_reads_the_arm_else_the_schema_default():
 
 # --- problems with their lines ---------------------------------------------------------------------
 
+
 def test_problems_name_the_line_of_the_key_or_of_its_table(tmp_path):
-    path = _write(tmp_path, """\
+    path = _write(
+        tmp_path,
+        """\
 name = "x"
 top_k = "4"
 
@@ -152,7 +160,8 @@ kind = "cross-encoder"
 [embedding]
 device = "gpu"
 generator.max_tokens = 0
-""")
+""",
+    )
     with pytest.raises(InputError) as exc:
         load_arm(path)
     got = {p.field: (p.line, p.reason) for p in exc.value.problems}
@@ -195,10 +204,22 @@ after = 1
 '''
     tomllib.loads(text)  # the scanner is only ever given TOML tomllib accepted
     assert key_lines(text) == {
-        "name": 2, "s": 3, "lit": 6, "arr": 8, "retrieval.hnsw": 12, "retrieval.hnsw.M": 13,
-        "retrieval.hnsw.quoted.key": 14, "retrieval.hnsw.a": 15, "retrieval.hnsw.a.b": 15,
-        "retrieval.hnsw.a.b.d": 15, "retrieval.hnsw.a.b.e": 15, "retrieval.hnsw.a.b.e.f": 15,
-        "fusion": 16, "fusion.esc": 17, "fusion.after": 18}
+        "name": 2,
+        "s": 3,
+        "lit": 6,
+        "arr": 8,
+        "retrieval.hnsw": 12,
+        "retrieval.hnsw.M": 13,
+        "retrieval.hnsw.quoted.key": 14,
+        "retrieval.hnsw.a": 15,
+        "retrieval.hnsw.a.b": 15,
+        "retrieval.hnsw.a.b.d": 15,
+        "retrieval.hnsw.a.b.e": 15,
+        "retrieval.hnsw.a.b.e.f": 15,
+        "fusion": 16,
+        "fusion.esc": 17,
+        "fusion.after": 18,
+    }
     lines = key_lines(text)
     assert line_of(lines, "retrieval.hnsw.ef_search") == 12
     assert line_of(lines, "rerank.model") is None
@@ -207,7 +228,7 @@ after = 1
 def test_the_readme_shows_the_schema_defaults():
     """README's "Arm configuration" block is documentation, not a definition: it shows the defaults."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Arm configuration"):]
+    section = readme[readme.index("### Arm configuration") :]
     block = tomllib.loads(re.search(r"```\n(.*?)```", section, re.S).group(1))
     assert block and all(value == schema.default_of(name) for name, value in block.items()), block
 
@@ -219,11 +240,25 @@ def test_a_problem_found_by_the_sweep_names_the_line_of_the_arms_key(tmp_path, m
     from ledgerscope.cli.main import app
 
     monkeypatch.delenv("LEDGERSCOPE_TEST_NO_SUCH_KEY", raising=False)
-    arm = _write(tmp_path, 'name = "remote"\n\n[embedding]\nkind = "endpoint"\nbase_url = "http://127.0.0.1:9"\n'
-                           'api_key_env = "LEDGERSCOPE_TEST_NO_SUCH_KEY"\n')
+    arm = _write(
+        tmp_path,
+        'name = "remote"\n\n[embedding]\nkind = "endpoint"\nbase_url = "http://127.0.0.1:9"\n'
+        'api_key_env = "LEDGERSCOPE_TEST_NO_SUCH_KEY"\n',
+    )
     fixtures = ROOT / "tests" / "data" / "seed000_fixture.json"
-    result = CliRunner().invoke(app, ["sweep", "--fixtures", str(fixtures), "--arm", str(arm),
-                                      "--out", str(tmp_path / "ledger"), "--quiet"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--fixtures",
+            str(fixtures),
+            "--arm",
+            str(arm),
+            "--out",
+            str(tmp_path / "ledger"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert f"{arm}:6: embedding.api_key_env: arm 'remote': environment variable" in result.output
     assert not (tmp_path / "ledger").exists()

@@ -32,15 +32,30 @@ def test_cross_encoder_scores_query_candidate_pairs(tiny_cross_encoder):
 def test_sweep_with_a_named_cross_encoder(tiny_cross_encoder, rule_exception_inputs, tmp_path):
     paths = rule_exception_inputs
     fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
-    arm = arm_from_dict({"name": "ce", "capacity": 16, "phases": [0], "budget_tokens": 40,
-                         "rerank": {"kind": "cross-encoder", "model": str(tiny_cross_encoder)}})
+    arm = arm_from_dict(
+        {
+            "name": "ce",
+            "capacity": 16,
+            "phases": [0],
+            "budget_tokens": 40,
+            "rerank": {"kind": "cross-encoder", "model": str(tiny_cross_encoder)},
+        }
+    )
     sweep(fixtures, corpus, [arm], tmp_path / "ledger")
     manifest = load_manifest(tmp_path / "ledger")
-    assert manifest["arms"]["ce"]["components"]["reranker"] == {"kind": "cross-encoder",
-                                                                "model": str(tiny_cross_encoder)}
+    assert manifest["arms"]["ce"]["components"]["reranker"] == {
+        "kind": "cross-encoder",
+        "model": str(tiny_cross_encoder),
+    }
     con = connect(tmp_path / "ledger")
     fused, reranked = (
-        [r[0] for r in con.execute(
-            f"SELECT unit_id FROM candidates WHERE stage = '{stage}' AND qid = 'backup-weekly' "
-            "ORDER BY rank").fetchall()] for stage in ("fused", "reranked"))
+        [
+            r[0]
+            for r in con.execute(
+                f"SELECT unit_id FROM candidates WHERE stage = '{stage}' AND qid = 'backup-weekly' "
+                "ORDER BY rank"
+            ).fetchall()
+        ]
+        for stage in ("fused", "reranked")
+    )
     assert sorted(reranked) == sorted(fused[: len(reranked)])  # a reordering of the reranker's input

@@ -34,8 +34,15 @@ TEXTS = {DOC: TEXT, DOC2: TEXT2}
 def _span(span_id: str, doc: str, quote: str, dependency: str = "primary") -> GoldSpan:
     text = TEXTS[doc]
     start = text.index(quote)
-    return GoldSpan(span_id, doc, start, start + len(quote), version=text_version(text), quote=quote,
-                    dependency=dependency)
+    return GoldSpan(
+        span_id,
+        doc,
+        start,
+        start + len(quote),
+        version=text_version(text),
+        quote=quote,
+        dependency=dependency,
+    )
 
 
 RULE = _span("rule", DOC, "Requests may be retained for 30 days.")
@@ -44,9 +51,15 @@ SUMMARY = _span("summary", DOC2, "Temporary requests are kept for 7 days.")
 
 
 def _fixture(sets=(("rule", "qualifier"),), spans=(RULE, QUAL), **kw) -> Fixture:
-    return Fixture(qid="q", question="How long are temporary requests kept?", segment="rule-exception",
-                   spans=tuple(spans), sufficient_sets=tuple(tuple(s) for s in sets),
-                   answer=AnswerContract(expected="7 days", default="30 days"), **kw)
+    return Fixture(
+        qid="q",
+        question="How long are temporary requests kept?",
+        segment="rule-exception",
+        spans=tuple(spans),
+        sufficient_sets=tuple(tuple(s) for s in sets),
+        answer=AnswerContract(expected="7 days", default="30 days"),
+        **kw,
+    )
 
 
 FX = _fixture()
@@ -57,12 +70,12 @@ def unit(start: int, end: int, doc: str = DOC) -> dict:
     return {"unit_id": f"{doc}@{start}-{end}", "doc_id": doc, "start": start, "end": end}
 
 
-U_RULE = unit(RULE.start - 2, RULE.end + 1)          # holds the rule only
-U_QUAL = unit(QUAL.start, QUAL.end + 1)              # holds the qualifier only
-U_QA = unit(QUAL.start - 1, QUAL.start + 20)         # first part of the qualifier
-U_QB = unit(QUAL.start + 20, QUAL.end + 5)           # the rest of it
-U_BOTH = unit(RULE.start, QUAL.end)                  # the whole sufficient set
-U_HEAD = unit(0, RULE.start - 2)                     # a distractor
+U_RULE = unit(RULE.start - 2, RULE.end + 1)  # holds the rule only
+U_QUAL = unit(QUAL.start, QUAL.end + 1)  # holds the qualifier only
+U_QA = unit(QUAL.start - 1, QUAL.start + 20)  # first part of the qualifier
+U_QB = unit(QUAL.start + 20, QUAL.end + 5)  # the rest of it
+U_BOTH = unit(RULE.start, QUAL.end)  # the whole sufficient set
+U_HEAD = unit(0, RULE.start - 2)  # a distractor
 U_SUM = unit(SUMMARY.start, SUMMARY.end, DOC2)
 U_FAQ = unit(0, SUMMARY.start - 1, DOC2)
 
@@ -76,21 +89,48 @@ def rows(*entries) -> list[dict]:
     return out
 
 
-FLAGS = ("support_chunked", "support_exact", "support_production", "support_union", "support_fused",
-         "support_reranked", "support_selected", "support_packed")
+FLAGS = (
+    "support_chunked",
+    "support_exact",
+    "support_production",
+    "support_union",
+    "support_fused",
+    "support_reranked",
+    "support_selected",
+    "support_packed",
+)
 
 
 def record(lost_at: str | None = None, **kw) -> dict:
     """A record whose support flags are true up to (not including) ``lost_at``."""
     rec = {
-        "arm": "a", "phase": "0", "phase_offset": 0, "qid": "q", "segment": "rule-exception",
-        "answerable": True, "support_only": False, "gold_status": "ok",
-        "covered_set": 0, "single_unit_complete": True, "packed_unit_ids": [],
-        "evidence_tokens": 30, "budget_tokens": 40, "rerank_depth": 3, "selection_depth": 2,
-        "overflow_json": "[]", "expansion_dropped_json": "[]",
-        "answer": "7 days [1]", "abstained": False, "citations_json": "[]",
-        "answer_verdict": "correct", "answer_reason": "matches", "citation_verdict": "supported",
-        "citation_reason": "", "generator_error": None, "oracle_verdict": None, "oracle_feasible": None,
+        "arm": "a",
+        "phase": "0",
+        "phase_offset": 0,
+        "qid": "q",
+        "segment": "rule-exception",
+        "answerable": True,
+        "support_only": False,
+        "gold_status": "ok",
+        "covered_set": 0,
+        "single_unit_complete": True,
+        "packed_unit_ids": [],
+        "evidence_tokens": 30,
+        "budget_tokens": 40,
+        "rerank_depth": 3,
+        "selection_depth": 2,
+        "overflow_json": "[]",
+        "expansion_dropped_json": "[]",
+        "answer": "7 days [1]",
+        "abstained": False,
+        "citations_json": "[]",
+        "answer_verdict": "correct",
+        "answer_reason": "matches",
+        "citation_verdict": "supported",
+        "citation_reason": "",
+        "generator_error": None,
+        "oracle_verdict": None,
+        "oracle_feasible": None,
     }
     keep = True
     for f in FLAGS:
@@ -172,7 +212,9 @@ def test_step2_span_in_a_gap_between_units():
     d = run(record("chunked"), full_stages(units=rows(b, a)))
     assert span_ids(d) == ["rule"] and d.evidence["spans"][0]["uncovered"] == [[RULE.start, RULE.end]]
     assert [(u["unit_id"], u["relation"]) for u in d.evidence["units"]] == [
-        (a["unit_id"], "before"), (b["unit_id"], "after")]
+        (a["unit_id"], "before"),
+        (b["unit_id"], "after"),
+    ]
 
 
 def test_step3_exact_retrievers_miss():
@@ -187,8 +229,11 @@ def test_step3_exact_retrievers_miss():
 
 
 def test_step4_ann_misses_shows_exact_rank_and_absence():
-    st = full_stages(bm25=rows((U_QUAL, 7.0)), dense_exact=rows((U_HEAD, 0.9), (U_RULE, 0.8)),
-                     dense_ann=rows((U_HEAD, 0.9), (U_QUAL, 0.5)))
+    st = full_stages(
+        bm25=rows((U_QUAL, 7.0)),
+        dense_exact=rows((U_HEAD, 0.9), (U_RULE, 0.8)),
+        dense_ann=rows((U_HEAD, 0.9), (U_QUAL, 0.5)),
+    )
     d = run(record("production", top_n={"dense_exact": 50, "dense_ann": 50}), st)
     assert (d.step, d.label) == (4, "ann-misses")
     (u,) = d.evidence["units"]
@@ -198,8 +243,9 @@ def test_step4_ann_misses_shows_exact_rank_and_absence():
 
 
 def test_step5_union_drops_it():
-    st = full_stages(bm25=rows((U_RULE, 9.0)), dense_ann=rows((U_HEAD, 0.9), (U_QUAL, 0.8)),
-                     union=rows(U_RULE, U_HEAD))
+    st = full_stages(
+        bm25=rows((U_RULE, 9.0)), dense_ann=rows((U_HEAD, 0.9), (U_QUAL, 0.8)), union=rows(U_RULE, U_HEAD)
+    )
     d = run(record("union"), st)
     assert (d.step, d.label) == (5, "union-dedup-drops-it")
     (u,) = d.evidence["units"]
@@ -208,8 +254,11 @@ def test_step5_union_drops_it():
 
 
 def test_step6_fusion_ranks_it_low():
-    st = full_stages(fused=rows((U_RULE, 0.03), (U_HEAD, 0.02), (U_HEAD | {"unit_id": "x"}, 0.02),
-                                (U_FAQ, 0.01), (U_QUAL, 0.009)))
+    st = full_stages(
+        fused=rows(
+            (U_RULE, 0.03), (U_HEAD, 0.02), (U_HEAD | {"unit_id": "x"}, 0.02), (U_FAQ, 0.01), (U_QUAL, 0.009)
+        )
+    )
     d = run(record("fused"), st)
     assert (d.step, d.label) == (6, "fusion-ranks-it-low")
     assert d.evidence["cutoff"] == 3 and d.evidence["input_stage"] == "union"
@@ -220,21 +269,32 @@ def test_step6_fusion_ranks_it_low():
 
 def test_step7_reranker_removes_it_joint_evidence_across_two_units():
     # the fused input keeps the set only jointly (rule in one unit, qualifier in another)
-    st = full_stages(fused=rows((U_RULE, 0.033), (U_HEAD, 0.032), (U_QUAL, 0.031)),
-                     reranked=rows((U_RULE, 0.9), (U_HEAD, 0.5), (U_QUAL, 0.41)))
+    st = full_stages(
+        fused=rows((U_RULE, 0.033), (U_HEAD, 0.032), (U_QUAL, 0.031)),
+        reranked=rows((U_RULE, 0.9), (U_HEAD, 0.5), (U_QUAL, 0.41)),
+    )
     d = run(record("reranked"), st)
     assert (d.step, d.label) == (7, "reranker-removes-it")
     assert d.evidence["stage"] == "reranked" and d.evidence["cutoff"] == 2
     assert span_ids(d) == ["qualifier"]
     (u,) = d.evidence["units"]
-    assert u == {**u, "unit_id": U_QUAL["unit_id"], "span": "qualifier", "input_rank": 3,
-                 "input_score": 0.031, "output_rank": 3, "output_score": 0.41}
+    assert u == {
+        **u,
+        "unit_id": U_QUAL["unit_id"],
+        "span": "qualifier",
+        "input_rank": 3,
+        "input_score": 0.031,
+        "output_rank": 3,
+        "output_score": 0.41,
+    }
 
 
 def test_step7_one_span_split_across_two_units():
     # the qualifier itself straddles a boundary: both halves were kept, the reranker cut the second
-    st = full_stages(fused=rows((U_RULE, 0.03), (U_QA, 0.02), (U_QB, 0.01)),
-                     reranked=rows((U_QA, 0.9), (U_RULE, 0.8), (U_QB, 0.1)))
+    st = full_stages(
+        fused=rows((U_RULE, 0.03), (U_QA, 0.02), (U_QB, 0.01)),
+        reranked=rows((U_QA, 0.9), (U_RULE, 0.8), (U_QB, 0.1)),
+    )
     d = run(record("reranked"), st)
     assert d.step == 7
     (span,) = d.evidence["spans"]
@@ -246,10 +306,18 @@ def test_step7_one_span_split_across_two_units():
 
 def test_step8_selector_omits_it_with_overflow():
     overflow = [{"unit_id": U_QUAL["unit_id"], "tokens": 26, "remaining": 14}]
-    st = full_stages(reranked=rows((U_RULE, 0.9), (U_QUAL, 0.8)), selected=rows(U_RULE, U_QUAL),
-                     packed=rows(U_RULE))
-    d = run(record("packed", overflow_json=json.dumps(overflow), answer_verdict="critical-condition-error",
-                   citation_verdict="unsupported"), st)
+    st = full_stages(
+        reranked=rows((U_RULE, 0.9), (U_QUAL, 0.8)), selected=rows(U_RULE, U_QUAL), packed=rows(U_RULE)
+    )
+    d = run(
+        record(
+            "packed",
+            overflow_json=json.dumps(overflow),
+            answer_verdict="critical-condition-error",
+            citation_verdict="unsupported",
+        ),
+        st,
+    )
     assert (d.step, d.label) == (8, "selector-omits-it")
     assert d.evidence["cutoff"] == 40 and span_ids(d) == ["qualifier"]
     (u,) = d.evidence["units"]
@@ -260,18 +328,32 @@ def test_step8_selector_omits_it_with_overflow():
 
 
 def test_step9_answer_ignores_it():
-    d = run(record(answer_verdict="critical-condition-error", answer="30 days [1]",
-                   citation_verdict="unsupported"))
+    d = run(
+        record(
+            answer_verdict="critical-condition-error", answer="30 days [1]", citation_verdict="unsupported"
+        )
+    )
     assert (d.step, d.label) == (9, "answer-ignores-it")
     assert d.evidence["answer_verdict"] == "critical-condition-error"
     assert {s["span"] for s in d.evidence["spans"]} == {"rule", "qualifier"}
-    assert d.walk[-1] == {"step": 9, "name": STEP_NAMES[9], "passed": False,
-                          "detail": "answer verdict critical-condition-error"}
+    assert d.walk[-1] == {
+        "step": 9,
+        "name": STEP_NAMES[9],
+        "passed": False,
+        "detail": "answer verdict critical-condition-error",
+    }
 
 
 def test_step10_citation_wrong():
-    cites = [{"label": "2", "unit_id": U_RULE["unit_id"], "doc_id": DOC, "start": U_RULE["start"],
-              "end": U_RULE["end"]}]
+    cites = [
+        {
+            "label": "2",
+            "unit_id": U_RULE["unit_id"],
+            "doc_id": DOC,
+            "start": U_RULE["start"],
+            "end": U_RULE["end"],
+        }
+    ]
     d = run(record(citation_verdict="unsupported", citations_json=json.dumps(cites)))
     assert (d.step, d.label) == (10, "citation-wrong")
     cited = {s["span"]: s["cited"] for s in d.evidence["spans"]}
@@ -294,13 +376,17 @@ def test_alternative_sets_keep_support_if_any_set_is_kept():
 def test_evidence_prefers_the_set_kept_upstream_then_the_closest():
     # fused keeps set 0 (rule + qualifier) but not set 1; the reranker cut loses both rule and
     # qualifier: set 1 misses fewer spans, but set 0 is the one that was kept, so it is reported
-    st = full_stages(fused=rows((U_RULE, 0.3), (U_QUAL, 0.2), (U_HEAD, 0.1)),
-                     reranked=rows((U_HEAD, 0.9), (U_FAQ, 0.8), (U_RULE, 0.2), (U_QUAL, 0.1)))
+    st = full_stages(
+        fused=rows((U_RULE, 0.3), (U_QUAL, 0.2), (U_HEAD, 0.1)),
+        reranked=rows((U_HEAD, 0.9), (U_FAQ, 0.8), (U_RULE, 0.2), (U_QUAL, 0.1)),
+    )
     d = run(record("reranked"), st, FX_ALT)
     assert d.evidence["sufficient_set"] == 0 and span_ids(d) == ["rule", "qualifier"]
     # both sets kept upstream: the one missing fewer spans at the losing stage wins
-    st = full_stages(fused=rows((U_RULE, 0.3), (U_QUAL, 0.2), (U_SUM, 0.1)),
-                     reranked=rows((U_HEAD, 0.9), (U_RULE, 0.8), (U_SUM, 0.2), (U_QUAL, 0.1)))
+    st = full_stages(
+        fused=rows((U_RULE, 0.3), (U_QUAL, 0.2), (U_SUM, 0.1)),
+        reranked=rows((U_HEAD, 0.9), (U_RULE, 0.8), (U_SUM, 0.2), (U_QUAL, 0.1)),
+    )
     d = run(record("reranked"), st, FX_ALT)
     assert d.evidence["sufficient_set"] == 0 and span_ids(d) == ["qualifier"]
     st["reranked"] = rows((U_HEAD, 0.9), (U_FAQ, 0.8), (U_SUM, 0.2), (U_RULE, 0.1))
@@ -308,31 +394,49 @@ def test_evidence_prefers_the_set_kept_upstream_then_the_closest():
     assert d.evidence["sufficient_set"] == 1 and span_ids(d) == ["summary"]
 
 
-@pytest.mark.parametrize(("verdict", "step", "label"), [
-    ("abstained", 0, "control-abstained"),
-    ("false-assertion", 9, "control-false-assertion"),
-    ("infrastructure-failure", 9, "infrastructure-failure"),
-])
+@pytest.mark.parametrize(
+    ("verdict", "step", "label"),
+    [
+        ("abstained", 0, "control-abstained"),
+        ("false-assertion", 9, "control-false-assertion"),
+        ("infrastructure-failure", 9, "infrastructure-failure"),
+    ],
+)
 def test_unanswerable_controls_are_scored_by_abstention(verdict, step, label):
-    rec = record(answerable=False, answer_verdict=verdict, covered_set=None, oracle_verdict="not-applicable",
-                 **{f: None for f in FLAGS})
-    ctrl = Fixture(qid="q", question="?", segment="unanswerable", spans=(), sufficient_sets=(),
-                   answerable=False)
+    rec = record(
+        answerable=False,
+        answer_verdict=verdict,
+        covered_set=None,
+        oracle_verdict="not-applicable",
+        **{f: None for f in FLAGS},
+    )
+    ctrl = Fixture(
+        qid="q", question="?", segment="unanswerable", spans=(), sufficient_sets=(), answerable=False
+    )
     d = run(rec, {}, ctrl)
     assert (d.step, d.label) == (step, label)
-    assert d.walk == [{"step": 9, "name": "unanswerable control", "passed": verdict == "abstained",
-                       "detail": verdict}]
+    assert d.walk == [
+        {"step": 9, "name": "unanswerable control", "passed": verdict == "abstained", "detail": verdict}
+    ]
     assert d.evidence["stage"] == "control" and d.evidence["answer_verdict"] == verdict
 
 
 def test_infrastructure_failure_is_its_own_label():
-    d = run(record(answer_verdict="infrastructure-failure", citation_verdict="not-applicable",
-                   oracle_verdict="correct", oracle_feasible=True))
+    d = run(
+        record(
+            answer_verdict="infrastructure-failure",
+            citation_verdict="not-applicable",
+            oracle_verdict="correct",
+            oracle_feasible=True,
+        )
+    )
     assert (d.step, d.label) == (9, "infrastructure-failure")
     assert "infrastructure-failure" in d.flags
     # a support loss still places the record where support was lost
-    d = run(record("fused", answer_verdict="infrastructure-failure"),
-            full_stages(fused=rows(U_RULE, U_HEAD, U_FAQ, U_QUAL)))
+    d = run(
+        record("fused", answer_verdict="infrastructure-failure"),
+        full_stages(fused=rows(U_RULE, U_HEAD, U_FAQ, U_QUAL)),
+    )
     assert d.step == 6 and "infrastructure-failure" in d.flags
 
 
@@ -365,8 +469,12 @@ def test_support_only_records():
     rec = record(support_only=True, answer_verdict="not-judged", citation_verdict="no-citation")
     d = run(rec)
     assert d.step == 0 and d.flags == ("citations-not-checked",)
-    assert d.walk[8] == {"step": 9, "name": STEP_NAMES[9], "passed": None,
-                         "detail": "not judged (support-only fixture)"}
+    assert d.walk[8] == {
+        "step": 9,
+        "name": STEP_NAMES[9],
+        "passed": None,
+        "detail": "not judged (support-only fixture)",
+    }
     assert run({**rec, "citation_verdict": "supported"}).flags == ()
     d = run({**rec, "citation_verdict": "unsupported"})
     assert (d.step, d.label) == (10, "citation-wrong")
@@ -412,15 +520,31 @@ def test_walk_stops_at_the_losing_step():
 PASS_WALK = [
     {"step": 1, "name": "gold absent from corpus", "passed": True, "detail": "ok"},
     {"step": 2, "name": "no unit contains it", "passed": True, "detail": "support kept: the chunked units"},
-    {"step": 3, "name": "exact retrievers miss", "passed": True,
-     "detail": "support kept: BM25 + exact dense"},
+    {
+        "step": 3,
+        "name": "exact retrievers miss",
+        "passed": True,
+        "detail": "support kept: BM25 + exact dense",
+    },
     {"step": 4, "name": "ANN misses", "passed": True, "detail": "support kept: BM25 + ANN"},
-    {"step": 5, "name": "union/dedup drops it", "passed": True,
-     "detail": "support kept: the deduplicated union"},
-    {"step": 6, "name": "fusion ranks it low", "passed": True,
-     "detail": "support kept: the fused list cut at rerank depth"},
-    {"step": 7, "name": "reranker removes it", "passed": True,
-     "detail": "support kept: the reranked list cut at selection depth"},
+    {
+        "step": 5,
+        "name": "union/dedup drops it",
+        "passed": True,
+        "detail": "support kept: the deduplicated union",
+    },
+    {
+        "step": 6,
+        "name": "fusion ranks it low",
+        "passed": True,
+        "detail": "support kept: the fused list cut at rerank depth",
+    },
+    {
+        "step": 7,
+        "name": "reranker removes it",
+        "passed": True,
+        "detail": "support kept: the reranked list cut at selection depth",
+    },
     {"step": 8, "name": "selector omits it", "passed": True, "detail": "support kept: the packed context"},
     {"step": 9, "name": "answer ignores it", "passed": True, "detail": "answer verdict correct"},
     {"step": 10, "name": "citation wrong", "passed": True, "detail": "citation verdict supported"},
@@ -430,16 +554,29 @@ PASS_WALK = [
 def test_walk_of_a_passing_record_and_its_json():
     d = run(record())
     assert d.walk == PASS_WALK
-    assert d.to_json() == {"step": 0, "step_name": "pass", "label": "pass", "evidence": d.evidence,
-                           "flags": [], "walk": PASS_WALK}
+    assert d.to_json() == {
+        "step": 0,
+        "step_name": "pass",
+        "label": "pass",
+        "evidence": d.evidence,
+        "flags": [],
+        "walk": PASS_WALK,
+    }
     assert d.evidence["stage"] == "pass"
     assert run(record(gold_status=None)).walk == PASS_WALK  # a null gold status reads as ok
 
 
 def test_walk_names_the_lost_stage_its_missing_spans_and_regained_stages():
     d = run(record("chunked"), full_stages(units=rows(U_HEAD)))
-    assert d.walk == [PASS_WALK[0], {"step": 2, "name": "no unit contains it", "passed": False,
-                                     "detail": "support lost: the chunked units (missing: rule, qualifier)"}]
+    assert d.walk == [
+        PASS_WALK[0],
+        {
+            "step": 2,
+            "name": "no unit contains it",
+            "passed": False,
+            "detail": "support lost: the chunked units (missing: rule, qualifier)",
+        },
+    ]
     d = run(record(support_exact=False))
     regained = "support lost: BM25 + exact dense; a later stage regains it"
     assert d.walk == [*PASS_WALK[:2], {**PASS_WALK[2], "detail": regained}, *PASS_WALK[3:]]
@@ -463,14 +600,22 @@ def test_evidence_quotes_come_from_the_texts_when_a_span_has_none():
         assert quotes == [RULE.quote, QUAL.quote]
 
 
-@pytest.mark.parametrize(("rec", "stages", "oracle_verdict", "label"), [
-    ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "correct", "retrieval-failure-oracle-success"),
-    ({"lost_at": "packed"}, {"packed": [U_RULE]}, "correct", "retrieval-failure-oracle-success"),
-    ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "wrong", "both-fail"),
-    ({"answer_verdict": "wrong", "citation_verdict": "unsupported"}, {}, "wrong", "both-fail"),
-    ({"citation_verdict": "unsupported"}, {}, "wrong", "citation-wrong"),
-    ({"gold_status": "not in the authorized corpus: policy.md"}, {}, "correct", "gold-absent-from-corpus"),
-])
+@pytest.mark.parametrize(
+    ("rec", "stages", "oracle_verdict", "label"),
+    [
+        ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "correct", "retrieval-failure-oracle-success"),
+        ({"lost_at": "packed"}, {"packed": [U_RULE]}, "correct", "retrieval-failure-oracle-success"),
+        ({"lost_at": "chunked"}, {"units": [U_HEAD]}, "wrong", "both-fail"),
+        ({"answer_verdict": "wrong", "citation_verdict": "unsupported"}, {}, "wrong", "both-fail"),
+        ({"citation_verdict": "unsupported"}, {}, "wrong", "citation-wrong"),
+        (
+            {"gold_status": "not in the authorized corpus: policy.md"},
+            {},
+            "correct",
+            "gold-absent-from-corpus",
+        ),
+    ],
+)
 def test_oracle_labels_at_the_step_bounds(rec, stages, oracle_verdict, label):
     st = full_stages(**{k: rows(*v) for k, v in stages.items()})
     rec = dict(rec)  # the parameter is shared between runs: never edit it
@@ -530,15 +675,22 @@ def test_diagnose_ledger_on_a_real_sweep(rule_exception_ledger, sql_matches_pyth
                 stages.setdefault(c["stage"], []).append(c)
         stages["units"] = [u for u in units if u["arm"] == rec["arm"] and u["phase"] == rec["phase"]]
         fx = fixtures[rec["qid"]]
-        whole = diagnose({**rec, "top_n": {"bm25": 50, "dense_exact": 50, "dense_ann": 50}},
-                         stages, fx, texts)
+        whole = diagnose(
+            {**rec, "top_n": {"bm25": 50, "dense_exact": 50, "dense_ann": 50}}, stages, fx, texts
+        )
         fast = by_key[(rec["arm"], str(rec["phase"]), rec["qid"])]
         assert (whole.step, whole.label, list(whole.flags), whole.evidence, whole.walk) == (
-            fast["step"], fast["label"], fast["flags"], fast["evidence"], fast["walk"])
+            fast["step"],
+            fast["label"],
+            fast["flags"],
+            fast["evidence"],
+            fast["walk"],
+        )
 
     revs = find_reversals(con)
-    answer = [r for r in revs if r["kind"] == "answer" and r["qid"] == "temp-retention"
-              and r["arm"] == "candidate"]
+    answer = [
+        r for r in revs if r["kind"] == "answer" and r["qid"] == "temp-retention" and r["arm"] == "candidate"
+    ]
     assert len(answer) == 1
     phases = answer[0]["phases"]
     assert phases["critical-condition-error"] and phases["correct"]
@@ -546,7 +698,8 @@ def test_diagnose_ledger_on_a_real_sweep(rule_exception_ledger, sql_matches_pyth
 
     surv = survival(con, swept)
     assert sorted((s["arm"], s["phase"]) for s in surv) == [  # one row per partition
-        (arm, p) for arm in ("baseline", "candidate") for p in ("0", "1", "2", "5", "9")]
+        (arm, p) for arm in ("baseline", "candidate") for p in ("0", "1", "2", "5", "9")
+    ]
     for s in surv:
         assert s["n_records"] == 3 and s["n_answerable"] == 2
         assert s["survival"]["chunked"] == 2

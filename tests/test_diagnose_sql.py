@@ -81,11 +81,7 @@ def test_corner_cases_match(tmp_path, sql_matches_python):
                  ELSE covered_set END AS covered_set,
             CASE WHEN hash(qid, phase) % 7 = 0 THEN '{{not json'
                  WHEN hash(qid, phase) % 7 = 1 THEN {
-            _sql(
-                json.dumps(
-                    [1, "x", {"doc_id": None, "start": 3}, {"note": HOSTILE}], ensure_ascii=False
-                )
-            )
+            _sql(json.dumps([1, "x", {"doc_id": None, "start": 3}, {"note": HOSTILE}], ensure_ascii=False))
         }
                  ELSE citations_json END AS citations_json,
             CASE WHEN hash(qid, phase) % 6 = 0 THEN {_sql(long_answer)} ELSE answer END AS answer,
@@ -149,8 +145,9 @@ def test_slices_give_the_same_lines_in_the_same_order():
     assert diagnosis_lines(con, SAMPLE, max_rows=100_000) == whole
     one_arm = diagnosis_lines(con, SAMPLE, "candidate")
     assert diagnosis_lines(con, SAMPLE, "candidate", max_rows=60_000) == one_arm
-    assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name LIKE '\\_ls\\_%' ESCAPE '\\'"
-                           ).fetchall()
+    assert not con.execute(
+        "SELECT * FROM duckdb_tables() WHERE table_name LIKE '\\_ls\\_%' ESCAPE '\\'"
+    ).fetchall()
 
 
 def test_sliced_json_is_written_whole_or_not_at_all(monkeypatch):
@@ -206,8 +203,10 @@ def test_summary_steps_are_the_full_diagnosis_steps():
 
     con = connect(SAMPLE)
     for arm in (None, "candidate"):
-        full = [{k: r[k] for k in ("arm", "phase", "qid", "step", "step_name")}
-                for r in map(json.loads, diagnosis_lines(con, SAMPLE, arm))]
+        full = [
+            {k: r[k] for k in ("arm", "phase", "qid", "step", "step_name")}
+            for r in map(json.loads, diagnosis_lines(con, SAMPLE, arm))
+        ]
         assert ledger_heads(con, arm) == full
         assert len(full) == (896 if arm is None else 448)
 
@@ -217,10 +216,22 @@ def test_cli_summary_shows_steps_survival_and_recall_at_80_columns():
 
     out = subprocess.run(
         [sys.executable, "-m", "ledgerscope.cli.main", "diagnose", str(SAMPLE)],
-        capture_output=True, check=True, text=True, env={**os.environ, "COLUMNS": "80"},
+        capture_output=True,
+        check=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
     ).stdout
-    for needle in ("records per step", "stage survival", "reranker regret", "duplicate ratio", "reversals",
-                   "recall@k", "@50", "dense_ann", "896 records"):
+    for needle in (
+        "records per step",
+        "stage survival",
+        "reranker regret",
+        "duplicate ratio",
+        "reversals",
+        "recall@k",
+        "@50",
+        "dense_ann",
+        "896 records",
+    ):
         assert needle in out, needle
     assert max(len(line) for line in out.splitlines()) <= 80
 
@@ -237,8 +248,9 @@ def test_ingested_ledger_matches(tmp_path, shape, sql_matches_python):
         record = pipe.run if shape == "seed-002" else pipe.run_staged
         record(config, tmp_path / "t.jsonl", tmp_path / "c.jsonl")
     out = tmp_path / "ledger"
-    ingest(IngestOptions([tmp_path / "t.jsonl"], tmp_path / "c.jsonl", pipe.FIXTURES, out,
-                         corpus=pipe.CORPUS))
+    ingest(
+        IngestOptions([tmp_path / "t.jsonl"], tmp_path / "c.jsonl", pipe.FIXTURES, out, corpus=pipe.CORPUS)
+    )
     con = connect(out)
     steps = sql_matches_python(con, out)
     assert sum(steps.values()) == 112
@@ -250,8 +262,12 @@ def test_ingested_ledger_matches(tmp_path, shape, sql_matches_python):
     from ledgerscope.analysis.diagnosis import build_record_view
 
     build_record_view(con)
-    view = {(a, p, q): (s, n, lab, list(f)) for a, p, q, s, n, lab, f in con.execute(
-        "SELECT arm, phase, qid, step, step_name, label, flags FROM record_view").fetchall()}
+    view = {
+        (a, p, q): (s, n, lab, list(f))
+        for a, p, q, s, n, lab, f in con.execute(
+            "SELECT arm, phase, qid, step, step_name, label, flags FROM record_view"
+        ).fetchall()
+    }
     for r in lines:
         want = (r["step"], r["step_name"], r["label"], r["flags"])
         assert view[(r["arm"], r["phase"], r["qid"])] == want, r

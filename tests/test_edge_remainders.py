@@ -67,15 +67,22 @@ def test_the_sql_edge_pattern_is_edge_char_on_every_code_point():
     points = [p for p in range(0x110000) if not 0xD800 <= p <= 0xDFFF]
     con = duckdb.connect()
     con.execute("CREATE TABLE cp AS SELECT unnest($1) AS p", [points])
-    edge = {p for (p,) in con.execute(
-        "SELECT p FROM cp WHERE regexp_full_match(chr(p), ?)", [edge_pattern()]).fetchall()}
+    edge = {
+        p
+        for (p,) in con.execute(
+            "SELECT p FROM cp WHERE regexp_full_match(chr(p), ?)", [edge_pattern()]
+        ).fetchall()
+    }
     assert edge == {p for p in points if edge_char(chr(p))}
-    assert con.execute("SELECT regexp_full_match('', ?), regexp_full_match('.a', ?)",
-                       [edge_pattern(), edge_pattern()]).fetchall() == [(True, False)]
+    assert con.execute(
+        "SELECT regexp_full_match('', ?), regexp_full_match('.a', ?)", [edge_pattern(), edge_pattern()]
+    ).fetchall() == [(True, False)]
 
 
-SPANS = (GoldSpan("rule", DOC, RULE_S, RULE_E, version="v1"),
-         GoldSpan("quote", DOC, QUOTE_S, QUOTE_E, version="v1", dependency="exception"))
+SPANS = (
+    GoldSpan("rule", DOC, RULE_S, RULE_E, version="v1"),
+    GoldSpan("quote", DOC, QUOTE_S, QUOTE_E, version="v1", dependency="exception"),
+)
 FIXTURE = Fixture("q", "Who?", "rule-exception", SPANS, (("rule", "quote"),))
 CASES = {
     "whole": [(0, len(TEXT))],
@@ -91,19 +98,44 @@ CASES = {
 def _ingest_flags(units_by_case: dict[str, list[tuple[int, int]]]) -> dict[str, tuple[bool, bool]]:
     """(kept, single unit complete) per case, by the ingest's SQL over hand-built input tables."""
     con = duckdb.connect()
-    columns_table(con, "_ig_span", {
-        "qid": ("VARCHAR", ["q"] * len(SPANS)), "span_id": ("VARCHAR", [s.span_id for s in SPANS]),
-        "doc_id": ("VARCHAR", [DOC] * len(SPANS)), "s": ("BIGINT", [s.start for s in SPANS]),
-        "e": ("BIGINT", [s.end for s in SPANS]),
-        "span_text": ("VARCHAR", [TEXT[s.start:s.end] for s in SPANS])})
-    columns_table(con, "_ig_set", {"qid": ("VARCHAR", ["q", "q"]), "set_index": ("INTEGER", [0, 0]),
-                                   "span_id": ("VARCHAR", ["rule", "quote"])})
+    columns_table(
+        con,
+        "_ig_span",
+        {
+            "qid": ("VARCHAR", ["q"] * len(SPANS)),
+            "span_id": ("VARCHAR", [s.span_id for s in SPANS]),
+            "doc_id": ("VARCHAR", [DOC] * len(SPANS)),
+            "s": ("BIGINT", [s.start for s in SPANS]),
+            "e": ("BIGINT", [s.end for s in SPANS]),
+            "span_text": ("VARCHAR", [TEXT[s.start : s.end] for s in SPANS]),
+        },
+    )
+    columns_table(
+        con,
+        "_ig_set",
+        {
+            "qid": ("VARCHAR", ["q", "q"]),
+            "set_index": ("INTEGER", [0, 0]),
+            "span_id": ("VARCHAR", ["rule", "quote"]),
+        },
+    )
     keys = list(units_by_case)
-    columns_table(con, "_ig_need", {"key": ("BIGINT", list(range(len(keys)))),
-                                    "qid": ("VARCHAR", ["q"] * len(keys)),
-                                    "vstage": ("VARCHAR", ["packed"] * len(keys))})
-    iv = {"key": ("BIGINT", []), "vstage": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
-          "vs": ("BIGINT", []), "ve": ("BIGINT", [])}
+    columns_table(
+        con,
+        "_ig_need",
+        {
+            "key": ("BIGINT", list(range(len(keys)))),
+            "qid": ("VARCHAR", ["q"] * len(keys)),
+            "vstage": ("VARCHAR", ["packed"] * len(keys)),
+        },
+    )
+    iv = {
+        "key": ("BIGINT", []),
+        "vstage": ("VARCHAR", []),
+        "doc_id": ("VARCHAR", []),
+        "vs": ("BIGINT", []),
+        "ve": ("BIGINT", []),
+    }
     for k, name in enumerate(keys):
         for s, e in units_by_case[name]:
             for col, value in zip(iv, (k, "packed", DOC, s, e), strict=True):

@@ -21,8 +21,10 @@ from ledgerscope.ledger.read import connect
 from ledgerscope.pipeline.embedding.cache import CacheError, EmbeddingCache, entries, info, prune
 from ledgerscope.pipeline.embedding.encoder import Encoder, resolve_model_path, shared_encoder
 
-_PHRASE = ("the party shall not disclose confidential information to third parties without prior "
-           "written consent of the disclosing party except as required by law")
+_PHRASE = (
+    "the party shall not disclose confidential information to third parties without prior "
+    "written consent of the disclosing party except as required by law"
+)
 WORDS = tuple(_PHRASE.split())
 
 
@@ -104,8 +106,9 @@ def test_a_corrupted_entry_is_re_encoded_and_said(encoder, tmp_path):
     enc = _with_store(encoder, tmp_path / "c")
     enc.encode(texts)
     want = _bytes(enc.get(texts[0]))
-    path = enc.store.path(__import__("ledgerscope.pipeline.embedding.entries",
-                                     fromlist=["x"]).text_digest(texts[0]))
+    path = enc.store.path(
+        __import__("ledgerscope.pipeline.embedding.entries", fromlist=["x"]).text_digest(texts[0])
+    )
     blob = bytearray(path.read_bytes())
     blob[-7] ^= 0x01  # one flipped bit in a token vector
     path.write_bytes(bytes(blob))
@@ -189,23 +192,39 @@ def test_with_the_cache_a_reused_text_leaves_memory_and_comes_back_from_disk(enc
 
 # -- sweeps -------------------------------------------------------------------------------------
 
+
 def _content(ledger: Path) -> list:
     con = connect(ledger)
-    return (con.execute("SELECT * EXCLUDE (latency_ms) FROM records ORDER BY ALL").fetchall()
-            if "latency_ms" in [c[0] for c in con.execute("DESCRIBE records").fetchall()]
-            else con.execute("SELECT * FROM records ORDER BY ALL").fetchall()) + con.execute(
-        "SELECT * FROM candidates ORDER BY ALL").fetchall()
+    return (
+        con.execute("SELECT * EXCLUDE (latency_ms) FROM records ORDER BY ALL").fetchall()
+        if "latency_ms" in [c[0] for c in con.execute("DESCRIBE records").fetchall()]
+        else con.execute("SELECT * FROM records ORDER BY ALL").fetchall()
+    ) + con.execute("SELECT * FROM candidates ORDER BY ALL").fetchall()
 
 
 #: said at exit by every sweep process: whether sentence-transformers (the model) was ever imported
-_LOADED = ("import atexit, sys; atexit.register(lambda: print('model imported:', "
-           "'sentence_transformers' in sys.modules)); from ledgerscope.cli.main import main; main()")
+_LOADED = (
+    "import atexit, sys; atexit.register(lambda: print('model imported:', "
+    "'sentence_transformers' in sys.modules)); from ledgerscope.cli.main import main; main()"
+)
 
 
 def _sweep_cmd(inputs: dict, out: Path, arm: str = "candidate") -> list[str]:
-    return [sys.executable, "-c", _LOADED, "sweep",
-            "--fixtures", str(inputs["fixtures"]), "--corpus", str(inputs["corpus"]),
-            "--arm", str(inputs[arm]), "--out", str(out), "--quiet"]
+    return [
+        sys.executable,
+        "-c",
+        _LOADED,
+        "sweep",
+        "--fixtures",
+        str(inputs["fixtures"]),
+        "--corpus",
+        str(inputs["corpus"]),
+        "--arm",
+        str(inputs[arm]),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -222,13 +241,22 @@ def small(tmp_path_factory):
 def test_two_sweeps_racing_on_one_cache_write_the_uncached_ledger(small, tmp_path):
     inputs, uncached = small
     env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(tmp_path / "cache")}
-    procs = [subprocess.Popen(_sweep_cmd(inputs, tmp_path / f"l{i}"), env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            _sweep_cmd(inputs, tmp_path / f"l{i}"),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert prune(tmp_path / "cache", 1 << 40, verify=True)["invalid"] == 0
-    third = subprocess.run(_sweep_cmd(inputs, tmp_path / "l2"), env=env, capture_output=True, text=True,
-                           check=True)
+    third = subprocess.run(
+        _sweep_cmd(inputs, tmp_path / "l2"), env=env, capture_output=True, text=True, check=True
+    )
     # and no "(N s in the model)": it ran none
     assert " 0 encoded, " in " ".join(third.stdout.split()), third.stdout
     assert "model imported: False" in third.stdout, "a sweep with every text cached loaded the model"
@@ -242,13 +270,18 @@ def test_an_arm_reading_what_another_arm_cached_writes_the_uncached_ledger(small
     uncached one byte for byte, because a text's bits do not depend on its batch."""
     inputs, uncached = small
     env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(tmp_path / "cache")}
-    subprocess.run(_sweep_cmd(inputs, tmp_path / "b", arm="baseline"), env=env, check=True,
-                   capture_output=True)
-    run = subprocess.run(_sweep_cmd(inputs, tmp_path / "c"), env=env, capture_output=True, text=True,
-                         check=True)
+    subprocess.run(
+        _sweep_cmd(inputs, tmp_path / "b", arm="baseline"), env=env, check=True, capture_output=True
+    )
+    run = subprocess.run(
+        _sweep_cmd(inputs, tmp_path / "c"), env=env, capture_output=True, text=True, check=True
+    )
     said = " ".join(run.stdout.split())
-    found = re.search(r"texts: (\d+) from the embedding cache, (\d+) encoded "
-                      r"\(([\d.]+) s in the model\), ([\d.]+) s", said)
+    found = re.search(
+        r"texts: (\d+) from the embedding cache, (\d+) encoded "
+        r"\(([\d.]+) s in the model\), ([\d.]+) s",
+        said,
+    )
     assert found and int(found.group(1)) > 0 and int(found.group(2)) > 0, run.stdout
     assert float(found.group(3)) < float(found.group(4)), said  # the model took part of the sweep
     assert _content(tmp_path / "c") == _content(uncached)
@@ -258,8 +291,12 @@ def test_a_full_disk_while_writing_the_cache_goes_on_uncached(small, tmp_path):
     inputs, uncached = small
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("mounting a 64 KiB tmpfs needs root here; the write path is the same OSError")
     try:
         env = {**os.environ, "LEDGERSCOPE_EMBEDDING_CACHE": str(mnt / "cache")}

@@ -54,8 +54,9 @@ def keyed_server() -> LocalServer:
         pytest.skip(reason)
     os.environ["LEDGERSCOPE_TEST_SERVER_KEY"] = SECRET
     try:
-        srv, _ = start_local_server(bundled_smollm2_path(), n_ctx=1024,
-                                    api_key_env="LEDGERSCOPE_TEST_SERVER_KEY")
+        srv, _ = start_local_server(
+            bundled_smollm2_path(), n_ctx=1024, api_key_env="LEDGERSCOPE_TEST_SERVER_KEY"
+        )
     finally:
         del os.environ["LEDGERSCOPE_TEST_SERVER_KEY"]
     yield srv
@@ -129,8 +130,7 @@ def test_count_tokens_without_tokenize_endpoint_raises(server):
 @pytest.mark.slow
 def test_api_key_never_leaks(server, monkeypatch):
     monkeypatch.setenv("LEDGERSCOPE_TEST_KEY", SECRET)
-    gen = EndpointGenerator(server.base_url, "smollm2", api_key_env="LEDGERSCOPE_TEST_KEY",
-                            max_tokens=8)
+    gen = EndpointGenerator(server.base_url, "smollm2", api_key_env="LEDGERSCOPE_TEST_KEY", max_tokens=8)
     result = gen.generate(QUESTION, BLOCKS)  # this server ignores the Authorization header
     assert result.error is None and result.answer
     assert gen.describe()["api_key_env"] == "LEDGERSCOPE_TEST_KEY"
@@ -140,13 +140,15 @@ def test_api_key_never_leaks(server, monkeypatch):
 @pytest.mark.slow
 def test_key_is_sent_and_auth_failure_is_recorded(keyed_server, monkeypatch):
     monkeypatch.setenv("LEDGERSCOPE_TEST_KEY", SECRET)
-    good = EndpointGenerator(keyed_server.base_url, "smollm2",
-                             api_key_env="LEDGERSCOPE_TEST_KEY", max_tokens=4)
+    good = EndpointGenerator(
+        keyed_server.base_url, "smollm2", api_key_env="LEDGERSCOPE_TEST_KEY", max_tokens=4
+    )
     ok = good.generate(QUESTION, BLOCKS)
     assert ok.error is None and ok.answer
     monkeypatch.setenv("LEDGERSCOPE_WRONG_KEY", "sk-wrong-456")
-    bad = EndpointGenerator(keyed_server.base_url, "smollm2",
-                            api_key_env="LEDGERSCOPE_WRONG_KEY", retries=3, backoff=0)
+    bad = EndpointGenerator(
+        keyed_server.base_url, "smollm2", api_key_env="LEDGERSCOPE_WRONG_KEY", retries=3, backoff=0
+    )
     failed = bad.generate(QUESTION, BLOCKS)
     assert failed.error and failed.error.startswith("http-401")
     assert failed.attempts == 1  # an auth error is not retried
@@ -156,8 +158,7 @@ def test_key_is_sent_and_auth_failure_is_recorded(keyed_server, monkeypatch):
 
 @pytest.mark.slow
 def test_timeout_is_recorded_not_raised(server):
-    gen = EndpointGenerator(server.base_url, "smollm2", max_tokens=64, timeout=0.02,
-                            retries=1, backoff=0)
+    gen = EndpointGenerator(server.base_url, "smollm2", max_tokens=64, timeout=0.02, retries=1, backoff=0)
     result = gen.generate(QUESTION, BLOCKS)
     assert result.error and result.error.startswith("timeout")
     assert result.attempts == 2 and len(result.detail["attempts"]) == 2
@@ -168,8 +169,7 @@ def test_timeout_is_recorded_not_raised(server):
 
 
 def test_unreachable_endpoint_records_every_attempt():
-    gen = EndpointGenerator(f"http://127.0.0.1:{_closed_port()}", "m", retries=2, backoff=0,
-                            timeout=2)
+    gen = EndpointGenerator(f"http://127.0.0.1:{_closed_port()}", "m", retries=2, backoff=0, timeout=2)
     result = gen.generate(QUESTION, BLOCKS)
     assert result.answer == ""
     assert result.error and result.error.startswith("network:")
@@ -185,12 +185,18 @@ def test_missing_key_variable_is_a_config_error(monkeypatch):
 
 
 def test_describe_names_settings_only():
-    gen = EndpointGenerator("https://user:pw@example.invalid/v1", "m", api_key_env="K",
-                            temperature=0.0, max_tokens=32, seed=7)
+    gen = EndpointGenerator(
+        "https://user:pw@example.invalid/v1", "m", api_key_env="K", temperature=0.0, max_tokens=32, seed=7
+    )
     desc = gen.describe()
     assert desc["base_url"] == "https://***@example.invalid"
     assert {k: desc[k] for k in ("model", "temperature", "max_tokens", "seed", "api_key_env")} == {
-        "model": "m", "temperature": 0.0, "max_tokens": 32, "seed": 7, "api_key_env": "K"}
+        "model": "m",
+        "temperature": 0.0,
+        "max_tokens": 32,
+        "seed": 7,
+        "api_key_env": "K",
+    }
     with pytest.raises(EndpointConfigError):
         EndpointGenerator("example.invalid", "m")
 

@@ -22,28 +22,53 @@ def _problems(data: dict) -> dict[str, str]:
     return {p.field: p.reason for p in err.value.problems}
 
 
-@pytest.mark.parametrize(("data", "field", "reason"), [
-    ({"embedding": {"kind": "openai"}}, "embedding.kind", "must be one of sentence-transformers, endpoint"),
-    ({"embedding": {"kind": "endpoint"}}, "embedding.base_url", "an endpoint embedding needs base_url"),
-    ({"embedding": {"kind": "endpoint", "base_url": "http://h:1"}, "rerank": {"kind": "maxsim"}},
-     "rerank.kind",
-     "maxsim needs the embedding model's token vectors"),
-    ({"rerank": {"kind": "endpoint"}}, "rerank.base_url", "an endpoint rerank needs base_url"),
-    ({"rerank": {"kind": "endpoint", "base_url": "ftp://h"}}, "rerank.base_url", "must start with http://"),
-    ({"embedding": {"kind": "endpoint", "base_url": "http://user:sk-1@h:1"}}, "embedding.base_url",
-     "must not carry credentials"),
-    ({"embedding": {"kind": "endpoint", "base_url": "http://h:1", "api_key_env": "sk-live-123"}},
-     "embedding.api_key_env", "never the key itself"),
-    ({"rerank": {"kind": "endpoint", "base_url": "http://h:1", "path": "v1/rerank"}}, "rerank.path",
-     "must start with '/'"),
-    ({"embedding": {"timeout": 0}}, "embedding.timeout", "must be at least 0.001"),
-    ({"embedding": {"retries": -1}}, "embedding.retries", "must be at least 0"),
-    ({"embedding": {"dimensions": "384"}}, "embedding.dimensions", "must be an integer, not a string"),
-    ({"embedding": {"tokenizer": 5}}, "embedding.tokenizer", "must be a string"),
-    ({"embedding": {"endpoint": "x"}}, "embedding.endpoint", "unknown key"),
-    ({"rerank": {"kind": "reranker-9000"}}, "rerank.kind",
-     "must be one of maxsim, cross-encoder, none, endpoint"),
-])
+@pytest.mark.parametrize(
+    ("data", "field", "reason"),
+    [
+        (
+            {"embedding": {"kind": "openai"}},
+            "embedding.kind",
+            "must be one of sentence-transformers, endpoint",
+        ),
+        ({"embedding": {"kind": "endpoint"}}, "embedding.base_url", "an endpoint embedding needs base_url"),
+        (
+            {"embedding": {"kind": "endpoint", "base_url": "http://h:1"}, "rerank": {"kind": "maxsim"}},
+            "rerank.kind",
+            "maxsim needs the embedding model's token vectors",
+        ),
+        ({"rerank": {"kind": "endpoint"}}, "rerank.base_url", "an endpoint rerank needs base_url"),
+        (
+            {"rerank": {"kind": "endpoint", "base_url": "ftp://h"}},
+            "rerank.base_url",
+            "must start with http://",
+        ),
+        (
+            {"embedding": {"kind": "endpoint", "base_url": "http://user:sk-1@h:1"}},
+            "embedding.base_url",
+            "must not carry credentials",
+        ),
+        (
+            {"embedding": {"kind": "endpoint", "base_url": "http://h:1", "api_key_env": "sk-live-123"}},
+            "embedding.api_key_env",
+            "never the key itself",
+        ),
+        (
+            {"rerank": {"kind": "endpoint", "base_url": "http://h:1", "path": "v1/rerank"}},
+            "rerank.path",
+            "must start with '/'",
+        ),
+        ({"embedding": {"timeout": 0}}, "embedding.timeout", "must be at least 0.001"),
+        ({"embedding": {"retries": -1}}, "embedding.retries", "must be at least 0"),
+        ({"embedding": {"dimensions": "384"}}, "embedding.dimensions", "must be an integer, not a string"),
+        ({"embedding": {"tokenizer": 5}}, "embedding.tokenizer", "must be a string"),
+        ({"embedding": {"endpoint": "x"}}, "embedding.endpoint", "unknown key"),
+        (
+            {"rerank": {"kind": "reranker-9000"}},
+            "rerank.kind",
+            "must be one of maxsim, cross-encoder, none, endpoint",
+        ),
+    ],
+)
 def test_endpoint_mistakes_are_named_by_key(data, field, reason):
     problems = _problems(data)
     assert field in problems and reason in problems[field], problems
@@ -52,8 +77,12 @@ def test_endpoint_mistakes_are_named_by_key(data, field, reason):
 def test_endpoint_embeddings_declare_their_reranker():
     remote = {"kind": "endpoint", "base_url": "http://127.0.0.1:9"}
     assert arm_from_dict({"embedding": remote}).rerank["kind"] == "none"
-    assert arm_from_dict({"embedding": remote, "rerank": {"kind": "endpoint", "base_url": "http://h:1"}}
-                         ).rerank["kind"] == "endpoint"
+    assert (
+        arm_from_dict({"embedding": remote, "rerank": {"kind": "endpoint", "base_url": "http://h:1"}}).rerank[
+            "kind"
+        ]
+        == "endpoint"
+    )
     assert arm_from_dict({}).rerank["kind"] == "maxsim"  # in-process embeddings keep the default
 
 

@@ -31,8 +31,13 @@ from .endpoint_servers import FaultyServer
 
 SECRET = "sk-endpoint-stage-secret-0451"
 KEY_ENV = "LEDGERSCOPE_TEST_STAGE_KEY"
-BASE = {"capacity": 16, "phases": [0, 5], "budget_tokens": 40, "top_k": 1,
-        "generator": {"abstain_threshold": 0.3}}
+BASE = {
+    "capacity": 16,
+    "phases": [0, 5],
+    "budget_tokens": 40,
+    "top_k": 1,
+    "generator": {"abstain_threshold": 0.3},
+}
 
 
 def _inputs(paths):
@@ -51,8 +56,10 @@ def _rows(con, sql: str) -> list[tuple]:
 
 def _ranked(con, arm: str, stage: str) -> dict[tuple, list[tuple[str, float]]]:
     out: dict[tuple, list] = {}
-    sql = (f"SELECT phase, qid, unit_id, score FROM candidates WHERE arm = '{arm}' AND stage = '{stage}' "
-           "ORDER BY phase, qid, rank")
+    sql = (
+        f"SELECT phase, qid, unit_id, score FROM candidates WHERE arm = '{arm}' AND stage = '{stage}' "
+        "ORDER BY phase, qid, rank"
+    )
     for phase, qid, unit, score in _rows(con, sql):
         out.setdefault((phase, qid), []).append((unit, score))
     return out
@@ -74,8 +81,12 @@ def model_server(tiny_cross_encoder):
     from ledgerscope.pipeline.servers.model_server import start_model_server
 
     os.environ[KEY_ENV] = SECRET
-    server, url = start_model_server(embedding="bundled:all-MiniLM-L6-v2", rerank=str(tiny_cross_encoder),
-                                     api_key_env=KEY_ENV, name="minilm")
+    server, url = start_model_server(
+        embedding="bundled:all-MiniLM-L6-v2",
+        rerank=str(tiny_cross_encoder),
+        api_key_env=KEY_ENV,
+        name="minilm",
+    )
     yield url
     server.close()
     os.environ.pop(KEY_ENV, None)
@@ -85,14 +96,30 @@ def model_server(tiny_cross_encoder):
 def endpoint_ledger(model_server, tiny_cross_encoder, rule_exception_inputs, tmp_path_factory):
     """One sweep, three arms: in-process MiniLM + cross-encoder; the same two through the server;
     endpoint embeddings naming no reranker."""
-    remote = {"kind": "endpoint", "base_url": model_server, "model": "minilm", "api_key_env": KEY_ENV,
-              "batch_size": 7}
+    remote = {
+        "kind": "endpoint",
+        "base_url": model_server,
+        "model": "minilm",
+        "api_key_env": KEY_ENV,
+        "batch_size": 7,
+    }
     arms = [
-        arm_from_dict({**BASE, "name": "local", "rerank": {"kind": "cross-encoder",
-                                                           "model": str(tiny_cross_encoder)}}),
-        arm_from_dict({**BASE, "name": "remote", "embedding": remote,
-                       "rerank": {"kind": "endpoint", "base_url": model_server + "/v1", "model": "tiny-ce",
-                                  "api_key_env": KEY_ENV}}),
+        arm_from_dict(
+            {**BASE, "name": "local", "rerank": {"kind": "cross-encoder", "model": str(tiny_cross_encoder)}}
+        ),
+        arm_from_dict(
+            {
+                **BASE,
+                "name": "remote",
+                "embedding": remote,
+                "rerank": {
+                    "kind": "endpoint",
+                    "base_url": model_server + "/v1",
+                    "model": "tiny-ce",
+                    "api_key_env": KEY_ENV,
+                },
+            }
+        ),
         arm_from_dict({**BASE, "name": "remote-default", "embedding": remote}),
     ]
     out = tmp_path_factory.mktemp("endpoint-ledger") / "ledger"
@@ -104,13 +131,25 @@ def endpoint_ledger(model_server, tiny_cross_encoder, rule_exception_inputs, tmp
 @pytest.mark.slow
 def test_endpoint_embeddings_give_the_in_process_units_and_dense_rankings(endpoint_ledger):
     con = connect(endpoint_ledger)
-    units = {arm: _rows(con, f"SELECT phase, unit_id, text, token_start, token_end FROM units "
-                             f"WHERE arm = '{arm}' ORDER BY ALL") for arm in ("local", "remote")}
+    units = {
+        arm: _rows(
+            con,
+            f"SELECT phase, unit_id, text, token_start, token_end FROM units "
+            f"WHERE arm = '{arm}' ORDER BY ALL",
+        )
+        for arm in ("local", "remote")
+    }
     assert units["local"] == units["remote"] and units["local"]
     for stage in ("dense_exact", "dense_ann", "bm25", "fused"):
         _same_ranking(_ranked(con, "local", stage), _ranked(con, "remote", stage))
-    answers = {arm: _rows(con, f"SELECT phase, qid, answer, answer_verdict, evidence_tokens FROM records "
-                               f"WHERE arm = '{arm}' ORDER BY phase, qid") for arm in ("local", "remote")}
+    answers = {
+        arm: _rows(
+            con,
+            f"SELECT phase, qid, answer, answer_verdict, evidence_tokens FROM records "
+            f"WHERE arm = '{arm}' ORDER BY phase, qid",
+        )
+        for arm in ("local", "remote")
+    }
     assert answers["local"] == answers["remote"]
     assert not _rows(con, "SELECT * FROM records WHERE answer_verdict = 'infrastructure-failure'")
 
@@ -130,8 +169,10 @@ def test_the_manifest_records_the_endpoints_the_tokenizer_and_the_declared_reran
     remote = manifest["arms"]["remote"]["components"]
     assert remote["embedding"]["kind"] == "endpoint" and remote["embedding"]["dim"] == 384
     assert remote["embedding"]["api_key_env"] == KEY_ENV and remote["embedding"]["model"] == "minilm"
-    assert remote["chunk_tokenizer"] == {"kind": "huggingface-tokenizers",
-                                         "model": "bundled:all-MiniLM-L6-v2"}
+    assert remote["chunk_tokenizer"] == {
+        "kind": "huggingface-tokenizers",
+        "model": "bundled:all-MiniLM-L6-v2",
+    }
     assert remote["reranker"]["kind"] == "endpoint" and remote["reranker"]["path"] == "/v1/rerank"
     assert remote["generator"]["reader_model"] == "bundled:all-MiniLM-L6-v2"
     default = manifest["arms"]["remote-default"]
@@ -155,23 +196,29 @@ def test_rerun_goes_through_the_same_endpoints(endpoint_ledger):
 
 
 def _endpoint_arm(url: str, name: str = "remote", **rerank) -> dict:
-    arm = {**BASE, "name": name, "embedding": {"kind": "endpoint", "base_url": url, "retries": 1,
-                                               "backoff": 0.0, "batch_size": 4},
-           "generator": {"kind": "python", "callable": "tests.endpoint_servers:first_block"}}
+    arm = {
+        **BASE,
+        "name": name,
+        "embedding": {"kind": "endpoint", "base_url": url, "retries": 1, "backoff": 0.0, "batch_size": 4},
+        "generator": {"kind": "python", "callable": "tests.endpoint_servers:first_block"},
+    }
     if rerank:
         arm["rerank"] = {"kind": "endpoint", "base_url": url, "retries": 1, "backoff": 0.0, **rerank}
     return arm
 
 
 def test_arms_on_one_server_share_its_embedder_each_text_sent_once_over_one_connection(
-        rule_exception_inputs, tmp_path):
+    rule_exception_inputs, tmp_path
+):
     """Two arms that cut alike (they differ after retrieval) and two phases: a text the first arm's
     phase embedded is not sent again by the other phase or arm, and one kept-alive connection
     carries every request of the sweep."""
     fixtures, corpus = _inputs(rule_exception_inputs)
     with FaultyServer() as server:
-        arms = [arm_from_dict(_endpoint_arm(server.base_url, name="wide")),
-                arm_from_dict({**_endpoint_arm(server.base_url + "/v1/", name="narrow"), "top_k": 2})]
+        arms = [
+            arm_from_dict(_endpoint_arm(server.base_url, name="wide")),
+            arm_from_dict({**_endpoint_arm(server.base_url + "/v1/", name="narrow"), "top_k": 2}),
+        ]
         result = sweep(fixtures, corpus, arms, tmp_path / "ledger")
     con = connect(tmp_path / "ledger")
     units = {t for (t,) in _rows(con, "SELECT DISTINCT text FROM units")}
@@ -185,24 +232,33 @@ def test_arms_on_one_server_share_its_embedder_each_text_sent_once_over_one_conn
     assert components["wide"]["components"]["embedding"] == components["narrow"]["components"]["embedding"]
 
 
-@pytest.mark.parametrize(("fault", "message"), [
-    ("wrong-count", r"2 vector\(s\) for 1 input\(s\)"),
-    ("http-500", "http-500: Internal Server Error"),
-])
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("wrong-count", r"2 vector\(s\) for 1 input\(s\)"),
+        ("http-500", "http-500: Internal Server Error"),
+    ],
+)
 def test_a_server_that_answers_the_probe_wrongly_stops_the_sweep_before_any_partition(
-        rule_exception_inputs, tmp_path, fault, message):
+    rule_exception_inputs, tmp_path, fault, message
+):
     import re
 
     fixtures, corpus = _inputs(rule_exception_inputs)
     arm_file = tmp_path / "remote.toml"
     with FaultyServer(healthy=0, fault=fault) as server:
-        arm_file.write_text(f'name = "remote"\nphases = [0]\n[embedding]\nkind = "endpoint"\n'
-                            f'base_url = "{server.base_url}"\nretries = 0\n', encoding="utf-8")
+        arm_file.write_text(
+            f'name = "remote"\nphases = [0]\n[embedding]\nkind = "endpoint"\n'
+            f'base_url = "{server.base_url}"\nretries = 0\n',
+            encoding="utf-8",
+        )
         with pytest.raises(InputError) as err:
             sweep(fixtures, corpus, [load_arm(arm_file)], tmp_path / "ledger")
     text = str(err.value)
-    assert text.startswith(f"{arm_file}: embedding.base_url: arm 'remote': embedding endpoint "
-                           f"{server.base_url}/v1/embeddings did not embed a probe text")
+    assert text.startswith(
+        f"{arm_file}: embedding.base_url: arm 'remote': embedding endpoint "
+        f"{server.base_url}/v1/embeddings did not embed a probe text"
+    )
     assert re.search(message, text)
     assert not list((tmp_path / "ledger").glob("partitions/*/*/records.parquet"))
 
@@ -211,25 +267,41 @@ def test_an_unreachable_server_is_named_before_any_model_loads(rule_exception_in
     fixtures, corpus = _inputs(rule_exception_inputs)
     url = f"http://127.0.0.1:{_closed_port()}"
     arm_file = tmp_path / "arm.toml"
-    arm_file.write_text(f'name = "remote"\n[rerank]\nkind = "endpoint"\nbase_url = "{url}"\n',
-                        encoding="utf-8")
+    arm_file.write_text(
+        f'name = "remote"\n[rerank]\nkind = "endpoint"\nbase_url = "{url}"\n', encoding="utf-8"
+    )
     with pytest.raises(InputError) as err:
-        sweep(fixtures, corpus, [load_arm(arm_file)], tmp_path / "ledger",
-              encoder_factory=lambda *a: pytest.fail("a model loaded"))
-    assert str(err.value).startswith(f"{arm_file}: rerank.base_url: arm 'remote': the rerank endpoint {url} "
-                                     "is unreachable: ConnectionRefusedError")
+        sweep(
+            fixtures,
+            corpus,
+            [load_arm(arm_file)],
+            tmp_path / "ledger",
+            encoder_factory=lambda *a: pytest.fail("a model loaded"),
+        )
+    assert str(err.value).startswith(
+        f"{arm_file}: rerank.base_url: arm 'remote': the rerank endpoint {url} "
+        "is unreachable: ConnectionRefusedError"
+    )
 
 
 @pytest.mark.parametrize("fault", ["wrong-dim", "wrong-count", "http-500"])
 def test_a_batch_that_fails_mid_sweep_is_an_infrastructure_failure_of_each_record(
-        rule_exception_inputs, tmp_path, fault):
+    rule_exception_inputs, tmp_path, fault
+):
     fixtures, corpus = _inputs(rule_exception_inputs)
     with FaultyServer(healthy=1, fault=fault) as server:  # the probe passes, every batch after it fails
-        sweep(fixtures, corpus, [arm_from_dict({**_endpoint_arm(server.base_url), "phases": [0]})],
-              tmp_path / "ledger")
+        sweep(
+            fixtures,
+            corpus,
+            [arm_from_dict({**_endpoint_arm(server.base_url), "phases": [0]})],
+            tmp_path / "ledger",
+        )
     con = connect(tmp_path / "ledger")
-    records = _rows(con, "SELECT qid, answer_verdict, generator_error, citation_reason, "
-                         "generator_detail_json FROM records ORDER BY qid")
+    records = _rows(
+        con,
+        "SELECT qid, answer_verdict, generator_error, citation_reason, "
+        "generator_detail_json FROM records ORDER BY qid",
+    )
     assert len(records) == len(fixtures)
     for qid, verdict, error, reason, detail in records:
         assert verdict == "infrastructure-failure", qid
@@ -246,7 +318,8 @@ def test_a_batch_that_fails_mid_sweep_is_an_infrastructure_failure_of_each_recor
 
 
 def test_a_rerank_answer_missing_a_document_is_an_infrastructure_failure_of_that_record(
-        rule_exception_inputs, tmp_path):
+    rule_exception_inputs, tmp_path
+):
     fixtures, corpus = _inputs(rule_exception_inputs)
     with FaultyServer(healthy=0, fault="missing-index", fault_on="rerank") as server:
         arm = arm_from_dict({**_endpoint_arm(server.base_url, path="/rerank"), "phases": [0]})
@@ -263,8 +336,10 @@ def test_a_rerank_answer_missing_a_document_is_an_infrastructure_failure_of_that
     assert verdicts[first] != "infrastructure-failure"
     for qid in verdicts.keys() - {first}:
         assert verdicts[qid] == "infrastructure-failure", qid
-        assert errors[qid].startswith(f"rerank failed: {server.base_url}/rerank: response: result 0:") \
+        assert (
+            errors[qid].startswith(f"rerank failed: {server.base_url}/rerank: response: result 0:")
             or "no score for document" in errors[qid]
+        )
     # the reranked list is recorded in the fused order, without scores (never made up)
     for qid in verdicts.keys() - {first}:
         fused = _ranked(con, "remote", "fused")[("0", qid)]
@@ -279,8 +354,12 @@ def test_rerun_says_plainly_when_an_endpoint_is_gone(rule_exception_inputs, tmp_
     fixtures, corpus = _inputs(rule_exception_inputs)
     with FaultyServer() as server:
         url = server.base_url
-        sweep(fixtures, corpus, [arm_from_dict({**_endpoint_arm(url, path="/v1/rerank"), "phases": [0]})],
-              tmp_path / "ledger")
+        sweep(
+            fixtures,
+            corpus,
+            [arm_from_dict({**_endpoint_arm(url, path="/v1/rerank"), "phases": [0]})],
+            tmp_path / "ledger",
+        )
         assert rerun_record(tmp_path / "ledger", "remote", "temp-retention", "0").identical
     with pytest.raises(InputError) as err:
         rerun_record(tmp_path / "ledger", "remote", "temp-retention", "0")

@@ -28,8 +28,11 @@ def ledger(rule_exception_ledger) -> Path:
 
 
 def _checksums(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +73,11 @@ def test_record_view_matches_diagnosis_and_reversals(ledger, view):
     for r in rows:
         d = diag[(r["arm"], str(r["phase"]), r["qid"])]
         assert (r["step"], r["step_name"], r["label"], r["flags"]) == (
-            d["step"], d["step_name"], d["label"], d["flags"])
+            d["step"],
+            d["step_name"],
+            d["label"],
+            d["flags"],
+        )
     reversed_ = {(x["arm"], x["qid"]) for x in find_reversals(view)}
     assert reversed_, "the sweep data is built to reverse"
     assert {(r["arm"], r["qid"]) for r in rows if r["reversal"]} == reversed_
@@ -106,10 +113,20 @@ def test_fixtures_export_validates_standalone(ledger, view, tmp_path):
         mine = [r for r in selected if r["qid"] == fx.qid]
         assert len(ls["records"]) == len(mine)
         assert {(r["arm"], r["phase"], r["step"]) for r in ls["records"]} == {
-            (r["arm"], str(r["phase"]), r["step"]) for r in mine}
+            (r["arm"], str(r["phase"]), r["step"]) for r in mine
+        }
         for rec in ls["records"]:
-            assert {"arm", "phase", "step", "step_name", "label", "evidence", "answer", "answer_verdict",
-                    "citation_verdict"} <= rec.keys()
+            assert {
+                "arm",
+                "phase",
+                "step",
+                "step_name",
+                "label",
+                "evidence",
+                "answer",
+                "answer_verdict",
+                "citation_verdict",
+            } <= rec.keys()
         assert fx.adjudication["state"] == "needs-review"
         assert fx.adjudication["reason"].startswith("exported from ledger for re-annotation: steps ")
     # the sources travel inline
@@ -130,8 +147,10 @@ def test_label_studio_regions_slice_the_document(ledger, view, tmp_path):
     assert result.paths == [out, config_path]
     tasks = json.loads(out.read_text())
     fixtures, texts = load_ledger_fixtures(view, ledger)
-    units = {(a, str(p), u): t for a, p, u, t in view.execute(
-        "SELECT arm, phase, unit_id, text FROM units").fetchall()}
+    units = {
+        (a, str(p), u): t
+        for a, p, u, t in view.execute("SELECT arm, phase, unit_id, text FROM units").fetchall()
+    }
 
     per_record: dict[tuple, list[dict]] = {}
     used_labels = set()
@@ -148,7 +167,7 @@ def test_label_studio_regions_slice_the_document(ledger, view, tmp_path):
         for region in pred["result"]:
             assert (region["from_name"], region["to_name"], region["type"]) == ("label", "text", "labels")
             v = region["value"]
-            assert data["text"][v["start"]:v["end"]] == v["text"]
+            assert data["text"][v["start"] : v["end"]] == v["text"]
             (label,) = v["labels"]
             used_labels.add(label)
             kind = label.split(":")[0].split(" ")[0]
@@ -166,8 +185,9 @@ def test_label_studio_regions_slice_the_document(ledger, view, tmp_path):
 
     # packed and reranked regions are those units' own text; reranked ones stop at the selection cutoff
     cands = view.execute(
-        "SELECT c.arm, c.phase, c.qid, c.stage, c.\"rank\", c.unit_id, r.selection_depth FROM candidates c "
-        "JOIN records r USING (arm, phase, qid) WHERE c.stage IN ('packed', 'reranked')").fetchall()
+        'SELECT c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, r.selection_depth FROM candidates c '
+        "JOIN records r USING (arm, phase, qid) WHERE c.stage IN ('packed', 'reranked')"
+    ).fetchall()
     by_key = {(a, str(p), q, st, int(rk)): (u, depth) for a, p, q, st, rk, u, depth in cands}
     for task in tasks:
         d = task["data"]
@@ -224,9 +244,12 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
         assert set(agg) == {nDCG @ 10, R @ 10}
         assert all(0.0 <= v <= 1.0 for v in agg.values())
         # relevance = the unit overlaps a gold span of the question
-        units = {u: (d, s, e) for u, d, s, e in view.execute(
-            'SELECT unit_id, doc_id, "start", "end" FROM units WHERE arm = ? AND phase = ?',
-            [arm, phase]).fetchall()}
+        units = {
+            u: (d, s, e)
+            for u, d, s, e in view.execute(
+                'SELECT unit_id, doc_id, "start", "end" FROM units WHERE arm = ? AND phase = ?', [arm, phase]
+            ).fetchall()
+        }
         from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
         fixtures, _ = load_ledger_fixtures(view, ledger)
@@ -236,13 +259,20 @@ def test_trec_run_and_qrels_read_by_ir_measures(ledger, view, tmp_path):
             assert any(sp.doc_id == d and s < sp.end and e > sp.start for sp in fixtures[q.query_id].spans)
     expected = view.execute(
         "SELECT count(*) FROM candidates c JOIN records r USING (arm, phase, qid) "
-        "WHERE c.stage = 'reranked' AND r.answerable").fetchone()[0]
+        "WHERE c.stage = 'reranked' AND r.answerable"
+    ).fetchone()[0]
     assert n_rows == expected
 
 
 def test_trec_scores_break_ties_by_rank():
-    cands = [{"rank": 1, "score": 0.5}, {"rank": 2, "score": 0.5}, {"rank": 3, "score": 0.7},
-             {"rank": 4, "score": None}, {"rank": 5, "score": float("nan")}, {"rank": 6, "score": 0.1}]
+    cands = [
+        {"rank": 1, "score": 0.5},
+        {"rank": 2, "score": 0.5},
+        {"rank": 3, "score": 0.7},
+        {"rank": 4, "score": None},
+        {"rank": 5, "score": float("nan")},
+        {"rank": 6, "score": 0.1},
+    ]
     scores = trec_scores(cands)
     assert all(a > b for a, b in itertools.pairwise(scores))
     assert scores[0] == pytest.approx(0.5 - 1e-9)
@@ -261,8 +291,12 @@ def test_jsonl_rows_are_self_contained(ledger, view, tmp_path):
     result = export(ledger, where, "jsonl", out)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == result.count == count_records(view, where) > 0
-    counts = {(a, str(p), q, s): n for a, p, q, s, n in view.execute(
-        "SELECT arm, phase, qid, stage, count(*) FROM candidates GROUP BY ALL").fetchall()}
+    counts = {
+        (a, str(p), q, s): n
+        for a, p, q, s, n in view.execute(
+            "SELECT arm, phase, qid, stage, count(*) FROM candidates GROUP BY ALL"
+        ).fetchall()
+    }
     for row in rows:
         assert set(schema.RECORDS.names) <= row.keys()
         assert row["reversal"] is True and row["arm"] == "candidate"
@@ -287,25 +321,29 @@ def test_cli_export_prints_summary(ledger, view, tmp_path):
     from ledgerscope.analysis.diagnosis.feed import diagnose_ledger
 
     # the expected records come from the pure diagnosis, not from the export under test
-    expected = sorted((d["arm"], d["phase"], d["qid"])
-                      for d in diagnose_ledger(view, ledger) if d["step"] == 0)
+    expected = sorted(
+        (d["arm"], d["phase"], d["qid"]) for d in diagnose_ledger(view, ledger) if d["step"] == 0
+    )
     assert 0 < len(expected) < 30, "the predicate must select some records, not all"
     out = tmp_path / "r.jsonl"
-    res = CliRunner().invoke(app, ["export", str(ledger), "--where", "step = 0", "--format", "jsonl",
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["export", str(ledger), "--where", "step = 0", "--format", "jsonl", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted((r["arm"], str(r["phase"]), r["qid"]) for r in rows) == expected
     assert f"exported {len(expected)} record(s) (" in res.output and str(out) in res.output
 
 
-@pytest.mark.parametrize("where", ["step = ", "nosuch = 1", "1=1; DROP TABLE x",
-                                   "qid IN (SELECT * FROM read_csv('x'))"])
+@pytest.mark.parametrize(
+    "where", ["step = ", "nosuch = 1", "1=1; DROP TABLE x", "qid IN (SELECT * FROM read_csv('x'))"]
+)
 @pytest.mark.parametrize("fmt", ["jsonl", "trec"])
 def test_cli_bad_predicate_exits_2_without_output(ledger, tmp_path, where, fmt):
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["export", str(ledger), "--where", where, "--format", fmt,
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["export", str(ledger), "--where", where, "--format", fmt, "--out", str(out)]
+    )
     assert res.exit_code == 2
     assert res.stdout == ""
     lines = res.stderr.strip().splitlines()
@@ -317,8 +355,9 @@ def test_cli_bad_predicate_exits_2_without_output(ledger, tmp_path, where, fmt):
 def test_cli_unknown_format_and_out_inside_ledger(ledger, tmp_path):
     res = CliRunner().invoke(app, ["export", str(ledger), "--format", "xml", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "unknown format" in res.stderr
-    res = CliRunner().invoke(app, ["export", str(ledger), "--format", "jsonl",
-                                   "--out", str(ledger / "x.jsonl")])
+    res = CliRunner().invoke(
+        app, ["export", str(ledger), "--format", "jsonl", "--out", str(ledger / "x.jsonl")]
+    )
     assert res.exit_code == 2 and "outside the ledger" in res.stderr
     assert not (ledger / "x.jsonl").exists()
 
@@ -331,6 +370,7 @@ def _fail_on_call(n: int, real):
         if calls["n"] >= n:
             raise RuntimeError("simulated failure mid-write")
         return real(*args, **kwargs)
+
     return wrapper
 
 
@@ -387,6 +427,7 @@ def test_label_studio_failure_leaves_neither_file(ledger, tmp_path, monkeypatch)
 
     def broken(labels):
         raise RuntimeError("simulated failure writing the config")
+
     monkeypatch.setattr(export_label_studio, "label_config", broken)
     with pytest.raises(RuntimeError):
         export(ledger, "", "label-studio", out)

@@ -26,8 +26,11 @@ def ledger(hostile_ledger) -> Path:
 
 def _export(ledger: Path, fmt: str, out: Path, *extra: str):
     where = "qid <> 'hostile-<script>alert(1)</script>-\u202e'" if fmt == "trec" else ""  # TREC: no spaces
-    res = CliRunner().invoke(app, ["export", str(ledger), "--format", fmt, "--out", str(out),
-                                   "--where", where, *extra], env={"COLUMNS": "250"})
+    res = CliRunner().invoke(
+        app,
+        ["export", str(ledger), "--format", fmt, "--out", str(out), "--where", where, *extra],
+        env={"COLUMNS": "250"},
+    )
     assert res.exit_code == 0, res.output
     return res.output, b"".join(p.read_bytes() for p in sorted(out.parent.rglob("*")) if p.is_file())
 
@@ -47,15 +50,18 @@ def _leaks(blob: bytes, n: int = 5) -> list[str]:
     """Runs of ``n`` words of the restricted document found in the output."""
     words = re.findall(r"\w+", RESTRICTED)
     plain = " ".join(re.findall(r"\w+", _decoded(blob)))
-    return [run for i in range(len(words) - n + 1) if (run := " ".join(words[i:i + n])) in plain]
+    return [run for i in range(len(words) - n + 1) if (run := " ".join(words[i : i + n])) in plain]
 
 
 def test_the_ledger_does_hold_restricted_text_for_the_cleared_arm(ledger):
     """Not vacuous: the candidate arm (with clearance) packed the restricted document."""
     from ledgerscope.ledger.read import connect
 
-    rows = connect(ledger).execute(
-        "SELECT packed_context FROM records WHERE arm = 'candidate' AND qid = 'board-temporary'").fetchall()
+    rows = (
+        connect(ledger)
+        .execute("SELECT packed_context FROM records WHERE arm = 'candidate' AND qid = 'board-temporary'")
+        .fetchall()
+    )
     assert rows and any(MARKER in ctx for (ctx,) in rows) and all("board" in ctx for (ctx,) in rows)
 
 
@@ -67,8 +73,10 @@ def test_exports_hold_no_restricted_text_by_default(ledger, tmp_path, fmt):
     assert RESTRICTED_DOC.encode() in blob  # ids leave: the text can be reproduced inside
     if fmt != "trec":  # a trec export holds ids and scores only: nothing to withhold
         assert "[redacted: restricted source text]" in _decoded(blob)
-        assert re.search(r"restricted source text withheld: 1 document\(s\), \d+ span\(s\), \d+ other text",
-                         " ".join(output.split())), output
+        assert re.search(
+            r"restricted source text withheld: 1 document\(s\), \d+ span\(s\), \d+ other text",
+            " ".join(output.split()),
+        ), output
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -100,5 +108,7 @@ def test_label_studio_tasks_keep_offsets_and_say_why_the_text_is_missing(ledger,
     for t in tasks:
         assert t["data"]["redacted"]["access"] == ["restricted"]
         assert t["data"]["redacted"]["version"].startswith("sha256:")
-        assert all(r["value"]["text"] == "[redacted: restricted source text]" and r["value"]["end"] > 0
-                   for r in t["predictions"][0]["result"])
+        assert all(
+            r["value"]["text"] == "[redacted: restricted source text]" and r["value"]["end"] > 0
+            for r in t["predictions"][0]["result"]
+        )

@@ -23,8 +23,18 @@ from ledgerscope.pipeline.embedding.encoder import TokenCounter
 from ledgerscope.pipeline.run.runtime import build_chunker, chunk_counter
 
 PASSAGE = "Die Größe des Cafés ist naïve. Le résumé dit 7 jours. 日本語のテキストです 🎉 終わり。"
-TEXT = ("Einleitung über Größe und Café.\n\n" + PASSAGE + " " + PASSAGE + "\n\nAndere Zeile mit Ümlaut 🎉.  "
-        + PASSAGE + "\n\n\n" + "Zwei   Leerzeichen\tund Tab. " + PASSAGE + "\n")
+TEXT = (
+    "Einleitung über Größe und Café.\n\n"
+    + PASSAGE
+    + " "
+    + PASSAGE
+    + "\n\nAndere Zeile mit Ümlaut 🎉.  "
+    + PASSAGE
+    + "\n\n\n"
+    + "Zwei   Leerzeichen\tund Tab. "
+    + PASSAGE
+    + "\n"
+)
 SOURCE = Source("doc/ü.md", "v1", TEXT)
 
 
@@ -54,7 +64,7 @@ def covers_all_text(units) -> bool:
 
 def check_units(units):
     for u in units:
-        assert u.text == TEXT[u.start:u.end] and u.text == u.text.strip() and u.text
+        assert u.text == TEXT[u.start : u.end] and u.text == u.text.strip() and u.text
     assert [u.start for u in units] == sorted(u.start for u in units)
     assert [u.ordinal for u in units] == list(range(len(units)))
 
@@ -65,8 +75,9 @@ def check_units(units):
 def langchain_docs(text: str, counter: TokenCounter) -> list[tuple[str, int]]:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    splitter = RecursiveCharacterTextSplitter(chunk_size=26, chunk_overlap=8, add_start_index=True,
-                                              length_function=_token_len(counter))
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=26, chunk_overlap=8, add_start_index=True, length_function=_token_len(counter)
+    )
     return [(d.page_content, d.metadata["start_index"]) for d in splitter.create_documents([text])]
 
 
@@ -91,14 +102,29 @@ def chonkie_chunks(text: str, counter: TokenCounter) -> list[tuple[str, int]]:
 
 
 ECOSYSTEMS = {
-    "langchain": ({"kind": "langchain", "splitter": "RecursiveCharacterTextSplitter", "length": "tokens",
-                   "options": {"chunk_size": 26, "chunk_overlap": 8, "add_start_index": True}},
-                  langchain_docs),
-    "llamaindex": ({"kind": "llamaindex", "splitter": "SentenceSplitter", "length": "characters",
-                    "options": {"chunk_size": 10, "chunk_overlap": 4}, "phase_span_tokens": 24},
-                   llamaindex_nodes),
-    "chonkie": ({"kind": "chonkie", "splitter": "TokenChunker", "length": "tokens",
-                 "options": {"chunk_size": 16}}, chonkie_chunks),
+    "langchain": (
+        {
+            "kind": "langchain",
+            "splitter": "RecursiveCharacterTextSplitter",
+            "length": "tokens",
+            "options": {"chunk_size": 26, "chunk_overlap": 8, "add_start_index": True},
+        },
+        langchain_docs,
+    ),
+    "llamaindex": (
+        {
+            "kind": "llamaindex",
+            "splitter": "SentenceSplitter",
+            "length": "characters",
+            "options": {"chunk_size": 10, "chunk_overlap": 4},
+            "phase_span_tokens": 24,
+        },
+        llamaindex_nodes,
+    ),
+    "chonkie": (
+        {"kind": "chonkie", "splitter": "TokenChunker", "length": "tokens", "options": {"chunk_size": 16}},
+        chonkie_chunks,
+    ),
 }
 
 
@@ -108,7 +134,7 @@ def wrong_offsets(pieces: list[tuple[str, int | None]], units) -> set[int]:
     out = set()
     for i, ((text, start), (s, _)) in enumerate(zip(pieces, placed, strict=True)):
         lead = len(text) - len(text.lstrip())
-        if start is None or TEXT[start:start + len(text)] != text or start + lead != s:
+        if start is None or TEXT[start : start + len(text)] != text or start + lead != s:
             out.add(i)
     return out
 
@@ -128,11 +154,14 @@ def test_units_are_the_librarys_chunks_placed_exactly_and_every_wrong_offset_is_
     expected = "located" if name == "llamaindex" else "repaired"  # LlamaIndex drops them, the others err
     for r in bounds.repairs:
         assert r.status in (expected, "repaired") and r.note
-        assert TEXT[r.start:r.end] == r.text.strip() and r.side == "whole"
+        assert TEXT[r.start : r.end] == r.text.strip() and r.side == "whole"
     if name == "langchain":  # both wild failures: -1, and a find() that landed on a later copy
         starts = {pieces[r.position][1] for r in bounds.repairs}
-        assert -1 in starts and any(s >= 0 and TEXT[s:].startswith(pieces[r.position][0])
-                                    for r in bounds.repairs for s in [pieces[r.position][1]])
+        assert -1 in starts and any(
+            s >= 0 and TEXT[s:].startswith(pieces[r.position][0])
+            for r in bounds.repairs
+            for s in [pieces[r.position][1]]
+        )
 
 
 @pytest.mark.parametrize("name", ECOSYSTEMS)
@@ -159,10 +188,14 @@ def test_phase_p_is_the_library_on_each_side_of_the_forced_cut(name, counter):
 
 
 def test_chonkie_and_langchain_offsets_that_are_right_are_verified_not_repaired():
-    for table in ({"kind": "chonkie", "splitter": "RecursiveChunker", "options": {"chunk_size": 60}},
-                  {"kind": "langchain", "splitter": "CharacterTextSplitter",
-                   "options": {"chunk_size": 60, "chunk_overlap": 0, "separator": "\n\n",
-                               "add_start_index": True}}):
+    for table in (
+        {"kind": "chonkie", "splitter": "RecursiveChunker", "options": {"chunk_size": 60}},
+        {
+            "kind": "langchain",
+            "splitter": "CharacterTextSplitter",
+            "options": {"chunk_size": 60, "chunk_overlap": 0, "separator": "\n\n", "add_start_index": True},
+        },
+    ):
         units, bounds = chunked(table)
         check_units(units)
         assert bounds.checked >= 4 and bounds.repairs == (), bounds.repairs
@@ -188,8 +221,17 @@ def test_manifest_description_records_the_phase_rule(counter):
     info = build_chunker(cfg, None, counter).describe()
     assert "forces one cut at token p" in info["phase_rule"] and info["span_tokens"] == 26
     assert info["library"].startswith("langchain-text-splitters ") and info["measure"] == "tokens"
-    chars = arm_from_dict({"name": "x", "phases": "auto:5", "chunker": {
-        "kind": "langchain", "splitter": "RecursiveCharacterTextSplitter", "options": {"chunk_size": 400}}})
+    chars = arm_from_dict(
+        {
+            "name": "x",
+            "phases": "auto:5",
+            "chunker": {
+                "kind": "langchain",
+                "splitter": "RecursiveCharacterTextSplitter",
+                "options": {"chunk_size": 400},
+            },
+        }
+    )
     assert [p.offset for p in chars.phase_list()] == [0, 20, 40, 60, 80]  # 400 characters = 100 tokens
 
 
@@ -208,28 +250,55 @@ def _problem(exc: pytest.ExceptionInfo, field: str):
     return found[0]
 
 
-@pytest.mark.parametrize(("chunker", "field", "reason"), [
-    ('kind = "langchian"', "chunker.kind", "must be one of"),
-    ('kind = "python"\ncallable = "tests.no_such_module:fn"', "chunker.callable", "cannot be imported"),
-    ('kind = "python"\ncallable = "tests.chunker_callables:missing"', "chunker.callable", "no attribute"),
-    ('kind = "python"\ncallable = "tests.chunker_callables:not_callable"', "chunker.callable",
-     "not callable"),
-    ('kind = "python"\ncallable = "no colon"', "chunker.callable", "package.module:function"),
-    ('kind = "python"', "chunker.callable", "needs callable"),
-    ('kind = "langchain"\nsplitter = "RecursiveCharacterSplitter"', "chunker.splitter",
-     "not a splitter class of langchain_text_splitters"),
-    ('kind = "llamaindex"\nsplitter = "SemanticSplitter"', "chunker.splitter", "not one of SentenceSplitter"),
-    ('kind = "chonkie"\nsplitter = "TokenChonker"', "chunker.splitter", "not one of TokenChunker"),
-    ('kind = "chonkie"', "chunker.splitter", "needs the splitter's class name"),
-    ('kind = "langchain"\nsplitter = "TokenTextSplitter"\ncallable = "a:b"', "chunker.callable",
-     "does not apply"),
-    ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nlength = "words"', "chunker.length",
-     "must be one of"),
-    ('kind = "langchain"\nsplitter = "TokenTextSplitter"\noptions = 3', "chunker.options", "must be a table"),
-    ('kind = "chonkie"\nsplitter = "TokenChunker"\nlength = "tokens"\noptions = { tokenizer = "gpt2" }',
-     "chunker.length", "overridden"),
-    ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nsize = 3', "chunker.size", "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("chunker", "field", "reason"),
+    [
+        ('kind = "langchian"', "chunker.kind", "must be one of"),
+        ('kind = "python"\ncallable = "tests.no_such_module:fn"', "chunker.callable", "cannot be imported"),
+        ('kind = "python"\ncallable = "tests.chunker_callables:missing"', "chunker.callable", "no attribute"),
+        (
+            'kind = "python"\ncallable = "tests.chunker_callables:not_callable"',
+            "chunker.callable",
+            "not callable",
+        ),
+        ('kind = "python"\ncallable = "no colon"', "chunker.callable", "package.module:function"),
+        ('kind = "python"', "chunker.callable", "needs callable"),
+        (
+            'kind = "langchain"\nsplitter = "RecursiveCharacterSplitter"',
+            "chunker.splitter",
+            "not a splitter class of langchain_text_splitters",
+        ),
+        (
+            'kind = "llamaindex"\nsplitter = "SemanticSplitter"',
+            "chunker.splitter",
+            "not one of SentenceSplitter",
+        ),
+        ('kind = "chonkie"\nsplitter = "TokenChonker"', "chunker.splitter", "not one of TokenChunker"),
+        ('kind = "chonkie"', "chunker.splitter", "needs the splitter's class name"),
+        (
+            'kind = "langchain"\nsplitter = "TokenTextSplitter"\ncallable = "a:b"',
+            "chunker.callable",
+            "does not apply",
+        ),
+        (
+            'kind = "langchain"\nsplitter = "TokenTextSplitter"\nlength = "words"',
+            "chunker.length",
+            "must be one of",
+        ),
+        (
+            'kind = "langchain"\nsplitter = "TokenTextSplitter"\noptions = 3',
+            "chunker.options",
+            "must be a table",
+        ),
+        (
+            'kind = "chonkie"\nsplitter = "TokenChunker"\nlength = "tokens"\n'
+            'options = { tokenizer = "gpt2" }',
+            "chunker.length",
+            "overridden",
+        ),
+        ('kind = "langchain"\nsplitter = "TokenTextSplitter"\nsize = 3', "chunker.size", "unknown key"),
+    ],
+)
 def test_bad_chunker_configuration_names_the_file_and_key(tmp_path, chunker, field, reason):
     path = _arm_file(tmp_path, chunker)
     with pytest.raises(InputError) as exc:
@@ -253,17 +322,31 @@ def _no_model(*_):
     raise AssertionError("a model was loaded before the chunker was checked")
 
 
-@pytest.mark.parametrize(("chunker", "field", "reason"), [
-    ('kind = "python"\ncallable = "tests.chunker_callables:out_of_range"', "chunker.callable",
-     "out of range"),
-    ('kind = "python"\ncallable = "tests.chunker_callables:overlapping"', "chunker.callable", "overlap"),
-    ('kind = "langchain"\nsplitter = "RecursiveCharacterTextSplitter"\n'
-     'options = { chunk_size = 40, chunk_overlap = 80 }', "chunker.options", "chunk_overlap"),
-    ('kind = "chonkie"\nsplitter = "TokenChunker"\noptions = { chunk_sise = 10 }', "chunker.options",
-     "chunk_sise"),
-])
+@pytest.mark.parametrize(
+    ("chunker", "field", "reason"),
+    [
+        (
+            'kind = "python"\ncallable = "tests.chunker_callables:out_of_range"',
+            "chunker.callable",
+            "out of range",
+        ),
+        ('kind = "python"\ncallable = "tests.chunker_callables:overlapping"', "chunker.callable", "overlap"),
+        (
+            'kind = "langchain"\nsplitter = "RecursiveCharacterTextSplitter"\n'
+            "options = { chunk_size = 40, chunk_overlap = 80 }",
+            "chunker.options",
+            "chunk_overlap",
+        ),
+        (
+            'kind = "chonkie"\nsplitter = "TokenChunker"\noptions = { chunk_sise = 10 }',
+            "chunker.options",
+            "chunk_sise",
+        ),
+    ],
+)
 def test_a_chunker_that_fails_on_the_corpus_stops_the_sweep_before_any_model_or_partition(
-        tmp_path, chunker, field, reason):
+    tmp_path, chunker, field, reason
+):
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.run.sweep import sweep
@@ -346,9 +429,21 @@ def langchain_ledger(tmp_path_factory):
     arm = root / "langchain.toml"
     arm.write_text(LANGCHAIN_ARM, encoding="utf-8")
     out = root / "ledger"
-    result = CliRunner().invoke(app, ["sweep", "--quiet", "--fixtures", str(SAMPLES / "fixtures.jsonl"),
-                                      "--corpus", str(SAMPLES / "corpus"), "--arm", str(arm),
-                                      "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--quiet",
+            "--fixtures",
+            str(SAMPLES / "fixtures.jsonl"),
+            "--corpus",
+            str(SAMPLES / "corpus"),
+            "--arm",
+            str(arm),
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out, result.output
 
@@ -375,8 +470,10 @@ def test_a_langchain_arm_sweeps_the_sample_corpus_and_diagnose_reads_it(langchai
     for doc_id, start, end, text in con.sql('SELECT doc_id, "start", "end", text FROM units').fetchall():
         assert sources[doc_id][start:end] == text
     repairs = con.sql("SELECT phase, status, count(*) FROM repairs GROUP BY ALL ORDER BY ALL").fetchall()
-    checked = sum(json.loads(p.read_text())["offsets_checked"]
-                  for p in ledger.glob("partitions/arm-langchain/*/_SUCCESS.json"))
+    checked = sum(
+        json.loads(p.read_text())["offsets_checked"]
+        for p in ledger.glob("partitions/arm-langchain/*/_SUCCESS.json")
+    )
     line = next(x for x in output.splitlines() if x.startswith("arm langchain: chunk offsets of"))
     assert f"of {checked} units" in line
     for status, n in con.sql("SELECT status, count(*) FROM repairs GROUP BY ALL").fetchall():
@@ -396,8 +493,11 @@ def test_a_langchain_arm_sweeps_the_sample_corpus_and_diagnose_reads_it(langchai
     # the repairs table survives the JSONL interchange both ways
     to_jsonl(ledger, tmp_path / "jsonl")
     from_jsonl(tmp_path / "jsonl", tmp_path / "back")
-    back = connect(tmp_path / "back").sql(
-        "SELECT phase, status, count(*) FROM repairs GROUP BY ALL ORDER BY ALL").fetchall()
+    back = (
+        connect(tmp_path / "back")
+        .sql("SELECT phase, status, count(*) FROM repairs GROUP BY ALL ORDER BY ALL")
+        .fetchall()
+    )
     assert back == repairs
 
 
@@ -411,6 +511,7 @@ def _mangling_chunker(cfg, encoder, counter):
     def split(text: str) -> list[Piece]:
         paras = [m.group(0) for m in re.finditer(r"\S(?:.*?\S)?(?=\s*(?:\n\s*\n|\Z))", text, re.S)]
         return [Piece(p.replace("7 days", "seven days")) for p in paras]
+
     return ExternalChunker(split, cfg.where, "chunker.kind", {"kind": "test-mangling"})
 
 
@@ -426,8 +527,10 @@ def test_a_unit_that_cannot_be_located_is_dropped_and_its_gold_is_step_2(tmp_pat
 
     monkeypatch.setitem(kinds.CHUNKERS, "test-mangling", _mangling_chunker)
     inputs = write_inputs(tmp_path / "in")
-    cfg = arm_from_dict({"name": "mangled", "phases": [0, 3], "budget_tokens": 120,
-                         "chunker": {"kind": "test-mangling"}}, "mangled.toml")
+    cfg = arm_from_dict(
+        {"name": "mangled", "phases": [0, 3], "budget_tokens": 120, "chunker": {"kind": "test-mangling"}},
+        "mangled.toml",
+    )
     fixtures, corpus = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
     result = sweep(fixtures, corpus, [cfg], tmp_path / "ledger")
     assert result.offsets["mangled"]["unlocatable"] == 2  # one per phase
@@ -438,8 +541,9 @@ def test_a_unit_that_cannot_be_located_is_dropped_and_its_gold_is_step_2(tmp_pat
     assert not con.sql("SELECT count(*) FROM units WHERE text LIKE '%7 days for requests%'").fetchall()[0][0]
     steps = {(r["qid"], r["phase"]): r["step"] for r in diagnose_ledger(con, tmp_path / "ledger")}
     assert steps[("temp-retention", "0")] == steps[("temp-retention", "3")] == 2
-    assert con.sql("SELECT DISTINCT support_chunked FROM records WHERE qid = 'temp-retention'").fetchall() \
-        == [(False,)]
+    assert con.sql(
+        "SELECT DISTINCT support_chunked FROM records WHERE qid = 'temp-retention'"
+    ).fetchall() == [(False,)]
 
 
 def test_the_chunker_arms_in_docs_pipelines_are_valid(tmp_path, monkeypatch):
@@ -455,8 +559,10 @@ def test_the_chunker_arms_in_docs_pipelines_are_valid(tmp_path, monkeypatch):
     (tmp_path / "mypipeline" / "__init__.py").write_text("")
     (tmp_path / "mypipeline" / "chunking.py").write_text(python[0])
     monkeypatch.syspath_prepend(str(tmp_path))
-    arms = [arm_from_dict(tomllib.loads(block), "docs/pipelines.md")
-            for block in re.findall(r"```toml\n(.*?)```", section, re.S)]
+    arms = [
+        arm_from_dict(tomllib.loads(block), "docs/pipelines.md")
+        for block in re.findall(r"```toml\n(.*?)```", section, re.S)
+    ]
     assert {a.chunker["kind"] for a in arms} == {"langchain", "llamaindex", "chonkie", "python"}
     first = next(a for a in arms if a.name == "langchain-recursive")
     assert [p.offset for p in first.phase_list()] == [0, 31, 62, 94, 125, 156, 188, 219]

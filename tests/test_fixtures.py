@@ -280,14 +280,30 @@ def canonical(**overrides) -> dict:
         },
         "coordinate_system": coords.CODEPOINT,
         "spans": [
-            {"id": "rule", "doc_id": "policy.md", "start": second,
-             "end": second + len("Requests may be retained for 30 days."),
-             "quote": "Requests may be retained for 30 days.", "prefix": "Section B. ",
-             "dependency": "primary", "label": "default rule"},
-            {"id": "exc", "doc_id": "policy.md", "start": exc_start,
-             "end": exc_start + len("Temporary requests: 7 days."), "dependency": "exception"},
-            {"id": "def", "doc_id": "policy.md", "start": gl_start,
-             "end": len(DOC_TEXT) - 1, "dependency": "definition"},
+            {
+                "id": "rule",
+                "doc_id": "policy.md",
+                "start": second,
+                "end": second + len("Requests may be retained for 30 days."),
+                "quote": "Requests may be retained for 30 days.",
+                "prefix": "Section B. ",
+                "dependency": "primary",
+                "label": "default rule",
+            },
+            {
+                "id": "exc",
+                "doc_id": "policy.md",
+                "start": exc_start,
+                "end": exc_start + len("Temporary requests: 7 days."),
+                "dependency": "exception",
+            },
+            {
+                "id": "def",
+                "doc_id": "policy.md",
+                "start": gl_start,
+                "end": len(DOC_TEXT) - 1,
+                "dependency": "definition",
+            },
         ],
         "sufficient_sets": [["rule", "exc"], ["exc", "def"]],
         "adjudication": {"state": "disputed", "notes": ["A: def needed", "B: not needed"]},
@@ -307,8 +323,7 @@ def policy_corpus() -> Corpus:
 
 def write_lines(path: Path, objs: list) -> Path:
     path.write_text(
-        "".join((o if isinstance(o, str) else json.dumps(o, ensure_ascii=False)) + "\n"
-                for o in objs),
+        "".join((o if isinstance(o, str) else json.dumps(o, ensure_ascii=False)) + "\n" for o in objs),
         encoding="utf-8",
     )
     return path
@@ -331,8 +346,13 @@ def test_canonical_fixture_resolves(tmp_path):
 
 
 def test_canonical_round_trip(tmp_path):
-    src = write_lines(tmp_path / "in.jsonl", [canonical(), canonical(qid="canon-2",
-                      segment="definition-referent", sufficient_sets=[["exc", "def"]])])
+    src = write_lines(
+        tmp_path / "in.jsonl",
+        [
+            canonical(),
+            canonical(qid="canon-2", segment="definition-referent", sufficient_sets=[["exc", "def"]]),
+        ],
+    )
     corpus = policy_corpus()
     first, _ = load_fixtures(src, corpus)
 
@@ -340,8 +360,7 @@ def test_canonical_round_trip(tmp_path):
     write_fixtures(first, out)
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["qid"] for r in rows] == ["canon-1", "canon-2"]
-    assert all(r["format"] == FORMAT and r["coordinate_system"] == coords.CODEPOINT
-               for r in rows)
+    assert all(r["format"] == FORMAT and r["coordinate_system"] == coords.CODEPOINT for r in rows)
     second, _ = load_fixtures(out, corpus)
     assert [comparable(f) for f in second] == [comparable(f) for f in first]
 
@@ -373,8 +392,14 @@ def test_written_fixtures_without_sources_need_the_corpus(tmp_path):
 
 
 def test_unanswerable_control(tmp_path):
-    obj = canonical(qid="u-1", segment="unanswerable", answerable=False, spans=[],
-                    sufficient_sets=[], answer={"expected": None})
+    obj = canonical(
+        qid="u-1",
+        segment="unanswerable",
+        answerable=False,
+        spans=[],
+        sufficient_sets=[],
+        answer={"expected": None},
+    )
     path = write_lines(tmp_path / "u.jsonl", [obj])
     [fx], _ = load_fixtures(path, policy_corpus())
     assert not fx.answerable and fx.spans == () and fx.sufficient_sets == ()
@@ -387,17 +412,18 @@ def test_unanswerable_control(tmp_path):
 def test_problems_in_jsonl_name_file_line_and_field(tmp_path):
     good = canonical()
     rows = [
-        good,                                                          # 1 ok
-        canonical(qid="seg", segment="rules-exception"),               # 2
-        canonical(qid="undef", sufficient_sets=[["rule", "nope"]]),    # 3
-        canonical(qid="quote", spans=[dict(good["spans"][0], quote="Requests may be kept."),
-                                      *good["spans"][1:]]),            # 4
-        canonical(qid="fmt", format="ledgerscope-fixture/99"),         # 5
-        canonical(),                                                   # 6 duplicate qid
-        canonical(qid="nosets", sufficient_sets=[]),                   # 7
-        "",                                                            # 8 blank: skipped
-        "{oops",                                                       # 9
-        canonical(qid="ok-2"),                                         # 10 ok
+        good,  # 1 ok
+        canonical(qid="seg", segment="rules-exception"),  # 2
+        canonical(qid="undef", sufficient_sets=[["rule", "nope"]]),  # 3
+        canonical(
+            qid="quote", spans=[dict(good["spans"][0], quote="Requests may be kept."), *good["spans"][1:]]
+        ),  # 4
+        canonical(qid="fmt", format="ledgerscope-fixture/99"),  # 5
+        canonical(),  # 6 duplicate qid
+        canonical(qid="nosets", sufficient_sets=[]),  # 7
+        "",  # 8 blank: skipped
+        "{oops",  # 9
+        canonical(qid="ok-2"),  # 10 ok
     ]
     path = write_lines(tmp_path / "mixed.jsonl", rows)
     problems = problems_of(path, policy_corpus())
@@ -437,8 +463,7 @@ def test_problems_in_jsonl_name_file_line_and_field(tmp_path):
 @pytest.mark.parametrize(
     ("override", "field", "needle"),
     [
-        ({"answer": {"expected": "x", "missing_condition": "guess"}},
-         "answer.missing_condition", "abstain"),
+        ({"answer": {"expected": "x", "missing_condition": "guess"}}, "answer.missing_condition", "abstain"),
         ({"adjudication": {"state": "maybe"}}, "adjudication.state", "maybe"),
         ({"stress_set": "pooled"}, "stress_set", "representative"),
         ({"answer": {}}, "answer.expected", "expected answer"),
@@ -484,8 +509,7 @@ def test_span_problems(tmp_path):
 
 
 def test_inline_source_with_wrong_version_in_canonical(tmp_path):
-    obj = canonical(sources=[{"doc_id": "policy.md", "text": DOC_TEXT,
-                              "version": sha("something else")}])
+    obj = canonical(sources=[{"doc_id": "policy.md", "text": DOC_TEXT, "version": sha("something else")}])
     path = write_lines(tmp_path / "fx.jsonl", [obj])
     problems = problems_of(path)
     assert (1, "sources.version") in {(p.line, p.field) for p in problems}
@@ -506,8 +530,7 @@ def test_unencodable_inline_text_is_a_located_problem(tmp_path):
 def test_two_inline_texts_for_one_doc_id_are_located(tmp_path):
     obj = json.loads(SEED000.read_text(encoding="utf-8"))
     a = dict(obj, doc_id="shared")
-    b = dict(obj, doc_id="shared", fixture_id="other",
-             source_text=obj["source_text"].replace("30", "31"))
+    b = dict(obj, doc_id="shared", fixture_id="other", source_text=obj["source_text"].replace("30", "31"))
     del a["source_version"], b["source_version"]
     path = tmp_path / "two.json"
     path.write_text(json.dumps([a, b]), encoding="utf-8")

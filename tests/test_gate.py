@@ -27,8 +27,11 @@ SWAPPED = ["--candidate", "baseline", "--baseline", "candidate"]
 
 def _rule(tmp_path: Path, name: str, tolerance: float, extra: str = "") -> Path:
     path = tmp_path / name
-    path.write_text(f'stress_sets = ["representative"]\nn_resamples = 500\n{extra}'
-                    f"max_support_loss = {{ mean = {tolerance} }}\n", encoding="utf-8")
+    path.write_text(
+        f'stress_sets = ["representative"]\nn_resamples = 500\n{extra}'
+        f"max_support_loss = {{ mean = {tolerance} }}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -70,11 +73,24 @@ def test_a_rule_may_accept_below_the_detectable_difference_with_a_warning(sample
 
 
 def test_compare_json_carries_the_detectable_difference_beside_each_difference(sample_ledger):
-    res = runner.invoke(app, ["compare", str(sample_ledger), "--candidate", "candidate", "--baseline",
-                              "baseline", "--json", "--n-resamples", "500"])
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            str(sample_ledger),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--json",
+            "--n-resamples",
+            "500",
+        ],
+    )
     assert res.exit_code == 0
     diff = json.loads(res.output)["comparison"]["stress_sets"]["representative"]["metrics"]["support"][
-        "difference"]
+        "difference"
+    ]
     for stat, entry in diff["statistics"].items():
         found = diff["detectable"][stat]
         assert found["power"] == 0.8 and found["n_questions"] == diff["n_questions"]
@@ -84,9 +100,21 @@ def test_compare_json_carries_the_detectable_difference_beside_each_difference(s
 def _gate(tmp_path: Path, rule: Path, *arms: str, fail_on: str | None = None):
     """The gate on the committed sample, run from ``tmp_path`` with every path given absolute."""
     (tmp_path / "ledger").symlink_to(SAMPLES / "quillstack" / "ledger", target_is_directory=True)
-    args = ["gate", "--rule", str(rule), "--ledger", str(tmp_path / "ledger"), "--out", str(tmp_path / "out"),
-            "--fixtures", str(SAMPLES / "fixtures.jsonl"), "--corpus", str(SAMPLES / "corpus"), "--quiet",
-            *arms]
+    args = [
+        "gate",
+        "--rule",
+        str(rule),
+        "--ledger",
+        str(tmp_path / "ledger"),
+        "--out",
+        str(tmp_path / "out"),
+        "--fixtures",
+        str(SAMPLES / "fixtures.jsonl"),
+        "--corpus",
+        str(SAMPLES / "corpus"),
+        "--quiet",
+        *arms,
+    ]
     if fail_on:
         args += ["--fail-on", fail_on]
     cwd = os.getcwd()
@@ -98,8 +126,12 @@ def _gate(tmp_path: Path, rule: Path, *arms: str, fail_on: str | None = None):
 
 
 def _arms(candidate: str, baseline: str) -> list[str]:
-    return ["--candidate-arm", str(SAMPLES / "arms" / f"{candidate}.toml"),
-            "--baseline-arm", str(SAMPLES / "arms" / f"{baseline}.toml")]
+    return [
+        "--candidate-arm",
+        str(SAMPLES / "arms" / f"{candidate}.toml"),
+        "--baseline-arm",
+        str(SAMPLES / "arms" / f"{baseline}.toml"),
+    ]
 
 
 def test_gate_rejects_the_sample_and_writes_its_artefacts(sample_ledger, tmp_path):
@@ -110,8 +142,16 @@ def test_gate_rejects_the_sample_and_writes_its_artefacts(sample_ledger, tmp_pat
     assert "complete for candidate, baseline, nothing to sweep" in res.output
     out = tmp_path / "out"
     assert {p.name for p in out.iterdir()} == {"report.html", "junit.xml", "summary.md"}
-    decision = json.loads(_compare(sample_ledger, ["--candidate", "candidate", "--baseline", "baseline"],
-                                   RULE, "--json", "--fail-on", "never").stdout)["decision"]
+    decision = json.loads(
+        _compare(
+            sample_ledger,
+            ["--candidate", "candidate", "--baseline", "baseline"],
+            RULE,
+            "--json",
+            "--fail-on",
+            "never",
+        ).stdout
+    )["decision"]
     xml = junitparser.JUnitXml.fromfile(str(out / "junit.xml"))
     suites = {s.name: s for s in xml}
     failing = {case.name for case in suites["release-rule"] if not case.is_passed}
@@ -139,7 +179,8 @@ def _flipped_questions(ledger: Path) -> int:
         f"SELECT count(DISTINCT c.qid) FROM read_parquet('{files}') c JOIN read_parquet('{files}') b "
         "ON c.qid = b.qid AND c.phase = b.phase WHERE c.arm = 'candidate' AND b.arm = 'baseline' "
         "AND b.answer_verdict = 'correct' "
-        "AND c.answer_verdict IN ('wrong', 'false-assertion', 'critical-condition-error')").fetchall()[0][0]
+        "AND c.answer_verdict IN ('wrong', 'false-assertion', 'critical-condition-error')"
+    ).fetchall()[0][0]
 
 
 def _assert_no_machine_paths(tmp_path: Path, files: list[Path]) -> None:
@@ -167,9 +208,16 @@ def test_gate_accepts_and_collects_more_evidence(tmp_path):
 
 
 def test_gate_refuses_a_baseline_ledger_that_does_not_match(tmp_path):
-    res = _gate(tmp_path, RULE, "--candidate-arm", str(SAMPLES / "arms" / "candidate.toml"),
-                "--baseline-arm", str(SAMPLES / "arms" / "starved-budget.toml"),
-                "--baseline-ledger", str(SAMPLES / "quillstack" / "ledger"))
+    res = _gate(
+        tmp_path,
+        RULE,
+        "--candidate-arm",
+        str(SAMPLES / "arms" / "candidate.toml"),
+        "--baseline-arm",
+        str(SAMPLES / "arms" / "starved-budget.toml"),
+        "--baseline-ledger",
+        str(SAMPLES / "quillstack" / "ledger"),
+    )
     assert res.exit_code == 2, res.output
     assert "cannot stand for the baseline arm" in res.output
 
@@ -180,9 +228,21 @@ def test_junit_and_markdown_escape_untrusted_text():
     from ledgerscope.report.markdown import markdown_summary
 
     hostile = "q\x1b[31m <script>![x](http://e/) | `tick` \u202e"
-    flip = {"qid": hostile, "segment": "s", "stress_set": "representative", "question": hostile,
-            "phases": [{"phase": "0", "candidate": "wrong", "step": 7, "step_name": "reranker removes it",
-                        "boundary": "no chunk cut in the gold spans' documents"}]}
+    flip = {
+        "qid": hostile,
+        "segment": "s",
+        "stress_set": "representative",
+        "question": hostile,
+        "phases": [
+            {
+                "phase": "0",
+                "candidate": "wrong",
+                "step": 7,
+                "step_name": "reranker removes it",
+                "boundary": "no chunk cut in the gold spans' documents",
+            }
+        ],
+    }
     decision = {"outcome": "reject", "rule_digest": "sha256:0", "reasons": [], "checks": []}
     comparison = {"settings": {"confidence": 0.95}, "stress_sets": {}}
     gate = GateOutcome("c", "b", "ledger", None, "rule.toml", comparison, decision, [flip])
@@ -195,8 +255,15 @@ def test_junit_and_markdown_escape_untrusted_text():
 def test_compare_writes_junit_and_summary_only_with_a_rule(sample_ledger, tmp_path):
     arms = ["--candidate", "candidate", "--baseline", "baseline"]
     strict = _rule(tmp_path, "strict.toml", -0.02)
-    res = _compare(sample_ledger, arms, strict, "--junit", str(tmp_path / "j" / "junit.xml"),
-                   "--summary", str(tmp_path / "s.md"))
+    res = _compare(
+        sample_ledger,
+        arms,
+        strict,
+        "--junit",
+        str(tmp_path / "j" / "junit.xml"),
+        "--summary",
+        str(tmp_path / "s.md"),
+    )
     assert res.exit_code == EXIT_REJECT
     xml = junitparser.JUnitXml.fromfile(str(tmp_path / "j" / "junit.xml"))
     assert [c.name for s in xml if s.name == "release-rule" for c in s] == ["max_support_loss.mean"]
@@ -220,16 +287,33 @@ def test_gate_plans_only_the_missing_sweeps(tmp_path):
     assert any("its manifest matches, reused" in n for n in plan.notes)
     plan = plan_sweeps(tmp_path / "new", cand, base, tmp_path / "base", fixtures, corpus)  # no baseline yet
     assert [(out, [a.name for a in arms]) for out, arms in plan.runs] == [
-        (tmp_path / "base", ["baseline"]), (tmp_path / "new", ["candidate"])]
+        (tmp_path / "base", ["baseline"]),
+        (tmp_path / "new", ["candidate"]),
+    ]
 
 
 def test_gate_over_an_existing_ledger_takes_the_arm_names_from_the_rule(tmp_path):
     """No fixtures, no arm files: the ledger must exist and the rule names the arms (the sample's
     rule: candidate and baseline)."""
     (tmp_path / "ledger").symlink_to(SAMPLES / "quillstack" / "ledger", target_is_directory=True)
-    res = runner.invoke(app, ["gate", "--rule", str(RULE), "--ledger", str(tmp_path / "ledger"),
-                              "--out", str(tmp_path / "out"), "--quiet", "--fail-on", "never"])
+    res = runner.invoke(
+        app,
+        [
+            "gate",
+            "--rule",
+            str(RULE),
+            "--ledger",
+            str(tmp_path / "ledger"),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+            "--fail-on",
+            "never",
+        ],
+    )
     assert res.exit_code == 0 and "release decision: REJECT" in res.output, res.output
-    res = runner.invoke(app, ["gate", "--rule", str(RULE), "--ledger", str(tmp_path / "none"),
-                              "--out", str(tmp_path / "out2")])
+    res = runner.invoke(
+        app,
+        ["gate", "--rule", str(RULE), "--ledger", str(tmp_path / "none"), "--out", str(tmp_path / "out2")],
+    )
     assert res.exit_code == 2 and "no ledger here" in res.output

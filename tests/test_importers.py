@@ -157,25 +157,42 @@ def _tiny_squad(path: Path) -> Path:
     ab = CONTEXT.index("abab")  # "ab" occurs at ab and ab + 2
     data = {
         "version": "tiny",
-        "data": [{
-            "title": "Tiny doc",
-            "paragraphs": [{
-                "context": CONTEXT,
-                "qas": [
-                    {"id": "ok", "question": "What comes first?",
-                     "answers": [{"text": "Intro", "answer_start": good},
-                                 {"text": "Intro", "answer_start": good}]},
-                    {"id": "off2", "question": "How long is the incubation period?",
-                     "answers": [{"text": "5 days", "answer_start": five - 2}]},
-                    {"id": "tie", "question": "Which pair?",
-                     "answers": [{"text": "ab", "answer_start": ab + 1}]},
-                    {"id": "far", "question": "Where is it?",
-                     "answers": [{"text": "Nothing", "answer_start": 0}]},
-                    {"id": "none", "question": "Who wrote it?", "answers": [],
-                     "is_impossible": True},
+        "data": [
+            {
+                "title": "Tiny doc",
+                "paragraphs": [
+                    {
+                        "context": CONTEXT,
+                        "qas": [
+                            {
+                                "id": "ok",
+                                "question": "What comes first?",
+                                "answers": [
+                                    {"text": "Intro", "answer_start": good},
+                                    {"text": "Intro", "answer_start": good},
+                                ],
+                            },
+                            {
+                                "id": "off2",
+                                "question": "How long is the incubation period?",
+                                "answers": [{"text": "5 days", "answer_start": five - 2}],
+                            },
+                            {
+                                "id": "tie",
+                                "question": "Which pair?",
+                                "answers": [{"text": "ab", "answer_start": ab + 1}],
+                            },
+                            {
+                                "id": "far",
+                                "question": "Where is it?",
+                                "answers": [{"text": "Nothing", "answer_start": 0}],
+                            },
+                            {"id": "none", "question": "Who wrote it?", "answers": [], "is_impossible": True},
+                        ],
+                    }
                 ],
-            }],
-        }],
+            }
+        ],
     }
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
@@ -212,8 +229,14 @@ def test_tiny_squad_repair_off_by_two_exactly(tmp_path):
     repairs = {r["qid"]: r for r in map(json.loads, lines)}
     five = CONTEXT.index("5 days")
     assert repairs["squad:off2"] == {
-        "qid": "squad:off2", "doc_id": "squad/Tiny_doc/0", "answer": 0,
-        "old_start": five - 2, "new_start": five, "shift": 2, "text": "5 days", "rule": REPAIR_RULE,
+        "qid": "squad:off2",
+        "doc_id": "squad/Tiny_doc/0",
+        "answer": 0,
+        "old_start": five - 2,
+        "new_start": five,
+        "shift": 2,
+        "text": "5 days",
+        "rule": REPAIR_RULE,
     }
     ab = CONTEXT.index("abab")
     assert repairs["squad:tie"]["shift"] == -1 and repairs["squad:tie"]["new_start"] == ab
@@ -353,8 +376,9 @@ def test_cli_import_squad_support_option(tmp_path):
 
     src = _tiny_squad(tmp_path / "tiny.json")
     runner = CliRunner()
-    ok = runner.invoke(app, ["import", "squad", str(src), "--out", str(tmp_path / "a"),
-                             "--support", "answer"])
+    ok = runner.invoke(
+        app, ["import", "squad", str(src), "--out", str(tmp_path / "a"), "--support", "answer"]
+    )
     assert ok.exit_code == 0, ok.output
     (fx,) = [f for f in _load(tmp_path / "a")[0] if f.qid == "squad:ok"]
     assert fx.spans[0].quote == "Intro" and fx.annotations["support_rule"] == SUPPORT_RULES["answer"]

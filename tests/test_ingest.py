@@ -39,8 +39,9 @@ def recorded(tmp_path_factory) -> Path:
 
 
 def _opts(root: Path, out: Path, **kw) -> IngestOptions:
-    return IngestOptions([root / "traces.jsonl"], root / "chunks.jsonl", pipe.FIXTURES, out,
-                         corpus=pipe.CORPUS, **kw)
+    return IngestOptions(
+        [root / "traces.jsonl"], root / "chunks.jsonl", pipe.FIXTURES, out, corpus=pipe.CORPUS, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +69,13 @@ def test_flags_equal_those_recomputed_from_the_intervals(ingested):
         units.setdefault(arm, []).append(_Unit(doc, versions[doc], s, e))
     lists: dict[tuple, list] = {}
     for arm, qid, stage, doc, s, e in con.execute(
-            'SELECT arm, qid, stage, doc_id, "start", "end" FROM candidates ORDER BY arm, qid, stage, "rank"'
+        'SELECT arm, qid, stage, doc_id, "start", "end" FROM candidates ORDER BY arm, qid, stage, "rank"'
     ).fetchall():
         lists.setdefault((arm, qid, stage), []).append(_Unit(doc, versions[doc], s, e))
-    records = con.execute("SELECT arm, qid, answerable, support_chunked, support_fused, support_packed, "
-                          "covered_set, single_unit_complete, support_exact, support_reranked FROM records"
-                          ).fetchall()
+    records = con.execute(
+        "SELECT arm, qid, answerable, support_chunked, support_fused, support_packed, "
+        "covered_set, single_unit_complete, support_exact, support_reranked FROM records"
+    ).fetchall()
     assert len(records) == 2 * len(pipe.questions())
     checked = 0
     for arm, qid, _answerable, chunked, fused, packed, covered, single, exact, reranked in records:
@@ -90,16 +92,19 @@ def test_flags_equal_those_recomputed_from_the_intervals(ingested):
         checked += 1
     assert checked > 60
     # the sample has records of every kind: kept and lost at each recorded stage
-    got = con.execute("SELECT count(*) FILTER (WHERE support_fused AND NOT support_packed), "
-                      "count(*) FILTER (WHERE NOT support_fused), count(*) FILTER (WHERE support_packed) "
-                      "FROM records").fetchall()[0]
+    got = con.execute(
+        "SELECT count(*) FILTER (WHERE support_fused AND NOT support_packed), "
+        "count(*) FILTER (WHERE NOT support_fused), count(*) FILTER (WHERE support_packed) "
+        "FROM records"
+    ).fetchall()[0]
     assert all(n > 0 for n in got), got
 
 
 def test_intervals_are_the_splitters_own(ingested):
     con = connect(ingested)
-    rows = con.execute('SELECT unit_id, doc_id, "start", "end", text FROM units '
-                       "WHERE phase = '0'").fetchall()
+    rows = con.execute(
+        'SELECT unit_id, doc_id, "start", "end", text FROM units WHERE phase = \'0\''
+    ).fetchall()
     by_id = {c.chunk_id: c for config in pipe.CONFIGS for c in pipe.split(config)}
     assert len(rows) == len(by_id)
     for uid, doc, s, e, text in rows:
@@ -111,13 +116,22 @@ def test_verdicts_tokens_and_manifest(ingested):
     con = connect(ingested)
     manifest = json.loads((ingested / "manifest.json").read_text())
     assert manifest["ingested"]["oracle"] == "not run"
-    assert manifest["ingested"]["tree_stages_not_recorded"]["small"] == ["exact", "production", "union",
-                                                                         "reranked"]
+    assert manifest["ingested"]["tree_stages_not_recorded"]["small"] == [
+        "exact",
+        "production",
+        "union",
+        "reranked",
+    ]
     assert manifest["arms"]["small"]["config"]["kind"] == "ingested"
     verdicts = dict(con.execute("SELECT answer_verdict, count(*) FROM records GROUP BY 1").fetchall())
     assert {"correct", "abstained"} <= set(verdicts), verdicts
-    assert con.execute("SELECT count(*) FROM records WHERE citation_verdict IS NULL OR "
-                       "evidence_tokens IS NULL OR oracle_verdict IS NOT NULL").fetchall()[0][0] == 0
+    assert (
+        con.execute(
+            "SELECT count(*) FROM records WHERE citation_verdict IS NULL OR "
+            "evidence_tokens IS NULL OR oracle_verdict IS NOT NULL"
+        ).fetchall()[0][0]
+        == 0
+    )
     # evidence tokens: the named tokenizer's count of each context text, summed
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
@@ -145,9 +159,25 @@ def test_diagnosis_names_the_stages_not_recorded(ingested):
 
 
 def test_compare_pairs_the_two_configurations(ingested):
-    out = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "compare", str(ingested), "--candidate",
-                          "small", "--baseline", "large", "--json", "--n-resamples", "200"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "compare",
+            str(ingested),
+            "--candidate",
+            "small",
+            "--baseline",
+            "large",
+            "--json",
+            "--n-resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     comparison = json.loads(out.stdout)["comparison"]
     assert comparison["candidate"]["arm"] == "small" and comparison["baseline"]["arm"] == "large"
@@ -157,8 +187,11 @@ def test_compare_pairs_the_two_configurations(ingested):
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_the_same_traces_give_the_same_bytes(recorded, ingested, tmp_path):
@@ -188,9 +221,21 @@ def test_an_interrupted_ingest_leaves_no_ledger(recorded, tmp_path, monkeypatch)
 
 def test_a_killed_ingest_leaves_no_ledger_and_the_next_run_clears_it(recorded, tmp_path):
     out = tmp_path / "ledger"
-    cmd = [sys.executable, "-m", "ledgerscope.cli", "ingest", str(recorded / "traces.jsonl"), "--chunks",
-           str(recorded / "chunks.jsonl"), "--fixtures", str(pipe.FIXTURES), "--corpus", str(pipe.CORPUS),
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ledgerscope.cli",
+        "ingest",
+        str(recorded / "traces.jsonl"),
+        "--chunks",
+        str(recorded / "chunks.jsonl"),
+        "--fixtures",
+        str(pipe.FIXTURES),
+        "--corpus",
+        str(pipe.CORPUS),
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(p.name.startswith(".ledger.") for p in tmp_path.iterdir()):
@@ -210,8 +255,9 @@ def test_out_must_be_new_and_qids_must_be_in_the_fixtures(recorded, ingested, tm
     bad = json.loads(lines[3])
     bad["qid"] = "no-such-question"
     (tmp_path / "t.jsonl").write_text("\n".join([*lines[:3], json.dumps(bad)]) + "\n")
-    opts = IngestOptions([tmp_path / "t.jsonl"], recorded / "chunks.jsonl", pipe.FIXTURES, tmp_path / "x",
-                         corpus=pipe.CORPUS)
+    opts = IngestOptions(
+        [tmp_path / "t.jsonl"], recorded / "chunks.jsonl", pipe.FIXTURES, tmp_path / "x", corpus=pipe.CORPUS
+    )
     with pytest.raises(InputError) as exc:
         ingest(opts)
     first = str(exc.value.problems[0])
@@ -220,9 +266,26 @@ def test_out_must_be_new_and_qids_must_be_in_the_fixtures(recorded, ingested, tm
 
 
 def _rerun(ledger: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledgerscope.cli", "rerun", str(ledger), "--arm", "small",
-                           "--qid", "re-free-upload", "--phase", "0", *extra], capture_output=True, text=True,
-                          timeout=300, cwd=pipe.REPO)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "rerun",
+            str(ledger),
+            "--arm",
+            "small",
+            "--qid",
+            "re-free-upload",
+            "--phase",
+            "0",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=pipe.REPO,
+    )
 
 
 def test_rerun_says_the_pipeline_is_external_or_runs_the_declared_runner(ingested):
@@ -270,11 +333,22 @@ def test_the_langchain_callback_handler_records_what_the_recorder_does(recorded,
         for q in pipe.questions():
             chain.invoke(q["question"], config={"callbacks": [handler], "metadata": {"qid": q["qid"]}})
     out = tmp_path / "ledger"
-    ingest(IngestOptions([tmp_path / "t.jsonl"], tmp_path / "c.jsonl", pipe.FIXTURES, out, corpus=pipe.CORPUS,
-                         chunks_partial=True))
+    ingest(
+        IngestOptions(
+            [tmp_path / "t.jsonl"],
+            tmp_path / "c.jsonl",
+            pipe.FIXTURES,
+            out,
+            corpus=pipe.CORPUS,
+            chunks_partial=True,
+        )
+    )
     mine = dict(connect(out).execute("SELECT qid, packed_unit_ids FROM records").fetchall())
-    hand = dict(connect(_built(recorded, tmp_path)).execute(
-        "SELECT qid, packed_unit_ids FROM records WHERE arm = 'small'").fetchall())
+    hand = dict(
+        connect(_built(recorded, tmp_path))
+        .execute("SELECT qid, packed_unit_ids FROM records WHERE arm = 'small'")
+        .fetchall()
+    )
     assert len(mine) == 56 and mine == hand
     assert connect(out).execute("SELECT count(*) FROM records WHERE prompt_tokens > 0").fetchall()[0][0] == 56
 

@@ -34,15 +34,22 @@ def _run_page(tmp_path: Path, page: str, name: str) -> tuple[Path, list[subproce
     shutil.copy(SAMPLE / "fixtures.jsonl", tmp_path / "fixtures.jsonl")
     (tmp_path / "pipeline.py").write_text(_block(page, name), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "pipeline.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "pipeline.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = [done]
     for line in _block(page, f"{name}-commands").splitlines():
         cmd = shlex.split(line)
         assert cmd[0] == "ledgerscope"
-        res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", *cmd[1:]], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=600)
+        res = subprocess.run(
+            [sys.executable, "-m", "ledgerscope.cli", *cmd[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert res.returncode == 0, (line, res.stderr[-3000:])
         results.append(res)
     ledger = tmp_path / shlex.split(_block(page, f"{name}-commands").splitlines()[0]).pop()

@@ -23,8 +23,16 @@ from ledgerscope.trace import spec
 SCHEMA = Path(spec.__file__).with_name("trace-1.schema.json")
 ERROR = re.compile(r"^(?P<file>[^\s:][^:]*?)(?::(?P<line>\d+))?: (?P<field>[^:]+?): (?P<reason>.+)$")
 
-GOOD = {"qid": "q1", "config": "a", "retrieved_ids": ["c1", "c2"], "scores": [0.5, 0.25],
-        "context_ids": ["c1"], "context_text": ["alpha"], "answer": "7 days [1]", "citations": ["1"]}
+GOOD = {
+    "qid": "q1",
+    "config": "a",
+    "retrieved_ids": ["c1", "c2"],
+    "scores": [0.5, 0.25],
+    "context_ids": ["c1"],
+    "context_text": ["alpha"],
+    "answer": "7 days [1]",
+    "citations": ["1"],
+}
 
 #: (name, the line (a dict, or raw text), the field the problem names, words in the reason)
 BAD_TRACES = [
@@ -39,23 +47,43 @@ BAD_TRACES = [
     ("qid a number", {**GOOD, "qid": 7}, "qid", "must be a string, not an integer"),
     ("ids not a list", {**GOOD, "retrieved_ids": "c1"}, "retrieved_ids", "must be a list"),
     ("id a number", {**GOOD, "retrieved_ids": ["c1", 2]}, "retrieved_ids[1]", "must be a string"),
-    ("duplicate ids", {**GOOD, "retrieved_ids": ["c1", "c1"], "scores": [1, 1]}, "retrieved_ids[1]",
-     "duplicate id 'c1' (first at [0])"),
+    (
+        "duplicate ids",
+        {**GOOD, "retrieved_ids": ["c1", "c1"], "scores": [1, 1]},
+        "retrieved_ids[1]",
+        "duplicate id 'c1' (first at [0])",
+    ),
     ("scores misaligned", {**GOOD, "scores": [1.0]}, "scores", "1 score(s) for 2 id(s)"),
     ("score a string", {**GOOD, "scores": [1.0, "x"]}, "scores[1]", "must be a number"),
-    ("score overflows", json.dumps({**GOOD, "scores": [1.0, 2.5]}).replace("2.5", "1e999"), "scores[1]",
-     "not a finite number"),
+    (
+        "score overflows",
+        json.dumps({**GOOD, "scores": [1.0, 2.5]}).replace("2.5", "1e999"),
+        "scores[1]",
+        "not a finite number",
+    ),
     ("context misaligned", {**GOOD, "context_text": ["a", "b"]}, "context_text", "2 text(s) for 1"),
     ("unknown stage", {**GOOD, "stages": {"hyde": {"ids": ["c1"]}}}, "stages.hyde", "unknown stage name"),
     ("retrieved twice", {**GOOD, "stages": {"fused": {"ids": ["c1"]}}}, "retrieved_ids", "the same stage"),
-    ("stage order", {**GOOD, "stages": {"bm25": {"ids": ["c1"]}}, "stage_order": ["reranked", "bm25"]},
-     "stage_order[1]", "out of cascade order"),
+    (
+        "stage order",
+        {**GOOD, "stages": {"bm25": {"ids": ["c1"]}}, "stage_order": ["reranked", "bm25"]},
+        "stage_order[1]",
+        "out of cascade order",
+    ),
     ("packed differs", {**GOOD, "stages": {"packed": {"ids": ["c2"]}}}, "stages.packed.ids", "differs"),
-    ("unknown claim", {**GOOD, "claims": {"support_everything": True}}, "claims.support_everything",
-     "unknown claim"),
+    (
+        "unknown claim",
+        {**GOOD, "claims": {"support_everything": True}},
+        "claims.support_everything",
+        "unknown claim",
+    ),
     ("bad config", {**GOOD, "config": "../x"}, "config", "names a directory"),
-    ("surrogate", '{"qid": "q\\ud800", "context_ids": [], "context_text": "", "answer": null, "config": "a"}',
-     "qid", "lone surrogate"),
+    (
+        "surrogate",
+        '{"qid": "q\\ud800", "context_ids": [], "context_text": "", "answer": null, "config": "a"}',
+        "qid",
+        "lone surrogate",
+    ),
 ]
 
 
@@ -79,25 +107,50 @@ def test_a_second_trace_of_the_same_request_and_a_huge_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(GOOD) + "\n\n" + json.dumps(GOOD) + "\n")
     _, problems = read_traces([path])
-    assert [str(p) for p in problems] == [f"{path}:3: qid: a second trace for config 'a', phase '0', "
-                                          f"qid 'q1' (first at {path}:1)"]
+    assert [str(p) for p in problems] == [
+        f"{path}:3: qid: a second trace for config 'a', phase '0', qid 'q1' (first at {path}:1)"
+    ]
     path.write_bytes(b'{"qid": "' + b"x" * (spec.MAX_LINE_BYTES + 1) + b'"}\n')
     _, problems = read_traces([path])
-    assert re.match(rf"{re.escape(str(path))}:1: line: [\d,]+ bytes, longer than the 16 MiB",
-                    str(problems[0]))
+    assert re.match(
+        rf"{re.escape(str(path))}:1: line: [\d,]+ bytes, longer than the 16 MiB", str(problems[0])
+    )
 
 
 BAD_CHUNKS = [
     ("missing text", {"chunk_id": "c1", "doc_id": "d"}, "text", "missing"),
-    ("offsets without system", {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": 0, "end": 1},
-     "coordinate_system", "need their coordinate system"),
+    (
+        "offsets without system",
+        {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": 0, "end": 1},
+        "coordinate_system",
+        "need their coordinate system",
+    ),
     ("start alone", {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": 0}, "end", "together"),
-    ("start after end", {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": 5, "end": 1,
-                         "coordinate_system": "codepoint-half-open"}, "start", "after end"),
-    ("negative", {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": -1, "end": 1}, "start",
-     "non-negative integer"),
-    ("unknown system", {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": 0, "end": 1,
-                        "coordinate_system": "bytes"}, "coordinate_system", "unknown system"),
+    (
+        "start after end",
+        {
+            "chunk_id": "c1",
+            "doc_id": "d",
+            "text": "x",
+            "start": 5,
+            "end": 1,
+            "coordinate_system": "codepoint-half-open",
+        },
+        "start",
+        "after end",
+    ),
+    (
+        "negative",
+        {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": -1, "end": 1},
+        "start",
+        "non-negative integer",
+    ),
+    (
+        "unknown system",
+        {"chunk_id": "c1", "doc_id": "d", "text": "x", "start": 0, "end": 1, "coordinate_system": "bytes"},
+        "coordinate_system",
+        "unknown system",
+    ),
     ("duplicate id", {"chunk_id": "c0", "doc_id": "d", "text": "y"}, "chunk_id", "duplicate id 'c0'"),
 ]
 
@@ -119,10 +172,26 @@ def test_the_cli_exits_2_located_and_writes_nothing(tmp_path):
     chunks = tmp_path / "chunks.jsonl"
     chunks.write_text(json.dumps({"chunk_id": "c1", "doc_id": "overview.md", "text": "Quillstack"}) + "\n")
     out = tmp_path / "ledger"
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "ingest", str(traces),
-                          "--chunks", str(chunks), "--fixtures", str(FIXTURES), "--corpus", str(CORPUS),
-                          "--out", str(out)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "ingest",
+            str(traces),
+            "--chunks",
+            str(chunks),
+            "--fixtures",
+            str(FIXTURES),
+            "--corpus",
+            str(CORPUS),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert lines and all(ERROR.match(line) for line in lines), res.stderr
@@ -165,8 +234,14 @@ def test_the_schema_agrees_with_the_validator(tmp_path):
     validator.check_schema(_schema())
     assert not list(validator.iter_errors(GOOD))
     for name, line, _, _ in BAD_TRACES:
-        across = ("scores misaligned", "context misaligned", "retrieved twice", "stage order",
-                  "packed differs", "unknown stage")
+        across = (
+            "scores misaligned",
+            "context misaligned",
+            "retrieved twice",
+            "stage order",
+            "packed differs",
+            "unknown stage",
+        )
         if not isinstance(line, dict) or name in across:
             continue  # not JSON, or a check across fields the schema cannot express
         assert list(validator.iter_errors(line)), name
@@ -182,9 +257,11 @@ def test_the_schema_agrees_with_the_validator(tmp_path):
 
 
 def test_the_recorder_imports_nothing_heavy():
-    code = ("import sys, ledgerscope.trace; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('duckdb', 'pyarrow', 'numpy', 'torch', 'tokenizers', 'textual', 'rich', 'typer', 'pandas')))")
+    code = (
+        "import sys, ledgerscope.trace; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('duckdb', 'pyarrow', 'numpy', 'torch', 'tokenizers', 'textual', 'rich', 'typer', 'pandas')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -196,10 +273,23 @@ def test_the_recorders_lines_pass_the_validator_and_the_schema(tmp_path):
         rec.chunk("c1", "d.md", "alpha", start=0, end=5)
         rec.chunk("c1", "d.md", "alpha", start=0, end=5)  # once per id
         rec.chunk("c2", "d.md", "beta")
-        rec.record(qid="q1", retrieved=[("c1", 0.9), ("c2", 0.1)], context=[("c1", "alpha")], answer="x",
-                   citations=["1"], claims={"support_packed": True})
-        rec.record(qid="q2", retrieved=["c2"], context=["c2"], context_text="beta", answer=None,
-                   error="timeout", phase="7")
+        rec.record(
+            qid="q1",
+            retrieved=[("c1", 0.9), ("c2", 0.1)],
+            context=[("c1", "alpha")],
+            answer="x",
+            citations=["1"],
+            claims={"support_packed": True},
+        )
+        rec.record(
+            qid="q2",
+            retrieved=["c2"],
+            context=["c2"],
+            context_text="beta",
+            answer=None,
+            error="timeout",
+            phase="7",
+        )
         with pytest.raises(ValueError, match="not finite"):
             rec.record(qid="q3", retrieved=[("c1", float("nan"))], context=[], context_text="", answer="")
     traces, problems = read_traces([tmp_path / "t.jsonl"])

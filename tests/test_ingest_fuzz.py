@@ -43,8 +43,9 @@ def test_the_bulk_reader_never_accepts_what_the_line_reader_refuses(tmp_path):
         for seed in range(3):
             found = fi.differential_case(con, tmp_path, mutation, seed, QIDS, CHUNK_IDS)
             failures += found
-            accepted += con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_ig_trace'"
-                                    ).fetchall()[0][0]
+            accepted += con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_ig_trace'"
+            ).fetchall()[0][0]
     assert not failures, "\n".join(failures)
     assert accepted > 0  # the bulk reader took some cases (and built the line reader's tables)
 

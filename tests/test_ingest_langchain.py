@@ -56,15 +56,19 @@ def _cid(doc) -> str:
 
 
 def _intervals(docs) -> list[tuple[str, int, int]]:
-    return [(d.metadata["source"], d.metadata["start_index"], d.metadata["start_index"] + len(d.page_content))
-            for d in docs]
+    return [
+        (d.metadata["source"], d.metadata["start_index"], d.metadata["start_index"] + len(d.page_content))
+        for d in docs
+    ]
 
 
 def test_every_request_is_one_record_and_the_handler_says_so(run, ledger):
     assert set(_records(ledger[0])) == set(run["truth"])
-    assert run["counts"] == {"chat": {"recorded": 7, "failed": 1, "skipped": 0, "not_recorded": 0},
-                             "completion": {"recorded": 8, "failed": 0, "skipped": 0, "not_recorded": 0},
-                             "lambda": {"recorded": 8, "failed": 0, "skipped": 1, "not_recorded": 0}}
+    assert run["counts"] == {
+        "chat": {"recorded": 7, "failed": 1, "skipped": 0, "not_recorded": 0},
+        "completion": {"recorded": 8, "failed": 0, "skipped": 0, "not_recorded": 0},
+        "lambda": {"recorded": 8, "failed": 0, "skipped": 1, "not_recorded": 0},
+    }
     assert ledger[1].failed == {"chat": 1}
 
 
@@ -118,26 +122,79 @@ def test_prompt_tokens_count_the_prompt_the_model_received(run, ledger):
 
 
 def test_compare_pairs_the_configs_and_counts_the_failure(ledger):
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "compare", str(ledger[0]), "--candidate",
-                          "completion", "--baseline", "chat", "--json", "--n-resamples", "200"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "compare",
+            str(ledger[0]),
+            "--candidate",
+            "completion",
+            "--baseline",
+            "chat",
+            "--json",
+            "--n-resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert '"infrastructure_failure": 1' in res.stdout
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "compare", str(ledger[0]), "--candidate",
-                          "completion", "--baseline", "chat", "--n-resamples", "200"],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "120"})
-    assert "failed requests (infrastructure failures: never judged, outside every answer metric): " \
-           "completion 0, chat 1" in " ".join(res.stdout.split())
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "compare",
+            str(ledger[0]),
+            "--candidate",
+            "completion",
+            "--baseline",
+            "chat",
+            "--n-resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert (
+        "failed requests (infrastructure failures: never judged, outside every answer metric): "
+        "completion 0, chat 1" in " ".join(res.stdout.split())
+    )
     cited = next(line for line in res.stdout.splitlines() if "cited-ok" in line)
     assert not re.search(r"\d", cited), cited  # no citations recorded: no figure, never 0.00
     html = ledger[0].parent / "report.html"
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "report", str(ledger[0]), "--candidate",
-                          "completion", "--baseline", "chat", "--n-resamples", "200", "--out", str(html)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "report",
+            str(ledger[0]),
+            "--candidate",
+            "completion",
+            "--baseline",
+            "chat",
+            "--n-resamples",
+            "200",
+            "--out",
+            str(html),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     page = html.read_text()
-    assert "failed requests (infrastructure failures: never judged, outside every answer metric): " \
-           "completion 0, chat 1" in page
+    assert (
+        "failed requests (infrastructure failures: never judged, outside every answer metric): "
+        "completion 0, chat 1" in page
+    )
     assert "<td>9 infrastructure failure (not judged)</td><td>0 (0%)</td><td>1 (" in page
 
 
@@ -148,8 +205,11 @@ def test_document_ids_from_a_vector_store_are_not_chunk_ids():
     from ledgerscope.trace.langchain import LedgerscopeCallbackHandler
     from ledgerscope.trace.spec import derived_chunk_id
 
-    doc = Document(id="5f0c9e1e-uuid", page_content="Refunds are available.",
-                   metadata={"source": "docs/billing.md", "start_index": 70})
+    doc = Document(
+        id="5f0c9e1e-uuid",
+        page_content="Refunds are available.",
+        metadata={"source": "docs/billing.md", "start_index": 70},
+    )
     handler = LedgerscopeCallbackHandler(recorder=None, quiet=True)
     assert handler.chunk_id(doc) == derived_chunk_id("docs/billing.md", 70, "Refunds are available.")
     assert LedgerscopeCallbackHandler(recorder=None, use_document_ids=True).chunk_id(doc) == "5f0c9e1e-uuid"
@@ -177,15 +237,32 @@ def test_a_document_without_a_source_is_named_by_the_ingest(run, tmp_path):
         def _get_relevant_documents(self, query, *, run_manager):
             return [Document(page_content="Refunds are available within 14 days of a charge.")]
 
-    handler = LedgerscopeCallbackHandler(Recorder(tmp_path / "t.jsonl", chunks=tmp_path / "c.jsonl",
-                                                  config="loose"), quiet=True)
+    handler = LedgerscopeCallbackHandler(
+        Recorder(tmp_path / "t.jsonl", chunks=tmp_path / "c.jsonl", config="loose"), quiet=True
+    )
     Loose().invoke("refunds?", config={"callbacks": [handler], "metadata": {"qid": "q-refund"}})
     assert handler.close()["recorded"] == 1 and "no metadata['source']" in handler.notes[0]
     (tmp_path / "c.jsonl").write_text(run["chunks"].read_text())
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "ingest", str(tmp_path / "t.jsonl"),
-                          "--chunks", str(tmp_path / "c.jsonl"), "--fixtures", str(run["fixtures"]),
-                          "--corpus", str(run["corpus"]), "--out", str(tmp_path / "x")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "ingest",
+            str(tmp_path / "t.jsonl"),
+            "--chunks",
+            str(tmp_path / "c.jsonl"),
+            "--fixtures",
+            str(run["fixtures"]),
+            "--corpus",
+            str(run["corpus"]),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 2 and "t.jsonl:1: " in res.stderr and "is not in the chunk store" in res.stderr
 
 
@@ -208,11 +285,14 @@ def spans(run, tmp_path_factory) -> dict:
     instrumentor.instrument(tracer_provider=provider)
     chains = lp.chains(run["split"], [])
     try:
+
         def harness(qids):
             for qid in qids:
                 with contextlib.suppress(TimeoutError):  # recorded as the request's failure
-                    chains["chat"].invoke(fc.QUESTIONS[qid][0],
-                                          config={"metadata": {"qid": qid, "config": "chat"}})
+                    chains["chat"].invoke(
+                        fc.QUESTIONS[qid][0], config={"metadata": {"qid": qid, "config": "chat"}}
+                    )
+
         RunnableLambda(harness).invoke(list(fc.QUESTIONS))
         for qid, (question, *_rest) in fc.QUESTIONS.items():
             chains["lambda"].invoke(question, config={"metadata": {"qid": qid, "config": "lambda"}})
@@ -230,8 +310,9 @@ def test_openinference_spans_of_the_same_chains_give_the_same_requests(run, span
     from ledgerscope.ingest.spans.openinference import SpanKeys, ingest_spans
 
     out = tmp_path / "ledger"
-    report = ingest_spans(IngestOptions([spans["spans"]], run["chunks"], run["fixtures"], out,
-                                        corpus=run["corpus"]), SpanKeys())
+    report = ingest_spans(
+        IngestOptions([spans["spans"]], run["chunks"], run["fixtures"], out, corpus=run["corpus"]), SpanKeys()
+    )
     records = _records(out)
     assert set(records) == {k for k in run["truth"] if k[0] in ("chat", "lambda")}
     assert report.failed == {"chat": 1}

@@ -29,13 +29,15 @@ def run(tmp_path_factory) -> dict:
     return lp.run(tmp_path_factory.mktemp("llamaindex"))
 
 
-def _ingest(run: dict, out: Path, spans: list[Path] | None = None, chunks: Path | None = None,
-            skip: bool = False):
+def _ingest(
+    run: dict, out: Path, spans: list[Path] | None = None, chunks: Path | None = None, skip: bool = False
+):
     from ledgerscope.ingest.build import IngestOptions
     from ledgerscope.ingest.spans.openinference import SpanKeys, ingest_spans
 
-    opts = IngestOptions(spans or [run["spans"]], chunks or run["chunks"], run["fixtures"], out,
-                         corpus=run["corpus"])
+    opts = IngestOptions(
+        spans or [run["spans"]], chunks or run["chunks"], run["fixtures"], out, corpus=run["corpus"]
+    )
     return ingest_spans(opts, SpanKeys(), skip)
 
 
@@ -60,8 +62,9 @@ def test_every_request_under_the_harness_span_is_one_record(run, ledger):
     records = _records(ledger)
     assert set(records) == set(run["truth"])
     report = ledger[1]
-    assert report.skipped == {"trace(s) without a request (no question id, no retriever or LLM span: "
-                              "index building)": 2}
+    assert report.skipped == {
+        "trace(s) without a request (no question id, no retriever or LLM span: index building)": 2
+    }
     assert report.chunked == {"chat": "recorded", "completion": "recorded"}  # the whole index, by the helper
 
 
@@ -136,8 +139,12 @@ def diagnosed(ledger) -> dict[tuple[str, str], dict]:
 
 
 def _diagnose(out: Path) -> dict[tuple[str, str], dict]:
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "diagnose", str(out), "--json"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return {(r["arm"], r["qid"]): r for r in map(json.loads, res.stdout.splitlines())}
 
@@ -148,10 +155,15 @@ def test_the_postprocessor_is_the_selected_stage(run, ledger, diagnosed):
     report = ledger[1]
     assert report.recorded == {"chat": ["fused", "packed"], "completion": ["fused", "selected", "packed"]}
     rows = diagnosed
-    lost_after = [k for k, t in run["truth"].items()
-                  if k[0] == "completion" and not t.error and fc.QUESTIONS[k[1]][1] is not None
-                  and fc.support(k[1], [n[1:] for n in t.retrieved])
-                  and not fc.support(k[1], [n[1:] for n in t.read])]
+    lost_after = [
+        k
+        for k, t in run["truth"].items()
+        if k[0] == "completion"
+        and not t.error
+        and fc.QUESTIONS[k[1]][1] is not None
+        and fc.support(k[1], [n[1:] for n in t.retrieved])
+        and not fc.support(k[1], [n[1:] for n in t.read])
+    ]
     assert lost_after, "the corpus should make the postprocessor drop some gold node"
     for key in lost_after:
         assert rows[key]["label"] == "lost-in-steps-7-8", rows[key]
@@ -181,24 +193,47 @@ def test_two_question_ids_in_one_request_and_a_request_without_one(run, tmp_path
     spans = json.loads(run["spans"].read_text())
     for ss in spans["resourceSpans"][0]["scopeSpans"]:
         for s in ss["spans"]:
-            s["attributes"] = [a for a in s.get("attributes", []) if a["key"] != "metadata"
-                               or "completion" not in json.dumps(a)]
+            s["attributes"] = [
+                a
+                for a in s.get("attributes", [])
+                if a["key"] != "metadata" or "completion" not in json.dumps(a)
+            ]
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(spans))
     with pytest.raises(InputError) as err:
         _ingest(run, tmp_path / "b", [bare])
     assert "a request without a question id" in str(err.value)
     report = _ingest(run, tmp_path / "c", [bare], skip=True)
-    assert report.traces == 8 and report.skipped[
-        "request-shaped trace(s) without a question id (--skip-unidentified)"] == 1
+    assert (
+        report.traces == 8
+        and report.skipped["request-shaped trace(s) without a question id (--skip-unidentified)"] == 1
+    )
 
 
 def test_the_same_spans_twice_stop_the_ingest(run, tmp_path):
-    res = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "ingest", str(run["spans"]),
-                          str(run["spans"]), "--from", "openinference", "--chunks", str(run["chunks"]),
-                          "--fixtures", str(run["fixtures"]), "--corpus", str(run["corpus"]),
-                          "--out", str(tmp_path / "x")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "ingest",
+            str(run["spans"]),
+            str(run["spans"]),
+            "--from",
+            "openinference",
+            "--chunks",
+            str(run["chunks"]),
+            "--fixtures",
+            str(run["fixtures"]),
+            "--corpus",
+            str(run["corpus"]),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 2 and "appears twice" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "x").exists()
 

@@ -45,12 +45,23 @@ def phoenix(tmp_path_factory):
     """A Phoenix server on 127.0.0.1: (base URL, seconds it took to answer /healthz)."""
     work = tmp_path_factory.mktemp("phoenix")
     port, grpc = _free_port(), _free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_HOST": "127.0.0.1",
-           "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_TELEMETRY_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PHOENIX_WORKING_DIR": str(work),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(grpc),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
     log = (work / "server.log").open("wb")
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=work)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "phoenix.server.main", "serve"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=work,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -126,10 +137,27 @@ def exported(phoenix, tmp_path_factory):
 
 
 def _ingest(spans: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledgerscope.cli", "ingest", str(spans),
-                           "--from", "openinference",
-                           "--fixtures", str(pipe.FIXTURES), "--corpus", str(pipe.CORPUS), "--out", str(out),
-                           "--json"], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "ingest",
+            str(spans),
+            "--from",
+            "openinference",
+            "--fixtures",
+            str(pipe.FIXTURES),
+            "--corpus",
+            str(pipe.CORPUS),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_phoenix_spans_ingest_into_a_ledger_diagnose_reads(exported, tmp_path):
@@ -141,8 +169,12 @@ def test_phoenix_spans_ingest_into_a_ledger_diagnose_reads(exported, tmp_path):
     assert report["traces"] == 2 * len(pipe.questions())
     assert report["chunked"]["small"].startswith("not recorded: the chunk store is the spans' documents")
     assert report["chunks"]["counts"] == {"verified": report["chunks"]["counts"]["verified"]}  # start_index
-    diag = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "diagnose", str(out), "--json"],
-                          capture_output=True, text=True, timeout=600)
+    diag = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert diag.returncode == 0, diag.stderr
     rows = [json.loads(line) for line in diag.stdout.splitlines()]
     assert len(rows) == 2 * len(pipe.questions())
@@ -150,8 +182,12 @@ def test_phoenix_spans_ingest_into_a_ledger_diagnose_reads(exported, tmp_path):
     assert all("stages-not-recorded" in r["flags"] for r in walked)
     assert all(r["walk"][1]["passed"] is None for r in walked)  # step 2: the chunker's output not recorded
     assert {r["step"] for r in rows} - {0, 6, 8, 9, 10} == set()
-    summary = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "diagnose", str(out)],
-                             capture_output=True, text=True, timeout=600)
+    summary = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert summary.returncode == 0 and "records per step" in summary.stdout
 
 
@@ -164,8 +200,9 @@ def test_the_context_is_what_the_llm_read(exported, tmp_path):
     assert _ingest(export, out).returncode == 0
     con = connect(out)
     for arm, qid, packed in con.execute("SELECT arm, qid, packed_unit_ids FROM records").fetchall():
-        chain_hits = pipe.BM25(pipe.split(arm)).search(next(q["question"] for q in pipe.questions()
-                                                            if q["qid"] == qid), 20)
+        chain_hits = pipe.BM25(pipe.split(arm)).search(
+            next(q["question"] for q in pipe.questions() if q["qid"] == qid), 20
+        )
         assert packed == [c.chunk_id for c, _ in chain_hits[: pipe.CONFIGS[arm][2]]], (arm, qid)
         break
     n = con.execute("SELECT count(*) FROM records WHERE len(packed_unit_ids) = 3").fetchall()[0][0]
@@ -180,8 +217,11 @@ def test_otlp_json_gives_the_same_records(exported, tmp_path):
     assert _ingest(export, a).returncode == 0
     res = _ingest(otlp, b)
     assert res.returncode == 0, res.stderr
-    cols = ("arm, phase, qid, support_fused, support_packed, packed_unit_ids, answer, answer_verdict, "
-            "citation_verdict, evidence_tokens, prompt_tokens")
-    rows = [connect(x).execute(f"SELECT {cols} FROM records ORDER BY arm, phase, qid").fetchall()
-            for x in (a, b)]
+    cols = (
+        "arm, phase, qid, support_fused, support_packed, packed_unit_ids, answer, answer_verdict, "
+        "citation_verdict, evidence_tokens, prompt_tokens"
+    )
+    rows = [
+        connect(x).execute(f"SELECT {cols} FROM records ORDER BY arm, phase, qid").fetchall() for x in (a, b)
+    ]
     assert rows[0] == rows[1] and len(rows[0]) == 2 * len(pipe.questions())

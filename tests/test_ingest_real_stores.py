@@ -68,10 +68,15 @@ def test_langchain_chunks_with_a_passage_prefix_or_a_header_are_placed_at_start_
     pytest.importorskip("langchain_text_splitters")
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    docs = RecursiveCharacterTextSplitter(chunk_size=300, chunk_overlap=0, add_start_index=True
-                                          ).create_documents([TEXT])
-    stored = [f"passage: {d.page_content}" if i % 2 else
-              f"Document: {DOC} / Section: Plans and limits\n\n{d.page_content}" for i, d in enumerate(docs)]
+    docs = RecursiveCharacterTextSplitter(
+        chunk_size=300, chunk_overlap=0, add_start_index=True
+    ).create_documents([TEXT])
+    stored = [
+        f"passage: {d.page_content}"
+        if i % 2
+        else f"Document: {DOC} / Section: Plans and limits\n\n{d.page_content}"
+        for i, d in enumerate(docs)
+    ]
     rs = resolve_chunks(_chunks(stored), _corpus())
     placed = 0
     for r, d in zip(rs, docs, strict=True):
@@ -96,7 +101,7 @@ def test_langchain_markdown_header_splitter_output_is_placed_through_its_normali
     rs = resolve_chunks(_chunks([s.page_content for s in sections]), _corpus())
     for r, s in zip(rs, sections, strict=True):
         assert r.status in RESOLVED and r.status != "located-in-context", (r.status, r.note)
-        placed = TEXT[r.start:r.end]
+        placed = TEXT[r.start : r.end]
         assert at_level(placed, r.how).text == at_level(s.page_content, r.how).text, r.how
     assert {r.how for r in rs} - {"exact"}  # LangChain re-joins the lines: not all exact
 
@@ -104,11 +109,11 @@ def test_langchain_markdown_header_splitter_output_is_placed_through_its_normali
 def test_a_chunk_joined_from_a_line_of_one_place_and_a_distant_body_records_both_slices():
     header = "Numbers apply per workspace unless a row says otherwise"
     body_start = TEXT.index("Business costs €15")
-    body = TEXT[body_start:TEXT.index(".", body_start + 150) + 1]
+    body = TEXT[body_start : TEXT.index(".", body_start + 150) + 1]
     (r,) = resolve_chunks(_chunks([f"{header}\n{body}"]), _corpus())
     assert r.status == "located-in-context" and (r.start, r.end) == (body_start, body_start + len(body))
     (part,) = r.context
-    assert part["kind"] == "source" and TEXT[part["start"]:part["end"]] == header
+    assert part["kind"] == "source" and TEXT[part["start"] : part["end"]] == header
 
 
 def test_a_pdf_extracted_source_with_ligatures_and_soft_hyphens_is_placed_through_them(tmp_path):
@@ -117,10 +122,17 @@ def test_a_pdf_extracted_source_with_ligatures_and_soft_hyphens_is_placed_throug
     font = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
     if not font.is_file():
         pytest.skip("DejaVu Sans is not installed (fonts-dejavu-core)")
-    clean = ("The official workflow defines five stages. Each confidential file flows through "
-             "an efficient offline review before it is finally signed off by the staff.")
-    typeset = (clean.replace("ffi", "\ufb03").replace("fl", "\ufb02").replace("fi", "\ufb01")
-               .replace("workflow", "work\u00adflow").replace("review", "re\u00adview"))
+    clean = (
+        "The official workflow defines five stages. Each confidential file flows through "
+        "an efficient offline review before it is finally signed off by the staff."
+    )
+    typeset = (
+        clean.replace("ffi", "\ufb03")
+        .replace("fl", "\ufb02")
+        .replace("fi", "\ufb01")
+        .replace("workflow", "work\u00adflow")
+        .replace("review", "re\u00adview")
+    )
     pdf = fpdf.FPDF()
     pdf.add_page()
     pdf.add_font("dejavu", fname=str(font))
@@ -134,7 +146,7 @@ def test_a_pdf_extracted_source_with_ligatures_and_soft_hyphens_is_placed_throug
     (r,) = resolve_chunks(_chunks([sentence], "h.pdf"), _corpus("h.pdf", extracted))
     assert r.status == "located-normalised", (r.status, r.note)
     assert r.how in ("nfkc", "soft-hyphens-ligatures")
-    assert at_level(extracted[r.start:r.end], r.how).text == sentence
+    assert at_level(extracted[r.start : r.end], r.how).text == sentence
 
 
 def test_a_normalised_match_must_still_be_unique():
@@ -156,10 +168,11 @@ def test_html_entities_and_a_plugin_normalisation(tmp_path, monkeypatch):
     from ledgerscope.inputs.normalise import load_plugin
 
     name, fn = load_plugin("mynorm:upper")
-    (r,) = resolve_chunks(_chunks(["FEES &AMP; TAXES ARE SHOWN"], "d"), _corpus("d", text), plugin=fn,
-                          plugin_name=name)
+    (r,) = resolve_chunks(
+        _chunks(["FEES &AMP; TAXES ARE SHOWN"], "d"), _corpus("d", text), plugin=fn, plugin_name=name
+    )
     assert (r.status, r.how, r.start) == ("located-normalised", "plugin:mynorm:upper", 0)
-    assert text[r.start:r.end] == "Fees &amp; taxes are shown"
+    assert text[r.start : r.end] == "Fees &amp; taxes are shown"
 
 
 # ---------------------------------------------------------------------------
@@ -167,11 +180,24 @@ def test_html_entities_and_a_plugin_normalisation(tmp_path, monkeypatch):
 
 
 def _situate(base_url: str, chunk: str) -> str:
-    body = {"model": "smollm2", "temperature": 0, "seed": 0, "max_tokens": 40,
-            "messages": [{"role": "user", "content": "Write one short sentence that situates this "
-                          f"excerpt of a plans-and-limits page:\n\n{chunk}"}]}
-    req = urllib.request.Request(base_url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    body = {
+        "model": "smollm2",
+        "temperature": 0,
+        "seed": 0,
+        "max_tokens": 40,
+        "messages": [
+            {
+                "role": "user",
+                "content": "Write one short sentence that situates this "
+                f"excerpt of a plans-and-limits page:\n\n{chunk}",
+            }
+        ],
+    }
+    req = urllib.request.Request(
+        base_url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=120) as resp:
         return json.loads(resp.read())["choices"][0]["message"]["content"].strip()
 
@@ -181,12 +207,14 @@ def test_chunks_with_a_situating_sentence_from_smollm2_are_placed_at_start_index
     pytest.importorskip("langchain_text_splitters")
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    docs = RecursiveCharacterTextSplitter(chunk_size=400, chunk_overlap=0, add_start_index=True
-                                          ).create_documents([TEXT])[:3]
+    docs = RecursiveCharacterTextSplitter(
+        chunk_size=400, chunk_overlap=0, add_start_index=True
+    ).create_documents([TEXT])[:3]
     sentences = [_situate(smollm2_server.base_url, d.page_content) for d in docs]
     assert all(sentences)
-    rs = resolve_chunks(_chunks([f"{s}\n\n{d.page_content}" for s, d in zip(sentences, docs, strict=True)]),
-                        _corpus())
+    rs = resolve_chunks(
+        _chunks([f"{s}\n\n{d.page_content}" for s, d in zip(sentences, docs, strict=True)]), _corpus()
+    )
     for r, d, s in zip(rs, docs, sentences, strict=True):
         assert r.status == "located-in-context", (r.status, r.note)
         start = d.metadata["start_index"]
@@ -203,21 +231,45 @@ def test_the_context_pane_styles_generated_context_and_the_source_pane_lists_unp
     from ledgerscope.tui.render import make_palette
     from ledgerscope.tui.render_source import context_text, source_text
 
-    body = TEXT[TEXT.index("Business costs €15"):TEXT.index(".", TEXT.index("Business costs €15")) + 1]
+    body = TEXT[TEXT.index("Business costs €15") : TEXT.index(".", TEXT.index("Business costs €15")) + 1]
     added = "This excerpt gives the Business price."
     stored = f"{added}\n\n{body}"
     (r,) = resolve_chunks(_chunks([stored]), _corpus())
-    unit = {"unit_id": "c0", "doc_id": DOC, "start": r.start, "end": r.end, "located": True,
-            "placement": r.status, "placement_note": r.note, "context_json": json.dumps(list(r.context))}
-    lost = {"unit_id": "gone", "doc_id": DOC, "start": None, "end": None, "located": False,
-            "placement": "unlocatable", "placement_note": "its text occurs nowhere", "context_json": None}
-    rd = RecordDetail("a", "arm", "0", {"packed_context": stored, "packed_unit_ids": ["c0"]},
-                      {"packed": [{"unit_id": "c0", "rank": 1, "doc_id": DOC, "start": r.start,
-                                   "end": r.end}]},
-                      [unit, lost], {}, None, None, {DOC: TEXT})
+    unit = {
+        "unit_id": "c0",
+        "doc_id": DOC,
+        "start": r.start,
+        "end": r.end,
+        "located": True,
+        "placement": r.status,
+        "placement_note": r.note,
+        "context_json": json.dumps(list(r.context)),
+    }
+    lost = {
+        "unit_id": "gone",
+        "doc_id": DOC,
+        "start": None,
+        "end": None,
+        "located": False,
+        "placement": "unlocatable",
+        "placement_note": "its text occurs nowhere",
+        "context_json": None,
+    }
+    rd = RecordDetail(
+        "a",
+        "arm",
+        "0",
+        {"packed_context": stored, "packed_unit_ids": ["c0"]},
+        {"packed": [{"unit_id": "c0", "rank": 1, "doc_id": DOC, "start": r.start, "end": r.end}]},
+        [unit, lost],
+        {},
+        None,
+        None,
+        {DOC: TEXT},
+    )
     palette = make_palette()
     out = context_text(rd, palette)
-    styled = [out.plain[s.start:s.end] for s in out.spans if s.style == palette["generated"]]
+    styled = [out.plain[s.start : s.end] for s in out.spans if s.style == palette["generated"]]
     assert added in styled  # the added sentence, in its own style
     assert body not in "".join(styled)
     assert "generated context" in out.plain and "never gold support" in out.plain

@@ -25,13 +25,21 @@ class S:
 
 
 def test_a_harness_parent_gives_one_request_per_question():
-    spans = [S("s1", None, name="harness"),
-             S("s2", "s1", qid="q1"), S("s3", "s2", "RETRIEVER", "q1"), S("s4", "s2", "LLM", "q1"),
-             S("s5", "s1", qid="q2"), S("s6", "s5", "RETRIEVER", "q2"), S("s7", "s5", "LLM", "q2")]
+    spans = [
+        S("s1", None, name="harness"),
+        S("s2", "s1", qid="q1"),
+        S("s3", "s2", "RETRIEVER", "q1"),
+        S("s4", "s2", "LLM", "q1"),
+        S("s5", "s1", qid="q2"),
+        S("s6", "s5", "RETRIEVER", "q2"),
+        S("s7", "s5", "LLM", "q2"),
+    ]
     g = group_requests(spans, "qid")
     assert not g.problems and not g.skipped
     assert [(r.qid, [s.span_id for s in r.spans]) for r in g.requests] == [
-        ("q1", ["s2", "s3", "s4"]), ("q2", ["s5", "s6", "s7"])]
+        ("q1", ["s2", "s3", "s4"]),
+        ("q2", ["s5", "s6", "s7"]),
+    ]
 
 
 def test_a_partial_export_is_grouped_and_a_parent_cycle_is_an_error():
@@ -42,8 +50,12 @@ def test_a_partial_export_is_grouped_and_a_parent_cycle_is_an_error():
 
 
 def test_index_building_is_skipped_and_an_unidentified_request_is_an_error_or_skipped():
-    spans = [S("s1", None, "EMBEDDING", trace_id="build"), S("s2", "s1", trace_id="build"),
-             S("s3", None, trace_id="anon"), S("s4", "s3", "LLM", trace_id="anon")]
+    spans = [
+        S("s1", None, "EMBEDDING", trace_id="build"),
+        S("s2", "s1", trace_id="build"),
+        S("s3", None, trace_id="anon"),
+        S("s4", "s3", "LLM", trace_id="anon"),
+    ]
     g = group_requests(spans, "qid")
     assert g.skipped == {INDEX_BUILDING: 1}
     assert len(g.problems) == 1 and "a request without a question id" in g.problems[0].reason

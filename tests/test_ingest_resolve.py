@@ -20,8 +20,10 @@ from ledgerscope.inputs.coords import CODEPOINT, UTF8, UTF16
 from ledgerscope.inputs.sources import Corpus, make_source
 from ledgerscope.ledger.read import connect
 
-TEXT = ("Retention\n\nAudit logs are kept for 90 days.  Contact support.\n\n"
-        "Team plans\n\nAudit logs are kept for 30 days.  Contact support.\n\nSee größe 🕒 notes.")
+TEXT = (
+    "Retention\n\nAudit logs are kept for 90 days.  Contact support.\n\n"
+    "Team plans\n\nAudit logs are kept for 30 days.  Contact support.\n\nSee größe 🕒 notes."
+)
 DOC = "docs/audit.md"
 
 
@@ -55,8 +57,9 @@ def test_wrong_offsets_are_repaired_to_the_nearest_occurrence(corpus):
     second = TEXT.index("Audit logs are kept for 30")
     text = "Contact support."
     near_second = TEXT.index(text, second)
-    r = resolve_chunk(chunk(text, start=near_second - 7, end=near_second - 7 + len(text), system=CODEPOINT),
-                      corpus)
+    r = resolve_chunk(
+        chunk(text, start=near_second - 7, end=near_second - 7 + len(text), system=CODEPOINT), corpus
+    )
     assert (r.status, r.start) == ("repaired", near_second)
     assert f"repaired to [{near_second}, {near_second + len(text)})" in r.note and "nearest" in r.note
     # an offset inside a multi-byte character does not translate: repaired from the text
@@ -92,10 +95,15 @@ def test_text_differing_only_in_whitespace_is_located_and_said_so(corpus):
 
 
 def test_text_that_occurs_nowhere_and_missing_documents_are_reported(corpus):
-    rs = resolve_chunks([chunk("Audit logs are kept forever.", chunk_id="x1"),
-                         chunk("anything", chunk_id="x2", doc_id="no/such.md"),
-                         chunk("Retention", chunk_id="x3", version="sha256:" + "0" * 64),
-                         chunk("Retention", chunk_id="ok")], corpus)
+    rs = resolve_chunks(
+        [
+            chunk("Audit logs are kept forever.", chunk_id="x1"),
+            chunk("anything", chunk_id="x2", doc_id="no/such.md"),
+            chunk("Retention", chunk_id="x3", version="sha256:" + "0" * 64),
+            chunk("Retention", chunk_id="ok"),
+        ],
+        corpus,
+    )
     # a chunk of another version whose text is still there: located, flagged, never fatal
     assert [r.status for r in rs] == ["unlocatable", "document-missing", "version-drifted", "located"]
     assert (rs[2].start, rs[2].end) == (0, len("Retention"))
@@ -121,37 +129,74 @@ def test_an_unlocatable_chunk_is_a_unit_without_an_interval_or_stops_with_strict
     rule = "Each uploaded file may be up to 250 MB."
     s = doc.index(rule)
     chunks = [
-        {"chunk_id": "rule", "doc_id": "plans/plans-and-limits.md", "text": rule, "start": s + 3,
-         "end": s + 3 + len(rule), "coordinate_system": "codepoint-half-open"},
-        {"chunk_id": "spaced", "doc_id": "plans/plans-and-limits.md",
-         "text": "  " + rule.replace(" ", "\n  ")},
+        {
+            "chunk_id": "rule",
+            "doc_id": "plans/plans-and-limits.md",
+            "text": rule,
+            "start": s + 3,
+            "end": s + 3 + len(rule),
+            "coordinate_system": "codepoint-half-open",
+        },
+        {
+            "chunk_id": "spaced",
+            "doc_id": "plans/plans-and-limits.md",
+            "text": "  " + rule.replace(" ", "\n  "),
+        },
         {"chunk_id": "nowhere", "doc_id": "plans/plans-and-limits.md", "text": "Files may be up to 9 TB."},
     ]
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chunks))
-    trace = {"qid": "re-free-upload", "config": "x", "retrieved_ids": ["rule", "spaced", "nowhere"],
-             "context_ids": ["rule"],
-             "context_text": rule, "answer": "250 MB"}
+    trace = {
+        "qid": "re-free-upload",
+        "config": "x",
+        "retrieved_ids": ["rule", "spaced", "nowhere"],
+        "context_ids": ["rule"],
+        "context_text": rule,
+        "answer": "250 MB",
+    }
     (tmp_path / "t.jsonl").write_text(json.dumps(trace) + "\n")
-    cmd = [sys.executable, "-m", "ledgerscope.cli", "ingest", str(tmp_path / "t.jsonl"), "--chunks",
-           str(tmp_path / "c.jsonl"), "--fixtures", str(FIXTURES), "--corpus", str(CORPUS)]
-    ok = subprocess.run([*cmd, "--out", str(tmp_path / "ok"), "--max-unlocated", "0.5"],
-                        capture_output=True, text=True, timeout=120)
+    cmd = [
+        sys.executable,
+        "-m",
+        "ledgerscope.cli",
+        "ingest",
+        str(tmp_path / "t.jsonl"),
+        "--chunks",
+        str(tmp_path / "c.jsonl"),
+        "--fixtures",
+        str(FIXTURES),
+        "--corpus",
+        str(CORPUS),
+    ]
+    ok = subprocess.run(
+        [*cmd, "--out", str(tmp_path / "ok"), "--max-unlocated", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
     assert "chunks: repaired 1, located-whitespace 1, unlocatable 1" in ok.stdout
     assert "unlocated chunks: 1 of 3 (33.33%)" in ok.stdout
     assert "  plans/plans-and-limits.md: 1" in ok.stdout and "e.g. nowhere (unlocatable, line 3)" in ok.stdout
     assert "chunker output recorded" in ok.stdout
     con = connect(tmp_path / "ok")
-    rows = con.execute("SELECT unit_id, located, placement, \"start\" FROM units ORDER BY unit_id").fetchall()
-    assert rows == [("nowhere", False, "unlocatable", None), ("rule", True, "repaired", s),
-                    ("spaced", True, "located-whitespace", s)]
-    over = subprocess.run([*cmd, "--out", str(tmp_path / "over")], capture_output=True, text=True,
-                          timeout=120)
+    rows = con.execute('SELECT unit_id, located, placement, "start" FROM units ORDER BY unit_id').fetchall()
+    assert rows == [
+        ("nowhere", False, "unlocatable", None),
+        ("rule", True, "repaired", s),
+        ("spaced", True, "located-whitespace", s),
+    ]
+    over = subprocess.run(
+        [*cmd, "--out", str(tmp_path / "over")], capture_output=True, text=True, timeout=120
+    )
     assert over.returncode == 2 and not (tmp_path / "over").exists()
-    assert ("1 of 3 chunks (33.3%) could not be placed in the corpus, more than --max-unlocated 0.1"
-            in over.stderr)
-    bad = subprocess.run([*cmd, "--out", str(tmp_path / "bad"), "--strict"], capture_output=True, text=True,
-                         timeout=120)
+    assert (
+        "1 of 3 chunks (33.3%) could not be placed in the corpus, more than --max-unlocated 0.1"
+        in over.stderr
+    )
+    bad = subprocess.run(
+        [*cmd, "--out", str(tmp_path / "bad"), "--strict"], capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
-    assert re.search(r"c\.jsonl:3: text: chunk 'nowhere' \(unlocatable\): its text occurs nowhere",
-                     bad.stderr)
+    assert re.search(
+        r"c\.jsonl:3: text: chunk 'nowhere' \(unlocatable\): its text occurs nowhere", bad.stderr
+    )

@@ -6,15 +6,23 @@ from ledgerscope.ingest.build import count_tokens
 from ledgerscope.ingest.derive.tokens import additive_at_line_breaks, count_texts
 from ledgerscope.pipeline.embedding.encoder import BUNDLED_MINILM, TokenCounter
 
-CHUNKS = ["Audit logs are kept for 400 days.", "The \"legal hold\" keeps files.\n\nIt is set by an owner.",
-          "Héllo\u00a0wörld Ünïcode \x1c tab\there 中文字", "a\x00b", "x" * 300, "don't  stop\r\n\tnow"]
+CHUNKS = [
+    "Audit logs are kept for 400 days.",
+    'The "legal hold" keeps files.\n\nIt is set by an owner.',
+    "Héllo\u00a0wörld Ünïcode \x1c tab\there 中文字",
+    "a\x00b",
+    "x" * 300,
+    "don't  stop\r\n\tnow",
+]
 
 
 def test_counts_by_distinct_lines_equal_whole_encodings():
     tokenizer = TokenCounter(BUNDLED_MINILM).tokenizer
     assert additive_at_line_breaks(tokenizer)
-    prompts = [f"Sources:\n{a}\n\n{b}\n\nQuestion: what about {i}?  \n" for i, (a, b) in
-               enumerate((a, b) for a in CHUNKS for b in CHUNKS)] * 3
+    prompts = [
+        f"Sources:\n{a}\n\n{b}\n\nQuestion: what about {i}?  \n"
+        for i, (a, b) in enumerate((a, b) for a in CHUNKS for b in CHUNKS)
+    ] * 3
     calls = []
 
     def whole(texts):

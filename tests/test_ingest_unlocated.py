@@ -25,8 +25,20 @@ pytest.importorskip("langchain_text_splitters")
 
 #: every this-many-th chunk of the store is made unplaceable (1%)
 EVERY = 100
-_COLUMNS = ("step", "step_name", "label", "flags", "answer_verdict", "citation_verdict", "evidence_tokens",
-            "support_chunked", "support_fused", "support_packed", "support_cited", "single_unit_complete")
+_COLUMNS = (
+    "step",
+    "step_name",
+    "label",
+    "flags",
+    "answer_verdict",
+    "citation_verdict",
+    "evidence_tokens",
+    "support_chunked",
+    "support_fused",
+    "support_packed",
+    "support_cited",
+    "single_unit_complete",
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +62,11 @@ def stores(tmp_path_factory) -> dict:
     ledgers = {}
     for name, store in (("clean", "chunks.jsonl"), ("broken", "broken.jsonl")):
         ledgers[name] = root / name
-        ingest(IngestOptions([root / "traces.jsonl"], root / store, pipe.FIXTURES, ledgers[name],
-                             corpus=pipe.CORPUS))
+        ingest(
+            IngestOptions(
+                [root / "traces.jsonl"], root / store, pipe.FIXTURES, ledgers[name], corpus=pipe.CORPUS
+            )
+        )
     return {"ledgers": ledgers, "broken": broken, "n_chunks": len(lines)}
 
 
@@ -64,8 +79,10 @@ def _records(ledger: Path) -> dict[tuple, dict]:
     units = con.execute("SELECT doc_id, unit_id, located FROM units").fetchall()
     docs = {r[0]: r[1] for r in con.execute("SELECT qid, doc_ids FROM records").fetchall()}
     con.close()
-    out = {(a, p, q): {**dict(zip(_COLUMNS, rest, strict=True)), "units": set(), "docs": set(docs[q])}
-           for a, p, q, *rest in rows}
+    out = {
+        (a, p, q): {**dict(zip(_COLUMNS, rest, strict=True)), "units": set(), "docs": set(docs[q])}
+        for a, p, q, *rest in rows
+    }
     for a, p, q, unit in touched:
         out[(a, p, q)]["units"].add(unit)
     out["_units"] = units
@@ -124,8 +141,13 @@ def test_diagnose_and_the_tui_stats_pane_list_the_unplaced_chunks_per_document(s
 
     n = len(stores["broken"])
     ledgers = stores["ledgers"]
-    out = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "diagnose", str(ledgers["broken"])],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    out = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "diagnose", str(ledgers["broken"])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert out.returncode == 0, out.stderr
     assert f"unlocated chunks: {n} of {stores['n_chunks']} in the store" in out.stdout
     assert "unverifiable: unlocated chunk" in out.stdout

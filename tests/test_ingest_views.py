@@ -57,14 +57,21 @@ def example(tmp_path_factory) -> Path:
     assert len(code.strip().splitlines()) <= 16  # "ten lines" of pipeline and recorder, give or take imports
     (work / "pipeline.py").write_text(code, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    run = subprocess.run([sys.executable, "pipeline.py"], cwd=work, env=env, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "pipeline.py"], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     commands = [shlex.split(line) for line in _block("commands").splitlines() if line.strip()]
     assert commands[0][:2] == ["ledgerscope", "ingest"]
     for cmd in commands[:2]:  # ingest, diagnose (open is the TUI, driven below)
-        done = subprocess.run([sys.executable, "-m", "ledgerscope.cli", *cmd[1:]], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "ledgerscope.cli", *cmd[1:]],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         assert not done.stderr
     assert commands[2][:2] == ["ledgerscope", "open"]
@@ -102,8 +109,22 @@ async def test_the_example_opens_at_80x24_with_the_diagnosis_of_each_failure(exa
 async def test_open_reads_a_jsonl_ledger_like_the_parquet_one(tmp_path):
     ledger = SAMPLE / "quillstack" / "ledger"
     jsonl = tmp_path / "jsonl"
-    done = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "convert", str(ledger), "--to", "jsonl",
-                           "--out", str(jsonl)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgerscope.cli",
+            "convert",
+            str(ledger),
+            "--to",
+            "jsonl",
+            "--out",
+            str(jsonl),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     texts = {}
     for name, path in (("parquet", ledger), ("jsonl", jsonl)):

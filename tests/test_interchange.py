@@ -47,11 +47,25 @@ def test_every_reader_reads_the_jsonl_directory_with_the_same_figures(tmp_path):
     for name, src in (("parquet", LEDGER), ("jsonl", inter)):
         diag = runner.invoke(app, ["diagnose", str(src), "--json"])
         summary = runner.invoke(app, ["diagnose", str(src)], env={"COLUMNS": "120"})
-        comp = runner.invoke(app, ["compare", str(src), "--candidate", "candidate", "--baseline", "baseline",
-                                   "--json", "--n-resamples", "500"])
+        comp = runner.invoke(
+            app,
+            [
+                "compare",
+                str(src),
+                "--candidate",
+                "candidate",
+                "--baseline",
+                "baseline",
+                "--json",
+                "--n-resamples",
+                "500",
+            ],
+        )
         out = tmp_path / f"export-{name}.jsonl"
-        exp = runner.invoke(app, ["export", str(src), "--where", "step BETWEEN 6 AND 8", "--format", "jsonl",
-                                  "--out", str(out)])
+        exp = runner.invoke(
+            app,
+            ["export", str(src), "--where", "step BETWEEN 6 AND 8", "--format", "jsonl", "--out", str(out)],
+        )
         assert diag.exit_code == summary.exit_code == comp.exit_code == exp.exit_code == 0, name
         exported = [json.loads(line) for line in out.read_text().splitlines()]
         outputs[name] = (diag.output, summary.output, json.loads(comp.output), exported)

@@ -20,9 +20,7 @@ from ledgerscope.rules.judge import (
 )
 
 DATA = Path(__file__).parent / "data"
-SEED_TEXT = (
-    "Requests may be retained for 30 days. This limit is 7 days for requests marked temporary."
-)
+SEED_TEXT = "Requests may be retained for 30 days. This limit is 7 days for requests marked temporary."
 
 
 @pytest.fixture(scope="module")
@@ -162,9 +160,7 @@ def test_correct_reports_what_matched(seed):
 def test_both_values_mentioned_is_correct(seed):
     # documented choice: the qualified value present wins over the default also present
     fx, _ = seed
-    j = judge_answer(
-        "Requests are generally kept 30 days; temporary ones at most 7 days.", False, fx
-    )
+    j = judge_answer("Requests are generally kept 30 days; temporary ones at most 7 days.", False, fx)
     assert j.verdict == "correct"
     assert "default" in j.reason
 
@@ -184,8 +180,11 @@ def test_bare_number_matches_only_when_the_fixture_allows_it(seed):
 def test_no_default_and_no_qualifier_means_wrong_not_condition_error(seed):
     fx, _ = seed
     # without a declared default and without a qualifier span, nothing can be inferred
-    fx = replace(fx, answer=replace(fx.answer, default=None),
-                 spans=tuple(replace(s, dependency="primary") for s in fx.spans))
+    fx = replace(
+        fx,
+        answer=replace(fx.answer, default=None),
+        spans=tuple(replace(s, dependency="primary") for s in fx.spans),
+    )
     assert judge_answer("30 days", False, fx).verdict == "wrong"
 
 
@@ -207,14 +206,11 @@ def _fx(**kw) -> Fixture:
 
 
 def test_unanswerable_control():
-    fx = _fx(segment="unanswerable", answerable=False, sufficient_sets=(),
-             answer=AnswerContract())
+    fx = _fx(segment="unanswerable", answerable=False, sufficient_sets=(), answer=AnswerContract())
     assert judge_answer("Seven days.", False, fx).verdict == "false-assertion"
     assert judge_answer(ABSTAIN_TEXT, False, fx).verdict == "abstained"
     assert judge_answer("Anything", True, fx).verdict == "abstained"
-    assert judge_answer("The sources do not say, maybe 30 days", False, fx).verdict == (
-        "false-assertion"
-    )
+    assert judge_answer("The sources do not say, maybe 30 days", False, fx).verdict == ("false-assertion")
 
 
 def test_support_only_is_not_judged():
@@ -230,12 +226,12 @@ def test_alias_match():
 
 
 def test_text_answers():
-    fx = _fx(answer=AnswerContract(expected="The data protection officer",
-                                   default="the department head"))
+    fx = _fx(answer=AnswerContract(expected="The data protection officer", default="the department head"))
     assert judge_answer("The Data-Protection Officer.", False, fx).verdict == "correct"
-    assert judge_answer(
-        "Exceptions need sign-off from the data protection officer [2].", False, fx
-    ).verdict == "correct"
+    assert (
+        judge_answer("Exceptions need sign-off from the data protection officer [2].", False, fx).verdict
+        == "correct"
+    )
     # paraphrase above the F1 threshold
     assert judge_answer("data officer for protection", False, fx).verdict == "correct"
     assert judge_answer("The department head approves them.", False, fx).verdict == (
@@ -243,9 +239,12 @@ def test_text_answers():
     )
     assert judge_answer("The CEO approves them.", False, fx).verdict == "wrong"
     # a long answer that only mentions one word of the expected answer is not a match
-    assert judge_answer(
-        "The officer in charge of the building handles all exceptions on request.", False, fx
-    ).verdict == "wrong"
+    assert (
+        judge_answer(
+            "The officer in charge of the building handles all exceptions on request.", False, fx
+        ).verdict
+        == "wrong"
+    )
 
 
 def test_token_f1():
@@ -278,10 +277,10 @@ def test_citations_overlapping_units_and_whitespace_gap(seed):
     doc = fx.spans[0].doc_id
     assert texts[doc] == SEED_TEXT
     # the two units leave only the space at offset 37 uncovered: whitespace is not evidence
-    assert judge_citations([("1", doc, 0, 37), ("2", doc, 38, 89)], fx, texts,
-                           "wrong").verdict == "supported"
-    assert judge_citations([("1", doc, 0, 60), ("2", doc, 30, 89)], fx, texts,
-                           "correct").verdict == "supported"
+    assert judge_citations([("1", doc, 0, 37), ("2", doc, 38, 89)], fx, texts, "wrong").verdict == "supported"
+    assert (
+        judge_citations([("1", doc, 0, 60), ("2", doc, 30, 89)], fx, texts, "correct").verdict == "supported"
+    )
 
 
 def test_citations_missing_one_span(seed):
@@ -307,14 +306,11 @@ def test_citations_none_and_abstained(seed):
     fx, texts = seed
     doc = fx.spans[0].doc_id
     assert judge_citations([], fx, texts, "correct").verdict == "no-citation"
-    assert judge_citations([("1", doc, 0, 89)], fx, texts, "abstained").verdict == (
-        "not-applicable"
-    )
+    assert judge_citations([("1", doc, 0, 89)], fx, texts, "abstained").verdict == ("not-applicable")
 
 
 def test_citations_on_false_assertion():
-    fx = _fx(segment="unanswerable", answerable=False, sufficient_sets=(),
-             answer=AnswerContract())
+    fx = _fx(segment="unanswerable", answerable=False, sufficient_sets=(), answer=AnswerContract())
     j = judge_citations([("1", "doc", 0, 10)], fx, {"doc": "x" * 20}, "false-assertion")
     assert j.verdict == "unsupported"
 
@@ -325,12 +321,15 @@ def test_citations_across_documents_and_alternative_sets():
         spans=(GoldSpan("a", "A", 0, 21), GoldSpan("b", "B", 0, 20), GoldSpan("c", "C", 0, 15)),
         sufficient_sets=(("a", "b"), ("c",)),
     )
-    assert judge_citations([("1", "A", 0, 21), ("2", "B", 0, 20)], fx, texts,
-                           "correct").covered_set == ("a", "b")
+    assert judge_citations([("1", "A", 0, 21), ("2", "B", 0, 20)], fx, texts, "correct").covered_set == (
+        "a",
+        "b",
+    )
     j = judge_citations([("1", "A", 0, 21)], fx, texts, "correct")
     assert j.verdict == "unsupported" and "b" in j.reason
     # same offsets in the wrong document do not count
-    assert judge_citations([("1", "A", 0, 21), ("2", "A", 0, 20)], fx, texts,
-                           "correct").verdict == "unsupported"
+    assert (
+        judge_citations([("1", "A", 0, 21), ("2", "A", 0, 20)], fx, texts, "correct").verdict == "unsupported"
+    )
     j = judge_citations([("3", "C", 0, 15)], fx, texts, "correct")
     assert (j.verdict, j.covered_set) == ("supported", ("c",))

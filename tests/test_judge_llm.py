@@ -104,8 +104,10 @@ def ledger(server, tmp_path_factory) -> Path:
     inputs = write_inputs(root, phases="[0, 5]")
     llm_arm = root / "llm.toml"
     text = inputs["candidate"].read_text().replace('name = "candidate"', 'name = "llm"')
-    llm_arm.write_text(text + f'\n[judge]\nkind = "endpoint"\nbase_url = "{server.base_url}"\n'
-                       'model = "smollm2"\nmax_tokens = 8\n')
+    llm_arm.write_text(
+        text + f'\n[judge]\nkind = "endpoint"\nbase_url = "{server.base_url}"\n'
+        'model = "smollm2"\nmax_tokens = 8\n'
+    )
     fixtures, corpus = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
     out = root / "ledger"
     sweep(fixtures, corpus, [load_arm(inputs["candidate"]), load_arm(llm_arm)], out)
@@ -118,8 +120,12 @@ def test_an_endpoint_judged_sweep_records_the_rubric_and_llm_verdicts(ledger):
     judge = manifest["arms"]["llm"]["components"]["judge"]
     assert judge["kind"] == "endpoint" and judge["rubric"] == RUBRIC
     assert manifest["arms"]["candidate"]["components"]["judge"]["kind"] == "deterministic"
-    reasons = [r for (r,) in connect(ledger).sql(
-        "SELECT answer_reason FROM records WHERE arm = 'llm' AND NOT support_only").fetchall()]
+    reasons = [
+        r
+        for (r,) in connect(ledger)
+        .sql("SELECT answer_reason FROM records WHERE arm = 'llm' AND NOT support_only")
+        .fetchall()
+    ]
     assert reasons and all(r.startswith("llm judge") for r in reasons), reasons
 
 
@@ -132,11 +138,28 @@ def test_calibrate_reports_a_confusion_matrix_and_kappa(ledger, server):
     n = len(result["labels"])
     assert len(result["matrix"]) == n and all(len(row) == n for row in result["matrix"])
     assert sum(map(sum, result["matrix"])) == result["compared"] > 0
-    assert result["labels"][:5] == ["correct", "critical-condition-error", "abstained", "wrong",
-                                    "false-assertion"]
+    assert result["labels"][:5] == [
+        "correct",
+        "critical-condition-error",
+        "abstained",
+        "wrong",
+        "false-assertion",
+    ]
     # a deterministically judged arm, graded now by the endpoint named on the command line
-    asked = runner.invoke(app, ["judge", "calibrate", str(ledger), "--arm", "candidate",
-                                "--base-url", server.base_url, "--model", "smollm2"])
+    asked = runner.invoke(
+        app,
+        [
+            "judge",
+            "calibrate",
+            str(ledger),
+            "--arm",
+            "candidate",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "smollm2",
+        ],
+    )
     assert asked.exit_code == 0, asked.output
     assert "Cohen's kappa" in asked.output and "rows: deterministic judge" in asked.output
     assert "should not replace the deterministic ones" in asked.output

@@ -48,8 +48,13 @@ runner = CliRunner()
 
 def _env(data_dir: Path) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
-    return {**keep, "HOME": str(data_dir), "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
-            "COLLECT_ANALYTICS": "false", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "false"}
+    return {
+        **keep,
+        "HOME": str(data_dir),
+        "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
+        "COLLECT_ANALYTICS": "false",
+        "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "false",
+    }
 
 
 def _template() -> Path:
@@ -60,11 +65,28 @@ def _template() -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     for who in (rd.ALICE, rd.BOB):  # alice first: her organisation enables the legacy tokens
-        subprocess.run([str(LABEL_STUDIO), "init", "--data-dir", str(staging), "--username", who,
-                        "--password", f"{who}-password", "--user-token", TOKENS[who],
-                        "--enable-legacy-api-token", "--quiet"], env=_env(staging), check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                       timeout=900)
+        subprocess.run(
+            [
+                str(LABEL_STUDIO),
+                "init",
+                "--data-dir",
+                str(staging),
+                "--username",
+                who,
+                "--password",
+                f"{who}-password",
+                "--user-token",
+                TOKENS[who],
+                "--enable-legacy-api-token",
+                "--quiet",
+            ],
+            env=_env(staging),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=900,
+        )
     (staging / ".ready").write_text("alice, bob\n")
     shutil.rmtree(TEMPLATE, ignore_errors=True)
     staging.rename(TEMPLATE)
@@ -75,19 +97,35 @@ def _template() -> Path:
 def label_studio(tmp_path_factory):
     """(base url) of a Label Studio server on loopback, from a copy of the template, stopped after."""
     if not (LABEL_STUDIO.is_file() and (VENV / ".installed").is_file()):  # the stamp: a finished build
-        pytest.skip(".venv-labelstudio could not be built (or was never built): ./scripts/test builds it "
-                    "with scripts/_venv.sh ensure_labelstudio; without it the real Label Studio round trip "
-                    "is not tested")
+        pytest.skip(
+            ".venv-labelstudio could not be built (or was never built): ./scripts/test builds it "
+            "with scripts/_venv.sh ensure_labelstudio; without it the real Label Studio round trip "
+            "is not tested"
+        )
     data = tmp_path_factory.mktemp("label-studio") / "data"
     shutil.copytree(_template(), data)
     port = free_port()
     log = data.parent / "server.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [str(LABEL_STUDIO), "start", "--data-dir", str(data), "--internal-host", "127.0.0.1",
-             "--port", str(port), "--no-browser", "--enable-legacy-api-token"],
-            env=_env(data), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            [
+                str(LABEL_STUDIO),
+                "start",
+                "--data-dir",
+                str(data),
+                "--internal-host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-browser",
+                "--enable-legacy-api-token",
+            ],
+            env=_env(data),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -107,10 +145,12 @@ def label_studio(tmp_path_factory):
 
 
 def _call(base: str, method: str, path: str, who: str, body=None, raw: bool = False):
-    req = urllib.request.Request(base + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": f"Token {TOKENS[who]}",
-                                          "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Token {TOKENS[who]}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=120) as r:
         data = r.read()
     return data if raw else json.loads(data or b"null")
@@ -124,8 +164,13 @@ def _key(data: dict) -> tuple:
 def test_round_trip_through_label_studio(label_studio, sample_ledger, tmp_path):
     base = label_studio
     tasks, config = rd.export_tasks(sample_ledger, tmp_path / "tasks.json")
-    project = _call(base, "POST", "/api/projects/", rd.ALICE, {"title": "ledgerscope re-annotation",
-                                                                "label_config": config})["id"]
+    project = _call(
+        base,
+        "POST",
+        "/api/projects/",
+        rd.ALICE,
+        {"title": "ledgerscope re-annotation", "label_config": config},
+    )["id"]
     imported = _call(base, "POST", f"/api/projects/{project}/import", rd.ALICE, tasks)
     assert imported["task_count"] == len(tasks) and imported["prediction_count"] == len(tasks)
     listed = _call(base, "GET", f"/api/tasks/?project={project}&page_size=1000&fields=all", rd.ALICE)["tasks"]
@@ -133,9 +178,18 @@ def test_round_trip_through_label_studio(label_studio, sample_ledger, tmp_path):
     for i, who, result in rd.scenario(tasks):  # as the UI submits: the prediction's regions, edited
         task = by_key[_key(tasks[i]["data"])]
         prediction = task["predictions"][0]
-        _call(base, "POST", f"/api/tasks/{task['id']}/annotations/?project={project}", who,
-              {"result": result, "lead_time": 12.5, "project": project,
-               "parent_prediction": prediction["id"] if isinstance(prediction, dict) else prediction})
+        _call(
+            base,
+            "POST",
+            f"/api/tasks/{task['id']}/annotations/?project={project}",
+            who,
+            {
+                "result": result,
+                "lead_time": 12.5,
+                "project": project,
+                "parent_prediction": prediction["id"] if isinstance(prediction, dict) else prediction,
+            },
+        )
     export = tmp_path / "export.json"
     path = f"/api/projects/{project}/export?exportType=JSON"
     export.write_bytes(_call(base, "GET", path, rd.ALICE, raw=True))
@@ -144,8 +198,21 @@ def test_round_trip_through_label_studio(label_studio, sample_ledger, tmp_path):
     old = sample_ledger / "fixtures.jsonl"
     v2, v2_bob = tmp_path / "v2.jsonl", tmp_path / "v2-bob.jsonl"
     for out, extra in ((v2, []), (v2_bob, ["--adjudicator", rd.BOB])):
-        result = runner.invoke(app, ["import", "label-studio", str(export), "--fixtures", str(old), "--users",
-                                     str(users), "--out", str(out), *extra])
+        result = runner.invoke(
+            app,
+            [
+                "import",
+                "label-studio",
+                str(export),
+                "--fixtures",
+                str(old),
+                "--users",
+                str(users),
+                "--out",
+                str(out),
+                *extra,
+            ],
+        )
         assert result.exit_code == 0, result.output
     # the UI's Export (a snapshot, every task) reads the same as the API's export
     exports = f"/api/projects/{project}/exports/"
@@ -158,8 +225,20 @@ def test_round_trip_through_label_studio(label_studio, sample_ledger, tmp_path):
     download = f"{exports}{snapshot}/download?exportType=JSON"
     ui_export.write_bytes(_call(base, "GET", download, rd.ALICE, raw=True))
     from_ui = tmp_path / "v2-ui.jsonl"
-    result = runner.invoke(app, ["import", "label-studio", str(ui_export), "--fixtures", str(old), "--users",
-                                 str(users), "--out", str(from_ui)])
+    result = runner.invoke(
+        app,
+        [
+            "import",
+            "label-studio",
+            str(ui_export),
+            "--fixtures",
+            str(old),
+            "--users",
+            str(users),
+            "--out",
+            str(from_ui),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert from_ui.read_bytes() == v2.read_bytes()
     _check_versions(tasks, old, v2, v2_bob, project)
@@ -177,14 +256,16 @@ def _check_versions(tasks: list[dict], old: Path, v2: Path, v2_bob: Path, projec
     exc = before["re-team-monthly-legacy"].span("exc")
     moved = new["re-team-monthly-legacy"].span("exc")
     assert (moved.start, moved.end) == (exc.start, rd.moved_end(text, exc.start, exc.end))  # code points
-    assert moved.quote == text[moved.start:moved.end]
-    assert len(text[:moved.start].encode("utf-16-le")) // 2 != moved.start  # emoji before it
+    assert moved.quote == text[moved.start : moved.end]
+    assert len(text[: moved.start].encode("utf-16-le")) // 2 != moved.start  # emoji before it
     prov = new["re-team-monthly-legacy"].annotations["label_studio"]["spans"]["exc"]
     assert (prov["annotator"], prov["project"], prov["change"]) == (rd.ALICE, project, "moved")
     upload = new["re-free-upload"]
     assert upload.sufficient_sets == (("rule", "exc", "ls1"),)
-    assert {upload.span(s).doc_id for s in upload.sufficient_sets[0]} == {"plans/plans-and-limits.md",
-                                                                          rd.JOINT_DOC}
+    assert {upload.span(s).doc_id for s in upload.sufficient_sets[0]} == {
+        "plans/plans-and-limits.md",
+        rd.JOINT_DOC,
+    }
     assert upload.annotations["label_studio"]["spans"]["ls1"]["annotator"] == rd.BOB
     assert new["ns-audit-csv"].adjudication["state"] == "disputed"
     assert set(new["ns-audit-csv"].adjudication["versions"][0]["by_annotator"]) == {rd.ALICE, rd.BOB}
@@ -199,7 +280,8 @@ def _check_diff_and_rejudge(ledger: Path, old: Path, v2_bob: Path, tmp_path: Pat
     assert rows["re-team-monthly-legacy"]["moved"][0]["id"] == "exc"
     assert rows["re-free-upload"]["added"][0]["doc_id"] == rd.JOINT_DOC
     out = tmp_path / "rejudged"
-    result = runner.invoke(app, ["rejudge", str(ledger), "--fixtures", str(v2_bob), "--out", str(out),
-                                 "--no-oracle", "--json"])
+    result = runner.invoke(
+        app, ["rejudge", str(ledger), "--fixtures", str(v2_bob), "--out", str(out), "--no-oracle", "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["changed_questions"] == sorted(rd.QIDS)

@@ -35,8 +35,10 @@ from ledgerscope.testing.synthetic import make_synthetic_ledger
 #: a mixed label set, and one where every label looks like a number (Hive paths would make them ints)
 LABEL_SETS = {"mixed": ("0", "5", "07", "a", "p5"), "numeric": ("0", "1", "5")}
 #: where each table's files lie in a format 2 ledger, as a user would write it
-GLOBS = {**{name: f"partitions/*/*/{name}.parquet" for name in schema.TABLES},
-         "oracle": "oracle/*/oracle.parquet"}
+GLOBS = {
+    **{name: f"partitions/*/*/{name}.parquet" for name in schema.TABLES},
+    "oracle": "oracle/*/oracle.parquet",
+}
 runner = CliRunner()
 
 
@@ -67,8 +69,11 @@ def _polars(df: pl.DataFrame, keys: tuple[str, ...]) -> tuple[Counter, tuple[str
 def _pandas(df: pd.DataFrame, keys: tuple[str, ...]) -> tuple[Counter, tuple[str, ...]]:
     def kind(col) -> str:
         dtype = df[col].dtype
-        return "string" if pd.api.types.is_string_dtype(dtype) and not isinstance(
-            dtype, pd.CategoricalDtype) else str(dtype)
+        return (
+            "string"
+            if pd.api.types.is_string_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype)
+            else str(dtype)
+        )
 
     return _keys([df[k].tolist() for k in keys]), tuple(kind(k) for k in keys)
 
@@ -121,8 +126,11 @@ def test_every_engine_reads_every_table_alike_with_its_defaults(ledger, table):
     expected = _keys([[r[i] for r in rows] for i in range(len(keys))])
     assert expected, "the ledger has rows in every table"
     reads = engine_reads(ledger, table)
-    wrong = {name: (types, sum(got.values())) for name, (got, types) in reads.items()
-             if got != expected or not set(types) <= STRING_TYPES}
+    wrong = {
+        name: (types, sum(got.values()))
+        for name, (got, types) in reads.items()
+        if got != expected or not set(types) <= STRING_TYPES
+    }
     assert not wrong, f"{table}: expected {sum(expected.values())} rows, {keys} as strings: {wrong}"
     if table != "oracle":  # "07" stays "07", "p5" stays "p5"
         manifest = json.loads((ledger / "manifest.json").read_text())
@@ -161,7 +169,7 @@ def as_format_1(ledger: Path, out: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         part.rename(target)
     for path in sorted((out / "oracle").glob("arm-*")):
-        path.rename(path.with_name("arm=" + path.name[len("arm-"):]))
+        path.rename(path.with_name("arm=" + path.name[len("arm-") :]))
     for arm_dir in sorted((out / "partitions").glob("arm-*")):
         arm_dir.rmdir()
     manifest = json.loads((out / "manifest.json").read_text())
@@ -201,8 +209,9 @@ def test_format_1_row_checks_use_its_directory_names(format_1, tmp_path):
     part = finished_partitions(damaged)[0]
     records = part / "records.parquet"
     table = pq.read_table(records)
-    table = table.set_column(table.schema.get_field_index("phase"), "phase",
-                             pa.array(["elsewhere"] * table.num_rows, pa.string()))
+    table = table.set_column(
+        table.schema.get_field_index("phase"), "phase", pa.array(["elsewhere"] * table.num_rows, pa.string())
+    )
     pq.write_table(table, records)
     marker = json.loads((part / "_SUCCESS.json").read_text())
     marker["files"]["records.parquet"] = file_record(records)

@@ -50,8 +50,7 @@ def reference_row_problems(con, record_files, candidate_files) -> list[Problem]:
                     file,
                     None,
                     "arm/phase",
-                    f"row {row}: a record of arm {arm!r}, phase "
-                    f"{phase!r} in another partition's file",
+                    f"row {row}: a record of arm {arm!r}, phase {phase!r} in another partition's file",
                 )
             )
         for file, row, arm, phase, qid, first in con.execute(
@@ -81,8 +80,7 @@ def reference_row_problems(con, record_files, candidate_files) -> list[Problem]:
                     file,
                     None,
                     "score",
-                    f"row {row}: {score} (qid {qid!r}, stage {stage!r}, "
-                    f"rank {rank}); scores must be finite",
+                    f"row {row}: {score} (qid {qid!r}, stage {stage!r}, rank {rank}); scores must be finite",
                 )
             )
     return out
@@ -223,9 +221,7 @@ def reference_load_arm(con, arm: str) -> dict:
             [d if d is not None else f"qid:{q}" for q, d in zip(qid, cols[6], strict=True)],
             dtype=object,
         ),
-        "support": where(
-            ans & np.array([s is not None for s in cols[7]]), [bool(s) for s in cols[7]]
-        ),
+        "support": where(ans & np.array([s is not None for s in cols[7]]), [bool(s) for s in cols[7]]),
         "answer_correct": where(judged, av == "correct"),
         "abstained": where(judged, av == "abstained"),
         "critical": where(judged, av == "critical-condition-error"),

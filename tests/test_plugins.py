@@ -50,8 +50,23 @@ def installed_plugin(tmp_path_factory):
     src = work / "src"
     shutil.copytree(PLUGIN_SRC, src)  # the build writes build/ and *.egg-info next to the sources
     target = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(src)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        check=True,
+        timeout=300,
+    )
     sys.path.insert(0, str(target))
     plugins.refresh()
     yield target
@@ -67,7 +82,9 @@ def _sweep(paths, arms, out):
 
 
 PLUGIN_ARM = {
-    "name": "plugged", "phases": [0, 7], "budget_tokens": 60,
+    "name": "plugged",
+    "phases": [0, 7],
+    "budget_tokens": 60,
     "chunker": {"kind": "fixed-codepoints", "options": {"size": 50}},
     "retrieval": {"ann": {"kind": "word-overlap"}},
     "rerank": {"kind": "shortest-first"},
@@ -77,8 +94,14 @@ PLUGIN_ARM = {
 
 def test_config_stages_lists_installed_plugins_and_refused_entry_points(installed_plugin):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(installed_plugin), str(ROOT / "src")])}
-    out = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "config", "stages", "--json"],
-                         capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "config", "stages", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
     data = json.loads(out)
     rows = {(r["seam"], r["kind"]): r for r in data["stages"]}
     assert rows[("chunker", "fixed-codepoints")]["source"] == "ledgerscope-testplugin 0.1.0"
@@ -88,18 +111,26 @@ def test_config_stages_lists_installed_plugins_and_refused_entry_points(installe
     assert len(data["refused"]) == 2
     assert "'generator:extractive'" in data["refused"][0] and "built-in" in data["refused"][0]
     assert "'not-a-seam'" in data["refused"][1] and "SEAM:KIND" in data["refused"][1]
-    plain = subprocess.run([sys.executable, "-m", "ledgerscope.cli", "config", "stages"], capture_output=True,
-                           text=True, env=env, timeout=120, check=True).stdout
+    plain = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli", "config", "stages"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
     assert any(line.split()[:2] == ["chunker", "fixed-codepoints"] for line in plain.splitlines())
 
 
-def test_a_sweep_uses_the_plugin_chunker_retriever_reranker_and_generator(installed_plugin,
-                                                                          rule_exception_inputs, tmp_path):
+def test_a_sweep_uses_the_plugin_chunker_retriever_reranker_and_generator(
+    installed_plugin, rule_exception_inputs, tmp_path
+):
     _sweep(rule_exception_inputs, [arm_from_dict(PLUGIN_ARM)], tmp_path / "ledger")
     con = connect(tmp_path / "ledger")
     # the chunker: units of at most 50 code points; phase 7 cuts first at code point 7
-    units = con.execute("SELECT phase, doc_id, start, \"end\", text FROM units ORDER BY phase, doc_id, start"
-                        ).fetchall()
+    units = con.execute(
+        'SELECT phase, doc_id, start, "end", text FROM units ORDER BY phase, doc_id, start'
+    ).fetchall()
     assert units and all(e - s <= 50 for _, _, s, e, _ in units)
     starts = {(p, d): sorted(s for p2, d2, s, _, _ in units if (p2, d2) == (p, d)) for p, d, *_ in units}
     assert all(v[1] == 50 for (p, _), v in starts.items() if p == "0" and len(v) > 1)
@@ -110,15 +141,17 @@ def test_a_sweep_uses_the_plugin_chunker_retriever_reranker_and_generator(instal
     ann = con.execute("SELECT qid, score FROM candidates WHERE stage = 'dense_ann'").fetchall()
     assert ann and all(score >= 1.0 and float(score).is_integer() for _, score in ann)
     # the reranker put shorter units first; the generator answered with the first block's sentence
-    reranked = con.execute("SELECT phase, qid, rank, u.text FROM candidates c JOIN units u "
-                           "USING (arm, phase, unit_id) WHERE stage = 'reranked' ORDER BY phase, qid, rank"
-                           ).fetchall()
+    reranked = con.execute(
+        "SELECT phase, qid, rank, u.text FROM candidates c JOIN units u "
+        "USING (arm, phase, unit_id) WHERE stage = 'reranked' ORDER BY phase, qid, rank"
+    ).fetchall()
     by = {}
     for phase, qid, _, text in reranked:
         by.setdefault((phase, qid), []).append(len(text))
     assert all(v == sorted(v) for v in by.values())
-    records = con.execute("SELECT answer, citations_json, generator_detail_json, answer_verdict FROM records"
-                          ).fetchall()
+    records = con.execute(
+        "SELECT answer, citations_json, generator_detail_json, answer_verdict FROM records"
+    ).fetchall()
     for answer, cites, detail, _ in records:
         if json.loads(detail).get("plugin"):
             assert answer.endswith("[1]") and json.loads(cites)[0]["label"] == "1"
@@ -138,35 +171,60 @@ def test_rerun_executes_the_same_plugin_stages(installed_plugin, rule_exception_
     diff = rerun.rerun_record(tmp_path / "ledger", "plugged", "temp-retention", "7")
     # rerun builds its own runtime with the bundled model for the dense slots; the plugin slots match
     changed = {d["field"] for d in diff.differences}
-    assert not changed & {"answer", "packed_unit_ids", "candidates.reranked", "candidates.dense_ann",
-                          "candidates.bm25", "generator_detail_json"}
+    assert not changed & {
+        "answer",
+        "packed_unit_ids",
+        "candidates.reranked",
+        "candidates.dense_ann",
+        "candidates.bm25",
+        "generator_detail_json",
+    }
 
 
-def test_python_callables_name_the_same_functions_without_installing(installed_plugin, rule_exception_inputs,
-                                                                     tmp_path):
-    arm = arm_from_dict({"name": "py", "phases": [0], "rerank": {"kind": "python",
-                         "callable": "ledgerscope_testplugin:shortest_first"},
-                         "generator": {"kind": "python", "callable": "tests.endpoint_servers:first_block"}})
+def test_python_callables_name_the_same_functions_without_installing(
+    installed_plugin, rule_exception_inputs, tmp_path
+):
+    arm = arm_from_dict(
+        {
+            "name": "py",
+            "phases": [0],
+            "rerank": {"kind": "python", "callable": "ledgerscope_testplugin:shortest_first"},
+            "generator": {"kind": "python", "callable": "tests.endpoint_servers:first_block"},
+        }
+    )
     _sweep(rule_exception_inputs, [arm], tmp_path / "ledger")
     components = load_manifest(tmp_path / "ledger")["arms"]["py"]["components"]
-    assert components["reranker"] == {"kind": "python", "callable": "ledgerscope_testplugin:shortest_first",
-                                      "options": {}}
+    assert components["reranker"] == {
+        "kind": "python",
+        "callable": "ledgerscope_testplugin:shortest_first",
+        "options": {},
+    }
     assert components["generator"]["callable"] == "tests.endpoint_servers:first_block"
 
 
 def failing_generator(request):
-    raise StageFailure("generation", f"vendor API down (asked with {len(request.blocks)} block(s))",
-                       ["network: refused", "network: refused"])
+    raise StageFailure(
+        "generation",
+        f"vendor API down (asked with {len(request.blocks)} block(s))",
+        ["network: refused", "network: refused"],
+    )
 
 
 def wrong_length_reranker(request):
     return [1.0]
 
 
-def test_a_plugin_that_raises_stage_failure_records_an_infrastructure_failure(rule_exception_inputs,
-                                                                             tmp_path):
-    arm = arm_from_dict({"name": "down", "phases": [0], "rerank": {"kind": "none"},
-                         "generator": {"kind": "python", "callable": "tests.test_plugins:failing_generator"}})
+def test_a_plugin_that_raises_stage_failure_records_an_infrastructure_failure(
+    rule_exception_inputs, tmp_path
+):
+    arm = arm_from_dict(
+        {
+            "name": "down",
+            "phases": [0],
+            "rerank": {"kind": "none"},
+            "generator": {"kind": "python", "callable": "tests.test_plugins:failing_generator"},
+        }
+    )
     _sweep(rule_exception_inputs, [arm], tmp_path / "ledger")
     con = connect(tmp_path / "ledger")
     rows = con.execute("SELECT answer_verdict, generator_error, attempts FROM records").fetchall()
@@ -179,26 +237,57 @@ def test_a_plugin_that_raises_stage_failure_records_an_infrastructure_failure(ru
 def test_a_plugin_answering_in_the_wrong_shape_stops_the_sweep_naming_it(rule_exception_inputs, tmp_path):
     from ledgerscope.pipeline.arm.plugin_stages import PluginError
 
-    arm = arm_from_dict({"name": "bad", "phases": [0],
-                         "rerank": {"kind": "python",
-                                    "callable": "tests.test_plugins:wrong_length_reranker"}})
-    with pytest.raises(PluginError, match=r"tests.test_plugins:wrong_length_reranker: 1 score\(s\) for \d+ "
-                                          r"candidate\(s\)"):
+    arm = arm_from_dict(
+        {
+            "name": "bad",
+            "phases": [0],
+            "rerank": {"kind": "python", "callable": "tests.test_plugins:wrong_length_reranker"},
+        }
+    )
+    with pytest.raises(
+        PluginError,
+        match=r"tests.test_plugins:wrong_length_reranker: 1 score\(s\) for \d+ "
+        r"candidate\(s\)",
+    ):
         _sweep(rule_exception_inputs, [arm], tmp_path / "ledger")
 
 
-@pytest.mark.parametrize(("body", "field", "reason"), [
-    ('[generator]\nkind = "python"\ncallable = "no_such_module_xyz:fn"\n', "generator.callable",
-     "cannot import module 'no_such_module_xyz': ModuleNotFoundError"),
-    ('[rerank]\nkind = "python"\ncallable = "tests.test_plugins:no_such_function"\n', "rerank.callable",
-     "module 'tests.test_plugins' has no attribute 'no_such_function'"),
-    ('[rerank]\nkind = "python"\ncallable = "not a callable name"\n', "rerank.callable",
-     "must name a callable as 'package.module:function'"),
-    ('[generator]\nkind = "python"\n', "generator.callable", 'needs callable = "package.module:function"'),
-    ('[generator]\nkind = "first-sentence-not-installed"\n', "generator.kind", "must be one of extractive"),
-    ('[retrieval.ann]\nkind = "faiss"\n', "retrieval.ann.kind", "must be one of bm25, hnsw, exact, python"),
-    ('[chunker]\nkind = "python"\ncallable = "x:y"\noptions = 3\n', "chunker.options", "must be a table"),
-])
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        (
+            '[generator]\nkind = "python"\ncallable = "no_such_module_xyz:fn"\n',
+            "generator.callable",
+            "cannot import module 'no_such_module_xyz': ModuleNotFoundError",
+        ),
+        (
+            '[rerank]\nkind = "python"\ncallable = "tests.test_plugins:no_such_function"\n',
+            "rerank.callable",
+            "module 'tests.test_plugins' has no attribute 'no_such_function'",
+        ),
+        (
+            '[rerank]\nkind = "python"\ncallable = "not a callable name"\n',
+            "rerank.callable",
+            "must name a callable as 'package.module:function'",
+        ),
+        (
+            '[generator]\nkind = "python"\n',
+            "generator.callable",
+            'needs callable = "package.module:function"',
+        ),
+        (
+            '[generator]\nkind = "first-sentence-not-installed"\n',
+            "generator.kind",
+            "must be one of extractive",
+        ),
+        (
+            '[retrieval.ann]\nkind = "faiss"\n',
+            "retrieval.ann.kind",
+            "must be one of bm25, hnsw, exact, python",
+        ),
+        ('[chunker]\nkind = "python"\ncallable = "x:y"\noptions = 3\n', "chunker.options", "must be a table"),
+    ],
+)
 def test_bad_plugin_configuration_names_the_arm_file_and_key(tmp_path, body, field, reason):
     path = tmp_path / "arm.toml"
     path.write_text(body, encoding="utf-8")

@@ -29,20 +29,26 @@ def _sample(rng: np.random.Generator, effect: float) -> tuple[np.ndarray, np.nda
     n = N_CLUSTERS * PER_CLUSTER
     clusters = np.repeat(np.arange(N_CLUSTERS), PER_CLUSTER)
     base = rng.uniform(0.3, 0.8, size=(n, N_PHASES))
-    diff = (effect + rng.normal(0, 0.15, N_CLUSTERS)[clusters][:, None] + rng.normal(0, 0.2, (n, 1))
-            + rng.normal(0, 0.1, (n, N_PHASES)))
+    diff = (
+        effect
+        + rng.normal(0, 0.15, N_CLUSTERS)[clusters][:, None]
+        + rng.normal(0, 0.2, (n, 1))
+        + rng.normal(0, 0.1, (n, N_PHASES))
+    )
     return base + diff, base, clusters.astype(str).astype(object)
 
 
 def _mean(cand, base, clusters, n_resamples: int, seed: int) -> dict:
-    return paired_bootstrap(cand, base, clusters, n_resamples=n_resamples, seed=seed, confidence=CONFIDENCE,
-                            statistics=("mean",))["statistics"]["mean"]
+    return paired_bootstrap(
+        cand, base, clusters, n_resamples=n_resamples, seed=seed, confidence=CONFIDENCE, statistics=("mean",)
+    )["statistics"]["mean"]
 
 
 def test_share_significant_at_the_reported_mdd_is_close_to_80_percent():
     rng = np.random.default_rng(20261204)
-    reported = minimum_detectable(_mean(*_sample(rng, 0.0), n_resamples=2000, seed=1)["standard_error"],
-                                  CONFIDENCE)
+    reported = minimum_detectable(
+        _mean(*_sample(rng, 0.0), n_resamples=2000, seed=1)["standard_error"], CONFIDENCE
+    )
     assert reported is not None and reported > 0
     significant = 0
     for i in range(N_SIMULATIONS):
@@ -68,10 +74,13 @@ def _comparison(estimate: float, se: float, n: int = 40) -> dict:
     z = 1.959964
     entry = {"estimate": estimate, "low": estimate - z * se, "high": estimate + z * se, "standard_error": se}
     diff = {"n_questions": n, "n_units": 12, "statistics": {"mean": entry}}
-    comparison = {"format": "ledgerscope-comparison/1",
-                  "settings": {"confidence": 0.95, "n_resamples": 10000, "seed": 0},
-                  "candidate": {"arm": "c"}, "baseline": {"arm": "b"},
-                  "stress_sets": {"representative": {"metrics": {"support": {"difference": diff}}}}}
+    comparison = {
+        "format": "ledgerscope-comparison/1",
+        "settings": {"confidence": 0.95, "n_resamples": 10000, "seed": 0},
+        "candidate": {"arm": "c"},
+        "baseline": {"arm": "b"},
+        "stress_sets": {"representative": {"metrics": {"support": {"difference": diff}}}},
+    }
     from ledgerscope.analysis.stats.power import annotate
 
     return annotate(comparison)
@@ -99,4 +108,5 @@ def test_a_pass_below_the_mdd_is_not_a_clean_accept(tmp_path):
     lenient = _decide(tmp_path, -0.02, comparison, "underpowered_is_inconclusive = false\n")
     assert lenient["outcome"] == "accept" and headline(lenient).startswith("ACCEPT, but the run is too small")
     assert comparison["stress_sets"]["representative"]["metrics"]["support"]["difference"]["detectable"][
-        "mean"]["mdd"] == pytest.approx(0.028016, abs=1e-5)
+        "mean"
+    ]["mdd"] == pytest.approx(0.028016, abs=1e-5)

@@ -30,26 +30,36 @@ from ledgerscope.pipeline.run.sweep import sweep
 from .endpoint_servers import FaultyServer
 from .test_plugins import BagOfWords
 
-BLOCKS = [ContextBlock("1", "d@0-9", "d", "Requests {may} be kept."),
-          ContextBlock("2", "e@0-5", "e", "Other.")]
-CUSTOM = {"system": "You answer from documents.", "context_format": "<doc id={doc_id} n={label}>{text}</doc>",
-          "question_format": "{context}\n---\nQ: {question}"}
+BLOCKS = [
+    ContextBlock("1", "d@0-9", "d", "Requests {may} be kept."),
+    ContextBlock("2", "e@0-5", "e", "Other."),
+]
+CUSTOM = {
+    "system": "You answer from documents.",
+    "context_format": "<doc id={doc_id} n={label}>{text}</doc>",
+    "question_format": "{context}\n---\nQ: {question}",
+}
 
 
 def echo(request):
     """A python generator that keeps what it was asked with (for the record's detail)."""
     from ledgerscope.pipeline.contracts.prompt import GenerationResult
 
-    return GenerationResult("I cannot answer from the provided sources.", [], True,
-                            detail={"system": request.system, "user": request.user, "prompt": request.prompt})
+    return GenerationResult(
+        "I cannot answer from the provided sources.",
+        [],
+        True,
+        detail={"system": request.system, "user": request.user, "prompt": request.prompt},
+    )
 
 
 def test_the_default_template_is_the_built_in_prompt():
     assert template_from_config({}) == DEFAULT_TEMPLATE
     assert DEFAULT_TEMPLATE.prompt("Q?", BLOCKS) == render_prompt("Q?", BLOCKS)
     assert DEFAULT_TEMPLATE.context(BLOCKS) == render_context(BLOCKS)
-    assert DEFAULT_TEMPLATE.messages("Q?", BLOCKS) == [{"role": "user",
-                                                        "content": render_prompt("Q?", BLOCKS)}]
+    assert DEFAULT_TEMPLATE.messages("Q?", BLOCKS) == [
+        {"role": "user", "content": render_prompt("Q?", BLOCKS)}
+    ]
 
 
 def test_a_custom_template_renders_every_part_and_sends_the_system_message_apart():
@@ -57,8 +67,10 @@ def test_a_custom_template_renders_every_part_and_sends_the_system_message_apart
     assert t.block(BLOCKS[0]) == "<doc id=d n=1>Requests {may} be kept.</doc>"  # braces in text are text
     assert t.user("Q?", BLOCKS) == t.context(BLOCKS) + "\n---\nQ: Q?"
     assert t.prompt("Q?", BLOCKS) == "You answer from documents.\n\n" + t.user("Q?", BLOCKS)
-    assert t.messages("Q?", BLOCKS) == [{"role": "system", "content": "You answer from documents."},
-                                        {"role": "user", "content": t.user("Q?", BLOCKS)}]
+    assert t.messages("Q?", BLOCKS) == [
+        {"role": "system", "content": "You answer from documents."},
+        {"role": "user", "content": t.user("Q?", BLOCKS)},
+    ]
     only_format = template_from_config({"context_format": "{text}"})
     assert only_format.system == INSTRUCTIONS and not only_format.system_message
 
@@ -85,17 +97,25 @@ def test_the_budget_counts_blocks_as_the_template_renders_them():
 
 
 def test_a_sweep_records_the_rendered_context_prompt_tokens_and_the_template(rule_exception_inputs, tmp_path):
-    arm = arm_from_dict({"name": "templated", "capacity": 16, "phases": [0], "budget_tokens": 80,
-                         "rerank": {"kind": "none"},
-                         "generator": {"kind": "python", "callable": "tests.test_prompt_template:echo",
-                                       **CUSTOM}})
+    arm = arm_from_dict(
+        {
+            "name": "templated",
+            "capacity": 16,
+            "phases": [0],
+            "budget_tokens": 80,
+            "rerank": {"kind": "none"},
+            "generator": {"kind": "python", "callable": "tests.test_prompt_template:echo", **CUSTOM},
+        }
+    )
     paths = rule_exception_inputs
     fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
     sweep(fixtures, corpus, [arm], tmp_path / "ledger", encoder_factory=lambda n, b: BagOfWords())
     con = connect(tmp_path / "ledger")
     count = TokenCounter("bundled:all-MiniLM-L6-v2").count
-    rows = con.execute("SELECT question, packed_context, evidence_tokens, prompt_tokens, "
-                       "generator_detail_json, packed_unit_ids FROM records").fetchall()
+    rows = con.execute(
+        "SELECT question, packed_context, evidence_tokens, prompt_tokens, "
+        "generator_detail_json, packed_unit_ids FROM records"
+    ).fetchall()
     assert any(ctx for _, ctx, *_ in rows)
     for question, context, evidence, prompt_tokens, detail, packed in rows:
         detail = json.loads(detail)
@@ -120,14 +140,17 @@ def test_the_endpoint_generator_sends_the_template_over_the_wire():
     assert gen.describe()["prompt"]["context_format"] == CUSTOM["context_format"]
 
 
-@pytest.mark.parametrize(("key", "value", "reason"), [
-    ("context_format", "{title}: {text}", "{title} is not one of {label}, {doc_id}, {unit_id}, {text}"),
-    ("context_format", "{text.__class__}", "is not one of"),
-    ("context_format", "{text!r}", "{text!r} is not one of"),
-    ("context_format", "{text", "not a format string"),
-    ("question_format", "Q: {question}", "must hold {context}"),
-    ("question_format", "{context} {answer}", "{answer} is not one of {context}, {question}"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("context_format", "{title}: {text}", "{title} is not one of {label}, {doc_id}, {unit_id}, {text}"),
+        ("context_format", "{text.__class__}", "is not one of"),
+        ("context_format", "{text!r}", "{text!r} is not one of"),
+        ("context_format", "{text", "not a format string"),
+        ("question_format", "Q: {question}", "must hold {context}"),
+        ("question_format", "{context} {answer}", "{answer} is not one of {context}, {question}"),
+    ],
+)
 def test_a_bad_template_is_named_by_its_key(key, value, reason):
     with pytest.raises(InputError) as err:
         arm_from_dict({"generator": {key: value}}, "arm.toml")

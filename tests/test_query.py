@@ -34,16 +34,19 @@ def _reason(exc: pytest.ExceptionInfo) -> str:
     return problem.reason
 
 
-@pytest.mark.parametrize(("predicate", "normalised"), [
-    ("step = 8", "step = 8"),
-    ("  step=8  -- a trailing comment", "step = 8"),
-    ("/* why */ step = 7 and arm = 'baseline'", "(step = 7) AND (arm = 'baseline')"),
-    ("qid IN ('q1', 'q2') AND NOT support_packed", "(qid IN ('q1', 'q2')) AND (NOT support_packed)"),
-    ("list_contains(flags, 'annotation-check')", "list_contains(flags, 'annotation-check')"),
-    ("reversal", "reversal"),
-    ("step BETWEEN 2 AND 8", "step BETWEEN 2 AND 8"),
-    ("qid = 'it''s'", "qid = 'it''s'"),
-])
+@pytest.mark.parametrize(
+    ("predicate", "normalised"),
+    [
+        ("step = 8", "step = 8"),
+        ("  step=8  -- a trailing comment", "step = 8"),
+        ("/* why */ step = 7 and arm = 'baseline'", "(step = 7) AND (arm = 'baseline')"),
+        ("qid IN ('q1', 'q2') AND NOT support_packed", "(qid IN ('q1', 'q2')) AND (NOT support_packed)"),
+        ("list_contains(flags, 'annotation-check')", "list_contains(flags, 'annotation-check')"),
+        ("reversal", "reversal"),
+        ("step BETWEEN 2 AND 8", "step BETWEEN 2 AND 8"),
+        ("qid = 'it''s'", "qid = 'it''s'"),
+    ],
+)
 def test_good_predicates_normalise(con, predicate, normalised):
     assert validate_predicate(con, predicate) == normalised
     # the normalised form is itself valid and stable
@@ -95,13 +98,16 @@ def test_multiple_statements_rejected_and_nothing_runs(con):
     assert con.execute("SELECT count(*) FROM secret").fetchone()[0] == 1
 
 
-@pytest.mark.parametrize("predicate", [
-    "qid IN (SELECT * FROM read_csv('x'))",
-    "EXISTS (SELECT 1 FROM secret)",
-    "qid = (SELECT v FROM secret)",
-    "qid IN (FROM secret)",
-    "qid IN (SELECT v FROM secret UNION SELECT 'q1')",
-])
+@pytest.mark.parametrize(
+    "predicate",
+    [
+        "qid IN (SELECT * FROM read_csv('x'))",
+        "EXISTS (SELECT 1 FROM secret)",
+        "qid = (SELECT v FROM secret)",
+        "qid IN (FROM secret)",
+        "qid IN (SELECT v FROM secret UNION SELECT 'q1')",
+    ],
+)
 def test_subqueries_rejected(con, predicate):
     with pytest.raises(InputError) as exc:
         validate_predicate(con, predicate)
@@ -118,27 +124,30 @@ def test_parser_check_stands_without_the_denylist(con, monkeypatch):
         assert "subqueries are not allowed" in _reason(exc)
 
 
-@pytest.mark.parametrize(("predicate", "needle"), [
-    ("read_text('/etc/passwd') IS NOT NULL", "read_text() is not allowed"),
-    ("len(glob('*')) > 0", "glob() is not allowed"),
-    ("qid = getenv('HOME')", "getenv() is not allowed"),
-    ("qid = current_setting('threads')", "current_setting() is not allowed"),
-    ("COPY secret TO 'x.csv'", "COPY is not allowed"),
-    ("ATTACH 'x.db'", "ATTACH is not allowed"),
-    ("INSTALL httpfs", "INSTALL is not allowed"),
-    ("LOAD httpfs", "LOAD is not allowed"),
-    ("PRAGMA version", "PRAGMA is not allowed"),
-    ("SET threads = 1", "SET is not allowed"),
-    ("step = 1 ORDER BY qid", "ORDER is not allowed"),
-    ("step = ?", "parameters"),
-    ("step = $1", "parameters"),
-    ("1=1) OR (1=1", "unbalanced ')'"),
-    ("(step = 1", "unbalanced '('"),
-    ("step", "must be a boolean expression"),
-    ("count(*) > 1", "aggregates"),
-    ("row_number() OVER () = 1", "window functions"),
-    ("main.lower(qid) = 'q1'", "qualified function"),
-])
+@pytest.mark.parametrize(
+    ("predicate", "needle"),
+    [
+        ("read_text('/etc/passwd') IS NOT NULL", "read_text() is not allowed"),
+        ("len(glob('*')) > 0", "glob() is not allowed"),
+        ("qid = getenv('HOME')", "getenv() is not allowed"),
+        ("qid = current_setting('threads')", "current_setting() is not allowed"),
+        ("COPY secret TO 'x.csv'", "COPY is not allowed"),
+        ("ATTACH 'x.db'", "ATTACH is not allowed"),
+        ("INSTALL httpfs", "INSTALL is not allowed"),
+        ("LOAD httpfs", "LOAD is not allowed"),
+        ("PRAGMA version", "PRAGMA is not allowed"),
+        ("SET threads = 1", "SET is not allowed"),
+        ("step = 1 ORDER BY qid", "ORDER is not allowed"),
+        ("step = ?", "parameters"),
+        ("step = $1", "parameters"),
+        ("1=1) OR (1=1", "unbalanced ')'"),
+        ("(step = 1", "unbalanced '('"),
+        ("step", "must be a boolean expression"),
+        ("count(*) > 1", "aggregates"),
+        ("row_number() OVER () = 1", "window functions"),
+        ("main.lower(qid) = 'q1'", "qualified function"),
+    ],
+)
 def test_rejected_predicates(con, predicate, needle):
     with pytest.raises(InputError) as exc:
         validate_predicate(con, predicate)

@@ -153,9 +153,22 @@ def test_cli_sweep_with_ray_executor(ray_cluster, rule_exception_inputs, local_d
         path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in spec.items()), encoding="utf-8")
         arms += ["--arm", str(path)]
     out = tmp_path / "ledger"
-    result = CliRunner().invoke(app, ["sweep", "--fixtures", str(rule_exception_inputs["fixtures"]),
-                                      "--corpus", str(rule_exception_inputs["corpus"]), *arms,
-                                      "--out", str(out), "--quiet", "--executor", "ray"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--fixtures",
+            str(rule_exception_inputs["fixtures"]),
+            "--corpus",
+            str(rule_exception_inputs["corpus"]),
+            *arms,
+            "--out",
+            str(out),
+            "--quiet",
+            "--executor",
+            "ray",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "4 partition(s) written" in " ".join(result.output.split())  # Rich wraps the line
     assert table_digests(out) == local_digests
@@ -167,10 +180,22 @@ def test_cli_refuses_an_unknown_executor(rule_exception_inputs, tmp_path, flags)
 
     from ledgerscope.cli.main import app
 
-    result = CliRunner().invoke(app, ["sweep", "--fixtures", str(rule_exception_inputs["fixtures"]),
-                                      "--corpus", str(rule_exception_inputs["corpus"]),
-                                      "--arm", str(rule_exception_inputs["candidate"]),
-                                      "--out", str(tmp_path / "ledger"), "--quiet", *flags])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--fixtures",
+            str(rule_exception_inputs["fixtures"]),
+            "--corpus",
+            str(rule_exception_inputs["corpus"]),
+            "--arm",
+            str(rule_exception_inputs["candidate"]),
+            "--out",
+            str(tmp_path / "ledger"),
+            "--quiet",
+            *flags,
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "local or ray" in result.output
     assert not (tmp_path / "ledger").exists()

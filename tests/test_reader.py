@@ -18,8 +18,12 @@ def _scored(*pairs):
 
 
 def test_runner_up_skips_repeats_and_fragments_of_the_best_sentence():
-    scored = _scored(("Requests may be retained for 30 days.", 0.7), ("retained for 30 days.", 0.69),
-                     ("Requests  may be retained for 30 days.", 0.68), ("Backups are kept for 14 days.", 0.4))
+    scored = _scored(
+        ("Requests may be retained for 30 days.", 0.7),
+        ("retained for 30 days.", 0.69),
+        ("Requests  may be retained for 30 days.", 0.68),
+        ("Backups are kept for 14 days.", 0.4),
+    )
     assert ExtractiveReader.runner_up(scored)["sentence"] == "Backups are kept for 14 days."
     assert ExtractiveReader.margin(scored) == pytest.approx(0.3)
     assert ExtractiveReader.margin(_scored(("Only one.", 0.42))) == pytest.approx(0.42)
@@ -34,15 +38,18 @@ def test_abstain_reason():
     assert rule(_scored(("a", 0.6), ("b", 0.4)), 0.2, 0.3, 0.06) is None
 
 
-@pytest.mark.parametrize(("question", "wanted"), [
-    ("What retention limit applies to requests marked temporary?", True),
-    ("How long may requests be retained?", True),
-    ("How many nucleotides does bovine coronavirus contain?", True),
-    ("When was the study conducted?", True),
-    ("What is the molecular structure of bovine coronavirus?", False),
-    ("Who approves exceptions?", False),
-    ("Receiving Party shall notify Disclosing Party of compelled disclosure.", False),
-])
+@pytest.mark.parametrize(
+    ("question", "wanted"),
+    [
+        ("What retention limit applies to requests marked temporary?", True),
+        ("How long may requests be retained?", True),
+        ("How many nucleotides does bovine coronavirus contain?", True),
+        ("When was the study conducted?", True),
+        ("What is the molecular structure of bovine coronavirus?", False),
+        ("Who approves exceptions?", False),
+        ("Receiving Party shall notify Disclosing Party of compelled disclosure.", False),
+    ],
+)
 def test_asks_for_quantity(question, wanted):
     assert asks_for_quantity(question) is wanted
 
@@ -51,8 +58,10 @@ def test_settings_come_from_the_generator_table():
     reader = ExtractiveReader.from_config(None, len, {"abstain_threshold": 0.2, "abstain_margin": 0.1})
     assert (reader.abstain_threshold, reader.abstain_margin) == (0.2, 0.1)
     default = ExtractiveReader.from_config(None, len, {})
-    assert (default.abstain_threshold, default.abstain_margin) == (DEFAULT_ABSTAIN_THRESHOLD,
-                                                                   DEFAULT_ABSTAIN_MARGIN)
+    assert (default.abstain_threshold, default.abstain_margin) == (
+        DEFAULT_ABSTAIN_THRESHOLD,
+        DEFAULT_ABSTAIN_MARGIN,
+    )
     assert "margin" in default.describe()["scoring"]
 
 
@@ -67,8 +76,14 @@ def reader():
 @pytest.mark.slow
 def test_answers_from_support_and_abstains_on_a_topical_context(reader):
     question = "What retention limit applies to requests marked temporary?"
-    support = [ContextBlock("1", "u1", "doc", "Requests may be retained for 30 days. "
-                                              "This limit is 7 days for requests marked temporary.")]
+    support = [
+        ContextBlock(
+            "1",
+            "u1",
+            "doc",
+            "Requests may be retained for 30 days. This limit is 7 days for requests marked temporary.",
+        )
+    ]
     answered = reader.generate(question, support)
     assert not answered.abstained and "7 days" in answered.answer and answered.citations == ["1"]
     # only the rule: it stands out, so the reader quotes the default (the failure the sweep studies)
@@ -76,9 +91,16 @@ def test_answers_from_support_and_abstains_on_a_topical_context(reader):
     rule_only = reader.generate(question, [ContextBlock("1", "u1", "doc", rule)])
     assert not rule_only.abstained and "30 days" in rule_only.answer
     # several sentences about retention, none answering better than the rest: topical
-    topical = [ContextBlock("1", "u1", "doc", "Retention applies to requests marked for review. "
-                                              "Retention applies to requests marked for export. "
-                                              "Retention applies to requests marked for audit.")]
+    topical = [
+        ContextBlock(
+            "1",
+            "u1",
+            "doc",
+            "Retention applies to requests marked for review. "
+            "Retention applies to requests marked for export. "
+            "Retention applies to requests marked for audit.",
+        )
+    ]
     result = reader.generate(question, topical)
     assert result.abstained and result.answer == ABSTAIN_TEXT
     assert result.detail["abstained_because"] == "topical"
@@ -93,15 +115,18 @@ def _item(sentence: str, score: float, label: str) -> dict:
     return {"sentence": sentence, "score": score, "label": label, "block": int(label) - 1, "start": 0}
 
 
-@pytest.mark.parametrize("question, kind", [
-    ("Is hepcidin toxic?", "yes-no question"),
-    ("Did the film win an award?", "yes-no question"),
-    ("Which film came out first, Blind Shaft or The Mask Of Fu Manchu?", "yes-no question: comparison"),
-    ("Who was born earlier, Ada Lovelace or Mary Shelley?", "yes-no question: comparison"),
-    ("What is the retention limit?", None),
-    ("Was was the sample size?", None),  # a typo for "What was", not a yes/no question
-    ("Receiving Party shall notify Disclosing Party of any compelled disclosure.", None),
-])
+@pytest.mark.parametrize(
+    "question, kind",
+    [
+        ("Is hepcidin toxic?", "yes-no question"),
+        ("Did the film win an award?", "yes-no question"),
+        ("Which film came out first, Blind Shaft or The Mask Of Fu Manchu?", "yes-no question: comparison"),
+        ("Who was born earlier, Ada Lovelace or Mary Shelley?", "yes-no question: comparison"),
+        ("What is the retention limit?", None),
+        ("Was was the sample size?", None),  # a typo for "What was", not a yes/no question
+        ("Receiving Party shall notify Disclosing Party of any compelled disclosure.", None),
+    ],
+)
 def test_question_kind(question, kind):
     from ledgerscope.pipeline.generation.reading import question_kind
 
@@ -112,9 +137,11 @@ def test_a_bridging_sentence_joins_the_first_and_both_are_cited():
     from ledgerscope.pipeline.generation.reading import answer_plan, answer_text
 
     question = "Who is in charge of booking business travel?"
-    scored = [_item("Business travel is booked through the travel desk.", 0.6, "1"),
-              _item("The travel desk is run by Mara Lindqvist.", 0.5, "2"),
-              _item("Trains are the default for short journeys.", 0.2, "1")]
+    scored = [
+        _item("Business travel is booked through the travel desk.", 0.6, "1"),
+        _item("The travel desk is run by Mara Lindqvist.", 0.5, "2"),
+        _item("Trains are the default for short journeys.", 0.2, "1"),
+    ]
     chosen, reason = answer_plan(question, scored, 0.3, 0.06)
     assert reason is None and [c["label"] for c in chosen] == ["1", "2"]
     assert answer_text(question, chosen).startswith("Mara Lindqvist: Business travel")
@@ -128,12 +155,19 @@ def test_yes_no_abstains_with_its_reason_before_any_scoring():
     assert answer_plan("Is the desk open on Sundays?", [], 0.3, 0.06) == ([], "yes-no question")
 
 
-@pytest.mark.parametrize("question, sentence, span", [
-    ("When did the director die?", "He died on August 25, 1963 in Los Angeles.", "August 25, 1963"),
-    ("Who directed the film?", "The film was directed by Edward L. Cahn in 1932.", "Edward L. Cahn"),
-    ("How many seats does the arena have?", "The arena, opened in 1999, seats 3,677 people.", "3,677 people"),
-    ("What retention limit applies?", "This limit is 7 days for requests marked temporary.", None),
-])
+@pytest.mark.parametrize(
+    "question, sentence, span",
+    [
+        ("When did the director die?", "He died on August 25, 1963 in Los Angeles.", "August 25, 1963"),
+        ("Who directed the film?", "The film was directed by Edward L. Cahn in 1932.", "Edward L. Cahn"),
+        (
+            "How many seats does the arena have?",
+            "The arena, opened in 1999, seats 3,677 people.",
+            "3,677 people",
+        ),
+        ("What retention limit applies?", "This limit is 7 days for requests marked temporary.", None),
+    ],
+)
 def test_answer_span(question, sentence, span):
     from ledgerscope.pipeline.generation.reading import extract_span
 

@@ -37,8 +37,15 @@ def exported(sample_ledger, tmp_path_factory) -> dict:
     old = sample_ledger / "fixtures.jsonl"
     import_label_studio(export, root / "v2.jsonl", old)
     import_label_studio(export, root / "v2-bob.jsonl", old, adjudicator=rd.BOB)
-    return {"root": root, "tasks": tasks, "config": config, "export": export, "old": old,
-            "v2": root / "v2.jsonl", "v2_bob": root / "v2-bob.jsonl"}
+    return {
+        "root": root,
+        "tasks": tasks,
+        "config": config,
+        "export": export,
+        "old": old,
+        "v2": root / "v2.jsonl",
+        "v2_bob": root / "v2-bob.jsonl",
+    }
 
 
 def _fixtures(path: Path) -> dict:
@@ -68,7 +75,7 @@ def test_tasks_hold_a_joint_question_whole_and_other_questions_per_document(expo
         for r in t["predictions"][0]["result"]:
             if "start" in r["value"]:
                 text = data[r["to_name"]]
-                assert text[r["value"]["start"]:r["value"]["end"]] == r["value"]["text"]
+                assert text[r["value"]["start"] : r["value"]["end"]] == r["value"]["text"]
                 assert r["id"] in data["gold_regions"]
 
 
@@ -79,9 +86,9 @@ def test_a_moved_span_keeps_its_id_and_gets_exact_code_point_offsets(exported):
     new = _fixtures(exported["v2"])["re-team-monthly-legacy"]
     moved = new.span("exc")
     assert (moved.start, moved.end) == (old.start, rd.moved_end(text, old.start, old.end))
-    assert moved.quote == text[moved.start:moved.end] and moved.dependency == "exception"
+    assert moved.quote == text[moved.start : moved.end] and moved.dependency == "exception"
     # the document has characters outside the BMP before the span: UTF-16 offsets would differ
-    assert len(text[:moved.start].encode("utf-16-le")) // 2 != moved.start
+    assert len(text[: moved.start].encode("utf-16-le")) // 2 != moved.start
     prov = new.annotations["label_studio"]["spans"]["exc"]
     assert (prov["change"], prov["annotator"], prov["project"]) == ("moved", rd.ALICE, 7)
     digest = "sha256:" + hashlib.sha256(exported["old"].read_bytes()).hexdigest()
@@ -115,8 +122,11 @@ def test_a_disagreement_is_disputed_and_the_adjudicator_decides(exported):
 
 def test_annotators_who_agree_are_adjudicated(exported, tmp_path):
     tasks = exported["tasks"]
-    anns = [(i, who, r) for i, who, r in rd.scenario(tasks) if who == rd.ALICE and tasks[i]["data"]["qid"]
-            == "re-team-monthly-legacy"]
+    anns = [
+        (i, who, r)
+        for i, who, r in rd.scenario(tasks)
+        if who == rd.ALICE and tasks[i]["data"]["qid"] == "re-team-monthly-legacy"
+    ]
     both = [*anns, (anns[0][0], rd.BOB, copy.deepcopy(anns[0][2]))]
     export = tmp_path / "export.json"
     export.write_text(json.dumps(rd.as_export(tasks, both)))
@@ -142,8 +152,18 @@ def test_a_task_whose_text_changed_is_refused_by_name(exported, tmp_path):
         import_label_studio(bad, tmp_path / "v2.jsonl", exported["old"])
     assert f"task {data[0]['id']} (question {data[0]['data']['qid']!r})" in str(err.value)
     assert "source digest" in str(err.value) and not (tmp_path / "v2.jsonl").exists()
-    result = runner.invoke(app, ["import", "label-studio", str(bad), "--fixtures", str(exported["old"]),
-                                 "--out", str(tmp_path / "v2.jsonl")])
+    result = runner.invoke(
+        app,
+        [
+            "import",
+            "label-studio",
+            str(bad),
+            "--fixtures",
+            str(exported["old"]),
+            "--out",
+            str(tmp_path / "v2.jsonl"),
+        ],
+    )
     assert result.exit_code == 2 and "source digest" in result.output
 
 
@@ -153,7 +173,7 @@ def test_offsets_in_another_unit_are_refused(exported, tmp_path):
     for r in task["annotations"][0]["result"]:
         if r["to_name"] != "doc0" and "start" in r["value"]:  # as if counted in UTF-16 units
             text = task["data"][r["to_name"]]
-            r["value"]["start"] = len(text[:r["value"]["start"]].encode("utf-16-le")) // 2
+            r["value"]["start"] = len(text[: r["value"]["start"]].encode("utf-16-le")) // 2
     bad = tmp_path / "export.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(InputError, match="does not slice to the region's text"):
@@ -173,8 +193,10 @@ def test_fixtures_diff_text_and_json(exported):
 
 
 def _records(ledger: Path) -> dict[str, list[dict]]:
-    return {Path(p).relative_to(ledger).as_posix(): pq.read_table(p).to_pylist()
-            for p in sorted(glob.glob(str(ledger / "partitions/*/*/records.parquet")))}
+    return {
+        Path(p).relative_to(ledger).as_posix(): pq.read_table(p).to_pylist()
+        for p in sorted(glob.glob(str(ledger / "partitions/*/*/records.parquet")))
+    }
 
 
 def test_rejudge_with_the_same_fixtures_gives_the_sweeps_records(sample_ledger, tmp_path):
@@ -191,39 +213,80 @@ def test_rejudge_with_the_same_fixtures_gives_the_sweeps_records(sample_ledger, 
 
 def test_rejudge_changes_only_the_questions_whose_gold_changed(sample_ledger, exported, tmp_path):
     out = tmp_path / "v2"
-    result = runner.invoke(app, ["rejudge", str(sample_ledger), "--fixtures", str(exported["v2_bob"]),
-                                 "--out", str(out), "--no-oracle", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "rejudge",
+            str(sample_ledger),
+            "--fixtures",
+            str(exported["v2_bob"]),
+            "--out",
+            str(out),
+            "--no-oracle",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["changed_questions"] == sorted(rd.QIDS) == summary["oracle_stale"]
     assert summary["changes"] and {c["qid"] for c in summary["changes"]} <= set(rd.QIDS)
     before, after = _records(sample_ledger), _records(out)
-    changed = {r2["qid"] for part in before
-               for r1, r2 in zip(before[part], after[part], strict=True) if r1 != r2}
+    changed = {
+        r2["qid"] for part in before for r1, r2 in zip(before[part], after[part], strict=True) if r1 != r2
+    }
     assert changed and changed <= set(rd.QIDS)
     assert {c["qid"] for c in summary["changes"]} <= changed
     manifest = json.loads((out / "manifest.json").read_text())
     old_manifest = json.loads((sample_ledger / "manifest.json").read_text())
     assert manifest["rejudged"]["fixtures_digest_before"] == old_manifest["fixtures_digest"]
-    assert manifest["rejudged"]["fixtures_digest_after"] == manifest["fixtures_digest"] != old_manifest[
-        "fixtures_digest"]
+    assert (
+        manifest["rejudged"]["fixtures_digest_after"]
+        == manifest["fixtures_digest"]
+        != old_manifest["fixtures_digest"]
+    )
     assert manifest["rejudged"]["oracle"]["stale"] == sorted(rd.QIDS)
     # the new ledger reads like any other, and compare pairs it with the old one
     assert runner.invoke(app, ["diagnose", str(out)]).exit_code == 0
-    cmp = runner.invoke(app, ["compare", str(out), "--candidate", "candidate", "--baseline", "candidate",
-                              "--baseline-ledger", str(sample_ledger), "--n-resamples", "200"])
+    cmp = runner.invoke(
+        app,
+        [
+            "compare",
+            str(out),
+            "--candidate",
+            "candidate",
+            "--baseline",
+            "candidate",
+            "--baseline-ledger",
+            str(sample_ledger),
+            "--n-resamples",
+            "200",
+        ],
+    )
     assert cmp.exit_code == 0, cmp.output
 
 
 def test_unanswerable_marks_and_comments_are_kept(exported, tmp_path):
     tasks = exported["tasks"]
-    i = next(i for i, t in enumerate(tasks)
-             if t["data"]["qid"] == "ns-audit-csv" and t["data"]["gold_regions"])
-    result = [*rd.accepted(tasks[i]),
-              {"id": "u1", "from_name": "answerable", "to_name": "doc0", "type": "choices",
-               "value": {"choices": ["unanswerable from this corpus"]}},
-              {"id": "c1", "from_name": "comment", "to_name": "doc0", "type": "textarea",
-               "value": {"text": ["the CSV limit moved to the API page"]}}]
+    i = next(
+        i for i, t in enumerate(tasks) if t["data"]["qid"] == "ns-audit-csv" and t["data"]["gold_regions"]
+    )
+    result = [
+        *rd.accepted(tasks[i]),
+        {
+            "id": "u1",
+            "from_name": "answerable",
+            "to_name": "doc0",
+            "type": "choices",
+            "value": {"choices": ["unanswerable from this corpus"]},
+        },
+        {
+            "id": "c1",
+            "from_name": "comment",
+            "to_name": "doc0",
+            "type": "textarea",
+            "value": {"text": ["the CSV limit moved to the API page"]},
+        },
+    ]
     export = tmp_path / "export.json"
     export.write_text(json.dumps(rd.as_export(tasks, [(i, rd.ALICE, result)])))
     import_label_studio(export, tmp_path / "v2.jsonl", exported["old"])
@@ -248,7 +311,8 @@ def test_rejudge_reruns_the_oracle_only_where_support_changed(sample_ledger, exp
         before = {r["qid"]: r for r in pq.read_table(sample_ledger / rel).to_pylist()}
         after = {r["qid"]: r for r in pq.read_table(out / rel).to_pylist()}
         assert {q: r for q, r in after.items() if q not in rd.QIDS} == {
-            q: r for q, r in before.items() if q not in rd.QIDS}
+            q: r for q, r in before.items() if q not in rd.QIDS
+        }
         assert new["re-free-upload"].span("ls1").quote in after["re-free-upload"]["context"]
         records = pq.read_table(out / f"partitions/arm-{arm}/phase-0/records.parquet").to_pylist()
         for r in records:
@@ -257,8 +321,9 @@ def test_rejudge_reruns_the_oracle_only_where_support_changed(sample_ledger, exp
 
 def test_a_deleted_pre_annotation_removes_the_span_and_its_set_membership(exported, tmp_path):
     tasks = exported["tasks"]
-    i = next(i for i, t in enumerate(tasks)
-             if t["data"]["qid"] == "re-free-upload" and t["data"]["gold_regions"])
+    i = next(
+        i for i, t in enumerate(tasks) if t["data"]["qid"] == "re-free-upload" and t["data"]["gold_regions"]
+    )
     rid = next(r for r, s in tasks[i]["data"]["gold_regions"].items() if s == "exc")
     result = [r for r in rd.accepted(tasks[i]) if r["id"] != rid]
     export = tmp_path / "export.json"
@@ -277,7 +342,7 @@ def test_a_partial_agreement_is_disputed_with_the_agreed_spans_listed(exported, 
     extra = copy.deepcopy([r for r in result if r["to_name"] == "doc0"])
     for r in extra:  # bob also marks the first span's sentence again, a little wider: a new region
         r["id"] = "bobextra01"
-        r["value"].update(start=0, text=tasks[i]["data"]["doc0"][:r["value"]["end"]])
+        r["value"].update(start=0, text=tasks[i]["data"]["doc0"][: r["value"]["end"]])
     export = tmp_path / "export.json"
     export.write_text(json.dumps(rd.as_export(tasks, [alice, (i, rd.BOB, copy.deepcopy(result) + extra)])))
     import_label_studio(export, tmp_path / "v2.jsonl", exported["old"])

@@ -28,13 +28,29 @@ def goldless(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("traces")
     pipe.run("small", root / "traces.jsonl", root / "chunks.jsonl")
     fixtures = root / "questions.jsonl"
-    fixtures.write_text("".join(json.dumps({
-        "format": "ledgerscope-fixture/1", "qid": q["qid"], "question": q["question"],
-        "segment": "unanswerable", "answerable": False, "support_only": True, "spans": [],
-        "sufficient_sets": [], "adjudication": {"state": "draft"}}) + "\n" for q in pipe.questions()))
+    fixtures.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "format": "ledgerscope-fixture/1",
+                    "qid": q["qid"],
+                    "question": q["question"],
+                    "segment": "unanswerable",
+                    "answerable": False,
+                    "support_only": True,
+                    "spans": [],
+                    "sufficient_sets": [],
+                    "adjudication": {"state": "draft"},
+                }
+            )
+            + "\n"
+            for q in pipe.questions()
+        )
+    )
     ledger = root / "ledger"
-    ingest(IngestOptions([root / "traces.jsonl"], root / "chunks.jsonl", fixtures, ledger,
-                         corpus=pipe.CORPUS))
+    ingest(
+        IngestOptions([root / "traces.jsonl"], root / "chunks.jsonl", fixtures, ledger, corpus=pipe.CORPUS)
+    )
     return {"root": root, "fixtures": fixtures, "ledger": ledger}
 
 
@@ -48,8 +64,11 @@ def test_rejudging_an_ingested_ledger_with_its_own_gold_gives_its_records(goldle
     from ledgerscope.pipeline.run.rejudge import rejudge
 
     root, ledger = goldless["root"], tmp_path / "ledger"
-    ingest(IngestOptions([root / "traces.jsonl"], root / "chunks.jsonl", pipe.FIXTURES, ledger,
-                         corpus=pipe.CORPUS))
+    ingest(
+        IngestOptions(
+            [root / "traces.jsonl"], root / "chunks.jsonl", pipe.FIXTURES, ledger, corpus=pipe.CORPUS
+        )
+    )
     result = rejudge(ledger, ledger / "fixtures.jsonl", tmp_path / "again")
     assert result.changed_questions == [] and result.changes == []
     for p in glob.glob(str(ledger / "partitions/*/*/records.parquet")):
@@ -77,15 +96,37 @@ def test_trace_tasks_become_a_first_fixture_version(goldless, tmp_path):
             at = text.find(span["quote"]) if span["doc_id"] == doc else -1
             if at >= 0 and len(marked) < 3 and t["data"]["qid"] not in {m[1] for m in marked}:
                 value = {"start": at, "end": at + len(span["quote"]), "text": span["quote"]}
-                marked.append((i, t["data"]["qid"], [
-                    {"id": f"m{i}", "from_name": "role_0", "to_name": "doc0", "type": "labels",
-                     "value": {**value, "labels": ["support"]}}]))
+                marked.append(
+                    (
+                        i,
+                        t["data"]["qid"],
+                        [
+                            {
+                                "id": f"m{i}",
+                                "from_name": "role_0",
+                                "to_name": "doc0",
+                                "type": "labels",
+                                "value": {**value, "labels": ["support"]},
+                            }
+                        ],
+                    )
+                )
     assert len(marked) == 3
     export_file = tmp_path / "export.json"
     export_file.write_text(json.dumps(rd.as_export(tasks, [(i, rd.ALICE, r) for i, _, r in marked])))
     v1 = tmp_path / "v1.jsonl"
-    result = runner.invoke(app, ["import", "label-studio", str(export_file), "--fixtures",
-                                 str(goldless["fixtures"]), "--out", str(v1)])
+    result = runner.invoke(
+        app,
+        [
+            "import",
+            "label-studio",
+            str(export_file),
+            "--fixtures",
+            str(goldless["fixtures"]),
+            "--out",
+            str(v1),
+        ],
+    )
     assert result.exit_code == 0, result.output
     fixtures = {f.qid: f for f in read_fixtures(v1)[0].fixtures}
     assert len(fixtures) == len(pipe.questions())  # every question kept, the marked ones with gold
@@ -110,8 +151,9 @@ def _rejudged(ledger: Path, v1: Path, qids: set[str], tmp_path: Path) -> None:
     result = runner.invoke(app, ["rejudge", str(ledger), "--fixtures", str(v1), "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     assert set(json.loads(result.output)["changed_questions"]) == qids
-    rows = duckdb.sql(f"SELECT qid, support_packed, support_bm25 FROM read_parquet('{out}/partitions/*/*/"
-                      "records.parquet')").fetchall()
+    rows = duckdb.sql(
+        f"SELECT qid, support_packed, support_bm25 FROM read_parquet('{out}/partitions/*/*/records.parquet')"
+    ).fetchall()
     for qid, packed, bm25 in rows:
         if qid in qids:
             assert packed is not None and bm25 is None  # bm25 is not recorded by this pipeline

@@ -32,8 +32,10 @@ def test_example_rule_loads_and_digest_is_of_the_bytes():
     rule = load_rule(EXAMPLE)
     assert rule.digest == rule_digest(EXAMPLE) == "sha256:" + hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
     assert rule.interval_handling == "conservative" and rule.min_questions == 30
-    assert {(d.metric, d.statistic) for d in rule.differences} >= {("support", "mean"),
-                                                                  ("support", "worst_aggregate")}
+    assert {(d.metric, d.statistic) for d in rule.differences} >= {
+        ("support", "mean"),
+        ("support", "worst_aggregate"),
+    }
     kinds = {c.segment: c.kind for c in rule.critical_per_segment}
     assert kinds["rule-exception"] == "count" and kinds["number-scope"] == "rate"
     assert rule.tokens is not None and rule.tokens.max == 2048
@@ -55,8 +57,11 @@ def test_digest_changes_with_any_byte(tmp_path):
 
 
 def test_unknown_keys_are_errors_with_file_line_and_field(tmp_path):
-    path = write(tmp_path, 'confidence = 0.95\nmax_suport_loss = -0.02\n\n[max_support_loss]\nmean = -0.01\n'
-                           'worst = -0.02\n\n[max_evidence_tokens]\nmax = 900\nceiling = 3\n')
+    path = write(
+        tmp_path,
+        "confidence = 0.95\nmax_suport_loss = -0.02\n\n[max_support_loss]\nmean = -0.01\n"
+        "worst = -0.02\n\n[max_evidence_tokens]\nmax = 900\nceiling = 3\n",
+    )
     with pytest.raises(InputError) as err:
         load_rule(path)
     msgs = [str(p) for p in err.value.problems]
@@ -68,24 +73,27 @@ def test_unknown_keys_are_errors_with_file_line_and_field(tmp_path):
 CRIT = "[max_critical_errors_per_segment]"
 
 
-@pytest.mark.parametrize("text, field", [
-    ("confidence = 1.5\nmax_support_loss = -0.02\n", "confidence"),
-    ("confidence = true\nmax_support_loss = -0.02\n", "confidence"),
-    ("n_resamples = 10\nmax_support_loss = -0.02\n", "n_resamples"),
-    ("seed = -1\nmax_support_loss = -0.02\n", "seed"),
-    ('interval_handling = "optimistic"\nmax_support_loss = -0.02\n', "interval_handling"),
-    ("min_questions = 0\nmax_support_loss = -0.02\n", "min_questions"),
-    ('stress_sets = ["everything"]\nmax_support_loss = -0.02\n', "stress_sets"),
-    ("max_support_loss = -2\n", "max_support_loss"),
-    ('max_support_loss = "small"\n', "max_support_loss"),
-    (f"{CRIT}\nrule-exceptions = 0\n", "max_critical_errors_per_segment.rule-exceptions"),
-    (f"{CRIT}\nrule-exception = -1\n", "max_critical_errors_per_segment.rule-exception"),
-    (f"{CRIT}\nrule-exception = 1.5\n", "max_critical_errors_per_segment.rule-exception"),
-    ('[max_evidence_tokens]\nfield = "tokens"\nmax = 10\n', "max_evidence_tokens.field"),
-    ("[max_evidence_tokens]\nmean = 0\n", "max_evidence_tokens.mean"),
-    ('format = "other/1"\nmax_support_loss = -0.02\n', "format"),
-    ('description = "no tolerance at all"\n', "rule"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("confidence = 1.5\nmax_support_loss = -0.02\n", "confidence"),
+        ("confidence = true\nmax_support_loss = -0.02\n", "confidence"),
+        ("n_resamples = 10\nmax_support_loss = -0.02\n", "n_resamples"),
+        ("seed = -1\nmax_support_loss = -0.02\n", "seed"),
+        ('interval_handling = "optimistic"\nmax_support_loss = -0.02\n', "interval_handling"),
+        ("min_questions = 0\nmax_support_loss = -0.02\n", "min_questions"),
+        ('stress_sets = ["everything"]\nmax_support_loss = -0.02\n', "stress_sets"),
+        ("max_support_loss = -2\n", "max_support_loss"),
+        ('max_support_loss = "small"\n', "max_support_loss"),
+        (f"{CRIT}\nrule-exceptions = 0\n", "max_critical_errors_per_segment.rule-exceptions"),
+        (f"{CRIT}\nrule-exception = -1\n", "max_critical_errors_per_segment.rule-exception"),
+        (f"{CRIT}\nrule-exception = 1.5\n", "max_critical_errors_per_segment.rule-exception"),
+        ('[max_evidence_tokens]\nfield = "tokens"\nmax = 10\n', "max_evidence_tokens.field"),
+        ("[max_evidence_tokens]\nmean = 0\n", "max_evidence_tokens.mean"),
+        ('format = "other/1"\nmax_support_loss = -0.02\n', "format"),
+        ('description = "no tolerance at all"\n', "rule"),
+    ],
+)
 def test_invalid_values_name_the_field(tmp_path, text, field):
     path = write(tmp_path, text)
     with pytest.raises(InputError) as err:
@@ -122,8 +130,9 @@ def _tok_table(mean, mx, n=100):
     return {"n_questions": n, "phase_average": {"pooled": mean, "n_records": n * 4}, "max_value": mx}
 
 
-def comparison(*, support=(0.01, -0.005, 0.02), n=100, crit=None, tokens=(800.0, 1000.0),
-               sets=("representative",)):
+def comparison(
+    *, support=(0.01, -0.005, 0.02), n=100, crit=None, tokens=(800.0, 1000.0), sets=("representative",)
+):
     crit = crit or {"rule-exception": (0, 40), "number-scope": (1, 60)}
     block = {
         "n_questions": n,
@@ -132,12 +141,15 @@ def comparison(*, support=(0.01, -0.005, 0.02), n=100, crit=None, tokens=(800.0,
             "citation_supported": {"difference": _diff(0.0, -0.01, 0.01, n=n)},
             "prompt_tokens": {"candidate": _tok_table(*tokens, n=n)},
         },
-        "segments": {seg: {"n_questions": kn[1], "metrics": {"critical": {"candidate": _crit_table(*kn)}}}
-                     for seg, kn in crit.items()},
+        "segments": {
+            seg: {"n_questions": kn[1], "metrics": {"critical": {"candidate": _crit_table(*kn)}}}
+            for seg, kn in crit.items()
+        },
     }
     return {
         "format": "ledgerscope-comparison/1",
-        "candidate": {"arm": "cand"}, "baseline": {"arm": "base"},
+        "candidate": {"arm": "cand"},
+        "baseline": {"arm": "base"},
         "settings": {"confidence": 0.95, "n_resamples": 10_000, "seed": 0},
         "stress_sets": {s: copy.deepcopy(block) for s in sets},
     }
@@ -158,8 +170,10 @@ def _support(limit=-0.02, stats=("mean",)):
 def _crit(**limits):
     from ledgerscope.analysis.stats.release import SegmentLimit
 
-    return tuple(SegmentLimit(seg.replace("_", "-"), "count" if isinstance(v, int) else "rate", float(v))
-                 for seg, v in limits.items())
+    return tuple(
+        SegmentLimit(seg.replace("_", "-"), "count" if isinstance(v, int) else "rate", float(v))
+        for seg, v in limits.items()
+    )
 
 
 def _tokens(mean=None, mx=None, fld="prompt_tokens"):
@@ -169,8 +183,14 @@ def _tokens(mean=None, mx=None, fld="prompt_tokens"):
 
 
 def test_accept_when_every_interval_is_within_tolerance():
-    d = decide(rule(differences=_support(-0.02), critical_per_segment=_crit(rule_exception=0),
-                    tokens=_tokens(900, 1200)), comparison())
+    d = decide(
+        rule(
+            differences=_support(-0.02),
+            critical_per_segment=_crit(rule_exception=0),
+            tokens=_tokens(900, 1200),
+        ),
+        comparison(),
+    )
     assert d.outcome == "accept" and d.rule_digest == "sha256:abc"
     assert all(c.status == "pass" for c in d.checks) and len(d.reasons) == 4
     r = d.reasons[0]
@@ -195,7 +215,10 @@ def test_collect_more_evidence_when_the_interval_straddles_the_tolerance():
 def test_each_support_statistic_is_checked(stat):
     comp = comparison()
     comp["stress_sets"]["representative"]["metrics"]["support"]["difference"]["statistics"][stat] = {
-        "estimate": -0.1, "low": -0.15, "high": -0.05}
+        "estimate": -0.1,
+        "low": -0.15,
+        "high": -0.05,
+    }
     assert decide(rule(differences=_support(-0.02, (stat,))), comp).outcome == "reject"
     others = tuple(s for s in ("mean", "worst_aggregate", "worst_per_question") if s != stat)
     assert decide(rule(differences=_support(-0.02, others)), comp).outcome == "accept"
@@ -293,14 +316,18 @@ def test_settings_and_arms_must_match_the_rule():
 
 
 def test_decide_on_a_real_comparison(tmp_path):
-    path = write(tmp_path, 'n_resamples = 1000\nseed = 5\nmin_questions = 20\ncandidate = "cand"\n'
-                           "max_support_loss = -0.02\n[max_critical_errors_per_segment]\nrule-exception = 0\n"
-                           "[max_evidence_tokens]\nmax = 4096\n")
+    path = write(
+        tmp_path,
+        'n_resamples = 1000\nseed = 5\nmin_questions = 20\ncandidate = "cand"\n'
+        "max_support_loss = -0.02\n[max_critical_errors_per_segment]\nrule-exception = 0\n"
+        "[max_evidence_tokens]\nmax = 4096\n",
+    )
     r = load_rule(path)
     phases = ["0", "1", "2", "3"]
     worse = synthetic_rows("cand", 60, phases, 0.3, 1) + synthetic_rows("base", 60, phases, 0.9, 2)
-    comp = compare_arms(records_con(worse), "cand", "base", n_resamples=r.n_resamples, seed=r.seed,
-                        confidence=r.confidence)
+    comp = compare_arms(
+        records_con(worse), "cand", "base", n_resamples=r.n_resamples, seed=r.seed, confidence=r.confidence
+    )
     d = decide(r, comp)
     assert d.outcome == "reject" and d.rule_digest == rule_digest(path)
     assert any("support difference" in x and "VIOLATES" in x for x in d.reasons)

@@ -430,8 +430,9 @@ def test_exports_for_the_reader_hold_nothing_restricted(built, tmp_path, fmt):
     blob = b"".join(p.read_bytes() for p in (tmp_path / "cleared").rglob("*") if p.is_file())
     assert MARKER.encode() not in blob and RESTRICTED_DOC.encode() in blob, fmt
     assert other.count > 0
-    asked = export(built["ledger"], "arm = 'cleared'" + only, fmt, tmp_path / "asked" / "out",
-                   include_restricted=True)
+    asked = export(
+        built["ledger"], "arm = 'cleared'" + only, fmt, tmp_path / "asked" / "out", include_restricted=True
+    )
     blob = b"".join(p.read_bytes() for p in (tmp_path / "asked").rglob("*") if p.is_file())
     assert (MARKER.encode() in blob) == (fmt in ("jsonl", "label-studio")), fmt
     assert asked.count == other.count

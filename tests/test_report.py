@@ -26,8 +26,18 @@ def _invoke(*args: str):
 @pytest.fixture(scope="module")
 def sample_report(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("report") / "report.html"
-    res = _invoke("report", str(SAMPLE), "--candidate", "candidate", "--baseline", "baseline",
-                  "--rule", str(RULE), "--out", str(out))
+    res = _invoke(
+        "report",
+        str(SAMPLE),
+        "--candidate",
+        "candidate",
+        "--baseline",
+        "baseline",
+        "--rule",
+        str(RULE),
+        "--out",
+        str(out),
+    )
     assert res.exit_code == 0, res.output
     assert "decision REJECT" in res.output and str(out) in res.output
     return out.read_text(encoding="utf-8")
@@ -106,8 +116,19 @@ def hostile(hostile_ledger) -> Path:
 
 
 def _report(ledger: Path, out: Path, *extra: str) -> str:
-    res = _invoke("report", str(ledger), "--candidate", "candidate", "--baseline", "baseline",
-                  "--n-resamples", "200", "--out", str(out), *extra)
+    res = _invoke(
+        "report",
+        str(ledger),
+        "--candidate",
+        "candidate",
+        "--baseline",
+        "baseline",
+        "--n-resamples",
+        "200",
+        "--out",
+        str(out),
+        *extra,
+    )
     assert res.exit_code == 0, res.output
     return out.read_text(encoding="utf-8")
 
@@ -139,4 +160,4 @@ def _shares_words(blob: str, text: str, n: int = 6) -> bool:
     """Whether ``blob`` holds any run of ``n`` words of ``text`` (in its own decoded form)."""
     words = re.findall(r"\w+", text)
     plain = " ".join(re.findall(r"\w+", _text(blob)))
-    return any(" ".join(words[i:i + n]) in plain for i in range(len(words) - n + 1))
+    return any(" ".join(words[i : i + n]) in plain for i in range(len(words) - n + 1))

@@ -39,10 +39,17 @@ per_million_prompt_tokens = 0.0
 
 
 def _arm(url: str, name: str = "remote", batch: int = 4) -> object:
-    return arm_from_dict({"name": name, "capacity": 16, "phases": [0, 5, 9], "budget_tokens": 40, "top_k": 1,
-                          "embedding": {"kind": "endpoint", "base_url": url, "model": "bow",
-                                        "batch_size": batch},
-                          "generator": {"kind": "python", "callable": "tests.endpoint_servers:first_block"}})
+    return arm_from_dict(
+        {
+            "name": name,
+            "capacity": 16,
+            "phases": [0, 5, 9],
+            "budget_tokens": 40,
+            "top_k": 1,
+            "embedding": {"kind": "endpoint", "base_url": url, "model": "bow", "batch_size": batch},
+            "generator": {"kind": "python", "callable": "tests.endpoint_servers:first_block"},
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +106,9 @@ def test_each_partition_records_its_resources(uncapped):
     assert len(per_q) == res["questions"] == 3
     # every partition's encoded texts add up to the sweep's (the first partition encodes the questions)
     parts = sorted((ledger / "partitions" / "arm-remote").iterdir())
-    encoded = sum(json.loads((p / "_SUCCESS.json").read_text())["resources"]["embedding"]["encoded"]
-                  for p in parts)
+    encoded = sum(
+        json.loads((p / "_SUCCESS.json").read_text())["resources"]["embedding"]["encoded"] for p in parts
+    )
     assert encoded == uncapped["result"].encoded_texts
 
 
@@ -119,20 +127,23 @@ def test_arm_summary_prices_indexing_queries_and_the_sweep(uncapped, prices):
 
 
 def test_max_cost_below_the_estimate_stops_and_a_higher_cap_completes_identically(
-        server, inputs, prices, uncapped, tmp_path):
+    server, inputs, prices, uncapped, tmp_path
+):
     fixtures, corpus = inputs
     table = load_prices(prices)
     out = tmp_path / "capped"
     estimate = summary(plan_sweep(fixtures, corpus, [_arm(server.base_url)], out), table)
     assert estimate["cost"] > 0 and estimate["texts_to_encode"] > 0
-    first = sweep(fixtures, corpus, [_arm(server.base_url)], out,
-                  caps=Caps(max_cost=estimate["cost"] / 2, prices=table))
+    first = sweep(
+        fixtures, corpus, [_arm(server.base_url)], out, caps=Caps(max_cost=estimate["cost"] / 2, prices=table)
+    )
     assert first.stopped and "--max-cost" in first.stopped
     assert 0 < len(first.written) < 3 and not (out / "_SWEEP_DONE.json").exists()
     spent = read_runs(out)[-1]["cost"]
     assert spent <= estimate["cost"] / 2
-    second = sweep(fixtures, corpus, [_arm(server.base_url)], out,
-                   caps=Caps(max_cost=estimate["cost"] * 2, prices=table))
+    second = sweep(
+        fixtures, corpus, [_arm(server.base_url)], out, caps=Caps(max_cost=estimate["cost"] * 2, prices=table)
+    )
     assert second.stopped is None and len(second.skipped) == len(first.written)
     assert (out / "_SWEEP_DONE.json").is_file()
     assert table_digests(out) == table_digests(uncapped["ledger"])
@@ -151,8 +162,13 @@ def test_a_cost_cap_needs_every_paid_model_priced(server, inputs, tmp_path):
     other = tmp_path / "p.toml"
     other.write_text('[embedding."other"]\nper_million_tokens = 1.0\n', encoding="utf-8")
     with pytest.raises(InputError, match="no price for embedding 'bow'"):
-        sweep(fixtures, corpus, [_arm(server.base_url)], tmp_path / "l",
-              caps=Caps(max_cost=1.0, prices=load_prices(other)))
+        sweep(
+            fixtures,
+            corpus,
+            [_arm(server.base_url)],
+            tmp_path / "l",
+            caps=Caps(max_cost=1.0, prices=load_prices(other)),
+        )
 
 
 # --- the release rule's cost boundary and latency allowance ------------------------------------
@@ -160,20 +176,36 @@ def test_a_cost_cap_needs_every_paid_model_priced(server, inputs, tmp_path):
 
 def _comparison(cand_cost: float, cand_p95: float, base_p95: float) -> dict:
     def arm(name, cost, p95):
-        return {"arm": name, "recorded": True, "questions": 40,
-                "latency_ms": {"query": {"p50": p95 / 2, "p95": p95, "p99": p95}},
-                "cost": {"priced": True, "currency": "USD", "per_1000_queries": cost, "indexing": 1.0,
-                         "unpriced": []}}
+        return {
+            "arm": name,
+            "recorded": True,
+            "questions": 40,
+            "latency_ms": {"query": {"p50": p95 / 2, "p95": p95, "p99": p95}},
+            "cost": {
+                "priced": True,
+                "currency": "USD",
+                "per_1000_queries": cost,
+                "indexing": 1.0,
+                "unpriced": [],
+            },
+        }
+
     cand, base = arm("cand", cand_cost, cand_p95), arm("base", 0.1, base_p95)
-    return {"settings": {"confidence": 0.95, "n_resamples": 10000, "seed": 0},
-            "candidate": {"arm": "cand"}, "baseline": {"arm": "base"}, "stress_sets": {},
-            "resources": compare_resources(cand, base)}
+    return {
+        "settings": {"confidence": 0.95, "n_resamples": 10000, "seed": 0},
+        "candidate": {"arm": "cand"},
+        "baseline": {"arm": "base"},
+        "stress_sets": {},
+        "resources": compare_resources(cand, base),
+    }
 
 
 def test_a_cost_boundary_the_candidate_exceeds_rejects_it_naming_the_cost(tmp_path):
     rule = tmp_path / "rule.toml"
-    rule.write_text('[max_cost]\nper_1000_queries = 0.50\nindexing = 2.0\n'
-                    '[max_latency_vs_baseline]\nquery = 1.2\n', encoding="utf-8")
+    rule.write_text(
+        "[max_cost]\nper_1000_queries = 0.50\nindexing = 2.0\n[max_latency_vs_baseline]\nquery = 1.2\n",
+        encoding="utf-8",
+    )
     decision = decide(load_rule(rule), _comparison(0.73, 100.0, 90.0))
     assert decision.outcome == "reject"
     (cost,) = [c for c in decision.checks if c.tolerance == "max_cost.per_1000_queries"]
@@ -186,7 +218,7 @@ def test_a_cost_boundary_the_candidate_exceeds_rejects_it_naming_the_cost(tmp_pa
 
 def test_latency_allowance_absolute_and_relative(tmp_path):
     rule = tmp_path / "rule.toml"
-    rule.write_text('[max_latency]\nquery = 50\n[max_latency_vs_baseline]\nquery = 1.1\n', encoding="utf-8")
+    rule.write_text("[max_latency]\nquery = 50\n[max_latency_vs_baseline]\nquery = 1.1\n", encoding="utf-8")
     decision = decide(load_rule(rule), _comparison(0.1, 60.0, 50.0))
     statuses = {c.tolerance: c for c in decision.checks}
     absolute = statuses["max_latency.query"]
@@ -197,7 +229,7 @@ def test_latency_allowance_absolute_and_relative(tmp_path):
 
 def test_no_price_table_or_no_record_is_no_evidence(tmp_path):
     rule = tmp_path / "rule.toml"
-    rule.write_text('[max_cost]\nper_1000_queries = 0.5\n', encoding="utf-8")
+    rule.write_text("[max_cost]\nper_1000_queries = 0.5\n", encoding="utf-8")
     comparison = _comparison(0.1, 1.0, 1.0)
     comparison["resources"]["candidate"]["cost"] = {"priced": False}
     decision = decide(load_rule(rule), comparison)
@@ -205,11 +237,14 @@ def test_no_price_table_or_no_record_is_no_evidence(tmp_path):
     assert any("no price table" in r for r in decision.reasons)
 
 
-@pytest.mark.parametrize("body, field", [
-    ('[max_cost]\nper_query = 1\n', "max_cost.per_query"),
-    ('[max_latency]\nreranker = 10\n', "max_latency.reranker"),
-    ('[max_latency_vs_baseline]\nquery = -1\n', "max_latency_vs_baseline.query"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("[max_cost]\nper_query = 1\n", "max_cost.per_query"),
+        ("[max_latency]\nreranker = 10\n", "max_latency.reranker"),
+        ("[max_latency_vs_baseline]\nquery = -1\n", "max_latency_vs_baseline.query"),
+    ],
+)
 def test_bad_resource_limits_are_located(tmp_path, body, field):
     rule = tmp_path / "rule.toml"
     rule.write_text(body, encoding="utf-8")
@@ -224,7 +259,7 @@ def test_price_tables_are_checked_and_unpriced_models_are_none(tmp_path, prices)
     assert table.cost("embedding", "other", {"tokens": 1}) is None
     assert table.cost("generator", "anything", {"prompt_tokens": 5}) == 0.0
     bad = tmp_path / "bad.toml"
-    bad.write_text('[embedding.m]\nper_million_token = 1\n[rerank.r]\nper_request = -1\n', encoding="utf-8")
+    bad.write_text("[embedding.m]\nper_million_token = 1\n[rerank.r]\nper_request = -1\n", encoding="utf-8")
     with pytest.raises(InputError) as err:
         load_prices(bad)
     fields = {p.field for p in err.value.problems}
@@ -258,8 +293,20 @@ def test_diagnose_and_compare_print_the_resources(uncapped, prices, tmp_path):
     assert "latency per query" in done.output and "cost: indexing" in done.output and "EUR" in done.output
     rule = tmp_path / "rule.toml"
     rule.write_text(f'[max_cost]\nper_1000_queries = 0.0\nprices = "{prices}"\n', encoding="utf-8")
-    done = runner.invoke(app, ["compare", str(copy), "--candidate", "remote", "--baseline", "remote",
-                               "--rule", str(rule), "--json"])
+    done = runner.invoke(
+        app,
+        [
+            "compare",
+            str(copy),
+            "--candidate",
+            "remote",
+            "--baseline",
+            "remote",
+            "--rule",
+            str(rule),
+            "--json",
+        ],
+    )
     assert done.exit_code == 3, done.output  # reject
     out = json.loads(done.output)
     assert out["comparison"]["resources"]["difference"]["cost"]["per_1000_queries"] == 0
@@ -279,8 +326,23 @@ def test_the_report_and_the_stats_pane_show_the_resources(uncapped, prices, tmp_
     copy = tmp_path / "ledger"
     shutil.copytree(uncapped["ledger"], copy)
     page = tmp_path / "report.html"
-    done = CliRunner().invoke(app, ["report", str(copy), "--candidate", "remote", "--baseline", "remote",
-                                    "--out", str(page), "--prices", str(prices), "--n-resamples", "200"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "report",
+            str(copy),
+            "--candidate",
+            "remote",
+            "--baseline",
+            "remote",
+            "--out",
+            str(page),
+            "--prices",
+            str(prices),
+            "--n-resamples",
+            "200",
+        ],
+    )
     assert done.exit_code == 0, done.output
     html = page.read_text(encoding="utf-8")
     assert '<section id="resources">' in html and "per 1,000 queries" in html and "p95 ms" in html
@@ -300,8 +362,13 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
 
     fixtures, corpus = inputs
     arm = _arm(server.base_url)
-    arm = arm_from_dict({**arm.to_dict(), "phase_scope": "evidence",
-                         "retrieval": {"bm25_top_n": 1, "ann_top_n": 1, "dense_top_n": 1}})
+    arm = arm_from_dict(
+        {
+            **arm.to_dict(),
+            "phase_scope": "evidence",
+            "retrieval": {"bm25_top_n": 1, "ann_top_n": 1, "dense_top_n": 1},
+        }
+    )
     assert arm.digest() != _arm(server.base_url).digest()
     out = tmp_path / "scoped"
     sweep(fixtures, corpus, [arm], out)
@@ -312,14 +379,20 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     phased, every = set(scope["phased_documents"]), {s.doc_id for s in corpus}
     assert gold <= phased < every
     con = connect(out)
-    cuts = {(p, d): tuple(c) for p, d, c in con.execute(
-        "SELECT phase, doc_id, cut_tokens FROM boundaries").fetchall()}
+    cuts = {
+        (p, d): tuple(c)
+        for p, d, c in con.execute("SELECT phase, doc_id, cut_tokens FROM boundaries").fetchall()
+    }
     for doc in every - phased:  # cut once, at the base phase, shared by every phase
         assert cuts[("5", doc)] == cuts[("9", doc)] == cuts[("0", doc)]
     assert any(cuts[("5", d)] != cuts[("0", d)] for d in phased)
     summary = arm_resources(out, "remote")
-    assert summary["phase_scope"] == {"scope": "evidence", "base_phase": "0", "phased": len(phased),
-                                      "documents": len(every)}
+    assert summary["phase_scope"] == {
+        "scope": "evidence",
+        "base_phase": "0",
+        "phased": len(phased),
+        "documents": len(every),
+    }
     qid = fixtures[0].qid
     diff = rerun_record(out, "remote", qid, "9")
     assert diff.identical, diff.differences

@@ -35,24 +35,42 @@ def _served(servers: dict) -> dict:
     usage = json.loads(_get(servers["models"] + "/v1/usage"))
     metrics = dict(re.findall(r"^llamacpp:(\w+) ([0-9.e+]+)$", _get(servers["llm"] + "/metrics"), re.M))
     log = Path(servers["llm_log"]).read_text(encoding="utf-8", errors="replace")
-    return {**usage, "chat_requests": len(re.findall(r"print_timing: .*total time", log)),
-            "prompt_tokens": int(float(metrics["prompt_tokens_total"])
-                                 + float(metrics["prompt_tokens_cached_total"])),
-            "completion_tokens": int(float(metrics["tokens_predicted_total"]))}
+    return {
+        **usage,
+        "chat_requests": len(re.findall(r"print_timing: .*total time", log)),
+        "prompt_tokens": int(
+            float(metrics["prompt_tokens_total"]) + float(metrics["prompt_tokens_cached_total"])
+        ),
+        "completion_tokens": int(float(metrics["tokens_predicted_total"])),
+    }
 
 
 @pytest.fixture(scope="module")
 def swept(walk_servers, rule_exception_inputs, tmp_path_factory):
     paths = rule_exception_inputs
     fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
-    arm = arm_from_dict({
-        "name": "served", "capacity": 16, "phases": [0, 5], "budget_tokens": 60, "top_k": 2,
-        "embedding": {"kind": "endpoint", "base_url": walk_servers["models"] + "/v1", "model": "minilm",
-                      "batch_size": 5},
-        "rerank": {"kind": "endpoint", "base_url": walk_servers["models"], "model": "tiny-ce"},
-        "generator": {"kind": "endpoint", "base_url": walk_servers["llm"] + "/v1", "model": "smollm2",
-                      "max_tokens": 12},
-    })
+    arm = arm_from_dict(
+        {
+            "name": "served",
+            "capacity": 16,
+            "phases": [0, 5],
+            "budget_tokens": 60,
+            "top_k": 2,
+            "embedding": {
+                "kind": "endpoint",
+                "base_url": walk_servers["models"] + "/v1",
+                "model": "minilm",
+                "batch_size": 5,
+            },
+            "rerank": {"kind": "endpoint", "base_url": walk_servers["models"], "model": "tiny-ce"},
+            "generator": {
+                "kind": "endpoint",
+                "base_url": walk_servers["llm"] + "/v1",
+                "model": "smollm2",
+                "max_tokens": 12,
+            },
+        }
+    )
     before = _served(walk_servers)
     out = tmp_path_factory.mktemp("served") / "ledger"
     result = sweep(fixtures, corpus, [arm], out)

@@ -12,8 +12,15 @@ from ledgerscope.ledger import schema
 
 
 def rec(arm, phase, offset, qid, packed, verdict, segment="rule-exception"):
-    return {"arm": arm, "phase": phase, "phase_offset": offset, "qid": qid, "segment": segment,
-            "support_packed": packed, "answer_verdict": verdict}
+    return {
+        "arm": arm,
+        "phase": phase,
+        "phase_offset": offset,
+        "qid": qid,
+        "segment": segment,
+        "support_packed": packed,
+        "answer_verdict": verdict,
+    }
 
 
 ROWS = [
@@ -40,11 +47,17 @@ ROWS = [
 def test_reversals_from_rows():
     revs = reversals_from_rows(ROWS)
     got = {(r["arm"], r["qid"], r["kind"]): r for r in revs}
-    assert set(got) == {("a", "q1", "support"), ("a", "q1", "answer"), ("a", "q3", "answer"),
-                        ("c", "q1", "support")}
+    assert set(got) == {
+        ("a", "q1", "support"),
+        ("a", "q1", "answer"),
+        ("a", "q3", "answer"),
+        ("c", "q1", "support"),
+    }
     assert got[("a", "q1", "support")]["phases"] == {"kept": ["0", "3"], "lost": ["1", "2"]}
-    assert got[("a", "q1", "answer")]["phases"] == {"correct": ["0", "3"],
-                                                    "critical-condition-error": ["1", "2"]}
+    assert got[("a", "q1", "answer")]["phases"] == {
+        "correct": ["0", "3"],
+        "critical-condition-error": ["1", "2"],
+    }
     assert got[("a", "q1", "support")]["segment"] == "rule-exception"
     assert got[("a", "q3", "answer")]["segment"] == "unanswerable"
     assert got[("c", "q1", "support")]["phases"] == {"kept": ["10"], "lost": ["2"]}
@@ -53,9 +66,14 @@ def test_reversals_from_rows():
 
 
 def test_phases_are_listed_by_offset_then_label_and_a_missing_offset_is_zero():
-    rows = [rec("a", "9", 1, "q", True, "correct"), rec("a", "b", None, "q", False, "wrong"),
-            rec("a", "7", 1, "q", False, "wrong"), rec("a", "a", 0, "q", True, "correct"),
-            rec("a", "12", 12, "q", True, "correct"), rec("a", "1", 1, "q", True, "correct")]
+    rows = [
+        rec("a", "9", 1, "q", True, "correct"),
+        rec("a", "b", None, "q", False, "wrong"),
+        rec("a", "7", 1, "q", False, "wrong"),
+        rec("a", "a", 0, "q", True, "correct"),
+        rec("a", "12", 12, "q", True, "correct"),
+        rec("a", "1", 1, "q", True, "correct"),
+    ]
     (support, answer) = reversals_from_rows(rows)
     assert support["phases"] == {"kept": ["a", "1", "9", "12"], "lost": ["b", "7"]}  # 1 and 9 share offset 1
     assert answer["phases"] == {"correct": ["a", "1", "9", "12"], "wrong": ["b", "7"]}
@@ -79,12 +97,26 @@ _VERDICTS = st.sampled_from(["correct", "wrong", "abstained", "not-judged", "inf
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(["q1", "q2", "q3"]), st.integers(0, 3),
-                          st.sampled_from([True, False, None]), _VERDICTS), max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from("ab"),
+            st.sampled_from(["q1", "q2", "q3"]),
+            st.integers(0, 3),
+            st.sampled_from([True, False, None]),
+            _VERDICTS,
+        ),
+        max_size=30,
+    )
+)
 def test_the_sql_rule_and_the_python_rule_name_the_same_questions(draws):
     """REVERSED (record_view's ``reversal``) and reversals_from_rows agree on which questions reverse."""
-    rows = list({(arm, qid, phase): rec(arm, str(phase), phase, qid, packed, verdict)
-                 for arm, qid, phase, packed, verdict in draws}.values())
+    rows = list(
+        {
+            (arm, qid, phase): rec(arm, str(phase), phase, qid, packed, verdict)
+            for arm, qid, phase, packed, verdict in draws
+        }.values()
+    )
     con = duckdb.connect()
     con.register("_r", pa.Table.from_pylist(rows, schema=schema.RECORDS))
     con.execute("CREATE TABLE records AS SELECT * FROM _r")

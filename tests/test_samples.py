@@ -19,10 +19,11 @@ LEDGER = SAMPLES / "quillstack" / "ledger"
 
 
 def test_sample_fixtures_validate():
-    for fixtures, corpus in ((SAMPLES / "fixtures.jsonl", SAMPLES / "corpus"),
-                             (SAMPLES / "contractnli" / "fixtures.jsonl",
-                              SAMPLES / "contractnli" / "corpus.jsonl"),
-                             (SAMPLES / "seed" / "fixtures.jsonl", SAMPLES / "seed" / "corpus")):
+    for fixtures, corpus in (
+        (SAMPLES / "fixtures.jsonl", SAMPLES / "corpus"),
+        (SAMPLES / "contractnli" / "fixtures.jsonl", SAMPLES / "contractnli" / "corpus.jsonl"),
+        (SAMPLES / "seed" / "fixtures.jsonl", SAMPLES / "seed" / "corpus"),
+    ):
         found, _, problems = validate_fixtures(fixtures, corpus)
         assert not problems, problems[:3]
         assert found
@@ -56,14 +57,39 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]
         for phase in phases:
             us, bs = chunk_phase(rt, phase, visible)
-            units += [{"arm": name, "phase": phase.label, "unit_id": u.unit_id, "doc_id": u.doc_id,
-                       "version": u.version, "ordinal": u.ordinal, "start": u.start, "end": u.end,
-                       "core_start": u.core_start, "core_end": u.core_end, "token_start": u.token_start,
-                       "token_end": u.token_end, "n_tokens": u.token_end - u.token_start, "text": u.text,
-                       "access": list(u.access)} for u in us]
-            bounds += [{"arm": name, "phase": phase.label, "phase_offset": phase.offset, "doc_id": b.doc_id,
-                        "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
-                        "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)} for b in bs]
+            units += [
+                {
+                    "arm": name,
+                    "phase": phase.label,
+                    "unit_id": u.unit_id,
+                    "doc_id": u.doc_id,
+                    "version": u.version,
+                    "ordinal": u.ordinal,
+                    "start": u.start,
+                    "end": u.end,
+                    "core_start": u.core_start,
+                    "core_end": u.core_end,
+                    "token_start": u.token_start,
+                    "token_end": u.token_end,
+                    "n_tokens": u.token_end - u.token_start,
+                    "text": u.text,
+                    "access": list(u.access),
+                }
+                for u in us
+            ]
+            bounds += [
+                {
+                    "arm": name,
+                    "phase": phase.label,
+                    "phase_offset": phase.offset,
+                    "doc_id": b.doc_id,
+                    "version": corpus.sources[b.doc_id].version,
+                    "n_tokens": b.n_tokens,
+                    "cut_tokens": list(b.cut_tokens),
+                    "cut_chars": list(b.cut_chars),
+                }
+                for b in bs
+            ]
     return units, bounds
 
 
@@ -78,8 +104,10 @@ def test_committed_digests_are_what_chunking_the_committed_sources_gives(sample_
             committed = connect(sample_ledger).sql(f"SELECT * FROM {table} ORDER BY {keys}").to_arrow_table()
             fresh = sorted(rows, key=lambda r: [r[k.strip().strip('"')] for k in keys.split(",")])
             diff = next(((a, b) for a, b in zip(committed.to_pylist(), fresh, strict=False) if a != b), None)
-            pytest.fail(f"{table}: {len(rows)} rows re-derived, {committed.num_rows} committed; first "
-                        f"difference (committed, re-derived): {diff}")
+            pytest.fail(
+                f"{table}: {len(rows)} rows re-derived, {committed.num_rows} committed; first "
+                f"difference (committed, re-derived): {diff}"
+            )
 
 
 def test_committed_ledger_is_complete_and_self_consistent():
@@ -110,8 +138,9 @@ def test_sample_ledger_shows_what_the_walkthrough_promises():
     assert {"rule-exception", "number-scope"} <= segments
     steps = {r["step"] for r in diagnose_ledger(con, LEDGER)}
     assert {3, 6, 7, 8, 9} <= steps
-    verdicts = {v for (v,) in con.sql(
-        "SELECT DISTINCT answer_verdict FROM records WHERE NOT answerable").fetchall()}
+    verdicts = {
+        v for (v,) in con.sql("SELECT DISTINCT answer_verdict FROM records WHERE NOT answerable").fetchall()
+    }
     assert {"abstained", "false-assertion"} <= verdicts
 
 
@@ -120,8 +149,10 @@ def test_sample_records_reproduce_exactly():
     from ledgerscope.pipeline.run.rerun import rerun_record
 
     con = connect(LEDGER)
-    picks = con.sql("SELECT arm, qid, phase FROM records WHERE answer_verdict = 'critical-condition-error' "
-                    "ORDER BY arm, qid, phase LIMIT 2").fetchall()
+    picks = con.sql(
+        "SELECT arm, qid, phase FROM records WHERE answer_verdict = 'critical-condition-error' "
+        "ORDER BY arm, qid, phase LIMIT 2"
+    ).fetchall()
     assert picks
     for arm, qid, phase in picks:
         diff = rerun_record(LEDGER, arm, qid, phase)

@@ -21,8 +21,14 @@ SEED = ROOT / "tests" / "data" / "seed000_fixture.json"
 QUALIFIER = "This limit is 7 days for requests marked temporary."
 #: 8-token units at every phase of the stride, and room for one unit only: at some phases the unit
 #: that packs holds the rule and not the qualifier's value
-ARM = {"name": "verbatim", "capacity": 8, "overlap": 0, "phases": list(range(8)), "budget_tokens": 24,
-       "top_k": 1}
+ARM = {
+    "name": "verbatim",
+    "capacity": 8,
+    "overlap": 0,
+    "phases": list(range(8)),
+    "budget_tokens": 24,
+    "top_k": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +41,13 @@ def ledger(tmp_path_factory) -> Path:
 
 
 def test_critical_errors_where_the_qualifier_is_cut_correct_elsewhere(ledger):
-    rows = connect(ledger).sql(
-        "SELECT phase, answer_verdict, answer_reason, packed_context, answer FROM records ORDER BY phase"
-    ).fetchall()
+    rows = (
+        connect(ledger)
+        .sql(
+            "SELECT phase, answer_verdict, answer_reason, packed_context, answer FROM records ORDER BY phase"
+        )
+        .fetchall()
+    )
     by_verdict: dict[str, list] = {}
     for row in rows:
         by_verdict.setdefault(row[1], []).append(row)

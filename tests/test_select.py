@@ -21,13 +21,26 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def unit(ordinal: int, n_words: int, doc: str = "d", version: str = "v1",
-         access: tuple[str, ...] = ()) -> Unit:
+def unit(
+    ordinal: int, n_words: int, doc: str = "d", version: str = "v1", access: tuple[str, ...] = ()
+) -> Unit:
     """A unit of ``n_words`` words (cost ``n_words + 2`` as a block) at a distinct interval."""
     start = ordinal * 100
     text = " ".join(f"w{ordinal}" for _ in range(n_words))
-    return Unit(f"{doc}@{start}-{start + 50}", doc, version, ordinal, start, start + 50, text,
-                ordinal * 10, ordinal * 10 + n_words, start, start + 50, access)
+    return Unit(
+        f"{doc}@{start}-{start + 50}",
+        doc,
+        version,
+        ordinal,
+        start,
+        start + 50,
+        text,
+        ordinal * 10,
+        ordinal * 10 + n_words,
+        start,
+        start + 50,
+        access,
+    )
 
 
 def ids(units) -> list[str]:
@@ -155,11 +168,14 @@ def test_expansion_stays_inside_the_document_and_drops_other_versions_and_hidden
     assert expand([unit(9, 1, doc="other")], {"d": doc}, 1, frozenset()) == ([], [])
 
 
-@pytest.mark.parametrize(("access", "clearance", "seen"), [
-    ((), frozenset(), True),
-    (("legal",), frozenset(), False),
-    (("legal",), frozenset({"legal", "hr"}), True),
-    (("legal", "hr"), frozenset({"legal"}), False),
-])
+@pytest.mark.parametrize(
+    ("access", "clearance", "seen"),
+    [
+        ((), frozenset(), True),
+        (("legal",), frozenset(), False),
+        (("legal",), frozenset({"legal", "hr"}), True),
+        (("legal", "hr"), frozenset({"legal"}), False),
+    ],
+)
 def test_visible_needs_every_label(access, clearance, seen):
     assert visible(unit(0, 1, access=access), clearance) is seen

@@ -76,8 +76,17 @@ def test_blank_lines_end_sentences():
 
 def test_bullet_and_heading_lines_start_new_sentences():
     text = "Items:\n- first\n- second\n* third\n\u2022 fourth\n# Heading\n  - indented\n1. fifth\n2) sixth"
-    assert sents(text) == ["Items:", "- first", "- second", "* third", "\u2022 fourth", "# Heading",
-                           "- indented", "1. fifth", "2) sixth"]
+    assert sents(text) == [
+        "Items:",
+        "- first",
+        "- second",
+        "* third",
+        "\u2022 fourth",
+        "# Heading",
+        "- indented",
+        "1. fifth",
+        "2) sixth",
+    ]
 
 
 def test_numbered_list_markers_stay_with_their_item():
@@ -117,9 +126,46 @@ def test_start_and_end_restrict_the_range_and_offsets_stay_absolute():
 # properties
 
 PIECES = [
-    "word", "Alpha", "naïve", "東京", "e\u0301", "\U0001f600", "\u200b", "3.5", "12", "e.g.", "etc.", "Dr.",
-    "U.S.", "1.", "2)", "-", "*", "•", "#", ".", "!", "?", "…", "\"", "”", "’", ")", "]", "(", ",",
-    " ", " ", " ", "\t", "\n", "\r\n", "\n\n", "\u00a0", "\u2028", "\x85",
+    "word",
+    "Alpha",
+    "naïve",
+    "東京",
+    "e\u0301",
+    "\U0001f600",
+    "\u200b",
+    "3.5",
+    "12",
+    "e.g.",
+    "etc.",
+    "Dr.",
+    "U.S.",
+    "1.",
+    "2)",
+    "-",
+    "*",
+    "•",
+    "#",
+    ".",
+    "!",
+    "?",
+    "…",
+    '"',
+    "”",
+    "’",
+    ")",
+    "]",
+    "(",
+    ",",
+    " ",
+    " ",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\n\n",
+    "\u00a0",
+    "\u2028",
+    "\x85",
 ]
 texts = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 
@@ -137,6 +183,7 @@ def test_intervals_are_stripped_ordered_and_cover_all_non_whitespace(text, data)
         for (_, e1), (s2, _) in pairwise(got):
             assert e1 <= s2
         assert covers(text, lo, hi, got)
+
         # the sentences partition the range's non-whitespace: only whitespace lies between them
         def visible(chunk: str) -> str:
             return "".join(ch for ch in chunk if not ch.isspace())

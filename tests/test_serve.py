@@ -44,7 +44,7 @@ def test_serve_answers_the_page_and_the_favicon(tmp_path):
         assert _get(f"http://127.0.0.1:{port}/no-such-thing")[0] == 404  # the control: 404s still are
     assert not session_alive(server.pid)
     logged = log_path.read_text(errors="replace")
-    assert "/favicon.ico" in logged and "GET /favicon.ico HTTP/1.1\" 404" not in logged
+    assert "/favicon.ico" in logged and 'GET /favicon.ico HTTP/1.1" 404' not in logged
 
 
 def test_the_favicon_route_joins_textual_serves_app():
@@ -62,13 +62,14 @@ def test_the_favicon_route_joins_textual_serves_app():
     server = make_server(SAMPLE, "127.0.0.1", free_port(), [])
     assert callable(getattr(server, "_make_app", None)), (
         "textual-serve no longer builds its aiohttp app in Server._make_app: re-check how "
-        "ledgerscope.cli.serve._server_class adds the favicon route")
+        "ledgerscope.cli.serve._server_class adds the favicon route"
+    )
 
     async def scenario() -> tuple[int, str, bytes, int]:
         app = await server._make_app()
         assert server.on_startup in app.on_startup, (
-            "textual-serve no longer registers Server.on_startup on its app: the favicon route is never "
-            "added")
+            "textual-serve no longer registers Server.on_startup on its app: the favicon route is never added"
+        )
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             icon = await client.get(FAVICON_PATH)
             page = await client.get("/")

@@ -37,9 +37,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 def test_text_version_is_sha256_of_utf8_bytes():
     text = "Grüße \U0001f600\r\n"
     assert text_version(text) == sha(text.encode("utf-8"))
-    assert text_version("") == (
-        "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    )
+    assert text_version("") == ("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
 
 
 def test_make_source_accepts_the_right_version_and_fills_it_in():
@@ -137,8 +135,13 @@ def test_load_jsonl_with_version_observed_access(tmp_path):
     path = write_jsonl(
         tmp_path / "corpus.jsonl",
         [
-            {"doc_id": "a", "text": a_text, "version": sha(a_text.encode()),
-             "observed": "2024-05-01", "access": ["internal", "legal"]},
+            {
+                "doc_id": "a",
+                "text": a_text,
+                "version": sha(a_text.encode()),
+                "observed": "2024-05-01",
+                "access": ["internal", "legal"],
+            },
             "",
             {"doc_id": "b/c.md", "text": b_text, "access": "public"},
         ],
@@ -174,11 +177,7 @@ def test_jsonl_declared_wrong_version_names_both_digests_and_line(tmp_path):
 def test_jsonl_line_that_is_not_json_names_its_line(tmp_path):
     path = tmp_path / "corpus.jsonl"
     path.write_text(
-        '{"doc_id": "a", "text": "one"}\n'
-        "\n"
-        "{not json at all\n"
-        '{"doc_id": "b", "text": "two"}\n'
-        '["a", "list"]\n',
+        '{"doc_id": "a", "text": "one"}\n\n{not json at all\n{"doc_id": "b", "text": "two"}\n["a", "list"]\n',
         encoding="utf-8",
     )
     with pytest.raises(InputError) as info:
@@ -208,8 +207,7 @@ def test_jsonl_invalid_utf8_line_and_bad_fields(tmp_path):
 def test_jsonl_same_doc_two_versions_is_a_problem(tmp_path):
     path = write_jsonl(
         tmp_path / "corpus.jsonl",
-        [{"doc_id": "a", "text": "v1"}, {"doc_id": "a", "text": "v1"},
-         {"doc_id": "a", "text": "v2"}],
+        [{"doc_id": "a", "text": "v1"}, {"doc_id": "a", "text": "v1"}, {"doc_id": "a", "text": "v2"}],
     )
     with pytest.raises(InputError) as info:
         load_corpus(path)

@@ -26,7 +26,7 @@ def test_a_span_is_kept_to_its_last_covering_stage_and_lost_at_the_next():
     assert fate_of("KLKKKKL") == {"kept_to": "reranked", "lost_at": 8, "regained": [3]}
     # stages not recorded are skipped: the loss is the next recorded stage
     assert fate_of("KNNNKNL") == {"kept_to": "fused", "lost_at": 8, "regained": []}
-    assert len(fate_table()) == 3 ** 7
+    assert len(fate_table()) == 3**7
 
 
 def test_titles_are_markdown_headings_else_ids():
@@ -54,8 +54,11 @@ def test_diagnose_json_carries_each_span_fate():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "ledgerscope.cli.main", "diagnose", SAMPLE, "--json",
-                          "--arm", "baseline"], capture_output=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "ledgerscope.cli.main", "diagnose", SAMPLE, "--json", "--arm", "baseline"],
+        capture_output=True,
+        check=True,
+    ).stdout
     rows = [json.loads(line) for line in out.decode().splitlines()]
     row = next(r for r in rows if r["qid"] == "cr-audit-deleted-workspace" and r["phase"] == "0")
     fates = {f["span"]: f for f in row["evidence"]["span_fates"]}

@@ -31,10 +31,21 @@ nan = np.nan
 def make_record(arm: str, phase: str, qid: str, **kw) -> dict:
     """A RECORDS row with the columns the statistics read; the rest stay null."""
     row = {name: None for name in schema.RECORDS.names}
-    row.update(arm=arm, phase=phase, qid=qid, segment="rule-exception", answerable=True, support_only=False,
-               stress_set="representative", doc_ids=["doc-a"], support_packed=True,
-               answer_verdict="correct", citation_verdict="supported", prompt_tokens=500,
-               evidence_tokens=300)
+    row.update(
+        arm=arm,
+        phase=phase,
+        qid=qid,
+        segment="rule-exception",
+        answerable=True,
+        support_only=False,
+        stress_set="representative",
+        doc_ids=["doc-a"],
+        support_packed=True,
+        answer_verdict="correct",
+        citation_verdict="supported",
+        prompt_tokens=500,
+        evidence_tokens=300,
+    )
     row.update(kw)
     return row
 
@@ -49,9 +60,16 @@ def records_con(rows: list[dict]):
     return con
 
 
-def synthetic_rows(arm: str, n_q: int, phases: list[str], p_support: float, seed: int,
-                   stress_set=lambda i: "representative", segment=lambda i: "rule-exception",
-                   docs_per: int = 4) -> list[dict]:
+def synthetic_rows(
+    arm: str,
+    n_q: int,
+    phases: list[str],
+    p_support: float,
+    seed: int,
+    stress_set=lambda i: "representative",
+    segment=lambda i: "rule-exception",
+    docs_per: int = 4,
+) -> list[dict]:
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n_q):
@@ -59,10 +77,20 @@ def synthetic_rows(arm: str, n_q: int, phases: list[str], p_support: float, seed
             sup = bool(rng.random() < p_support)
             wrong = ["critical-condition-error", "abstained", "wrong"]
             verdict = "correct" if sup else str(rng.choice(wrong))
-            rows.append(make_record(arm, p, f"q{i:03d}", support_packed=sup, answer_verdict=verdict,
-                                    citation_verdict="supported" if verdict == "correct" else "unsupported",
-                                    doc_ids=[f"doc{i // docs_per}", "shared"], stress_set=stress_set(i),
-                                    segment=segment(i), prompt_tokens=int(400 + rng.integers(0, 200))))
+            rows.append(
+                make_record(
+                    arm,
+                    p,
+                    f"q{i:03d}",
+                    support_packed=sup,
+                    answer_verdict=verdict,
+                    citation_verdict="supported" if verdict == "correct" else "unsupported",
+                    doc_ids=[f"doc{i // docs_per}", "shared"],
+                    stress_set=stress_set(i),
+                    segment=segment(i),
+                    prompt_tokens=int(400 + rng.integers(0, 200)),
+                )
+            )
     return rows
 
 
@@ -73,25 +101,60 @@ def synthetic_rows(arm: str, n_q: int, phases: list[str], p_support: float, seed
 def test_record_metrics_denominators():
     recs = [
         # answerable, judged, correct
-        dict(answerable=True, support_only=False, support_packed=True, answer_verdict="correct",
-             citation_verdict="supported"),
+        dict(
+            answerable=True,
+            support_only=False,
+            support_packed=True,
+            answer_verdict="correct",
+            citation_verdict="supported",
+        ),
         # answerable, judged, critical, support lost
-        dict(answerable=True, support_only=False, support_packed=False,
-             answer_verdict="critical-condition-error", citation_verdict="unsupported"),
+        dict(
+            answerable=True,
+            support_only=False,
+            support_packed=False,
+            answer_verdict="critical-condition-error",
+            citation_verdict="unsupported",
+        ),
         # answerable abstention: in answer denominators, not a citation record
-        dict(answerable=True, support_only=False, support_packed=False, answer_verdict="abstained",
-             citation_verdict="not-applicable"),
+        dict(
+            answerable=True,
+            support_only=False,
+            support_packed=False,
+            answer_verdict="abstained",
+            citation_verdict="not-applicable",
+        ),
         # support-only: support counts, answers do not
-        dict(answerable=True, support_only=True, support_packed=True, answer_verdict="not-judged",
-             citation_verdict=None),
+        dict(
+            answerable=True,
+            support_only=True,
+            support_packed=True,
+            answer_verdict="not-judged",
+            citation_verdict=None,
+        ),
         # infrastructure failure: out of every answer denominator
-        dict(answerable=True, support_only=False, support_packed=True,
-             answer_verdict="infrastructure-failure", citation_verdict="not-applicable"),
+        dict(
+            answerable=True,
+            support_only=False,
+            support_packed=True,
+            answer_verdict="infrastructure-failure",
+            citation_verdict="not-applicable",
+        ),
         # unanswerable controls
-        dict(answerable=False, support_only=False, support_packed=None, answer_verdict="false-assertion",
-             citation_verdict="unsupported"),
-        dict(answerable=False, support_only=False, support_packed=None, answer_verdict="abstained",
-             citation_verdict="not-applicable"),
+        dict(
+            answerable=False,
+            support_only=False,
+            support_packed=None,
+            answer_verdict="false-assertion",
+            citation_verdict="unsupported",
+        ),
+        dict(
+            answerable=False,
+            support_only=False,
+            support_packed=None,
+            answer_verdict="abstained",
+            citation_verdict="not-applicable",
+        ),
     ]
     cols = {k: [r[k] for r in recs] for k in recs[0]}
     m = record_metrics(**cols, prompt_tokens=[10, None, 30, 40, 50, 60, 70])
@@ -117,24 +180,35 @@ def test_record_metrics_denominators():
 def test_metric_descriptions_name_definition_denominator_direction_and_kind():
     assert METRICS["critical"].describe() == {
         "definition": "answer_verdict is critical-condition-error",
-        "denominator": METRICS["critical"].denominator, "direction": "lower-is-better", "binary": True}
+        "denominator": METRICS["critical"].denominator,
+        "direction": "lower-is-better",
+        "binary": True,
+    }
     assert METRICS["support"].describe()["direction"] == "higher-is-better"
     assert METRICS["prompt_tokens"].describe()["binary"] is False
 
 
 def test_record_metrics_support_needs_an_answerable_record_with_a_flag():
-    m = record_metrics(answerable=[True, True, False], support_only=[False] * 3,
-                       support_packed=[None, True, True], answer_verdict=["correct"] * 3,
-                       citation_verdict=["supported"] * 3)
+    m = record_metrics(
+        answerable=[True, True, False],
+        support_only=[False] * 3,
+        support_packed=[None, True, True],
+        answer_verdict=["correct"] * 3,
+        citation_verdict=["supported"] * 3,
+    )
     np.testing.assert_array_equal(m["support"], [nan, 1.0, nan])
 
 
 def test_record_metrics_accept_unhashable_values():
     """A column value that cannot be hashed is tested one by one, with the same outcome."""
     odd = {"verdict": "supported"}  # unhashable, equal to no verdict
-    m = record_metrics(answerable=[True] * 3, support_only=[False] * 3, support_packed=[True, False, True],
-                       answer_verdict=["correct", "wrong", "correct"],
-                       citation_verdict=["supported", odd, odd])
+    m = record_metrics(
+        answerable=[True] * 3,
+        support_only=[False] * 3,
+        support_packed=[True, False, True],
+        answer_verdict=["correct", "wrong", "correct"],
+        citation_verdict=["supported", odd, odd],
+    )
     np.testing.assert_array_equal(m["citation_supported"], [1.0, 0.0, 0.0])
     np.testing.assert_array_equal(m["answer_correct"], [1.0, 0.0, 1.0])
 
@@ -145,12 +219,15 @@ def test_record_metrics_accept_unhashable_values():
 
 def test_phase_table_per_phase_average_and_worst_both_ways():
     # 4 questions x 3 phases
-    m = np.array([
-        [1, 1, 0],
-        [1, 0, 1],
-        [1, 1, 1],
-        [0, 1, nan],   # phase "2" not applicable for q3
-    ], dtype=float)
+    m = np.array(
+        [
+            [1, 1, 0],
+            [1, 0, 1],
+            [1, 1, 1],
+            [0, 1, nan],  # phase "2" not applicable for q3
+        ],
+        dtype=float,
+    )
     t = phase_table(m, ["0", "1", "2"])
     assert [p["mean"] for p in t["per_phase"]] == [0.75, 0.75, pytest.approx(2 / 3)]
     assert [p["n"] for p in t["per_phase"]] == [4, 4, 3]
@@ -175,7 +252,7 @@ def test_phase_table_lower_is_better_worst_is_max():
     t = phase_table(crit, ["a", "b"], higher_is_better=False)
     assert t["direction"] == "lower-is-better"
     assert t["worst_phase"]["aggregate"] == {"value": 0.25, "phase": "a"}  # tie: first phase
-    assert t["worst_phase"]["per_question"]["value"] == 0.5   # two questions err in some phase
+    assert t["worst_phase"]["per_question"]["value"] == 0.5  # two questions err in some phase
     assert t["best_phase"]["per_question"]["value"] == 0.0
     assert t["questions_with_any"] == 2
 
@@ -183,17 +260,29 @@ def test_phase_table_lower_is_better_worst_is_max():
 def test_phase_table_whole_for_a_small_matrix():
     t = phase_table(np.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]), ["a", "b", "c"])
     assert t == {
-        "direction": "higher-is-better", "n_questions": 2, "n_phases": 3,
-        "per_phase": [{"phase": "a", "mean": 0.0, "sum": 0.0, "n": 2},
-                      {"phase": "b", "mean": 0.5, "sum": 1.0, "n": 2},
-                      {"phase": "c", "mean": 1.0, "sum": 2.0, "n": 2}],
+        "direction": "higher-is-better",
+        "n_questions": 2,
+        "n_phases": 3,
+        "per_phase": [
+            {"phase": "a", "mean": 0.0, "sum": 0.0, "n": 2},
+            {"phase": "b", "mean": 0.5, "sum": 1.0, "n": 2},
+            {"phase": "c", "mean": 1.0, "sum": 2.0, "n": 2},
+        ],
         "phase_average": {"mean_of_phases": 0.5, "pooled": 0.5, "n_records": 6},
-        "worst_phase": {"aggregate": {"value": 0.0, "phase": "a"},
-                        "per_question": {"value": 0.0, "n_questions": 2}},
-        "best_phase": {"aggregate": {"value": 1.0, "phase": "c"},
-                       "per_question": {"value": 1.0, "n_questions": 2}},
-        "reversals": 2, "min_value": 0.0, "max_value": 1.0, "note": WORST_PHASE_NOTE,
-        "questions_with_any": 2, "questions_with_all": 0,
+        "worst_phase": {
+            "aggregate": {"value": 0.0, "phase": "a"},
+            "per_question": {"value": 0.0, "n_questions": 2},
+        },
+        "best_phase": {
+            "aggregate": {"value": 1.0, "phase": "c"},
+            "per_question": {"value": 1.0, "n_questions": 2},
+        },
+        "reversals": 2,
+        "min_value": 0.0,
+        "max_value": 1.0,
+        "note": WORST_PHASE_NOTE,
+        "questions_with_any": 2,
+        "questions_with_all": 0,
     }
 
 
@@ -243,8 +332,12 @@ def test_segment_breakdown_tables_are_phase_tables_of_their_rows(higher_is_bette
         for g in set(np.array(seg)[rows]):
             sub = rows & (np.array(seg) == g)
             assert out[s]["segments"][g] == phase_table(m[sub], ["0", "1"], higher_is_better=higher_is_better)
-    assert out["representative"]["all"]["direction"] != segment_breakdown(
-        m, ["0", "1"], seg, sset, higher_is_better=not higher_is_better)["representative"]["all"]["direction"]
+    assert (
+        out["representative"]["all"]["direction"]
+        != segment_breakdown(m, ["0", "1"], seg, sset, higher_is_better=not higher_is_better)[
+            "representative"
+        ]["all"]["direction"]
+    )
     if higher_is_better:  # the default
         assert segment_breakdown(m, ["0", "1"], seg, sset) == out
 
@@ -258,10 +351,15 @@ def _binary(rng, q, p, rate):
 
 
 def _scipy_ci(cand, base, n_resamples, seed):
-    res = sps.bootstrap((cand.mean(axis=1), base.mean(axis=1)),
-                        statistic=lambda a, b, axis: a.mean(axis) - b.mean(axis), paired=True,
-                        vectorized=True, method="percentile", n_resamples=n_resamples,
-                        rng=np.random.Generator(np.random.PCG64(seed)))
+    res = sps.bootstrap(
+        (cand.mean(axis=1), base.mean(axis=1)),
+        statistic=lambda a, b, axis: a.mean(axis) - b.mean(axis),
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=n_resamples,
+        rng=np.random.Generator(np.random.PCG64(seed)),
+    )
     return res.confidence_interval.low, res.confidence_interval.high
 
 
@@ -318,8 +416,9 @@ def test_injected_indices_match_direct_computation_exactly_unclustered():
     cand = _with_nans(rng, _binary(rng, 60, 5, 0.7))
     base = _with_nans(rng, _binary(rng, 60, 5, 0.6))
     idx = rng.integers(0, 60, size=(300, 60))
-    res = paired_bootstrap(cand, base, None, statistics=STATS4, indices=idx, return_replicates=True,
-                           chunk_elements=60 * 7)  # several chunks
+    res = paired_bootstrap(
+        cand, base, None, statistics=STATS4, indices=idx, return_replicates=True, chunk_elements=60 * 7
+    )  # several chunks
     dc, db = _direct(cand, list(idx)), _direct(base, list(idx))
     for s in STATS4:
         rep = res["replicates"][s]
@@ -341,8 +440,9 @@ def test_injected_indices_match_direct_computation_clustered():
     cand = _with_nans(rng, _binary(rng, n_q, 4, 0.7))
     base = _with_nans(rng, _binary(rng, n_q, 4, 0.6))
     idx = rng.integers(0, len(keys), size=(200, len(keys)))
-    res = paired_bootstrap(cand, base, clusters, statistics=STATS4, indices=idx, return_replicates=True,
-                           higher_is_better=False)
+    res = paired_bootstrap(
+        cand, base, clusters, statistics=STATS4, indices=idx, return_replicates=True, higher_is_better=False
+    )
     rows = [np.concatenate([members[u] for u in draw]) for draw in idx]
     dc, db = _direct(cand, rows, False), _direct(base, rows, False)
     for s in STATS4:
@@ -391,8 +491,16 @@ def test_worst_phase_is_recomputed_in_each_replicate():
     # two phases with the same expected support: which one is worst changes from replicate to replicate
     cand = _binary(rng, 200, 2, 0.6)
     base = np.ones_like(cand)
-    res = paired_bootstrap(cand, base, None, n_resamples=3_000, seed=2, phase_labels=["p0", "p1"],
-                           statistics=("worst_aggregate", "mean"), return_replicates=True)
+    res = paired_bootstrap(
+        cand,
+        base,
+        None,
+        n_resamples=3_000,
+        seed=2,
+        phase_labels=["p0", "p1"],
+        statistics=("worst_aggregate", "mean"),
+        return_replicates=True,
+    )
     w = res["statistics"]["worst_aggregate"]
     freq = w["candidate_phase_frequency"]
     assert set(freq) == {"p0", "p1"} and min(freq.values()) > 0.05
@@ -442,8 +550,8 @@ def test_compare_arms_matches_records_and_keeps_stress_sets_apart():
     phases = ["0", "1", "2", "3"]
     sset = lambda i: "enriched" if i >= 30 else "representative"  # noqa: E731
     seg = lambda i: "rule-exception" if i % 2 else "number-scope"  # noqa: E731
-    cand = synthetic_rows("cand", 40, [*phases, "9"], 0.8, 1, sset, seg)   # phase 9: candidate only
-    base = synthetic_rows("base", 42, phases, 0.6, 2, sset, seg)           # q040, q041: baseline only
+    cand = synthetic_rows("cand", 40, [*phases, "9"], 0.8, 1, sset, seg)  # phase 9: candidate only
+    base = synthetic_rows("base", 42, phases, 0.6, 2, sset, seg)  # q040, q041: baseline only
     base = [r for r in base if not (r["qid"] == "q000" and r["phase"] == "3")]  # one unmatched cell
     con = records_con(cand + base)
     res = compare_arms(con, "cand", "base", n_resamples=1_000, seed=3)
@@ -474,8 +582,16 @@ def test_compare_arms_equals_bootstrap_on_the_same_matrices():
     phases = ["0", "1", "2"]
     cand = synthetic_rows("A", 24, phases, 0.7, 4)
     base = synthetic_rows("B", 24, phases, 0.5, 5)
-    res = compare_arms(records_con(cand), "A", "B", baseline_con=records_con(base), metrics=("support",),
-                       n_resamples=800, seed=6, statistics=("mean", "worst_per_question"))
+    res = compare_arms(
+        records_con(cand),
+        "A",
+        "B",
+        baseline_con=records_con(base),
+        metrics=("support",),
+        n_resamples=800,
+        seed=6,
+        statistics=("mean", "worst_per_question"),
+    )
     got = res["stress_sets"]["representative"]["metrics"]["support"]["difference"]
 
     def mat(rows):
@@ -485,8 +601,15 @@ def test_compare_arms_equals_bootstrap_on_the_same_matrices():
         return out
 
     clusters = np.array([f"doc{i // 4}" for i in range(24)], dtype=object)
-    want = paired_bootstrap(mat(cand), mat(base), clusters, n_resamples=800, seed=6,
-                            statistics=("mean", "worst_per_question"), phase_labels=phases)
+    want = paired_bootstrap(
+        mat(cand),
+        mat(base),
+        clusters,
+        n_resamples=800,
+        seed=6,
+        statistics=("mean", "worst_per_question"),
+        phase_labels=phases,
+    )
     assert got["statistics"] == want["statistics"]
 
 
@@ -518,19 +641,28 @@ def test_compare_arms_errors():
 
 
 def test_question_without_document_is_its_own_cluster():
-    rows = [make_record(arm, "0", f"q{i}", doc_ids=[], support_packed=bool(i % 2))
-            for arm in ("A", "B") for i in range(6)]
+    rows = [
+        make_record(arm, "0", f"q{i}", doc_ids=[], support_packed=bool(i % 2))
+        for arm in ("A", "B")
+        for i in range(6)
+    ]
     res = compare_arms(records_con(rows), "A", "B", metrics=("support",), n_resamples=200)
     assert res["stress_sets"]["representative"]["n_clusters"] == 6
-    assert math.isclose(res["stress_sets"]["representative"]["metrics"]["support"]["difference"]
-                        ["statistics"]["mean"]["estimate"], 0.0)
+    assert math.isclose(
+        res["stress_sets"]["representative"]["metrics"]["support"]["difference"]["statistics"]["mean"][
+            "estimate"
+        ],
+        0.0,
+    )
 
 
 def test_statistics_modules_import_no_ui_or_models():
     import subprocess
     import sys
 
-    code = ("import sys, ledgerscope.analysis.stats.metrics, ledgerscope.analysis.stats.release; "
-            "print(sorted(m for m in ('textual', 'torch', 'sentence_transformers') if m in sys.modules))")
+    code = (
+        "import sys, ledgerscope.analysis.stats.metrics, ledgerscope.analysis.stats.release; "
+        "print(sorted(m for m in ('textual', 'torch', 'sentence_transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -34,9 +34,7 @@ def _reference_statistics(a: np.ndarray, p: int, hib: bool, wanted) -> tuple[dic
                 out[name] = sums.sum(axis=1) / counts.sum(axis=1)
             elif name in ("worst_aggregate", "best_aggregate"):
                 use_min = (name == "worst_aggregate") == hib
-                out[name] = (
-                    np.nanmin(per_phase, axis=1) if use_min else np.nanmax(per_phase, axis=1)
-                )
+                out[name] = np.nanmin(per_phase, axis=1) if use_min else np.nanmax(per_phase, axis=1)
                 filled = np.where(np.isnan(per_phase), np.inf if use_min else -np.inf, per_phase)
                 idx = np.argmin(filled, axis=1) if use_min else np.argmax(filled, axis=1)
                 which[name] = np.where(np.isnan(out[name]), -1, idx)
@@ -67,11 +65,7 @@ def reference_bootstrap(
     chunk = max(1, chunk_elements // n_units)
     for lo in range(0, n_resamples, chunk):
         hi = min(n_resamples, lo + chunk)
-        idx = (
-            indices[lo:hi]
-            if indices is not None
-            else rng.integers(0, n_units, size=(hi - lo, n_units))
-        )
+        idx = indices[lo:hi] if indices is not None else rng.integers(0, n_units, size=(hi - lo, n_units))
         flat = (np.arange(hi - lo)[:, None] * n_units + idx).ravel()
         w = np.bincount(flat, minlength=(hi - lo) * n_units).reshape(hi - lo, n_units).astype(float)
         agg = w @ unit_matrix
@@ -111,8 +105,7 @@ def _same(a, b) -> bool:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     signed = ~np.isnan(a)
     return bool(
-        np.array_equal(a, b, equal_nan=True)
-        and np.array_equal(np.signbit(a[signed]), np.signbit(b[signed]))
+        np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a[signed]), np.signbit(b[signed]))
     )
 
 
@@ -124,9 +117,7 @@ def _matrix(rng, kind: int, n_q: int, n_p: int) -> np.ndarray:
     elif kind == 2:
         x = rng.normal(100, 30, (n_q, n_p))  # continuous: the float64 path
     elif kind == 3:
-        x = rng.integers(-(2**40), 2**40, (n_q, n_p)).astype(
-            float
-        )  # past float32, exact in float64
+        x = rng.integers(-(2**40), 2**40, (n_q, n_p)).astype(float)  # past float32, exact in float64
     else:
         x = rng.normal(0, 5, (n_q, n_p))  # infinite values
         x[rng.random(x.shape) < 0.05] = np.inf
@@ -160,9 +151,7 @@ def _check(res: dict, ref: dict, statistics, labels, n_resamples: int) -> None:
         else:
             assert got["low"] is None and got["high"] is None
         if "which" in want:
-            for arm, w, k in zip(
-                ("candidate", "baseline"), want["which"], want["phase"], strict=True
-            ):
+            for arm, w, k in zip(("candidate", "baseline"), want["which"], want["phase"], strict=True):
                 assert got[f"{arm}_phase"] == (labels[k] if k >= 0 else None)
                 freq = np.bincount(w[w >= 0], minlength=len(labels)) / n_resamples
                 assert got[f"{arm}_phase_frequency"] == {
@@ -196,9 +185,7 @@ def test_fast_bootstrap_equals_the_plain_algorithm(seed):
         labels = [f"p{i}" for i in range(n_p)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            res = paired_bootstrap_many(
-                pairs, clusters, phase_labels=labels, return_replicates=True, **kw
-            )
+            res = paired_bootstrap_many(pairs, clusters, phase_labels=labels, return_replicates=True, **kw)
             ref = reference_bootstrap(pairs, clusters, **kw)
         _check(res, ref, statistics, labels, kw["n_resamples"])
 
@@ -273,9 +260,7 @@ def test_batch_checks_each_call_in_order():
 def test_int32_draws_are_the_int64_stream():
     for n_units in (1, 2, 155, 233, 4097, 2**20 + 3, 2**31 - 1):
         a = np.random.Generator(np.random.PCG64(5)).integers(0, n_units, size=(7, 301))
-        b = np.random.Generator(np.random.PCG64(5)).integers(
-            0, n_units, size=(7, 301), dtype=np.int32
-        )
+        b = np.random.Generator(np.random.PCG64(5)).integers(0, n_units, size=(7, 301), dtype=np.int32)
         assert np.array_equal(a, b)
 
 
@@ -309,9 +294,7 @@ def test_unit_sums_and_counts_match_the_plain_ones():
             np.add.at(want, unit_of, rows)
             assert _same(rs.unit_sums(rows, unit_of, unit_of.max() + 1), want)
     idx = rng.integers(0, 233, (1024, 233))
-    assert np.array_equal(
-        rs.counts(idx, 233), np.stack([np.bincount(r, minlength=233) for r in idx])
-    )
+    assert np.array_equal(rs.counts(idx, 233), np.stack([np.bincount(r, minlength=233) for r in idx]))
 
 
 def test_phase_table_extremes_and_binary_flag_as_computed_before():

@@ -82,7 +82,9 @@ def test_missing_spans_name_the_closest_set():
     assert support.missing_spans(fx, [u(0, RULE_END)], TEXTS) == ["qual"]  # a tie keeps the first set
     assert support.missing_spans(fx, [u(0, len(TEXT))], TEXTS) == []
     assert support.missing_spans(fixture(sets=(("rule", "qual"),), spans=(RULE, QUAL)), [], TEXTS) == [
-        "rule", "qual"]
+        "rule",
+        "qual",
+    ]
     assert support.missing_spans(fixture(sets=()), [], TEXTS) == []
 
 

@@ -38,7 +38,8 @@ class Interval(NamedTuple):
 def _units(con) -> dict[tuple[str, str], dict[str, Interval]]:
     out: dict[tuple[str, str], dict[str, Interval]] = {}
     for arm, phase, unit_id, doc_id, version, start, end in con.execute(
-            'SELECT arm, phase, unit_id, doc_id, version, start, "end" FROM units').fetchall():
+        'SELECT arm, phase, unit_id, doc_id, version, start, "end" FROM units'
+    ).fetchall():
         out.setdefault((arm, phase), {})[unit_id] = Interval(doc_id, version, start, end)
     return out
 
@@ -46,13 +47,19 @@ def _units(con) -> dict[tuple[str, str], dict[str, Interval]]:
 def _candidates(con) -> dict[tuple[str, str, str], dict[str, list[tuple[int, str]]]]:
     out: dict[tuple[str, str, str], dict[str, list[tuple[int, str]]]] = {}
     for arm, phase, qid, stage, rank, unit_id in con.execute(
-            'SELECT arm, phase, qid, stage, "rank", unit_id FROM candidates').fetchall():
+        'SELECT arm, phase, qid, stage, "rank", unit_id FROM candidates'
+    ).fetchall():
         out.setdefault((arm, phase, qid), {}).setdefault(stage, []).append((rank, unit_id))
     return out
 
 
-def recomputed_flags(rec: dict, stages: dict[str, list[tuple[int, str]]], units: dict[str, Interval],
-                     fixture, texts: dict[str, str]) -> dict[str, object]:
+def recomputed_flags(
+    rec: dict,
+    stages: dict[str, list[tuple[int, str]]],
+    units: dict[str, Interval],
+    fixture,
+    texts: dict[str, str],
+) -> dict[str, object]:
     """The support columns (and covered_set, single_unit_complete) as the record's rows imply them."""
     names = ("chunked", "exact", "production", "fused", "reranked", "cited", *WHOLE_STAGES)
     if not (fixture.answerable and fixture.sufficient_sets):
@@ -71,7 +78,8 @@ def recomputed_flags(rec: dict, stages: dict[str, list[tuple[int, str]]], units:
     cited = [c["unit_id"] for c in json.loads(rec["citations_json"] or "[]") if c.get("unit_id")]
     stage_units["cited"] = [units[u] for u in cited]
     flags: dict[str, object] = {
-        f"support_{name}": support.keeps(fixture, us, texts) for name, us in stage_units.items()}
+        f"support_{name}": support.keeps(fixture, us, texts) for name, us in stage_units.items()
+    }
     flags["covered_set"] = support.kept_set(fixture, stage_units["packed"], texts)
     flags["single_unit_complete"] = support.single_unit_complete(fixture, stage_units["packed"], texts)
     return flags
@@ -83,8 +91,10 @@ def check_support_flags(ledger: Path) -> Counter:
     fixtures, texts = load_ledger_fixtures(con, ledger)
     units, cands = _units(con), _candidates(con)
     columns = [*SUPPORT_COLUMNS, "covered_set", "single_unit_complete"]
-    sql = ("SELECT arm, phase, qid, rerank_depth, selection_depth, citations_json, "
-           f"{', '.join(columns)} FROM records")
+    sql = (
+        "SELECT arm, phase, qid, rerank_depth, selection_depth, citations_json, "
+        f"{', '.join(columns)} FROM records"
+    )
     seen: Counter = Counter()
     records = con.sql(sql).to_arrow_table().to_pylist()
     for rec in records:

@@ -22,15 +22,26 @@ from ledgerscope.ledger import schema
 
 TEXT = "alpha beta gamma delta epsilon zeta eta theta"  # spans on word boundaries
 TEXTS = {"d": TEXT}
-A = GoldSpan("a", "d", 0, 10)     # "alpha beta"
-B = GoldSpan("b", "d", 17, 30)    # "delta epsilon"
-C = GoldSpan("c", "d", 36, 45)    # "eta theta"
+A = GoldSpan("a", "d", 0, 10)  # "alpha beta"
+B = GoldSpan("b", "d", 17, 30)  # "delta epsilon"
+C = GoldSpan("c", "d", 36, 45)  # "eta theta"
 FX = Fixture("q1", "?", "joint-evidence", (A, B, C), (("a", "b"), ("c",)))
 
 
 def cand(arm, phase, qid, stage, rank, unit_id, start=0, end=1, doc="d", score=None):
-    return {"arm": arm, "phase": phase, "qid": qid, "stage": stage, "rank": rank, "unit_id": unit_id,
-            "score": score, "doc_id": doc, "start": start, "end": end, "lineage": []}
+    return {
+        "arm": arm,
+        "phase": phase,
+        "qid": qid,
+        "stage": stage,
+        "rank": rank,
+        "unit_id": unit_id,
+        "score": score,
+        "doc_id": doc,
+        "start": start,
+        "end": end,
+        "lineage": [],
+    }
 
 
 def rec(arm, phase, qid, answerable=True, offset=0, **kw):
@@ -51,13 +62,25 @@ def connect(records=(), candidates=()):
 
 
 def test_survival_counts_and_regret():
-    con = connect([
-        rec("a", "0", "q1", prompt_tokens=100, evidence_tokens=30, repeated_source_tokens=2),
-        rec("a", "0", "q2", support_reranked=False, support_selected=False, support_packed=False,
-            support_cited=False, prompt_tokens=80, evidence_tokens=20, repeated_source_tokens=0),
-        rec("a", "0", "q3", answerable=False, prompt_tokens=None),
-        rec("a", "1", "q1", offset=1, support_fused=False, support_reranked=False, support_packed=False),
-    ])
+    con = connect(
+        [
+            rec("a", "0", "q1", prompt_tokens=100, evidence_tokens=30, repeated_source_tokens=2),
+            rec(
+                "a",
+                "0",
+                "q2",
+                support_reranked=False,
+                support_selected=False,
+                support_packed=False,
+                support_cited=False,
+                prompt_tokens=80,
+                evidence_tokens=20,
+                repeated_source_tokens=0,
+            ),
+            rec("a", "0", "q3", answerable=False, prompt_tokens=None),
+            rec("a", "1", "q1", offset=1, support_fused=False, support_reranked=False, support_packed=False),
+        ]
+    )
     rows = survival_counts(con)
     assert [(r["arm"], r["phase"]) for r in rows] == [("a", "0"), ("a", "1")]
     r0 = rows[0]
@@ -98,11 +121,11 @@ def test_duplicate_ratio():
 
 def test_span_and_support_rank_with_joint_evidence():
     rows = [
-        cand("a", "0", "q1", "fused", 1, "u-b", 15, 31),   # covers b
-        cand("a", "0", "q1", "fused", 2, "u-a1", 0, 6),    # "alpha " (half of a)
+        cand("a", "0", "q1", "fused", 1, "u-b", 15, 31),  # covers b
+        cand("a", "0", "q1", "fused", 2, "u-a1", 0, 6),  # "alpha " (half of a)
         cand("a", "0", "q1", "fused", 3, "u-x", 31, 36),
-        cand("a", "0", "q1", "fused", 4, "u-a2", 6, 12),   # the rest of a
-        cand("a", "0", "q1", "fused", 6, "u-c", 35, 45),   # c alone (set 1)
+        cand("a", "0", "q1", "fused", 4, "u-a2", 6, 12),  # the rest of a
+        cand("a", "0", "q1", "fused", 6, "u-c", 35, 45),  # c alone (set 1)
     ]
     assert span_rank(B, rows, TEXTS) == 1
     assert span_rank(A, rows, TEXTS) == 4  # only jointly, at rank 4
@@ -135,8 +158,9 @@ def test_support_ranks_per_stage():
 
 
 def _ranked(ranks):
-    return {(key, stage): r for key, by_stage in ranks.items() for stage, r in by_stage.items()
-            if r is not None}
+    return {
+        (key, stage): r for key, by_stage in ranks.items() for stage, r in by_stage.items() if r is not None
+    }
 
 
 def test_support_ranks_in_sql_equal_the_definition_on_a_sweep_and_a_synthetic_ledger(tmp_path):
@@ -162,16 +186,20 @@ def test_support_ranks_in_sql_equal_the_definition_on_a_sweep_and_a_synthetic_le
         assert _ranked(support_ranks_sql(con, fixtures, texts, "candidate")) == one
 
     text = "alpha  \n beta gamma"  # a blank gap between the rows over "alpha" and "beta"
-    fx = Fixture("q1", "?", "joint-evidence",
-                 (GoldSpan("a", "d", 0, 19), GoldSpan("e", "d", 5, 5), GoldSpan("x", "nodoc", 0, 9)),
-                 (("a",), ("e",), ("x",)))
+    fx = Fixture(
+        "q1",
+        "?",
+        "joint-evidence",
+        (GoldSpan("a", "d", 0, 19), GoldSpan("e", "d", 5, 5), GoldSpan("x", "nodoc", 0, 9)),
+        (("a",), ("e",), ("x",)),
+    )
     rows = [
         cand("a", "0", "q1", "bm25", 1, "u1", 0, 5),
-        cand("a", "0", "q1", "bm25", 2, "u2", 9, 19),       # covers the rest: the gap is blank
+        cand("a", "0", "q1", "bm25", 2, "u2", 9, 19),  # covers the rest: the gap is blank
         cand("a", "0", "q1", "dense_exact", 3, "u3", 2, 8),  # strictly contains the empty span
         cand("a", "0", "q1", "dense_ann", 4, "u4", 0, 4, doc="nodoc"),
-        cand("a", "0", "q1", "dense_ann", 2, "u5", 4, 9, doc="nodoc"),   # touching: covered, no text
-        cand("a", "0", "q1", "union", 1, "u6", 10, 19),      # leaves "alpha" uncovered
+        cand("a", "0", "q1", "dense_ann", 2, "u5", 4, 9, doc="nodoc"),  # touching: covered, no text
+        cand("a", "0", "q1", "union", 1, "u6", 10, 19),  # leaves "alpha" uncovered
     ]
     con = connect([rec("a", "0", "q1")], rows)
     texts = {"d": text}

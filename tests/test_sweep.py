@@ -40,11 +40,7 @@ def ledger(rule_exception_ledger):
 
 def records(ledger: Path) -> list[dict]:
     con = connect(ledger)
-    return (
-        con.sql("SELECT * FROM records ORDER BY arm, phase_offset, qid")
-        .to_arrow_table()
-        .to_pylist()
-    )
+    return con.sql("SELECT * FROM records ORDER BY arm, phase_offset, qid").to_arrow_table().to_pylist()
 
 
 def test_boundary_reverses_the_answer_between_phases(ledger):
@@ -78,9 +74,7 @@ def test_ledger_layout_and_manifest(ledger, inputs):
     con = connect(ledger)
     # every unit's text is the exact source slice, and units stay inside their document
     sources = {r[0]: r[1] for r in con.execute("SELECT doc_id, text FROM sources").fetchall()}
-    for doc_id, start, end, text in con.execute(
-        'SELECT doc_id, start, "end", text FROM units'
-    ).fetchall():
+    for doc_id, start, end, text in con.execute('SELECT doc_id, start, "end", text FROM units').fetchall():
         assert 0 <= start < end <= len(sources[doc_id]) and sources[doc_id][start:end] == text
     # the packed context is what the generator saw, within the evidence budget
     for r in records(ledger):

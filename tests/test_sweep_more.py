@@ -34,12 +34,23 @@ def _distractors() -> Corpus:
 
 def test_seed_fixture_sweep_finds_critical_condition_errors_at_some_phases(tmp_path):
     fixtures, corpus = load_fixtures(_seed_with_default(tmp_path), _distractors())
-    arm = arm_from_dict({"name": "candidate", "capacity": 8, "overlap": 0, "phases": "auto:8",
-                         "budget_tokens": 24, "top_k": 1, "generator": {"abstain_threshold": 0.3}})
+    arm = arm_from_dict(
+        {
+            "name": "candidate",
+            "capacity": 8,
+            "overlap": 0,
+            "phases": "auto:8",
+            "budget_tokens": 24,
+            "top_k": 1,
+            "generator": {"abstain_threshold": 0.3},
+        }
+    )
     sweep(fixtures, corpus, [arm], tmp_path / "ledger")
-    rows = connect(tmp_path / "ledger").sql(
-        "SELECT phase_offset, packed_context, answer, answer_verdict FROM records ORDER BY phase_offset"
-    ).fetchall()
+    rows = (
+        connect(tmp_path / "ledger")
+        .sql("SELECT phase_offset, packed_context, answer, answer_verdict FROM records ORDER BY phase_offset")
+        .fetchall()
+    )
     verdicts = {r[3] for r in rows}
     assert "critical-condition-error" in verdicts and "correct" in verdicts, rows
     for _, context, answer, verdict in rows:
@@ -58,17 +69,30 @@ def test_endpoint_generator_sweep_against_a_real_local_server(tmp_path, monkeypa
     server, base_url = start_local_server(gguf, n_ctx=2048)
     try:
         fixtures, corpus = load_fixtures(_seed_with_default(tmp_path), _distractors())
-        arm = arm_from_dict({
-            "name": "llm", "capacity": 16, "overlap": 0, "phases": [0, 5], "budget_tokens": 80,
-            "generator": {"kind": "endpoint", "base_url": base_url, "model": "smollm2",
-                          "api_key_env": "LEDGERSCOPE_TEST_API_KEY", "max_tokens": 32},
-        })
+        arm = arm_from_dict(
+            {
+                "name": "llm",
+                "capacity": 16,
+                "overlap": 0,
+                "phases": [0, 5],
+                "budget_tokens": 80,
+                "generator": {
+                    "kind": "endpoint",
+                    "base_url": base_url,
+                    "model": "smollm2",
+                    "api_key_env": "LEDGERSCOPE_TEST_API_KEY",
+                    "max_tokens": 32,
+                },
+            }
+        )
         sweep(fixtures, corpus, [arm], tmp_path / "ledger")
     finally:
         server.close()
     con = connect(tmp_path / "ledger")
-    rows = con.sql("SELECT answer, generator_error, prompt_tokens, evidence_tokens, budget_tokens, "
-                   "answer_verdict FROM records").fetchall()
+    rows = con.sql(
+        "SELECT answer, generator_error, prompt_tokens, evidence_tokens, budget_tokens, "
+        "answer_verdict FROM records"
+    ).fetchall()
     assert len(rows) == 2
     for answer, error, prompt_tokens, evidence, budget, verdict in rows:
         assert error is None and answer  # the server answered

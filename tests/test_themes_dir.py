@@ -26,8 +26,12 @@ def test_top_level_themes_are_plain_files_and_the_built_in_ones():
 
 def test_a_copied_and_edited_theme_loads_by_path(tmp_path):
     copy = tmp_path / "mine.toml"
-    copy.write_text((THEMES / "dark.toml").read_text(encoding="utf-8")
-                    .replace('name = "ledgerscope-dark"', 'name = "my-dark"'), encoding="utf-8")
+    copy.write_text(
+        (THEMES / "dark.toml")
+        .read_text(encoding="utf-8")
+        .replace('name = "ledgerscope-dark"', 'name = "my-dark"'),
+        encoding="utf-8",
+    )
     theme = theme_from_file(copy)
     assert theme.name == "my-dark" and theme.dark
     assert is_theme_path(str(copy)) and is_theme_path("mine.toml") and not is_theme_path("ledgerscope-dark")
@@ -43,10 +47,15 @@ def test_open_theme_path_is_the_apps_theme(tmp_path, sample_ledger):
     from ledgerscope.tui.data import LedgerSession
 
     copy = tmp_path / "mine.toml"
-    copy.write_text((THEMES / "light.toml").read_text(encoding="utf-8")
-                    .replace('name = "ledgerscope-light"', 'name = "my-light"'), encoding="utf-8")
+    copy.write_text(
+        (THEMES / "light.toml")
+        .read_text(encoding="utf-8")
+        .replace('name = "ledgerscope-light"', 'name = "my-light"'),
+        encoding="utf-8",
+    )
     app = LedgerscopeApp(LedgerSession(sample_ledger, None, "candidate", "baseline"), theme=str(copy))
     assert app.theme == "my-light" and not app._theme_problems
-    broken = LedgerscopeApp(LedgerSession(sample_ledger, None, "candidate", "baseline"),
-                            theme=str(tmp_path / "missing.toml"))
+    broken = LedgerscopeApp(
+        LedgerSession(sample_ledger, None, "candidate", "baseline"), theme=str(tmp_path / "missing.toml")
+    )
     assert broken.theme == "ledgerscope-dark" and "missing.toml" in broken._theme_problems[0]

@@ -91,8 +91,9 @@ def status(app) -> str:
 def screen_text(app) -> str:
     """The screen as text lines (an SVG screenshot's text runs, joined by row)."""
     rows: dict[float, list[tuple[float, str]]] = defaultdict(list)
-    for x, y, text in re.findall(r'<text[^>]*x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>',
-                                 app.export_screenshot(), re.S):
+    for x, y, text in re.findall(
+        r'<text[^>]*x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', app.export_screenshot(), re.S
+    ):
         rows[float(y)].append((float(x), html.unescape(re.sub("<[^>]+>", "", text))))
     return "\n".join("".join(t for _, t in sorted(r)).replace("\xa0", " ") for _, r in sorted(rows.items()))
 
@@ -216,8 +217,9 @@ async def test_search_finds_a_question_by_a_word_of_its_text(synthetic):
 def compare_json(ledger: Path, *extra: str) -> dict:
     from ledgerscope.cli.main import app as cli
 
-    res = CliRunner().invoke(cli, ["compare", str(ledger), "--candidate", "candidate", "--baseline",
-                                   "baseline", "--json", *extra])
+    res = CliRunner().invoke(
+        cli, ["compare", str(ledger), "--candidate", "candidate", "--baseline", "baseline", "--json", *extra]
+    )
     assert res.exit_code == 0, res.output
     return json.loads(res.output)["comparison"]
 
@@ -254,8 +256,10 @@ def test_open_refuses_settings_that_disagree_with_the_rule(synthetic, tmp_path):
     from ledgerscope.cli.main import app as cli
 
     rule = tmp_path / "rule.toml"
-    rule.write_text('format = "ledgerscope-release-rule/1"\ncandidate = "candidate"\nbaseline = "baseline"\n'
-                    "n_resamples = 200\nseed = 1\n[max_support_loss]\nmean = -0.5\n")
+    rule.write_text(
+        'format = "ledgerscope-release-rule/1"\ncandidate = "candidate"\nbaseline = "baseline"\n'
+        "n_resamples = 200\nseed = 1\n[max_support_loss]\nmean = -0.5\n"
+    )
     res = CliRunner().invoke(cli, ["open", str(synthetic), "--rule", str(rule), "--n-resamples", "300"])
     assert res.exit_code == 2 and "--n-resamples 300 disagrees" in res.output
 
@@ -285,6 +289,11 @@ def test_the_first_screen_needs_neither_pyarrow_nor_numpy(which, synthetic):
 
     sample = Path(__file__).parents[1] / "sample_ledgers" / "quillstack" / "ledger"
     ledger = synthetic if which == "synthetic" else sample
-    out = subprocess.run([sys.executable, "-c", FIRST_SCREEN, str(ledger)], capture_output=True, text=True,
-                         timeout=120, check=True).stdout.split(maxsplit=2)
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_SCREEN, str(ledger)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split(maxsplit=2)
     assert int(out[0]) > 0 and int(out[1]) > 0 and out[2].strip() == "[]", out

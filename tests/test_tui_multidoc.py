@@ -50,8 +50,9 @@ async def press(pilot, *keys: str) -> None:
 def screen_lines(app) -> list[str]:
     """The screen as text lines (an SVG screenshot's text runs, joined by row)."""
     rows: dict[float, list[tuple[float, str]]] = defaultdict(list)
-    for x, y, text in re.findall(r'<text[^>]*x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>',
-                                 app.export_screenshot(), re.S):
+    for x, y, text in re.findall(
+        r'<text[^>]*x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', app.export_screenshot(), re.S
+    ):
         rows[float(y)].append((float(x), html.unescape(re.sub("<[^>]+>", "", text))))
     return ["".join(t for _, t in sorted(r)).replace("\xa0", " ") for _, r in sorted(rows.items())]
 
@@ -102,7 +103,7 @@ async def test_a_joint_question_triaged_at_80x24(multidoc):
         text = diag.text
         step = min(first, second)
         assert text.splitlines()[0].startswith(f"step {step} · {STEP_NAMES[step]}")
-        set_part = text[text.index("the support set"):text.index("evidence")]
+        set_part = text[text.index("the support set") : text.index("evidence")]
         title_a, title_b = titles(ledger, info[qid]["docs"])
         assert title_a in set_part and title_b in set_part
         assert f"lost at step {first} ({STEP_NAMES[first]})" in set_part

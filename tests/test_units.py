@@ -178,8 +178,13 @@ def test_the_sql_whitespace_pattern_is_str_isspace_on_every_code_point():
     points = [p for p in range(0x110000) if not 0xD800 <= p <= 0xDFFF]
     con = duckdb.connect()
     con.execute("CREATE TABLE cp AS SELECT unnest($1) AS p", [points])
-    blank = {p for (p,) in con.execute(
-        "SELECT p FROM cp WHERE regexp_full_match(chr(p), ?)", [WHITESPACE]).fetchall()}
+    blank = {
+        p
+        for (p,) in con.execute(
+            "SELECT p FROM cp WHERE regexp_full_match(chr(p), ?)", [WHITESPACE]
+        ).fetchall()
+    }
     assert blank == {p for p in points if chr(p).isspace()}
-    assert con.execute("SELECT regexp_full_match('', ?), regexp_full_match(' a', ?)",
-                       [WHITESPACE, WHITESPACE]).fetchall() == [(True, False)]
+    assert con.execute(
+        "SELECT regexp_full_match('', ?), regexp_full_match(' a', ?)", [WHITESPACE, WHITESPACE]
+    ).fetchall() == [(True, False)]

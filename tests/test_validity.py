@@ -22,8 +22,14 @@ from ledgerscope.analysis.validity import (
     validity_lines,
 )
 
-MUTE = {"capacity": 12, "overlap": 0, "phases": [0, 3], "budget_tokens": 200, "top_k": 2,
-        "generator": {"kind": "python", "callable": "tests.test_validity:abstain_always"}}
+MUTE = {
+    "capacity": 12,
+    "overlap": 0,
+    "phases": [0, 3],
+    "budget_tokens": 200,
+    "top_k": 2,
+    "generator": {"kind": "python", "callable": "tests.test_validity:abstain_always"},
+}
 RULE = """format = "ledgerscope-release-rule/1"
 n_resamples = 200
 seed = 0
@@ -50,10 +56,13 @@ def mute_ledger(rule_exception_inputs, tmp_path_factory):
     from ledgerscope.pipeline.run.sweep import sweep
 
     out = tmp_path_factory.mktemp("mute") / "ledger"
-    fixtures, corpus = load_fixtures(rule_exception_inputs["fixtures"],
-                                     load_corpus(rule_exception_inputs["corpus"]))
-    arms = [arm_from_dict({**MUTE, "name": "mute-a"}),
-            arm_from_dict({**MUTE, "name": "mute-b", "capacity": 16})]
+    fixtures, corpus = load_fixtures(
+        rule_exception_inputs["fixtures"], load_corpus(rule_exception_inputs["corpus"])
+    )
+    arms = [
+        arm_from_dict({**MUTE, "name": "mute-a"}),
+        arm_from_dict({**MUTE, "name": "mute-b", "capacity": 16}),
+    ]
     sweep(fixtures, corpus, arms, out)
     return out
 
@@ -73,11 +82,31 @@ def test_outcomes_count_yes_no_apart_and_infeasible_whatever_the_verdict():
 
 
 def test_meter_per_arm_stress_set_and_segment_with_the_threshold():
-    rows = [{"arm": "a", "qid": f"q{i}", "answerable": True, "verdict": v, "feasible": True, "reason": None,
-             "segment": "s1" if i < 5 else "s2", "stress_set": "representative"}
-            for i, v in enumerate(["correct"] * 8 + ["wrong", "abstained"])]
-    rows.append({"arm": "a", "qid": "c", "answerable": False, "verdict": "not-applicable", "feasible": None,
-                 "reason": None, "segment": "unanswerable", "stress_set": "representative"})
+    rows = [
+        {
+            "arm": "a",
+            "qid": f"q{i}",
+            "answerable": True,
+            "verdict": v,
+            "feasible": True,
+            "reason": None,
+            "segment": "s1" if i < 5 else "s2",
+            "stress_set": "representative",
+        }
+        for i, v in enumerate(["correct"] * 8 + ["wrong", "abstained"])
+    ]
+    rows.append(
+        {
+            "arm": "a",
+            "qid": "c",
+            "answerable": False,
+            "verdict": "not-applicable",
+            "feasible": None,
+            "reason": None,
+            "segment": "unanswerable",
+            "stress_set": "representative",
+        }
+    )
     m = meter(rows, 0.8)["arms"]["a"]
     got = (m["answerable"], m["correct"], m["wrong"], m["abstained"], m["status"])
     assert got == (10, 8, 1, 1, "verified")
@@ -89,11 +118,25 @@ def test_meter_per_arm_stress_set_and_segment_with_the_threshold():
 def test_gate_turns_answer_checks_inconclusive_and_leaves_support_checks():
     from ledgerscope.analysis.stats.release import Check
 
-    validity = meter([{"arm": "c", "qid": "q", "answerable": True, "verdict": "abstained", "feasible": True,
-                       "reason": None, "segment": "x", "stress_set": "representative"}])
-    checks = [Check("representative", "max_answer_loss.mean", "answer_correct", "pass", "ok"),
-              Check("representative", "max_critical_errors_per_segment.x", "critical", "violates", "bad"),
-              Check("representative", "max_support_loss.mean", "support", "pass", "ok")]
+    validity = meter(
+        [
+            {
+                "arm": "c",
+                "qid": "q",
+                "answerable": True,
+                "verdict": "abstained",
+                "feasible": True,
+                "reason": None,
+                "segment": "x",
+                "stress_set": "representative",
+            }
+        ]
+    )
+    checks = [
+        Check("representative", "max_answer_loss.mean", "answer_correct", "pass", "ok"),
+        Check("representative", "max_critical_errors_per_segment.x", "critical", "violates", "bad"),
+        Check("representative", "max_support_loss.mean", "support", "pass", "ok"),
+    ]
     out = gate_checks(checks, validity, ["c"], 0.8)
     assert [c.status for c in out] == ["inconclusive", "inconclusive", "pass"]
     assert "generator fails with full support on 1 of 1 questions" in out[0].reason
@@ -141,8 +184,20 @@ def test_no_answer_side_check_passes_and_the_views_say_so(mute_ledger, tmp_path)
     rule = tmp_path / "rule.toml"
     rule.write_text(RULE, encoding="utf-8")
     runner = CliRunner()
-    res = runner.invoke(app, ["compare", str(mute_ledger), "--candidate", "mute-a", "--baseline", "mute-b",
-                              "--rule", str(rule), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            str(mute_ledger),
+            "--candidate",
+            "mute-a",
+            "--baseline",
+            "mute-b",
+            "--rule",
+            str(rule),
+            "--json",
+        ],
+    )
     assert res.exit_code == 4, res.output  # collect-more-evidence (docs/ci.md)
     out = json.loads(res.output)
     assert out["comparison"]["answer_validity"]["arms"]["mute-a"]["status"] == "unverified"
@@ -155,14 +210,30 @@ def test_no_answer_side_check_passes_and_the_views_say_so(mute_ledger, tmp_path)
     res = runner.invoke(app, ["diagnose", str(mute_ledger)])
     assert res.exit_code == 0 and "ANSWER SIDE UNVERIFIED" in res.output
     page = tmp_path / "r.html"
-    res = runner.invoke(app, ["report", str(mute_ledger), "--candidate", "mute-a", "--baseline", "mute-b",
-                              "--rule", str(rule), "--out", str(page), "--n-resamples", "200"])
+    res = runner.invoke(
+        app,
+        [
+            "report",
+            str(mute_ledger),
+            "--candidate",
+            "mute-a",
+            "--baseline",
+            "mute-b",
+            "--rule",
+            str(rule),
+            "--out",
+            str(page),
+            "--n-resamples",
+            "200",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert 'id="answer-side"' in page.read_text() and "ANSWER SIDE UNVERIFIED" in page.read_text()
 
     export = tmp_path / "x.jsonl"
-    res = runner.invoke(app, ["export", str(mute_ledger), "--where", "true", "--format", "jsonl",
-                              "--out", str(export)])
+    res = runner.invoke(
+        app, ["export", str(mute_ledger), "--where", "true", "--format", "jsonl", "--out", str(export)]
+    )
     assert res.exit_code == 0, res.output
     exported = [json.loads(line) for line in export.read_text().splitlines() if line.strip()]
     judged = [r for r in exported if r.get("diagnosis", {}).get("step") in (9, 10)]
@@ -189,13 +260,31 @@ def test_the_stats_pane_shows_the_meter():
     from ledgerscope.tui.render import make_palette
     from ledgerscope.tui.render_summary import stats_text
 
-    validity = meter([{"arm": "cand", "qid": "q", "answerable": True, "verdict": "abstained",
-                       "feasible": True, "reason": None, "segment": "x", "stress_set": "representative"}])
-    comparison = {"stress_sets": {}, "note": "", "answer_validity": validity,
-                  "candidate": {"arm": "cand", "counts": {}}, "baseline": {"arm": "base", "counts": {}},
-                  "settings": {"n_resamples": 100, "seed": 0, "confidence": 0.95, "resampling_unit": "doc"},
-                  "matching": {"matched_questions": 1, "matched_records": 1, "shared_phases": ["0"]}}
+    validity = meter(
+        [
+            {
+                "arm": "cand",
+                "qid": "q",
+                "answerable": True,
+                "verdict": "abstained",
+                "feasible": True,
+                "reason": None,
+                "segment": "x",
+                "stress_set": "representative",
+            }
+        ]
+    )
+    comparison = {
+        "stress_sets": {},
+        "note": "",
+        "answer_validity": validity,
+        "candidate": {"arm": "cand", "counts": {}},
+        "baseline": {"arm": "base", "counts": {}},
+        "settings": {"n_resamples": 100, "seed": 0, "confidence": 0.95, "resampling_unit": "doc"},
+        "matching": {"matched_questions": 1, "matched_records": 1, "shared_phases": ["0"]},
+    }
     console = Console(width=200, record=True)
-    console.print(stats_text({}, {"candidate": "cand", "baseline": "base"}, [], comparison, None, "",
-                             make_palette()))
+    console.print(
+        stats_text({}, {"candidate": "cand", "baseline": "base"}, [], comparison, None, "", make_palette())
+    )
     assert "ANSWER SIDE UNVERIFIED" in console.export_text()

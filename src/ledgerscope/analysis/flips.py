@@ -14,8 +14,10 @@ from typing import Any
 #: answer verdicts that count as wrong
 WRONG = ("wrong", "false-assertion", "critical-condition-error")
 
-_VERDICTS_SQL = ("SELECT qid, CAST(phase AS VARCHAR), answer_verdict, segment, stress_set, question "
-                 "FROM records WHERE arm = ?")
+_VERDICTS_SQL = (
+    "SELECT qid, CAST(phase AS VARCHAR), answer_verdict, segment, stress_set, question "
+    "FROM records WHERE arm = ?"
+)
 _CUTS_SQL = "SELECT CAST(phase AS VARCHAR), doc_id, cut_chars FROM boundaries WHERE arm = ?"
 
 
@@ -28,18 +30,23 @@ def boundary_words(spans: list, cuts: Mapping[str, list[int]]) -> str:
     """The chunk cuts at the gold spans, in words: a cut inside a span first, else the nearest cut."""
     inside = [(s, c) for s in spans for c in cuts.get(s.doc_id, []) if s.start < c < s.end]
     if inside:
-        return "; ".join(f"cut at char {c} of {s.doc_id} inside gold span {s.span_id} [{s.start}, {s.end})"
-                         for s, c in inside)
+        return "; ".join(
+            f"cut at char {c} of {s.doc_id} inside gold span {s.span_id} [{s.start}, {s.end})"
+            for s, c in inside
+        )
     near = [(min(abs(c - s.start), abs(c - s.end)), c, s) for s in spans for c in cuts.get(s.doc_id, [])]
     if not near:
         return "no chunk cut in the gold spans' documents"
     dist, c, s = min(near, key=lambda t: (t[0], t[1]))
-    return (f"no cut inside a gold span; nearest cut at char {c} of {s.doc_id}, {dist} chars from span "
-            f"{s.span_id} [{s.start}, {s.end})")
+    return (
+        f"no cut inside a gold span; nearest cut at char {c} of {s.doc_id}, {dist} chars from span "
+        f"{s.span_id} [{s.start}, {s.end})"
+    )
 
 
-def find_flips(con, candidate: str, baseline: str, base_con=None,
-               fixtures: Mapping[str, Any] | None = None) -> list[dict]:
+def find_flips(
+    con, candidate: str, baseline: str, base_con=None, fixtures: Mapping[str, Any] | None = None
+) -> list[dict]:
     """Per question, the phases where the baseline answered correctly and the candidate wrongly:
     ``{qid, segment, stress_set, question, phases: [{phase, baseline, candidate, step, step_name,
     boundary}]}``, the questions that flipped at most phases first."""
@@ -57,12 +64,22 @@ def find_flips(con, candidate: str, baseline: str, base_con=None,
     by_q: dict[str, dict] = {}
     for qid, phase in cells:
         verdict, segment, stress_set, question = cand[(qid, phase)]
-        q = by_q.setdefault(qid, {"qid": qid, "segment": segment, "stress_set": stress_set,
-                                  "question": question, "phases": []})
+        q = by_q.setdefault(
+            qid,
+            {"qid": qid, "segment": segment, "stress_set": stress_set, "question": question, "phases": []},
+        )
         fx = (fixtures or {}).get(qid)
         step, name = steps.get((qid, phase), (None, None))
-        q["phases"].append({"phase": phase, "baseline": "correct", "candidate": verdict, "step": step,
-                            "step_name": name,
-                            "boundary": boundary_words(list(fx.spans), cuts.get(phase, {})) if fx else
-                            "the question's gold spans are not in the ledger's fixtures"})
+        q["phases"].append(
+            {
+                "phase": phase,
+                "baseline": "correct",
+                "candidate": verdict,
+                "step": step,
+                "step_name": name,
+                "boundary": boundary_words(list(fx.spans), cuts.get(phase, {}))
+                if fx
+                else "the question's gold spans are not in the ledger's fixtures",
+            }
+        )
     return sorted(by_q.values(), key=lambda q: (-len(q["phases"]), q["qid"]))

@@ -43,13 +43,20 @@ def _llm_judge(manifest: dict, arm: str, endpoint: dict | None, where: str):
         return EndpointJudge.from_table({**table, **endpoint}), False
     if table.get("kind") == "endpoint":
         return EndpointJudge.from_table(table), True
-    raise InputError(Problem(where, None, "judge",
-                             f"arm {arm!r} was judged deterministically: name the endpoint of the LLM "
-                             "judge to calibrate (--base-url, --model)"))
+    raise InputError(
+        Problem(
+            where,
+            None,
+            "judge",
+            f"arm {arm!r} was judged deterministically: name the endpoint of the LLM "
+            "judge to calibrate (--base-url, --model)",
+        )
+    )
 
 
-def calibrate(ledger: str | Path, arm: str, endpoint: dict | None = None, limit: int | None = None,
-              examples: int = 5) -> dict:
+def calibrate(
+    ledger: str | Path, arm: str, endpoint: dict | None = None, limit: int | None = None, examples: int = 5
+) -> dict:
     """Confusion matrix and Cohen's kappa of the LLM judge against the deterministic judge."""
     from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
@@ -92,13 +99,29 @@ def calibrate(ledger: str | Path, arm: str, endpoint: dict | None = None, limit:
             llm, why = graded[key]
         pairs.append((reference, llm))
         if reference != llm and len(disagreements) < examples:
-            disagreements.append({"qid": qid, "phase": phase, "answer": answer, "deterministic": reference,
-                                  "llm": llm, "llm_reason": why})
+            disagreements.append(
+                {
+                    "qid": qid,
+                    "phase": phase,
+                    "answer": answer,
+                    "deterministic": reference,
+                    "llm": llm,
+                    "llm_reason": why,
+                }
+            )
     return _summary(arm, judge.describe(), recorded, len(rows), pairs, skipped, len(graded), disagreements)
 
 
-def _summary(arm: str, judge: dict, recorded: bool, records: int, pairs: list[tuple[str, str]],
-             skipped: int, graded: int, disagreements: list[dict]) -> dict:
+def _summary(
+    arm: str,
+    judge: dict,
+    recorded: bool,
+    records: int,
+    pairs: list[tuple[str, str]],
+    skipped: int,
+    graded: int,
+    disagreements: list[dict],
+) -> dict:
     """What ``judge calibrate`` reports: the confusion matrix, kappa and its band, the examples."""
     labels, matrix = confusion_matrix(pairs, VERDICT_ORDER)
     stats = cohen_kappa(pairs)
@@ -119,5 +142,5 @@ def _summary(arm: str, judge: dict, recorded: bool, records: int, pairs: list[tu
         "unlabelled": sum(1 for _, llm in pairs if llm not in VERDICT_ORDER),
         "disagreements": disagreements,
         "note": "kappa against the deterministic judge (the reference, not the truth); below 0.6 the "
-                "LLM judge's verdicts should not replace the deterministic ones",
+        "LLM judge's verdicts should not replace the deterministic ones",
     }

@@ -41,8 +41,10 @@ def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
             continue
         arm, phase = layout.partition_key(part)
         files = meta.get("files") or {}
-        res = {**res, "ledger_bytes": sum(int(f.get("bytes", 0)) for f in files.values()
-                                          if isinstance(f, dict))}
+        res = {
+            **res,
+            "ledger_bytes": sum(int(f.get("bytes", 0)) for f in files.values() if isinstance(f, dict)),
+        }
         out.setdefault(arm, {})[phase] = res
     return out
 
@@ -84,20 +86,32 @@ def latency(parts: list[dict]) -> dict[str, dict]:
 
 def usage(parts: list[dict], oracle: dict | None) -> dict[str, Any]:
     """What the arm's partitions (and its oracle run) sent, summed."""
-    sources = {section: sorted({(p.get(section) or {}).get("token_source") for p in parts} - {None})
-               for section in ("embedding", "generator")}
+    sources = {
+        section: sorted({(p.get(section) or {}).get("token_source") for p in parts} - {None})
+        for section in ("embedding", "generator")
+    }
     gen_parts = parts + ([{"generator": oracle["generator"]}] if oracle and oracle.get("generator") else [])
     return {
-        "embedding": {k: _sum(parts, "embedding", k) for k in ("texts", "encoded", "cache_hits", "tokens",
-                                                               "requests")}
-        | {"token_source": sources["embedding"], "model": _first(parts, "embedding", "model"),
-           "kind": _first(parts, "embedding", "kind")},
+        "embedding": {
+            k: _sum(parts, "embedding", k) for k in ("texts", "encoded", "cache_hits", "tokens", "requests")
+        }
+        | {
+            "token_source": sources["embedding"],
+            "model": _first(parts, "embedding", "model"),
+            "kind": _first(parts, "embedding", "kind"),
+        },
         "rerank": {k: _sum(parts, "rerank", k) for k in ("pairs", "requests", "sent_pairs")}
         | {"model": _first(parts, "rerank", "model"), "kind": _first(parts, "rerank", "kind")},
-        "generator": {k: _sum(gen_parts, "generator", k) for k in ("requests", "prompt_tokens",
-                                                                   "completion_tokens", "tokenize_requests")}
-        | {"token_source": sources["generator"], "model": _first(parts, "generator", "model"),
-           "kind": _first(parts, "generator", "kind"), "oracle_included": bool(oracle)},
+        "generator": {
+            k: _sum(gen_parts, "generator", k)
+            for k in ("requests", "prompt_tokens", "completion_tokens", "tokenize_requests")
+        }
+        | {
+            "token_source": sources["generator"],
+            "model": _first(parts, "generator", "model"),
+            "kind": _first(parts, "generator", "kind"),
+            "oracle_included": bool(oracle),
+        },
     }
 
 
@@ -130,33 +144,72 @@ def costs(parts: list[dict], use: dict, prices: Prices | None) -> dict[str, Any]
     if prices is None:
         return {"priced": False}
     emb, rer, gen = use["embedding"], use["rerank"], use["generator"]
-    unpriced = [f"{kind} {model!r}" for kind, model in (("embedding", emb["model"]), ("rerank", rer["model"]),
-                                                        ("generator", gen["model"]))
-                if prices.rates(kind, model) is None and _paid(kind, use)]
-    per_q = {k: _mean([(p.get("per_query") or {}).get(k) for p in parts]) or 0.0
-             for k in ("embedding_tokens", "rerank_pairs", "rerank_requests", "generator_requests",
-                       "prompt_tokens", "completion_tokens")}
+    unpriced = [
+        f"{kind} {model!r}"
+        for kind, model in (
+            ("embedding", emb["model"]),
+            ("rerank", rer["model"]),
+            ("generator", gen["model"]),
+        )
+        if prices.rates(kind, model) is None and _paid(kind, use)
+    ]
+    per_q = {
+        k: _mean([(p.get("per_query") or {}).get(k) for p in parts]) or 0.0
+        for k in (
+            "embedding_tokens",
+            "rerank_pairs",
+            "rerank_requests",
+            "generator_requests",
+            "prompt_tokens",
+            "completion_tokens",
+        )
+    }
     per_text = (emb["requests"] / emb["encoded"]) if emb["encoded"] else 0.0
     index = index_summary(parts)
     pieces = {
-        "indexing": [("embedding", emb["model"], {"tokens": index["unit_tokens"] or 0.0,
-                                                  "requests": (index["units"] or 0.0) * per_text})],
-        "per_1000_queries": [
-            ("embedding", emb["model"], {"tokens": 1000 * per_q["embedding_tokens"],
-                                         "requests": 1000.0 if emb["kind"] == "endpoint" else 0.0}),
-            ("rerank", rer["model"], {"requests": 1000 * per_q["rerank_requests"],
-                                      "tokens": 0.0}),
-            ("generator", gen["model"], {"requests": 1000 * per_q["generator_requests"],
-                                         "prompt_tokens": 1000 * per_q["prompt_tokens"],
-                                         "completion_tokens": 1000 * per_q["completion_tokens"]}),
+        "indexing": [
+            (
+                "embedding",
+                emb["model"],
+                {"tokens": index["unit_tokens"] or 0.0, "requests": (index["units"] or 0.0) * per_text},
+            )
         ],
-        "sweep": [("embedding", emb["model"], {"tokens": emb["tokens"], "requests": emb["requests"]}),
-                  ("rerank", rer["model"], {"requests": rer["requests"]}),
-                  ("generator", gen["model"], {k: gen[k] for k in ("requests", "prompt_tokens",
-                                                                    "completion_tokens")})],
+        "per_1000_queries": [
+            (
+                "embedding",
+                emb["model"],
+                {
+                    "tokens": 1000 * per_q["embedding_tokens"],
+                    "requests": 1000.0 if emb["kind"] == "endpoint" else 0.0,
+                },
+            ),
+            ("rerank", rer["model"], {"requests": 1000 * per_q["rerank_requests"], "tokens": 0.0}),
+            (
+                "generator",
+                gen["model"],
+                {
+                    "requests": 1000 * per_q["generator_requests"],
+                    "prompt_tokens": 1000 * per_q["prompt_tokens"],
+                    "completion_tokens": 1000 * per_q["completion_tokens"],
+                },
+            ),
+        ],
+        "sweep": [
+            ("embedding", emb["model"], {"tokens": emb["tokens"], "requests": emb["requests"]}),
+            ("rerank", rer["model"], {"requests": rer["requests"]}),
+            (
+                "generator",
+                gen["model"],
+                {k: gen[k] for k in ("requests", "prompt_tokens", "completion_tokens")},
+            ),
+        ],
     }
-    out: dict[str, Any] = {"priced": True, "currency": prices.currency, "prices": prices.path,
-                           "unpriced": unpriced}
+    out: dict[str, Any] = {
+        "priced": True,
+        "currency": prices.currency,
+        "prices": prices.path,
+        "unpriced": unpriced,
+    }
     for name, items in pieces.items():
         total: float | None = 0.0
         for kind, model, amount in items:
@@ -182,12 +235,20 @@ def _scope(parts: list[dict]) -> dict:
     if not scoped:
         return {"scope": "all"}
     rec = min(scoped, key=lambda r: r.get("phased") or 0)
-    return {"scope": "evidence", "base_phase": rec.get("base_phase"), "phased": rec.get("phased"),
-            "documents": rec.get("documents")}
+    return {
+        "scope": "evidence",
+        "base_phase": rec.get("base_phase"),
+        "phased": rec.get("phased"),
+        "documents": rec.get("documents"),
+    }
 
 
-def arm_resources(ledger: str | Path, arm: str, prices: Prices | None = None,
-                  parts: dict[str, dict[str, dict]] | None = None) -> dict[str, Any]:
+def arm_resources(
+    ledger: str | Path,
+    arm: str,
+    prices: Prices | None = None,
+    parts: dict[str, dict[str, dict]] | None = None,
+) -> dict[str, Any]:
     """The arm's resource summary (see the module docstring)."""
     parts = read_partitions(ledger) if parts is None else parts
     by_phase = parts.get(arm) or {}
@@ -195,16 +256,23 @@ def arm_resources(ledger: str | Path, arm: str, prices: Prices | None = None,
         return {"arm": arm, "recorded": False}
     listed = [by_phase[k] for k in sorted(by_phase)]
     use = usage(listed, read_oracle(ledger, arm))
-    return {"arm": arm, "recorded": True, "phases": len(listed),
-            "questions": _mean([p.get("questions") for p in listed]),
-            "index": index_summary(listed), "usage": use, "latency_ms": latency(listed),
-            "cost": costs(listed, use, prices),
-            "phase_scope": _scope(listed),
-            "recording_seconds": sum(p.get("recording_seconds") or 0.0 for p in listed)}
+    return {
+        "arm": arm,
+        "recorded": True,
+        "phases": len(listed),
+        "questions": _mean([p.get("questions") for p in listed]),
+        "index": index_summary(listed),
+        "usage": use,
+        "latency_ms": latency(listed),
+        "cost": costs(listed, use, prices),
+        "phase_scope": _scope(listed),
+        "recording_seconds": sum(p.get("recording_seconds") or 0.0 for p in listed),
+    }
 
 
-def ledger_resources(ledger: str | Path, arms: list[str] | None = None,
-                     prices: Prices | None = None) -> dict[str, dict]:
+def ledger_resources(
+    ledger: str | Path, arms: list[str] | None = None, prices: Prices | None = None
+) -> dict[str, dict]:
     parts = read_partitions(ledger)
     return {arm: arm_resources(ledger, arm, prices, parts) for arm in (arms or sorted(parts))}
 
@@ -222,8 +290,11 @@ def compare_resources(cand: dict, base: dict) -> dict[str, Any]:
     if not (cand.get("recorded") and base.get("recorded")):
         return {"candidate": cand, "baseline": base, "difference": None}
     keys = ("index", "latency_ms", "cost")
-    return {"candidate": cand, "baseline": base,
-            "difference": {k: _diff(cand.get(k) or {}, base.get(k) or {}) for k in keys}}
+    return {
+        "candidate": cand,
+        "baseline": base,
+        "difference": {k: _diff(cand.get(k) or {}, base.get(k) or {}) for k in keys},
+    }
 
 
 def price_table(path: str | Path | None, rule: Any = None) -> Prices | None:
@@ -235,8 +306,14 @@ def price_table(path: str | Path | None, rule: Any = None) -> Prices | None:
     return load_prices(chosen) if chosen is not None else None
 
 
-def attach(comparison: dict, ledger: str | Path, candidate: str, baseline_ledger: str | Path | None,
-           baseline: str, prices: Prices | None) -> dict:
+def attach(
+    comparison: dict,
+    ledger: str | Path,
+    candidate: str,
+    baseline_ledger: str | Path | None,
+    baseline: str,
+    prices: Prices | None,
+) -> dict:
     """Put the arms' resources and their difference into a comparison (``comparison["resources"]``),
     where the release rule's latency and cost checks read them."""
     cand = arm_resources(ledger, candidate, prices)

@@ -35,21 +35,42 @@ def reversals_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
         groups.setdefault((r["arm"], r["qid"]), []).append(r)
     out: list[dict[str, Any]] = []
     for (arm, qid), recs in sorted(groups.items()):
-        recs = sorted(recs, key=lambda r: (r.get("phase_offset") if r.get("phase_offset") is not None else 0,
-                                           str(r["phase"])))
+        recs = sorted(
+            recs,
+            key=lambda r: (
+                r.get("phase_offset") if r.get("phase_offset") is not None else 0,
+                str(r["phase"]),
+            ),
+        )
         segment = recs[0].get("segment")
         phases = [str(r["phase"]) for r in recs]
         kept = [str(r["phase"]) for r in recs if r.get("support_packed") is True]
         lost = [str(r["phase"]) for r in recs if r.get("support_packed") is False]
         if kept and lost:
-            out.append({"qid": qid, "arm": arm, "kind": "support", "segment": segment,
-                        "phases": {"kept": kept, "lost": lost}, "n_phases": len(phases)})
+            out.append(
+                {
+                    "qid": qid,
+                    "arm": arm,
+                    "kind": "support",
+                    "segment": segment,
+                    "phases": {"kept": kept, "lost": lost},
+                    "n_phases": len(phases),
+                }
+            )
         verdicts: dict[str, list[str]] = {}
         for r in recs:
             verdicts.setdefault(str(r.get("answer_verdict")), []).append(str(r["phase"]))
         if len(verdicts) > 1:
-            out.append({"qid": qid, "arm": arm, "kind": "answer", "segment": segment,
-                        "phases": verdicts, "n_phases": len(phases)})
+            out.append(
+                {
+                    "qid": qid,
+                    "arm": arm,
+                    "kind": "answer",
+                    "segment": segment,
+                    "phases": verdicts,
+                    "n_phases": len(phases),
+                }
+            )
     return out
 
 
@@ -57,10 +78,16 @@ def find_reversals(con, arm: str | None = None) -> list[dict[str, Any]]:
     """Support and answer reversals over the ledger's records (optionally one arm)."""
     where, params = ("WHERE arm = ?", [arm]) if arm is not None else ("", [])
     # only questions with more than one distinct verdict reach Python
-    rows = con.sql(
-        "WITH r AS (SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, segment, support_packed, "
-        f"answer_verdict FROM records {where}), "
-        f"q AS (SELECT arm, qid FROM r GROUP BY arm, qid HAVING {REVERSED}) "
-        "SELECT r.* FROM r SEMI JOIN q ON r.arm = q.arm AND r.qid = q.qid",
-        params=params).to_arrow_table().to_pylist()
+    rows = (
+        con.sql(
+            "WITH r AS (SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, segment, "
+            "support_packed, "
+            f"answer_verdict FROM records {where}), "
+            f"q AS (SELECT arm, qid FROM r GROUP BY arm, qid HAVING {REVERSED}) "
+            "SELECT r.* FROM r SEMI JOIN q ON r.arm = q.arm AND r.qid = q.qid",
+            params=params,
+        )
+        .to_arrow_table()
+        .to_pylist()
+    )
     return reversals_from_rows(rows)

@@ -35,8 +35,17 @@ from typing import Any
 from ledgerscope.common.intervals import WHITESPACE, merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
-SURVIVAL_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "selected", "packed",
-                   "cited")
+SURVIVAL_STAGES = (
+    "chunked",
+    "exact",
+    "production",
+    "union",
+    "fused",
+    "reranked",
+    "selected",
+    "packed",
+    "cited",
+)
 RANKED_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked")
 KS = (1, 5, 10, 20, 50)
 
@@ -52,8 +61,10 @@ def _where(arm: str | None, prefix: str = "WHERE") -> tuple[str, list]:
 def survival_counts(con, arm: str | None = None) -> list[dict[str, Any]]:
     """Per (arm, phase): record counts, survival counts, regret and mean token counts."""
     where, params = _where(arm)
-    surv = ", ".join(f"count(*) FILTER (WHERE support_{s}) AS {s}, "
-                     f"count(support_{s}) AS {s}_recorded" for s in SURVIVAL_STAGES)
+    surv = ", ".join(
+        f"count(*) FILTER (WHERE support_{s}) AS {s}, count(support_{s}) AS {s}_recorded"
+        for s in SURVIVAL_STAGES
+    )
     sql = f"""
         SELECT arm, CAST(phase AS VARCHAR) AS phase, min(phase_offset) AS phase_offset,
                count(*) AS n_records,
@@ -112,8 +123,10 @@ def list_depths(con, arm: str | None = None) -> dict[tuple[str, str, str], int]:
     """(arm, phase, stage) -> the longest list the stage holds."""
     where, params = _where(arm, "AND")
     stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
-    sql = (f'SELECT arm, CAST(phase AS VARCHAR), stage, max("rank") FROM candidates '
-           f"WHERE stage IN ({stages}) {where} GROUP BY ALL")
+    sql = (
+        f'SELECT arm, CAST(phase AS VARCHAR), stage, max("rank") FROM candidates '
+        f"WHERE stage IN ({stages}) {where} GROUP BY ALL"
+    )
     return {(a, p, s): int(m) for a, p, s, m in con.sql(sql, params=params).fetchall()}
 
 
@@ -123,9 +136,17 @@ def list_depths(con, arm: str | None = None) -> dict[tuple[str, str, str], int]:
 
 def span_rank(span: GoldSpan, rows: Iterable[Mapping[str, Any]], texts: Mapping[str, str]) -> int | None:
     """The smallest k such that the list's first k rows cover the span (None: never)."""
-    hits = sorted((r for r in rows if r.get("doc_id") == span.doc_id and r.get("start") is not None
-                   and int(r["start"]) < span.end and int(r["end"]) > span.start),
-                  key=lambda r: int(r["rank"]))
+    hits = sorted(
+        (
+            r
+            for r in rows
+            if r.get("doc_id") == span.doc_id
+            and r.get("start") is not None
+            and int(r["start"]) < span.end
+            and int(r["end"]) > span.start
+        ),
+        key=lambda r: int(r["rank"]),
+    )
     text = texts.get(span.doc_id)
     intervals: list[tuple[int, int]] = []
     for r in hits:
@@ -157,8 +178,9 @@ def support_rank(fixture: Fixture, rows: Sequence[Mapping[str, Any]], texts: Map
     return best
 
 
-def recall_at_k(ranks: Sequence[int | None], n: int, ks: Sequence[int] = KS,
-                depth: int | None = None) -> dict[str, float | None]:
+def recall_at_k(
+    ranks: Sequence[int | None], n: int, ks: Sequence[int] = KS, depth: int | None = None
+) -> dict[str, float | None]:
     """Share of ``n`` records whose support rank is at most k, for each k up to ``depth``."""
     out: dict[str, float | None] = {}
     for k in ks:
@@ -168,8 +190,9 @@ def recall_at_k(ranks: Sequence[int | None], n: int, ks: Sequence[int] = KS,
     return out
 
 
-def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
-                  arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
+def support_ranks(
+    con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], arm: str | None = None
+) -> dict[tuple[str, str, str], dict[str, int | None]]:
     """(arm, phase, qid) -> stage -> support rank, for answerable records: the definition, one
     query for the rows, then :func:`support_rank` per record and stage in Python (reports use
     :func:`support_ranks_sql`, the same in DuckDB)."""
@@ -182,12 +205,18 @@ def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
     stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
     con.register("_ls_surv_spans", spans)
     try:
-        rows = con.sql(
-            'SELECT DISTINCT c.arm, CAST(c.phase AS VARCHAR) AS phase, c.qid, c.stage, c."rank", c.doc_id, '
-            'c."start", c."end" FROM candidates c JOIN _ls_surv_spans s ON s.qid = c.qid '
-            'AND s.doc_id = c.doc_id AND c."start" < s."end" AND c."end" > s."start" '
-            f"WHERE c.stage IN ({stages}) {where}",
-            params=params).to_arrow_table().to_pylist()
+        rows = (
+            con.sql(
+                'SELECT DISTINCT c.arm, CAST(c.phase AS VARCHAR) AS phase, c.qid, c.stage, c."rank", '
+                "c.doc_id, "
+                'c."start", c."end" FROM candidates c JOIN _ls_surv_spans s ON s.qid = c.qid '
+                'AND s.doc_id = c.doc_id AND c."start" < s."end" AND c."end" > s."start" '
+                f"WHERE c.stage IN ({stages}) {where}",
+                params=params,
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
     finally:
         con.unregister("_ls_surv_spans")
     grouped: dict[tuple[str, str, str], dict[str, list[dict]]] = {}
@@ -202,8 +231,9 @@ def support_ranks(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
     return out
 
 
-def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str],
-                      arm: str | None = None) -> dict[tuple[str, str, str], dict[str, int | None]]:
+def support_ranks_sql(
+    con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], arm: str | None = None
+) -> dict[tuple[str, str, str], dict[str, int | None]]:
     """:func:`support_ranks` computed in DuckDB: the same ranks (``tests/test_survival.py``
     compares them on real and synthetic ledgers), without a Python loop per record and stage.
 
@@ -232,23 +262,41 @@ def support_ranks_sql(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     return out
 
 
-def _gold_columns(fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
-                  ) -> tuple[dict[str, tuple[str, list]], dict[str, tuple[str, list]]]:
+def _gold_columns(
+    fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
+) -> tuple[dict[str, tuple[str, list]], dict[str, tuple[str, list]]]:
     """The answerable fixtures' gold spans (numbered ``sid``, with their text for the whitespace
     test) and sufficient sets (``resolved`` is false for a set naming a span the fixture lacks), as
     column lists for :func:`columns_table`: two bulk inserts instead of a row at a time."""
-    spans = {"sid": ("INTEGER", []), "qid": ("VARCHAR", []), "span_id": ("VARCHAR", []),
-             "doc_id": ("VARCHAR", []), "s": ("BIGINT", []), "e": ("BIGINT", []),
-             "span_text": ("VARCHAR", [])}
-    sets = {"qid": ("VARCHAR", []), "set_index": ("INTEGER", []), "span_id": ("VARCHAR", []),
-            "resolved": ("BOOLEAN", [])}
+    spans = {
+        "sid": ("INTEGER", []),
+        "qid": ("VARCHAR", []),
+        "span_id": ("VARCHAR", []),
+        "doc_id": ("VARCHAR", []),
+        "s": ("BIGINT", []),
+        "e": ("BIGINT", []),
+        "span_text": ("VARCHAR", []),
+    }
+    sets = {
+        "qid": ("VARCHAR", []),
+        "set_index": ("INTEGER", []),
+        "span_id": ("VARCHAR", []),
+        "resolved": ("BOOLEAN", []),
+    }
     for qid, fx in fixtures.items():
         if not fx.answerable:
             continue
         for sp in fx.spans:
             text = texts.get(sp.doc_id)
-            values = (len(spans["sid"][1]), qid, sp.span_id, sp.doc_id, sp.start, sp.end,
-                      None if text is None else text[sp.start:sp.end])
+            values = (
+                len(spans["sid"][1]),
+                qid,
+                sp.span_id,
+                sp.doc_id,
+                sp.start,
+                sp.end,
+                None if text is None else text[sp.start : sp.end],
+            )
             for col, value in zip(spans, values, strict=True):
                 spans[col][1].append(value)
         ids = {sp.span_id for sp in fx.spans}
@@ -335,8 +383,13 @@ def _support_ranks_query(where: str) -> str:
 # the report
 
 
-def survival(con, ledger: str | Path | None = None, arm: str | None = None,
-             ks: Sequence[int] = KS, fixtures: tuple | None = None) -> list[dict[str, Any]]:
+def survival(
+    con,
+    ledger: str | Path | None = None,
+    arm: str | None = None,
+    ks: Sequence[int] = KS,
+    fixtures: tuple | None = None,
+) -> list[dict[str, Any]]:
     """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
     ``fixtures`` as :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures` returned them."""
     rows = survival_counts(con, arm)
@@ -352,16 +405,21 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
         ranks = support_ranks_sql(con, by_qid, texts, arm)
         depths = list_depths(con, arm)
         where, params = _where(arm, "AND")
-        for a, p, q in con.sql("SELECT arm, CAST(phase AS VARCHAR), qid FROM records "
-                               f"WHERE answerable AND support_packed IS NOT NULL {where}",
-                               params=params).fetchall():
+        for a, p, q in con.sql(
+            "SELECT arm, CAST(phase AS VARCHAR), qid FROM records "
+            f"WHERE answerable AND support_packed IS NOT NULL {where}",
+            params=params,
+        ).fetchall():
             answerable_qids.setdefault((a, p), []).append(q)
     out = []
     for r in rows:
         a, p, n = r["arm"], r["phase"], r["n_answerable"]
         entry: dict[str, Any] = {
-            "arm": a, "phase": p, "phase_offset": r["phase_offset"],
-            "n_records": r["n_records"], "n_answerable": n,
+            "arm": a,
+            "phase": p,
+            "phase_offset": r["phase_offset"],
+            "n_records": r["n_records"],
+            "n_answerable": n,
             "survival": {s: r[s] for s in SURVIVAL_STAGES},
             # a stage no record of the (arm, phase) records (ingested traces) has no rate
             "survival_rate": {s: (r[s] / n if n and r[f"{s}_recorded"] else None) for s in SURVIVAL_STAGES},
@@ -377,16 +435,20 @@ def survival(con, ledger: str | Path | None = None, arm: str | None = None,
             qids = answerable_qids.get((a, p), [])
             found = [by_stage for q in qids if (by_stage := ranks.get((a, p, q)))]
             entry["recall_at_k"] = {  # a stage with no list in the (arm, phase): not recorded, no figure
-                stage: recall_at_k([by_stage[stage] for by_stage in found], len(qids), ks,
-                                   depths.get((a, p, stage))) if (a, p, stage) in depths else {}
+                stage: recall_at_k(
+                    [by_stage[stage] for by_stage in found], len(qids), ks, depths.get((a, p, stage))
+                )
+                if (a, p, stage) in depths
+                else {}
                 for stage in RANKED_STAGES
             }
         out.append(entry)
     return out
 
 
-def gold_in_context(context: str, spans: Iterable[GoldSpan], packed: Iterable[Mapping[str, Any]],
-                    texts: Mapping[str, str]) -> list[tuple[int, int, str]]:
+def gold_in_context(
+    context: str, spans: Iterable[GoldSpan], packed: Iterable[Mapping[str, Any]], texts: Mapping[str, str]
+) -> list[tuple[int, int, str]]:
     """(start, end, span id) ranges of a packed ``context`` holding gold text a packed unit carried.
 
     ``packed``: the packed stage's rows (``doc_id``, ``start``, ``end``; an unlocated unit has no
@@ -402,7 +464,7 @@ def gold_in_context(context: str, spans: Iterable[GoldSpan], packed: Iterable[Ma
         for row in rows:
             if row.get("doc_id") != span.doc_id or row.get("start") is None:
                 continue
-            quote = text[max(span.start, int(row["start"])):min(span.end, int(row["end"]))].strip()
+            quote = text[max(span.start, int(row["start"])) : min(span.end, int(row["end"]))].strip()
             if len(quote) < 2:
                 continue
             i = context.find(quote)

@@ -100,15 +100,19 @@ def meter(rows: Iterable[Mapping[str, Any]], threshold: float = DEFAULT_MIN_ORAC
         entry["stress_sets"] = {}
         for s in sorted({x[1] for x in items}):
             inside = [x for x in items if x[1] == s]
-            entry["stress_sets"][s] = {**_block([o for o, _, _ in inside], threshold),
-                                       "segments": _split(inside, 2, threshold)}
+            entry["stress_sets"][s] = {
+                **_block([o for o, _, _ in inside], threshold),
+                "segments": _split(inside, 2, threshold),
+            }
         arms[arm] = entry
     return {"threshold": threshold, "arms": arms}
 
 
 def _split(items: list[tuple[str, str, str]], index: int, threshold: float) -> dict[str, dict]:
-    return {key: _block([x[0] for x in items if x[index] == key], threshold)
-            for key in sorted({x[index] for x in items})}
+    return {
+        key: _block([x[0] for x in items if x[index] == key], threshold)
+        for key in sorted({x[index] for x in items})
+    }
 
 
 def oracle_rows(con, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -116,10 +120,16 @@ def oracle_rows(con, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
     where, params = ("", [])
     if arms:
         where, params = f"WHERE r.arm IN ({', '.join('?' for _ in arms)})", list(arms)
-    sql = _ROWS_SQL if _has_oracle(con) else _ROWS_SQL.replace(
-        "LEFT JOIN oracle o ON o.arm = r.arm AND o.qid = r.qid",
-        "LEFT JOIN (SELECT NULL::VARCHAR AS arm, NULL::VARCHAR AS answer_verdict, NULL::BOOLEAN AS feasible, "
-        "NULL::VARCHAR AS answer_reason) o ON false")
+    sql = (
+        _ROWS_SQL
+        if _has_oracle(con)
+        else _ROWS_SQL.replace(
+            "LEFT JOIN oracle o ON o.arm = r.arm AND o.qid = r.qid",
+            "LEFT JOIN (SELECT NULL::VARCHAR AS arm, NULL::VARCHAR AS answer_verdict, "
+            "NULL::BOOLEAN AS feasible, "
+            "NULL::VARCHAR AS answer_reason) o ON false",
+        )
+    )
     cur = con.execute(sql.format(where=where), params)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -127,20 +137,25 @@ def oracle_rows(con, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
 
 def _has_oracle(con) -> bool:
     """Whether the connection has an ``oracle`` table or view (records made up in memory may not)."""
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'oracle'")
-                .fetchall()[0][0])
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'oracle'").fetchall()[
+            0
+        ][0]
+    )
 
 
-def ledger_meter(con, arms: Sequence[str] | None = None,
-                 threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> dict:
+def ledger_meter(
+    con, arms: Sequence[str] | None = None, threshold: float = DEFAULT_MIN_ORACLE_CORRECT
+) -> dict:
     """:func:`meter` of a ledger's arms (all of them by default)."""
     return meter(oracle_rows(con, arms), threshold)
 
 
 def unverified_arms(con, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> frozenset[str]:
     """The arms of a ledger whose answer side is unverified (what the diagnosis flags by)."""
-    return frozenset(a for a, b in ledger_meter(con, None, threshold)["arms"].items()
-                     if b["status"] == "unverified")
+    return frozenset(
+        a for a, b in ledger_meter(con, None, threshold)["arms"].items() if b["status"] == "unverified"
+    )
 
 
 def register_answer_side(con, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> str:
@@ -150,8 +165,9 @@ def register_answer_side(con, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> 
     arms = ledger_meter(con, None, threshold)["arms"]
     con.execute(f"CREATE OR REPLACE TABLE {TABLE} (arm VARCHAR, unverified BOOLEAN)")
     if arms:
-        con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?)",
-                        [[a, b["status"] == "unverified"] for a, b in arms.items()])
+        con.executemany(
+            f"INSERT INTO {TABLE} VALUES (?, ?)", [[a, b["status"] == "unverified"] for a, b in arms.items()]
+        )
     return TABLE
 
 
@@ -166,23 +182,29 @@ def _pct(x: float | None) -> str:
 def counts_text(block: Mapping[str, Any]) -> str:
     """``41/46 correct (89%); 1 abstained, 0 yes/no, 4 wrong, 0 infeasible``."""
     extra = f", {block['infrastructure']} infrastructure" if block.get("infrastructure") else ""
-    return (f"{block['correct']}/{block['answerable']} correct ({_pct(block.get('rate'))}); "
-            f"{block['abstained']} abstained, {block['yes_no']} yes/no, {block['wrong']} wrong, "
-            f"{block['infeasible']} infeasible{extra}")
+    return (
+        f"{block['correct']}/{block['answerable']} correct ({_pct(block.get('rate'))}); "
+        f"{block['abstained']} abstained, {block['yes_no']} yes/no, {block['wrong']} wrong, "
+        f"{block['infeasible']} infeasible{extra}"
+    )
 
 
 def verdict_text(arm: str, block: Mapping[str, Any], threshold: float) -> str:
     """One plain sentence on what the arm's answer-side verdicts are worth."""
     st = status(block, threshold)
     if st == "not-measured":
-        return (f"arm {arm}: oracle not measured (no answerable, answer-judged question): "
-                "the answer side is not checked")
+        return (
+            f"arm {arm}: oracle not measured (no answerable, answer-judged question): "
+            "the answer side is not checked"
+        )
     head = f"arm {arm}: oracle {counts_text(block)}"
     if st == "verified":
         return f"{head}; answer side verified (threshold {_pct(threshold)})"
-    return (f"{head}; ANSWER SIDE UNVERIFIED for this generator on this data (below {_pct(threshold)}): "
-            f"the generator fails with full support on {inconclusive_count(block)}; steps 9-10 and "
-            f"oracle labels of records whose oracle failed are marked {UNVERIFIED}")
+    return (
+        f"{head}; ANSWER SIDE UNVERIFIED for this generator on this data (below {_pct(threshold)}): "
+        f"the generator fails with full support on {inconclusive_count(block)}; steps 9-10 and "
+        f"oracle labels of records whose oracle failed are marked {UNVERIFIED}"
+    )
 
 
 def inconclusive_count(block: Mapping[str, Any]) -> str:
@@ -194,8 +216,9 @@ def inconclusive_count(block: Mapping[str, Any]) -> str:
 # the release decision
 
 
-def gate_checks(checks: list, validity: Mapping[str, Any] | None, arms: Sequence[str],
-                threshold: float) -> list:
+def gate_checks(
+    checks: list, validity: Mapping[str, Any] | None, arms: Sequence[str], threshold: float
+) -> list:
     """The decision's checks with every answer-side one (:data:`ANSWER_SIDE_TOLERANCES`) turned
     *inconclusive* where an arm's answer side is unverified in the check's stress set: it never passes
     (nor violates) on a generator that fails with full support."""
@@ -217,9 +240,11 @@ def gate_checks(checks: list, validity: Mapping[str, Any] | None, arms: Sequence
         if not failing:
             out.append(c)
             continue
-        reason = (f"{c.stress_set}: {c.tolerance}: inconclusive: answer side unverified "
-                  f"({'; '.join(failing)}; the oracle is correct on less than {_pct(threshold)}); "
-                  f"as measured: {c.reason}")
+        reason = (
+            f"{c.stress_set}: {c.tolerance}: inconclusive: answer side unverified "
+            f"({'; '.join(failing)}; the oracle is correct on less than {_pct(threshold)}); "
+            f"as measured: {c.reason}"
+        )
         out.append(replace(c, status="inconclusive", reason=reason))
     return out
 
@@ -229,8 +254,10 @@ def validity_lines(validity: Mapping[str, Any] | None) -> list[str]:
     if not validity:
         return []
     threshold = validity.get("threshold", DEFAULT_MIN_ORACLE_CORRECT)
-    lines = [f"answer side (oracle: the arm's generator on an adjudicated sufficient set; threshold "
-             f"{_pct(threshold)} of answerable questions correct)"]
+    lines = [
+        f"answer side (oracle: the arm's generator on an adjudicated sufficient set; threshold "
+        f"{_pct(threshold)} of answerable questions correct)"
+    ]
     for arm, entry in (validity.get("arms") or {}).items():
         lines.append("  " + verdict_text(arm, entry, threshold))
         for s, block in (entry.get("stress_sets") or {}).items():

@@ -28,8 +28,9 @@ from ledgerscope.cli.vocabulary import check_arms, rule_settings
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import json_text
 
-judge_app = typer.Typer(help="The answer judge: what an LLM judge's verdicts are worth.",
-                        no_args_is_help=True)
+judge_app = typer.Typer(
+    help="The answer judge: what an LLM judge's verdicts are worth.", no_args_is_help=True
+)
 
 
 def _one_blas_thread() -> None:
@@ -86,8 +87,12 @@ def diagnose(
     out = console()
     out.print(diagnosis_table(rows))
     out.print(survival_table(funnel))
-    for extra in (recall_table(funnel), reversals_table(reversals), unlocated_table(load_manifest(ledger)),
-                  *diagnose_resources(resources)):
+    for extra in (
+        recall_table(funnel),
+        reversals_table(reversals),
+        unlocated_table(load_manifest(ledger)),
+        *diagnose_resources(resources),
+    ):
         if extra is not None:
             out.print(extra)
     for line in validity_lines(validity):
@@ -110,19 +115,32 @@ def compare(
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     n_resamples: ResamplesOption = None,
     seed: SeedOption = None,
-    clusters: Annotated[str, typer.Option(
-        "--clusters",
-        help="Bootstrap clusters: 'first-document' (each question's first document, the default) or "
-             "'components' (connected components of the question-document graph). Both counts are "
-             "reported.")] = "first-document",
+    clusters: Annotated[
+        str,
+        typer.Option(
+            "--clusters",
+            help="Bootstrap clusters: 'first-document' (each question's first document, the default) or "
+            "'components' (connected components of the question-document graph). Both counts are "
+            "reported.",
+        ),
+    ] = "first-document",
     prices: PricesOption = None,
     fail_on: FailOnOption = "collect-more-evidence",
-    junit: Annotated[Path | None, typer.Option(
-        "--junit", help="With --rule: write JUnit XML (a test case per rule check and per question "
-                        "flipped from correct to wrong).")] = None,
-    summary: Annotated[Path | None, typer.Option(
-        "--summary", help="With --rule: write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
-                          "when set).")] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit",
+            help="With --rule: write JUnit XML (a test case per rule check and per question "
+            "flipped from correct to wrong).",
+        ),
+    ] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary",
+            help="With --rule: write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).",
+        ),
+    ] = None,
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap.
     With --rule, the release decision; exit status 0 accept, 3 reject, 4 collect-more-evidence (see
@@ -152,21 +170,45 @@ def compare(
                 confidence = release_rule.confidence
             n_resamples = DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples
             seed = DEFAULT_SEED if seed is None else seed
-            comparison = compare_arms(con, candidate, baseline, base_con, seed=seed,
-                                      n_resamples=n_resamples, confidence=confidence, clusters=clusters,
-                                      min_oracle_correct=release_rule.min_oracle_correct if rule else None)
+            comparison = compare_arms(
+                con,
+                candidate,
+                baseline,
+                base_con,
+                seed=seed,
+                n_resamples=n_resamples,
+                confidence=confidence,
+                clusters=clusters,
+                min_oracle_correct=release_rule.min_oracle_correct if rule else None,
+            )
             from ledgerscope.analysis.resources import attach
 
-            attach(comparison, ledger, candidate, baseline_ledger, baseline,
-                   _prices(prices, release_rule if rule is not None else None))
+            attach(
+                comparison,
+                ledger,
+                candidate,
+                baseline_ledger,
+                baseline,
+                _prices(prices, release_rule if rule is not None else None),
+            )
             if rule is not None:
                 decision = decide(release_rule, comparison).to_dict()
             code = decision_exit(decision["outcome"], fail_on) if decision else 0
             if junit or summary:
                 from ledgerscope.cli.gate import gate_outcome, write_artefacts
 
-                outcome = gate_outcome(con, base_con, ledger, baseline_ledger, candidate, baseline, rule,
-                                       comparison, decision, fail_on)
+                outcome = gate_outcome(
+                    con,
+                    base_con,
+                    ledger,
+                    baseline_ledger,
+                    candidate,
+                    baseline,
+                    rule,
+                    comparison,
+                    decision,
+                    fail_on,
+                )
                 outcome.exit_code = code
                 write_artefacts(outcome, junit, summary)
     except LedgerscopeError as exc:
@@ -195,9 +237,14 @@ def report(
     rule: RuleOption = None,
     n_resamples: ResamplesOption = None,
     seed: SeedOption = None,
-    include_restricted: Annotated[bool, typer.Option(
-        "--include-restricted", help="Include the text of restricted documents (access labels); by default "
-                                     "only their ids, offsets and digests.")] = False,
+    include_restricted: Annotated[
+        bool,
+        typer.Option(
+            "--include-restricted",
+            help="Include the text of restricted documents (access labels); by default "
+            "only their ids, offsets and digests.",
+        ),
+    ] = False,
     prices: PricesOption = None,
 ) -> None:
     """One self-contained HTML file: decision, phase curves, funnel, steps, segments, reversals and their
@@ -210,13 +257,23 @@ def report(
 
     try:
         with reading(ledger):
-            settings = Settings(DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
-                                DEFAULT_SEED if seed is None else seed)
+            settings = Settings(
+                DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+                DEFAULT_SEED if seed is None else seed,
+            )
             if rule is not None:
                 loaded = rule_settings(rule, n_resamples, seed)
                 settings = Settings(loaded.n_resamples, loaded.seed, loaded.confidence)
-            data = gather(ledger, candidate, baseline, baseline_ledger=baseline_ledger, rule_path=rule,
-                          settings=settings, include_restricted=include_restricted, prices_path=prices)
+            data = gather(
+                ledger,
+                candidate,
+                baseline,
+                baseline_ledger=baseline_ledger,
+                rule_path=rule,
+                settings=settings,
+                include_restricted=include_restricted,
+                prices_path=prices,
+            )
         page = render(data)
         with writing(out), atomic_path(out) as tmp:
             tmp.write_text(page, encoding="utf-8")
@@ -226,8 +283,11 @@ def report(
         return
     shown = console()
     outcome = (data.decision or {}).get("outcome", "no rule").upper()
-    say(shown, f"report: {out} ({len(page.encode()) // 1024} KiB; decision {outcome}; "
-               f"{len(data.reversals)} reversal(s))")
+    say(
+        shown,
+        f"report: {out} ({len(page.encode()) // 1024} KiB; decision {outcome}; "
+        f"{len(data.reversals)} reversal(s))",
+    )
     from ledgerscope.export.redaction import summary_line
 
     if data.redaction and (line := summary_line(data.redaction)) is not None:
@@ -238,12 +298,19 @@ def report(
 def judge_calibrate(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
     arm: Annotated[str, typer.Option("--arm", help="Arm whose answers are judged.")],
-    base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="OpenAI-compatible endpoint of the LLM judge (default: the arm's [judge] "
-                           "table, when it was swept with kind = \"endpoint\").")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="OpenAI-compatible endpoint of the LLM judge (default: the arm's [judge] "
+            'table, when it was swept with kind = "endpoint").',
+        ),
+    ] = None,
     model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")] = "",
-    api_key_env: Annotated[str, typer.Option(
-        "--api-key-env", help="NAME of the environment variable holding the endpoint's key.")] = "",
+    api_key_env: Annotated[
+        str,
+        typer.Option("--api-key-env", help="NAME of the environment variable holding the endpoint's key."),
+    ] = "",
     max_tokens: Annotated[int, typer.Option(help="Tokens the judge may reply with.")] = 16,
     limit: Annotated[int | None, typer.Option(help="Grade at most this many distinct answers.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -253,8 +320,13 @@ def judge_calibrate(
 
     endpoint = None
     if base_url:
-        endpoint = {"kind": "endpoint", "base_url": base_url, "model": model, "api_key_env": api_key_env,
-                    "max_tokens": max_tokens}
+        endpoint = {
+            "kind": "endpoint",
+            "base_url": base_url,
+            "model": model,
+            "api_key_env": api_key_env,
+            "max_tokens": max_tokens,
+        }
     try:
         with reading(ledger):
             result = calibrate(ledger, arm, endpoint, limit)

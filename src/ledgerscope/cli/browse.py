@@ -18,25 +18,38 @@ from ledgerscope.cli.output import fail
 from ledgerscope.cli.vocabulary import arm_vocabulary, rule_settings
 from ledgerscope.common.errors import LedgerscopeError
 
-_OPEN_BASELINE_HELP = ("Baseline arm (default: 'baseline', else the next arm). A ledger directory here is "
-                       "read as --baseline-ledger (deprecated spelling).")
-StatsRuleOption = Annotated[Path | None, typer.Option(
-    "--rule", help="Release rule (TOML) for the Stats pane.")]
+_OPEN_BASELINE_HELP = (
+    "Baseline arm (default: 'baseline', else the next arm). A ledger directory here is "
+    "read as --baseline-ledger (deprecated spelling)."
+)
+StatsRuleOption = Annotated[
+    Path | None, typer.Option("--rule", help="Release rule (TOML) for the Stats pane.")
+]
 
 
 def open_ledger(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
     baseline: Annotated[str | None, typer.Option("--baseline", help=_OPEN_BASELINE_HELP)] = None,
-    candidate: Annotated[str | None, typer.Option(
-        "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first).")] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(
+            "--candidate", help="Candidate arm (default: the arm named 'candidate', else the first)."
+        ),
+    ] = None,
     baseline_ledger: BaselineLedgerOption = None,
-    baseline_arm: Annotated[str | None, typer.Option(
-        "--baseline-arm", help="Deprecated spelling of --baseline ARM.")] = None,
+    baseline_arm: Annotated[
+        str | None, typer.Option("--baseline-arm", help="Deprecated spelling of --baseline ARM.")
+    ] = None,
     rule: StatsRuleOption = None,
-    theme: Annotated[str | None, typer.Option(
-        "--theme", help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
-                        "any Textual theme, or the path of a theme file (a copy of one in themes/; also "
-                        "LEDGERSCOPE_THEME).")] = None,
+    theme: Annotated[
+        str | None,
+        typer.Option(
+            "--theme",
+            help="ledgerscope-dark, ledgerscope-light, ledgerscope-high-contrast, ledgerscope-ansi, "
+            "any Textual theme, or the path of a theme file (a copy of one in themes/; also "
+            "LEDGERSCOPE_THEME).",
+        ),
+    ] = None,
     n_resamples: ResamplesOption = None,
     seed: SeedOption = None,
 ) -> None:
@@ -55,19 +68,28 @@ def open_ledger(
         return
     from ledgerscope.tui.app import LedgerscopeApp
 
-    LedgerscopeApp(session, rule=rule, theme=theme,
-                   n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
-                   seed=DEFAULT_SEED if seed is None else seed).run()
+    LedgerscopeApp(
+        session,
+        rule=rule,
+        theme=theme,
+        n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+        seed=DEFAULT_SEED if seed is None else seed,
+    ).run()
 
 
 def serve(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory.")],
-    host: Annotated[str, typer.Option(
-        "--host", help="Address to bind (default loopback only).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (default loopback only).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    allow_remote: Annotated[bool, typer.Option(
-        "--allow-remote", help="Allow a non-loopback --host. The app has no authentication: prefer SSH port "
-                               "forwarding.")] = False,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Allow a non-loopback --host. The app has no authentication: prefer SSH port forwarding.",
+        ),
+    ] = False,
     candidate: Annotated[str | None, typer.Option("--candidate", help="Candidate arm (as for open).")] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline arm (as for open).")] = None,
     baseline_ledger: BaselineLedgerOption = None,
@@ -82,9 +104,15 @@ def serve(
     from ledgerscope.ledger.verify import load_manifest
 
     options: list[str] = []
-    for flag, value in (("--candidate", candidate), ("--baseline", baseline), ("--rule", rule),
-                        ("--baseline-ledger", baseline_ledger), ("--theme", theme),
-                        ("--n-resamples", n_resamples), ("--seed", seed)):
+    for flag, value in (
+        ("--candidate", candidate),
+        ("--baseline", baseline),
+        ("--rule", rule),
+        ("--baseline-ledger", baseline_ledger),
+        ("--theme", theme),
+        ("--n-resamples", n_resamples),
+        ("--seed", seed),
+    ):
         if value is not None:
             options += [flag, str(Path(value).resolve()) if isinstance(value, Path) else str(value)]
     try:

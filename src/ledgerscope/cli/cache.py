@@ -39,19 +39,27 @@ def info_cmd(
     root = _root(path)
     rows = info(root)
     total = sum(r["bytes"] for r in rows)
-    typer.echo(f"embedding cache {root}: {sum(r['entries'] for r in rows)} entries, {_size(total)} "
-               f"(limit {_size(max_bytes())}, least recently used evicted first)")
+    typer.echo(
+        f"embedding cache {root}: {sum(r['entries'] for r in rows)} entries, {_size(total)} "
+        f"(limit {_size(max_bytes())}, least recently used evicted first)"
+    )
     for r in rows:
-        typer.echo(f"  {r['model_id'][:16]}  {r['model']} ({r['device']}): {r['entries']} entries, "
-                   f"{_size(r['bytes'])}")
+        typer.echo(
+            f"  {r['model_id'][:16]}  {r['model']} ({r['device']}): {r['entries']} entries, "
+            f"{_size(r['bytes'])}"
+        )
 
 
 @cache_app.command("prune")
 def prune_cmd(
     path: Annotated[Path | None, typer.Option("--dir", help=_DIR_HELP)] = None,
-    max_size: Annotated[str | None, typer.Option(
-        "--max-size", help="Keep at most this much (500M, 8G); default the configured limit; 0 empties it.",
-    )] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option(
+            "--max-size",
+            help="Keep at most this much (500M, 8G); default the configured limit; 0 empties it.",
+        ),
+    ] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Also read every entry; delete bad ones.")] = False,
 ) -> None:
     """Delete least recently used entries down to the size limit (and, with --verify, bad ones)."""
@@ -63,6 +71,8 @@ def prune_cmd(
     except ValueError:
         raise typer.BadParameter(f"--max-size {max_size!r}: a size such as 500M or 8G") from None
     done = prune(root, limit, verify=verify)
-    typer.echo(f"embedding cache {root}: {done['evicted']} evicted, {done['invalid']} invalid removed, "
-               f"{done['stale']} stale temporary files removed, {_size(done['freed'])} freed; "
-               f"{done['kept']} entries, {_size(done['bytes'])} kept")
+    typer.echo(
+        f"embedding cache {root}: {done['evicted']} evicted, {done['invalid']} invalid removed, "
+        f"{done['stale']} stale temporary files removed, {_size(done['freed'])} freed; "
+        f"{done['kept']} entries, {_size(done['bytes'])} kept"
+    )

@@ -22,14 +22,20 @@ OUTCOME_EXIT = {"accept": 0, "reject": EXIT_REJECT, "collect-more-evidence": EXI
 #: --fail-on value -> the outcomes that fail
 FAIL_ON = {"collect-more-evidence": ("collect-more-evidence", "reject"), "reject": ("reject",), "never": ()}
 
-EXIT_CODES_HELP = (f"Exit status with a rule: 0 accept, {EXIT_REJECT} reject, {EXIT_COLLECT_MORE_EVIDENCE} "
-                   "collect-more-evidence (1, 2, 70, 74 keep their meanings).")
+EXIT_CODES_HELP = (
+    f"Exit status with a rule: 0 accept, {EXIT_REJECT} reject, {EXIT_COLLECT_MORE_EVIDENCE} "
+    "collect-more-evidence (1, 2, 70, 74 keep their meanings)."
+)
 
-FailOnOption = Annotated[str, typer.Option(
-    "--fail-on",
-    help="With a rule, the least outcome that exits non-zero: 'collect-more-evidence' (default: it exits "
-         f"{EXIT_COLLECT_MORE_EVIDENCE}, reject {EXIT_REJECT}), 'reject' (collect-more-evidence passes "
-         "with a warning) or 'never' (report only, exit 0).")]
+FailOnOption = Annotated[
+    str,
+    typer.Option(
+        "--fail-on",
+        help="With a rule, the least outcome that exits non-zero: 'collect-more-evidence' (default: it exits "
+        f"{EXIT_COLLECT_MORE_EVIDENCE}, reject {EXIT_REJECT}), 'reject' (collect-more-evidence passes "
+        "with a warning) or 'never' (report only, exit 0).",
+    ),
+]
 
 
 def check_fail_on(value: str) -> str:
@@ -45,6 +51,9 @@ def decision_exit(outcome: str | None, fail_on: str) -> int:
         return 0
     if outcome in FAIL_ON[fail_on]:
         return OUTCOME_EXIT[outcome]
-    print(f"warning: release decision {outcome.upper()} passes because of --fail-on {fail_on} "
-          f"(it would exit {OUTCOME_EXIT[outcome]})", file=sys.stderr)
+    print(
+        f"warning: release decision {outcome.upper()} passes because of --fail-on {fail_on} "
+        f"(it would exit {OUTCOME_EXIT[outcome]})",
+        file=sys.stderr,
+    )
     return 0

@@ -24,6 +24,12 @@ def require_extra(extra: str, command: str) -> None:
     """Raise an input error (exit 2) naming the extra to install when any of its modules is missing."""
     missing = missing_modules(extra)
     if missing:
-        raise InputError(Problem(command, None, "install",
-                                 f"needs the '{extra}' extra ({', '.join(missing)} not installed): "
-                                 f"pip install 'ledgerscope[{extra}]'"))
+        raise InputError(
+            Problem(
+                command,
+                None,
+                "install",
+                f"needs the '{extra}' extra ({', '.join(missing)} not installed): "
+                f"pip install 'ledgerscope[{extra}]'",
+            )
+        )

@@ -20,8 +20,19 @@ from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.paths import shown_path
 
 
-def gate_outcome(con, base_con, ledger: Path, baseline_ledger: Path | None, candidate: str, baseline: str,
-                 rule: Path, comparison: dict, decision: dict, fail_on: str, report: Path | None = None):
+def gate_outcome(
+    con,
+    base_con,
+    ledger: Path,
+    baseline_ledger: Path | None,
+    candidate: str,
+    baseline: str,
+    rule: Path,
+    comparison: dict,
+    decision: dict,
+    fail_on: str,
+    report: Path | None = None,
+):
     """The decided comparison with its flips, as the artefacts show it (relative paths); the caller
     sets ``exit_code`` (:func:`decision_exit` warns when it lets an outcome pass)."""
     from ledgerscope.analysis.flips import find_flips
@@ -30,9 +41,19 @@ def gate_outcome(con, base_con, ledger: Path, baseline_ledger: Path | None, cand
 
     fixtures, _texts = load_ledger_fixtures(con, ledger)
     flips = find_flips(con, candidate, baseline, base_con, fixtures)
-    return GateOutcome(candidate, baseline, shown_path(ledger),
-                       shown_path(baseline_ledger) if baseline_ledger else None, shown_path(rule),
-                       comparison, decision, flips, shown_path(report) if report else None, 0, fail_on)
+    return GateOutcome(
+        candidate,
+        baseline,
+        shown_path(ledger),
+        shown_path(baseline_ledger) if baseline_ledger else None,
+        shown_path(rule),
+        comparison,
+        decision,
+        flips,
+        shown_path(report) if report else None,
+        0,
+        fail_on,
+    )
 
 
 def write_artefacts(gate, junit: Path | None, summary: Path | None) -> list[str]:
@@ -71,9 +92,14 @@ def _arm(path: Path | None):
 def _name(cfg, given: str | None, declared: str | None, which: str) -> str:
     name = cfg.name if cfg is not None else given or declared
     if name is None:
-        raise InputError(Problem(f"--{which}", None, which,
-                                 f"no {which} arm: give --{which}-arm ARM.toml, --{which} NAME or name "
-                                 "it in the rule"))
+        raise InputError(
+            Problem(
+                f"--{which}",
+                None,
+                which,
+                f"no {which} arm: give --{which}-arm ARM.toml, --{which} NAME or name it in the rule",
+            )
+        )
     return name
 
 
@@ -83,8 +109,14 @@ def _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet)
 
     if fixtures is None or cand_cfg is None:
         if not (ledger / "manifest.json").is_file():
-            raise InputError(Problem(str(ledger), None, "ledger",
-                                     "no ledger here: give --fixtures and --candidate-arm to sweep one"))
+            raise InputError(
+                Problem(
+                    str(ledger),
+                    None,
+                    "ledger",
+                    "no ledger here: give --fixtures and --candidate-arm to sweep one",
+                )
+            )
         return []
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
@@ -96,18 +128,29 @@ def _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet)
 
 def gate(
     rule: Annotated[Path, typer.Option("--rule", help="Preregistered release rule (TOML).")],
-    ledger: Annotated[Path, typer.Option("--ledger", help="Ledger of the candidate (swept if missing or "
-                                                          "incomplete; left alone when complete).")],
+    ledger: Annotated[
+        Path,
+        typer.Option(
+            "--ledger",
+            help="Ledger of the candidate (swept if missing or incomplete; left alone when complete).",
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", help="Directory for report.html, junit.xml, summary.md.")],
     fixtures: Annotated[Path | None, typer.Option("--fixtures", help="Fixtures file (to sweep).")] = None,
     corpus: Annotated[Path | None, typer.Option("--corpus", help="Corpus directory or JSONL.")] = None,
     candidate_arm: Annotated[Path | None, typer.Option("--candidate-arm", help="Candidate arm TOML.")] = None,
     baseline_arm: Annotated[Path | None, typer.Option("--baseline-arm", help="Baseline arm TOML.")] = None,
     baseline_ledger: BaselineLedgerOption = None,
-    candidate: Annotated[str | None, typer.Option("--candidate", help="Candidate arm name (default: the "
-                                                   "candidate arm's, else the rule's).")] = None,
-    baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline arm name (default: the "
-                                                 "baseline arm's, else the rule's).")] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(
+            "--candidate", help="Candidate arm name (default: the candidate arm's, else the rule's)."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Baseline arm name (default: the baseline arm's, else the rule's)."),
+    ] = None,
     fail_on: FailOnOption = "collect-more-evidence",
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars, no comparison tables.")] = False,
 ) -> None:
@@ -124,8 +167,9 @@ def gate(
         base_name = _name(base_cfg, baseline, loaded.baseline, "baseline")
         for line in _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet):
             say(console(), line)
-        gate_run = _decide_and_write(ledger, baseline_ledger, cand_name, base_name, rule, loaded, out,
-                                     fail_on)
+        gate_run = _decide_and_write(
+            ledger, baseline_ledger, cand_name, base_name, rule, loaded, out, fail_on
+        )
     except LedgerscopeError as exc:
         fail(exc)
         return
@@ -144,12 +188,29 @@ def _decide_and_write(ledger, baseline_ledger, cand_name, base_name, rule, loade
 
     report = out / "report.html"
     with reading(ledger):
-        data = gather(ledger, cand_name, base_name, baseline_ledger=baseline_ledger, rule_path=rule,
-                      settings=Settings(loaded.n_resamples, loaded.seed, loaded.confidence))
+        data = gather(
+            ledger,
+            cand_name,
+            base_name,
+            baseline_ledger=baseline_ledger,
+            rule_path=rule,
+            settings=Settings(loaded.n_resamples, loaded.seed, loaded.confidence),
+        )
         con = connect(ledger)
         base_con = connect(baseline_ledger) if baseline_ledger else None
-        result = gate_outcome(con, base_con, ledger, baseline_ledger, cand_name, base_name, rule,
-                              data.comparison, data.decision, fail_on, report)
+        result = gate_outcome(
+            con,
+            base_con,
+            ledger,
+            baseline_ledger,
+            cand_name,
+            base_name,
+            rule,
+            data.comparison,
+            data.decision,
+            fail_on,
+            report,
+        )
     result.exit_code = decision_exit(data.decision["outcome"], fail_on)
     with writing(report):
         out.mkdir(parents=True, exist_ok=True)
@@ -169,6 +230,8 @@ def _print(result, quiet: bool) -> None:
             out.print(renderable)
     else:
         say(out, f"release decision: {result.decision['outcome'].upper()}")
-    say(out, f"gate: wrote {', '.join(result.written)}; {len(result.flips)} question(s) flipped from correct "
-             f"to wrong; exit {result.exit_code}")
-
+    say(
+        out,
+        f"gate: wrote {', '.join(result.written)}; {len(result.flips)} question(s) flipped from correct "
+        f"to wrong; exit {result.exit_code}",
+    )

@@ -52,8 +52,9 @@ def _baseline_mismatch(ledger: Path, cfg, fixtures, corpus) -> str | None:
     return None
 
 
-def plan_sweeps(ledger: Path, candidate, baseline, baseline_ledger: Path | None, fixtures,
-                corpus) -> SweepPlan:
+def plan_sweeps(
+    ledger: Path, candidate, baseline, baseline_ledger: Path | None, fixtures, corpus
+) -> SweepPlan:
     """The sweeps the gate must run: the candidate (and baseline) into ``ledger``, or the baseline
     into a ``baseline_ledger`` that does not exist yet; complete ledgers are left alone."""
     from ledgerscope.pipeline.run.sweep import sweep_identity
@@ -67,16 +68,23 @@ def plan_sweeps(ledger: Path, candidate, baseline, baseline_ledger: Path | None,
             plan.runs.append((baseline_ledger, [baseline]))
             plan.notes.append(f"baseline ledger {shown_path(baseline_ledger)}: not there yet, sweeping it")
         elif (why := _baseline_mismatch(baseline_ledger, baseline, fixtures, corpus)) is not None:
-            raise InputError(Problem(str(baseline_ledger), None, "manifest",
-                                     f"cannot stand for the baseline arm: {why}; remove it (it is swept "
-                                     "again) or name another --baseline-ledger"))
+            raise InputError(
+                Problem(
+                    str(baseline_ledger),
+                    None,
+                    "manifest",
+                    f"cannot stand for the baseline arm: {why}; remove it (it is swept "
+                    "again) or name another --baseline-ledger",
+                )
+            )
         else:
             plan.notes.append(f"baseline ledger {shown_path(baseline_ledger)}: its manifest matches, reused")
     elif baseline is not None:
         here.append(baseline)
     if _done_identity(ledger) == sweep_identity(here, fixtures, corpus):
-        plan.notes.append(f"ledger {shown_path(ledger)}: complete for {', '.join(c.name for c in here)}, "
-                          "nothing to sweep")
+        plan.notes.append(
+            f"ledger {shown_path(ledger)}: complete for {', '.join(c.name for c in here)}, nothing to sweep"
+        )
     else:
         plan.runs.append((ledger, here))
     return plan
@@ -102,7 +110,9 @@ def run_sweeps(plan: SweepPlan, fixtures, corpus, quiet: bool) -> list[str]:
 
                 with RichSweepProgress() as progress:
                     result = sweep(fixtures, corpus, arms, out, progress=progress)
-        lines.append(f"ledger {shown_path(out)}: {len(result.written)} partition(s) swept, "
-                     f"{len(result.skipped)} already done, texts: {result.cached_texts} from the embedding "
-                     f"cache, {result.encoded_texts} encoded, {result.seconds:.1f} s")
+        lines.append(
+            f"ledger {shown_path(out)}: {len(result.written)} partition(s) swept, "
+            f"{len(result.skipped)} already done, texts: {result.cached_texts} from the embedding "
+            f"cache, {result.encoded_texts} encoded, {result.seconds:.1f} s"
+        )
     return lines

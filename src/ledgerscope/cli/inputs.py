@@ -17,18 +17,22 @@ from ledgerscope.cli.output import console, fail, say
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import json_text, safe, safe_line
 
-import_app = typer.Typer(help="Import public QA datasets as a corpus and canonical fixtures, or annotators' "
-                              "work from Label Studio as a new fixture version.",
-                         no_args_is_help=True)
+import_app = typer.Typer(
+    help="Import public QA datasets as a corpus and canonical fixtures, or annotators' "
+    "work from Label Studio as a new fixture version.",
+    no_args_is_help=True,
+)
 config_app = typer.Typer(help="Arm configuration files.", no_args_is_help=True)
 
-OutOption = Annotated[Path, typer.Option(
-    "--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")]
+OutOption = Annotated[
+    Path, typer.Option("--out", help="Output directory for corpus.jsonl and fixtures.jsonl.")
+]
 
 
 def validate(
-    fixtures: Annotated[Path, typer.Argument(
-        help="Fixtures file: seed 000 JSON, seed 002 gold, or canonical JSONL.")],
+    fixtures: Annotated[
+        Path, typer.Argument(help="Fixtures file: seed 000 JSON, seed 002 gold, or canonical JSONL.")
+    ],
     corpus: Annotated[Path | None, typer.Option(help="Corpus directory or JSONL.")] = None,
 ) -> None:
     """Check every fixture: sources resolve, digests match, spans slice to their quotes."""
@@ -51,16 +55,22 @@ def validate(
 def import_squad_cmd(
     file: Annotated[Path, typer.Argument(help="A SQuAD-format JSON file.")],
     out: OutOption,
-    repair_offsets: Annotated[bool, typer.Option(
-        "--repair-offsets",
-        help="Repair answer offsets that are off by 1 to 3 characters; each change is written to "
-             "repairs.jsonl.",
-    )] = False,
-    support: Annotated[str, typer.Option(
-        "--support",
-        help="What the support span is: 'sentence' (the sentence(s) containing the answer span, the "
-             "default) or 'answer' (the answer span itself). Recorded per fixture.",
-    )] = "sentence",
+    repair_offsets: Annotated[
+        bool,
+        typer.Option(
+            "--repair-offsets",
+            help="Repair answer offsets that are off by 1 to 3 characters; each change is written to "
+            "repairs.jsonl.",
+        ),
+    ] = False,
+    support: Annotated[
+        str,
+        typer.Option(
+            "--support",
+            help="What the support span is: 'sentence' (the sentence(s) containing the answer span, the "
+            "default) or 'answer' (the answer span itself). Recorded per fixture.",
+        ),
+    ] = "sentence",
 ) -> None:
     """Import a SQuAD-format file (for example COVID-QA)."""
     from ledgerscope.inputs.importers.squad import import_squad
@@ -117,10 +127,12 @@ def _print_import(report) -> None:
         say(out, f"offset: {line}")
     for line in report.skipped:
         say(out, f"skipped: {line}")
-    say(out,
+    say(
+        out,
         f"{report.dataset}: {report.documents} documents, {report.questions} questions, "
         f"{report.spans} spans, {len(report.offset_mismatches)} offset mismatches, "
-        f"{report.repaired} repaired, {len(report.skipped)} skipped")
+        f"{report.repaired} repaired, {len(report.skipped)} skipped",
+    )
     say(out, f"corpus:   {report.corpus_path}")
     say(out, f"fixtures: {report.fixtures_path}")
     if report.repairs_path:
@@ -137,8 +149,9 @@ def config_default() -> None:
 
 @config_app.command("stages")
 def config_stages(
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="One JSON object: kinds per seam, refused entry points.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON object: kinds per seam, refused entry points.")
+    ] = False,
 ) -> None:
     """List every stage kind an arm may name: built-in, and registered by installed plugins."""
     from ledgerscope.pipeline.arm.kinds import TABLES, installed
@@ -147,17 +160,33 @@ def config_stages(
     rows = []
     for seam, table in TABLES.items():
         for kind in table:
-            rows.append({"seam": seam, "kind": kind, "source": "built-in",
-                         "target": "callable = \"package.module:function\"" if kind == "python" else ""})
+            rows.append(
+                {
+                    "seam": seam,
+                    "kind": kind,
+                    "source": "built-in",
+                    "target": 'callable = "package.module:function"' if kind == "python" else "",
+                }
+            )
         for kind, stage in plugins[seam].items():
-            rows.append({"seam": seam, "kind": kind, "source": f"{stage.distribution} {stage.version}",
-                         "target": stage.target})
+            rows.append(
+                {
+                    "seam": seam,
+                    "kind": kind,
+                    "source": f"{stage.distribution} {stage.version}",
+                    "target": stage.target,
+                }
+            )
     if json_out:
         print(json_text({"stages": rows, "refused": list(refused), "group": "ledgerscope.stages"}))
         return
     width = max(len(r["kind"]) for r in rows)
     for r in rows:
-        print(safe_line(f"{r['seam']:<10} {r['kind']:<{width}}  {r['source']}"
-                        + (f"  {r['target']}" if r["target"] else "")))
+        print(
+            safe_line(
+                f"{r['seam']:<10} {r['kind']:<{width}}  {r['source']}"
+                + (f"  {r['target']}" if r["target"] else "")
+            )
+        )
     for line in refused:
         print(safe_line(f"refused: {line}"))

@@ -63,8 +63,10 @@ class _App(typer.Typer):
 
 def _internal(exc: BaseException) -> None:
     """A bug: one line, exit 70."""
-    print(f"ledgerscope: internal error: {type(exc).__name__}: {safe_line(str(exc), 500)} "
-          "(please report)", file=sys.stderr)
+    print(
+        f"ledgerscope: internal error: {type(exc).__name__}: {safe_line(str(exc), 500)} (please report)",
+        file=sys.stderr,
+    )
     sys.exit(EXIT_INTERNAL)
 
 
@@ -91,9 +93,15 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_print_version, is_eager=True,
-        help="Print the version and the ledger format versions read and written, then exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and the ledger format versions read and written, then exit.",
+        ),
+    ] = False,
 ) -> None:
     """Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary."""
 
@@ -109,27 +117,54 @@ def sweep(
     fixtures: Annotated[Path, typer.Option("--fixtures", help="Fixtures file (any accepted form).")],
     arm: Annotated[list[Path], typer.Option("--arm", help="Arm TOML; repeat for candidate and baseline.")],
     out: Annotated[Path, typer.Option("--out", help="Ledger directory (created; resumed if it exists).")],
-    corpus: Annotated[Path | None, typer.Option(
-        "--corpus",
-        help="Corpus directory or JSONL; optional when fixtures carry their sources inline.")] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus", help="Corpus directory or JSONL; optional when fixtures carry their sources inline."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
-    executor: Annotated[str, typer.Option(
-        "--executor", help="local (this process) or ray (needs the ray extra; docs/scaling.md).")] = "local",
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address",
-        help="Ray cluster to join (--executor ray); without it a local one starts on 127.0.0.1.")] = None,
-    estimate: Annotated[bool, typer.Option(
-        "--estimate", help="Print what the sweep would encode, send and cost, and how long it would take "
-                           "(a short calibration run; no endpoint is called), then exit.")] = False,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor", help="local (this process) or ray (needs the ray extra; docs/scaling.md)."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="Ray cluster to join (--executor ray); without it a local one starts on 127.0.0.1.",
+        ),
+    ] = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print what the sweep would encode, send and cost, and how long it would take "
+            "(a short calibration run; no endpoint is called), then exit.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="With --estimate: one JSON object.")] = False,
-    prices: Annotated[Path | None, typer.Option(
-        "--prices", help="Price table (TOML) for --estimate and --max-cost.")] = None,
-    max_cost: Annotated[float | None, typer.Option(
-        "--max-cost", help="Stop before a partition that would take this run's cost over this amount "
-                           "(needs --prices); rerun to resume.")] = None,
-    max_requests: Annotated[int | None, typer.Option(
-        "--max-requests", help="Stop before a partition that would take this run's endpoint requests "
-                               "(embedding, rerank, generation) over this number; rerun to resume.")] = None,
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="Price table (TOML) for --estimate and --max-cost.")
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="Stop before a partition that would take this run's cost over this amount "
+            "(needs --prices); rerun to resume.",
+        ),
+    ] = None,
+    max_requests: Annotated[
+        int | None,
+        typer.Option(
+            "--max-requests",
+            help="Stop before a partition that would take this run's endpoint requests "
+            "(embedding, rerank, generation) over this number; rerun to resume.",
+        ),
+    ] = None,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
     from ledgerscope.cli.extras import require_extra
@@ -177,10 +212,12 @@ def _print_sweep(result, out: Path, n_questions: int) -> None:
     """The summary line (partitions, texts from the embedding cache and encoded), then what the
     cache refused or could not write, then external chunkers' offsets."""
     console = _console()
-    _say(console,
-         f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
-         f"(resumed), {n_questions} questions, texts: {result.cached_texts} from the embedding cache, "
-         f"{result.encoded_texts} encoded{_model_time(result)}, {result.seconds:.1f} s")
+    _say(
+        console,
+        f"ledger {out}: {len(result.written)} partition(s) written, {len(result.skipped)} already done "
+        f"(resumed), {n_questions} questions, texts: {result.cached_texts} from the embedding cache, "
+        f"{result.encoded_texts} encoded{_model_time(result)}, {result.seconds:.1f} s",
+    )
     for line in result.cache_messages:
         _say(console, line)
     for arm_name, counts in result.offsets.items():
@@ -201,13 +238,17 @@ def _sweep_executor(name: str, address: str | None):
     if name == "local" and address is None:
         return None
     if name != "ray":
-        raise InputError(Problem("--executor", None, "executor",
-                                 f"{name!r}: local or ray (--ray-address needs --executor ray)"))
+        raise InputError(
+            Problem(
+                "--executor", None, "executor", f"{name!r}: local or ray (--ray-address needs --executor ray)"
+            )
+        )
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise InputError(Problem("--executor", None, "executor",
-                                 "ray is not installed: pip install 'ledgerscope[ray]'"))
+        raise InputError(
+            Problem("--executor", None, "executor", "ray is not installed: pip install 'ledgerscope[ray]'")
+        )
     from ledgerscope.pipeline.run.ray_executor import RayExecutor
 
     return RayExecutor(address)
@@ -220,11 +261,17 @@ def offsets_line(arm: str, counts) -> str:
     placed = {k: v for k, v in sorted(counts.items()) if k != "checked" and k not in DROPPED}
     dropped = {k: v for k, v in sorted(counts.items()) if k in DROPPED}
     parts = [f"{v} {k}" for k, v in placed.items()]
-    drop = f"{sum(dropped.values())} dropped ({', '.join(f'{v} {k}' for k, v in dropped.items())})" \
-        if dropped else "0 dropped"
+    drop = (
+        f"{sum(dropped.values())} dropped ({', '.join(f'{v} {k}' for k, v in dropped.items())})"
+        if dropped
+        else "0 dropped"
+    )
     verified = counts["checked"] - sum(placed.values()) - sum(dropped.values())
-    return (f"arm {arm}: chunk offsets of {counts['checked']} units: {verified} verified, "
-            + "".join(f"{p}, " for p in parts) + f"{drop}; every one not verified is in the repairs table")
+    return (
+        f"arm {arm}: chunk offsets of {counts['checked']} units: {verified} verified, "
+        + "".join(f"{p}, " for p in parts)
+        + f"{drop}; every one not verified is in the repairs table"
+    )
 
 
 app.command()(records.convert)

@@ -9,15 +9,31 @@ import typer
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
-BaselineLedgerOption = Annotated[Path | None, typer.Option(
-    "--baseline-ledger", help="A second ledger holding the baseline arm.")]
-ResamplesOption = Annotated[int | None, typer.Option(
-    "--n-resamples", help=f"Bootstrap replicates (default {DEFAULT_N_RESAMPLES}; with --rule, the rule's, "
-                          "and a different value is an error).")]
-SeedOption = Annotated[int | None, typer.Option(
-    "--seed", help=f"Bootstrap seed (default {DEFAULT_SEED}; with --rule, the rule's, and a different value "
-                   "is an error).")]
+BaselineLedgerOption = Annotated[
+    Path | None, typer.Option("--baseline-ledger", help="A second ledger holding the baseline arm.")
+]
+ResamplesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--n-resamples",
+        help=f"Bootstrap replicates (default {DEFAULT_N_RESAMPLES}; with --rule, the rule's, "
+        "and a different value is an error).",
+    ),
+]
+SeedOption = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help=f"Bootstrap seed (default {DEFAULT_SEED}; with --rule, the rule's, and a different value "
+        "is an error).",
+    ),
+]
 RuleOption = Annotated[Path | None, typer.Option("--rule", help="Preregistered release rule (TOML).")]
-PricesOption = Annotated[Path | None, typer.Option(
-    "--prices", help="Price table (TOML, docs/prices.example.toml): indexing cost, cost per 1,000 queries "
-                     "and the sweep's cost from the recorded usage.")]
+PricesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        help="Price table (TOML, docs/prices.example.toml): indexing cost, cost per 1,000 queries "
+        "and the sweep's cost from the recorded usage.",
+    ),
+]

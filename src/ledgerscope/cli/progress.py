@@ -13,9 +13,13 @@ STAGE_BARS = ("chunk", "embed", "index", "questions", "write")
 class RichSweepProgress(SweepProgress):
     def __init__(self) -> None:
         self.bars = Progress(
-            TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
             TextColumn("{task.fields[where]}", markup=False),
-            console=Console(stderr=True, highlight=False), transient=False,
+            console=Console(stderr=True, highlight=False),
+            transient=False,
         )
         self.tasks: dict[str, int] = {}
         self.questions = 0

@@ -20,8 +20,12 @@ from ledgerscope.common.safe_text import json_text
 _SHOWN = 40  # changed records listed in the text summary
 fixtures_app = typer.Typer(help="Fixture versions: what changed between two.", no_args_is_help=True)
 
-CorpusOption = Annotated[Path | None, typer.Option(
-    "--corpus", help="Corpus directory or JSONL, or a ledger (its sources), for documents no task holds.")]
+CorpusOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--corpus", help="Corpus directory or JSONL, or a ledger (its sources), for documents no task holds."
+    ),
+]
 
 
 def load_corpus_or_ledger(path: Path | None):
@@ -34,8 +38,10 @@ def load_corpus_or_ledger(path: Path | None):
 
         con = connect(path)
         try:
-            return sources_corpus(path / "sources.parquet", con.execute(
-                "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
+            return sources_corpus(
+                path / "sources.parquet",
+                con.execute("SELECT doc_id, version, text, observed, access FROM sources").fetchall(),
+            )
         finally:
             con.close()
     from ledgerscope.inputs.sources import load_corpus
@@ -58,19 +64,33 @@ def _users(path: Path | None) -> dict[str, str]:
 
 
 def import_label_studio_cmd(
-    export: Annotated[Path, typer.Argument(
-        help="A Label Studio export (JSON, the API's export, or JSON lines) of label-studio-tasks.")],
+    export: Annotated[
+        Path,
+        typer.Argument(
+            help="A Label Studio export (JSON, the API's export, or JSON lines) of label-studio-tasks."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", help="The new fixture version (canonical JSONL) to write.")],
-    fixtures: Annotated[Path | None, typer.Option(
-        "--fixtures",
-        help="The previous fixture version (omit for a first version from trace tasks).")] = None,
+    fixtures: Annotated[
+        Path | None,
+        typer.Option(
+            "--fixtures", help="The previous fixture version (omit for a first version from trace tasks)."
+        ),
+    ] = None,
     corpus: CorpusOption = None,
-    adjudicator: Annotated[str | None, typer.Option(
-        "--adjudicator", help="Email of the annotator whose version decides a disputed task.")] = None,
-    users: Annotated[Path | None, typer.Option(
-        "--users", help="JSON of GET /api/users (id, email): names annotators of an API export.")] = None,
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="The summary and the diff as one JSON object.")] = False,
+    adjudicator: Annotated[
+        str | None,
+        typer.Option("--adjudicator", help="Email of the annotator whose version decides a disputed task."),
+    ] = None,
+    users: Annotated[
+        Path | None,
+        typer.Option(
+            "--users", help="JSON of GET /api/users (id, email): names annotators of an API export."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The summary and the diff as one JSON object.")
+    ] = False,
 ) -> None:
     """Annotators' work back into a new fixture version: spans, sets, unanswerable marks, provenance."""
     from ledgerscope.inputs.fixtures.diff import diff_fixtures, diff_lines
@@ -78,15 +98,25 @@ def import_label_studio_cmd(
 
     try:
         with writing(out):
-            result = import_label_studio(export, out, fixtures, load_corpus_or_ledger(corpus), adjudicator,
-                                         _users(users))
+            result = import_label_studio(
+                export, out, fixtures, load_corpus_or_ledger(corpus), adjudicator, _users(users)
+            )
     except LedgerscopeError as exc:
         fail(exc)
         return
     diffs = diff_fixtures(result.previous, result.fixtures)
     if json_out:
-        print(json_text({"out": str(out), "tasks": result.tasks, "decided": result.decisions,
-                         "disputed": result.disputed, "diff": [d.to_json() for d in diffs]}))
+        print(
+            json_text(
+                {
+                    "out": str(out),
+                    "tasks": result.tasks,
+                    "decided": result.decisions,
+                    "disputed": result.disputed,
+                    "diff": [d.to_json() for d in diffs],
+                }
+            )
+        )
         return
     shown = console()
     rules = ", ".join(f"{n} {k}" for k, n in sorted(result.decisions.items())) or "none annotated"
@@ -94,8 +124,10 @@ def import_label_studio_cmd(
     for line in diff_lines(diffs):
         say(shown, line)
     if result.disputed:
-        say(shown, "disputed (previous gold kept; decide with --adjudicator EMAIL): "
-                   + ", ".join(result.disputed))
+        say(
+            shown,
+            "disputed (previous gold kept; decide with --adjudicator EMAIL): " + ", ".join(result.disputed),
+        )
     say(shown, f"fixtures: {out}")
 
 
@@ -104,8 +136,9 @@ def fixtures_diff(
     old: Annotated[Path, typer.Argument(help="The previous fixture version.")],
     new: Annotated[Path, typer.Argument(help="The new fixture version.")],
     corpus: CorpusOption = None,
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="One JSON line per question that changed.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON line per question that changed.")
+    ] = False,
 ) -> None:
     """Per question: spans added, moved, removed, relabelled; sets changed; disputes."""
     from ledgerscope.inputs.fixtures.diff import diff_fixtures, diff_lines
@@ -141,9 +174,13 @@ def rejudge_cmd(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
     fixtures: Annotated[Path, typer.Option("--fixtures", help="The new fixture version.")],
     out: Annotated[Path, typer.Option("--out", help="The rejudged ledger to write (must not exist).")],
-    no_oracle: Annotated[bool, typer.Option(
-        "--no-oracle",
-        help="Do not re-run the oracle for questions whose support changed; name them stale.")] = False,
+    no_oracle: Annotated[
+        bool,
+        typer.Option(
+            "--no-oracle",
+            help="Do not re-run the oracle for questions whose support changed; name them stale.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="The summary as one JSON object.")] = False,
 ) -> None:
     """Judge a ledger's recorded lists and answers against a new fixture version, without re-sweeping."""
@@ -155,15 +192,25 @@ def rejudge_cmd(
     except LedgerscopeError as exc:
         fail(exc)
         return
-    summary = {"out": str(out), "records": r.records, "changed_records": r.changed_records,
-               "changed_questions": r.changed_questions, "oracle_rerun": r.oracle_rerun,
-               "oracle_stale": r.oracle_stale, "seconds": round(r.seconds, 2), "changes": r.changes}
+    summary = {
+        "out": str(out),
+        "records": r.records,
+        "changed_records": r.changed_records,
+        "changed_questions": r.changed_questions,
+        "oracle_rerun": r.oracle_rerun,
+        "oracle_stale": r.oracle_stale,
+        "seconds": round(r.seconds, 2),
+        "changes": r.changes,
+    }
     if json_out:
         print(json_text(summary))
         return
     shown = console()
-    say(shown, f"rejudged {r.records} record(s) in {r.seconds:.1f} s: {r.changed_records} changed "
-               f"(verdict or packed support), {len(r.changed_questions)} question(s) with new support")
+    say(
+        shown,
+        f"rejudged {r.records} record(s) in {r.seconds:.1f} s: {r.changed_records} changed "
+        f"(verdict or packed support), {len(r.changed_questions)} question(s) with new support",
+    )
     for c in r.changes[:_SHOWN]:
         fields = "; ".join(f"{k} {v[0]} -> {v[1]}" for k, v in c.items() if k not in ("arm", "phase", "qid"))
         say(shown, f"  {c['arm']}@{c['phase']} {c['qid']}: {fields}")

@@ -41,10 +41,15 @@ def rerun(
     qid: Annotated[str, typer.Option("--qid", help="Question id.")],
     phase: Annotated[str, typer.Option("--phase", help="Phase label.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
-    runner: Annotated[str | None, typer.Option(
-        "--runner", help="For an ingested ledger: package.module:function that answers one question "
-                         "(keyword arguments question, qid, config, phase) and returns its seed-002 "
-                         "record.")] = None,
+    runner: Annotated[
+        str | None,
+        typer.Option(
+            "--runner",
+            help="For an ingested ledger: package.module:function that answers one question "
+            "(keyword arguments question, qid, config, phase) and returns its seed-002 "
+            "record.",
+        ),
+    ] = None,
 ) -> None:
     """Re-execute one record from the ledger's manifest and print how it differs from the recorded one."""
     from ledgerscope.ingest.rerun import is_ingested, rerun_ingested
@@ -52,18 +57,29 @@ def rerun(
     from ledgerscope.pipeline.run.rerun import rerun_record
 
     if is_interchange(ledger):
-        fail(InputError(Problem(str(ledger), None, "rerun",
-                                "a JSONL interchange directory: rerun re-executes from a Parquet ledger; "
-                                f"run `ledgerscope convert {ledger} --to parquet --out LEDGER` and rerun "
-                                "on LEDGER")))
+        fail(
+            InputError(
+                Problem(
+                    str(ledger),
+                    None,
+                    "rerun",
+                    "a JSONL interchange directory: rerun re-executes from a Parquet ledger; "
+                    f"run `ledgerscope convert {ledger} --to parquet --out LEDGER` and rerun "
+                    "on LEDGER",
+                )
+            )
+        )
     try:
         if not is_ingested(ledger):  # re-running the cascade needs its models
             from ledgerscope.cli.extras import require_extra
 
             require_extra("sweep", "ledgerscope rerun")
         with reading(ledger):
-            diff = (rerun_ingested(ledger, arm, qid, phase, runner) if is_ingested(ledger)
-                    else rerun_record(ledger, arm, qid, phase))
+            diff = (
+                rerun_ingested(ledger, arm, qid, phase, runner)
+                if is_ingested(ledger)
+                else rerun_record(ledger, arm, qid, phase)
+            )
     except LedgerscopeError as exc:
         fail(exc)
         return
@@ -79,16 +95,29 @@ def rerun(
 def export(
     ledger: Annotated[Path, typer.Argument(help="Ledger directory (only read).")],
     out: Annotated[Path, typer.Option("--out", help="Output file (a directory for trec).")],
-    fmt: Annotated[str, typer.Option(
-        "--format",
-        help="fixtures | label-studio | label-studio-tasks (re-annotation) | trec | jsonl.")] = "jsonl",
-    where: Annotated[str, typer.Option(
-        "--where", help="DuckDB boolean expression over record_view's columns (records plus step, "
-                        "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "
-                        "empty: every record.")] = "",
-    include_restricted: Annotated[bool, typer.Option(
-        "--include-restricted", help="Include the text of restricted documents (access labels); by default "
-                                     "only their ids, offsets and digests leave.")] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="fixtures | label-studio | label-studio-tasks (re-annotation) | trec | jsonl."
+        ),
+    ] = "jsonl",
+    where: Annotated[
+        str,
+        typer.Option(
+            "--where",
+            help="DuckDB boolean expression over record_view's columns (records plus step, "
+            "step_name, label, flags, reversal), e.g. \"step = 7 AND arm = 'candidate'\"; "
+            "empty: every record.",
+        ),
+    ] = "",
+    include_restricted: Annotated[
+        bool,
+        typer.Option(
+            "--include-restricted",
+            help="Include the text of restricted documents (access labels); by default "
+            "only their ids, offsets and digests leave.",
+        ),
+    ] = False,
 ) -> None:
     """Export the records a filter selects: fixtures to re-annotate, Label Studio, TREC run/qrels, JSONL."""
     from ledgerscope.export import export as run_export

@@ -41,10 +41,16 @@ def check_host(host: str, allow_remote: bool) -> str | None:
     if is_loopback(host):
         return None
     if not allow_remote:
-        raise InputError(Problem("--host", None, "host",
-                                 f"{host} is not a loopback address and the app has no authentication; "
-                                 "pass --allow-remote to bind it anyway, or keep 127.0.0.1 and use SSH port "
-                                 "forwarding (see the README)"))
+        raise InputError(
+            Problem(
+                "--host",
+                None,
+                "host",
+                f"{host} is not a loopback address and the app has no authentication; "
+                "pass --allow-remote to bind it anyway, or keep 127.0.0.1 and use SSH port "
+                "forwarding (see the README)",
+            )
+        )
     return "remote"
 
 
@@ -72,8 +78,12 @@ def favicon_png(size: int = 16) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", size, size, 8, 6, 0, 0, 0)  # 8-bit RGBA
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(rows)))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"".join(rows)))
+        + chunk(b"IEND", b"")
+    )
 
 
 #: the path textual-serve leaves unanswered, and browsers ask for whatever the page says
@@ -93,8 +103,9 @@ def _server_class():
     from textual_serve.server import Server
 
     async def favicon(_request: web.Request) -> web.Response:
-        return web.Response(body=favicon_png(), content_type="image/png",
-                            headers={"Cache-Control": "max-age=86400"})
+        return web.Response(
+            body=favicon_png(), content_type="image/png", headers={"Cache-Control": "max-age=86400"}
+        )
 
     class LedgerscopeServer(Server):
         async def on_startup(self, app: web.Application) -> None:
@@ -107,9 +118,14 @@ def _server_class():
 def make_server(ledger: Path, host: str, port: int, options: list[str]):
     """The textual-serve server for ``ledgerscope open LEDGER OPTIONS`` on ``host:port`` (not started)."""
     url = url_of(host, port)
-    return _server_class()(open_command(ledger, options), host=host, port=port,
-                           title=f"ledgerscope · {ledger.name}", public_url=url.rstrip("/"),
-                           templates_path=TEMPLATES)
+    return _server_class()(
+        open_command(ledger, options),
+        host=host,
+        port=port,
+        title=f"ledgerscope · {ledger.name}",
+        public_url=url.rstrip("/"),
+        templates_path=TEMPLATES,
+    )
 
 
 def serve(ledger: Path, host: str, port: int, options: list[str], allow_remote: bool) -> None:

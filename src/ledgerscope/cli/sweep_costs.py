@@ -41,15 +41,23 @@ def print_estimate(fixtures, corpus, arms, out: Path, caps, json_out: bool) -> N
         return
     shown = console()
     cost, r = result["cost"], result
-    money = ("no price table (--prices)" if caps.prices is None else
-             f"unpriced: {', '.join(r['unpriced'])}" if cost is None else f"{cost:.6f} {r['currency']}")
+    money = (
+        "no price table (--prices)"
+        if caps.prices is None
+        else f"unpriced: {', '.join(r['unpriced'])}"
+        if cost is None
+        else f"{cost:.6f} {r['currency']}"
+    )
     took = r["seconds"] if r["seconds"] is not None else "?"
-    say(shown, f"estimate for {out}: {r['partitions']} partition(s) to run, {r['texts_to_encode']} texts "
-               f"to encode ({r['embedding_tokens']} tokens), {r['requests']} endpoint requests (embedding "
-               f"{r['embedding_requests']}, rerank {r['rerank_requests']}, "
-               f"generation {r['generator_requests']}), "
-               f"{r['prompt_tokens']} prompt + {r['completion_tokens']} completion tokens at most; "
-               f"cost {money}; about {took} s")
+    say(
+        shown,
+        f"estimate for {out}: {r['partitions']} partition(s) to run, {r['texts_to_encode']} texts "
+        f"to encode ({r['embedding_tokens']} tokens), {r['requests']} endpoint requests (embedding "
+        f"{r['embedding_requests']}, rerank {r['rerank_requests']}, "
+        f"generation {r['generator_requests']}), "
+        f"{r['prompt_tokens']} prompt + {r['completion_tokens']} completion tokens at most; "
+        f"cost {money}; about {took} s",
+    )
     for note in result["notes"] + seconds.get("notes", []):
         say(shown, note)
 

@@ -25,8 +25,7 @@ def version_lines() -> list[str]:
     except PackageNotFoundError:  # run from a source tree
         installed = __version__
     reads = schema.READABLE_FORMATS
-    return [f"ledgerscope {installed}",
-            f"ledger format: writes {schema.FORMAT}; reads {', '.join(reads)}"]
+    return [f"ledgerscope {installed}", f"ledger format: writes {schema.FORMAT}; reads {', '.join(reads)}"]
 
 
 def check_arms(con, ledger: Path, arms: list[str], option: str) -> None:
@@ -34,9 +33,14 @@ def check_arms(con, ledger: Path, arms: list[str], option: str) -> None:
     present = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
     for arm in arms:
         if arm not in present:
-            raise InputError(Problem(str(ledger), None, option,
-                                     f"no arm {arm!r} in this ledger; arms present: "
-                                     f"{', '.join(present) or 'none'}"))
+            raise InputError(
+                Problem(
+                    str(ledger),
+                    None,
+                    option,
+                    f"no arm {arm!r} in this ledger; arms present: {', '.join(present) or 'none'}",
+                )
+            )
 
 
 def rule_settings(rule_path: Path, n_resamples: int | None, seed: int | None):
@@ -45,14 +49,21 @@ def rule_settings(rule_path: Path, n_resamples: int | None, seed: int | None):
     from ledgerscope.analysis.stats.release import load_rule
 
     release_rule = load_rule(rule_path)
-    problems = [Problem(str(rule_path), None, option,
-                        f"{option} {given} disagrees with the rule's {key} = {declared}; the decision "
-                        f"is made with the rule's settings (omit {option}, or change the rule before "
-                        "seeing results)")
-                for option, key, given, declared in (
-                    ("--n-resamples", "n_resamples", n_resamples, release_rule.n_resamples),
-                    ("--seed", "seed", seed, release_rule.seed))
-                if given is not None and given != declared]
+    problems = [
+        Problem(
+            str(rule_path),
+            None,
+            option,
+            f"{option} {given} disagrees with the rule's {key} = {declared}; the decision "
+            f"is made with the rule's settings (omit {option}, or change the rule before "
+            "seeing results)",
+        )
+        for option, key, given, declared in (
+            ("--n-resamples", "n_resamples", n_resamples, release_rule.n_resamples),
+            ("--seed", "seed", seed, release_rule.seed),
+        )
+        if given is not None and given != declared
+    ]
     if problems:
         raise InputError(problems)
     return release_rule
@@ -62,13 +73,17 @@ def is_ledger_dir(value: str | None) -> bool:
     return value is not None and (Path(value) / "manifest.json").is_file()
 
 
-def arm_vocabulary(baseline: str | None, baseline_arm: str | None,
-                    baseline_ledger: Path | None) -> tuple[str | None, Path | None]:
+def arm_vocabulary(
+    baseline: str | None, baseline_arm: str | None, baseline_ledger: Path | None
+) -> tuple[str | None, Path | None]:
     """``--baseline`` is an arm everywhere; the older spellings keep working, with a deprecation note:
     ``--baseline LEDGER_DIR`` (a second ledger, now ``--baseline-ledger``) and ``--baseline-arm``."""
     if baseline is not None and baseline_ledger is None and is_ledger_dir(baseline):
-        print(f"ledgerscope: --baseline {safe_line(baseline)} names a ledger directory: read as "
-              "--baseline-ledger (deprecated spelling; --baseline is an arm name)", file=sys.stderr)
+        print(
+            f"ledgerscope: --baseline {safe_line(baseline)} names a ledger directory: read as "
+            "--baseline-ledger (deprecated spelling; --baseline is an arm name)",
+            file=sys.stderr,
+        )
         baseline, baseline_ledger = None, Path(baseline)
     if baseline_arm is not None:
         print("ledgerscope: --baseline-arm is deprecated; use --baseline ARM", file=sys.stderr)

@@ -70,8 +70,14 @@ def redact_userinfo(url: str) -> str:
 class JsonClient:
     """POST JSON to one server with retries and backoff; see the module docstring."""
 
-    def __init__(self, base_url: str, api_key_env: str | None = None, timeout: float = 60.0,
-                 retries: int = 1, backoff: float = 0.5):
+    def __init__(
+        self,
+        base_url: str,
+        api_key_env: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 1,
+        backoff: float = 0.5,
+    ):
         if retries < 0:
             raise EndpointConfigError("retries must be >= 0")
         self.base_url = base_url
@@ -85,8 +91,13 @@ class JsonClient:
 
     def describe(self) -> dict[str, Any]:
         """What a manifest records: the URL without credentials and the key's variable *name*."""
-        return {"base_url": redact_userinfo(self.root), "timeout": self.timeout, "retries": self.retries,
-                "backoff": self.backoff, "api_key_env": self.api_key_env}
+        return {
+            "base_url": redact_userinfo(self.root),
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "backoff": self.backoff,
+            "api_key_env": self.api_key_env,
+        }
 
     def key(self) -> str | None:
         if not self.api_key_env:
@@ -158,7 +169,8 @@ class JsonClient:
     def _proxied(self) -> bool:
         parts = urllib.parse.urlsplit(self.root)
         return parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(
-            parts.hostname or "")
+            parts.hostname or ""
+        )
 
     def _via_urllib(self, path: str, data: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
         request = urllib.request.Request(self.root + path, data=data, headers=headers, method="POST")
@@ -178,8 +190,9 @@ class JsonClient:
                 self._conn.close()
             self._conn = None
 
-    def post(self, path: str, payload: dict, read: Callable[[Any], Any] = lambda data: data
-             ) -> tuple[Any, list[str]]:
+    def post(
+        self, path: str, payload: dict, read: Callable[[Any], Any] = lambda data: data
+    ) -> tuple[Any, list[str]]:
         """POST with retries: (``read`` of the response's data, or None, and the error string of
         every failed attempt). ``read`` may raise :class:`AttemptError` to fail (and perhaps
         retry) an attempt whose response is unusable."""

@@ -14,8 +14,31 @@ from __future__ import annotations
 import re
 
 _ABBREV = {
-    "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "no", "fig", "sec", "art", "inc", "ltd",
-    "co", "corp", "st", "approx", "cf", "al", "u.s", "u.k", "p", "pp", "para",
+    "e.g",
+    "i.e",
+    "etc",
+    "vs",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "no",
+    "fig",
+    "sec",
+    "art",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "st",
+    "approx",
+    "cf",
+    "al",
+    "u.s",
+    "u.k",
+    "p",
+    "pp",
+    "para",
 }
 _BOUNDARY = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|\n\s*\n|\n(?=\s*(?:[-*•#]|\d+[.)]\s))")
 
@@ -28,7 +51,7 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[t
     for m in _BOUNDARY.finditer(text, start, end):
         cut = m.end()
         if m.group(0).startswith((".", "!", "?", "…")):
-            word = re.search(r"([\w.]+)$", text[pos:m.start()])
+            word = re.search(r"([\w.]+)$", text[pos : m.start()])
             if word and word.group(1).lower().rstrip(".") in _ABBREV and m.group(0) == ".":
                 continue
             if m.group(0) == "." and _list_marker(text, pos, m.start()):

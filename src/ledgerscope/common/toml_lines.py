@@ -20,7 +20,7 @@ class _Scanner:
         self.found: dict[str, int] = {}
 
     def peek(self, n: int = 1) -> str:
-        return self.text[self.i:self.i + n]
+        return self.text[self.i : self.i + n]
 
     def advance(self, n: int = 1) -> None:
         self.line += self.text.count("\n", self.i, self.i + n)
@@ -50,16 +50,16 @@ class _Scanner:
             while quote == '"' and end > 0 and _escaped(self.text, end):
                 end = self.text.find(quote * 3, end + 1)
             end = len(self.text) if end < 0 else end
-            while self.text[end + 3:end + 4] == quote:  # up to two quotes may close the content
+            while self.text[end + 3 : end + 4] == quote:  # up to two quotes may close the content
                 end += 1
-            body = self.text[self.i:end]
+            body = self.text[self.i : end]
             self.advance(end + 3 - self.i)
             return body
         self.advance()
         start = self.i
         while self.i < len(self.text) and self.text[self.i] != quote:
             self.advance(2 if quote == '"' and self.text[self.i] == "\\" else 1)
-        body = self.text[start:self.i]
+        body = self.text[start : self.i]
         self.advance()
         return body
 
@@ -74,7 +74,7 @@ class _Scanner:
                 start = self.i
                 while self.i < len(self.text) and self.text[self.i] in _BARE:
                     self.i += 1
-                parts.append(self.text[start:self.i])
+                parts.append(self.text[start : self.i])
             self.spaces()
             if self.peek() != ".":
                 return parts

@@ -45,13 +45,26 @@ from ledgerscope.export.trec import TIE_EPSILON, TREC_FILE_NAME, export_trec, tr
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
-__all__ = ["FORMATS", "JSONL_FORMAT", "MODEL_VERSION", "TIE_EPSILON", "ExportResult", "atomic_dir",
-           "export", "label_config", "trec_scores"]
+__all__ = [
+    "FORMATS",
+    "JSONL_FORMAT",
+    "MODEL_VERSION",
+    "TIE_EPSILON",
+    "ExportResult",
+    "atomic_dir",
+    "export",
+    "label_config",
+    "trec_scores",
+]
 
 FORMATS = ("fixtures", "label-studio", "label-studio-tasks", "trec", "jsonl")
-_WRITERS = {"fixtures": export_fixtures, "label-studio": export_label_studio,
-            "label-studio-tasks": export_reannotation,
-            "trec": export_trec, "jsonl": export_jsonl}
+_WRITERS = {
+    "fixtures": export_fixtures,
+    "label-studio": export_label_studio,
+    "label-studio-tasks": export_reannotation,
+    "trec": export_trec,
+    "jsonl": export_jsonl,
+}
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,9 @@ class ExportResult:
     redacted: dict | None = None  # what restricted text was withheld (Redactor.summary), if any
 
 
-def export(ledger: str | Path, where: str, fmt: str, out: str | Path, *,
-           include_restricted: bool = False) -> ExportResult:
+def export(
+    ledger: str | Path, where: str, fmt: str, out: str | Path, *, include_restricted: bool = False
+) -> ExportResult:
     """Write the records ``where`` selects from ``ledger`` to ``out`` in format ``fmt``; restricted
     source text only with ``include_restricted``."""
     from ledgerscope.analysis.diagnosis import build_record_view, validate_predicate
@@ -77,8 +91,9 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path, *,
 
     ledger, out = Path(ledger), Path(out)
     if fmt not in FORMATS:
-        raise InputError(Problem("--format", None, "format",
-                                 f"unknown format {fmt!r}; known: {', '.join(FORMATS)}"))
+        raise InputError(
+            Problem("--format", None, "format", f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+        )
     _check_out(ledger, out, fmt)
     manifest = load_manifest(ledger)
     con = connect(ledger)
@@ -89,36 +104,56 @@ def export(ledger: str | Path, where: str, fmt: str, out: str | Path, *,
     redactor = Redactor.from_connection(con, include_restricted)
     if redactor.active:
         rows = [redactor.record(r) for r in rows]
-        paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded,
-                                         redactor=redactor)
+        paths, questions = _WRITERS[fmt](
+            con, ledger, manifest, predicate, rows, out, loaded, redactor=redactor
+        )
     else:  # nothing to withhold: the writers as they always were, byte for byte
         paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded)
-    return ExportResult(count=len(rows), paths=paths, questions=questions, format=fmt,
-                        redacted=redactor.summary() if redactor.any() else None)
+    return ExportResult(
+        count=len(rows),
+        paths=paths,
+        questions=questions,
+        format=fmt,
+        redacted=redactor.summary() if redactor.any() else None,
+    )
 
 
 def _check_out(ledger: Path, out: Path, fmt: str) -> None:
     """Refuse, before reading the ledger, an ``out`` inside it or one where the wrong kind is in the way."""
     led, dst = ledger.resolve(), out.resolve()
     if dst == led or led in dst.parents or dst in led.parents:
-        raise InputError(Problem(str(out), None, "out", "the export must be written outside the ledger "
-                                                        "(the ledger is never modified)"))
+        raise InputError(
+            Problem(
+                str(out),
+                None,
+                "out",
+                "the export must be written outside the ledger (the ledger is never modified)",
+            )
+        )
     if fmt == "trec":
         if dst.exists() and not dst.is_dir():
-            raise InputError(Problem(str(out), None, "out",
-                                     "a trec export is a directory; a file is in the way"))
+            raise InputError(
+                Problem(str(out), None, "out", "a trec export is a directory; a file is in the way")
+            )
         if dst.is_dir():
             foreign = [p.name for p in dst.iterdir() if not (p.is_file() and TREC_FILE_NAME.match(p.name))]
             if foreign:
-                raise InputError(Problem(str(out), None, "out",
-                                         "refusing to replace a directory that holds more than a trec export "
-                                         f"(found {', '.join(sorted(foreign)[:3])})"))
+                raise InputError(
+                    Problem(
+                        str(out),
+                        None,
+                        "out",
+                        "refusing to replace a directory that holds more than a trec export "
+                        f"(found {', '.join(sorted(foreign)[:3])})",
+                    )
+                )
     else:
         paths = [dst, dst.with_name(dst.name + ".config.xml")] if fmt.startswith("label-studio") else [dst]
         for p in paths:
             if p.is_dir():
-                raise InputError(Problem(str(p), None, "out",
-                                         f"a {fmt} export is a file; a directory is in the way"))
+                raise InputError(
+                    Problem(str(p), None, "out", f"a {fmt} export is a file; a directory is in the way")
+                )
 
 
 def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tuple) -> list[dict]:
@@ -128,13 +163,15 @@ def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tu
     """
     from ledgerscope.analysis.diagnosis import VIEW, diagnosis_evidence, fetch_dicts, run_query, where_sql
 
-    sql = (f"SELECT * FROM {VIEW}{where_sql(predicate)} "
-           "ORDER BY arm, phase_offset, CAST(phase AS VARCHAR), qid")
+    sql = (
+        f"SELECT * FROM {VIEW}{where_sql(predicate)} ORDER BY arm, phase_offset, CAST(phase AS VARCHAR), qid"
+    )
     rows = fetch_dicts(run_query(con, sql))
     for r in rows:
         r["phase"] = str(r["phase"])
-    evidence = diagnosis_evidence(con, ledger, [(r["arm"], r["phase"], r["qid"]) for r in rows],
-                                  fixtures=loaded)
+    evidence = diagnosis_evidence(
+        con, ledger, [(r["arm"], r["phase"], r["qid"]) for r in rows], fixtures=loaded
+    )
     for i, r in enumerate(rows):
         evidence_json, walk_json = evidence.get((r["arm"], r["phase"], r["qid"]), (None, None))
         r["_ord"] = i

@@ -30,18 +30,26 @@ def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
     """The selection's keys as a temp table, so candidates join against it instead of a huge IN list."""
     from ledgerscope.common.sql_tables import columns_table
 
-    columns_table(con, _SELECTION_TABLE, {
-        "arm": ("VARCHAR", [r["arm"] for r in rows]),
-        "phase": ("VARCHAR", [r["phase"] for r in rows]),
-        "qid": ("VARCHAR", [r["qid"] for r in rows]),
-        "ord": ("BIGINT", [r["_ord"] for r in rows]),
-        "selection_depth": ("BIGINT", [r.get("selection_depth") for r in rows]),
-    })
+    columns_table(
+        con,
+        _SELECTION_TABLE,
+        {
+            "arm": ("VARCHAR", [r["arm"] for r in rows]),
+            "phase": ("VARCHAR", [r["phase"] for r in rows]),
+            "qid": ("VARCHAR", [r["qid"] for r in rows]),
+            "ord": ("BIGINT", [r["_ord"] for r in rows]),
+            "selection_depth": ("BIGINT", [r.get("selection_depth") for r in rows]),
+        },
+    )
     return _SELECTION_TABLE
 
 
-def stream_candidates(con: DuckDBPyConnection, rows: list[dict], stages: Iterable[str] | None = None,
-                      cutoff_stage: str | None = None) -> Iterator[tuple[int, list[dict]]]:
+def stream_candidates(
+    con: DuckDBPyConnection,
+    rows: list[dict],
+    stages: Iterable[str] | None = None,
+    cutoff_stage: str | None = None,
+) -> Iterator[tuple[int, list[dict]]]:
     """(ord, candidate rows) per selected record that has any, in selection order, streamed.
 
     Streamed because a ledger's candidates can far outgrow memory. ``stages``
@@ -66,7 +74,9 @@ def stream_candidates(con: DuckDBPyConnection, rows: list[dict], stages: Iterabl
         cur = con.execute(
             f"SELECT s.ord, c.stage, {cols} FROM candidates c JOIN {sel} s "
             "ON c.arm = s.arm AND CAST(c.phase AS VARCHAR) = s.phase AND c.qid = s.qid"
-            f"{stage_filter}{cut} ORDER BY s.ord, c.stage, c.\"rank\"", params)
+            f'{stage_filter}{cut} ORDER BY s.ord, c.stage, c."rank"',
+            params,
+        )
         names = [d[0] for d in cur.description]
         current: int | None = None
         bucket: list[dict] = []

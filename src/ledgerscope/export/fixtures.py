@@ -29,8 +29,16 @@ if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
 
-def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                    out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
+def export_fixtures(
+    con: DuckDBPyConnection,
+    ledger: Path,
+    manifest: dict,
+    predicate: str,
+    rows: list[dict],
+    out: Path,
+    loaded: tuple,
+    redactor=None,
+) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
     from ledgerscope.analysis.diagnosis import STEP_NAMES
     from ledgerscope.inputs.fixtures import write_fixtures
@@ -39,7 +47,8 @@ def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predi
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     corpus = Corpus()
     for doc_id, version, text, observed, access in con.execute(
-            "SELECT doc_id, version, text, observed, access FROM sources").fetchall():
+        "SELECT doc_id, version, text, observed, access FROM sources"
+    ).fetchall():
         if redactor is not None and redactor.is_restricted(doc_id):
             continue  # its text stays home: only its id and digest leave, on the spans
         with contextlib.suppress(Exception):  # a damaged source: its fixtures fail validation, visibly
@@ -56,13 +65,27 @@ def export_fixtures(con: DuckDBPyConnection, ledger: Path, manifest: dict, predi
             continue
         steps = sorted({int(r["step"]) for r in recs if r.get("step") is not None})
         reason = "exported from ledger for re-annotation: steps " + ", ".join(
-            f"{s} ({STEP_NAMES.get(s, '?')})" for s in steps)
-        records = [{"arm": r["arm"], "phase": r["phase"], "step": r["step"], "step_name": r["step_name"],
-                    "label": r["label"], "flags": list(r.get("flags") or []), "evidence": r["_evidence"],
-                    "answer": r.get("answer"), "answer_verdict": r.get("answer_verdict"),
-                    "citation_verdict": r.get("citation_verdict")} for r in recs]
-        annotations = {**fx.annotations, "ledgerscope": {"ledger": identity, "where": predicate,
-                                                         "records": records}}
+            f"{s} ({STEP_NAMES.get(s, '?')})" for s in steps
+        )
+        records = [
+            {
+                "arm": r["arm"],
+                "phase": r["phase"],
+                "step": r["step"],
+                "step_name": r["step_name"],
+                "label": r["label"],
+                "flags": list(r.get("flags") or []),
+                "evidence": r["_evidence"],
+                "answer": r.get("answer"),
+                "answer_verdict": r.get("answer_verdict"),
+                "citation_verdict": r.get("citation_verdict"),
+            }
+            for r in recs
+        ]
+        annotations = {
+            **fx.annotations,
+            "ledgerscope": {"ledger": identity, "where": predicate, "records": records},
+        }
         adjudication = {"state": "needs-review", "reason": reason, "previous": fx.adjudication}
         if redactor is not None:
             fx, annotations = _redacted(fx, annotations, redactor)
@@ -86,7 +109,10 @@ def _redacted(fx, annotations: dict, redactor):
     docs = sorted({s.doc_id for s in fx.spans if redactor.is_restricted(s.doc_id)})
     if docs or withheld:
         annotations["ledgerscope"]["redacted"] = {
-            "documents": [{k: redactor.restricted[d][k] for k in ("doc_id", "version", "access")}
-                          for d in docs],
-            "spans": withheld, "marker": "quote withheld (restricted source); offsets and version kept"}
+            "documents": [
+                {k: redactor.restricted[d][k] for k in ("doc_id", "version", "access")} for d in docs
+            ],
+            "spans": withheld,
+            "marker": "quote withheld (restricted source); offsets and version kept",
+        }
     return replace(fx, spans=tuple(spans)), annotations

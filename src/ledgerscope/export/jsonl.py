@@ -28,8 +28,16 @@ if TYPE_CHECKING:
 JSONL_FORMAT = "ledgerscope-record-view/1"
 
 
-def export_jsonl(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                 out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
+def export_jsonl(
+    con: DuckDBPyConnection,
+    ledger: Path,
+    manifest: dict,
+    predicate: str,
+    rows: list[dict],
+    out: Path,
+    loaded: tuple,
+    redactor=None,
+) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.ledger import schema
@@ -59,8 +67,14 @@ def _jsonl_row(r: dict, cands: list[dict], record_cols: list[str], stages: tuple
     row.update({k: r.get(k) for k in record_cols})
     row["reversal"] = r.get("reversal")
     row["candidates"] = by_stage
-    row["diagnosis"] = {"step": r.get("step"), "step_name": r.get("step_name"), "label": r.get("label"),
-                        "evidence": r["_evidence"], "flags": list(r.get("flags") or []), "walk": r["_walk"]}
+    row["diagnosis"] = {
+        "step": r.get("step"),
+        "step_name": r.get("step_name"),
+        "label": r.get("label"),
+        "evidence": r["_evidence"],
+        "flags": list(r.get("flags") or []),
+        "walk": r["_walk"],
+    }
     if r.get("_redacted"):  # restricted source text withheld (see ledgerscope.export.redaction)
         row["redacted"] = r["_redacted"]
     return row

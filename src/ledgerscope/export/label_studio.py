@@ -41,8 +41,16 @@ MODEL_VERSION = "ledgerscope gold+retrieved"
 _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 
 
-def export_label_studio(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str,
-                        rows: list[dict], out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
+def export_label_studio(
+    con: DuckDBPyConnection,
+    ledger: Path,
+    manifest: dict,
+    predicate: str,
+    rows: list[dict],
+    out: Path,
+    loaded: tuple,
+    redactor=None,
+) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
     from ledgerscope.common.atomic import atomic_path
 
@@ -86,12 +94,29 @@ def _record_tasks(rec: dict, fx: Any, cands: list[dict], texts: dict[str, str]) 
         for stage, lst in (("packed", packed), ("reranked", reranked)):
             for c in lst:
                 if c["doc_id"] == doc and c["start"] is not None and 0 <= c["start"] < c["end"] <= len(text):
-                    result.append(_region(f"{stage}-{c['rank']}", text, int(c["start"]), int(c["end"]),
-                                          f"{stage} rank {c['rank']}"))
-        yield {"data": {"text": text, "question": rec.get("question"), "qid": rec["qid"], "arm": rec["arm"],
-                        "phase": rec["phase"], "doc_id": doc, "step": rec.get("step"),
-                        "step_name": rec.get("step_name"), "label": rec.get("label")},
-               "predictions": [{"model_version": MODEL_VERSION, "result": result}]}
+                    result.append(
+                        _region(
+                            f"{stage}-{c['rank']}",
+                            text,
+                            int(c["start"]),
+                            int(c["end"]),
+                            f"{stage} rank {c['rank']}",
+                        )
+                    )
+        yield {
+            "data": {
+                "text": text,
+                "question": rec.get("question"),
+                "qid": rec["qid"],
+                "arm": rec["arm"],
+                "phase": rec["phase"],
+                "doc_id": doc,
+                "step": rec.get("step"),
+                "step_name": rec.get("step_name"),
+                "label": rec.get("label"),
+            },
+            "predictions": [{"model_version": MODEL_VERSION, "result": result}],
+        }
 
 
 def _redact_task(task: dict, redactor) -> dict:
@@ -117,8 +142,13 @@ def _label_order(name: str) -> tuple[int, int, str]:
 
 def _region(region_id: str, text: str, start: int, end: int, label: str) -> dict:
     """A region of ``text`` with one label, its covered text included as Label Studio stores it."""
-    return {"id": region_id, "from_name": "label", "to_name": "text", "type": "labels",
-            "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]}}
+    return {
+        "id": region_id,
+        "from_name": "label",
+        "to_name": "text",
+        "type": "labels",
+        "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]},
+    }
 
 
 def label_config(labels: Iterable[str]) -> str:

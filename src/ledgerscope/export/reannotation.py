@@ -35,8 +35,16 @@ EXTRA_DOCS = 3
 _CONTEXT_UNIT_CHARS = 600
 
 
-def export_reannotation(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str,
-                        rows: list[dict], out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
+def export_reannotation(
+    con: DuckDBPyConnection,
+    ledger: Path,
+    manifest: dict,
+    predicate: str,
+    rows: list[dict],
+    out: Path,
+    loaded: tuple,
+    redactor=None,
+) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.inputs.annotation_tasks import labeling_config, pad_slots
@@ -48,8 +56,11 @@ def export_reannotation(con: DuckDBPyConnection, ledger: Path, manifest: dict, p
     for r in rows:
         by_qid.setdefault(r["qid"], []).append(r)
     extra = {"fixtures_digest": manifest.get("fixtures_digest"), "ledger": manifest.get("identity")}
-    tasks = [t for qid, recs in by_qid.items()
-             for t in question_tasks(fixtures.get(qid), recs, cands, texts, extra, redactor)]
+    tasks = [
+        t
+        for qid, recs in by_qid.items()
+        for t in question_tasks(fixtures.get(qid), recs, cands, texts, extra, redactor)
+    ]
     n_docs = max((len(t["data"]["documents"]) for t in tasks), default=1)
     n_sets = max([len(f.sufficient_sets) for f in fixtures.values()] + [1]) + 2
     config = out.with_name(out.name + ".config.xml")
@@ -62,8 +73,9 @@ def export_reannotation(con: DuckDBPyConnection, ledger: Path, manifest: dict, p
     return [out, config], len(by_qid)
 
 
-def question_tasks(fx: Any, recs: list[dict], cands: dict[int, list[dict]], texts: dict[str, str],
-                   extra: dict, redactor=None) -> Iterator[dict]:
+def question_tasks(
+    fx: Any, recs: list[dict], cands: dict[int, list[dict]], texts: dict[str, str], extra: dict, redactor=None
+) -> Iterator[dict]:
     """One question's tasks: one holding all its documents when its gold spans several, else one per
     document."""
     from ledgerscope.inputs.annotation_tasks import build_task
@@ -76,8 +88,9 @@ def question_tasks(fx: Any, recs: list[dict], cands: dict[int, list[dict]], text
     others = [d for d in dict.fromkeys(c["doc_id"] for c in ordered) if d not in gold_docs][:EXTRA_DOCS]
     docs = [d for d in gold_docs + others if d in texts]
     qid, question = recs[0]["qid"], recs[0].get("question") or (fx.question if fx is not None else "")
-    steps = sorted({f"{r['arm']}@{r['phase']}: step {r.get('step')} {r.get('step_name') or ''}".strip()
-                    for r in recs})
+    steps = sorted(
+        {f"{r['arm']}@{r['phase']}: step {r.get('step')} {r.get('step_name') or ''}".strip() for r in recs}
+    )
     meta = {**extra, "records": steps}
     groups = [docs] if len(gold_docs) > 1 else [[d] for d in docs]
     for group in groups:
@@ -118,7 +131,8 @@ def _context(units: list[dict], docs: list[str], texts: dict[str, str], redactor
             body = redactor.span_text(doc, start, end, body) or ""
         if len(body) > _CONTEXT_UNIT_CHARS:
             body = body[:_CONTEXT_UNIT_CHARS] + " …"
-        stages = "; ".join(f"{k}: {', '.join(v[:6])}{' …' if len(v) > 6 else ''}"
-                           for k, v in where.items() if v)
+        stages = "; ".join(
+            f"{k}: {', '.join(v[:6])}{' …' if len(v) > 6 else ''}" for k, v in where.items() if v
+        )
         lines.append(f"{doc} [{start}, {end}) {stages}\n{body}")
     return "\n\n".join(lines) or "(no packed or reranked unit of the selected records in these documents)"

@@ -28,19 +28,50 @@ REDACTED = "[redacted: restricted source text]"
 WINDOW_WORDS = 5
 MIN_CHARS = 12
 #: record columns written from what the reader was shown
-CONTEXT_FIELDS = ("packed_context", "answer", "answer_reason", "citation_reason", "generator_detail_json",
-                  "generator_error")
+CONTEXT_FIELDS = (
+    "packed_context",
+    "answer",
+    "answer_reason",
+    "citation_reason",
+    "generator_detail_json",
+    "generator_error",
+)
 #: identifiers, labels and the annotator's question: never source text
-KEEP_KEYS = frozenset({"doc_id", "doc_ids", "unit_id", "version", "qid", "arm", "phase", "span", "stage",
-                       "question", "segment", "label", "step_name", "answer_verdict", "citation_verdict",
-                       "oracle_verdict", "flags", "gold_status", "config_digest", "stress_set", "format",
-                       "dependency", "relation", "name", "state"})
+KEEP_KEYS = frozenset(
+    {
+        "doc_id",
+        "doc_ids",
+        "unit_id",
+        "version",
+        "qid",
+        "arm",
+        "phase",
+        "span",
+        "stage",
+        "question",
+        "segment",
+        "label",
+        "step_name",
+        "answer_verdict",
+        "citation_verdict",
+        "oracle_verdict",
+        "flags",
+        "gold_status",
+        "config_digest",
+        "stress_set",
+        "format",
+        "dependency",
+        "relation",
+        "name",
+        "state",
+    }
+)
 _WORD = re.compile(r"\w+")
 
 
 def _windows(text: str) -> Iterable[tuple[str, ...]]:
     words = _WORD.findall(text.lower())
-    return (tuple(words[i:i + WINDOW_WORDS]) for i in range(len(words) - WINDOW_WORDS + 1))
+    return (tuple(words[i : i + WINDOW_WORDS]) for i in range(len(words) - WINDOW_WORDS + 1))
 
 
 def unit_doc(unit_id: str) -> str:
@@ -65,10 +96,12 @@ class Redactor:
     @classmethod
     def from_connection(cls, con, include: bool = False) -> Redactor:
         """The restricted sources of a ledger's ``sources`` view."""
-        rows = con.execute("SELECT doc_id, version, access, text FROM sources "
-                           "WHERE access IS NOT NULL AND len(access) > 0").fetchall()
-        restricted = {d: {"doc_id": d, "version": v, "access": list(a), "chars": len(t or "")}
-                      for d, v, a, t in rows}
+        rows = con.execute(
+            "SELECT doc_id, version, access, text FROM sources WHERE access IS NOT NULL AND len(access) > 0"
+        ).fetchall()
+        restricted = {
+            d: {"doc_id": d, "version": v, "access": list(a), "chars": len(t or "")} for d, v, a, t in rows
+        }
         return cls(restricted, {d: t or "" for d, _v, _a, t in rows}, include)
 
     @property
@@ -85,8 +118,11 @@ class Redactor:
         if any(w in self._windows for w in _windows(value)):
             return True
         text = value.strip()
-        return len(text) >= MIN_CHARS and len(_WORD.findall(text)) < WINDOW_WORDS and any(
-            text in t for t in self.texts.values())
+        return (
+            len(text) >= MIN_CHARS
+            and len(_WORD.findall(text)) < WINDOW_WORDS
+            and any(text in t for t in self.texts.values())
+        )
 
     def _withhold(self, docs: Iterable[str] = ()) -> str:
         self.fields += 1
@@ -156,9 +192,14 @@ class Redactor:
 
     def summary(self) -> dict:
         """What was withheld: documents, spans and other text fields, and the documents' ids."""
-        return {"documents": len(self.documents), "spans": len(self.spans), "fields": self.fields,
-                "doc_ids": sorted(self.documents), "marker": REDACTED,
-                "how_to_include": "--include-restricted"}
+        return {
+            "documents": len(self.documents),
+            "spans": len(self.spans),
+            "fields": self.fields,
+            "doc_ids": sorted(self.documents),
+            "marker": REDACTED,
+            "how_to_include": "--include-restricted",
+        }
 
     def any(self) -> bool:
         return bool(self.documents or self.spans or self.fields)
@@ -168,6 +209,8 @@ def summary_line(summary: Mapping[str, Any] | None) -> str | None:
     """One line for the terminal, or None when nothing was withheld."""
     if not summary or not (summary["documents"] or summary["spans"] or summary["fields"]):
         return None
-    return (f"restricted source text withheld: {summary['documents']} document(s), {summary['spans']} "
-            f"span(s), {summary['fields']} other text field(s); ids, offsets and digests kept "
-            "(--include-restricted to include the text)")
+    return (
+        f"restricted source text withheld: {summary['documents']} document(s), {summary['spans']} "
+        f"span(s), {summary['fields']} other text field(s); ids, offsets and digests kept "
+        "(--include-restricted to include the text)"
+    )

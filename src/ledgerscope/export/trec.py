@@ -44,8 +44,14 @@ def _trec_id(value: Any, what: str) -> str:
     """``value`` as a TREC id, or :class:`InputError`: TREC files are whitespace-separated."""
     text = str(value)
     if not text or any(ch.isspace() for ch in text):
-        raise InputError(Problem("trec", None, what, f"{text!r} is empty or holds whitespace, which TREC "
-                                                     "files cannot represent"))
+        raise InputError(
+            Problem(
+                "trec",
+                None,
+                what,
+                f"{text!r} is empty or holds whitespace, which TREC files cannot represent",
+            )
+        )
     return text
 
 
@@ -66,8 +72,16 @@ def trec_scores(cands: list[dict]) -> list[float]:
     return out
 
 
-def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate: str, rows: list[dict],
-                out: Path, loaded: tuple, redactor=None) -> tuple[list[Path], int]:
+def export_trec(
+    con: DuckDBPyConnection,
+    ledger: Path,
+    manifest: dict,
+    predicate: str,
+    rows: list[dict],
+    out: Path,
+    loaded: tuple,
+    redactor=None,
+) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions).
 
     TREC files hold ids, ranks and scores only: no source text to withhold (``redactor`` unused)."""
@@ -80,17 +94,24 @@ def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate
     for arm, phase in groups:
         name = f"{_safe_name(arm)}.{_safe_name(phase)}"
         if name in names:
-            raise InputError(Problem("trec", None, "arm/phase",
-                                     f"{(arm, phase)} and {names[name]} map to the same file name {name}"))
+            raise InputError(
+                Problem(
+                    "trec",
+                    None,
+                    "arm/phase",
+                    f"{(arm, phase)} and {names[name]} map to the same file name {name}",
+                )
+            )
         names[name] = (arm, phase)
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     by_ord = {r["_ord"]: r for r in rows}
     with atomic_dir(out) as tmp:
         handles: dict[tuple[str, str], Any] = {}
         try:
-            for (arm, phase) in groups:
+            for arm, phase in groups:
                 handles[(arm, phase)] = (tmp / f"run.{_safe_name(arm)}.{_safe_name(phase)}.txt").open(
-                    "w", encoding="utf-8")
+                    "w", encoding="utf-8"
+                )
             for ord_, cands in stream_candidates(con, rows, ("reranked",)):
                 rec = by_ord[ord_]
                 tag = _safe_name(f"ledgerscope-{rec['arm']}-{rec['phase']}")
@@ -101,7 +122,8 @@ def export_trec(con: DuckDBPyConnection, ledger: Path, manifest: dict, predicate
         for (arm, phase), recs in groups.items():
             qrels = _qrels(con, arm, phase, recs, gold_span_columns(fixtures, answerable_only=True))
             (tmp / f"qrels.{_safe_name(arm)}.{_safe_name(phase)}.txt").write_text(
-                "".join(_qrels_lines(qrels)), encoding="utf-8")
+                "".join(_qrels_lines(qrels)), encoding="utf-8"
+            )
     paths = sorted(out.iterdir())
     return paths, count_questions(rows)
 
@@ -114,8 +136,9 @@ def _run_lines(qid: str, cands: list[dict], tag: str) -> Iterator[str]:
         yield f"{q} Q0 {_trec_id(c['unit_id'], 'unit_id')} {int(c['rank'])} {score!r} {tag}\n"
 
 
-def _qrels(con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict],
-           spans: dict[str, tuple[str, list]]) -> list[tuple[str, str]]:
+def _qrels(
+    con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict], spans: dict[str, tuple[str, list]]
+) -> list[tuple[str, str]]:
     """(qid, unit_id) of this arm and phase's units that overlap a gold span of a selected question."""
     from ledgerscope.common.sql_tables import columns_table, drop_tables
 
@@ -128,7 +151,8 @@ def _qrels(con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict],
             'ON u.doc_id = s.doc_id AND u."start" < s."end" AND u."end" > s."start" '
             "JOIN _ls_qrels_qids q ON q.qid = s.qid "
             "WHERE u.arm = ? AND CAST(u.phase AS VARCHAR) = ? ORDER BY s.qid, u.unit_id",
-            [arm, phase]).fetchall()
+            [arm, phase],
+        ).fetchall()
     finally:
         drop_tables(con, "_ls_qrels_spans", "_ls_qrels_qids")
 

@@ -168,15 +168,25 @@ def read_inputs(opts: IngestOptions) -> Checked:
     check_names(con, chunks, fixtures, opts.fixtures)
     inputs = {
         "traces": [{"name": p.name, "sha256": file_digest(p)} for p in opts.traces],
-        "chunks": {"name": opts.chunks.name, "sha256": file_digest(opts.chunks),
-                   "partial": opts.chunks_partial},
+        "chunks": {
+            "name": opts.chunks.name,
+            "sha256": file_digest(opts.chunks),
+            "partial": opts.chunks_partial,
+        },
         "fixtures": {"name": opts.fixtures.name, "sha256": file_digest(opts.fixtures)},
     }
     return Checked(con, fixtures, corpus, chunks, inputs, str(opts.chunks))
 
 
-def checked_from_traces(opts: IngestOptions, traces: Traces, fixtures: list[Fixture], corpus: Corpus,
-                        chunks: list[Chunk], inputs: dict, chunks_file: str) -> Checked:
+def checked_from_traces(
+    opts: IngestOptions,
+    traces: Traces,
+    fixtures: list[Fixture],
+    corpus: Corpus,
+    chunks: list[Chunk],
+    inputs: dict,
+    chunks_file: str,
+) -> Checked:
     """:class:`Checked` from traces already checked in Python (the OpenInference mapping)."""
     con = connection()
     trace_tables(con, traces, file_names(opts.traces))
@@ -184,8 +194,9 @@ def checked_from_traces(opts: IngestOptions, traces: Traces, fixtures: list[Fixt
     return Checked(con, fixtures, corpus, chunks, inputs, chunks_file)
 
 
-def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None,
-             strict: bool = True) -> dict[str, str]:
+def _chunked(
+    arms: list[str], resolutions: list[Resolution], partial: str | None, strict: bool = True
+) -> dict[str, str]:
     """Per arm: 'recorded', or why the chunker's output (step 2) is not recorded. Unplaced chunks
     leave it unrecorded only with ``strict``; otherwise they are units without an interval and each
     record whose step 2 rests on one is marked unverifiable."""
@@ -194,31 +205,57 @@ def _chunked(arms: list[str], resolutions: list[Resolution], partial: str | None
         mine = [r for r in resolutions if r.chunk.configs is None or arm in r.chunk.configs]
         bad = [r for r in mine if strict and not r.resolved]
         declared = sum(1 for r in mine if arm in r.chunk.partial or "*" in r.chunk.partial)
-        out[arm] = (f"not recorded: {partial}" if partial else
-                    f"not recorded: the chunk store declares itself partial ({declared} chunk(s) recorded "
-                    "because a request retrieved them, not the whole index)" if declared else
-                    f"not recorded: {len(bad)} chunk(s) of the store lie nowhere" if bad else "recorded")
+        out[arm] = (
+            f"not recorded: {partial}"
+            if partial
+            else f"not recorded: the chunk store declares itself partial ({declared} chunk(s) recorded "
+            "because a request retrieved them, not the whole index)"
+            if declared
+            else f"not recorded: {len(bad)} chunk(s) of the store lie nowhere"
+            if bad
+            else "recorded"
+        )
     return out
 
 
-def manifest_for(opts: IngestOptions, inputs: dict, arms: dict[str, list[str]],
-                 recorded: dict[str, list[str]], chunked: dict[str, str], corpus: Corpus,
-                 fixtures_digest: str, n_fixtures: int, report: ResolutionReport, oracle: str) -> dict:
+def manifest_for(
+    opts: IngestOptions,
+    inputs: dict,
+    arms: dict[str, list[str]],
+    recorded: dict[str, list[str]],
+    chunked: dict[str, str],
+    corpus: Corpus,
+    fixtures_digest: str,
+    n_fixtures: int,
+    report: ResolutionReport,
+    oracle: str,
+) -> dict:
     """The ledger's manifest: each config an arm, and how the ledger was ingested."""
     entries, not_recorded = {}, {}
     for arm, phases in arms.items():
         have = set(recorded[arm])
-        tree = [s for s in TREE_STAGES if (chunked[arm] == "recorded" if s == "chunked"
-                                           else virtual_recorded(s, have))]
+        tree = [
+            s
+            for s in TREE_STAGES
+            if (chunked[arm] == "recorded" if s == "chunked" else virtual_recorded(s, have))
+        ]
         not_recorded[arm] = [s for s in TREE_STAGES if s not in tree]
-        config = {"name": arm, "kind": "ingested", "recorded_lists": recorded[arm],
-                  "tree_stages_recorded": tree, "tree_stages_not_recorded": not_recorded[arm]}
+        config = {
+            "name": arm,
+            "kind": "ingested",
+            "recorded_lists": recorded[arm],
+            "tree_stages_recorded": tree,
+            "tree_stages_not_recorded": not_recorded[arm],
+        }
         digest = "sha256:" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
         entries[arm] = {
-            "config": config, "config_digest": digest,
+            "config": config,
+            "config_digest": digest,
             "phases": [{"label": p, "offset": 0} for p in phases],
-            "components": {"tokenizer": {"kind": "huggingface-tokenizers", "model": opts.tokenizer},
-                           "generator": {"kind": "external", "oracle": oracle}},
+            "components": {
+                "tokenizer": {"kind": "huggingface-tokenizers", "model": opts.tokenizer},
+                "generator": {"kind": "external", "oracle": oracle},
+            },
         }
     inputs = {**inputs, "chunks": {**inputs["chunks"], "resolution": report.to_json()}}
     manifest = {
@@ -229,19 +266,33 @@ def manifest_for(opts: IngestOptions, inputs: dict, arms: dict[str, list[str]],
         "sources": {s.doc_id: s.version for s in corpus},
         "arms": entries,
         "ingested": {
-            "format": FORMAT, "source": opts.source, "inputs": inputs, "tokenizer": opts.tokenizer,
-            "stages_recorded": recorded, "tree_stages_not_recorded": not_recorded,
-            "chunked": chunked, "oracle": oracle,
+            "format": FORMAT,
+            "source": opts.source,
+            "inputs": inputs,
+            "tokenizer": opts.tokenizer,
+            "stages_recorded": recorded,
+            "tree_stages_not_recorded": not_recorded,
+            "chunked": chunked,
+            "oracle": oracle,
         },
     }
-    manifest["identity"] = "sha256:" + hashlib.sha256(
-        json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    manifest["identity"] = (
+        "sha256:"
+        + hashlib.sha256(json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    )
     return manifest
 
 
-def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture], corpus: Corpus,
-               opts: IngestOptions, arms: dict[str, list[str]], chunked: dict[str, str],
-               digests: dict[str, str]) -> None:
+def derive_all(
+    con,
+    resolutions: list[Resolution],
+    fixtures: dict[str, Fixture],
+    corpus: Corpus,
+    opts: IngestOptions,
+    arms: dict[str, list[str]],
+    chunked: dict[str, str],
+    digests: dict[str, str],
+) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
     from ledgerscope.ingest.derive.tokens import count_texts
@@ -259,17 +310,34 @@ def derive_all(con, resolutions: list[Resolution], fixtures: dict[str, Fixture],
     verdicts.answer_table(con, fixtures)
     verdicts.citation_table(con, fixtures, texts)
     counter = TokenCounter(opts.tokenizer)
-    verdicts.token_table(con, lambda texts: count_texts(
-        counter.tokenizer, texts, lambda part: count_tokens(counter.tokenizer, part)))
+    verdicts.token_table(
+        con,
+        lambda texts: count_texts(
+            counter.tokenizer, texts, lambda part: count_tokens(counter.tokenizer, part)
+        ),
+    )
     verdicts.context_table(con)
     verdicts.verdict_table(con)
     if not _has_table(con, "_ig_oracle"):
-        con.execute("CREATE OR REPLACE TABLE _ig_oracle (arm VARCHAR, qid VARCHAR, "
-                    "answer_verdict VARCHAR, feasible BOOLEAN)")
+        con.execute(
+            "CREATE OR REPLACE TABLE _ig_oracle (arm VARCHAR, qid VARCHAR, "
+            "answer_verdict VARCHAR, feasible BOOLEAN)"
+        )
     rows.records(con, digests)
     verdicts.compare_claims(con)
-    rows.drop(con, "_ig_kept", "_ig_chunked", "_ig_single", "_ig_need", "_ig_need_chunked", "_ig_count",
-                "_ig_tokens", "_ig_answer", "_ig_citation", "_ig_unver")
+    rows.drop(
+        con,
+        "_ig_kept",
+        "_ig_chunked",
+        "_ig_single",
+        "_ig_need",
+        "_ig_need_chunked",
+        "_ig_count",
+        "_ig_tokens",
+        "_ig_answer",
+        "_ig_citation",
+        "_ig_unver",
+    )
 
 
 def count_tokens(tokenizer, texts: list[str], threads: int = 2) -> list[int]:
@@ -278,7 +346,7 @@ def count_tokens(tokenizer, texts: list[str], threads: int = 2) -> list[int]:
     from concurrent.futures import ThreadPoolExecutor
 
     step = max(1, -(-len(texts) // threads))
-    parts = [texts[i:i + step] for i in range(0, len(texts), step)]
+    parts = [texts[i : i + step] for i in range(0, len(texts), step)]
 
     def one(part: list[str]) -> list[int]:
         return [len(e.ids) for e in tokenizer.encode_batch(part, add_special_tokens=False)]
@@ -315,8 +383,9 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
     con, corpus = checked.con, checked.corpus
     plugin = _plugin(opts.normalise)
-    resolutions = resolve_chunks(checked.chunks, corpus, plugin=plugin and plugin[1],
-                                 plugin_name=plugin[0] if plugin else "plugin")
+    resolutions = resolve_chunks(
+        checked.chunks, corpus, plugin=plugin and plugin[1], plugin_name=plugin[0] if plugin else "plugin"
+    )
     report = ResolutionReport.of(resolutions)
     if opts.strict:
         problems = checks.unresolved_named(con, resolutions, checked.chunks_file, [s.doc_id for s in corpus])
@@ -328,8 +397,9 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     fixtures = {f.qid: f for f in checked.fixtures if f.qid in used}
     arms = checks.arms(con)
     recorded = checks.recorded(con)
-    chunked = _chunked(list(arms), resolutions, opts.partial_reason if opts.chunks_partial else None,
-                       opts.strict)
+    chunked = _chunked(
+        list(arms), resolutions, opts.partial_reason if opts.chunks_partial else None, opts.strict
+    )
     if opts.strict:  # today's behaviour: the unplaced are no units at all
         resolutions = [r for r in resolutions if r.resolved]
     oracle = "not run"
@@ -347,8 +417,18 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     try:
         write_fixtures(list(fixtures.values()), staging / "fixtures.jsonl")
         fixtures_digest = file_digest(staging / "fixtures.jsonl")
-        manifest = manifest_for(opts, checked.inputs, arms, recorded, chunked, corpus, fixtures_digest,
-                                len(fixtures), report, oracle)
+        manifest = manifest_for(
+            opts,
+            checked.inputs,
+            arms,
+            recorded,
+            chunked,
+            corpus,
+            fixtures_digest,
+            len(fixtures),
+            report,
+            oracle,
+        )
         digests = {a: e["config_digest"] for a, e in manifest["arms"].items()}
         derive_all(con, resolutions, fixtures, corpus, opts, arms, chunked, digests)
         counts = write_ledger(con, staging, manifest, arms, corpus)
@@ -356,9 +436,21 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return IngestReport(opts.out, checks.count(con), counts, report, recorded,
-                        manifest["ingested"]["tree_stages_not_recorded"], chunked, oracle, _claims(con),
-                        _mismatches(con), checks.failed(con), dict(opts.skipped or {}), _unverifiable(con))
+    return IngestReport(
+        opts.out,
+        checks.count(con),
+        counts,
+        report,
+        recorded,
+        manifest["ingested"]["tree_stages_not_recorded"],
+        chunked,
+        oracle,
+        _claims(con),
+        _mismatches(con),
+        checks.failed(con),
+        dict(opts.skipped or {}),
+        _unverifiable(con),
+    )
 
 
 def _claims(con) -> Counter:

@@ -54,8 +54,10 @@ def _fixtures(con, ledger: Path) -> dict:
     from ledgerscope.inputs.fixtures import read_fixtures, resolve
     from ledgerscope.ledger.sources import sources_corpus
 
-    corpus = sources_corpus(ledger / "sources", con.execute(
-        "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
+    corpus = sources_corpus(
+        ledger / "sources",
+        con.execute("SELECT doc_id, version, text, observed, access FROM sources").fetchall(),
+    )
     fset, problems = read_fixtures(ledger / "fixtures.jsonl")
     resolved, _, more = resolve(fset, corpus)
     if problems or more:
@@ -71,35 +73,54 @@ def rerun_ingested(ledger: str | Path, arm: str, qid: str, phase: str, runner: s
     """Re-run one ingested record with the user's runner, or say why it cannot be."""
     ledger = Path(ledger)
     if runner is None:
-        raise InputError(Problem(str(ledger), None, "rerun",
-                                 "this ledger was ingested from the traces of a pipeline ledgerscope did not "
-                                 f"run (arm {arm!r} is external); ledgerscope cannot re-execute it: give "
-                                 "--runner package.module:function, a callable that answers one question and "
-                                 "returns its seed-002 record"))
+        raise InputError(
+            Problem(
+                str(ledger),
+                None,
+                "rerun",
+                "this ledger was ingested from the traces of a pipeline ledgerscope did not "
+                f"run (arm {arm!r} is external); ledgerscope cannot re-execute it: give "
+                "--runner package.module:function, a callable that answers one question and "
+                "returns its seed-002 record",
+            )
+        )
     con = connect(ledger)
-    rows = con.sql("SELECT * FROM records WHERE arm = ? AND phase = ? AND qid = ?",
-                   params=[arm, phase, qid]).to_arrow_table().to_pylist()
+    rows = (
+        con.sql("SELECT * FROM records WHERE arm = ? AND phase = ? AND qid = ?", params=[arm, phase, qid])
+        .to_arrow_table()
+        .to_pylist()
+    )
     if not rows:
-        raise InputError(Problem(str(ledger), None, "record", f"no record of arm {arm!r}, phase {phase!r}, "
-                                 f"qid {qid!r}"))
+        raise InputError(
+            Problem(str(ledger), None, "record", f"no record of arm {arm!r}, phase {phase!r}, qid {qid!r}")
+        )
     recorded = rows[0]
     fixtures = _fixtures(con, ledger)
-    lists = {stage: ids for stage, ids in con.execute(
-        "SELECT stage, list(unit_id ORDER BY \"rank\") FROM candidates "
-        "WHERE arm = ? AND phase = ? AND qid = ? GROUP BY stage", [arm, phase, qid]).fetchall()}
+    lists = {
+        stage: ids
+        for stage, ids in con.execute(
+            'SELECT stage, list(unit_id ORDER BY "rank") FROM candidates '
+            "WHERE arm = ? AND phase = ? AND qid = ? GROUP BY stage",
+            [arm, phase, qid],
+        ).fetchall()
+    }
     fn = load_runner(runner)
     result = fn(question=recorded["question"], qid=qid, config=arm, phase=phase)
-    fresh = {"retrieved_ids": list(_field(result, "retrieved_ids") or []),
-             "context_ids": list(_field(result, "context_ids") or []),
-             "answer": _field(result, "answer")}
+    fresh = {
+        "retrieved_ids": list(_field(result, "retrieved_ids") or []),
+        "context_ids": list(_field(result, "context_ids") or []),
+        "answer": _field(result, "answer"),
+    }
     fx = fixtures[qid]
     abstained = bool(_field(result, "abstained"))
     fresh["answer_verdict"] = judge.judge_answer(fresh["answer"], abstained, fx).verdict
     diff = RerunDiff(arm, qid, phase, fresh=fresh)
-    pairs = [("candidates.fused", lists.get("fused"), fresh["retrieved_ids"]),
-             ("candidates.packed", lists.get("packed", []), fresh["context_ids"]),
-             ("answer", recorded["answer"], fresh["answer"]),
-             ("answer_verdict", recorded["answer_verdict"], fresh["answer_verdict"])]
+    pairs = [
+        ("candidates.fused", lists.get("fused"), fresh["retrieved_ids"]),
+        ("candidates.packed", lists.get("packed", []), fresh["context_ids"]),
+        ("answer", recorded["answer"], fresh["answer"]),
+        ("answer_verdict", recorded["answer_verdict"], fresh["answer_verdict"]),
+    ]
     for name, before, after in pairs:
         if name == "candidates.fused" and before is None:
             continue  # the trace recorded no retrieved list

@@ -36,16 +36,23 @@ _QUERIES = {
 #: the candidate rows' order, unique per row (a record's stage and rank name one row), applied by
 #: Arrow: a partition's rows sort on integers and dictionary-free keys several times faster than
 #: DuckDB's ORDER BY carrying every column along
-_ORDER = {"candidates": [("qid", "ascending"), ("stage_rank", "ascending"), ("stage", "ascending"),
-                         ("rank", "ascending")]}
+_ORDER = {
+    "candidates": [
+        ("qid", "ascending"),
+        ("stage_rank", "ascending"),
+        ("stage", "ascending"),
+        ("rank", "ascending"),
+    ]
+}
 #: the written_at of every partition marker (an ingest writes no time: the same inputs, the same bytes)
 WRITTEN_AT = "ingested"
 #: partitions written at once (the Parquet encoder releases the GIL)
 WRITERS = 2
 
 
-def as_table(con, sql: str, params: list, table_schema: pa.Schema,
-             order: list[tuple[str, str]] | None = None) -> pa.Table:
+def as_table(
+    con, sql: str, params: list, table_schema: pa.Schema, order: list[tuple[str, str]] | None = None
+) -> pa.Table:
     """Rows of ``sql`` (sorted by ``order``) with exactly the columns of ``table_schema``, in one chunk."""
     got = con.sql(sql, params=params).to_arrow_table()
     if order:
@@ -57,36 +64,71 @@ def _partition(con, ledger: Path, arm: str, phase: str, tids: tuple[int, int]) -
     """One (arm, phase) written; ``tids``: the first and last trace number of its traces."""
     cur = con.cursor()
     try:
-        tables = {name: as_table(cur, sql, [arm, phase, *tids] if "$3" in sql else [arm, phase],
-                                 schema.TABLES[name], _ORDER.get(name))
-                  for name, sql in _QUERIES.items()}
+        tables = {
+            name: as_table(
+                cur,
+                sql,
+                [arm, phase, *tids] if "$3" in sql else [arm, phase],
+                schema.TABLES[name],
+                _ORDER.get(name),
+            )
+            for name, sql in _QUERIES.items()
+        }
     finally:
         cur.close()
-    write_partition(ledger, arm, phase, tables,
-                    {"arm": arm, "phase": phase, "from": "ingest", "written_at": WRITTEN_AT,
-                     **{name: t.num_rows for name, t in tables.items()}})
+    write_partition(
+        ledger,
+        arm,
+        phase,
+        tables,
+        {
+            "arm": arm,
+            "phase": phase,
+            "from": "ingest",
+            "written_at": WRITTEN_AT,
+            **{name: t.num_rows for name, t in tables.items()},
+        },
+    )
     return tables["records"].num_rows
 
 
-def write_ledger(con, ledger: Path, manifest: dict, arms: dict[str, list[str]],
-                 corpus: Corpus) -> dict[tuple[str, str], int]:
+def write_ledger(
+    con, ledger: Path, manifest: dict, arms: dict[str, list[str]], corpus: Corpus
+) -> dict[tuple[str, str], int]:
     """Manifest, sources, every (arm, phase) partition, the oracle tables; then the reader's check.
     Returns the records written per (arm, phase)."""
     from concurrent.futures import ThreadPoolExecutor
 
     (ledger / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
     sources = pa.Table.from_pylist(
-        [{"doc_id": s.doc_id, "version": s.version, "text": s.text, "observed": s.observed,
-          "access": list(s.access)} for s in corpus], schema=schema.SOURCES)
+        [
+            {
+                "doc_id": s.doc_id,
+                "version": s.version,
+                "text": s.text,
+                "observed": s.observed,
+                "access": list(s.access),
+            }
+            for s in corpus
+        ],
+        schema=schema.SOURCES,
+    )
     pq.write_table(sources, ledger / "sources.parquet", compression="zstd")
     keys = [(arm, phase) for arm, phases in arms.items() for phase in phases]
-    tids = {(a, p): (lo, hi) for a, p, lo, hi in con.execute(
-        "SELECT arm, phase, min(tid), max(tid) FROM _ig_trace GROUP BY arm, phase").fetchall()}
+    tids = {
+        (a, p): (lo, hi)
+        for a, p, lo, hi in con.execute(
+            "SELECT arm, phase, min(tid), max(tid) FROM _ig_trace GROUP BY arm, phase"
+        ).fetchall()
+    }
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
         counts = dict(zip(keys, pool.map(lambda k: _partition(con, ledger, *k, tids[k]), keys), strict=True))
     for arm in arms:
-        oracle = (as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm],
-                           schema.ORACLE) if _has(con, "_ig_oracle_rows") else None)
+        oracle = (
+            as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm], schema.ORACLE)
+            if _has(con, "_ig_oracle_rows")
+            else None
+        )
         if oracle is not None and oracle.num_rows:
             path = oracle_path(ledger, arm)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -36,8 +36,12 @@ ROLES = ("support", "rule", "qualifier", "exception")
 UNANSWERABLE = "unanswerable from this corpus"
 _ROLE_COLOURS = {"support": "#2e7d32", "rule": "#1565c0", "qualifier": "#ef6c00", "exception": "#c62828"}
 #: the dependency a role becomes when an annotator gives it (or changes it to it)
-ROLE_DEPENDENCY = {"support": "primary", "rule": "primary", "qualifier": "condition",
-                   "exception": "exception"}
+ROLE_DEPENDENCY = {
+    "support": "primary",
+    "rule": "primary",
+    "qualifier": "condition",
+    "exception": "exception",
+}
 
 
 def role_of(dependency: str, label: str = "") -> str:
@@ -66,12 +70,24 @@ def text_version(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def build_task(fx: Fixture | None, qid: str, question: str, docs: Sequence[tuple[str, str]],
-               context: str, extra: dict[str, Any] | None = None) -> dict:
+def build_task(
+    fx: Fixture | None,
+    qid: str,
+    question: str,
+    docs: Sequence[tuple[str, str]],
+    context: str,
+    extra: dict[str, Any] | None = None,
+) -> dict:
     """One task: ``docs`` as (doc id, text) slots, the fixture's spans in them as a prediction."""
-    data: dict[str, Any] = {"task_format": TASK_FORMAT, "qid": qid, "question": question,
-                            "origin": "gold" if fx is not None and fx.spans else "trace",
-                            "context": context, "documents": [], "gold_regions": {}}
+    data: dict[str, Any] = {
+        "task_format": TASK_FORMAT,
+        "qid": qid,
+        "question": question,
+        "origin": "gold" if fx is not None and fx.spans else "trace",
+        "context": context,
+        "documents": [],
+        "gold_regions": {},
+    }
     result: list[dict] = []
     slot_of = {doc: k for k, (doc, _) in enumerate(docs)}
     for k, (doc, text) in enumerate(docs):
@@ -79,34 +95,59 @@ def build_task(fx: Fixture | None, qid: str, question: str, docs: Sequence[tuple
         data[f"doc{k}_version"] = text_version(text)
         data["documents"].append({"slot": k, "doc_id": doc, "version": data[f"doc{k}_version"]})
     if fx is not None:
-        sets_of = {sid: [set_name(i) for i, s in enumerate(fx.sufficient_sets) if sid in s] for sid in
-                   (sp.span_id for sp in fx.spans)}
+        sets_of = {
+            sid: [set_name(i) for i, s in enumerate(fx.sufficient_sets) if sid in s]
+            for sid in (sp.span_id for sp in fx.spans)
+        }
         for sp in fx.spans:
             k = slot_of.get(sp.doc_id)
             if k is None or not (0 <= sp.start < sp.end <= len(docs[k][1])):
                 continue
             rid = f"gold-{len(data['gold_regions']) + 1}"
             data["gold_regions"][rid] = sp.span_id
-            result += region(rid, k, docs[k][1], sp.start, sp.end, role_of(sp.dependency, sp.label),
-                             sets_of[sp.span_id])
+            result += region(
+                rid, k, docs[k][1], sp.start, sp.end, role_of(sp.dependency, sp.label), sets_of[sp.span_id]
+            )
         if not fx.answerable:
-            result.append({"id": "unanswerable", "from_name": "answerable", "to_name": "doc0",
-                           "type": "choices", "value": {"choices": [UNANSWERABLE]}})
+            result.append(
+                {
+                    "id": "unanswerable",
+                    "from_name": "answerable",
+                    "to_name": "doc0",
+                    "type": "choices",
+                    "value": {"choices": [UNANSWERABLE]},
+                }
+            )
     data.update(extra or {})
     return {"data": data, "predictions": [{"model_version": MODEL_VERSION, "result": result}]}
 
 
-def region(rid: str, slot: int, text: str, start: int, end: int, role: str,
-           sets: Iterable[str]) -> list[dict]:
+def region(
+    rid: str, slot: int, text: str, start: int, end: int, role: str, sets: Iterable[str]
+) -> list[dict]:
     """A span as Label Studio stores it: its role (``labels``) and, if any, its sets (per-region
     ``choices``), both under the region's id."""
     value = {"start": start, "end": end, "text": text[start:end]}
-    out = [{"id": rid, "from_name": f"role_{slot}", "to_name": f"doc{slot}", "type": "labels",
-            "value": {**value, "labels": [role]}}]
+    out = [
+        {
+            "id": rid,
+            "from_name": f"role_{slot}",
+            "to_name": f"doc{slot}",
+            "type": "labels",
+            "value": {**value, "labels": [role]},
+        }
+    ]
     sets = list(sets)
     if sets:
-        out.append({"id": rid, "from_name": f"sets_{slot}", "to_name": f"doc{slot}", "type": "choices",
-                    "value": {**value, "choices": sets}})
+        out.append(
+            {
+                "id": rid,
+                "from_name": f"sets_{slot}",
+                "to_name": f"doc{slot}",
+                "type": "choices",
+                "value": {**value, "choices": sets},
+            }
+        )
     return out
 
 
@@ -121,21 +162,35 @@ def pad_slots(task: dict, n_docs: int) -> dict:
 
 def labeling_config(n_docs: int, n_sets: int) -> str:
     """The labeling config for tasks of up to ``n_docs`` documents and ``n_sets`` sufficient sets."""
-    lines = ["<View>", '  <Header value="$question"/>',
-             '  <Choices name="answerable" toName="doc0" choice="multiple" showInline="true">',
-             f"    <Choice value={quoteattr(UNANSWERABLE)}/>", "  </Choices>"]
+    lines = [
+        "<View>",
+        '  <Header value="$question"/>',
+        '  <Choices name="answerable" toName="doc0" choice="multiple" showInline="true">',
+        f"    <Choice value={quoteattr(UNANSWERABLE)}/>",
+        "  </Choices>",
+    ]
     for k in range(max(1, n_docs)):
-        lines += [f'  <Header value="$doc{k}_title" size="5"/>',
-                  f'  <Labels name="role_{k}" toName="doc{k}">']
-        lines += [f"    <Label value={quoteattr(r)} background={quoteattr(_ROLE_COLOURS[r])}/>"
-                  for r in ROLES]
-        lines += ["  </Labels>", f'  <Text name="doc{k}" value="$doc{k}" granularity="symbol"/>',
-                  f'  <Choices name="sets_{k}" toName="doc{k}" perRegion="true" choice="multiple" '
-                  'showInline="true">']
+        lines += [
+            f'  <Header value="$doc{k}_title" size="5"/>',
+            f'  <Labels name="role_{k}" toName="doc{k}">',
+        ]
+        lines += [
+            f"    <Label value={quoteattr(r)} background={quoteattr(_ROLE_COLOURS[r])}/>" for r in ROLES
+        ]
+        lines += [
+            "  </Labels>",
+            f'  <Text name="doc{k}" value="$doc{k}" granularity="symbol"/>',
+            f'  <Choices name="sets_{k}" toName="doc{k}" perRegion="true" choice="multiple" '
+            'showInline="true">',
+        ]
         lines += [f"    <Choice value={quoteattr(set_name(i))}/>" for i in range(max(1, n_sets))]
         lines += ["  </Choices>"]
-    lines += ['  <Header value="Comment" size="5"/>',
-              '  <TextArea name="comment" toName="doc0" editable="true" maxSubmissions="1" rows="2"/>',
-              '  <Header value="Retrieved and packed context (read only)" size="5"/>',
-              '  <Text name="context" value="$context"/>', "</View>", ""]
+    lines += [
+        '  <Header value="Comment" size="5"/>',
+        '  <TextArea name="comment" toName="doc0" editable="true" maxSubmissions="1" rows="2"/>',
+        '  <Header value="Retrieved and packed context (read only)" size="5"/>',
+        '  <Text name="context" value="$context"/>',
+        "</View>",
+        "",
+    ]
     return "\n".join(lines)

@@ -58,9 +58,7 @@ class OffsetTable:
     def to_codepoint(self, offset: int) -> int:
         """Translate one offset of this system to a code point index, exactly."""
         if not 0 <= offset <= self.length:
-            raise CoordinateError(
-                f"offset {offset} is out of range [0, {self.length}] ({self.system})"
-            )
+            raise CoordinateError(f"offset {offset} is out of range [0, {self.length}] ({self.system})")
         if self.starts is None:
             return offset
         i = bisect_left(self.starts, offset)

@@ -36,8 +36,17 @@ from ledgerscope.inputs.normalise import whitespace as _whitespace
 
 #: how a candidate was found: exactly, or the normalisation level's name
 EXACT = "exact"
-__all__ = ["EXACT", "WHITESPACE", "Aligned", "Haystack", "align", "candidates", "nearest", "normalise",
-           "occurrences"]
+__all__ = [
+    "EXACT",
+    "WHITESPACE",
+    "Aligned",
+    "Haystack",
+    "align",
+    "candidates",
+    "nearest",
+    "normalise",
+    "occurrences",
+]
 #: the shortest source-aligned part :func:`align` accepts (characters, after normalisation)
 MIN_ALIGNED = 40
 #: probe length and the most occurrences of a probe :func:`align` follows (a common phrase is skipped)
@@ -101,13 +110,15 @@ def levels_of(text: str, plugin: Callable[[str], Mapped] | None = None) -> dict[
 
 def _exact(text: str, needle: str, prefix: str, suffix: str) -> list[tuple[int, int]]:
     n = len(needle)
-    return [(h, h + n) for h in occurrences(text, needle)
-            if (not prefix or text[max(0, h - len(prefix)):h] == prefix)
-            and (not suffix or text[h + n:h + n + len(suffix)] == suffix)]
+    return [
+        (h, h + n)
+        for h in occurrences(text, needle)
+        if (not prefix or text[max(0, h - len(prefix)) : h] == prefix)
+        and (not suffix or text[h + n : h + n + len(suffix)] == suffix)
+    ]
 
 
-def _normalised(doc: Haystack, level: str, wanted: str, prefix: str,
-                suffix: str) -> list[tuple[int, int]]:
+def _normalised(doc: Haystack, level: str, wanted: str, prefix: str, suffix: str) -> list[tuple[int, int]]:
     m = doc.at(level)
     if not wanted:
         return []
@@ -125,8 +136,9 @@ def _normalised(doc: Haystack, level: str, wanted: str, prefix: str,
     return out
 
 
-def candidates(doc: Haystack, needle: str, prefix: str = "", suffix: str = "",
-               levels: Sequence[str] = (WHITESPACE,)) -> tuple[list[tuple[int, int]], str]:
+def candidates(
+    doc: Haystack, needle: str, prefix: str = "", suffix: str = "", levels: Sequence[str] = (WHITESPACE,)
+) -> tuple[list[tuple[int, int]], str]:
     """Occurrences of ``needle`` in ``doc`` as (start, end) intervals, and how they were found
     (:data:`EXACT`, else the first of ``levels`` that finds any; with none found, the last tried)."""
     if not needle:
@@ -180,7 +192,7 @@ def _segments(d: str, n: str) -> dict[tuple[int, int], set[int]]:
     for q in starts:
         if q + _PROBE <= covered_to:
             continue  # inside a segment already grown
-        hits = occurrences(d, n[q:q + _PROBE])
+        hits = occurrences(d, n[q : q + _PROBE])
         if not hits or len(hits) > _MAX_HITS:
             continue
         for p in hits:
@@ -216,8 +228,11 @@ def align(doc: Haystack, needle: str, levels: Sequence[str] = (WHITESPACE,)) -> 
         part = n.text[ns:ne]
         found = [d.source(h, h + len(part)) for h in occurrences(d.text, part)]
         a, b = n.source(ns, ne)
-        parts = [(pos, text, _slice_of(doc, text, level))
-                 for pos, text in (("before", needle[:a]), ("after", needle[b:])) if text.strip()]
+        parts = [
+            (pos, text, _slice_of(doc, text, level))
+            for pos, text in (("before", needle[:a]), ("after", needle[b:]))
+            if text.strip()
+        ]
         return Aligned(found, level, parts)
     return None
 

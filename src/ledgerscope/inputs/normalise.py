@@ -34,8 +34,19 @@ PDF = "soft-hyphens-ligatures"
 MARKDOWN = "markdown-headers"
 LEVELS = (WHITESPACE, NFKC, HTML, PDF, MARKDOWN)
 
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-              "\ufb05": "st", "\ufb06": "st", "\u0132": "IJ", "\u0133": "ij", "\u0152": "OE", "\u0153": "oe"}
+_LIGATURES = {
+    "\ufb00": "ff",
+    "\ufb01": "fi",
+    "\ufb02": "fl",
+    "\ufb03": "ffi",
+    "\ufb04": "ffl",
+    "\ufb05": "st",
+    "\ufb06": "st",
+    "\u0132": "IJ",
+    "\u0133": "ij",
+    "\u0152": "OE",
+    "\u0153": "oe",
+}
 _SOFT = {"\u00ad", "\u200b", "\u2060", "\ufeff"}  # soft hyphen, zero-width space/joiner, BOM
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
 _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t][^\n]*)?(?:\n|$)", re.M)
@@ -79,6 +90,7 @@ def _build(text: str, pieces) -> Mapped:
 
 def whitespace(text: str) -> Mapped:
     """Every run of whitespace one space (standing for the whole run), both ends stripped."""
+
     def pieces():
         pending = None
         seen = False
@@ -92,6 +104,7 @@ def whitespace(text: str) -> Mapped:
                 pending = None
             seen = True
             yield i, i + 1, ch
+
     return _build(text, pieces())
 
 
@@ -108,6 +121,7 @@ def nfkc(text: str) -> Mapped:
                 j += 1
             yield i, j, unicodedata.normalize("NFKC", text[i:j])
             i = j
+
     return _build(text, pieces())
 
 
@@ -125,6 +139,7 @@ def html_entities(text: str) -> Mapped:
             pos = m.end()
         for i in range(pos, len(text)):
             yield i, i + 1, text[i]
+
     return _build(text, pieces())
 
 
@@ -132,8 +147,9 @@ def soft_hyphens_ligatures(text: str) -> Mapped:
     """Soft hyphens and zero-width characters dropped; typographic ligatures spelt out (PDF text)."""
     if text.isascii():
         return identity(text)
-    return _build(text, ((i, i + 1, "" if ch in _SOFT else _LIGATURES.get(ch, ch))
-                         for i, ch in enumerate(text)))
+    return _build(
+        text, ((i, i + 1, "" if ch in _SOFT else _LIGATURES.get(ch, ch)) for i, ch in enumerate(text))
+    )
 
 
 def markdown_headers(text: str) -> Mapped:
@@ -149,11 +165,16 @@ def markdown_headers(text: str) -> Mapped:
             pos = m.end()
         for i in range(pos, len(text)):
             yield i, i + 1, text[i]
+
     return _build(text, pieces())
 
 
 STEPS: dict[str, Callable[[str], Mapped]] = {
-    NFKC: nfkc, HTML: html_entities, PDF: soft_hyphens_ligatures, MARKDOWN: markdown_headers}
+    NFKC: nfkc,
+    HTML: html_entities,
+    PDF: soft_hyphens_ligatures,
+    MARKDOWN: markdown_headers,
+}
 
 
 def compose(outer: Mapped, inner: Mapped) -> Mapped:
@@ -162,8 +183,9 @@ def compose(outer: Mapped, inner: Mapped) -> Mapped:
         return outer if inner.text == outer.text else Mapped(inner.text, outer.starts, outer.ends)
     if outer.starts is None or outer.ends is None:
         return inner
-    return Mapped(inner.text, [outer.starts[s] for s in inner.starts],
-                  [outer.ends[e - 1] for e in inner.ends])
+    return Mapped(
+        inner.text, [outer.starts[s] for s in inner.starts], [outer.ends[e - 1] for e in inner.ends]
+    )
 
 
 def content_levels(text: str, plugin: Callable[[str], Mapped] | None = None):

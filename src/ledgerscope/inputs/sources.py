@@ -61,15 +61,27 @@ def make_source(
             )
         ) from None
     if version is not None and not isinstance(version, str):
-        raise InputError(Problem("<source>", None, "version",
-                                 f"source {doc_id!r}: must be a string 'sha256:<hex>'"))
+        raise InputError(
+            Problem("<source>", None, "version", f"source {doc_id!r}: must be a string 'sha256:<hex>'")
+        )
     if version is not None and version != actual:
         raise DigestMismatch(doc_id, version, actual)
     if observed is not None and not isinstance(observed, str):
-        raise InputError(Problem("<source>", None, "observed", f"source {doc_id!r}: must be a string "
-                                 f"(a date), not {type(observed).__name__}"))
-    labels = (access,) if isinstance(access, str) else tuple(access) if isinstance(
-        access, list | tuple | set | frozenset) else (access,)
+        raise InputError(
+            Problem(
+                "<source>",
+                None,
+                "observed",
+                f"source {doc_id!r}: must be a string (a date), not {type(observed).__name__}",
+            )
+        )
+    labels = (
+        (access,)
+        if isinstance(access, str)
+        else tuple(access)
+        if isinstance(access, list | tuple | set | frozenset)
+        else (access,)
+    )
     if not all(isinstance(a, str) for a in labels):
         raise InputError(Problem("<source>", None, "access", f"source {doc_id!r}: labels must be strings"))
     return Source(doc_id, actual, text, observed, labels)
@@ -201,8 +213,13 @@ def strict_loads(text: str):
     return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
 
 
-def json_lines(raw: bytes, file: str, problems: list[Problem], not_object: Callable[[object], str],
-               max_bytes: int | None = None) -> Iterator[tuple[int, dict]]:
+def json_lines(
+    raw: bytes,
+    file: str,
+    problems: list[Problem],
+    not_object: Callable[[object], str],
+    max_bytes: int | None = None,
+) -> Iterator[tuple[int, dict]]:
     """(line number, object) for every non-blank line of ``raw``; a line longer than ``max_bytes``,
     not UTF-8, not strict JSON (:func:`strict_loads`) or not an object (``not_object`` says why)
     becomes a problem ``file:line: line: reason`` and the rest is still read, so one run lists every
@@ -212,8 +229,14 @@ def json_lines(raw: bytes, file: str, problems: list[Problem], not_object: Calla
         if not line.strip():
             continue
         if max_bytes is not None and len(line) > max_bytes:
-            problems.append(Problem(file, lineno, "line", f"{len(line):,} bytes, longer than the "
-                                    f"{max_bytes // (1024 * 1024)} MiB a line may hold"))
+            problems.append(
+                Problem(
+                    file,
+                    lineno,
+                    "line",
+                    f"{len(line):,} bytes, longer than the {max_bytes // (1024 * 1024)} MiB a line may hold",
+                )
+            )
             continue
         obj, why = _decode(line)
         if why is None and not isinstance(obj, dict):

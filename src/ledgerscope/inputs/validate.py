@@ -36,8 +36,11 @@ def summarise(fixtures: list[Fixture], corpus: Corpus, title: str):
 
     from ledgerscope.common.safe_text import safe
 
-    table = Table(title=Text(f"{safe(title)}: {len(fixtures)} fixture(s) valid"), title_justify="left",
-                  box=box.SIMPLE_HEAD)
+    table = Table(
+        title=Text(f"{safe(title)}: {len(fixtures)} fixture(s) valid"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
     table.add_column("segment", no_wrap=True)
     for name in ("questions", "spans", "sets", "qualifiers", "support-only"):
         table.add_column(name, justify="right")

@@ -18,7 +18,7 @@ from ledgerscope.ledger.read import connect
 
 #: table -> ORDER BY that makes its row order canonical
 ORDER = {
-    "units": "arm, phase, doc_id, start, \"end\"",
+    "units": 'arm, phase, doc_id, start, "end"',
     "boundaries": "arm, phase, doc_id",
     "candidates": "arm, phase, qid, stage, rank",
     "records": "arm, phase, qid",

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
 
-
 def load_ledger_fixtures(
     con: DuckDBPyConnection, ledger: str | Path
 ) -> tuple[dict[str, Fixture], dict[str, str]]:
@@ -27,8 +26,10 @@ def load_ledger_fixtures(
 
     ``con``: a connection from :func:`ledgerscope.ledger.read.connect` on ``ledger``.
     """
-    corpus = sources_corpus(Path(ledger) / "sources.parquet", con.execute(
-        "SELECT doc_id, version, text, observed, access FROM sources").fetchall())
+    corpus = sources_corpus(
+        Path(ledger) / "sources.parquet",
+        con.execute("SELECT doc_id, version, text, observed, access FROM sources").fetchall(),
+    )
     texts = {s.doc_id: s.text for s in corpus}
     path = Path(ledger) / "fixtures.jsonl"
     if not path.is_file():
@@ -40,12 +41,17 @@ def load_ledger_fixtures(
     return {f.qid: f for f in resolved}, texts
 
 
-def gold_span_columns(fixtures: Mapping[str, Fixture], answerable_only: bool = False
-                      ) -> dict[str, tuple[str, list[Any]]]:
+def gold_span_columns(
+    fixtures: Mapping[str, Fixture], answerable_only: bool = False
+) -> dict[str, tuple[str, list[Any]]]:
     """Every gold span as columns (qid, doc_id, start, end) with their SQL types, for
     :func:`ledgerscope.common.sql_tables.columns_table`."""
-    cols: dict[str, tuple[str, list[Any]]] = {"qid": ("VARCHAR", []), "doc_id": ("VARCHAR", []),
-                                         "start": ("BIGINT", []), "end": ("BIGINT", [])}
+    cols: dict[str, tuple[str, list[Any]]] = {
+        "qid": ("VARCHAR", []),
+        "doc_id": ("VARCHAR", []),
+        "start": ("BIGINT", []),
+        "end": ("BIGINT", []),
+    }
     for qid, fx in fixtures.items():
         if answerable_only and not fx.answerable:
             continue

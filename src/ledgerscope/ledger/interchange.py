@@ -53,9 +53,7 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
                 n = 0
                 for batch in reader:
                     for row in batch.to_pylist():
-                        fh.write(
-                            json.dumps(row, ensure_ascii=False, allow_nan=False, default=str) + "\n"
-                        )
+                        fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False, default=str) + "\n")
                         n += 1
             counts[table] = n
         shutil.copy(ledger / "manifest.json", staging / "manifest.json")
@@ -77,25 +75,30 @@ def _check_jsonl_out(ledger: Path, out: Path) -> None:
     """``out`` is outside the ledger and is new or an earlier interchange directory (it is replaced)."""
     led, dst = ledger.resolve(), out.resolve()
     if dst == led or led in dst.parents or dst in led.parents:
-        raise InputError(Problem(str(out), None, "out",
-                                 "must lie outside the ledger (the ledger is only read)"))
+        raise InputError(
+            Problem(str(out), None, "out", "must lie outside the ledger (the ledger is only read)")
+        )
     if dst.exists() and not dst.is_dir():
         raise InputError(Problem(str(out), None, "out", "exists and is not a directory"))
     if dst.is_dir():
         foreign = sorted(p.name for p in dst.iterdir() if p.name not in _INTERCHANGE_FILES)
         if foreign:
-            raise InputError(Problem(str(out), None, "out",
-                                     "refusing to replace a directory that holds more than an "
-                                     f"interchange export (found {foreign[0]})"))
+            raise InputError(
+                Problem(
+                    str(out),
+                    None,
+                    "out",
+                    "refusing to replace a directory that holds more than an "
+                    f"interchange export (found {foreign[0]})",
+                )
+            )
 
 
 def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
     """Build a Parquet ledger at ``ledger`` (must not exist) from an interchange directory."""
     src, ledger = Path(src), Path(ledger)
     if ledger.exists():
-        raise InputError(
-            Problem(str(ledger), None, "out", "already exists; choose a new ledger directory")
-        )
+        raise InputError(Problem(str(ledger), None, "out", "already exists; choose a new ledger directory"))
     manifest, tables = read_checked(src)
     staging = ledger.with_name(f".{ledger.name}.{os.getpid()}.tmp")
     clear_stale(ledger)  # what a killed conversion left
@@ -123,9 +126,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
                 t = tables[name]
                 mask = pc.and_(pc.equal(t["arm"], arm), pc.equal(t["phase"], phase))
                 parts[name] = t.filter(mask)
-            write_partition(
-                staging, arm, phase, parts, {"arm": arm, "phase": phase, "from": "jsonl"}
-            )
+            write_partition(staging, arm, phase, parts, {"arm": arm, "phase": phase, "from": "jsonl"})
         oracle = tables["oracle"]
         for arm in sorted(set(oracle["arm"].to_pylist())):
             rows = oracle.filter(pc.equal(oracle["arm"], arm)).to_pylist()

@@ -41,29 +41,43 @@ def _row_problems(src: Path, manifest: dict[str, Any], tables: dict[str, pa.Tabl
             if arm not in labels:
                 out.append(Problem(path, None, "arm", f"row {i}: arm {arm!r} is not in the manifest"))
             elif name != "oracle" and phase not in labels[arm]:
-                out.append(Problem(path, None, "phase",
-                                   f"row {i}: phase {phase!r} is not a phase of arm {arm!r}"))
+                out.append(
+                    Problem(path, None, "phase", f"row {i}: phase {phase!r} is not a phase of arm {arm!r}")
+                )
             else:
                 continue
             break  # one located example per file is enough
     seen: dict[tuple[Any, ...], int] = {}
     rec = tables["records"]
-    for i, key in enumerate(zip(rec["arm"].to_pylist(), rec["phase"].to_pylist(), rec["qid"].to_pylist(),
-                                strict=True), start=1):
+    for i, key in enumerate(
+        zip(rec["arm"].to_pylist(), rec["phase"].to_pylist(), rec["qid"].to_pylist(), strict=True), start=1
+    ):
         if key[2] is None:
             out.append(Problem(str(src / "records.jsonl"), None, "qid", f"row {i}: missing (null)"))
             break
         if key in seen:
-            out.append(Problem(str(src / "records.jsonl"), None, "qid",
-                               f"row {i}: duplicate record {key} (first at row {seen[key]})"))
+            out.append(
+                Problem(
+                    str(src / "records.jsonl"),
+                    None,
+                    "qid",
+                    f"row {i}: duplicate record {key} (first at row {seen[key]})",
+                )
+            )
             break
         seen[key] = i
     scores = tables["candidates"]["score"]
     bad = pc.invert(pc.is_finite(scores))
     if pc.any(bad).as_py():
         i = pc.index(bad, True).as_py()
-        out.append(Problem(str(src / "candidates.jsonl"), None, "score",
-                           f"row {i + 1}: {scores[i].as_py()}; scores must be finite"))
+        out.append(
+            Problem(
+                str(src / "candidates.jsonl"),
+                None,
+                "score",
+                f"row {i + 1}: {scores[i].as_py()}; scores must be finite",
+            )
+        )
     return out + _cross_table_problems(src, tables)
 
 
@@ -81,16 +95,27 @@ def _cross_table_problems(src: Path, tables: dict[str, pa.Table]) -> list[Proble
     orphans = candidate_keys.join(record_keys, _KEY, join_type="left anti")
     if orphans.num_rows:
         key = tuple(orphans.slice(0, 1).to_pylist()[0][k] for k in _KEY)
-        out.append(Problem(str(src / "candidates.jsonl"), None, "qid",
-                           f"{orphans.num_rows:,} candidate list(s) without a record in "
-                           f"records.jsonl, e.g. {key}"))
+        out.append(
+            Problem(
+                str(src / "candidates.jsonl"),
+                None,
+                "qid",
+                f"{orphans.num_rows:,} candidate list(s) without a record in records.jsonl, e.g. {key}",
+            )
+        )
     packed = records.filter(pc.greater(pc.list_value_length(records["packed_unit_ids"]), 0))
     bare = packed.select(_KEY).join(candidate_keys, _KEY, join_type="left anti")
     if bare.num_rows:
         key = tuple(bare.slice(0, 1).to_pylist()[0][k] for k in _KEY)
-        out.append(Problem(str(src / "records.jsonl"), None, "packed_unit_ids",
-                           f"{bare.num_rows:,} record(s) with packed units but no candidate rows in "
-                           f"candidates.jsonl, e.g. {key}"))
+        out.append(
+            Problem(
+                str(src / "records.jsonl"),
+                None,
+                "packed_unit_ids",
+                f"{bare.num_rows:,} record(s) with packed units but no candidate rows in "
+                f"candidates.jsonl, e.g. {key}",
+            )
+        )
     return out
 
 
@@ -131,8 +156,10 @@ def read_checked(src: str | Path) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     from ledgerscope.ledger.sources import sources_corpus
 
     s = tables["sources"]
-    corpus = sources_corpus(src / "sources.jsonl", zip(*(s[c].to_pylist() for c in (
-        "doc_id", "version", "text", "observed", "access")), strict=True))
+    corpus = sources_corpus(
+        src / "sources.jsonl",
+        zip(*(s[c].to_pylist() for c in ("doc_id", "version", "text", "observed", "access")), strict=True),
+    )
     fset, fixture_problems = read_fixtures(src / "fixtures.jsonl")
     problems += fixture_problems + resolve(fset, corpus)[2]
     if problems:

@@ -48,10 +48,10 @@ class Layout:
 
     def partition_key(self, part: Path) -> tuple[str, str]:
         """(arm, phase) of a partition directory this layout named."""
-        return part.parent.name[len(self.arm_prefix):], part.name[len(self.phase_prefix):]
+        return part.parent.name[len(self.arm_prefix) :], part.name[len(self.phase_prefix) :]
 
     def oracle_arm(self, path: Path) -> str:
-        return path.parent.name[len(self.arm_prefix):]
+        return path.parent.name[len(self.arm_prefix) :]
 
     def records_suffix_sql(self, arm: str, phase: str) -> str:
         """SQL for the path a records file of the row's ``arm`` and ``phase`` ends with
@@ -86,5 +86,8 @@ def is_interchange(path: str | Path) -> bool:
     """A JSONL interchange directory (:mod:`.interchange`), not a Parquet ledger: ``manifest.json`` and
     ``records.jsonl``, no ``partitions/``. Readers take its tables instead of partition files."""
     path = Path(path)
-    return ((path / "manifest.json").is_file() and (path / "records.jsonl").is_file()
-            and not (path / "partitions").exists())
+    return (
+        (path / "manifest.json").is_file()
+        and (path / "records.jsonl").is_file()
+        and not (path / "partitions").exists()
+    )

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
 
-
 def _sql_list(paths: list[Path]) -> str:
     return "[" + ", ".join(sql_literal(str(p)) for p in paths) + "]"
 
@@ -135,10 +134,7 @@ _NULL_KEY = "arm IS NULL OR phase IS NULL OR qid IS NULL"
 
 def _misfiled(layout: Layout) -> str:
     """A record filed under another partition's directory (its path does not name its arm and phase)."""
-    return (
-        "NOT contains('/' || replace(filename, '\\', '/'), "
-        f"{layout.records_suffix_sql('arm', 'phase')})"
-    )
+    return f"NOT contains('/' || replace(filename, '\\', '/'), {layout.records_suffix_sql('arm', 'phase')})"
 
 
 def _record_counts(con: DuckDBPyConnection, src: str, misfiled: str) -> tuple[int, int, int]:
@@ -157,7 +153,10 @@ def _record_counts(con: DuckDBPyConnection, src: str, misfiled: str) -> tuple[in
 
 
 def row_problems(
-    con: DuckDBPyConnection, ledger: Path, record_files: list[Path], candidate_files: list[Path],
+    con: DuckDBPyConnection,
+    ledger: Path,
+    record_files: list[Path],
+    candidate_files: list[Path],
     layout: Layout = CURRENT,
 ) -> list[Problem]:
     """Rows no analysis can use: duplicate or misfiled records, records without a key, non-finite scores.
@@ -238,8 +237,7 @@ def _duplicate_rows(con: DuckDBPyConnection, src: str) -> list[Problem]:
             file,
             None,
             "qid",
-            f"row {row}: duplicate record (arm {arm!r}, phase {phase!r}, qid {qid!r}; "
-            f"first at row {first})",
+            f"row {row}: duplicate record (arm {arm!r}, phase {phase!r}, qid {qid!r}; first at row {first})",
         )
         for file, row, arm, phase, qid, first in con.execute(
             "SELECT filename, r + 1, arm, phase, qid, f + 1 FROM ("
@@ -284,8 +282,10 @@ def _view(con: DuckDBPyConnection, name: str, files: list[Path], union: bool = T
     table with no files is a view over an empty in-memory table, which the connection's cursors
     (the TUI's worker threads) read too."""
     if files:
-        scan = (f"read_parquet({_sql_list(files)}, hive_partitioning = false, "
-                f"union_by_name = {'true' if union else 'false'})")
+        scan = (
+            f"read_parquet({_sql_list(files)}, hive_partitioning = false, "
+            f"union_by_name = {'true' if union else 'false'})"
+        )
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {scan}")
         extra = _missing_optional(con, name)
         if extra:  # columns added within the format, absent from an older ledger's files: NULL

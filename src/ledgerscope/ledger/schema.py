@@ -57,9 +57,19 @@ READABLE_FORMATS = (FORMAT, FORMAT_1)
 STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed", "topk")
 
 SUPPORT_COLUMNS = (
-    "support_chunked", "support_bm25", "support_dense_exact", "support_exact", "support_dense_ann",
-    "support_production", "support_union", "support_fused",
-    "support_reranked", "support_selected", "support_packed", "support_cited", "support_topk",
+    "support_chunked",
+    "support_bm25",
+    "support_dense_exact",
+    "support_exact",
+    "support_dense_ann",
+    "support_production",
+    "support_union",
+    "support_fused",
+    "support_reranked",
+    "support_selected",
+    "support_packed",
+    "support_cited",
+    "support_topk",
 )
 
 #: the partition tables, in the order every reader lists them (names only: no pyarrow needed)
@@ -70,76 +80,148 @@ OPTIONAL_TABLES = frozenset({"repairs"})
 #: each table's columns as (name, type): the one declaration both the Arrow schemas (below, built on
 #: first use) and DuckDB's empty tables (:func:`duckdb_columns`, no pyarrow) are made from
 UNITS_COLUMNS = (
-    ("arm", "string"), ("phase", "string"), ("unit_id", "string"),
-    ("doc_id", "string"), ("version", "string"), ("ordinal", "int32"),
-    ("start", "int64"), ("end", "int64"), ("core_start", "int64"), ("core_end", "int64"),
-    ("token_start", "int32"), ("token_end", "int32"), ("n_tokens", "int32"),
-    ("text", "string"), ("access", "list<string>"),
+    ("arm", "string"),
+    ("phase", "string"),
+    ("unit_id", "string"),
+    ("doc_id", "string"),
+    ("version", "string"),
+    ("ordinal", "int32"),
+    ("start", "int64"),
+    ("end", "int64"),
+    ("core_start", "int64"),
+    ("core_end", "int64"),
+    ("token_start", "int32"),
+    ("token_end", "int32"),
+    ("n_tokens", "int32"),
+    ("text", "string"),
+    ("access", "list<string>"),
     # added within format 2 (optional: an older ledger reads them as NULL): whether the unit lies on a
     # source interval, how it was placed (or why not), and the generated context around it (ingest)
-    ("located", "bool"), ("placement", "string"), ("placed_by", "string"), ("placement_note", "string"),
+    ("located", "bool"),
+    ("placement", "string"),
+    ("placed_by", "string"),
+    ("placement_note", "string"),
     ("context_json", "string"),
 )
 
 BOUNDARIES_COLUMNS = (
-    ("arm", "string"), ("phase", "string"), ("phase_offset", "int32"), ("doc_id", "string"),
-    ("version", "string"), ("n_tokens", "int32"),
-    ("cut_tokens", "list<int32>"), ("cut_chars", "list<int64>"),
+    ("arm", "string"),
+    ("phase", "string"),
+    ("phase_offset", "int32"),
+    ("doc_id", "string"),
+    ("version", "string"),
+    ("n_tokens", "int32"),
+    ("cut_tokens", "list<int32>"),
+    ("cut_chars", "list<int64>"),
 )
 
 CANDIDATES_COLUMNS = (
-    ("arm", "string"), ("phase", "string"), ("qid", "string"), ("stage", "string"),
-    ("rank", "int32"), ("unit_id", "string"), ("score", "float64"),
-    ("doc_id", "string"), ("start", "int64"), ("end", "int64"),
+    ("arm", "string"),
+    ("phase", "string"),
+    ("qid", "string"),
+    ("stage", "string"),
+    ("rank", "int32"),
+    ("unit_id", "string"),
+    ("score", "float64"),
+    ("doc_id", "string"),
+    ("start", "int64"),
+    ("end", "int64"),
     ("lineage", "list<string>"),
 )
 
 RECORDS_COLUMNS = (
-    ("arm", "string"), ("phase", "string"), ("phase_offset", "int32"), ("qid", "string"),
-    ("question", "string"), ("segment", "string"), ("answerable", "bool"),
-    ("support_only", "bool"), ("stress_set", "string"), ("doc_ids", "list<string>"),
+    ("arm", "string"),
+    ("phase", "string"),
+    ("phase_offset", "int32"),
+    ("qid", "string"),
+    ("question", "string"),
+    ("segment", "string"),
+    ("answerable", "bool"),
+    ("support_only", "bool"),
+    ("stress_set", "string"),
+    ("doc_ids", "list<string>"),
     ("gold_status", "string"),
     *[(c, "bool") for c in SUPPORT_COLUMNS],
-    ("covered_set", "int32"), ("single_unit_complete", "bool"),
-    ("packed_context", "string"), ("packed_unit_ids", "list<string>"),
-    ("evidence_tokens", "int32"), ("prompt_tokens", "int32"), ("budget_tokens", "int32"),
-    ("rerank_depth", "int32"), ("selection_depth", "int32"),
-    ("repeated_source_tokens", "int32"), ("topk_tokens", "int32"),
-    ("overflow_json", "string"), ("expansion_dropped_json", "string"),
-    ("answer", "string"), ("abstained", "bool"), ("citations_json", "string"),
-    ("answer_verdict", "string"), ("answer_reason", "string"),
-    ("citation_verdict", "string"), ("citation_reason", "string"),
-    ("generator_error", "string"), ("attempts", "int32"), ("generator_detail_json", "string"),
-    ("oracle_verdict", "string"), ("oracle_feasible", "bool"),
+    ("covered_set", "int32"),
+    ("single_unit_complete", "bool"),
+    ("packed_context", "string"),
+    ("packed_unit_ids", "list<string>"),
+    ("evidence_tokens", "int32"),
+    ("prompt_tokens", "int32"),
+    ("budget_tokens", "int32"),
+    ("rerank_depth", "int32"),
+    ("selection_depth", "int32"),
+    ("repeated_source_tokens", "int32"),
+    ("topk_tokens", "int32"),
+    ("overflow_json", "string"),
+    ("expansion_dropped_json", "string"),
+    ("answer", "string"),
+    ("abstained", "bool"),
+    ("citations_json", "string"),
+    ("answer_verdict", "string"),
+    ("answer_reason", "string"),
+    ("citation_verdict", "string"),
+    ("citation_reason", "string"),
+    ("generator_error", "string"),
+    ("attempts", "int32"),
+    ("generator_detail_json", "string"),
+    ("oracle_verdict", "string"),
+    ("oracle_feasible", "bool"),
     ("config_digest", "string"),
     # added within format 2 (optional): the support stages whose verdict rests on an unlocated chunk
     ("unverifiable_stages", "string"),
 )
 
 ORACLE_COLUMNS = (
-    ("arm", "string"), ("qid", "string"), ("support_set", "int32"),
-    ("feasible", "bool"), ("evidence_tokens", "int32"), ("budget_tokens", "int32"),
-    ("context", "string"), ("answer", "string"), ("abstained", "bool"),
-    ("answer_verdict", "string"), ("answer_reason", "string"),
-    ("generator_error", "string"), ("attempts", "int32"),
+    ("arm", "string"),
+    ("qid", "string"),
+    ("support_set", "int32"),
+    ("feasible", "bool"),
+    ("evidence_tokens", "int32"),
+    ("budget_tokens", "int32"),
+    ("context", "string"),
+    ("answer", "string"),
+    ("abstained", "bool"),
+    ("answer_verdict", "string"),
+    ("answer_reason", "string"),
+    ("generator_error", "string"),
+    ("attempts", "int32"),
 )
 
 SOURCES_COLUMNS = (
-    ("doc_id", "string"), ("version", "string"), ("text", "string"),
-    ("observed", "string"), ("access", "list<string>"),
+    ("doc_id", "string"),
+    ("version", "string"),
+    ("text", "string"),
+    ("observed", "string"),
+    ("access", "list<string>"),
 )
 
 REPAIRS_COLUMNS = (
-    ("arm", "string"), ("phase", "string"), ("doc_id", "string"), ("version", "string"),
-    ("position", "int32"), ("side", "string"), ("status", "string"), ("text", "string"),
-    ("given_start", "int64"), ("given_end", "int64"), ("start", "int64"), ("end", "int64"),
+    ("arm", "string"),
+    ("phase", "string"),
+    ("doc_id", "string"),
+    ("version", "string"),
+    ("position", "int32"),
+    ("side", "string"),
+    ("status", "string"),
+    ("text", "string"),
+    ("given_start", "int64"),
+    ("given_end", "int64"),
+    ("start", "int64"),
+    ("end", "int64"),
     ("note", "string"),
 )
 
 #: table name -> its columns, every table a ledger holds
-COLUMNS = {"units": UNITS_COLUMNS, "boundaries": BOUNDARIES_COLUMNS, "candidates": CANDIDATES_COLUMNS,
-           "records": RECORDS_COLUMNS, "repairs": REPAIRS_COLUMNS, "oracle": ORACLE_COLUMNS,
-           "sources": SOURCES_COLUMNS}
+COLUMNS = {
+    "units": UNITS_COLUMNS,
+    "boundaries": BOUNDARIES_COLUMNS,
+    "candidates": CANDIDATES_COLUMNS,
+    "records": RECORDS_COLUMNS,
+    "repairs": REPAIRS_COLUMNS,
+    "oracle": ORACLE_COLUMNS,
+    "sources": SOURCES_COLUMNS,
+}
 
 #: columns added within format 2: a file without them (an older ledger) reads them as NULL
 OPTIONAL_COLUMNS = {
@@ -148,8 +230,13 @@ OPTIONAL_COLUMNS = {
 }
 
 #: each column type in Arrow (the ``pyarrow`` factory) and in DuckDB (what DuckDB reads it as)
-_TYPES = {"string": ("string", "VARCHAR"), "int32": ("int32", "INTEGER"), "int64": ("int64", "BIGINT"),
-          "float64": ("float64", "DOUBLE"), "bool": ("bool_", "BOOLEAN")}
+_TYPES = {
+    "string": ("string", "VARCHAR"),
+    "int32": ("int32", "INTEGER"),
+    "int64": ("int64", "BIGINT"),
+    "float64": ("float64", "DOUBLE"),
+    "bool": ("bool_", "BOOLEAN"),
+}
 
 
 def duckdb_columns(table: str) -> str:
@@ -176,8 +263,10 @@ def _arrow_schemas() -> dict[str, Any]:
         return getattr(pa, _TYPES[kind][0])()
 
     built = {name: pa.schema([(c, arrow_type(k)) for c, k in cols]) for name, cols in COLUMNS.items()}
-    return {**{name.upper(): table for name, table in built.items()},
-            "TABLES": {name: built[name] for name in TABLE_NAMES}}
+    return {
+        **{name.upper(): table for name, table in built.items()},
+        "TABLES": {name: built[name] for name in TABLE_NAMES},
+    }
 
 
 _BUILD_LOCK = threading.Lock()

@@ -38,9 +38,7 @@ def sources_corpus(path: Path, rows: Iterable[Sequence[Any]]) -> Corpus:
         except DigestMismatch as exc:
             problems.append(Problem(str(path), None, "version", f"row {i}: {exc}"))
         except InputError as exc:
-            problems.extend(
-                Problem(str(path), None, p.field, f"row {i}: {p.reason}") for p in exc.problems
-            )
+            problems.extend(Problem(str(path), None, p.field, f"row {i}: {p.reason}") for p in exc.problems)
     if problems:
         raise InputError(problems)
     return corpus

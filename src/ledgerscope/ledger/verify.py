@@ -42,9 +42,7 @@ def load_manifest(ledger: str | Path) -> dict[str, Any]:
     """
     path = Path(ledger) / "manifest.json"
     if not path.is_file():
-        raise InputError(
-            Problem(str(path), None, "manifest", "not a ledger: manifest.json is missing")
-        )
+        raise InputError(Problem(str(path), None, "manifest", "not a ledger: manifest.json is missing"))
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -82,16 +80,17 @@ def manifest_problems(manifest: dict[str, Any], where: str) -> list[Problem]:
         out.append(Problem(where, None, "sources", "must be an object of doc_id: version"))
     arms = manifest.get("arms")
     if not isinstance(arms, dict) or not arms:
-        reason = (
-            "missing" if arms is None else f"must be a non-empty object of arms, not {_kind(arms)}"
-        )
+        reason = "missing" if arms is None else f"must be a non-empty object of arms, not {_kind(arms)}"
         out.append(Problem(where, None, "arms", reason))
         return out
     for name, entry in arms.items():
         field = f"arms.{name}"
         if ARM_NAME.fullmatch(name) is None:
-            out.append(Problem(where, None, field, "an arm name names a directory: "
-                               "only letters, digits, '_', '.', '-'"))
+            out.append(
+                Problem(
+                    where, None, field, "an arm name names a directory: only letters, digits, '_', '.', '-'"
+                )
+            )
         if not isinstance(entry, dict):
             out.append(Problem(where, None, field, f"must be an object, not {_kind(entry)}"))
             continue
@@ -120,8 +119,15 @@ def _phase_problems(phases: Any, where: str, field: str) -> list[Problem]:
         if not ok:
             out.append(Problem(where, None, at, "must be an object {label: string, offset: integer}"))
         elif PHASE_LABEL.fullmatch(ph["label"]) is None:
-            out.append(Problem(where, None, at, f"label {ph['label'][:40]!r} names a "
-                               "directory: only letters, digits, '_', '.', '-' (not '.' first)"))
+            out.append(
+                Problem(
+                    where,
+                    None,
+                    at,
+                    f"label {ph['label'][:40]!r} names a "
+                    "directory: only letters, digits, '_', '.', '-' (not '.' first)",
+                )
+            )
         elif ph["label"] in labels:
             out.append(Problem(where, None, at, f"duplicate label {ph['label']!r}"))
         else:
@@ -240,9 +246,7 @@ def _footer_check(path: Path, table_schema: Any, rows: Any = None) -> tuple[list
             )
     if isinstance(rows, int) and not isinstance(rows, bool) and rows != meta.num_rows:
         out.append(
-            Problem(
-                str(path), None, "rows", f"{meta.num_rows} rows, but _SUCCESS.json records {rows}"
-            )
+            Problem(str(path), None, "rows", f"{meta.num_rows} rows, but _SUCCESS.json records {rows}")
         )
     return out, actual
 
@@ -261,9 +265,7 @@ def _marker(path: Path, problems: list[Problem]) -> dict[str, Any]:
         problems.append(Problem(str(path), None, "_SUCCESS", f"not valid JSON: {exc}"))
         return {}
     if not isinstance(meta, dict):
-        problems.append(
-            Problem(str(path), None, "_SUCCESS", f"must be a JSON object, not {_kind(meta)}")
-        )
+        problems.append(Problem(str(path), None, "_SUCCESS", f"must be a JSON object, not {_kind(meta)}"))
         return {}
     return meta
 
@@ -273,16 +275,12 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
     if files is None:
         return [], set()
     if not isinstance(files, dict):
-        return [
-            Problem(str(marker), None, "files", "must be an object of file name: {bytes, sha256}")
-        ], set()
+        return [Problem(str(marker), None, "files", "must be an object of file name: {bytes, sha256}")], set()
     out, bad = [], set()
     for name, want in files.items():
         path = part / name
         if "/" in name or name.startswith(".") or not isinstance(want, dict):
-            out.append(
-                Problem(str(marker), None, f"files.{name}", "not a file record of this partition")
-            )
+            out.append(Problem(str(marker), None, f"files.{name}", "not a file record of this partition"))
             continue
         if not path.is_file():
             out.append(Problem(str(path), None, "file", "missing (listed in _SUCCESS.json)"))
@@ -295,8 +293,7 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
                     str(path),
                     None,
                     "bytes",
-                    f"{size} bytes, but _SUCCESS.json records {want.get('bytes')} "
-                    "(truncated or replaced)",
+                    f"{size} bytes, but _SUCCESS.json records {want.get('bytes')} (truncated or replaced)",
                 )
             )
             bad.add(name)
@@ -380,9 +377,7 @@ def verify_ledger(ledger: str | Path, schemas: dict[Path, Any] | None = None) ->
     for path in oracle_files(ledger, layout):
         if layout.oracle_arm(path) not in arms:
             problems.append(
-                Problem(
-                    str(path), None, "arm", "an oracle table of an arm the manifest does not list"
-                )
+                Problem(str(path), None, "arm", "an oracle table of an arm the manifest does not list")
             )
         problems.extend(parquet_problems(path, schema.ORACLE))
     src = ledger / "sources.parquet"

@@ -51,8 +51,13 @@ def write_table(path: Path, rows: list[dict[str, Any]], table_schema: pa.Schema)
         pq.write_table(table, tmp, compression="zstd")
 
 
-def write_partition(ledger: Path, arm: str, phase: str, tables: dict[str, list[dict[str, Any]] | pa.Table],
-                    meta: dict[str, Any]) -> None:
+def write_partition(
+    ledger: Path,
+    arm: str,
+    phase: str,
+    tables: dict[str, list[dict[str, Any]] | pa.Table],
+    meta: dict[str, Any],
+) -> None:
     """Write all tables of one (arm, phase) partition, then rename the directory into place."""
     final = partition_dir(ledger, arm, phase)
     staging_root = ledger / ".staging"
@@ -91,18 +96,27 @@ def check_out(ledger: Path, identity: str) -> None:
     path = ledger / "manifest.json"
     if not path.exists():
         if any(not p.name.startswith(".") for p in ledger.iterdir()):
-            raise InputError(Problem(str(ledger), None, "out",
-                                     "exists, is not empty and holds no manifest.json (not a ledger); "
-                                     "write to a new --out"))
+            raise InputError(
+                Problem(
+                    str(ledger),
+                    None,
+                    "out",
+                    "exists, is not empty and holds no manifest.json (not a ledger); write to a new --out",
+                )
+            )
         return
     old = load_manifest(ledger)
     _check_format(old, path)
     if old.get("identity") != identity:
-        raise InputError(Problem(
-            str(path), None, "manifest",
-            "this ledger was built from different fixtures, sources or arm configurations "
-            f"(identity {old.get('identity')} vs {identity}); write to a new --out",
-        ))
+        raise InputError(
+            Problem(
+                str(path),
+                None,
+                "manifest",
+                "this ledger was built from different fixtures, sources or arm configurations "
+                f"(identity {old.get('identity')} vs {identity}); write to a new --out",
+            )
+        )
 
 
 def write_or_check_manifest(ledger: Path, manifest: dict[str, Any]) -> None:
@@ -112,11 +126,15 @@ def write_or_check_manifest(ledger: Path, manifest: dict[str, Any]) -> None:
         old = load_manifest(ledger)
         _check_format(old, path)
         if old.get("identity") != manifest["identity"]:
-            raise InputError(Problem(
-                str(path), None, "manifest",
-                "this ledger was built from different fixtures, sources or arm configurations "
-                f"(identity {old.get('identity')} vs {manifest['identity']}); write to a new --out",
-            ))
+            raise InputError(
+                Problem(
+                    str(path),
+                    None,
+                    "manifest",
+                    "this ledger was built from different fixtures, sources or arm configurations "
+                    f"(identity {old.get('identity')} vs {manifest['identity']}); write to a new --out",
+                )
+            )
         return
     ledger.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
@@ -125,8 +143,12 @@ def write_or_check_manifest(ledger: Path, manifest: dict[str, Any]) -> None:
 def _check_format(manifest: dict[str, Any], path: Path) -> None:
     """A sweep resumes only a ledger of the format it writes (an older one is read, not extended)."""
     if manifest.get("format") != schema.FORMAT:
-        raise InputError(Problem(
-            str(path), None, "format",
-            f"this ledger is of the older format {manifest.get('format')}; it can be read, not resumed "
-            f"(this version writes {schema.FORMAT}); write to a new --out",
-        ))
+        raise InputError(
+            Problem(
+                str(path),
+                None,
+                "format",
+                f"this ledger is of the older format {manifest.get('format')}; it can be read, not resumed "
+                f"(this version writes {schema.FORMAT}); write to a new --out",
+            )
+        )

@@ -54,9 +54,17 @@ class ReportData:
     redaction: dict | None = None
 
 
-def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger: str | Path | None = None,
-           rule_path: str | Path | None = None, settings: Settings | None = None,
-           include_restricted: bool = False, prices_path: str | Path | None = None) -> ReportData:
+def gather(
+    ledger: str | Path,
+    candidate: str,
+    baseline: str,
+    *,
+    baseline_ledger: str | Path | None = None,
+    rule_path: str | Path | None = None,
+    settings: Settings | None = None,
+    include_restricted: bool = False,
+    prices_path: str | Path | None = None,
+) -> ReportData:
     """Read one ledger (and optionally the baseline's own) into the report's figures."""
     from ledgerscope.analysis.stats.compare import compare_arms
     from ledgerscope.analysis.stats.release import decide, load_rule
@@ -69,20 +77,31 @@ def gather(ledger: str | Path, candidate: str, baseline: str, *, baseline_ledger
     base_con = connect(baseline_ledger) if baseline_ledger else None
     cons = {candidate: con, baseline: base_con or con}
     loaded_rule = load_rule(rule_path) if rule_path is not None else None
-    comparison = compare_arms(con, candidate, baseline, base_con, seed=settings.seed,
-                              n_resamples=settings.n_resamples, confidence=settings.confidence,
-                              min_oracle_correct=loaded_rule.min_oracle_correct if loaded_rule else None)
+    comparison = compare_arms(
+        con,
+        candidate,
+        baseline,
+        base_con,
+        seed=settings.seed,
+        n_resamples=settings.n_resamples,
+        confidence=settings.confidence,
+        min_oracle_correct=loaded_rule.min_oracle_correct if loaded_rule else None,
+    )
     decision = rule = None
     from ledgerscope.analysis.resources import attach, price_table
 
     attach(comparison, ledger, candidate, baseline_ledger, baseline, price_table(prices_path, loaded_rule))
     if loaded_rule is not None:
         decision = decide(loaded_rule, comparison).to_dict()
-        rule = {"path": shown_path(rule_path), "digest": loaded_rule.digest,
-                "description": loaded_rule.description,
-                "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences]}
-    data = ReportData(shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison,
-                      decision, rule)
+        rule = {
+            "path": shown_path(rule_path),
+            "digest": loaded_rule.digest,
+            "description": loaded_rule.description,
+            "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences],
+        }
+    data = ReportData(
+        shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison, decision, rule
+    )
     matched = matched_arms(con, candidate, baseline, base_con, CURVE_METRICS)
     _curves_and_distributions(data, matched)
     loaded = {arm: _fixtures(c, ledger if c is con else baseline_ledger) for arm, c in cons.items()}
@@ -114,8 +133,11 @@ def _curves_and_distributions(data: ReportData, matched) -> None:
     s = data.settings
     boot = {"n_resamples": s.n_resamples, "seed": s.seed, "confidence": s.confidence}
     checks = {(c["stress_set"], c["tolerance"]): c for c in (data.decision or {}).get("checks", [])}
-    wanted = ([(m, st, lim, key) for m, st, lim, key in data.rule["differences"] if m in CURVE_METRICS]
-              if data.rule else [(m, "mean", None, None) for m in CURVE_METRICS])
+    wanted = (
+        [(m, st, lim, key) for m, st, lim, key in data.rule["differences"] if m in CURVE_METRICS]
+        if data.rule
+        else [(m, "mean", None, None) for m in CURVE_METRICS]
+    )
     for stress_set in data.comparison["stress_sets"]:
         data.curves[stress_set] = {m: phase_intervals(matched, stress_set, m, **boot) for m in CURVE_METRICS}
         for metric, statistic, limit, key in wanted:
@@ -124,9 +146,15 @@ def _curves_and_distributions(data: ReportData, matched) -> None:
                 continue
             check = checks.get((stress_set, f"{key}.{statistic}")) if key else None
             diff = data.comparison["stress_sets"][stress_set]["metrics"][metric]["difference"]
-            data.distributions.append({**dist, "stress_set": stress_set, "limit": limit,
-                                       "status": check["status"] if check else None,
-                                       "mdd": detectable(diff, statistic)})
+            data.distributions.append(
+                {
+                    **dist,
+                    "stress_set": stress_set,
+                    "limit": limit,
+                    "status": check["status"] if check else None,
+                    "mdd": detectable(diff, statistic),
+                }
+            )
 
 
 def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> None:
@@ -140,15 +168,22 @@ def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> No
     funnel = []
     for stage in SURVIVAL_STAGES:
         rates = [p["survival_rate"][stage] for p in phases if p["survival_rate"].get(stage) is not None]
-        funnel.append({"stage": stage, "mean": sum(rates) / len(rates) if rates else None,
-                       "worst": min(rates) if rates else None,
-                       "n": sum(p["n_answerable"] for p in phases)})
+        funnel.append(
+            {
+                "stage": stage,
+                "mean": sum(rates) / len(rates) if rates else None,
+                "worst": min(rates) if rates else None,
+                "n": sum(p["n_answerable"] for p in phases),
+            }
+        )
     data.funnel[arm] = funnel
 
 
-_CELLS_SQL = ("SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, answer_verdict, "
-              "support_packed, question, segment FROM records WHERE arm = ? "
-              "ORDER BY qid, phase_offset, phase")
+_CELLS_SQL = (
+    "SELECT arm, qid, CAST(phase AS VARCHAR) AS phase, phase_offset, answer_verdict, "
+    "support_packed, question, segment FROM records WHERE arm = ? "
+    "ORDER BY qid, phase_offset, phase"
+)
 
 
 def _strip(data: ReportData, cons: dict) -> None:
@@ -162,15 +197,19 @@ def _strip(data: ReportData, cons: dict) -> None:
         for r in con.execute(_CELLS_SQL, [arm]).fetchall():
             _arm, qid, phase, offset, verdict, support, question, segment = r
             order.setdefault(phase, offset if offset is not None else 0)
-            q = questions.setdefault(qid, {"qid": qid, "question": question, "segment": segment,
-                                           "cells": {}, "reversals": []})
+            q = questions.setdefault(
+                qid, {"qid": qid, "question": question, "segment": segment, "cells": {}, "reversals": []}
+            )
             q["cells"].setdefault(arm, {})[phase] = (verdict, support)
         phases[arm] = sorted(order, key=lambda p: (order[p], p))
         for rev in find_reversals(con, arm):
             if rev["qid"] in questions:
                 questions[rev["qid"]]["reversals"].append((arm, rev["kind"]))
-    data.strip = {"arms": list(cons), "phases": phases, "questions": sorted(questions.values(),
-                                                                             key=lambda q: q["qid"])}
+    data.strip = {
+        "arms": list(cons),
+        "phases": phases,
+        "questions": sorted(questions.values(), key=lambda q: q["qid"]),
+    }
 
 
 def _flip(rev: dict, cells: dict[str, tuple]) -> tuple[str, str] | None:
@@ -207,18 +246,44 @@ def _reversal_cards(data: ReportData, cons: dict, loaded: dict, redactors: dict)
         rows, packed, cuts = _side_rows(con, arm, keys)
         for rev, q, flip in pending:
             fx = fixtures.get(rev["qid"])
-            sides = [_side(rows[(rev["qid"], p)], packed.get((rev["qid"], p), []), cuts, p, fx, texts,
-                           redactors[arm]) for p in flip]
-            cards.append({"arm": arm, "qid": rev["qid"], "kind": rev["kind"], "segment": rev["segment"],
-                          "question": q["question"], "phases": rev["phases"], "sides": sides})
+            sides = [
+                _side(
+                    rows[(rev["qid"], p)], packed.get((rev["qid"], p), []), cuts, p, fx, texts, redactors[arm]
+                )
+                for p in flip
+            ]
+            cards.append(
+                {
+                    "arm": arm,
+                    "qid": rev["qid"],
+                    "kind": rev["kind"],
+                    "segment": rev["segment"],
+                    "question": q["question"],
+                    "phases": rev["phases"],
+                    "sides": sides,
+                }
+            )
     arms = list(cons)
-    cards.sort(key=lambda c: (arms.index(c["arm"]), c["kind"] != "answer",
-                              not any(s["answer_verdict"] == "correct" for s in c["sides"]), c["qid"]))
+    cards.sort(
+        key=lambda c: (
+            arms.index(c["arm"]),
+            c["kind"] != "answer",
+            not any(s["answer_verdict"] == "correct" for s in c["sides"]),
+            c["qid"],
+        )
+    )
     return cards
 
 
-_SIDE_COLUMNS = ("packed_context", "packed_unit_ids", "answer", "answer_verdict", "support_packed",
-                 "evidence_tokens", "budget_tokens")
+_SIDE_COLUMNS = (
+    "packed_context",
+    "packed_unit_ids",
+    "answer",
+    "answer_verdict",
+    "support_packed",
+    "evidence_tokens",
+    "budget_tokens",
+)
 
 
 def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, dict]:
@@ -226,40 +291,69 @@ def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, 
     from ledgerscope.common.sql_tables import columns_table, drop_tables
 
     table = "_ls_report_keys"
-    columns_table(con, table, {"qid": ("VARCHAR", [k[0] for k in keys]),
-                               "phase": ("VARCHAR", [k[1] for k in keys])})
+    columns_table(
+        con, table, {"qid": ("VARCHAR", [k[0] for k in keys]), "phase": ("VARCHAR", [k[1] for k in keys])}
+    )
     join = f"JOIN {table} k ON t.qid = k.qid AND CAST(t.phase AS VARCHAR) = k.phase WHERE t.arm = ?"
     try:
         cols = ", ".join(f"t.{c}" for c in _SIDE_COLUMNS)
-        rows = {(q, p): dict(zip(_SIDE_COLUMNS, rest, strict=True)) for q, p, *rest in con.execute(
-            f"SELECT t.qid, k.phase, {cols} FROM records t {join}", [arm]).fetchall()}
+        rows = {
+            (q, p): dict(zip(_SIDE_COLUMNS, rest, strict=True))
+            for q, p, *rest in con.execute(
+                f"SELECT t.qid, k.phase, {cols} FROM records t {join}", [arm]
+            ).fetchall()
+        }
         packed: dict[tuple[str, str], list[dict]] = {}
         for q, p, *rest in con.execute(
-                'SELECT t.qid, k.phase, t.doc_id, t.start, t."end", t."rank", t.unit_id '
-                f"FROM candidates t {join} "
-                "AND t.stage = 'packed' ORDER BY t.\"rank\"", [arm]).fetchall():
-            packed.setdefault((q, p), []).append(dict(zip(("doc_id", "start", "end", "rank", "unit_id"), rest,
-                                                          strict=True)))
-        cuts = {(p, d): list(c or []) for p, d, c in con.execute(
-            "SELECT CAST(phase AS VARCHAR), doc_id, cut_chars FROM boundaries WHERE arm = ? AND "
-            f"CAST(phase AS VARCHAR) IN (SELECT DISTINCT phase FROM {table})", [arm]).fetchall()}
+            'SELECT t.qid, k.phase, t.doc_id, t.start, t."end", t."rank", t.unit_id '
+            f"FROM candidates t {join} "
+            "AND t.stage = 'packed' ORDER BY t.\"rank\"",
+            [arm],
+        ).fetchall():
+            packed.setdefault((q, p), []).append(
+                dict(zip(("doc_id", "start", "end", "rank", "unit_id"), rest, strict=True))
+            )
+        cuts = {
+            (p, d): list(c or [])
+            for p, d, c in con.execute(
+                "SELECT CAST(phase AS VARCHAR), doc_id, cut_chars FROM boundaries WHERE arm = ? AND "
+                f"CAST(phase AS VARCHAR) IN (SELECT DISTINCT phase FROM {table})",
+                [arm],
+            ).fetchall()
+        }
     finally:
         drop_tables(con, table)
     return rows, packed, cuts
 
 
-def _side(row: dict, packed: list[dict], cuts: dict, phase: str, fx, texts: dict[str, str],
-          redactor: Redactor) -> dict:
+def _side(
+    row: dict, packed: list[dict], cuts: dict, phase: str, fx, texts: dict[str, str], redactor: Redactor
+) -> dict:
     """One phase of a flip: the record, the cuts and packed units over the gold spans' documents."""
     spans = list(fx.spans) if fx is not None else []
-    excerpts = [_excerpt(doc, texts.get(doc), [s for s in spans if s.doc_id == doc],
-                         cuts.get((phase, doc), []), packed, redactor)
-                for doc in dict.fromkeys(s.doc_id for s in spans)]
+    excerpts = [
+        _excerpt(
+            doc,
+            texts.get(doc),
+            [s for s in spans if s.doc_id == doc],
+            cuts.get((phase, doc), []),
+            packed,
+            redactor,
+        )
+        for doc in dict.fromkeys(s.doc_id for s in spans)
+    ]
     shown = redactor.record_docs(row)
     context = row["packed_context"] or ""
-    side = {"phase": phase, "answer_verdict": row["answer_verdict"], "support_packed": row["support_packed"],
-            "evidence_tokens": row["evidence_tokens"], "budget_tokens": row["budget_tokens"],
-            "packed": packed, "excerpts": excerpts, "withheld_docs": sorted(set(shown))}
+    side = {
+        "phase": phase,
+        "answer_verdict": row["answer_verdict"],
+        "support_packed": row["support_packed"],
+        "evidence_tokens": row["evidence_tokens"],
+        "budget_tokens": row["budget_tokens"],
+        "packed": packed,
+        "excerpts": excerpts,
+        "withheld_docs": sorted(set(shown)),
+    }
     if shown:
         side["context"], side["context_gold"] = redactor.value(context, shown, True), []
         side["answer"] = redactor.value(row["answer"], shown, True)
@@ -269,14 +363,20 @@ def _side(row: dict, packed: list[dict], cuts: dict, phase: str, fx, texts: dict
     return side
 
 
-def _excerpt(doc: str, text: str | None, spans: list, cuts: list[int], packed: list[dict],
-             redactor: Redactor) -> dict:
+def _excerpt(
+    doc: str, text: str | None, spans: list, cuts: list[int], packed: list[dict], redactor: Redactor
+) -> dict:
     """The source around a document's gold spans: the spans, the chunk cuts and the packed units in it."""
     lo = max(0, min(s.start for s in spans) - EXCERPT_MARGIN)
     hi = max(s.end for s in spans) + EXCERPT_MARGIN
-    out: dict[str, Any] = {"doc_id": doc, "start": lo, "spans": [(s.span_id, s.start, s.end) for s in spans],
-                           "packed": [(p["start"], p["end"], p["rank"]) for p in packed
-                                      if p["doc_id"] == doc and p["start"] is not None]}
+    out: dict[str, Any] = {
+        "doc_id": doc,
+        "start": lo,
+        "spans": [(s.span_id, s.start, s.end) for s in spans],
+        "packed": [
+            (p["start"], p["end"], p["rank"]) for p in packed if p["doc_id"] == doc and p["start"] is not None
+        ],
+    }
     if text is None:
         out.update(end=hi, text=None, cuts=[])
         return out
@@ -288,7 +388,7 @@ def _excerpt(doc: str, text: str | None, spans: list, cuts: list[int], packed: l
         out["text"] = redactor.document_text(doc, text)
         out["withheld"] = redactor.restricted[doc]
         for s in spans:
-            redactor.span_text(doc, s.start, s.end, text[s.start:s.end])
+            redactor.span_text(doc, s.start, s.end, text[s.start : s.end])
     else:
         out["text"] = text[lo:hi]
     return out

@@ -17,7 +17,7 @@ class GateOutcome:
     comparison: dict
     decision: dict
     flips: list[dict] = field(default_factory=list)
-    report: str | None = None      # the HTML report's path, when one was written
+    report: str | None = None  # the HTML report's path, when one was written
     exit_code: int = 0
     fail_on: str = "collect-more-evidence"
     written: list[str] = field(default_factory=list)  # the artefacts, as the log names them

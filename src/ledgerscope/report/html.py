@@ -20,17 +20,27 @@ from ledgerscope.report.resources_html import resources_section
 from ledgerscope.report.svg import Cell, Series, bars, esc, histogram, line_chart, strip
 
 CANDIDATE_COLOUR, BASELINE_COLOUR = "#c2410c", "#0f766e"
-METRIC_NAMES = {"support": "support (complete support in the packed context)",
-                "answer_correct": "correct answers", "critical": "critical-condition errors"}
+METRIC_NAMES = {
+    "support": "support (complete support in the packed context)",
+    "answer_correct": "correct answers",
+    "critical": "critical-condition errors",
+}
 OUTCOME_GLYPHS = {"accept": "✓", "reject": "✗", "collect-more-evidence": "?"}
 STATUS_GLYPHS = {"pass": "✓", "violates": "✗", "inconclusive": "?"}
 VERDICTS = {  # glyph and fill per answer verdict: never colour alone
-    "correct": ("✓", "#bbf7d0"), "wrong": ("✗", "#fecaca"), "critical-condition-error": ("!", "#fca5a5"),
-    "abstained": ("∅", "#e5e7eb"), "false-assertion": ("⊘", "#fde68a"), "not-judged": ("?", "#f3f4f6"),
+    "correct": ("✓", "#bbf7d0"),
+    "wrong": ("✗", "#fecaca"),
+    "critical-condition-error": ("!", "#fca5a5"),
+    "abstained": ("∅", "#e5e7eb"),
+    "false-assertion": ("⊘", "#fde68a"),
+    "not-judged": ("?", "#f3f4f6"),
     "infrastructure-failure": ("⚠", "#ddd6fe"),
 }
-SUPPORT_CELLS = {True: ("●", "#bfdbfe", "support kept"), False: ("○", "#ffffff", "support lost"),
-                 None: ("–", "#f9fafb", "no support flag (unanswerable)")}
+SUPPORT_CELLS = {
+    True: ("●", "#bfdbfe", "support kept"),
+    False: ("○", "#ffffff", "support lost"),
+    None: ("–", "#f9fafb", "no support flag (unanswerable)"),
+}
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1rem 1.5rem;color:#111;
@@ -69,21 +79,37 @@ def render(data: ReportData, *, generated: str | None = None) -> str:
     """The whole page as one string."""
     generated = generated or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = f"ledgerscope report: {data.candidate} vs {data.baseline}"
-    body = [_header(data, title, generated), _decision(data), _withheld(data), _nav(),
-            _curves(data), _distributions(data), _funnel(data), _steps(data), _segments(data),
-            _strip(data), _reversals(data), resources_section(data.comparison), _footer(data)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{STYLE}</style><style media=\"print\">{PRINT_STYLE}</style>"
-            "</head><body>" + "".join(body) + "</body></html>\n")
+    body = [
+        _header(data, title, generated),
+        _decision(data),
+        _withheld(data),
+        _nav(),
+        _curves(data),
+        _distributions(data),
+        _funnel(data),
+        _steps(data),
+        _segments(data),
+        _strip(data),
+        _reversals(data),
+        resources_section(data.comparison),
+        _footer(data),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<title>{esc(title)}</title><style>{STYLE}</style><style media="print">{PRINT_STYLE}</style>'
+        "</head><body>" + "".join(body) + "</body></html>\n"
+    )
 
 
 def _header(data: ReportData, title: str, generated: str) -> str:
     m = data.manifest
-    return (f"<header><h1>{esc(title)}</h1><p class=\"meta\">ledger <code>{esc(data.ledger)}</code> · "
-            f"identity <code>{esc(m.get('identity', '?'))}</code> · swept {esc(m.get('created', '?'))} · "
-            f"report generated {esc(generated)}</p></header>")
+    return (
+        f'<header><h1>{esc(title)}</h1><p class="meta">ledger <code>{esc(data.ledger)}</code> · '
+        f"identity <code>{esc(m.get('identity', '?'))}</code> · swept {esc(m.get('created', '?'))} · "
+        f"report generated {esc(generated)}</p></header>"
+    )
 
 
 def _answer_side(data: ReportData) -> str:
@@ -99,18 +125,25 @@ def _answer_side(data: ReportData) -> str:
 def _decision(data: ReportData) -> str:
     d = data.decision
     if d is None:
-        return ('<section id="decision" class="decision"><div class="outcome">no release decision</div>'
-                "<p>No preregistered rule was given (<code>--rule</code>): the figures below describe the "
-                f"comparison without judging it.</p>{_answer_side(data)}</section>")
-    items = "".join(f'<li><span class="status" title="{esc(c["status"])}">{STATUS_GLYPHS[c["status"]]}</span>'
-                    f'{esc(c["status"])}: {esc(c["reason"])}</li>' for c in d["checks"])
+        return (
+            '<section id="decision" class="decision"><div class="outcome">no release decision</div>'
+            "<p>No preregistered rule was given (<code>--rule</code>): the figures below describe the "
+            f"comparison without judging it.</p>{_answer_side(data)}</section>"
+        )
+    items = "".join(
+        f'<li><span class="status" title="{esc(c["status"])}">{STATUS_GLYPHS[c["status"]]}</span>'
+        f"{esc(c['status'])}: {esc(c['reason'])}</li>"
+        for c in d["checks"]
+    )
     rule = data.rule or {}
     outcome = d["outcome"]
-    return (f'<section id="decision" class="decision"><div class="outcome {esc(outcome)}">'
-            f'{OUTCOME_GLYPHS.get(outcome, "")} release decision: {esc(headline(d))}</div>'
-            f'<ul class="reasons">{items}</ul><p class="meta">rule <code>{esc(rule.get("path", ""))}</code>, '
-            f'digest <code>{esc(d["rule_digest"])}</code>{_rule_description(rule)}</p>'
-            f'{_answer_side(data)}</section>')
+    return (
+        f'<section id="decision" class="decision"><div class="outcome {esc(outcome)}">'
+        f"{OUTCOME_GLYPHS.get(outcome, '')} release decision: {esc(headline(d))}</div>"
+        f'<ul class="reasons">{items}</ul><p class="meta">rule <code>{esc(rule.get("path", ""))}</code>, '
+        f"digest <code>{esc(d['rule_digest'])}</code>{_rule_description(rule)}</p>"
+        f"{_answer_side(data)}</section>"
+    )
 
 
 def _rule_description(rule: dict) -> str:
@@ -121,41 +154,63 @@ def _withheld(data: ReportData) -> str:
     r = data.redaction
     if not r:
         return ""
-    return ('<section id="withheld" class="withheld"><strong>Restricted source text withheld.</strong> '
-            f'{r["documents"]} document(s), {r["spans"]} span(s) and {r["fields"]} other text field(s) of '
-            "documents with access labels are shown as ids, offsets and digests only "
-            f'({", ".join(esc(d) for d in r["doc_ids"])}). Run <code>ledgerscope report … '
-            "--include-restricted</code> inside the authorised environment to include them.</section>")
+    return (
+        '<section id="withheld" class="withheld"><strong>Restricted source text withheld.</strong> '
+        f"{r['documents']} document(s), {r['spans']} span(s) and {r['fields']} other text field(s) of "
+        "documents with access labels are shown as ids, offsets and digests only "
+        f"({', '.join(esc(d) for d in r['doc_ids'])}). Run <code>ledgerscope report … "
+        "--include-restricted</code> inside the authorised environment to include them.</section>"
+    )
 
 
 def _nav() -> str:
-    parts = [("curves", "phase curves"), ("differences", "paired differences"), ("funnel", "stage survival"),
-             ("steps", "diagnosis steps"), ("segments", "segments"), ("strip", "reversal strip"),
-             ("reversals", "reversal boundaries")]
+    parts = [
+        ("curves", "phase curves"),
+        ("differences", "paired differences"),
+        ("funnel", "stage survival"),
+        ("steps", "diagnosis steps"),
+        ("segments", "segments"),
+        ("strip", "reversal strip"),
+        ("reversals", "reversal boundaries"),
+    ]
     return "<nav><ul>" + "".join(f'<li><a href="#{a}">{t}</a></li>' for a, t in parts) + "</ul></nav>"
 
 
 def _series(data: ReportData, entries: list[dict]) -> list[Series]:
     out = []
-    for arm, name, colour, dash, marker in (("candidate", data.candidate, CANDIDATE_COLOUR, "", "circle"),
-                                             ("baseline", data.baseline, BASELINE_COLOUR, "6 4", "square")):
+    for arm, name, colour, dash, marker in (
+        ("candidate", data.candidate, CANDIDATE_COLOUR, "", "circle"),
+        ("baseline", data.baseline, BASELINE_COLOUR, "6 4", "square"),
+    ):
         vals = [(e[arm] or {}) for e in entries]
-        out.append(Series(name if name == arm else f"{arm}: {name}", [v.get("mean") for v in vals],
-                          [v.get("low") for v in vals],
-                          [v.get("high") for v in vals], colour, dash, marker))
+        out.append(
+            Series(
+                name if name == arm else f"{arm}: {name}",
+                [v.get("mean") for v in vals],
+                [v.get("low") for v in vals],
+                [v.get("high") for v in vals],
+                colour,
+                dash,
+                marker,
+            )
+        )
     return out
 
 
 def _curves(data: ReportData) -> str:
-    out = ['<section id="curves"><h2>Per phase: support and correct answers</h2>'
-           f'<p class="note">Each point is one arm\'s rate at one phase, its whisker the '
-           f'{data.settings.confidence:.0%} bootstrap interval ({data.settings.n_resamples} replicates, '
-           f'seed {data.settings.seed}, documents resampled). The ring marks each arm\'s worst phase. '
-           f'{esc(data.comparison.get("note", ""))}</p>']
+    out = [
+        '<section id="curves"><h2>Per phase: support and correct answers</h2>'
+        f'<p class="note">Each point is one arm\'s rate at one phase, its whisker the '
+        f"{data.settings.confidence:.0%} bootstrap interval ({data.settings.n_resamples} replicates, "
+        f"seed {data.settings.seed}, documents resampled). The ring marks each arm's worst phase. "
+        f"{esc(data.comparison.get('note', ''))}</p>"
+    ]
     for stress_set, by_metric in sorted(data.curves.items(), key=lambda kv: kv[0] != "representative"):
         block = data.comparison["stress_sets"][stress_set]
-        out.append(f"<h3>stress set {esc(stress_set)} ({block['n_questions']} questions, "
-                   f"{block['n_clusters']} document clusters)</h3><div class=\"charts\">")
+        out.append(
+            f"<h3>stress set {esc(stress_set)} ({block['n_questions']} questions, "
+            f'{block["n_clusters"]} document clusters)</h3><div class="charts">'
+        )
         tables = []
         for metric, entries in by_metric.items():
             labels = [e["phase"] for e in entries]
@@ -164,9 +219,16 @@ def _curves(data: ReportData) -> str:
                 worst = block["metrics"][metric][arm]["worst_phase"]["aggregate"]["phase"]
                 if worst in labels:
                     marks.append((k, labels.index(worst), f"worst {worst}"))
-            out.append(line_chart(labels, _series(data, entries), title=f"{METRIC_NAMES[metric]}",
-                                  y_label="rate", marks=marks,
-                                  element_id=f"phase-curve-{stress_set}-{metric}"))
+            out.append(
+                line_chart(
+                    labels,
+                    _series(data, entries),
+                    title=f"{METRIC_NAMES[metric]}",
+                    y_label="rate",
+                    marks=marks,
+                    element_id=f"phase-curve-{stress_set}-{metric}",
+                )
+            )
             tables.append(_curve_table(metric, entries))
         out.append("</div>" + "".join(tables))
     out.append("</section>")
@@ -181,21 +243,29 @@ def _curve_table(metric: str, entries: list[dict]) -> str:
     head = "".join(f"<th>{esc(e['phase'])}</th>" for e in entries)
     rows = []
     for arm in ("candidate", "baseline"):
-        cells = "".join(f"<td>{_pct(e[arm]['mean'])} [{_pct(e[arm]['low'])}, {_pct(e[arm]['high'])}] "
-                        f"n={e[arm]['n']}</td>" if e[arm] else "<td>–</td>" for e in entries)
+        cells = "".join(
+            f"<td>{_pct(e[arm]['mean'])} [{_pct(e[arm]['low'])}, {_pct(e[arm]['high'])}] n={e[arm]['n']}</td>"
+            if e[arm]
+            else "<td>–</td>"
+            for e in entries
+        )
         rows.append(f"<tr><td>{arm}</td>{cells}</tr>")
-    return (f"<table><caption>{esc(METRIC_NAMES[metric])} per phase: rate [interval] and denominator"
-            f"</caption><tr><th>phase</th>{head}</tr>{''.join(rows)}</table>")
+    return (
+        f"<table><caption>{esc(METRIC_NAMES[metric])} per phase: rate [interval] and denominator"
+        f"</caption><tr><th>phase</th>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
 def _distributions(data: ReportData) -> str:
-    out = ['<section id="differences"><h2>Paired difference (candidate − baseline) against the rule</h2>'
-           '<p class="note">The bootstrap distribution of the difference, the shaded band its interval, the '
-           'solid line the estimate, the dashed line the rule\'s tolerance (the difference must not fall '
-           'below it). A tolerance passes only if the whole interval lies at or above it. The dotted line '
-           'is minus the minimum detectable difference (MDD) at 80% power for these questions and document '
-           'clusters: a tolerance closer to zero than it is one this run is too small to show.</p>'
-           '<div class="charts">']
+    out = [
+        '<section id="differences"><h2>Paired difference (candidate − baseline) against the rule</h2>'
+        '<p class="note">The bootstrap distribution of the difference, the shaded band its interval, the '
+        "solid line the estimate, the dashed line the rule's tolerance (the difference must not fall "
+        "below it). A tolerance passes only if the whole interval lies at or above it. The dotted line "
+        "is minus the minimum detectable difference (MDD) at 80% power for these questions and document "
+        "clusters: a tolerance closer to zero than it is one this run is too small to show.</p>"
+        '<div class="charts">'
+    ]
     for d in sorted(data.distributions, key=lambda d: d["stress_set"] != "representative"):
         lines = [(d["estimate"], f"estimate {d['estimate']:+.3f}", "")] if d["estimate"] is not None else []
         if d["limit"] is not None:
@@ -206,8 +276,15 @@ def _distributions(data: ReportData) -> str:
         band = (d["low"], d["high"]) if d["low"] is not None else None
         mdd = f" · MDD {d['mdd']:.3f} (80% power)" if d.get("mdd") is not None else ""
         title = f"{d['stress_set']}: {d['metric']}, {d['statistic']}{status}{mdd}"
-        out.append(histogram(list(d["replicates"]), title=title, lines=lines, band=band,
-                             element_id=f"difference-{d['stress_set']}-{d['metric']}-{d['statistic']}"))
+        out.append(
+            histogram(
+                list(d["replicates"]),
+                title=title,
+                lines=lines,
+                band=band,
+                element_id=f"difference-{d['stress_set']}-{d['metric']}-{d['statistic']}",
+            )
+        )
     out.append("</div></section>")
     return "".join(out)
 
@@ -215,16 +292,28 @@ def _distributions(data: ReportData) -> str:
 def _funnel(data: ReportData) -> str:
     stages = [f["stage"] for f in next(iter(data.funnel.values()))]
     groups = []
-    for arm, colour, dash in ((data.candidate, CANDIDATE_COLOUR, ""),
-                              (data.baseline, BASELINE_COLOUR, "6 4")):
+    for arm, colour, dash in (
+        (data.candidate, CANDIDATE_COLOUR, ""),
+        (data.baseline, BASELINE_COLOUR, "6 4"),
+    ):
         rows = data.funnel[arm]
-        groups.append((Series(arm, [r["mean"] for r in rows], [r["worst"] for r in rows], [], colour, dash),
-                       [f"{_pct(r['mean'])} (worst {_pct(r['worst'])})" for r in rows]))
-    chart = bars(stages, groups, title="stage survival: share of answerable records keeping support",
-                 element_id="funnel-chart")
-    return ('<section id="funnel"><h2>Stage survival</h2><p class="note">Per stage of the cascade, the phase '
-            "average of the share of answerable records whose support survives it; the black tick is the "
-            f"worst phase.</p>{chart}</section>")
+        groups.append(
+            (
+                Series(arm, [r["mean"] for r in rows], [r["worst"] for r in rows], [], colour, dash),
+                [f"{_pct(r['mean'])} (worst {_pct(r['worst'])})" for r in rows],
+            )
+        )
+    chart = bars(
+        stages,
+        groups,
+        title="stage survival: share of answerable records keeping support",
+        element_id="funnel-chart",
+    )
+    return (
+        '<section id="funnel"><h2>Stage survival</h2><p class="note">Per stage of the cascade, the phase '
+        "average of the share of answerable records whose support survives it; the black tick is the "
+        f"worst phase.</p>{chart}</section>"
+    )
 
 
 def _steps(data: ReportData) -> str:
@@ -236,19 +325,29 @@ def _steps(data: ReportData) -> str:
     head = "".join(f"<th>{esc(a)}</th>" for a in arms)
     rows = "".join(
         f"<tr><td>{step} {esc(name)}</td>"
-        + "".join(f"<td>{counts[a].get((step, name), 0)} "
-                  f"({100 * counts[a].get((step, name), 0) / totals[a]:.0f}%)</td>"
-                  for a in arms) + "</tr>" for step, name in keys)
-    return ('<section id="steps"><h2>Records per diagnosis step</h2><p class="note">Each record sits on the '
-            "first step of the ten-step tree that fails (0: every step passes).</p>"
-            f"<table><tr><th>step</th>{head}</tr>{rows}</table></section>")
+        + "".join(
+            f"<td>{counts[a].get((step, name), 0)} "
+            f"({100 * counts[a].get((step, name), 0) / totals[a]:.0f}%)</td>"
+            for a in arms
+        )
+        + "</tr>"
+        for step, name in keys
+    )
+    return (
+        '<section id="steps"><h2>Records per diagnosis step</h2><p class="note">Each record sits on the '
+        "first step of the ten-step tree that fails (0: every step passes).</p>"
+        f"<table><tr><th>step</th>{head}</tr>{rows}</table></section>"
+    )
 
 
 def _segments(data: ReportData) -> str:
-    out = ['<section id="segments"><h2>Segments</h2><p class="note">Phase averages per segment; n is the '
-           "denominator: the questions where the metric applies.</p>"]
-    for stress_set, block in sorted(data.comparison["stress_sets"].items(),
-                                    key=lambda kv: kv[0] != "representative"):
+    out = [
+        '<section id="segments"><h2>Segments</h2><p class="note">Phase averages per segment; n is the '
+        "denominator: the questions where the metric applies.</p>"
+    ]
+    for stress_set, block in sorted(
+        data.comparison["stress_sets"].items(), key=lambda kv: kv[0] != "representative"
+    ):
         rows = []
         for name, seg in (block.get("segments") or {}).items():
             cells = [f"<td>{esc(name)}</td><td>{seg['n_questions']}</td>"]
@@ -256,17 +355,23 @@ def _segments(data: ReportData) -> str:
                 res = seg["metrics"].get(metric) or {}
                 c, b = res.get("candidate") or {}, res.get("baseline") or {}
                 diff = ((res.get("difference") or {}).get("statistics") or {}).get("mean") or {}
-                interval = (f" [{diff['low']:+.2f}, {diff['high']:+.2f}]"
-                            if diff.get("low") is not None else "")
-                cells.append(f"<td>{_pct((c.get('phase_average') or {}).get('mean_of_phases'))} / "
-                             f"{_pct((b.get('phase_average') or {}).get('mean_of_phases'))} "
-                             f"(n={c.get('n_questions', 0)})</td>"
-                             f"<td>{_diff(diff.get('estimate'))}{interval}</td>")
+                interval = (
+                    f" [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff.get("low") is not None else ""
+                )
+                cells.append(
+                    f"<td>{_pct((c.get('phase_average') or {}).get('mean_of_phases'))} / "
+                    f"{_pct((b.get('phase_average') or {}).get('mean_of_phases'))} "
+                    f"(n={c.get('n_questions', 0)})</td>"
+                    f"<td>{_diff(diff.get('estimate'))}{interval}</td>"
+                )
             rows.append("<tr>" + "".join(cells) + "</tr>")
-        head = "".join(f"<th>{esc(m)} c / b</th><th>difference [CI]</th>" for m in
-                       ("support", "correct", "critical"))
-        out.append(f"<h3>stress set {esc(stress_set)}</h3><table><tr><th>segment</th><th>questions</th>{head}"
-                   f"</tr>{''.join(rows)}</table>")
+        head = "".join(
+            f"<th>{esc(m)} c / b</th><th>difference [CI]</th>" for m in ("support", "correct", "critical")
+        )
+        out.append(
+            f"<h3>stress set {esc(stress_set)}</h3><table><tr><th>segment</th><th>questions</th>{head}"
+            f"</tr>{''.join(rows)}</table>"
+        )
     out.append("</section>")
     return "".join(out)
 
@@ -278,8 +383,9 @@ def _diff(v: float | None) -> str:
 def _strip(data: ReportData) -> str:
     s = data.strip
     arms = s["arms"]
-    headers = ([(f"{a}: support", s["phases"][a]) for a in arms]
-               + [(f"{a}: answer", s["phases"][a]) for a in arms])
+    headers = [(f"{a}: support", s["phases"][a]) for a in arms] + [
+        (f"{a}: answer", s["phases"][a]) for a in arms
+    ]
     rows = []
     for q in s["questions"]:
         marker = "↕ " if q["reversals"] else "  "
@@ -290,11 +396,17 @@ def _strip(data: ReportData) -> str:
                 groups.append([_cell(kind, cells.get(p)) for p in s["phases"][arm]])
         hover = f"{q['qid']} ({q['segment']}): {q['question']}"
         rows.append((marker + q["qid"], hover, groups))
-    chart = strip(rows, headers, element_id="reversal-strip",
-                  title="verdict per question and phase (↕: the verdict changes with the phase)")
+    chart = strip(
+        rows,
+        headers,
+        element_id="reversal-strip",
+        title="verdict per question and phase (↕: the verdict changes with the phase)",
+    )
     legend = " · ".join(f"{g} {esc(v)}" for v, (g, _f) in VERDICTS.items())
-    return ('<section id="strip"><h2>Reversal strip</h2><p class="note">Support: ● kept, ○ lost, – no '
-            f"support flag. Answer: {legend}. Hover a question id for its text.</p>{chart}</section>")
+    return (
+        '<section id="strip"><h2>Reversal strip</h2><p class="note">Support: ● kept, ○ lost, – no '
+        f"support flag. Answer: {legend}. Hover a question id for its text.</p>{chart}</section>"
+    )
 
 
 def _cell(kind: str, value: tuple | None) -> Cell | None:
@@ -309,13 +421,17 @@ def _cell(kind: str, value: tuple | None) -> Cell | None:
 
 
 def _reversals(data: ReportData) -> str:
-    out = ['<section id="reversals"><h2>Reversal boundaries</h2><p class="note">For each reversal, the two '
-           "neighbouring phases on either side of the flip: the source around the gold spans with this "
-           "phase's chunk cuts (<span class=\"cut\">┃</span>), gold spans (<mark class=\"gold\">⟪id … ⟫"
-           "</mark>) and packed units (<span class=\"packed\">underlined</span>), then the packed context "
-           "the reader got, its surviving gold marked.</p>"]
-    index = [f'<li><a href="#rev-{i}">{esc(c["arm"])} · {esc(c["kind"])} · {esc(c["qid"])}</a></li>'
-             for i, c in enumerate(data.reversals)]
+    out = [
+        '<section id="reversals"><h2>Reversal boundaries</h2><p class="note">For each reversal, the two '
+        "neighbouring phases on either side of the flip: the source around the gold spans with this "
+        'phase\'s chunk cuts (<span class="cut">┃</span>), gold spans (<mark class="gold">⟪id … ⟫'
+        '</mark>) and packed units (<span class="packed">underlined</span>), then the packed context '
+        "the reader got, its surviving gold marked.</p>"
+    ]
+    index = [
+        f'<li><a href="#rev-{i}">{esc(c["arm"])} · {esc(c["kind"])} · {esc(c["qid"])}</a></li>'
+        for i, c in enumerate(data.reversals)
+    ]
     out.append(f"<nav><ul>{''.join(index)}</ul></nav>")
     out.extend(_card(i, c) for i, c in enumerate(data.reversals))
     out.append("</section>")
@@ -325,17 +441,21 @@ def _reversals(data: ReportData) -> str:
 def _card(i: int, c: dict) -> str:
     sides_text = " | ".join(f"{esc(k)} {esc(', '.join(v))}" for k, v in c["phases"].items())
     sides = "".join(_side_html(c["kind"], s) for s in c["sides"])
-    return (f'<article class="card" id="rev-{i}"><h3>{esc(c["qid"])} · {esc(c["arm"])} · {esc(c["kind"])} '
-            f'reversal · {esc(c["segment"])}</h3><p>question: {esc(c["question"])}</p>'
-            f'<p class="meta">phases on each side: {sides_text}</p><div class="sides">{sides}</div>'
-            "</article>")
+    return (
+        f'<article class="card" id="rev-{i}"><h3>{esc(c["qid"])} · {esc(c["arm"])} · {esc(c["kind"])} '
+        f"reversal · {esc(c['segment'])}</h3><p>question: {esc(c['question'])}</p>"
+        f'<p class="meta">phases on each side: {sides_text}</p><div class="sides">{sides}</div>'
+        "</article>"
+    )
 
 
 def _side_html(kind: str, s: dict) -> str:
     support = {True: "support kept ●", False: "support lost ○", None: "no support flag"}[s["support_packed"]]
     glyph = VERDICTS.get(s["answer_verdict"], ("~", ""))[0]
-    head = (f"<h4>phase {esc(s['phase'])}: {glyph} {esc(s['answer_verdict'])} · {support} · evidence "
-            f"{esc(s['evidence_tokens'])}/{esc(s['budget_tokens'])} tokens</h4>")
+    head = (
+        f"<h4>phase {esc(s['phase'])}: {glyph} {esc(s['answer_verdict'])} · {support} · evidence "
+        f"{esc(s['evidence_tokens'])}/{esc(s['budget_tokens'])} tokens</h4>"
+    )
     parts = [head]
     for e in s["excerpts"]:
         parts.append(_excerpt_html(e))
@@ -343,25 +463,31 @@ def _side_html(kind: str, s: dict) -> str:
     parts.append(f'<p class="meta">packed units: {units or "none"}</p>')
     parts.append(f'<div class="text" title="packed context">{_marked_context(s)}</div>')
     parts.append(f"<p>answer: <q>{esc(s['answer'] or '')}</q></p>")
-    return f"<div class=\"side\">{''.join(parts)}</div>"
+    return f'<div class="side">{"".join(parts)}</div>'
 
 
 def _excerpt_html(e: dict) -> str:
     where = f"{esc(e['doc_id'])} [{e['start']}, {e['end']})"
     if e.get("withheld"):
         w = e["withheld"]
-        return (f'<p class="meta">{where}: text withheld (restricted: {esc(", ".join(w["access"]))}; version '
-                f'<code>{esc(w["version"])}</code>); gold spans '
-                f'{esc(", ".join(f"{sid} [{a}, {b})" for sid, a, b in e["spans"]))}; chunk cuts at '
-                f'{esc(", ".join(str(c) for c in e["cuts"]) or "none")}</p>')
+        return (
+            f'<p class="meta">{where}: text withheld (restricted: {esc(", ".join(w["access"]))}; version '
+            f"<code>{esc(w['version'])}</code>); gold spans "
+            f"{esc(', '.join(f'{sid} [{a}, {b})' for sid, a, b in e['spans']))}; chunk cuts at "
+            f"{esc(', '.join(str(c) for c in e['cuts']) or 'none')}</p>"
+        )
     if e["text"] is None:
         return f'<p class="meta">{where}: source text not in the ledger</p>'
-    cuts_in = [f"{c} (inside {', '.join(sid for sid, a, b in e['spans'] if a < c < b)})"
-               for c in e.get("cuts_in_gold") or []]
-    note = (f"chunk cut inside a gold span at char {', '.join(cuts_in)}" if cuts_in
-            else "no chunk cut inside a gold span")
-    return (f'<p class="meta">{where}: {esc(note)}</p>'
-            f'<div class="text">{_marked_source(e)}</div>')
+    cuts_in = [
+        f"{c} (inside {', '.join(sid for sid, a, b in e['spans'] if a < c < b)})"
+        for c in e.get("cuts_in_gold") or []
+    ]
+    note = (
+        f"chunk cut inside a gold span at char {', '.join(cuts_in)}"
+        if cuts_in
+        else "no chunk cut inside a gold span"
+    )
+    return f'<p class="meta">{where}: {esc(note)}</p><div class="text">{_marked_source(e)}</div>'
 
 
 def _marked_source(e: dict) -> str:
@@ -380,7 +506,7 @@ def _marked_source(e: dict) -> str:
         out.extend(f'<span class="lbl">⟪{esc(sid)}</span>' for sid, s0, _e in e["spans"] if s0 == a)
         if a in cuts:
             out.append(f'<span class="cut" title="chunk cut at char {a}">┃</span>')
-        piece = esc(text[a - base:b - base])
+        piece = esc(text[a - base : b - base])
         if any(p0 <= a and b <= p1 for p0, p1, _r in e["packed"]):
             piece = f'<span class="packed">{piece}</span>'
         if any(s0 <= a and b <= s1 for _sid, s0, s1 in e["spans"]):
@@ -400,7 +526,7 @@ def _marked_context(s: dict) -> str:
     for a, b in _merge((a, b) for a, b, _sid in s["context_gold"]):
         if a > pos:
             out.append(esc(context[pos:a]))
-        out.append(f'<mark class="gold">{esc(context[max(a, pos):b])}</mark>')
+        out.append(f'<mark class="gold">{esc(context[max(a, pos) : b])}</mark>')
         pos = max(pos, b)
     out.append(esc(context[pos:]))
     return "".join(out)
@@ -421,12 +547,20 @@ def _footer(data: ReportData) -> str:
     m = data.comparison["matching"]
     sides = [data.comparison[side] for side in ("candidate", "baseline")]
     failed = [(side["arm"], side.get("counts", {}).get("infrastructure_failure", 0)) for side in sides]
-    failures = ("; failed requests (infrastructure failures: never judged, outside every answer metric): "
-                + ", ".join(f"{esc(arm)} {n}" for arm, n in failed)) if any(n for _, n in failed) else ""
-    return (f'<footer><h2>How these figures were made</h2><p class="note">{m["matched_questions"]} matched '
-            f'questions, {m["matched_records"]} matched records over phases '
-            f'{esc(", ".join(m["shared_phases"]))}{failures}; '
-            f'bootstrap {s["n_resamples"]} x, seed {s["seed"]}, {s["confidence"]:.0%} {esc(s["method"])} '
-            f'intervals, resampling unit: {esc(s["resampling_unit"])}. The same numbers as '
-            f"<code>ledgerscope compare</code> and <code>ledgerscope diagnose</code> print for this ledger."
-            "</p></footer>")
+    failures = (
+        (
+            "; failed requests (infrastructure failures: never judged, outside every answer metric): "
+            + ", ".join(f"{esc(arm)} {n}" for arm, n in failed)
+        )
+        if any(n for _, n in failed)
+        else ""
+    )
+    return (
+        f'<footer><h2>How these figures were made</h2><p class="note">{m["matched_questions"]} matched '
+        f"questions, {m['matched_records']} matched records over phases "
+        f"{esc(', '.join(m['shared_phases']))}{failures}; "
+        f"bootstrap {s['n_resamples']} x, seed {s['seed']}, {s['confidence']:.0%} {esc(s['method'])} "
+        f"intervals, resampling unit: {esc(s['resampling_unit'])}. The same numbers as "
+        f"<code>ledgerscope compare</code> and <code>ledgerscope diagnose</code> print for this ledger."
+        "</p></footer>"
+    )

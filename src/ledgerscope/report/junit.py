@@ -25,14 +25,22 @@ def _suite(parent: ET.Element, name: str, cases: list[ET.Element]) -> None:
     for case in cases:
         counts["failures"] += case.find("failure") is not None
         counts["skipped"] += case.find("skipped") is not None
-    suite = ET.SubElement(parent, "testsuite", name=name, tests=str(len(cases)), errors="0",
-                          failures=str(counts["failures"]), skipped=str(counts["skipped"]))
+    suite = ET.SubElement(
+        parent,
+        "testsuite",
+        name=name,
+        tests=str(len(cases)),
+        errors="0",
+        failures=str(counts["failures"]),
+        skipped=str(counts["skipped"]),
+    )
     suite.extend(cases)
 
 
 def _check_case(check: dict, inconclusive_fails: bool) -> ET.Element:
-    case = ET.Element("testcase", classname=f"release-rule.{_t(check['stress_set'])}",
-                      name=_t(check["tolerance"]))
+    case = ET.Element(
+        "testcase", classname=f"release-rule.{_t(check['stress_set'])}", name=_t(check["tolerance"])
+    )
     status, reason = check["status"], _t(check["reason"])
     if status == "violates":
         ET.SubElement(case, "failure", message=reason, type="violates").text = reason
@@ -47,10 +55,15 @@ def _check_case(check: dict, inconclusive_fails: bool) -> ET.Element:
 
 def flip_message(flip: dict) -> str:
     """One question's flip in words: phases, verdicts, diagnosis step and boundary per phase."""
-    parts = [f"phase {p['phase']}: baseline correct, candidate {p['candidate']}; diagnosis step "
-             f"{p['step']} ({p['step_name']}); boundary: {p['boundary']}" for p in flip["phases"]]
-    return (f"{flip['qid']} ({flip['segment']}, {flip['stress_set']}) flipped from correct to wrong at "
-            f"{len(flip['phases'])} phase(s): " + " | ".join(parts))
+    parts = [
+        f"phase {p['phase']}: baseline correct, candidate {p['candidate']}; diagnosis step "
+        f"{p['step']} ({p['step_name']}); boundary: {p['boundary']}"
+        for p in flip["phases"]
+    ]
+    return (
+        f"{flip['qid']} ({flip['segment']}, {flip['stress_set']}) flipped from correct to wrong at "
+        f"{len(flip['phases'])} phase(s): " + " | ".join(parts)
+    )
 
 
 def _flip_case(flip: dict) -> ET.Element:
@@ -64,16 +77,23 @@ def _flip_case(flip: dict) -> ET.Element:
 def junit_xml(gate: GateOutcome) -> str:
     """The gate as a JUnit XML document (``testsuites`` with the rule's checks and the flips)."""
     decision = gate.decision
-    root = ET.Element("testsuites", name=f"ledgerscope release gate: {_t(gate.candidate)} vs "
-                                         f"{_t(gate.baseline)} ({decision['outcome']})")
+    root = ET.Element(
+        "testsuites",
+        name=f"ledgerscope release gate: {_t(gate.candidate)} vs {_t(gate.baseline)} ({decision['outcome']})",
+    )
     inconclusive_fails = gate.fail_on == "collect-more-evidence"
     _suite(root, "release-rule", [_check_case(c, inconclusive_fails) for c in decision["checks"]])
     _suite(root, "flips", [_flip_case(f) for f in gate.flips])
     props = ET.Element("properties")
-    for name, value in (("decision", decision["outcome"]), ("rule", gate.rule),
-                        ("rule_digest", decision["rule_digest"]), ("ledger", gate.ledger),
-                        ("candidate", gate.candidate), ("baseline", gate.baseline),
-                        ("exit_code", gate.exit_code)):
+    for name, value in (
+        ("decision", decision["outcome"]),
+        ("rule", gate.rule),
+        ("rule_digest", decision["rule_digest"]),
+        ("ledger", gate.ledger),
+        ("candidate", gate.candidate),
+        ("baseline", gate.baseline),
+        ("exit_code", gate.exit_code),
+    ):
         ET.SubElement(props, "property", name=name, value=_t(value))
     root[0].insert(0, props)
     ET.indent(root)

@@ -40,8 +40,11 @@ def _num(x: float | None, sign: bool = True) -> str:
 
 def _checks(gate: GateOutcome) -> list[str]:
     rows = ["| status | stress set | check | reason |", "| --- | --- | --- | --- |"]
-    rows += [f"| {_GLYPH.get(c['status'], md(c['status']))} | {md(c['stress_set'])} | {md(c['tolerance'])} "
-             f"| {md(c['reason'])} |" for c in gate.decision["checks"]]
+    rows += [
+        f"| {_GLYPH.get(c['status'], md(c['status']))} | {md(c['stress_set'])} | {md(c['tolerance'])} "
+        f"| {md(c['reason'])} |"
+        for c in gate.decision["checks"]
+    ]
     return rows
 
 
@@ -49,23 +52,32 @@ def _flips(gate: GateOutcome) -> list[str]:
     if not gate.flips:
         return ["No question flipped from correct (baseline) to wrong (candidate)."]
     n = sum(len(f["phases"]) for f in gate.flips)
-    rows = [f"{len(gate.flips)} question(s) flipped from correct to wrong at {n} (question, phase) cell(s); "
-            f"the {min(WORST_FLIPS, len(gate.flips))} with most phases:", "",
-            "| question | segment | phases | diagnosis step | boundary |", "| --- | --- | --- | --- | --- |"]
+    rows = [
+        f"{len(gate.flips)} question(s) flipped from correct to wrong at {n} (question, phase) cell(s); "
+        f"the {min(WORST_FLIPS, len(gate.flips))} with most phases:",
+        "",
+        "| question | segment | phases | diagnosis step | boundary |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for f in gate.flips[:WORST_FLIPS]:
         first = f["phases"][0]
         phases = ", ".join(p["phase"] for p in f["phases"])
-        rows.append(f"| {md(f['qid'])} | {md(f['segment'])} | {md(phases)} "
-                    f"| {md(first['step'])} {md(first['step_name'])} | {md(first['boundary'])} |")
+        rows.append(
+            f"| {md(f['qid'])} | {md(f['segment'])} | {md(phases)} "
+            f"| {md(first['step'])} {md(first['step_name'])} | {md(first['boundary'])} |"
+        )
     return rows
 
 
 def _figures(gate: GateOutcome) -> list[str]:
     conf = gate.comparison["settings"]["confidence"]
-    rows = [f"Candidate minus baseline, phase average, {conf:.0%} interval; MDD: the minimum detectable "
-            "difference at 80% power for these questions and document clusters.", "",
-            "| stress set | questions | clusters | metric | difference | interval | MDD |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        f"Candidate minus baseline, phase average, {conf:.0%} interval; MDD: the minimum detectable "
+        "difference at 80% power for these questions and document clusters.",
+        "",
+        "| stress set | questions | clusters | metric | difference | interval | MDD |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, block in sorted(gate.comparison["stress_sets"].items()):
         for metric, label in _FIGURES:
             diff = ((block["metrics"].get(metric) or {}).get("difference")) or {}
@@ -73,9 +85,11 @@ def _figures(gate: GateOutcome) -> list[str]:
             if not e:
                 continue
             mdd = detectable(diff, "mean")
-            rows.append(f"| {md(name)} | {diff.get('n_questions')} | {diff.get('n_units')} | {label} "
-                        f"| {_num(e['estimate'])} | [{_num(e['low'])}, {_num(e['high'])}] "
-                        f"| {_num(mdd, sign=False)} |")
+            rows.append(
+                f"| {md(name)} | {diff.get('n_questions')} | {diff.get('n_units')} | {label} "
+                f"| {_num(e['estimate'])} | [{_num(e['low'])}, {_num(e['high'])}] "
+                f"| {_num(mdd, sign=False)} |"
+            )
     return rows
 
 
@@ -86,12 +100,29 @@ def markdown_summary(gate: GateOutcome) -> str:
     title = _OUTCOME.get(d["outcome"], md(d["outcome"]))
     if headline(d) != d["outcome"].upper():  # an ACCEPT below the minimum detectable difference
         title = "⚠️ " + md(headline(d))
-    head = [f"## Release gate: {title}", "",
-            f"**{md(gate.candidate)}** (candidate, ledger {code(gate.ledger)}) against "
-            f"**{md(gate.baseline)}** (baseline, {base}); rule {code(gate.rule)} ({code(d['rule_digest'])}); "
-            f"exit status {gate.exit_code} ({code('--fail-on ' + gate.fail_on)})."]
+    head = [
+        f"## Release gate: {title}",
+        "",
+        f"**{md(gate.candidate)}** (candidate, ledger {code(gate.ledger)}) against "
+        f"**{md(gate.baseline)}** (baseline, {base}); rule {code(gate.rule)} ({code(d['rule_digest'])}); "
+        f"exit status {gate.exit_code} ({code('--fail-on ' + gate.fail_on)}).",
+    ]
     if gate.report:
         head.append(f"The HTML report: {code(gate.report)}.")
-    parts = [*head, "", "### Checks", "", *_checks(gate), "", "### Worst flips", "", *_flips(gate), "",
-             "### Figures", "", *_figures(gate), ""]
+    parts = [
+        *head,
+        "",
+        "### Checks",
+        "",
+        *_checks(gate),
+        "",
+        "### Worst flips",
+        "",
+        *_flips(gate),
+        "",
+        "### Figures",
+        "",
+        *_figures(gate),
+        "",
+    ]
     return "\n".join(parts)

@@ -14,9 +14,12 @@ def _latency_rows(arm: str, res: dict) -> str:
         value = (lat.get(stage) or {}).get(q)
         return "–" if value is None else f"{value:.2f}"
 
-    return "".join(f"<tr><td>{esc(arm) if i == 0 else ''}</td><td>{esc(s)}</td>"
-                   + "".join(f"<td>{cell(s, q)}</td>" for q in ("p50", "p95", "p99")) + "</tr>"
-                   for i, s in enumerate(SHOWN))
+    return "".join(
+        f"<tr><td>{esc(arm) if i == 0 else ''}</td><td>{esc(s)}</td>"
+        + "".join(f"<td>{cell(s, q)}</td>" for q in ("p50", "p95", "p99"))
+        + "</tr>"
+        for i, s in enumerate(SHOWN)
+    )
 
 
 def resources_section(comparison: dict) -> str:
@@ -29,10 +32,12 @@ def resources_section(comparison: dict) -> str:
     lines += difference_lines(res)
     rows = "".join(_latency_rows(str(a.get("arm", "?")), a) for a in arms if a.get("recorded"))
     items = "".join(f"<li>{esc(line)}</li>" for line in lines)
-    return ('<section id="resources"><h2>What each arm costs</h2><p class="note">From the resource record '
-            "each partition carries: one phase's index (the mean over phases), what the sweep sent, and the "
-            "latency per query over every phase's questions (embed_query, bm25 and dense_ann run as one "
-            "batch "
-            "per phase, shared evenly). Money needs a price table (<code>--prices</code> or the rule's).</p>"
-            f"<ul>{items}</ul><table><tr><th>arm</th><th>stage</th><th>p50 ms</th><th>p95 ms</th>"
-            f"<th>p99 ms</th></tr>{rows}</table></section>")
+    return (
+        '<section id="resources"><h2>What each arm costs</h2><p class="note">From the resource record '
+        "each partition carries: one phase's index (the mean over phases), what the sweep sent, and the "
+        "latency per query over every phase's questions (embed_query, bm25 and dense_ann run as one "
+        "batch "
+        "per phase, shared evenly). Money needs a price table (<code>--prices</code> or the rule's).</p>"
+        f"<ul>{items}</ul><table><tr><th>arm</th><th>stage</th><th>p50 ms</th><th>p95 ms</th>"
+        f"<th>p99 ms</th></tr>{rows}</table></section>"
+    )

@@ -43,8 +43,13 @@ def latency_table(resources: dict[str, dict]) -> Table:
     """Per arm and stage, p50/p95/p99 milliseconds over every phase's questions (batched stages
     are one batch's time shared evenly)."""
     table = Table(title="latency per query, ms, over every phase's questions", box=box.SIMPLE)
-    for name, justify in (("arm", "left"), ("stage", "left"), ("p50", "right"), ("p95", "right"),
-                          ("p99", "right")):
+    for name, justify in (
+        ("arm", "left"),
+        ("stage", "left"),
+        ("p50", "right"),
+        ("p95", "right"),
+        ("p99", "right"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)
     for arm, res in resources.items():
         if not res.get("recorded"):
@@ -52,8 +57,11 @@ def latency_table(resources: dict[str, dict]) -> Table:
         lat = res["latency_ms"]
         for i, stage in enumerate(SHOWN):
             label = f"{stage} (batched)" if stage in ("embed_query", "bm25", "dense_ann") else stage
-            table.add_row(Text(safe(arm)) if i == 0 else "", label,
-                          *[_ms(lat.get(stage), q) for q in ("p50", "p95", "p99")])
+            table.add_row(
+                Text(safe(arm)) if i == 0 else "",
+                label,
+                *[_ms(lat.get(stage), q) for q in ("p50", "p95", "p99")],
+            )
     return table
 
 
@@ -80,16 +88,20 @@ def resource_lines(arm: str, res: dict) -> list[str]:
     ]
     scope = res.get("phase_scope") or {}
     if scope.get("scope") == "evidence":
-        lines.append(f"{name}: phase scope evidence: {scope['phased']} of {scope['documents']} documents "
-                     "re-chunked per phase (gold and retrieved at base phase "
-                     f"{safe(str(scope['base_phase']))}); "
-                     "the rest cut once at the base phase")
+        lines.append(
+            f"{name}: phase scope evidence: {scope['phased']} of {scope['documents']} documents "
+            "re-chunked per phase (gold and retrieved at base phase "
+            f"{safe(str(scope['base_phase']))}); "
+            "the rest cut once at the base phase"
+        )
     if cost.get("priced"):
         cur = cost["currency"]
         unpriced = f"; not in the price table: {', '.join(cost['unpriced'])}" if cost["unpriced"] else ""
-        lines.append(f"{name}: cost: indexing {fmt_money(cost['indexing'], cur)}, per 1,000 queries "
-                     f"{fmt_money(cost['per_1000_queries'], cur)}, "
-                     f"this sweep {fmt_money(cost['sweep'], cur)} (prices {safe(cost['prices'])}){unpriced}")
+        lines.append(
+            f"{name}: cost: indexing {fmt_money(cost['indexing'], cur)}, per 1,000 queries "
+            f"{fmt_money(cost['per_1000_queries'], cur)}, "
+            f"this sweep {fmt_money(cost['sweep'], cur)} (prices {safe(cost['prices'])}){unpriced}"
+        )
     return lines
 
 
@@ -110,21 +122,29 @@ def difference_lines(comparison: dict | None) -> list[str]:
     lat = diff.get("latency_ms") or {}
     parts = [f"{s} {lat[s]['p95']:+.2f}" for s in SHOWN if (lat.get(s) or {}).get("p95") is not None]
     lines = [f"resources, candidate - baseline: latency p95 ms: {', '.join(parts) or '-'}"]
-    scopes = {role: ((comparison.get(role) or {}).get("phase_scope") or {}).get("scope", "all")
-              for role in ("candidate", "baseline")}
+    scopes = {
+        role: ((comparison.get(role) or {}).get("phase_scope") or {}).get("scope", "all")
+        for role in ("candidate", "baseline")
+    }
     if "evidence" in scopes.values():
-        lines.append(f"phase scope: candidate {scopes['candidate']}, baseline {scopes['baseline']} "
-                     "(evidence: only gold and retrieved documents move with the phase)")
+        lines.append(
+            f"phase scope: candidate {scopes['candidate']}, baseline {scopes['baseline']} "
+            "(evidence: only gold and retrieved documents move with the phase)"
+        )
     idx = diff.get("index") or {}
     if idx.get("units") is not None:
         vectors = fmt_bytes((idx.get("bytes") or {}).get("vectors"))
-        lines.append(f"resources, candidate - baseline: units per phase {idx['units']:+.0f}, unit tokens "
-                     f"{idx.get('unit_tokens') or 0:+.0f}, vectors {vectors}")
+        lines.append(
+            f"resources, candidate - baseline: units per phase {idx['units']:+.0f}, unit tokens "
+            f"{idx.get('unit_tokens') or 0:+.0f}, vectors {vectors}"
+        )
     cost = diff.get("cost") or {}
     if (cand.get("cost") or {}).get("priced"):
         cur = cand["cost"]["currency"]
-        lines.append("resources, candidate - baseline: cost per 1,000 queries "
-                     f"{fmt_money(cost.get('per_1000_queries'), cur)}, "
-                     f"indexing {fmt_money(cost.get('indexing'), cur)}, "
-                     f"sweep {fmt_money(cost.get('sweep'), cur)}")
+        lines.append(
+            "resources, candidate - baseline: cost per 1,000 queries "
+            f"{fmt_money(cost.get('per_1000_queries'), cur)}, "
+            f"indexing {fmt_money(cost.get('indexing'), cur)}, "
+            f"sweep {fmt_money(cost.get('sweep'), cur)}"
+        )
     return lines

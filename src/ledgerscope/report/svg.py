@@ -36,21 +36,33 @@ class Series:
 
 def _marker(kind: str, x: float, y: float, colour: str, r: float = 3.5) -> str:
     if kind == "square":
-        return (f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" height="{2 * r:.1f}" '
-                f'fill="{colour}"/>')
+        return (
+            f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" height="{2 * r:.1f}" '
+            f'fill="{colour}"/>'
+        )
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{colour}"/>'
 
 
 def _open(width: int, height: int, title: str, element_id: str | None) -> str:
     ident = f' id="{esc(element_id)}"' if element_id else ""
-    return (f'<svg xmlns="http://www.w3.org/2000/svg"{ident} viewBox="0 0 {width} {height}" width="{width}" '
-            f'height="{height}" role="img" aria-label="{esc(title)}" font-family="system-ui, sans-serif" '
-            f'font-size="11"><title>{esc(title)}</title>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg"{ident} viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{esc(title)}" font-family="system-ui, sans-serif" '
+        f'font-size="11"><title>{esc(title)}</title>'
+    )
 
 
-def line_chart(x_labels: Sequence[str], series: Sequence[Series], *, title: str, y_label: str,
-               marks: Sequence[tuple[int, int, str]] = (), width: int = 520, height: int = 240,
-               element_id: str | None = None) -> str:
+def line_chart(
+    x_labels: Sequence[str],
+    series: Sequence[Series],
+    *,
+    title: str,
+    y_label: str,
+    marks: Sequence[tuple[int, int, str]] = (),
+    width: int = 520,
+    height: int = 240,
+    element_id: str | None = None,
+) -> str:
     """Rates in [0, 1] per x label, each point with its interval as a whisker; ``marks`` rings
     (series index, x index) with a label (e.g. the worst phase)."""
     left, right, top, bottom = 44, 12, 40, 36
@@ -64,39 +76,51 @@ def line_chart(x_labels: Sequence[str], series: Sequence[Series], *, title: str,
     def ypos(v: float) -> float:
         return top + ph * (1 - v)
 
-    out = [_open(width, height, title, element_id),
-           f'<text x="{left}" y="14" font-weight="bold">{esc(title)}</text>']
+    out = [
+        _open(width, height, title, element_id),
+        f'<text x="{left}" y="14" font-weight="bold">{esc(title)}</text>',
+    ]
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
         y = ypos(tick)
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{int(tick * 100)}%</text>')
+        out.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{int(tick * 100)}%</text>'
+        )
     for i, label in enumerate(x_labels):
         out.append(f'<text x="{xpos(i):.1f}" y="{top + ph + 14}" text-anchor="middle">{esc(label)}</text>')
-    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle">phase</text>'
-               f'<text x="12" y="{top + ph / 2:.1f}" text-anchor="middle" '
-               f'transform="rotate(-90 12 {top + ph / 2:.1f})">{esc(y_label)}</text>'
-               f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{AXIS}"/>')
+    out.append(
+        f'<text x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle">phase</text>'
+        f'<text x="12" y="{top + ph / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {top + ph / 2:.1f})">{esc(y_label)}</text>'
+        f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{AXIS}"/>'
+    )
     for k, s in enumerate(series):
         points = [(xpos(i, k), ypos(v)) for i, v in enumerate(s.values) if v is not None]
         for i, (lo, hi) in enumerate(zip(s.lows, s.highs, strict=True)):
             if lo is not None and hi is not None:
                 x = xpos(i, k)
-                out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{ypos(lo):.1f}" y2="{ypos(hi):.1f}" '
-                           f'stroke="{s.colour}" stroke-width="1.2" opacity="0.7"/>')
+                out.append(
+                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{ypos(lo):.1f}" y2="{ypos(hi):.1f}" '
+                    f'stroke="{s.colour}" stroke-width="1.2" opacity="0.7"/>'
+                )
         if len(points) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
             dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
-            out.append(f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2"{dash} '
-                       f'class="series"/>')
+            out.append(
+                f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2"{dash} '
+                f'class="series"/>'
+            )
         out.extend(_marker(s.marker, x, y, s.colour) for x, y in points)
     for k, i, label in marks:
         v = series[k].values[i]
         if v is None:
             continue
         x, y = xpos(i, k), ypos(v)
-        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8" fill="none" stroke="{series[k].colour}" '
-                   f'stroke-width="1.5"/><text x="{x:.1f}" y="{y + (20 if v > 0.85 else -11):.1f}" '
-                   f'text-anchor="middle" fill="{series[k].colour}">{esc(label)}</text>')
+        out.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8" fill="none" stroke="{series[k].colour}" '
+            f'stroke-width="1.5"/><text x="{x:.1f}" y="{y + (20 if v > 0.85 else -11):.1f}" '
+            f'text-anchor="middle" fill="{series[k].colour}">{esc(label)}</text>'
+        )
     out.append(_legend(series, left + pw, 30))
     out.append("</svg>")
     return "".join(out)
@@ -108,22 +132,32 @@ def _legend(series: Sequence[Series], right: float, y: float) -> str:
         width = 34 + 6.5 * len(s.name)
         x -= width
         dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
-        out.append(f'<line x1="{x:.1f}" x2="{x + 22:.1f}" y1="{y - 4}" y2="{y - 4}" stroke="{s.colour}" '
-                   f'stroke-width="2"{dash}/>{_marker(s.marker, x + 11, y - 4, s.colour, 3)}'
-                   f'<text x="{x + 26:.1f}" y="{y}">{esc(s.name)}</text>')
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x + 22:.1f}" y1="{y - 4}" y2="{y - 4}" stroke="{s.colour}" '
+            f'stroke-width="2"{dash}/>{_marker(s.marker, x + 11, y - 4, s.colour, 3)}'
+            f'<text x="{x + 26:.1f}" y="{y}">{esc(s.name)}</text>'
+        )
     return "".join(out)
 
 
-def bars(labels: Sequence[str], groups: Sequence[tuple[Series, Sequence[str]]], *, title: str,
-         width: int = 520, element_id: str | None = None) -> str:
+def bars(
+    labels: Sequence[str],
+    groups: Sequence[tuple[Series, Sequence[str]]],
+    *,
+    title: str,
+    width: int = 520,
+    element_id: str | None = None,
+) -> str:
     """Horizontal bars in [0, 1], one row per label and one bar per series; a series' ``lows`` are
     drawn as a tick (e.g. the worst phase); each bar is labelled with its text."""
     left, bar_h, gap = 96, 11, 7
     row_h = len(groups) * bar_h + gap
     height = 30 + row_h * len(labels) + 16
     pw = width - left - 140
-    out = [_open(width, height, title, element_id),
-           f'<text x="0" y="14" font-weight="bold">{esc(title)}</text>']
+    out = [
+        _open(width, height, title, element_id),
+        f'<text x="0" y="14" font-weight="bold">{esc(title)}</text>',
+    ]
     for i, label in enumerate(labels):
         y0 = 26 + i * row_h
         out.append(f'<text x="{left - 6}" y="{y0 + row_h / 2 + 1:.1f}" text-anchor="end">{esc(label)}</text>')
@@ -132,22 +166,34 @@ def bars(labels: Sequence[str], groups: Sequence[tuple[Series, Sequence[str]]], 
             y = y0 + k * bar_h
             w = pw * (v or 0)
             pattern = ' fill-opacity="0.55"' if s.dash else ""
-            out.append(f'<rect x="{left}" y="{y:.1f}" width="{w:.1f}" height="{bar_h - 2}" fill="{s.colour}"'
-                       f'{pattern}/><text x="{left + w + 4:.1f}" y="{y + bar_h - 3:.1f}">'
-                       f"{esc(texts[i])}</text>")
+            out.append(
+                f'<rect x="{left}" y="{y:.1f}" width="{w:.1f}" height="{bar_h - 2}" fill="{s.colour}"'
+                f'{pattern}/><text x="{left + w + 4:.1f}" y="{y + bar_h - 3:.1f}">'
+                f"{esc(texts[i])}</text>"
+            )
             if lo is not None:
                 x = left + pw * lo
-                out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y - 1:.1f}" y2="{y + bar_h - 1:.1f}" '
-                           f'stroke="#000" stroke-width="1.5"/>')
+                out.append(
+                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y - 1:.1f}" y2="{y + bar_h - 1:.1f}" '
+                    f'stroke="#000" stroke-width="1.5"/>'
+                )
     out.append(f'<line x1="{left}" x2="{left}" y1="22" y2="{height - 14}" stroke="{AXIS}"/>')
     out.append(_legend([g[0] for g in groups], width, height - 2))
     out.append("</svg>")
     return "".join(out)
 
 
-def histogram(values: Sequence[float], *, title: str, lines: Sequence[tuple[float, str, str]] = (),
-              band: tuple[float, float] | None = None, bins: int = 40, width: int = 520, height: int = 200,
-              element_id: str | None = None) -> str:
+def histogram(
+    values: Sequence[float],
+    *,
+    title: str,
+    lines: Sequence[tuple[float, str, str]] = (),
+    band: tuple[float, float] | None = None,
+    bins: int = 40,
+    width: int = 520,
+    height: int = 200,
+    element_id: str | None = None,
+) -> str:
     """A distribution's counts in ``bins`` bins; ``band`` shades an interval, ``lines`` are
     vertical lines (x, label, dash) such as the estimate and a tolerance."""
     left, right, top, bottom = 14, 14, 40, 34
@@ -166,28 +212,37 @@ def histogram(values: Sequence[float], *, title: str, lines: Sequence[tuple[floa
     for v in values:
         counts[min(bins - 1, max(0, int((float(v) - lo) / (hi - lo) * bins)))] += 1
     top_count = max(counts) or 1
-    out = [_open(width, height, title, element_id),
-           f'<text x="{left}" y="14" font-weight="bold">{esc(title)}</text>']
+    out = [
+        _open(width, height, title, element_id),
+        f'<text x="{left}" y="14" font-weight="bold">{esc(title)}</text>',
+    ]
     if band:
-        out.append(f'<rect x="{xpos(band[0]):.1f}" y="{top}" width="{xpos(band[1]) - xpos(band[0]):.1f}" '
-                   f'height="{ph}" fill="#e5e7eb"/>')
+        out.append(
+            f'<rect x="{xpos(band[0]):.1f}" y="{top}" width="{xpos(band[1]) - xpos(band[0]):.1f}" '
+            f'height="{ph}" fill="#e5e7eb"/>'
+        )
     bw = pw / bins
     for i, c in enumerate(counts):
         h = ph * c / top_count
-        out.append(f'<rect x="{left + i * bw:.1f}" y="{top + ph - h:.1f}" width="{max(bw - 1, 0.5):.1f}" '
-                   f'height="{h:.1f}" fill="#64748b"/>')
+        out.append(
+            f'<rect x="{left + i * bw:.1f}" y="{top + ph - h:.1f}" width="{max(bw - 1, 0.5):.1f}" '
+            f'height="{h:.1f}" fill="#64748b"/>'
+        )
     for k, (x, label, dash) in enumerate(lines):
         d = f' stroke-dasharray="{dash}"' if dash else ""
         y = top - 6 if k % 2 == 0 else top + ph + 26
         anchor = "start" if xpos(x) < left + pw / 2 else "end"
-        out.append(f'<line x1="{xpos(x):.1f}" x2="{xpos(x):.1f}" y1="{top - 4}" y2="{top + ph}" '
-                   'stroke="#000" '
-                   f'stroke-width="1.5"{d}/><text x="{xpos(x):.1f}" y="{y}" '
-                   f'text-anchor="{anchor}">{esc(label)}</text>')
+        out.append(
+            f'<line x1="{xpos(x):.1f}" x2="{xpos(x):.1f}" y1="{top - 4}" y2="{top + ph}" '
+            'stroke="#000" '
+            f'stroke-width="1.5"{d}/><text x="{xpos(x):.1f}" y="{y}" '
+            f'text-anchor="{anchor}">{esc(label)}</text>'
+        )
     for frac in (0, 0.5, 1):
         v = lo + (hi - lo) * frac
-        out.append(f'<text x="{xpos(v):.1f}" y="{top + ph + 12}" text-anchor="middle" fill="{AXIS}">'
-                   f'{v:+.2f}</text>')
+        out.append(
+            f'<text x="{xpos(v):.1f}" y="{top + ph + 12}" text-anchor="middle" fill="{AXIS}">{v:+.2f}</text>'
+        )
     out.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="{AXIS}"/></svg>')
     return "".join(out)
 
@@ -198,34 +253,48 @@ class Cell:
     fill: str
 
 
-def strip(rows: Sequence[tuple[str, str, Sequence[Sequence[Cell | None]]]],
-          headers: Sequence[tuple[str, Sequence[str]]], *, title: str, cell: int = 15,
-          label_width: int = 230, element_id: str | None = None) -> str:
+def strip(
+    rows: Sequence[tuple[str, str, Sequence[Sequence[Cell | None]]]],
+    headers: Sequence[tuple[str, Sequence[str]]],
+    *,
+    title: str,
+    cell: int = 15,
+    label_width: int = 230,
+    element_id: str | None = None,
+) -> str:
     """A grid: one row per (label, hover text, groups of cells), one group of columns per header
     (name, column labels); each cell a glyph on a fill."""
     gap = 12
     width = label_width + sum(len(cols) * cell + gap for _n, cols in headers)
     height = 44 + cell * len(rows) + 4
-    out = [_open(width, height, title, element_id),
-           f'<text x="0" y="14" font-weight="bold">{esc(title)}</text><g text-anchor="middle">']
+    out = [
+        _open(width, height, title, element_id),
+        f'<text x="0" y="14" font-weight="bold">{esc(title)}</text><g text-anchor="middle">',
+    ]
     x = label_width
     starts = []
     for name, cols in headers:
         starts.append(x)
         out.append(f'<text x="{x}" y="28" text-anchor="start">{esc(name)}</text>')
-        out.extend(f'<text x="{x + j * cell + cell / 2:.1f}" y="40" text-anchor="middle">{esc(c)}</text>'
-                   for j, c in enumerate(cols))
+        out.extend(
+            f'<text x="{x + j * cell + cell / 2:.1f}" y="40" text-anchor="middle">{esc(c)}</text>'
+            for j, c in enumerate(cols)
+        )
         x += len(cols) * cell + gap
     for i, (label, hover, groups) in enumerate(rows):
         y = 44 + i * cell
-        out.append(f'<text x="{label_width - 6}" y="{y + cell - 4}" text-anchor="end">'
-                   f'<title>{esc(hover)}</title>{esc(safe(label, 36))}</text>')
+        out.append(
+            f'<text x="{label_width - 6}" y="{y + cell - 4}" text-anchor="end">'
+            f"<title>{esc(hover)}</title>{esc(safe(label, 36))}</text>"
+        )
         for g, cells in enumerate(groups):
             for j, c in enumerate(cells):
                 if c is None:
                     continue
                 cx = starts[g] + j * cell
-                out.append(f'<rect x="{cx}" y="{y}" width="{cell - 1}" height="{cell - 1}" fill="{c.fill}"/>'
-                           f'<text x="{cx + cell // 2}" y="{y + cell - 4}">{esc(c.glyph)}</text>')
+                out.append(
+                    f'<rect x="{cx}" y="{y}" width="{cell - 1}" height="{cell - 1}" fill="{c.fill}"/>'
+                    f'<text x="{cx + cell // 2}" y="{y + cell - 4}">{esc(c.glyph)}</text>'
+                )
     out.append("</g></svg>")
     return "".join(out)

@@ -74,22 +74,14 @@ def survival_table(rows: list[dict]) -> Group:
     for arm, phases in _by_arm(rows).items():
         avg, worst = [], []
         for stage in _FUNNEL:
-            rates = [
-                p["survival_rate"][stage]
-                for p in phases
-                if p["survival_rate"].get(stage) is not None
-            ]
+            rates = [p["survival_rate"][stage] for p in phases if p["survival_rate"].get(stage) is not None]
             avg.append(f"{100 * sum(rates) / len(rates):.0f}" if rates else "-")
             worst.append(f"{100 * min(rates):.0f}" if rates else "-")
         table.add_row(Text(safe(arm)), "avg", *avg)
         table.add_row("", "worst", *worst)
         ann = [p["ann_recall"] for p in phases if p.get("ann_recall") is not None]
         regret = sum(p.get("reranker_regret") or 0 for p in phases)
-        note = (
-            f"{safe(arm)}: ANN recall vs exact {sum(ann) / len(ann):.3f}, "
-            if ann
-            else f"{safe(arm)}: "
-        )
+        note = f"{safe(arm)}: ANN recall vs exact {sum(ann) / len(ann):.3f}, " if ann else f"{safe(arm)}: "
         notes.append(note + f"reranker regret in {regret} record(s)")
         extra = [
             f"{label} {_mean_of(phases, key):{spec}}"
@@ -107,8 +99,9 @@ def survival_table(rows: list[dict]) -> Group:
 
 def _per_arm_table(title: str, second: str) -> Table:
     """A summary table in the reports' style, its first columns the arm and ``second``."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
-                  pad_edge=False)
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False
+    )
     table.add_column("arm", no_wrap=True, max_width=14)
     table.add_column(second, no_wrap=True)
     return table
@@ -142,10 +135,14 @@ def recall_table(rows: list[dict]) -> Table | None:
         for i, stage in enumerate(phases[0]["recall_at_k"]):
             cells = []
             for k in ks:
-                values = [p["recall_at_k"][stage][k] for p in phases
-                          if p["recall_at_k"].get(stage, {}).get(k) is not None]
-                cells.append(f"{100 * sum(values) / len(values):.0f} ({100 * min(values):.0f})"
-                             if values else "-")
+                values = [
+                    p["recall_at_k"][stage][k]
+                    for p in phases
+                    if p["recall_at_k"].get(stage, {}).get(k) is not None
+                ]
+                cells.append(
+                    f"{100 * sum(values) / len(values):.0f} ({100 * min(values):.0f})" if values else "-"
+                )
             table.add_row(Text(safe(arm)) if i == 0 else "", stage, *cells)
     return table
 
@@ -179,11 +176,15 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
         f"seed {settings['seed']}, {int(settings['confidence'] * 100)}% percentile intervals, "
         f"resampling unit: {settings['resampling_unit']}"
     )
-    failed = {side: comparison[side].get("counts", {}).get("infrastructure_failure", 0)
-              for side in ("candidate", "baseline")}
+    failed = {
+        side: comparison[side].get("counts", {}).get("infrastructure_failure", 0)
+        for side in ("candidate", "baseline")
+    }
     if any(failed.values()):
-        yield Text(f"failed requests (infrastructure failures: never judged, outside every answer metric): "
-                   f"{cand} {failed['candidate']}, {base} {failed['baseline']}")
+        yield Text(
+            f"failed requests (infrastructure failures: never judged, outside every answer metric): "
+            f"{cand} {failed['candidate']}, {base} {failed['baseline']}"
+        )
     clusters = comparison.get("clusters")
     if clusters:
         yield Text(clusters_line(clusters))
@@ -258,9 +259,11 @@ def detectable_line(block: dict, confidence: float) -> str | None:
         parts.append(f"{METRIC_TITLES.get(metric, metric)} {_fmt(mean, digits)}/{_fmt(worst, digits)}")
     if not parts:
         return None
-    return (f"minimum detectable difference (phase average/worst phase; {POWER:.0%} power, "
-            f"{confidence:.0%} confidence, {block['n_questions']} questions in {block['n_clusters']} "
-            f"clusters, fewer where a metric applies to fewer): " + ", ".join(parts))
+    return (
+        f"minimum detectable difference (phase average/worst phase; {POWER:.0%} power, "
+        f"{confidence:.0%} confidence, {block['n_questions']} questions in {block['n_clusters']} "
+        f"clusters, fewer where a metric applies to fewer): " + ", ".join(parts)
+    )
 
 
 def _segment_table(set_name: str, segs: dict) -> Table:
@@ -298,9 +301,11 @@ def _other_rule(block: dict, comparison: dict) -> str:
 
 def clusters_line(clusters: dict) -> str:
     """One line: the bootstrap's clusters under both rules, which one is used, and any warning."""
-    line = (f"bootstrap clusters: {clusters['first_document']} by first document, "
-            f"{clusters['components']} by connected components of the question-document graph; "
-            f"using {clusters['rule']}")
+    line = (
+        f"bootstrap clusters: {clusters['first_document']} by first document, "
+        f"{clusters['components']} by connected components of the question-document graph; "
+        f"using {clusters['rule']}"
+    )
     if clusters.get("warning"):
         line += f"\nwarning: {clusters['warning']}"
     return line
@@ -309,13 +314,23 @@ def clusters_line(clusters: dict) -> str:
 def calibration_report(result: dict) -> Iterable:
     """``judge calibrate``: the confusion matrix (deterministic rows, LLM columns), kappa, examples."""
     endpoint = result["judge"].get("endpoint", {})
-    yield Text(safe(
-        f"arm {result['arm']}: LLM judge {endpoint.get('model') or '?'} at {endpoint.get('base_url', '?')} "
-        f"(rubric {result['judge'].get('rubric_version')}, verdicts {result['llm_verdicts']}) against the "
-        f"deterministic judge: {result['compared']} records compared, {result['skipped']} not judged by "
-        f"either, {result['distinct_answers_graded']} distinct answers graded now"))
-    table = Table(title="rows: deterministic judge, columns: LLM judge", title_justify="left",
-                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    yield Text(
+        safe(
+            f"arm {result['arm']}: LLM judge {endpoint.get('model') or '?'} "
+            f"at {endpoint.get('base_url', '?')} "
+            f"(rubric {result['judge'].get('rubric_version')}, verdicts {result['llm_verdicts']}) "
+            "against the "
+            f"deterministic judge: {result['compared']} records compared, {result['skipped']} not judged by "
+            f"either, {result['distinct_answers_graded']} distinct answers graded now"
+        )
+    )
+    table = Table(
+        title="rows: deterministic judge, columns: LLM judge",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
     table.add_column("deterministic \\ llm", justify="left", no_wrap=True)
     for label in result["labels"]:
         table.add_column(label, justify="right")
@@ -325,11 +340,17 @@ def calibration_report(result: dict) -> Iterable:
     yield Text(
         f"observed agreement {_fmt(result['observed'])}, chance agreement {_fmt(result['expected'])}, "
         f"Cohen's kappa {_fmt(result['kappa'])} ({result['band']})"
-        + (f"; {result['unlabelled']} LLM replies without a usable label" if result["unlabelled"] else ""))
+        + (f"; {result['unlabelled']} LLM replies without a usable label" if result["unlabelled"] else "")
+    )
     yield Text(result["note"])
     for d in result["disagreements"]:
-        yield Text("  " + safe(f"{d['qid']}@{d['phase']}: deterministic {d['deterministic']}, "
-                               f"llm {d['llm']} ({d['llm_reason'][:80]}) for {str(d['answer'])[:80]!r}"))
+        yield Text(
+            "  "
+            + safe(
+                f"{d['qid']}@{d['phase']}: deterministic {d['deterministic']}, "
+                f"llm {d['llm']} ({d['llm_reason'][:80]}) for {str(d['answer'])[:80]!r}"
+            )
+        )
 
 
 def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:
@@ -350,4 +371,3 @@ def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:
         ]
         table.add_row(Text(safe(arm)), kind, str(len(revs)), Text(safe("\n".join(shown))))
     return table
-

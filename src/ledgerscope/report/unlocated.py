@@ -32,17 +32,24 @@ def unlocated_table(manifest: Mapping[str, Any], documents: int = 10) -> Table |
     summary = unlocated_summary(manifest)
     if summary is None:
         return None
-    table = Table(title=f"unlocated chunks: {summary['count']} of {summary.get('of', '?')} in the store "
-                        "(units without an interval; verdicts resting on one: unverifiable)",
-                  title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    table = Table(
+        title=f"unlocated chunks: {summary['count']} of {summary.get('of', '?')} in the store "
+        "(units without an interval; verdicts resting on one: unverifiable)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+    )
     table.add_column("document")
     table.add_column("unlocated", justify="right")
     table.add_column("examples")
     per_doc = summary.get("per_document") or {}
     ranked = sorted(per_doc.items(), key=lambda kv: (-int(kv[1].get("unlocated", 0)), kv[0]))
     for doc, entry in ranked[:documents]:
-        table.add_row(Text(safe(doc)), str(entry.get("unlocated", 0)),
-                      Text(safe("\n".join(str(e)[:160] for e in (entry.get("examples") or [])[:2]))))
+        table.add_row(
+            Text(safe(doc)),
+            str(entry.get("unlocated", 0)),
+            Text(safe("\n".join(str(e)[:160] for e in (entry.get("examples") or [])[:2]))),
+        )
     if len(ranked) > documents:
         table.caption = f"{len(ranked) - documents} more document(s) in manifest.json"
     return table

@@ -120,8 +120,9 @@ Quantity = tuple[float, str]
 # normalisation
 
 _CITE = re.compile(r"\[\d{1,3}\]")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
-                         "\u2013": "-", "\u2014": "-", "\u2212": "-"})
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-", "\u2212": "-"}
+)
 _ARTICLES = frozenset({"a", "an", "the"})
 
 
@@ -142,10 +143,23 @@ def normalize_tokens(text: str) -> list[str]:
 # abstention
 
 _ABSTAIN_NORM = re.sub(r"\s+", " ", ABSTAIN_TEXT.casefold()).strip().rstrip(".!")
-_BARE_REFUSALS = frozenset({
-    "unknown", "n/a", "na", "none", "no answer", "unanswerable", "not specified", "not stated",
-    "not mentioned", "cannot be determined", "i don't know", "i do not know", "idk",
-})
+_BARE_REFUSALS = frozenset(
+    {
+        "unknown",
+        "n/a",
+        "na",
+        "none",
+        "no answer",
+        "unanswerable",
+        "not specified",
+        "not stated",
+        "not mentioned",
+        "cannot be determined",
+        "i don't know",
+        "i do not know",
+        "idk",
+    }
+)
 _REFUSAL = re.compile(
     r"\b(?:"
     r"can ?not answer|can't answer|unable to (?:answer|determine|find)|"
@@ -180,14 +194,36 @@ def is_abstention(text: str | None) -> bool:
 # quantities
 
 _SMALL = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
     "nineteen": 19,
 }
 _TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-    "eighty": 80, "ninety": 90,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
 }
 _SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
 _NUMBER_WORDS = "|".join(sorted([*_SMALL, *_TENS, "hundred", *_SCALES], key=len, reverse=True))
@@ -197,34 +233,72 @@ _DIGITS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 
 #: unit word (lower case) -> (canonical unit, factor)
 _TIME = {
-    "second": ("second", 1), "seconds": ("second", 1), "sec": ("second", 1),
+    "second": ("second", 1),
+    "seconds": ("second", 1),
+    "sec": ("second", 1),
     "secs": ("second", 1),
-    "minute": ("minute", 1), "minutes": ("minute", 1), "min": ("minute", 1),
+    "minute": ("minute", 1),
+    "minutes": ("minute", 1),
+    "min": ("minute", 1),
     "mins": ("minute", 1),
-    "hour": ("hour", 1), "hours": ("hour", 1), "hr": ("hour", 1), "hrs": ("hour", 1),
-    "day": ("day", 1), "days": ("day", 1),
-    "week": ("day", 7), "weeks": ("day", 7), "wk": ("day", 7), "wks": ("day", 7),
-    "month": ("month", 1), "months": ("month", 1),
-    "year": ("year", 1), "years": ("year", 1), "yr": ("year", 1), "yrs": ("year", 1),
+    "hour": ("hour", 1),
+    "hours": ("hour", 1),
+    "hr": ("hour", 1),
+    "hrs": ("hour", 1),
+    "day": ("day", 1),
+    "days": ("day", 1),
+    "week": ("day", 7),
+    "weeks": ("day", 7),
+    "wk": ("day", 7),
+    "wks": ("day", 7),
+    "month": ("month", 1),
+    "months": ("month", 1),
+    "year": ("year", 1),
+    "years": ("year", 1),
+    "yr": ("year", 1),
+    "yrs": ("year", 1),
 }
 _CURRENCIES = frozenset({"USD", "EUR", "GBP"})
 _UNITS: dict[str, tuple[str, float]] = {
     **_TIME,
-    "business day": ("business-day", 1), "business days": ("business-day", 1),
-    "working day": ("business-day", 1), "working days": ("business-day", 1),
-    "calendar day": ("day", 1), "calendar days": ("day", 1),
-    "%": ("%", 1), "percent": ("%", 1), "per cent": ("%", 1), "pct": ("%", 1),
-    "byte": ("byte", 1), "bytes": ("byte", 1),
-    "kb": ("byte", 1e3), "kilobyte": ("byte", 1e3), "kilobytes": ("byte", 1e3),
-    "mb": ("byte", 1e6), "megabyte": ("byte", 1e6), "megabytes": ("byte", 1e6),
-    "gb": ("byte", 1e9), "gigabyte": ("byte", 1e9), "gigabytes": ("byte", 1e9),
-    "tb": ("byte", 1e12), "terabyte": ("byte", 1e12), "terabytes": ("byte", 1e12),
-    "kib": ("byte", 2**10), "mib": ("byte", 2**20), "gib": ("byte", 2**30),
+    "business day": ("business-day", 1),
+    "business days": ("business-day", 1),
+    "working day": ("business-day", 1),
+    "working days": ("business-day", 1),
+    "calendar day": ("day", 1),
+    "calendar days": ("day", 1),
+    "%": ("%", 1),
+    "percent": ("%", 1),
+    "per cent": ("%", 1),
+    "pct": ("%", 1),
+    "byte": ("byte", 1),
+    "bytes": ("byte", 1),
+    "kb": ("byte", 1e3),
+    "kilobyte": ("byte", 1e3),
+    "kilobytes": ("byte", 1e3),
+    "mb": ("byte", 1e6),
+    "megabyte": ("byte", 1e6),
+    "megabytes": ("byte", 1e6),
+    "gb": ("byte", 1e9),
+    "gigabyte": ("byte", 1e9),
+    "gigabytes": ("byte", 1e9),
+    "tb": ("byte", 1e12),
+    "terabyte": ("byte", 1e12),
+    "terabytes": ("byte", 1e12),
+    "kib": ("byte", 2**10),
+    "mib": ("byte", 2**20),
+    "gib": ("byte", 2**30),
     "tib": ("byte", 2**40),
-    "usd": ("USD", 1), "dollar": ("USD", 1), "dollars": ("USD", 1),
-    "eur": ("EUR", 1), "euro": ("EUR", 1), "euros": ("EUR", 1),
+    "usd": ("USD", 1),
+    "dollar": ("USD", 1),
+    "dollars": ("USD", 1),
+    "eur": ("EUR", 1),
+    "euro": ("EUR", 1),
+    "euros": ("EUR", 1),
     "gbp": ("GBP", 1),
-    "rpm": ("request/minute", 1), "rps": ("request/second", 1), "qps": ("query/second", 1),
+    "rpm": ("request/minute", 1),
+    "rps": ("request/second", 1),
+    "qps": ("query/second", 1),
 }
 _PREFIX_CURRENCY = {"$": "USD", "€": "EUR", "£": "GBP", "usd": "USD", "eur": "EUR", "gbp": "GBP"}
 _TIME_SINGULAR = r"second|minute|hour|day|week|month|year|sec|min|hr"
@@ -268,8 +342,15 @@ def _word_value(words: str) -> float | None:
     return float(total + current) if seen else None
 
 
-_NOUN_ALIASES = {"req": "request", "reqs": "request", "call": "call", "msg": "message",
-                 "msgs": "message", "queries": "query", "qry": "query"}
+_NOUN_ALIASES = {
+    "req": "request",
+    "reqs": "request",
+    "call": "call",
+    "msg": "message",
+    "msgs": "message",
+    "queries": "query",
+    "qry": "query",
+}
 
 
 def _singular(word: str) -> str:
@@ -360,7 +441,7 @@ def quantity_spans(text: str | None) -> list[tuple[int, int, Quantity]]:
     for i in range(len(found) - 2, -1, -1):
         if units[i][0] or not units[i + 1][0]:
             continue
-        if _RANGE_JOIN.match(cleaned[found[i][1]:found[i + 1][0]]):
+        if _RANGE_JOIN.match(cleaned[found[i][1] : found[i + 1][0]]):
             units[i] = units[i + 1]
     out = []
     for (start, end, number, _u, _f, bare_one), (unit, factor) in zip(found, units, strict=True):
@@ -390,8 +471,10 @@ class MatchRules:
     def from_contract(cls, declared: Mapping[str, Any] | None) -> MatchRules:
         declared = declared or {}
         f1 = declared.get("token_f1", F1_THRESHOLD)
-        return cls(bool(declared.get("bare_number", False)),
-                   float(f1) if isinstance(f1, int | float) and not isinstance(f1, bool) else F1_THRESHOLD)
+        return cls(
+            bool(declared.get("bare_number", False)),
+            float(f1) if isinstance(f1, int | float) and not isinstance(f1, bool) else F1_THRESHOLD,
+        )
 
 
 def quantity_equal(answer_q: Quantity, want: Quantity, bare_number: bool = False) -> bool:

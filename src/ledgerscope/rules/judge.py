@@ -101,9 +101,19 @@ if TYPE_CHECKING:  # the fixture model is inputs/, a layer above: rules read its
     from ledgerscope.inputs.fixtures import Fixture
 
 __all__ = [
-    "ANSWER_VERDICTS", "CITATION_VERDICTS", "F1_THRESHOLD", "AnswerJudgement", "CitationJudgement",
-    "Quantity", "extract_quantities", "infer_default",
-    "is_abstention", "judge_answer", "judge_citations", "normalize_tokens", "token_f1",
+    "ANSWER_VERDICTS",
+    "CITATION_VERDICTS",
+    "F1_THRESHOLD",
+    "AnswerJudgement",
+    "CitationJudgement",
+    "Quantity",
+    "extract_quantities",
+    "infer_default",
+    "is_abstention",
+    "judge_answer",
+    "judge_citations",
+    "normalize_tokens",
+    "token_f1",
     "with_inferred_default",
 ]
 
@@ -183,15 +193,15 @@ def judge_answer(answer: str | None, abstained: bool, fixture: Fixture) -> Answe
     text = answer or ""
     answer_qs = extract_quantities(text)
     default_hit = bool(contract.default) and matches(text, answer_qs, contract.default or "", rules)
-    source = (f" (inferred from span {contract.default_inferred_from!r})"
-              if contract.default_inferred_from else "")
+    source = (
+        f" (inferred from span {contract.default_inferred_from!r})" if contract.default_inferred_from else ""
+    )
     for candidate in (contract.expected, *contract.aliases):
         if matches(text, answer_qs, candidate, rules):
             reason = f"matches {'expected' if candidate == contract.expected else 'alias'} "
             reason += f"{candidate!r}"
             if default_hit:
-                reason += (f"; also mentions the default {contract.default!r}{source} "
-                           "(qualified value wins)")
+                reason += f"; also mentions the default {contract.default!r}{source} (qualified value wins)"
             return AnswerJudgement("correct", reason, candidate)
     if default_hit:
         return AnswerJudgement(
@@ -200,8 +210,11 @@ def judge_answer(answer: str | None, abstained: bool, fixture: Fixture) -> Answe
             f"(expected {contract.expected!r})",
             contract.default,
         )
-    return AnswerJudgement("wrong", f"matches neither expected {contract.expected!r}"
-                           + (f" nor default {contract.default!r}{source}" if contract.default else ""))
+    return AnswerJudgement(
+        "wrong",
+        f"matches neither expected {contract.expected!r}"
+        + (f" nor default {contract.default!r}{source}" if contract.default else ""),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -224,18 +237,13 @@ def judge_citations(
     """The citation verdict for one record (rules in the module docstring)."""
     if answer_verdict == "abstained":
         return CitationJudgement("not-applicable", "the answer abstained")
-    dangling = [label for label, doc, start, end in cited
-                if doc is None or start is None or end is None]
+    dangling = [label for label, doc, start, end in cited if doc is None or start is None or end is None]
     if dangling:
-        return CitationJudgement(
-            "unresolvable", f"citation(s) {', '.join(dangling)} name no packed unit"
-        )
+        return CitationJudgement("unresolvable", f"citation(s) {', '.join(dangling)} name no packed unit")
     if not cited:
         return CitationJudgement("no-citation", "the answer cites nothing")
     if not fixture.answerable or not fixture.sufficient_sets:
-        return CitationJudgement(
-            "unsupported", "no sufficient support set exists for this question"
-        )
+        return CitationJudgement("unsupported", "no sufficient support set exists for this question")
     by_doc: dict[str, list[tuple[int, int]]] = {}
     for _label, doc, start, end in cited:
         by_doc.setdefault(doc, []).append((int(start), int(end)))  # type: ignore[arg-type]
@@ -245,8 +253,7 @@ def judge_citations(
         missing = []
         for sid in sset:
             span = spans.get(sid)
-            if span is None or not _span_covered(span.doc_id, span.start, span.end,
-                                                 by_doc, source_texts):
+            if span is None or not _span_covered(span.doc_id, span.start, span.end, by_doc, source_texts):
                 missing.append(sid)
         if not missing:
             return CitationJudgement(
@@ -261,8 +268,9 @@ def judge_citations(
     )
 
 
-def _span_covered(doc_id: str, start: int, end: int, by_doc: dict[str, list[tuple[int, int]]],
-                  source_texts: dict[str, str]) -> bool:
+def _span_covered(
+    doc_id: str, start: int, end: int, by_doc: dict[str, list[tuple[int, int]]], source_texts: dict[str, str]
+) -> bool:
     intervals = by_doc.get(doc_id, [])
     if not intervals:
         return False

@@ -34,8 +34,9 @@ class Located(Protocol):
     def end(self) -> int: ...
 
 
-def intervals_by_doc(units: Iterable[Located], only: Collection[DocKey] | None = None
-                     ) -> dict[DocKey, list[tuple[int, int]]]:
+def intervals_by_doc(
+    units: Iterable[Located], only: Collection[DocKey] | None = None
+) -> dict[DocKey, list[tuple[int, int]]]:
     """Group unit intervals by (doc id, version); anything with doc_id, version, start, end works.
 
     ``only``: the (doc id, version) keys wanted (a fixture's gold documents): a question's
@@ -53,8 +54,7 @@ def gold_keys(fixture: Fixture) -> frozenset[DocKey]:
     return frozenset((s.doc_id, s.version) for s in fixture.spans)
 
 
-def span_kept(span: GoldSpan, by_doc: ByDoc,
-              texts: Mapping[str, str]) -> bool:
+def span_kept(span: GoldSpan, by_doc: ByDoc, texts: Mapping[str, str]) -> bool:
     intervals = by_doc.get((span.doc_id, span.version))
     if not intervals:
         return False
@@ -66,8 +66,7 @@ def kept_set(fixture: Fixture, units: Iterable[Located], texts: Mapping[str, str
     return kept_set_in(fixture, intervals_by_doc(units, gold_keys(fixture)), texts)
 
 
-def kept_set_in(fixture: Fixture, by_doc: ByDoc,
-                texts: Mapping[str, str]) -> int | None:
+def kept_set_in(fixture: Fixture, by_doc: ByDoc, texts: Mapping[str, str]) -> int | None:
     """:func:`kept_set` over intervals already grouped by :func:`intervals_by_doc`."""
     for i, sset in enumerate(fixture.sufficient_sets):
         if all(span_kept(fixture.span(sid), by_doc, texts) for sid in sset):
@@ -85,8 +84,12 @@ def single_unit_complete(fixture: Fixture, units: Iterable[Located], texts: Mapp
     for sset in fixture.sufficient_sets:
         spans = [fixture.span(sid) for sid in sset]
         for u in units:
-            if all(s.doc_id == u.doc_id and s.version == u.version
-                   and covers(texts[s.doc_id], s.start, s.end, [(u.start, u.end)]) for s in spans):
+            if all(
+                s.doc_id == u.doc_id
+                and s.version == u.version
+                and covers(texts[s.doc_id], s.start, s.end, [(u.start, u.end)])
+                for s in spans
+            ):
                 return True
     return False
 

@@ -37,16 +37,27 @@ from ledgerscope.testing.synthetic import (
     write_oracle,
 )
 
-TITLES = ("Sergio Pérez", "Force India", "Monaco Grand Prix", "Racing Point", "Guadalajara", "Sauber",
-          "Circuit de Monaco", "Formula One", "Lance Stroll", "Silverstone Circuit")
+TITLES = (
+    "Sergio Pérez",
+    "Force India",
+    "Monaco Grand Prix",
+    "Racing Point",
+    "Guadalajara",
+    "Sauber",
+    "Circuit de Monaco",
+    "Formula One",
+    "Lance Stroll",
+    "Silverstone Circuit",
+)
 #: per question (by number, cycling) and phase: the funnel index at which each document's spans go
 #: (len(FUNNEL): kept to packing); never the chunker (index 0: the units always cover the text) nor
 #: production (2: BM25, whose list goes with the exact stage, would still cover it)
 LOSSES = (((3, 6), (4, 7)), ((1, 5), (6, 3)), ((5, 7), (3, 4)), ((6, 4), (7, 1)))
 
 
-def make_multidoc_ledger(out: str | Path, questions: int = 6, phases: int = 2, unit_chars: int = 60,
-                         seed: int = 0) -> dict[str, dict]:
+def make_multidoc_ledger(
+    out: str | Path, questions: int = 6, phases: int = 2, unit_chars: int = 60, seed: int = 0
+) -> dict[str, dict]:
     """Write the ledger; returns per qid its documents (``docs``) and per phase the step at which
     each document's spans go (``steps``: phase -> (step of the first, of the second; None: kept))."""
     out = Path(out)
@@ -58,31 +69,63 @@ def make_multidoc_ledger(out: str | Path, questions: int = 6, phases: int = 2, u
         docs[doc_id] = f"# {TITLES[d % len(TITLES)]} {d // len(TITLES) or ''}".rstrip() + "\n\n" + body + "."
     doc_ids = sorted(docs)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(
-        [{"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-         for k, v in docs.items()], schema=schema.SOURCES), out / "sources.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
+                for k, v in docs.items()
+            ],
+            schema=schema.SOURCES,
+        ),
+        out / "sources.parquet",
+    )
     plan = _plan(questions, phases, list(docs))
     (out / "fixtures.jsonl").write_text(
-        "\n".join(json.dumps(_fixture(qid, p, docs)) for qid, p in plan.items()) + "\n", encoding="utf-8")
+        "\n".join(json.dumps(_fixture(qid, p, docs)) for qid, p in plan.items()) + "\n", encoding="utf-8"
+    )
     labels = [str(p) for p in range(phases)]
-    phase_list = [{"label": label, "offset": p * (unit_chars // max(1, phases))}
-                  for p, label in enumerate(labels)]
+    phase_list = [
+        {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
+    ]
     arms = ("candidate", "baseline")
-    (out / "manifest.json").write_text(json.dumps(
-        manifest(docs, arms, phase_list, unit_chars, questions, phases, seed), indent=2))
+    (out / "manifest.json").write_text(
+        json.dumps(manifest(docs, arms, phase_list, unit_chars, questions, phases, seed), indent=2)
+    )
     for arm in arms:
         for i, p in enumerate(phase_list):
             units, bounds, index = units_of(docs, doc_ids, arm, p, unit_chars)
             recs, cands = _records(rng, arm, p, i, plan, docs, index)
-            write_partition(out, arm, p["label"], {"units": units, "boundaries": bounds, "candidates": cands,
-                                                   "records": recs, "repairs": repairs(units[:1])},
-                            {"arm": arm, "phase": p["label"], "synthetic": True})
-        write_oracle(out, arm, dict.fromkeys(plan, "correct"), evidence_tokens=40, budget_tokens=320,
-                     answer="Force India")
-    return {qid: {"docs": p["docs"], "steps": {labels[i]: tuple(None if x >= len(FUNNEL) else x + 2
-                                                                  for x in p["lose"][i])
-                                               for i in range(phases)}}
-            for qid, p in plan.items()}
+            write_partition(
+                out,
+                arm,
+                p["label"],
+                {
+                    "units": units,
+                    "boundaries": bounds,
+                    "candidates": cands,
+                    "records": recs,
+                    "repairs": repairs(units[:1]),
+                },
+                {"arm": arm, "phase": p["label"], "synthetic": True},
+            )
+        write_oracle(
+            out,
+            arm,
+            dict.fromkeys(plan, "correct"),
+            evidence_tokens=40,
+            budget_tokens=320,
+            answer="Force India",
+        )
+    return {
+        qid: {
+            "docs": p["docs"],
+            "steps": {
+                labels[i]: tuple(None if x >= len(FUNNEL) else x + 2 for x in p["lose"][i])
+                for i in range(phases)
+            },
+        }
+        for qid, p in plan.items()
+    }
 
 
 def _plan(questions: int, phases: int, doc_ids: list[str]) -> dict[str, dict]:
@@ -101,19 +144,33 @@ def _spans(docs: dict[str, str], first: str, second: str) -> list[tuple[str, str
     """(span id, doc id, start, end): two spans in the first document's body, one in the second's."""
     a, b = docs[first], docs[second]
     body_a, body_b = a.index("\n\n") + 2, b.index("\n\n") + 2
-    return [("s0", first, body_a + 20, body_a + 60), ("s1", first, body_a + 150, body_a + 190),
-            ("s2", second, body_b + 80, body_b + 120)]
+    return [
+        ("s0", first, body_a + 20, body_a + 60),
+        ("s1", first, body_a + 150, body_a + 190),
+        ("s2", second, body_b + 80, body_b + 120),
+    ]
 
 
 def _fixture(qid: str, p: dict, docs: dict[str, str]) -> dict:
     first, second = p["docs"]
     return {
-        "format": "ledgerscope-fixture/1", "qid": qid, "segment": "joint-evidence",
+        "format": "ledgerscope-fixture/1",
+        "qid": qid,
+        "segment": "joint-evidence",
         "question": f"Which team did the driver of question {p['q']} race for before it was renamed?",
         "answer": {"expected": "Force India"},
-        "spans": [{"id": sid, "doc_id": d, "start": s, "end": e, "quote": docs[d][s:e],
-                   "version": text_version(docs[d]), "dependency": "primary"}
-                  for sid, d, s, e in _spans(docs, first, second)],
+        "spans": [
+            {
+                "id": sid,
+                "doc_id": d,
+                "start": s,
+                "end": e,
+                "quote": docs[d][s:e],
+                "version": text_version(docs[d]),
+                "dependency": "primary",
+            }
+            for sid, d, s, e in _spans(docs, first, second)
+        ],
         "sufficient_sets": [["s0", "s1", "s2"]],
     }
 
@@ -126,37 +183,61 @@ def _records(rng, arm: str, p: dict, i: int, plan: dict[str, dict], docs: dict[s
     for qid, q in plan.items():
         first, second = q["docs"]
         lose = q["lose"][i]
-        gold = {d: [(d, u) for u in index[d] if any(u[1] < e and s < u[2] for sid, dd, s, e in
-                                                     _spans(docs, first, second) if dd == d)]
-                for d in (first, second)}
+        gold = {
+            d: [
+                (d, u)
+                for u in index[d]
+                if any(u[1] < e and s < u[2] for sid, dd, s, e in _spans(docs, first, second) if dd == d)
+            ]
+            for d in (first, second)
+        }
         for stage, n in STAGE_SIZES:
             f = FUNNEL.index(funnel_of(stage))
             keep = [x for d, loses in zip((first, second), lose, strict=True) if f < loses for x in gold[d]]
-            filler = [others[j] for j in rng.choice(len(others), size=n, replace=False)
-                      if others[j] not in gold[first] + gold[second]]
+            filler = [
+                others[j]
+                for j in rng.choice(len(others), size=n, replace=False)
+                if others[j] not in gold[first] + gold[second]
+            ]
             _candidates(cols, rng, (keep + filler)[: max(n, len(keep))], arm, p["label"], qid, stage)
         flags = support_flags(True, min(lose))
         packed = bool(flags.get("support_packed"))
         verdict = "correct" if packed else "wrong"
-        recs.append({
-            "arm": arm, "phase": p["label"], "phase_offset": p["offset"], "qid": qid,
-            "question": f"Which team did the driver of question {q['q']} race for before it was renamed?",
-            "segment": "joint-evidence", "answerable": True, "support_only": False,
-            "stress_set": "representative", "doc_ids": [first, second], "gold_status": "ok", **flags,
-            **answer_fields(first, docs[first], index[first], packed, verdict),
-            **record_constants(f"synthetic:{arm}"),
-        })
+        recs.append(
+            {
+                "arm": arm,
+                "phase": p["label"],
+                "phase_offset": p["offset"],
+                "qid": qid,
+                "question": f"Which team did the driver of question {q['q']} race for before it was renamed?",
+                "segment": "joint-evidence",
+                "answerable": True,
+                "support_only": False,
+                "stress_set": "representative",
+                "doc_ids": [first, second],
+                "gold_status": "ok",
+                **flags,
+                **answer_fields(first, docs[first], index[first], packed, verdict),
+                **record_constants(f"synthetic:{arm}"),
+            }
+        )
     return recs, pa.Table.from_pydict(cols, schema=schema.CANDIDATES)
 
 
 def _candidates(cols: dict[str, list], rng, picks, arm: str, phase: str, qid: str, stage: str) -> None:
     """One ranked list's rows: (doc id, (unit id, start, end)) picks in rank order."""
     k = len(picks)
-    for col, values in (("arm", [arm] * k), ("phase", [phase] * k), ("qid", [qid] * k),
-                        ("stage", [stage] * k), ("rank", list(range(1, k + 1))),
-                        ("unit_id", [u[0] for _, u in picks]),
-                        ("score", sorted(rng.random(k).tolist(), reverse=True)),
-                        ("doc_id", [d for d, _ in picks]), ("start", [u[1] for _, u in picks]),
-                        ("end", [u[2] for _, u in picks]),
-                        ("lineage", [["bm25"] if stage == "union" else []] * k)):
+    for col, values in (
+        ("arm", [arm] * k),
+        ("phase", [phase] * k),
+        ("qid", [qid] * k),
+        ("stage", [stage] * k),
+        ("rank", list(range(1, k + 1))),
+        ("unit_id", [u[0] for _, u in picks]),
+        ("score", sorted(rng.random(k).tolist(), reverse=True)),
+        ("doc_id", [d for d, _ in picks]),
+        ("start", [u[1] for _, u in picks]),
+        ("end", [u[2] for _, u in picks]),
+        ("lineage", [["bm25"] if stage == "union" else []] * k),
+    ):
         cols[col] += values

@@ -101,9 +101,7 @@ def make_synthetic_ledger(
     q_doc = np.array([doc_ids[q % n_docs] for q in range(questions)], dtype=object)
     q_seg = np.array([SEGMENTS[q % len(SEGMENTS)] for q in range(questions)], dtype=object)
     fixtures, spans_of = _fixtures(rng, q_doc, q_seg, docs, texts)
-    (out / "fixtures.jsonl").write_text(
-        "\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8"
-    )
+    (out / "fixtures.jsonl").write_text("\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8")
 
     phase_list = [
         {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
@@ -120,22 +118,35 @@ def make_synthetic_ledger(
                 out,
                 arm,
                 p["label"],
-                {"units": units, "boundaries": bounds, "candidates": cands, "records": recs,
-                 "repairs": _repairs(units[:1])},
+                {
+                    "units": units,
+                    "boundaries": bounds,
+                    "candidates": cands,
+                    "records": recs,
+                    "repairs": _repairs(units[:1]),
+                },
                 {"arm": arm, "phase": p["label"], "synthetic": True},
             )
             total_cands += cands.num_rows
             total_records += len(recs)
             total_units += len(units)
-        write_oracle(out, arm, {f"q{q:06d}": "correct" if q % 3 else "wrong" for q in range(questions)},
-                     evidence_tokens=40, budget_tokens=320, answer="7 days")
+        write_oracle(
+            out,
+            arm,
+            {f"q{q:06d}": "correct" if q % 3 else "wrong" for q in range(questions)},
+            evidence_tokens=40,
+            budget_tokens=320,
+            answer="7 days",
+        )
     return {"records": total_records, "candidates": total_cands, "units": total_units}
 
 
 def _write_sources(out: Path, docs: dict[str, str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    rows = [{"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-            for k, v in docs.items()]
+    rows = [
+        {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
+        for k, v in docs.items()
+    ]
     pq.write_table(pa.Table.from_pylist(rows, schema=schema.SOURCES), out / "sources.parquet")
 
 
@@ -149,8 +160,9 @@ def _documents(rng, n_docs: int, doc_chars: int) -> dict[str, str]:
     return docs
 
 
-def _fixtures(rng, q_doc, q_seg, docs: Mapping[str, str],
-              texts: Mapping[int, str]) -> tuple[list[dict], dict]:
+def _fixtures(
+    rng, q_doc, q_seg, docs: Mapping[str, str], texts: Mapping[int, str]
+) -> tuple[list[dict], dict]:
     """Canonical fixtures, one per question, and each answerable one's two spans (a rule and its
     qualifier, both needed) at random places in its document."""
     questions = len(q_doc)
@@ -203,8 +215,15 @@ def _fixtures(rng, q_doc, q_seg, docs: Mapping[str, str],
     return fixtures, spans_of
 
 
-def _manifest(docs: Mapping[str, str], arms: Sequence[str], phase_list: list[dict], unit_chars: int,
-              questions: int, phases: int, seed: int) -> dict:
+def _manifest(
+    docs: Mapping[str, str],
+    arms: Sequence[str],
+    phase_list: list[dict],
+    unit_chars: int,
+    questions: int,
+    phases: int,
+    seed: int,
+) -> dict:
     """The ledger's manifest: every arm with the same synthetic config over the same phases."""
     manifest = {
         "format": schema.FORMAT,
@@ -256,8 +275,9 @@ def record_constants(config_digest: str) -> dict:
     }
 
 
-def write_oracle(out: Path, arm: str, verdicts: Mapping[str, str], *, evidence_tokens: int,
-                 budget_tokens: int, answer: str) -> None:
+def write_oracle(
+    out: Path, arm: str, verdicts: Mapping[str, str], *, evidence_tokens: int, budget_tokens: int, answer: str
+) -> None:
     """The arm's oracle table: per question (qid -> its answer verdict) one feasible support set."""
     rows = [
         {
@@ -330,10 +350,24 @@ def _units(docs, doc_ids, arm, p, unit_chars):
 def _repairs(units: list[dict]) -> list[dict]:
     """One offset repair per partition (the first unit, as if an external chunker had returned it
     one code point off), so every ledger table has rows."""
-    return [{"arm": u["arm"], "phase": u["phase"], "doc_id": u["doc_id"], "version": u["version"],
-             "position": 0, "side": "whole", "status": "repaired", "text": u["text"],
-             "given_start": u["start"] + 1, "given_end": u["end"] + 1, "start": u["start"], "end": u["end"],
-             "note": "synthetic"} for u in units]
+    return [
+        {
+            "arm": u["arm"],
+            "phase": u["phase"],
+            "doc_id": u["doc_id"],
+            "version": u["version"],
+            "position": 0,
+            "side": "whole",
+            "status": "repaired",
+            "text": u["text"],
+            "given_start": u["start"] + 1,
+            "given_end": u["end"] + 1,
+            "start": u["start"],
+            "end": u["end"],
+            "note": "synthetic",
+        }
+        for u in units
+    ]
 
 
 def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts):
@@ -351,9 +385,7 @@ def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, t
             u for u in units if q in spans_of and any(u[1] < e and s < u[2] for s, e in spans_of[q])
         ]
         for stage, n in STAGE_SIZES:
-            picks = [
-                units[i] for i in rng.choice(len(units), size=min(n, len(units)), replace=False)
-            ]
+            picks = [units[i] for i in rng.choice(len(units), size=min(n, len(units)), replace=False)]
             keeps = answerable and FUNNEL.index(_funnel_of(stage)) < lose[q]
             if keeps:  # a stage that keeps support lists the gold-covering units first
                 picks = (gold_units + [u for u in picks if u not in gold_units])[:n]

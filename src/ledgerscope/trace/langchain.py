@@ -78,9 +78,16 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
 
     raise_error = False
 
-    def __init__(self, recorder: Recorder, qid_key: str = "qid", doc_key: str = "source",
-                 start_key: str = "start_index", id_key: str = "chunk_id", use_document_ids: bool = False,
-                 quiet: bool = False):
+    def __init__(
+        self,
+        recorder: Recorder,
+        qid_key: str = "qid",
+        doc_key: str = "source",
+        start_key: str = "start_index",
+        id_key: str = "chunk_id",
+        use_document_ids: bool = False,
+        quiet: bool = False,
+    ):
         self.recorder = recorder
         self.qid_key, self.doc_key, self.start_key, self.id_key = qid_key, doc_key, start_key, id_key
         self.use_document_ids, self.quiet = use_document_ids, quiet
@@ -116,29 +123,40 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
         if isinstance(cid, str) and cid:
             return cid
         source, start = meta.get(self.doc_key), meta.get(self.start_key)
-        return derived_chunk_id(source if isinstance(source, str) else None,
-                                start if isinstance(start, int) and not isinstance(start, bool) else None,
-                                str(doc.page_content))
+        return derived_chunk_id(
+            source if isinstance(source, str) else None,
+            start if isinstance(start, int) and not isinstance(start, bool) else None,
+            str(doc.page_content),
+        )
 
     def _store(self, doc: Any, partial: bool) -> str:
         cid = self.chunk_id(doc)
         meta = getattr(doc, "metadata", None) or {}
         source, start = meta.get(self.doc_key), meta.get(self.start_key)
         if not isinstance(source, str) or not source:
-            raise ValueError(f"document {cid[:60]!r} has no metadata[{self.doc_key!r}] naming its source "
-                             "document: it cannot go to the chunk store")
+            raise ValueError(
+                f"document {cid[:60]!r} has no metadata[{self.doc_key!r}] naming its source "
+                "document: it cannot go to the chunk store"
+            )
         if isinstance(start, bool) or not isinstance(start, int):
             start = None
         if self.recorder._chunks is not None:
             text = str(doc.page_content)
-            self.recorder.chunk(cid, source, text, start=start,
-                                end=None if start is None else start + len(text), partial=partial)
+            self.recorder.chunk(
+                cid,
+                source,
+                text,
+                start=start,
+                end=None if start is None else start + len(text),
+                partial=partial,
+            )
         return cid
 
     # -- which request a run belongs to ---------------------------------------------------------------
 
-    def _start(self, run_id: UUID, parent_run_id: UUID | None, metadata: dict | None,
-               question: Any = None) -> _Request | None:
+    def _start(
+        self, run_id: UUID, parent_run_id: UUID | None, metadata: dict | None, question: Any = None
+    ) -> _Request | None:
         with self._lock:
             self._parent[run_id] = parent_run_id
             outer = self._request_of.get(parent_run_id) if parent_run_id is not None else None
@@ -147,8 +165,11 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
             if qid is not None and (outer is None or self._requests[outer].qid != qid):
                 meta = metadata or {}
                 self._requests[run_id] = _Request(
-                    qid, question if isinstance(question, str) else None,
-                    _text(meta.get("config")), _text(meta.get("phase")))
+                    qid,
+                    question if isinstance(question, str) else None,
+                    _text(meta.get("config")),
+                    _text(meta.get("phase")),
+                )
                 outer = run_id
             self._request_of[run_id] = outer
             if outer is None and (parent_run_id is None or parent_run_id not in self._request_of):
@@ -187,56 +208,94 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
 
     # -- callbacks --------------------------------------------------------------------------------
 
-    def on_chain_start(self, serialized, inputs, *, run_id: UUID, parent_run_id: UUID | None = None,
-                       metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized,
+        inputs,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         def work():
             req = self._start(run_id, parent_run_id, metadata, inputs)
             if req is not None and req.retrievals:
                 req.inputs.append(_text_of(inputs))
+
         self._guard(run_id, "on_chain_start", work)
 
-    def on_retriever_start(self, serialized, query, *, run_id: UUID, parent_run_id: UUID | None = None,
-                           metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_retriever_start(
+        self,
+        serialized,
+        query,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         def work():
             req = self._start(run_id, parent_run_id, metadata, query)
             if req is not None:
                 req.retrievers.add(run_id)
             self._request(run_id)
+
         self._guard(run_id, "on_retriever_start", work)
 
-    def on_retriever_end(self, documents, *, run_id: UUID, parent_run_id: UUID | None = None,
-                         **kwargs: Any) -> None:
+    def on_retriever_end(
+        self, documents, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         def work():
             req = self._request(run_id)
             if req is not None:
                 req.retrievals.append((run_id, list(documents)))
             self._finish(run_id, None, None)  # a retriever run that is a request (or a loose run) ends
+
         self._guard(run_id, "on_retriever_end", work)
 
-    def on_retriever_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
-                           **kwargs: Any) -> None:
+    def on_retriever_error(
+        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         self._guard(run_id, "on_retriever_error", self._failed_run, run_id, error)
 
-    def on_chat_model_start(self, serialized, messages, *, run_id: UUID, parent_run_id: UUID | None = None,
-                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized,
+        messages,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         def work():
             req = self._start(run_id, parent_run_id, metadata)
             self._request(run_id)
             if req is not None and messages:
                 req.prompts.append("\n\n".join(_content(m) for m in messages[0]))
+
         self._guard(run_id, "on_chat_model_start", work)
 
-    def on_llm_start(self, serialized, prompts, *, run_id: UUID, parent_run_id: UUID | None = None,
-                     metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_llm_start(
+        self,
+        serialized,
+        prompts,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         def work():
             req = self._start(run_id, parent_run_id, metadata)
             self._request(run_id)
             if req is not None and prompts:
                 req.prompts.append("\n\n".join(str(p) for p in prompts))
+
         self._guard(run_id, "on_llm_start", work)
 
-    def on_llm_end(self, response, *, run_id: UUID, parent_run_id: UUID | None = None,
-                   **kwargs: Any) -> None:
+    def on_llm_end(self, response, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         def work():
             req = self._request(run_id)
             if req is not None and response.generations and response.generations[0]:
@@ -245,23 +304,28 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
                 req.answer = gen.text or (_content(message) if message is not None else "")
                 req.llm_error = None
             self._finish(run_id, None, None)
+
         self._guard(run_id, "on_llm_end", work)
 
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
-                     **kwargs: Any) -> None:
+    def on_llm_error(
+        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         def work():
             req = self._request(run_id)
             if req is not None:
                 req.llm_error = f"{type(error).__name__}: {error}"
             self._failed_run(run_id, error)
+
         self._guard(run_id, "on_llm_error", work)
 
-    def on_chain_end(self, outputs, *, run_id: UUID, parent_run_id: UUID | None = None,
-                     **kwargs: Any) -> None:
+    def on_chain_end(
+        self, outputs, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         self._guard(run_id, "on_chain_end", self._finish, run_id, outputs, None)
 
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_error(
+        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         self._guard(run_id, "on_chain_error", self._failed_run, run_id, error)
 
     # -- recording --------------------------------------------------------------------------------
@@ -335,29 +399,58 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
         prompt = "\n\n".join(req.prompts) if req.prompts else None
         abstained = None
         if prompt is not None:
-            found = sorted((prompt.find(doc.page_content), cid) for cid, doc in docs
-                           if doc.page_content and doc.page_content in prompt)
+            found = sorted(
+                (prompt.find(doc.page_content), cid)
+                for cid, doc in docs
+                if doc.page_content and doc.page_content in prompt
+            )
             context = [(cid, next(str(d.page_content) for c, d in docs if c == cid)) for _, cid in found]
             answer = req.answer
         else:
-            read = next((t for t in reversed(req.inputs) if any(d.page_content and d.page_content in t
-                                                                  for _, d in docs)), "")
-            found = sorted((read.find(doc.page_content), cid) for cid, doc in docs
-                           if doc.page_content and doc.page_content in read)
+            read = next(
+                (
+                    t
+                    for t in reversed(req.inputs)
+                    if any(d.page_content and d.page_content in t for _, d in docs)
+                ),
+                "",
+            )
+            found = sorted(
+                (read.find(doc.page_content), cid)
+                for cid, doc in docs
+                if doc.page_content and doc.page_content in read
+            )
             context = [(cid, next(str(d.page_content) for c, d in docs if c == cid)) for _, cid in found]
             answer = _answer(outputs)
             abstained = True if not docs and error is None else None
         error = error or req.llm_error or ("; ".join(req.problems) if req.problems else None)
-        self.recorder.record(qid=req.qid, retrieved=[cid for cid, _ in docs], context=context,
-                             context_text=None if context else [], answer=None if error else answer,
-                             prompt=prompt, question=req.question, config=req.config, phase=req.phase,
-                             abstained=abstained, error=error)
+        self.recorder.record(
+            qid=req.qid,
+            retrieved=[cid for cid, _ in docs],
+            context=context,
+            context_text=None if context else [],
+            answer=None if error else answer,
+            prompt=prompt,
+            question=req.question,
+            config=req.config,
+            phase=req.phase,
+            abstained=abstained,
+            error=error,
+        )
         self._count("failed" if error else "recorded")
 
     def _record_failure(self, req: _Request, message: str) -> None:
         try:
-            self.recorder.record(qid=req.qid, retrieved=[], context=[], context_text=[], answer=None,
-                                 config=req.config, phase=req.phase, error=message)
+            self.recorder.record(
+                qid=req.qid,
+                retrieved=[],
+                context=[],
+                context_text=[],
+                answer=None,
+                config=req.config,
+                phase=req.phase,
+                error=message,
+            )
             self._count("failed")
         except Exception as exc:  # the recorder itself failed: counted, said at close()
             self._count("not_recorded")
@@ -373,9 +466,11 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
         self.recorder.close()
         if not self.quiet:
             c = self.counts
-            line = (f"ledgerscope: {c['recorded']} request(s) recorded, {c['failed']} failed (recorded as "
-                    f"infrastructure failures), {c['skipped']} skipped (no {self.qid_key!r} in the run's "
-                    "metadata)")
+            line = (
+                f"ledgerscope: {c['recorded']} request(s) recorded, {c['failed']} failed (recorded as "
+                f"infrastructure failures), {c['skipped']} skipped (no {self.qid_key!r} in the run's "
+                "metadata)"
+            )
             if c["not_recorded"]:
                 line += f", {c['not_recorded']} NOT recorded"
             print(line, *self.notes[:5], sep="\n  ", file=sys.stderr)
@@ -408,8 +503,10 @@ def _content(message: Any) -> str:
     """A message's text (a string, or the text parts of a list of content blocks)."""
     content = getattr(message, "content", message)
     if isinstance(content, list):
-        return "".join(b if isinstance(b, str) else str(b.get("text", "")) if isinstance(b, dict) else ""
-                       for b in content)
+        return "".join(
+            b if isinstance(b, str) else str(b.get("text", "")) if isinstance(b, dict) else ""
+            for b in content
+        )
     return str(content)
 
 

@@ -34,8 +34,10 @@ def node_doc_id(node: Any, doc_key: str | None = None, root: str | os.PathLike |
     """The node's source document id: ``ref_doc_id`` (or ``metadata[doc_key]``), relative to ``root``."""
     value = node.metadata.get(doc_key) if doc_key else node.ref_doc_id
     if not isinstance(value, str) or not value:
-        raise ValueError(f"node {node.node_id!r} names no source document "
-                         f"({'metadata[' + repr(doc_key) + ']' if doc_key else 'ref_doc_id'})")
+        raise ValueError(
+            f"node {node.node_id!r} names no source document "
+            f"({'metadata[' + repr(doc_key) + ']' if doc_key else 'ref_doc_id'})"
+        )
     if root is not None and _absolute(value):
         value = os.path.relpath(value, root)
     return Path(value).as_posix() if root is not None else value
@@ -45,9 +47,15 @@ def _absolute(value: str) -> bool:
     return PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute()
 
 
-def record_nodes(recorder: Recorder, nodes: Iterable[Any], *, doc_key: str | None = None,
-                 root: str | os.PathLike | None = None, config: str | None = None,
-                 doc_id: Callable[[Any], str] | None = None) -> int:
+def record_nodes(
+    recorder: Recorder,
+    nodes: Iterable[Any],
+    *,
+    doc_key: str | None = None,
+    root: str | os.PathLike | None = None,
+    config: str | None = None,
+    doc_id: Callable[[Any], str] | None = None,
+) -> int:
     """Every node as a chunk of the store (rules in the module docstring); returns how many.
 
     ``doc_id`` replaces the rule for the source document id altogether (a function of the node)."""
@@ -68,4 +76,3 @@ def record_nodes(recorder: Recorder, nodes: Iterable[Any], *, doc_key: str | Non
 def record_index(recorder: Recorder, index: Any, **kwargs: Any) -> int:
     """Every node of an index's docstore (the whole index) as the chunk store; returns how many."""
     return record_nodes(recorder, index.docstore.docs.values(), **kwargs)
-

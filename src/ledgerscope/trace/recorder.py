@@ -73,9 +73,11 @@ def _refuse_to_append(path: str | os.PathLike) -> None:
     except OSError:
         return
     if size:
-        raise ValueError(f"{os.fspath(path)} already holds {size} bytes: a re-run would append a second "
-                         "trace of every request. Choose a new file, remove it, or open the recorder with "
-                         "mode='a' (add to it: another config's traces) or mode='w' (replace it)")
+        raise ValueError(
+            f"{os.fspath(path)} already holds {size} bytes: a re-run would append a second "
+            "trace of every request. Choose a new file, remove it, or open the recorder with "
+            "mode='a' (add to it: another config's traces) or mode='w' (replace it)"
+        )
 
 
 class Recorder:
@@ -89,11 +91,18 @@ class Recorder:
     config into the same files), ``"w"`` replaces.
     """
 
-    def __init__(self, path: str | os.PathLike | None, chunks: str | os.PathLike | None = None,
-                 config: str | None = None, phase: str | None = None, mode: str = "x"):
+    def __init__(
+        self,
+        path: str | os.PathLike | None,
+        chunks: str | os.PathLike | None = None,
+        config: str | None = None,
+        phase: str | None = None,
+        mode: str = "x",
+    ):
         if mode not in ("x", "a", "w"):
-            raise ValueError(f"mode must be 'x' (new or empty files), 'a' (append) or 'w' (replace), "
-                             f"not {mode!r}")
+            raise ValueError(
+                f"mode must be 'x' (new or empty files), 'a' (append) or 'w' (replace), not {mode!r}"
+            )
         self.config, self.phase = config, phase
         self._lock = threading.Lock()
         paths = [p for p in (path, chunks) if p is not None]
@@ -123,9 +132,18 @@ class Recorder:
             fh.write(line)
             fh.flush()
 
-    def chunk(self, chunk_id: str, doc_id: str, text: str, *, start: int | None = None,
-              end: int | None = None, coordinate_system: str = CODEPOINT,
-              config: str | Sequence[str] | None = None, partial: bool = False) -> None:
+    def chunk(
+        self,
+        chunk_id: str,
+        doc_id: str,
+        text: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        coordinate_system: str = CODEPOINT,
+        config: str | Sequence[str] | None = None,
+        partial: bool = False,
+    ) -> None:
         """One chunk of the pipeline's index (recorded once per id; later calls with it are ignored).
 
         ``config`` defaults to the recorder's (two configs that share a store each write their own
@@ -149,12 +167,25 @@ class Recorder:
             obj["partial"] = True
         self._write(self._chunks, obj)
 
-    def record(self, *, qid: str, retrieved: Iterable[Any], context: Iterable[Any], answer: str | None,
-               context_text: str | Sequence[str] | None = None, citations: Sequence[str] | None = None,
-               config: str | None = None, phase: str | None = None, question: str | None = None,
-               stages: Mapping[str, Iterable[Any]] | None = None, stage_order: Sequence[str] | None = None,
-               abstained: bool | None = None, error: str | None = None, prompt: str | None = None,
-               claims: Mapping[str, Any] | None = None) -> dict:
+    def record(
+        self,
+        *,
+        qid: str,
+        retrieved: Iterable[Any],
+        context: Iterable[Any],
+        answer: str | None,
+        context_text: str | Sequence[str] | None = None,
+        citations: Sequence[str] | None = None,
+        config: str | None = None,
+        phase: str | None = None,
+        question: str | None = None,
+        stages: Mapping[str, Iterable[Any]] | None = None,
+        stage_order: Sequence[str] | None = None,
+        abstained: bool | None = None,
+        error: str | None = None,
+        prompt: str | None = None,
+        claims: Mapping[str, Any] | None = None,
+    ) -> dict:
         """One request: ``retrieved`` the ranked candidates the reranker read (ids or (id, score);
         with ``stages`` it may be empty: not recorded), ``context`` what reached the model in prompt
         order (ids with ``context_text``, or (id, text) pairs), ``answer`` the model's answer.
@@ -170,8 +201,11 @@ class Recorder:
                 raise ValueError("context_text: give the literal context, or context as (id, text) pairs")
             texts = context_text if isinstance(context_text, str) else list(context_text)
         obj: dict[str, Any] = {"format": FORMAT, "qid": qid}
-        for key, value in (("config", config or self.config), ("phase", phase or self.phase),
-                           ("question", question)):
+        for key, value in (
+            ("config", config or self.config),
+            ("phase", phase or self.phase),
+            ("question", question),
+        ):
             if value is not None:
                 obj[key] = value
         if ret_ids or not stages:
@@ -185,10 +219,14 @@ class Recorder:
                 ids, scores = _ids_scores(items, f"stages.{name}")
                 body[name] = {"ids": ids} if scores is None else {"ids": ids, "scores": scores}
             obj["stages"] = body
-        for key, value in (("stage_order", None if stage_order is None else list(stage_order)),
-                           ("citations", None if citations is None else list(citations)),
-                           ("abstained", abstained), ("error", error), ("prompt", prompt),
-                           ("claims", None if claims is None else dict(claims))):
+        for key, value in (
+            ("stage_order", None if stage_order is None else list(stage_order)),
+            ("citations", None if citations is None else list(citations)),
+            ("abstained", abstained),
+            ("error", error),
+            ("prompt", prompt),
+            ("claims", None if claims is None else dict(claims)),
+        ):
             if value is not None:
                 obj[key] = value
         if self._out is None:

@@ -49,9 +49,18 @@ TRACE_FIELDS: dict[str, tuple[str, bool]] = {
 
 #: what a producer may claim about its own record (kept beside ledgerscope's derivation, compared)
 CLAIM_FLAGS = (
-    "support_chunked", "support_bm25", "support_dense_exact", "support_exact", "support_dense_ann",
-    "support_production", "support_union", "support_fused", "support_reranked", "support_selected",
-    "support_packed", "support_cited",
+    "support_chunked",
+    "support_bm25",
+    "support_dense_exact",
+    "support_exact",
+    "support_dense_ann",
+    "support_production",
+    "support_union",
+    "support_fused",
+    "support_reranked",
+    "support_selected",
+    "support_packed",
+    "support_cited",
 )
 CLAIM_VERDICTS = ("answer_verdict", "citation_verdict")
 CLAIM_COUNTS = ("prompt_tokens", "completion_tokens", "evidence_tokens")

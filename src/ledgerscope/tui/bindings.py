@@ -45,8 +45,9 @@ BROWSE_BINDINGS: list[Binding] = [
     Binding("7", "pane(7)", "Stats pane", id="pane-stats", show=False),
     Binding("escape", "close_bars", "Close bar", id="close", show=False),
     Binding("tab", "app.focus_next", "Focus the next of list and pane", id="focus-next", show=False),
-    Binding("shift+tab", "app.focus_previous", "Focus the previous of list and pane", id="focus-prev",
-            show=False),
+    Binding(
+        "shift+tab", "app.focus_previous", "Focus the previous of list and pane", id="focus-prev", show=False
+    ),
 ]
 
 #: the footer shows these first, so that a narrow terminal (80 columns) keeps them

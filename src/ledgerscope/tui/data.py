@@ -464,7 +464,9 @@ class LedgerSession:
         return self._survival[role]
 
     def compare(
-        self, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
+        self,
+        n_resamples: int = DEFAULT_N_RESAMPLES,
+        seed: int = DEFAULT_SEED,
         rule_path: str | Path | None = None,
     ) -> tuple[dict, dict | None]:
         """Paired comparison (``compare.compare_arms``) and, with a rule, the release decision; the
@@ -498,8 +500,14 @@ class LedgerSession:
             b.close()
         from ledgerscope.analysis.resources import attach, price_table
 
-        attach(comparison, self.arms["candidate"].ledger, self.arms["candidate"].name,
-               self.arms["baseline"].ledger, self.arms["baseline"].name, price_table(None, rule))
+        attach(
+            comparison,
+            self.arms["candidate"].ledger,
+            self.arms["candidate"].name,
+            self.arms["baseline"].ledger,
+            self.arms["baseline"].name,
+            price_table(None, rule),
+        )
         decision = None
         if rule is not None:
             from ledgerscope.analysis.stats.release import decide

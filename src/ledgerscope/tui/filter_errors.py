@@ -44,6 +44,6 @@ def caret_lines(typed: str, reason: str, width: int = 78) -> list[str]:
     text = typed.strip()
     room = max(10, width - 2)
     start = max(0, min(at - room // 2, len(text) + 1 - room))
-    lines.append("  " + text[start:start + room])
+    lines.append("  " + text[start : start + room])
     lines.append("  " + " " * (at - start) + "^")
     return lines

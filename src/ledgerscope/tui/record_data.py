@@ -18,8 +18,10 @@ from typing import Any
 #: the ranked lists the tree walks; a stage without rows is an empty list, not a missing one
 WALKED_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed")
 _CANDIDATE_COLUMNS = 'stage, "rank", unit_id, score, doc_id, "start", "end", lineage'
-_UNIT_COLUMNS = ('unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens, located, '
-                 'placement, placement_note, context_json')
+_UNIT_COLUMNS = (
+    'unit_id, doc_id, ordinal, "start", "end", core_start, core_end, n_tokens, located, '
+    "placement, placement_note, context_json"
+)
 
 
 @dataclass
@@ -109,8 +111,15 @@ def _answer_side(cur, recs: dict[str, dict]) -> None:
     from ledgerscope.analysis.validity import TABLE
 
     have = cur.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [TABLE]).fetchall()[0][0]
-    flags = {} if not have else dict(cur.execute(
-        f"SELECT arm, unverified FROM {TABLE} WHERE arm IN {_marks(list(recs))}", list(recs)).fetchall())
+    flags = (
+        {}
+        if not have
+        else dict(
+            cur.execute(
+                f"SELECT arm, unverified FROM {TABLE} WHERE arm IN {_marks(list(recs))}", list(recs)
+            ).fetchall()
+        )
+    )
     for arm, rec in recs.items():
         rec["answer_unverified"] = bool(flags.get(arm))
 

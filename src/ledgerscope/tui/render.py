@@ -376,8 +376,10 @@ def _gold_kept(rd: RecordDetail) -> str:
     from ledgerscope.analysis.diagnosis.span_fates import docs_of_spans
 
     titles = docs_of_spans(rd.fixture, rd.texts)
-    parts = [f"{k} ({titles[k]}) {COVER_GLYPHS[v]}" if k in titles else f"{k} {COVER_GLYPHS[v]}"
-             for k, v in sorted(rd.coverage.items())]
+    parts = [
+        f"{k} ({titles[k]}) {COVER_GLYPHS[v]}" if k in titles else f"{k} {COVER_GLYPHS[v]}"
+        for k, v in sorted(rd.coverage.items())
+    ]
     return " ".join(parts) or "–"
 
 

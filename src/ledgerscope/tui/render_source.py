@@ -253,8 +253,11 @@ def context_text(rd: RecordDetail, palette: Palette) -> Text:
     if generated:
         out.append("\n" + "─" * 40 + " ", style=pick(palette, "muted"))
         out.append("generated context", style=pick(palette, "generated"))
-        out.append(f": {sum(b - a for a, b in generated)} characters the pipeline added around source "
-                   "slices (counted in evidence tokens, never gold support)\n", style=pick(palette, "muted"))
+        out.append(
+            f": {sum(b - a for a, b in generated)} characters the pipeline added around source "
+            "slices (counted in evidence tokens, never gold support)\n",
+            style=pick(palette, "muted"),
+        )
     return out
 
 
@@ -291,13 +294,24 @@ def generated_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int]]:
 def _styled_context(out: Text, context: str, gold, generated, palette: Palette) -> None:
     """The literal context, gold ranges in the gold style and generated ranges in their own (gold wins
     where they meet, which they never should)."""
-    marks = sorted({0, len(context), *(x for a, b, _ in gold for x in (a, b)),
-                    *(x for a, b in generated for x in (a, b))})
+    marks = sorted(
+        {
+            0,
+            len(context),
+            *(x for a, b, _ in gold for x in (a, b)),
+            *(x for a, b in generated for x in (a, b)),
+        }
+    )
     for a, b in pairwise(marks):
         if a >= b:
             continue
-        style = ("gold" if any(g0 <= a and b <= g1 for g0, g1, _ in gold) else
-                 "generated" if any(g0 <= a and b <= g1 for g0, g1 in generated) else None)
+        style = (
+            "gold"
+            if any(g0 <= a and b <= g1 for g0, g1, _ in gold)
+            else "generated"
+            if any(g0 <= a and b <= g1 for g0, g1 in generated)
+            else None
+        )
         out.append(safe(context[a:b]), style=pick(palette, style) if style else None)
 
 
@@ -306,11 +320,16 @@ def unlocated_lines(out: Text, rd: RecordDetail, doc: str, palette: Palette, exa
     bad = [u for u in rd.units if u.get("doc_id") == doc and u.get("located") is False]
     if not bad:
         return
-    out.append(f"  {len(bad)} unit(s) of this document could not be placed (no interval):\n",
-               style=pick(palette, "error"))
+    out.append(
+        f"  {len(bad)} unit(s) of this document could not be placed (no interval):\n",
+        style=pick(palette, "error"),
+    )
     for u in bad[:examples]:
-        out.append(f"    {lit(u.get('unit_id'))} ({lit(u.get('placement'))}): "
-                   f"{lit(u.get('placement_note') or '', 160)}\n", style=pick(palette, "muted"))
+        out.append(
+            f"    {lit(u.get('unit_id'))} ({lit(u.get('placement'))}): "
+            f"{lit(u.get('placement_note') or '', 160)}\n",
+            style=pick(palette, "muted"),
+        )
 
 
 def _merge_ranges(ranges: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:

@@ -68,8 +68,10 @@ def _resources_tail(resources: Mapping | None, palette: Palette) -> Text:
             tail.append(f"  {lit(line)}\n")
         lat = res.get("latency_ms") or {}
         if res.get("recorded"):
-            cells = [f"{s} {fmt((lat.get(s) or {}).get('p50'), 2)}/{fmt((lat.get(s) or {}).get('p95'), 2)}"
-                     for s in SHOWN]
+            cells = [
+                f"{s} {fmt((lat.get(s) or {}).get('p50'), 2)}/{fmt((lat.get(s) or {}).get('p95'), 2)}"
+                for s in SHOWN
+            ]
             tail.append(f"  {lit(str(res.get('arm', role)))} latency ms p50/p95: {lit(', '.join(cells))}\n")
     for line in difference_lines(dict(resources)):
         tail.append(f"  {lit(line)}\n")
@@ -94,8 +96,12 @@ def _table(title: Text | None = None):
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
 
 
-def _phase_rates(summaries: Mapping[str, Mapping[str, Mapping]], arms: Mapping[str, str],
-                 phases: Sequence[str], palette: Palette) -> list[Any]:
+def _phase_rates(
+    summaries: Mapping[str, Mapping[str, Mapping]],
+    arms: Mapping[str, str],
+    phases: Sequence[str],
+    palette: Palette,
+) -> list[Any]:
     """Each arm's support and correct rate per phase, then its phase average and worst phases."""
     head = Text()
     head.append(
@@ -159,8 +165,12 @@ def _metric_table(set_name: str, block: Mapping, which: str):
     power, :mod:`ledgerscope.analysis.stats.power`)."""
     from ledgerscope.analysis.stats.power import detectable
 
-    t = _table(Text(f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
-                    f"{block['n_clusters']} document clusters)"))
+    t = _table(
+        Text(
+            f"stress set {lit(set_name)} · {which} ({block['n_questions']} questions, "
+            f"{block['n_clusters']} document clusters)"
+        )
+    )
     for col in (
         "metric",
         "candidate",

@@ -40,7 +40,21 @@ from ledgerscope.analysis.diagnosis.sql import diagnosis_evidence, write_json_li
 from ledgerscope.analysis.diagnosis.tree import STEP_NAMES, Diagnosis, diagnose, diagnosis_step
 
 __all__ = [
-    "STEP_NAMES", "VIEW", "Diagnosis", "build_record_view", "count_records", "diagnose",
-    "diagnosis_evidence", "diagnosis_step", "fetch_dicts", "first_stage_depths", "json_list",
-    "ledger_heads", "run_query", "select_records", "validate_predicate", "where_sql", "write_json_lines",
+    "STEP_NAMES",
+    "VIEW",
+    "Diagnosis",
+    "build_record_view",
+    "count_records",
+    "diagnose",
+    "diagnosis_evidence",
+    "diagnosis_step",
+    "fetch_dicts",
+    "first_stage_depths",
+    "json_list",
+    "ledger_heads",
+    "run_query",
+    "select_records",
+    "validate_predicate",
+    "where_sql",
+    "write_json_lines",
 ]

@@ -67,12 +67,16 @@ UNIT_WINDOW = 2000
 # coverage helpers
 
 
-def span_gaps(span: GoldSpan, rows: Sequence[Mapping[str, Any]],
-          texts: Mapping[str, str]) -> list[tuple[int, int]]:
+def span_gaps(
+    span: GoldSpan, rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str]
+) -> list[tuple[int, int]]:
     """Parts of the span (holding non-whitespace) that no row's interval covers."""
     doc = span.doc_id
-    intervals = [(int(r["start"]), int(r["end"])) for r in rows
-                 if r.get("doc_id") == doc and r.get("start") is not None and r.get("end") is not None]
+    intervals = [
+        (int(r["start"]), int(r["end"]))
+        for r in rows
+        if r.get("doc_id") == doc and r.get("start") is not None and r.get("end") is not None
+    ]
     text = texts.get(span.doc_id)
     if text is not None:
         return uncovered(text, span.start, span.end, intervals)
@@ -95,9 +99,12 @@ def _spans_of(fixture: Fixture, sset: Sequence[str]) -> list[GoldSpan]:
     return [by_id[sid] for sid in sset if sid in by_id]
 
 
-def _closest_set(fixture: Fixture, before: Sequence[Mapping[str, Any]] | None,
-                 after: Sequence[Mapping[str, Any]] | None,
-                 texts: Mapping[str, str]) -> tuple[int, list[tuple[GoldSpan, list[tuple[int, int]] | None]]]:
+def _closest_set(
+    fixture: Fixture,
+    before: Sequence[Mapping[str, Any]] | None,
+    after: Sequence[Mapping[str, Any]] | None,
+    texts: Mapping[str, str],
+) -> tuple[int, list[tuple[GoldSpan, list[tuple[int, int]] | None]]]:
     """(set index, [(missing span, its uncovered parts at ``after``)]) for the closest set.
 
     Sets kept by ``before`` come first (None: every set counts as kept), then the
@@ -108,8 +115,11 @@ def _closest_set(fixture: Fixture, before: Sequence[Mapping[str, Any]] | None,
         spans = _spans_of(fixture, sset)
         if len(spans) < len(sset):  # names an unresolved span: it cannot be kept
             continue
-        kept_before = (before is None or len(fixture.sufficient_sets) == 1
-                       or all(not span_gaps(s, before, texts) for s in spans))
+        kept_before = (
+            before is None
+            or len(fixture.sufficient_sets) == 1
+            or all(not span_gaps(s, before, texts) for s in spans)
+        )
         if after is None:
             missing = [(s, None) for s in spans]
         else:
@@ -129,17 +139,27 @@ def _trunc(text: str | None, n: int) -> str | None:
 
 
 def span_json(span: GoldSpan, texts: Mapping[str, str], gaps: list[tuple[int, int]] | None = None) -> dict:
-    quote = span.quote if span.quote is not None else (texts.get(span.doc_id) or "")[span.start:span.end]
-    out: dict[str, Any] = {"span": span.span_id, "doc_id": span.doc_id, "start": span.start, "end": span.end,
-                           "dependency": span.dependency, "quote": _trunc(quote, QUOTE_CHARS)}
+    quote = span.quote if span.quote is not None else (texts.get(span.doc_id) or "")[span.start : span.end]
+    out: dict[str, Any] = {
+        "span": span.span_id,
+        "doc_id": span.doc_id,
+        "start": span.start,
+        "end": span.end,
+        "dependency": span.dependency,
+        "quote": _trunc(quote, QUOTE_CHARS),
+    }
     if gaps is not None:
         out["uncovered"] = [[int(s), int(e)] for s, e in gaps]
     return out
 
 
 def _overlaps(row: Mapping[str, Any], span: GoldSpan) -> bool:
-    return (row.get("doc_id") == span.doc_id and row.get("start") is not None
-            and int(row["start"]) < span.end and int(row["end"]) > span.start)
+    return (
+        row.get("doc_id") == span.doc_id
+        and row.get("start") is not None
+        and int(row["start"]) < span.end
+        and int(row["end"]) > span.start
+    )
 
 
 def _by_unit(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -162,9 +182,11 @@ def _score(row: Mapping[str, Any] | None) -> float | None:
     return float(row["score"])
 
 
-def stage_rows(stage: str, stages: Mapping[str, Sequence[Mapping[str, Any]]],
-                record: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+def stage_rows(
+    stage: str, stages: Mapping[str, Sequence[Mapping[str, Any]]], record: Mapping[str, Any]
+) -> list[Mapping[str, Any]] | None:
     """A stage's kept rows (with cutoffs applied); None when the data is not there."""
+
     def get(name: str) -> list[Mapping[str, Any]] | None:
         rows = stages.get(name)
         return None if rows is None else list(rows)
@@ -227,12 +249,23 @@ def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> d
             in_rank, in_score = _best(uid, in_lists, index)
             out_rank, out_score = _best(uid, out_lists, index)
             entry: dict[str, Any] = {
-                "unit_id": uid, "span": span.span_id, "doc_id": r["doc_id"],
-                "start": int(r["start"]), "end": int(r["end"]),
-                "input_rank": in_rank, "input_score": in_score,
-                "output_rank": out_rank, "output_score": out_score,
-                "ranks": {name: (None if (x := index[name].get(uid)) is None
-                                 else {"rank": row_rank(x), "score": _score(x)}) for name in shown},
+                "unit_id": uid,
+                "span": span.span_id,
+                "doc_id": r["doc_id"],
+                "start": int(r["start"]),
+                "end": int(r["end"]),
+                "input_rank": in_rank,
+                "input_score": in_score,
+                "output_rank": out_rank,
+                "output_score": out_score,
+                "ranks": {
+                    name: (
+                        None
+                        if (x := index[name].get(uid)) is None
+                        else {"rank": row_rank(x), "score": _score(x)}
+                    )
+                    for name in shown
+                },
             }
             u = index.get("union", {}).get(uid)
             if u is not None and u.get("lineage") is not None:
@@ -247,14 +280,20 @@ def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> d
         ev["selection_depth"] = record.get("selection_depth")
         # rank in the selection's input; None: the unit came in by neighbour expansion
         rer = _by_unit(stage_rows("reranked", stages, record) or [])
-        ev["packed"] = [{"unit_id": r["unit_id"], "rank": row_rank(r),
-                         "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x)}
-                        for r in sorted(stages.get("packed") or [], key=row_rank)]
+        ev["packed"] = [
+            {
+                "unit_id": r["unit_id"],
+                "rank": row_rank(r),
+                "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x),
+            }
+            for r in sorted(stages.get("packed") or [], key=row_rank)
+        ]
     return ev
 
 
-def _best(uid: str, lists: Sequence[str], index: Mapping[str, Mapping[str, Mapping[str, Any]]]
-          ) -> tuple[int | None, float | None]:
+def _best(
+    uid: str, lists: Sequence[str], index: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> tuple[int | None, float | None]:
     best: Mapping[str, Any] | None = None
     for name in lists:
         r = index.get(name, {}).get(uid)
@@ -316,9 +355,15 @@ def _evidence_chunked(ev: dict[str, Any], stages, fixture, texts) -> dict[str, A
         over = [u for u in same if int(u["start"]) < span.end and int(u["end"]) > span.start]
         for u in over:
             s, e = int(u["start"]), int(u["end"])
-            rel = ("contains" if s <= span.start and e >= span.end else
-                   "inside" if s > span.start and e < span.end else
-                   "overlaps-start" if s <= span.start else "overlaps-end")
+            rel = (
+                "contains"
+                if s <= span.start and e >= span.end
+                else "inside"
+                if s > span.start and e < span.end
+                else "overlaps-start"
+                if s <= span.start
+                else "overlaps-end"
+            )
             around.append(_unit_around(u, span, rel))
         # the nearest unit either side, where no overlapping unit reaches that edge of the span
         if not any(int(u["start"]) <= span.start for u in over):
@@ -334,14 +379,24 @@ def _evidence_chunked(ev: dict[str, Any], stages, fixture, texts) -> dict[str, A
 
 
 def _unit_around(u, span: GoldSpan, relation: str) -> dict[str, Any]:
-    return {"unit_id": u["unit_id"], "span": span.span_id, "doc_id": u["doc_id"], "start": int(u["start"]),
-            "end": int(u["end"]), "relation": relation}
+    return {
+        "unit_id": u["unit_id"],
+        "span": span.span_id,
+        "doc_id": u["doc_id"],
+        "start": int(u["start"]),
+        "end": int(u["end"]),
+        "relation": relation,
+    }
 
 
 def answer_json(record) -> dict[str, Any]:
-    return {"answer": _trunc(record.get("answer"), ANSWER_CHARS), "abstained": record.get("abstained"),
-            "answer_verdict": record.get("answer_verdict"), "answer_reason": record.get("answer_reason"),
-            "generator_error": record.get("generator_error")}
+    return {
+        "answer": _trunc(record.get("answer"), ANSWER_CHARS),
+        "abstained": record.get("abstained"),
+        "answer_verdict": record.get("answer_verdict"),
+        "answer_reason": record.get("answer_reason"),
+        "generator_error": record.get("generator_error"),
+    }
 
 
 def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, Any]:
@@ -358,8 +413,9 @@ def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, 
     spans = []
     for span in _spans_of(fixture, fixture.sufficient_sets[idx]) if idx >= 0 else []:
         entry = span_json(span, texts)
-        entry["packed_units"] = [{"unit_id": r["unit_id"], "rank": row_rank(r)}
-                                 for r in packed if _overlaps(r, span)]
+        entry["packed_units"] = [
+            {"unit_id": r["unit_id"], "rank": row_rank(r)} for r in packed if _overlaps(r, span)
+        ]
         if extra_rows is not None:
             entry["cited"] = not span_gaps(span, extra_rows, texts)
         spans.append(entry)
@@ -374,13 +430,20 @@ def evidence_answer(record, stages, fixture, texts) -> dict[str, Any]:
 def evidence_citation(record, stages, fixture, texts) -> dict[str, Any]:
     citations = json_list(record.get("citations_json"))
     cited_rows = [c for c in citations if c.get("doc_id") is not None and c.get("start") is not None]
-    return {"stage": "citations", "citation_verdict": record.get("citation_verdict"),
-            "citation_reason": record.get("citation_reason"), "citations": citations,
-            "answer": _trunc(record.get("answer"), ANSWER_CHARS),
-            **_packed_cover(record, stages, fixture, texts, cited_rows)}
+    return {
+        "stage": "citations",
+        "citation_verdict": record.get("citation_verdict"),
+        "citation_reason": record.get("citation_reason"),
+        "citations": citations,
+        "answer": _trunc(record.get("answer"), ANSWER_CHARS),
+        **_packed_cover(record, stages, fixture, texts, cited_rows),
+    }
 
 
 def evidence_pass(record, stages, fixture, texts) -> dict[str, Any]:
-    return {"stage": "pass", "answer_verdict": record.get("answer_verdict"),
-            "citation_verdict": record.get("citation_verdict"),
-            **_packed_cover(record, stages, fixture, texts)}
+    return {
+        "stage": "pass",
+        "answer_verdict": record.get("answer_verdict"),
+        "citation_verdict": record.get("citation_verdict"),
+        **_packed_cover(record, stages, fixture, texts),
+    }

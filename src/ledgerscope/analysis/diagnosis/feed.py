@@ -22,17 +22,51 @@ from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
 from ledgerscope.ledger.verify import load_manifest
 
 _RECORD_COLUMNS = (
-    "arm", "phase", "phase_offset", "qid", "segment", "answerable", "support_only", "gold_status",
-    "support_chunked", "support_bm25", "support_dense_exact", "support_exact", "support_dense_ann",
-    "support_production", "support_union", "support_fused", "support_reranked", "support_selected",
-    "support_packed", "support_cited", "covered_set", "single_unit_complete", "packed_unit_ids",
-    "evidence_tokens", "budget_tokens", "rerank_depth", "selection_depth", "overflow_json",
-    "expansion_dropped_json", "answer", "abstained", "citations_json", "answer_verdict", "answer_reason",
-    "citation_verdict", "citation_reason", "generator_error", "oracle_verdict", "oracle_feasible",
+    "arm",
+    "phase",
+    "phase_offset",
+    "qid",
+    "segment",
+    "answerable",
+    "support_only",
+    "gold_status",
+    "support_chunked",
+    "support_bm25",
+    "support_dense_exact",
+    "support_exact",
+    "support_dense_ann",
+    "support_production",
+    "support_union",
+    "support_fused",
+    "support_reranked",
+    "support_selected",
+    "support_packed",
+    "support_cited",
+    "covered_set",
+    "single_unit_complete",
+    "packed_unit_ids",
+    "evidence_tokens",
+    "budget_tokens",
+    "rerank_depth",
+    "selection_depth",
+    "overflow_json",
+    "expansion_dropped_json",
+    "answer",
+    "abstained",
+    "citations_json",
+    "answer_verdict",
+    "answer_reason",
+    "citation_verdict",
+    "citation_reason",
+    "generator_error",
+    "oracle_verdict",
+    "oracle_feasible",
     "unverifiable_stages",
 )
-_CAND_COLUMNS = ('c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, c.score, c.doc_id, '
-                 'c."start", c."end", CASE WHEN c.stage = \'union\' THEN c.lineage END AS lineage')
+_CAND_COLUMNS = (
+    'c.arm, c.phase, c.qid, c.stage, c."rank", c.unit_id, c.score, c.doc_id, '
+    'c."start", c."end", CASE WHEN c.stage = \'union\' THEN c.lineage END AS lineage'
+)
 _WHOLE = 1 << 30
 
 
@@ -49,11 +83,17 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
     top_n = depths_by_arm(load_manifest(ledger))
     where, params = ("WHERE arm = ?", [arm]) if arm is not None else ("", [])
     cols = ", ".join(f'"{c}"' for c in _RECORD_COLUMNS)
-    records = con.sql(f"SELECT {cols} FROM records {where} ORDER BY arm, phase_offset, phase, qid",
-                      params=params).to_arrow_table().to_pylist()
-    oracle = {(r["arm"], r["qid"]): r for r in con.sql(
-        f"SELECT arm, qid, answer_verdict, feasible FROM oracle {where}",
-        params=params).to_arrow_table().to_pylist()}
+    records = (
+        con.sql(f"SELECT {cols} FROM records {where} ORDER BY arm, phase_offset, phase, qid", params=params)
+        .to_arrow_table()
+        .to_pylist()
+    )
+    oracle = {
+        (r["arm"], r["qid"]): r
+        for r in con.sql(f"SELECT arm, qid, answer_verdict, feasible FROM oracle {where}", params=params)
+        .to_arrow_table()
+        .to_pylist()
+    }
 
     unverified = unverified_arms(con)
     for rec in records:
@@ -70,15 +110,30 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         for stage in _stages_read(step):
             if stage == "units":
                 for s in fx.spans:
-                    for key, val in (("arm", rec["arm"]), ("phase", rec["phase"]), ("doc_id", s.doc_id),
-                                     ("lo", s.start - UNIT_WINDOW), ("hi", s.end + UNIT_WINDOW)):
+                    for key, val in (
+                        ("arm", rec["arm"]),
+                        ("phase", rec["phase"]),
+                        ("doc_id", s.doc_id),
+                        ("lo", s.start - UNIT_WINDOW),
+                        ("hi", s.end + UNIT_WINDOW),
+                    ):
                         unit_need[key].append(val)
                 continue
             # lists shown whole: the packed context; for step 8 the reranked list to the selection cut
-            keep = (_WHOLE if stage == "packed" else
-                    int(rec.get("selection_depth") or 0) if stage == "reranked" and step == 8 else 0)
-            for key, val in (("arm", rec["arm"]), ("phase", rec["phase"]), ("qid", rec["qid"]),
-                             ("stage", stage), ("keep_rank", keep)):
+            keep = (
+                _WHOLE
+                if stage == "packed"
+                else int(rec.get("selection_depth") or 0)
+                if stage == "reranked" and step == 8
+                else 0
+            )
+            for key, val in (
+                ("arm", rec["arm"]),
+                ("phase", rec["phase"]),
+                ("qid", rec["qid"]),
+                ("stage", stage),
+                ("keep_rank", keep),
+            ):
                 need[key].append(val)
     grouped = _fetch_candidates(con, need, gold_spans_table(fixtures))
     units_by = _fetch_units(con, unit_need)
@@ -89,18 +144,27 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         stages: dict[str, list[dict]] = dict(grouped.get(key, {}))
         for stage in _stages_read(step):
             if stage == "units" and fx is not None:
-                stages["units"] = [u for d in fx.doc_ids
-                                   for u in units_by.get((rec["arm"], rec["phase"], d), [])]
+                stages["units"] = [
+                    u for d in fx.doc_ids for u in units_by.get((rec["arm"], rec["phase"], d), [])
+                ]
             else:
                 stages.setdefault(stage, [])
         orow = oracle.get((rec["arm"], rec["qid"]))
         d = diagnose(rec, stages, fx, texts, orow)
         yield {
-            "qid": rec["qid"], "arm": rec["arm"], "phase": str(rec["phase"]),
-            "phase_offset": rec["phase_offset"], "segment": rec["segment"],
-            "step": d.step, "step_name": d.step_name, "label": d.label,
-            "evidence": d.evidence, "flags": list(d.flags), "walk": d.walk,
-            "answer_verdict": rec["answer_verdict"], "citation_verdict": rec["citation_verdict"],
+            "qid": rec["qid"],
+            "arm": rec["arm"],
+            "phase": str(rec["phase"]),
+            "phase_offset": rec["phase_offset"],
+            "segment": rec["segment"],
+            "step": d.step,
+            "step_name": d.step_name,
+            "label": d.label,
+            "evidence": d.evidence,
+            "flags": list(d.flags),
+            "walk": d.walk,
+            "answer_verdict": rec["answer_verdict"],
+            "citation_verdict": rec["citation_verdict"],
             "support_packed": rec["support_packed"],
             "oracle_verdict": orow["answer_verdict"] if orow else rec["oracle_verdict"],
         }
@@ -116,13 +180,18 @@ def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str
     con.register("_ls_need", pa.table(need))
     con.register("_ls_spans", spans)
     try:
-        rows = con.sql(
-            f"SELECT {_CAND_COLUMNS} FROM candidates c "
-            "JOIN _ls_need n ON c.arm = n.arm AND c.phase = n.phase AND c.qid = n.qid "
-            "AND c.stage = n.stage "
-            "LEFT JOIN _ls_spans s ON s.qid = c.qid AND s.doc_id = c.doc_id "
-            'AND c."start" < s."end" AND c."end" > s."start" '
-            'WHERE s.qid IS NOT NULL OR c."rank" <= n.keep_rank').to_arrow_table().to_pylist()
+        rows = (
+            con.sql(
+                f"SELECT {_CAND_COLUMNS} FROM candidates c "
+                "JOIN _ls_need n ON c.arm = n.arm AND c.phase = n.phase AND c.qid = n.qid "
+                "AND c.stage = n.stage "
+                "LEFT JOIN _ls_spans s ON s.qid = c.qid AND s.doc_id = c.doc_id "
+                'AND c."start" < s."end" AND c."end" > s."start" '
+                'WHERE s.qid IS NOT NULL OR c."rank" <= n.keep_rank'
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
     finally:
         con.unregister("_ls_need")
         con.unregister("_ls_spans")
@@ -148,11 +217,16 @@ def _fetch_units(con, unit_need: dict[str, list]) -> dict[tuple, list[dict]]:
         return units_by
     con.register("_ls_unit_need", pa.table(unit_need))
     try:
-        urows = con.sql(
-            'SELECT DISTINCT u.arm, u.phase, u.unit_id, u.doc_id, u."start", u."end", u.ordinal '
-            "FROM units u JOIN _ls_unit_need n ON u.arm = n.arm AND u.phase = n.phase "
-            'AND u.doc_id = n.doc_id AND u."end" >= n.lo AND u."start" <= n.hi '
-            'ORDER BY u.arm, u.phase, u.doc_id, u."start"').to_arrow_table().to_pylist()
+        urows = (
+            con.sql(
+                'SELECT DISTINCT u.arm, u.phase, u.unit_id, u.doc_id, u."start", u."end", u.ordinal '
+                "FROM units u JOIN _ls_unit_need n ON u.arm = n.arm AND u.phase = n.phase "
+                'AND u.doc_id = n.doc_id AND u."end" >= n.lo AND u."start" <= n.hi '
+                'ORDER BY u.arm, u.phase, u.doc_id, u."start"'
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
     finally:
         con.unregister("_ls_unit_need")
     for u in urows:

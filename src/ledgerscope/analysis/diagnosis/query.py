@@ -44,18 +44,68 @@ _PREFIX = f"SELECT * FROM {VIEW} WHERE ("
 _OPEN, _CLOSE = _PREFIX + "\n", "\n)"
 
 #: keywords that never belong in a row predicate (statements, clauses, subqueries)
-_DENY_KEYWORDS = frozenset({
-    "SELECT", "FROM", "WITH", "TABLE", "VALUES", "UNION", "INTERSECT", "EXCEPT", "ORDER", "LIMIT", "OFFSET",
-    "GROUP", "HAVING", "QUALIFY", "WINDOW", "RETURNING", "COPY", "ATTACH", "DETACH", "INSTALL", "LOAD",
-    "PRAGMA", "SET", "RESET", "CALL", "CREATE", "DROP", "INSERT", "UPDATE", "DELETE", "ALTER", "EXPORT",
-    "IMPORT", "VACUUM", "CHECKPOINT", "USE", "SUMMARIZE", "DESCRIBE", "SHOW", "EXPLAIN", "PIVOT", "UNPIVOT",
-    "MERGE", "TRUNCATE", "ANALYZE", "EXECUTE", "PREPARE", "DEALLOCATE", "BEGIN", "COMMIT", "ROLLBACK",
-})
+_DENY_KEYWORDS = frozenset(
+    {
+        "SELECT",
+        "FROM",
+        "WITH",
+        "TABLE",
+        "VALUES",
+        "UNION",
+        "INTERSECT",
+        "EXCEPT",
+        "ORDER",
+        "LIMIT",
+        "OFFSET",
+        "GROUP",
+        "HAVING",
+        "QUALIFY",
+        "WINDOW",
+        "RETURNING",
+        "COPY",
+        "ATTACH",
+        "DETACH",
+        "INSTALL",
+        "LOAD",
+        "PRAGMA",
+        "SET",
+        "RESET",
+        "CALL",
+        "CREATE",
+        "DROP",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "ALTER",
+        "EXPORT",
+        "IMPORT",
+        "VACUUM",
+        "CHECKPOINT",
+        "USE",
+        "SUMMARIZE",
+        "DESCRIBE",
+        "SHOW",
+        "EXPLAIN",
+        "PIVOT",
+        "UNPIVOT",
+        "MERGE",
+        "TRUNCATE",
+        "ANALYZE",
+        "EXECUTE",
+        "PREPARE",
+        "DEALLOCATE",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+    }
+)
 #: function names (scalar or table) that read files, the network, the catalog or settings
 _DENY_FUNCTION = re.compile(
     r"^(read_\w*|glob|query|query_table|sniff_csv|parquet_\w*|\w*_scan|iceberg_\w*|delta_\w*|sqlite_\w*|"
     r"postgres_\w*|mysql_\w*|http\w*|getenv|current_setting|set_variable|getvariable|duckdb_\w*|pragma_\w*|"
-    r"which_secret|load_aws_credentials|nextval|currval)$", re.IGNORECASE)
+    r"which_secret|load_aws_credentials|nextval|currval)$",
+    re.IGNORECASE,
+)
 #: calls whose SQL-standard syntax uses FROM inside the parentheses
 _FROM_CALLS = frozenset({"extract", "substring", "trim", "overlay"})
 
@@ -75,8 +125,9 @@ def view_columns(con) -> list[str]:
     try:
         return [r[0] for r in con.execute(f"DESCRIBE {VIEW}").fetchall()]
     except duckdb.CatalogException:
-        raise InputError(Problem(VIEW, None, "view", "no record_view on this connection "
-                                                     "(call build_record_view first)")) from None
+        raise InputError(
+            Problem(VIEW, None, "view", "no record_view on this connection (call build_record_view first)")
+        ) from None
 
 
 # ---------------------------------------------------------------------------
@@ -166,8 +217,10 @@ def _check_tokens(text: str, source: str) -> str | None:
         if denied is not None or (word == "FROM" and calls and calls[-1] in _FROM_CALLS):
             continue
         if name == "keyword" and word in _DENY_KEYWORDS:
-            denied = (f"{word} is not allowed: a filter is one expression over {VIEW}'s columns "
-                      "(no statements or subqueries)")
+            denied = (
+                f"{word} is not allowed: a filter is one expression over {VIEW}'s columns "
+                "(no statements or subqueries)"
+            )
         elif name == "identifier" and _DENY_FUNCTION.match(prev) and _is_call(tokens, i, text):
             denied = f"function {prev}() is not allowed in a filter"
     if calls:
@@ -179,7 +232,7 @@ def _is_call(tokens, i: int, text: str) -> bool:
     if i + 1 >= len(tokens):
         return False
     offset = tokens[i + 1][0]
-    return text[offset:offset + 1] == "("
+    return text[offset : offset + 1] == "("
 
 
 def _serialize(con, query: str, source: str) -> dict:
@@ -288,11 +341,20 @@ def _check_expression(where: dict, known: set[str], columns: list[str], source: 
 def _unknown_column(name: str, columns: list[str]) -> str:
     close = difflib.get_close_matches(name.lower(), [c.lower() for c in columns], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    preferred = ["qid", "arm", "phase", "step", "label", "segment", "answer_verdict", "support_packed",
-                 "flags", "reversal"]
+    preferred = [
+        "qid",
+        "arm",
+        "phase",
+        "step",
+        "label",
+        "segment",
+        "answer_verdict",
+        "support_packed",
+        "flags",
+        "reversal",
+    ]
     few = [c for c in preferred if c in columns] or columns[:10]
-    return (f"unknown column {name!r}{hint} (columns include {', '.join(few)}; "
-            f"{len(columns)} in all)")
+    return f"unknown column {name!r}{hint} (columns include {', '.join(few)}; {len(columns)} in all)"
 
 
 def _render(con, tree: dict, text: str) -> str:
@@ -304,10 +366,11 @@ def _render(con, tree: dict, text: str) -> str:
     head = f"SELECT * FROM {VIEW} WHERE "
     if not isinstance(sql, str) or not sql.startswith(head):
         return text
-    rendered = sql[len(head):].strip()
+    rendered = sql[len(head) :].strip()
     try:
-        again = json.loads(con.execute("SELECT json_serialize_sql(?)",
-                                       [_OPEN + rendered + _CLOSE]).fetchall()[0][0])
+        again = json.loads(
+            con.execute("SELECT json_serialize_sql(?)", [_OPEN + rendered + _CLOSE]).fetchall()[0][0]
+        )
     except Exception:
         return text
     if again.get("error") or _strip_locations(again) != _strip_locations(tree):
@@ -350,8 +413,9 @@ def _check_binds(con, predicate: str, source: str) -> None:
 
     try:
         # in a WHERE clause, so aggregates and window functions are refused by the binder too
-        rows = con.execute(f"DESCRIBE SELECT ({predicate}) AS _ls_predicate FROM {VIEW} "
-                           f"WHERE ({predicate})").fetchall()
+        rows = con.execute(
+            f"DESCRIBE SELECT ({predicate}) AS _ls_predicate FROM {VIEW} WHERE ({predicate})"
+        ).fetchall()
     except duckdb.Error as exc:
         raise _problem(_short_error(exc), source) from None
     kind = str(rows[0][1]) if rows else "?"
@@ -395,8 +459,9 @@ def _order(con, order: str | None) -> str:
     return f" ORDER BY {order}, arm, phase, qid"
 
 
-def select_records(con, predicate: str, limit: int | None = None,
-                   order: str | None = DEFAULT_ORDER) -> list[dict]:
+def select_records(
+    con, predicate: str, limit: int | None = None, order: str | None = DEFAULT_ORDER
+) -> list[dict]:
     """The ``record_view`` rows the predicate selects (validated here), as dicts.
 
     ``order`` is a list of view columns (each optionally ``ASC``/``DESC``);

@@ -26,6 +26,8 @@ from ledgerscope.analysis.validity import TABLE as VALIDITY_TABLE
 VIEW = "record_view"
 #: the heads, one row per distinct combination of what they depend on (:func:`heads_table`)
 HEADS_TABLE = "record_heads"
+
+
 def build_record_view(con) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 
@@ -41,7 +43,8 @@ def build_record_view(con) -> None:
         f"LEFT JOIN {VALIDITY_TABLE} u ON u.arm = r.arm) "
         "SELECT b.* EXCLUDE (o_verdict, o_feasible, o_unverified), h.step, h.step_name, h.label, h.flags, "
         f"coalesce(v.reversal, false) AS reversal FROM b {head_join('b', HEADS_TABLE)} "
-        "LEFT JOIN rev v ON v.arm = b.arm AND v.qid = b.qid")
+        "LEFT JOIN rev v ON v.arm = b.arm AND v.qid = b.qid"
+    )
 
 
 def ledger_heads(con, arm: str | None = None) -> list[dict[str, Any]]:
@@ -51,6 +54,8 @@ def ledger_heads(con, arm: str | None = None) -> list[dict[str, Any]]:
     where, params = ("WHERE arm = ?", [arm]) if arm is not None else ("", [])
     rows = con.execute(
         f"SELECT arm, CAST(phase AS VARCHAR) AS phase, qid, step, step_name FROM {VIEW} {where} "
-        "ORDER BY arm, phase_offset, phase, qid", params).fetchall()
+        "ORDER BY arm, phase_offset, phase, qid",
+        params,
+    ).fetchall()
     names = ("arm", "phase", "qid", "step", "step_name")
     return [dict(zip(names, row, strict=True)) for row in rows]

@@ -52,8 +52,11 @@ TITLE_CHARS = 60
 def fate_of(marks: str) -> dict[str, Any]:
     """A span's fate from its marks over :data:`FATE_WALK` (rules in the module docstring):
     ``kept_to`` (a stage or None), ``lost_at`` (a step or None) and ``regained`` (steps)."""
-    walked = [(step, stage, m == KEPT) for (step, _, stage), m in zip(FATE_WALK, marks, strict=True)
-              if m != NOT_RECORDED]
+    walked = [
+        (step, stage, m == KEPT)
+        for (step, _, stage), m in zip(FATE_WALK, marks, strict=True)
+        if m != NOT_RECORDED
+    ]
     last = max((i for i, (_, _, kept) in enumerate(walked) if kept), default=-1)
     kept_to = walked[last][1] if last >= 0 else None
     lost_at = walked[last + 1][0] if last + 1 < len(walked) else None
@@ -63,12 +66,18 @@ def fate_of(marks: str) -> dict[str, Any]:
 
 def fate_table() -> dict[str, dict[str, Any]]:
     """Every possible marks string (3^7) with its fate: what the SQL diagnosis joins per span."""
-    return {"".join(m): fate_of("".join(m))
-            for m in itertools.product((KEPT, LOST, NOT_RECORDED), repeat=len(FATE_WALK))}
+    return {
+        "".join(m): fate_of("".join(m))
+        for m in itertools.product((KEPT, LOST, NOT_RECORDED), repeat=len(FATE_WALK))
+    }
 
 
-def span_marks(record: Mapping[str, Any], span, stages: Mapping[str, Sequence[Mapping[str, Any]]],
-               texts: Mapping[str, str]) -> str:
+def span_marks(
+    record: Mapping[str, Any],
+    span,
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    texts: Mapping[str, str],
+) -> str:
     """One span's marks: per stage of the walk, covered (K), not (L) or not recorded (N)."""
     out = []
     for _, flag, stage in FATE_WALK:
@@ -91,8 +100,13 @@ def document_title(doc_id: str, text: str | None) -> str:
     return doc_id
 
 
-def span_fates(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],
-               fixture: Fixture, texts: Mapping[str, str], set_index: int) -> list[dict[str, Any]]:
+def span_fates(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture,
+    texts: Mapping[str, str],
+    set_index: int,
+) -> list[dict[str, Any]]:
     """Each span of sufficient set ``set_index`` in set order: its id, document, title and fate."""
     if not 0 <= set_index < len(fixture.sufficient_sets):
         return []
@@ -102,9 +116,14 @@ def span_fates(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[
         span = by_id.get(sid)
         if span is None:
             continue
-        out.append({"span": sid, "doc_id": span.doc_id,
-                    "title": document_title(span.doc_id, texts.get(span.doc_id)),
-                    **fate_of(span_marks(record, span, stages, texts))})
+        out.append(
+            {
+                "span": sid,
+                "doc_id": span.doc_id,
+                "title": document_title(span.doc_id, texts.get(span.doc_id)),
+                **fate_of(span_marks(record, span, stages, texts)),
+            }
+        )
     return out
 
 
@@ -134,16 +153,19 @@ def by_document(fates: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, list
     return list(groups.values())
 
 
-def explain_set(fates: Sequence[Mapping[str, Any]], step: int, step_names: Mapping[int, str],
-                set_index: int | None = None) -> list[str]:
+def explain_set(
+    fates: Sequence[Mapping[str, Any]], step: int, step_names: Mapping[int, str], set_index: int | None = None
+) -> list[str]:
     """The set in words: a head line (spans, documents, the record's step as the first loss), then
     one line per document: its title, then its spans, each with its fate."""
     if not fates:
         return []
     docs = by_document(fates)
     which = f"set {set_index}" if set_index is not None and set_index >= 0 else "set"
-    lines = [f"{which} of {len(fates)} span{'s' * (len(fates) != 1)} in {len(docs)} "
-             f"document{'s' * (len(docs) != 1)}; first loss: step {step} ({step_names.get(step, '?')})"]
+    lines = [
+        f"{which} of {len(fates)} span{'s' * (len(fates) != 1)} in {len(docs)} "
+        f"document{'s' * (len(docs) != 1)}; first loss: step {step} ({step_names.get(step, '?')})"
+    ]
     for doc_id, title, spans in docs:
         name = title if title == doc_id else f"{title} ({doc_id})"
         parts = []

@@ -155,8 +155,10 @@ ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "
 INFRA = "infrastructure-failure"
 #: step 9's name where the answer was not the generator's judgement to blame: a failed request (never
 #: judged) and an unanswerable control that answered are not "answer ignores it"
-STEP9_NAMES = {INFRA: "infrastructure failure (not judged)",
-                      "control-false-assertion": "control answered (false assertion)"}
+STEP9_NAMES = {
+    INFRA: "infrastructure failure (not judged)",
+    "control-false-assertion": "control answered (false assertion)",
+}
 
 
 @dataclass(frozen=True)
@@ -169,8 +171,14 @@ class Diagnosis:
     walk: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "step_name": self.step_name, "label": self.label,
-                "evidence": self.evidence, "flags": list(self.flags), "walk": self.walk}
+        return {
+            "step": self.step,
+            "step_name": self.step_name,
+            "label": self.label,
+            "evidence": self.evidence,
+            "flags": list(self.flags),
+            "walk": self.walk,
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -257,9 +265,13 @@ def _oracle_fields(record: Mapping[str, Any], oracle: Mapping[str, Any] | None) 
 # the diagnosis
 
 
-def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],
-             fixture: Fixture | None, texts: Mapping[str, str],
-             oracle: Mapping[str, Any] | None = None) -> Diagnosis:
+def diagnose(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+    oracle: Mapping[str, Any] | None = None,
+) -> Diagnosis:
     """Place one record on the ten-step tree, with evidence (rules in the module docstring).
 
     ``stages`` maps a candidate stage (``bm25``, ``dense_exact``, ``dense_ann``,
@@ -281,8 +293,7 @@ def diagnose(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[st
         evidence = {"stage": "control", **answer_json(record)}
         if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
             _mark_unverified(walk, flags)
-        return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags),
-                         walk)
+        return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags), walk)
 
     gold_status = record.get("gold_status") or "ok"
     walk.append({"step": 1, "name": STEP_NAMES[1], "passed": gold_status == "ok", "detail": gold_status})
@@ -330,9 +341,14 @@ def _mark_unverified(walk: list[dict[str, Any]], flags: list[str]) -> None:
             entry["detail"] += "; answer side unverified (the generator fails with full support)"
 
 
-def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]],
-                    fixture: Fixture | None, texts: Mapping[str, str],
-                    walk: list[dict[str, Any]], flags: list[str]) -> tuple[int, dict[str, Any]]:
+def _supported_step(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+    walk: list[dict[str, Any]],
+    flags: list[str],
+) -> tuple[int, dict[str, Any]]:
     """Steps 2-10 once the gold is sound: walk the support stages up to the first loss (steps 2-8,
     with its evidence) or, with support kept throughout, on to the answer (``_after_support``)."""
     lost, recovered = support_loss(record)
@@ -343,8 +359,9 @@ def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Map
         return _after_support(record, stages, fixture, texts, walk, flags)
     if (span := collapsed(record, lost)) is not None:
         unrecorded = f"step {span[0]}" if span[0] == span[1] - 1 else f"steps {span[0]}-{span[1] - 1}"
-        walk[-1]["detail"] += (f"; {unrecorded} not recorded, so the loss lies "
-                               f"somewhere in steps {span[0]}-{span[1]}")
+        walk[-1]["detail"] += (
+            f"; {unrecorded} not recorded, so the loss lies somewhere in steps {span[0]}-{span[1]}"
+        )
     evidence = evidence_support(lost, STAGE_OF_STEP[lost], record, stages, fixture, texts)
     if fixture is not None:  # the set as a set: every span's own fate, its document named
         evidence["span_fates"] = span_fates(record, stages, fixture, texts, evidence["sufficient_set"])
@@ -354,8 +371,7 @@ def _supported_step(record: Mapping[str, Any], stages: Mapping[str, Sequence[Map
     return lost, evidence
 
 
-def _walk_support(record: Mapping[str, Any], lost: int | None, recovered,
-                  walk: list[dict[str, Any]]) -> None:
+def _walk_support(record: Mapping[str, Any], lost: int | None, recovered, walk: list[dict[str, Any]]) -> None:
     """One walk entry per support step up to the loss: not recorded (unknown, not passed), lost,
     lost then regained later, or kept; so the reader sees where the tree looked."""
     unrecorded = not_recorded(record)
@@ -363,17 +379,34 @@ def _walk_support(record: Mapping[str, Any], lost: int | None, recovered,
         if lost is not None and s > lost:
             break
         if s in unrecorded:
-            walk.append({"step": s, "name": STEP_NAMES[s], "passed": None,
-                         "detail": f"not recorded: {_stage_title(stage)} "
-                                   "(the pipeline did not record it)"})
+            walk.append(
+                {
+                    "step": s,
+                    "name": STEP_NAMES[s],
+                    "passed": None,
+                    "detail": f"not recorded: {_stage_title(stage)} (the pipeline did not record it)",
+                }
+            )
         elif s == lost:
             walk.append(_loss_entry(record, s, stage))
         elif s in recovered:
-            walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
-                         "detail": f"support lost: {_stage_title(stage)}; a later stage regains it"})
+            walk.append(
+                {
+                    "step": s,
+                    "name": STEP_NAMES[s],
+                    "passed": True,
+                    "detail": f"support lost: {_stage_title(stage)}; a later stage regains it",
+                }
+            )
         else:
-            walk.append({"step": s, "name": STEP_NAMES[s], "passed": True,
-                         "detail": f"support kept: {_stage_title(stage)}"})
+            walk.append(
+                {
+                    "step": s,
+                    "name": STEP_NAMES[s],
+                    "passed": True,
+                    "detail": f"support kept: {_stage_title(stage)}",
+                }
+            )
 
 
 def _loss_entry(record: Mapping[str, Any], step: int, stage: str) -> dict[str, Any]:
@@ -381,13 +414,19 @@ def _loss_entry(record: Mapping[str, Any], step: int, stage: str) -> dict[str, A
     that could not be placed (at this stage, or at a later one that could regain it)."""
     resting = resting_on_unlocated(record, step)
     if step in resting:
-        return {"step": step, "name": STEP_NAMES[step], "passed": None,
-                "detail": f"{UNVERIFIABLE_NAME}: {_stage_title(stage)}: support not covered without a "
-                          "chunk of a gold document that could not be placed"}
+        return {
+            "step": step,
+            "name": STEP_NAMES[step],
+            "passed": None,
+            "detail": f"{UNVERIFIABLE_NAME}: {_stage_title(stage)}: support not covered without a "
+            "chunk of a gold document that could not be placed",
+        }
     detail = f"support lost: {_stage_title(stage)}"
     if resting:
-        detail += (f"; {UNVERIFIABLE_NAME}: step(s) {', '.join(map(str, resting))} hold a chunk of a gold "
-                   "document that could not be placed, which may regain it")
+        detail += (
+            f"; {UNVERIFIABLE_NAME}: step(s) {', '.join(map(str, resting))} hold a chunk of a gold "
+            "document that could not be placed, which may regain it"
+        )
     return {"step": step, "name": STEP_NAMES[step], "passed": False, "detail": detail}
 
 
@@ -439,9 +478,15 @@ def _name_unrecorded(record: Mapping[str, Any], evidence: dict[str, Any], flags:
     evidence["stages_recorded"], evidence["stages_not_recorded"] = stages
 
 
-_STAGE_TITLES = {"chunked": "the chunked units", "exact": "BM25 + exact dense", "production": "BM25 + ANN",
-                 "union": "the deduplicated union", "fused": "the fused list cut at rerank depth",
-                 "reranked": "the reranked list cut at selection depth", "packed": "the packed context"}
+_STAGE_TITLES = {
+    "chunked": "the chunked units",
+    "exact": "BM25 + exact dense",
+    "production": "BM25 + ANN",
+    "union": "the deduplicated union",
+    "fused": "the fused list cut at rerank depth",
+    "reranked": "the reranked list cut at selection depth",
+    "packed": "the packed context",
+}
 
 
 def _stage_title(stage: str) -> str:
@@ -461,23 +506,36 @@ def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, di
     verdict = record.get("answer_verdict")
     cv = record.get("citation_verdict")
     if verdict == "not-judged":
-        walk.append({"step": 9, "name": STEP_NAMES[9], "passed": None,
-                     "detail": "not judged (support-only fixture)"})
+        walk.append(
+            {"step": 9, "name": STEP_NAMES[9], "passed": None, "detail": "not judged (support-only fixture)"}
+        )
     else:
         ok = verdict in PASSING_ANSWERS
         walk.append({"step": 9, "name": STEP_NAMES[9], "passed": ok, "detail": f"answer verdict {verdict}"})
         if not ok:
             return 9, evidence_answer(record, stages, fixture, texts)
     if cv == NOT_RECORDED:
-        walk.append({"step": 10, "name": STEP_NAMES[10], "passed": None,
-                     "detail": "not recorded: the pipeline recorded no citations"})
+        walk.append(
+            {
+                "step": 10,
+                "name": STEP_NAMES[10],
+                "passed": None,
+                "detail": "not recorded: the pipeline recorded no citations",
+            }
+        )
         flags.append("citations-not-recorded")
         return 0, evidence_pass(record, stages, fixture, texts)
     fails = _citation_fails(record)
     if fails and resting_on_unlocated(record, 10):
-        walk.append({"step": 10, "name": STEP_NAMES[10], "passed": None,
-                     "detail": f"{UNVERIFIABLE_NAME}: citation verdict {cv}, and a cited chunk could not "
-                               "be placed"})
+        walk.append(
+            {
+                "step": 10,
+                "name": STEP_NAMES[10],
+                "passed": None,
+                "detail": f"{UNVERIFIABLE_NAME}: citation verdict {cv}, and a cited chunk could not "
+                "be placed",
+            }
+        )
         return 10, evidence_citation(record, stages, fixture, texts)
     walk.append({"step": 10, "name": STEP_NAMES[10], "passed": not fails, "detail": f"citation verdict {cv}"})
     if fails:

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 _BANDS = ((0.0, "poor"), (0.20, "slight"), (0.40, "fair"), (0.60, "moderate"), (0.80, "substantial"))
 
 
-def confusion_matrix(pairs: Sequence[tuple[str, str]], labels: Sequence[str] | None = None
-                     ) -> tuple[list[str], list[list[int]]]:
+def confusion_matrix(
+    pairs: Sequence[tuple[str, str]], labels: Sequence[str] | None = None
+) -> tuple[list[str], list[list[int]]]:
     """(labels, matrix) with ``matrix[i][j]`` = pairs whose first label is ``labels[i]`` and second
     ``labels[j]``; ``labels`` are the given ones first, then any other seen, sorted."""
     seen = sorted({a for a, _ in pairs} | {b for _, b in pairs})

@@ -31,22 +31,17 @@ def _problem(
 ):
     """Check one call's arguments: its metrics' matrices, phase labels, units and their number."""
     mats = {
-        k: (np.asarray(c, dtype=float), np.asarray(b, dtype=float), bool(h))
-        for k, (c, b, h) in pairs.items()
+        k: (np.asarray(c, dtype=float), np.asarray(b, dtype=float), bool(h)) for k, (c, b, h) in pairs.items()
     }
     shapes = {c.shape for c, b, _ in mats.values()} | {b.shape for c, b, _ in mats.values()}
     if len(shapes) != 1 or len(next(iter(shapes))) != 2:
-        raise ValueError(
-            f"candidate and baseline matrices must share one 2-D shape, got {sorted(shapes)}"
-        )
+        raise ValueError(f"candidate and baseline matrices must share one 2-D shape, got {sorted(shapes)}")
     n_q, n_p = next(iter(shapes))
     if n_q == 0:
         raise ValueError("no questions to resample")
     if not 0 < confidence < 1:
         raise ValueError("confidence must lie strictly between 0 and 1")
-    labels = (
-        [str(p) for p in phase_labels] if phase_labels is not None else [str(i) for i in range(n_p)]
-    )
+    labels = [str(p) for p in phase_labels] if phase_labels is not None else [str(i) for i in range(n_p)]
     if len(labels) != n_p:
         raise ValueError(f"{len(labels)} phase labels for {n_p} phases")
     for s in statistics:
@@ -74,9 +69,7 @@ def _summary(
     reps, which_reps, point, point_which = result
     n_q, n_p = next(iter(mats.values()))[0].shape
     q = np.array([(1 - confidence) / 2, 1 - (1 - confidence) / 2])
-    diffs = {
-        s: reps[s][0::2] - reps[s][1::2] for s in statistics
-    }  # candidate minus baseline, per metric
+    diffs = {s: reps[s][0::2] - reps[s][1::2] for s in statistics}  # candidate minus baseline, per metric
     spread = {s: intervals(d, q) for s, d in diffs.items()}
     results: dict[str, dict] = {}
     for i, (name, (_c, _b, h)) in enumerate(mats.items()):
@@ -135,8 +128,7 @@ def _stat_entry(spread: tuple, point, i: int) -> dict:
     return entry
 
 
-def _attaining_phases(point_which, which_reps, i: int, labels: list[str], n_p: int,
-                      n_resamples: int) -> dict:
+def _attaining_phases(point_which, which_reps, i: int, labels: list[str], n_p: int, n_resamples: int) -> dict:
     """For a worst/best-phase aggregate, per arm: the phase attaining it on the data and how often
     each phase attains it across replicates (how stable "the worst phase" is)."""
     out: dict = {}
@@ -229,9 +221,7 @@ def paired_bootstrap_batch(
     """
     checked = []
     for pairs, clusters in calls:  # each call's checks, in order, as the call would make them
-        checked.append(
-            _problem(pairs, clusters, confidence, statistics, phase_labels) if pairs else None
-        )
+        checked.append(_problem(pairs, clusters, confidence, statistics, phase_labels) if pairs else None)
         if pairs and n_resamples < 1:
             raise ValueError("n_resamples must be at least 1")
 

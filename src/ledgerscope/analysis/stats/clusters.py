@@ -27,7 +27,7 @@ CLUSTER_RULES = ("first-document", "components")
 RESAMPLING_UNITS = {
     "first-document": "document (first doc id; a question without one is its own)",
     "components": "connected component of the question-document graph (questions sharing any "
-                  "document; a question without one is its own)",
+    "document; a question without one is its own)",
 }
 #: the two rules "disagree badly" when the smaller cluster count is at most this share of the larger
 CLUSTER_DISAGREEMENT = 0.5
@@ -68,8 +68,7 @@ def component_clusters(qids: Sequence[str], documents: dict[str, set[str]]) -> d
     smallest: dict[int, str] = {}
     for d, label in zip(names, labels.tolist(), strict=True):
         smallest.setdefault(label, d)  # names are sorted: the first seen is the smallest
-    return {q: smallest[labels[index[min(documents[q])]]] if documents.get(q) else f"qid:{q}"
-            for q in qids}
+    return {q: smallest[labels[index[min(documents[q])]]] if documents.get(q) else f"qid:{q}" for q in qids}
 
 
 def cluster_report(first_document: np.ndarray, components: np.ndarray, rule: str) -> dict:
@@ -81,7 +80,10 @@ def cluster_report(first_document: np.ndarray, components: np.ndarray, rule: str
             f"{a} first-document clusters against {b} connected components: questions share documents "
             "beyond their first one, so the first-document rule treats dependent questions as "
             "independent and its intervals can be too narrow"
-            + ("; `compare --clusters components` resamples whole components" if rule != "components"
-               else "; with so few components the intervals are wide")
+            + (
+                "; `compare --clusters components` resamples whole components"
+                if rule != "components"
+                else "; with so few components the intervals are wide"
+            )
         )
     return {"rule": rule, "first_document": a, "components": b, "warning": warning}

@@ -71,8 +71,7 @@ _ARMS_SQL = (
         for i, (_name, sql, null) in enumerate(_ARM_COLUMNS)
     )
     + "".join(
-        f", coalesce(CAST({c} AS DOUBLE), 'NaN'::DOUBLE) AS {c}"
-        for c in ("prompt_tokens", "evidence_tokens")
+        f", coalesce(CAST({c} AS DOUBLE), 'NaN'::DOUBLE) AS {c}" for c in ("prompt_tokens", "evidence_tokens")
     )
     + " FROM records WHERE arm IN ({}) ORDER BY records.arm, records.qid, records.phase"
 )
@@ -101,9 +100,7 @@ def load_arm(con, arm: str, *, source: str = "records") -> ArmRecords:
 
 def load_arms(con, arms: Sequence[str], *, source: str = "records") -> list[ArmRecords]:
     """:func:`load_arm` for each arm, in order, from one query."""
-    cols = _columns(
-        con.execute(_ARMS_SQL.format(", ".join("?" * len(arms))), list(arms)).fetchnumpy()
-    )
+    cols = _columns(con.execute(_ARMS_SQL.format(", ".join("?" * len(arms))), list(arms)).fetchnumpy())
     masks = [cols["arm"] == arm for arm in arms]
     return [
         _arm_records(con, arm, {k: v[mask] for k, v in cols.items()}, source)
@@ -114,9 +111,7 @@ def load_arms(con, arms: Sequence[str], *, source: str = "records") -> list[ArmR
 def _arm_records(con, arm: str, cols: dict, source: str) -> ArmRecords:
     n = len(cols["qid"])
     if not n:
-        arms = [
-            r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()
-        ]
+        arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
         raise InputError(
             Problem(
                 source,
@@ -212,14 +207,8 @@ def _first_per_question(recs: ArmRecords) -> dict[str, tuple]:
 def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Matched:
     """Questions x shared phase labels for both arms; cells present in one arm only are dropped."""
     phases = sorted(set(cand.phase.tolist()) & set(base.phase.tolist()), key=_phase_key)
-    c_cells = {
-        (q, p): i
-        for i, (q, p) in enumerate(zip(cand.qid.tolist(), cand.phase.tolist(), strict=True))
-    }
-    b_cells = {
-        (q, p): i
-        for i, (q, p) in enumerate(zip(base.qid.tolist(), base.phase.tolist(), strict=True))
-    }
+    c_cells = {(q, p): i for i, (q, p) in enumerate(zip(cand.qid.tolist(), cand.phase.tolist(), strict=True))}
+    b_cells = {(q, p): i for i, (q, p) in enumerate(zip(base.qid.tolist(), base.phase.tolist(), strict=True))}
     shared = c_cells.keys() & b_cells.keys()
     qids = sorted({q for q, _ in shared})
     q_index = {q: i for i, q in enumerate(qids)}
@@ -290,12 +279,8 @@ def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) ->
     for m in metrics:
         hib = METRICS[m].higher_is_better
         out[m] = {
-            "candidate": phase_table(
-                matched.candidate[m][rows], matched.phases, higher_is_better=hib
-            ),
-            "baseline": phase_table(
-                matched.baseline[m][rows], matched.phases, higher_is_better=hib
-            ),
+            "candidate": phase_table(matched.candidate[m][rows], matched.phases, higher_is_better=hib),
+            "baseline": phase_table(matched.baseline[m][rows], matched.phases, higher_is_better=hib),
             "difference": None,
         }
     return out
@@ -326,8 +311,14 @@ def _blocks(matched: Matched, segments: bool) -> list[tuple[str, str | None, np.
     return blocks
 
 
-def _bootstrap_blocks(blocks, matched: Matched, metrics: Sequence[str], boot: dict,
-                      by_rule: dict[str, np.ndarray], segments: bool) -> dict[str, dict]:
+def _bootstrap_blocks(
+    blocks,
+    matched: Matched,
+    metrics: Sequence[str],
+    boot: dict,
+    by_rule: dict[str, np.ndarray],
+    segments: bool,
+) -> dict[str, dict]:
     """Per stress set (and segment) both arms' phase tables and the paired bootstrap of each metric.
 
     The bootstraps run on two threads (numpy releases the GIL) while this one builds the tables;
@@ -339,9 +330,7 @@ def _bootstrap_blocks(blocks, matched: Matched, metrics: Sequence[str], boot: di
             labels, pairs, groups = _block_pairs(rows, matched, metrics)
             jobs.append((labels, [(names, len(calls) + k) for k, names in enumerate(groups)]))
             calls += [({m: pairs[m][:3] for m in names}, pairs[names[0]][3]) for names in groups]
-        futures = paired_bootstrap_batch(
-            calls, phase_labels=matched.phases, submit=pool.submit, **boot
-        )
+        futures = paired_bootstrap_batch(calls, phase_labels=matched.phases, submit=pool.submit, **boot)
         tables = [_phase_tables(rows, matched, metrics) for _s, _g, rows in blocks]
         for (s, g, rows), (labels, slots), out in zip(blocks, jobs, tables, strict=True):
             for names, call in slots:
@@ -451,22 +440,24 @@ def compare_arms(
     }
     by_rule = {"first_document": first_document, "components": components}
     by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments)
-    return annotate_power({
-        "format": FORMAT,
-        "candidate": {"arm": candidate, "counts": cand.counts},
-        "baseline": {"arm": baseline, "counts": base.counts},
-        "settings": {
-            "n_resamples": int(n_resamples),
-            "seed": int(seed),
-            "confidence": float(confidence),
-            "statistics": list(statistics),
-            "method": "percentile",
-            "resampling_unit": RESAMPLING_UNITS[clusters],
-        },
-        "clusters": cluster_info,
-        "matching": matched.report,
-        "metrics": {m: METRICS[m].describe() for m in metrics},
-        "stress_sets": by_set,
-        "answer_validity": _answer_validity(con, baseline_con, candidate, baseline, min_oracle_correct),
-        "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
-    })
+    return annotate_power(
+        {
+            "format": FORMAT,
+            "candidate": {"arm": candidate, "counts": cand.counts},
+            "baseline": {"arm": baseline, "counts": base.counts},
+            "settings": {
+                "n_resamples": int(n_resamples),
+                "seed": int(seed),
+                "confidence": float(confidence),
+                "statistics": list(statistics),
+                "method": "percentile",
+                "resampling_unit": RESAMPLING_UNITS[clusters],
+            },
+            "clusters": cluster_info,
+            "matching": matched.report,
+            "metrics": {m: METRICS[m].describe() for m in metrics},
+            "stress_sets": by_set,
+            "answer_validity": _answer_validity(con, baseline_con, candidate, baseline, min_oracle_correct),
+            "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
+        }
+    )

@@ -199,9 +199,7 @@ class _Distinct:
             self.codes = None
             return
         index = {v: i for i, v in enumerate(self.values)}
-        self.codes = np.fromiter(
-            map(index.__getitem__, col.tolist()), dtype=np.intp, count=len(col)
-        )
+        self.codes = np.fromiter(map(index.__getitem__, col.tolist()), dtype=np.intp, count=len(col))
 
     def test(self, fn) -> np.ndarray:
         if self.codes is None:
@@ -256,8 +254,9 @@ def record_metrics(
         "critical": where(judged, verdict("critical-condition-error")),
         "abstained": where(judged, verdict("abstained")),
         "false_assertion": where(control, verdict("false-assertion")),
-        "citation_supported": where(answered & cv.test(lambda v: v != "not-recorded"),
-                                    cv.test(lambda v: v == "supported")),
+        "citation_supported": where(
+            answered & cv.test(lambda v: v != "not-recorded"), cv.test(lambda v: v == "supported")
+        ),
     }
     for name, values in (("prompt_tokens", prompt_tokens), ("evidence_tokens", evidence_tokens)):
         out[name] = _numbers(values, n)
@@ -280,9 +279,7 @@ def _arg_extreme(values: np.ndarray, use_min: bool) -> int | None:
     return int(np.nanargmin(values) if use_min else np.nanargmax(values))
 
 
-def phase_table(
-    matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True
-) -> dict:
+def phase_table(matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True) -> dict:
     """Per phase, phase average and worst/best phase (both ways) of one arm's metric matrix.
 
     ``matrix`` is questions x phases, ``NaN`` where the metric does not apply.
@@ -345,8 +342,9 @@ def _phase_means(m: np.ndarray, valid: np.ndarray) -> tuple:
     return n, sums, means, mean_of_phases
 
 
-def _extreme_phase(means: np.ndarray, labels: list[str], lo: np.ndarray, hi: np.ndarray, *,
-                   use_min: bool) -> dict:
+def _extreme_phase(
+    means: np.ndarray, labels: list[str], lo: np.ndarray, hi: np.ndarray, *, use_min: bool
+) -> dict:
     """The worst (or best) phase both ways: the extreme per-phase mean and its phase, and the mean
     over questions of each question's own extreme phase (``lo``/``hi``: per-question min/max)."""
     k = _arg_extreme(means, use_min)
@@ -386,9 +384,7 @@ def segment_breakdown(
         out[s] = {
             "all": phase_table(m[rows], phase_labels, higher_is_better=higher_is_better),
             "segments": {
-                g: phase_table(
-                    m[rows & (seg == g)], phase_labels, higher_is_better=higher_is_better
-                )
+                g: phase_table(m[rows & (seg == g)], phase_labels, higher_is_better=higher_is_better)
                 for g in sorted(set(seg[rows].tolist()))
             },
         }

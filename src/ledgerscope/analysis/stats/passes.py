@@ -70,9 +70,7 @@ class Pass:
         self.n_units, self.n_resamples = problems[0].n_units, n_resamples
         self.seed, self.indices = seed, indices
         matrix = (
-            problems[0].unit_matrix
-            if len(problems) == 1
-            else np.hstack([p.unit_matrix for p in problems])
+            problems[0].unit_matrix if len(problems) == 1 else np.hstack([p.unit_matrix for p in problems])
         )
         hib = np.concatenate([p.hib for p in problems])
         order = np.argsort(~hib, kind="stable")  # higher-is-better blocks first
@@ -81,9 +79,7 @@ class Pass:
         sel, parts = selection(order, n_phases, statistics)
         self.multiply, rows, exact = product(matrix, sel)
         self.chunk = max(1, chunk_elements // self.n_units)
-        self.piece = (
-            SUB if exact else self.chunk
-        )  # an inexact product keeps its chunks: its rounding
+        self.piece = SUB if exact else self.chunk  # an inexact product keeps its chunks: its rounding
         self.parts = {k: (rows[at], shape) for k, (at, shape) in parts.items()}
         finite = bool(np.isfinite(self.n_units * np.abs(matrix).max(initial=0.0)))
         self.args = (
@@ -194,8 +190,7 @@ def schedule(
         "chunk_elements": chunk_elements,
     }
     prepared = {
-        key: submit(_prepare, [calls[i] for i in members], draws, settings)
-        for key, members in groups.items()
+        key: submit(_prepare, [calls[i] for i in members], draws, settings) for key, members in groups.items()
     }  # every draw first, then the passes
     halves = {key: [submit(_half, prepared[key], h) for h in (0, 1)] for key in groups}
     futures = []
@@ -208,9 +203,7 @@ def schedule(
     return futures
 
 
-def _prepare(
-    calls: list[tuple], draws: dict, settings: dict
-) -> list[tuple[Pass, list[int], object]]:
+def _prepare(calls: list[tuple], draws: dict, settings: dict) -> list[tuple[Pass, list[int], object]]:
     """The passes of calls with as many units: the exact ones together, any other alone; each
     with its members and its drawn pieces."""
     problems = [Problem(mats, unit_of, n_units) for mats, unit_of, n_units, _n_phases in calls]

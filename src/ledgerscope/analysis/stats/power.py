@@ -70,10 +70,15 @@ def annotate(comparison: dict, power: float = POWER) -> dict:
     confidence = float((comparison.get("settings") or {}).get("confidence", 0.95))
     for diff in _differences(comparison):
         diff["detectable"] = {
-            stat: {"mdd": minimum_detectable(entry.get("standard_error"), confidence, power),
-                   "power": power, "confidence": confidence,
-                   "n_questions": diff.get("n_questions"), "n_clusters": diff.get("n_units")}
-            for stat, entry in (diff.get("statistics") or {}).items()}
+            stat: {
+                "mdd": minimum_detectable(entry.get("standard_error"), confidence, power),
+                "power": power,
+                "confidence": confidence,
+                "n_questions": diff.get("n_questions"),
+                "n_clusters": diff.get("n_units"),
+            }
+            for stat, entry in (diff.get("statistics") or {}).items()
+        }
     return comparison
 
 
@@ -100,17 +105,29 @@ def check_power(rule: Rule, comparison: dict, check: Check) -> dict | None:
     mdd = minimum_detectable(entry.get("standard_error"), rule.confidence)
     n = int((diff or {}).get("n_questions") or 0)
     needed = questions_needed(n, mdd, tol.limit)
-    return {"mdd": mdd, "power": POWER, "confidence": rule.confidence, "n_questions": n,
-            "n_clusters": (diff or {}).get("n_units"), "tolerance": tol.limit, "questions_needed": needed,
-            "underpowered": mdd is not None and tol.limit < 0 and -tol.limit < mdd}
+    return {
+        "mdd": mdd,
+        "power": POWER,
+        "confidence": rule.confidence,
+        "n_questions": n,
+        "n_clusters": (diff or {}).get("n_units"),
+        "tolerance": tol.limit,
+        "questions_needed": needed,
+        "underpowered": mdd is not None and tol.limit < 0 and -tol.limit < mdd,
+    }
 
 
 def _power_words(p: dict) -> str:
     needed = p["questions_needed"]
-    need = (f"about {needed} questions would detect the tolerance {abs(p['tolerance']):.4f}" if needed
-            else "no number of questions shows a tolerance of 0 or above for an unchanged candidate")
-    return (f"; detectable at {p['power']:.0%} power: {p['mdd']:.4f} with {p['n_questions']} questions in "
-            f"{p['n_clusters']} clusters ({need})")
+    need = (
+        f"about {needed} questions would detect the tolerance {abs(p['tolerance']):.4f}"
+        if needed
+        else "no number of questions shows a tolerance of 0 or above for an unchanged candidate"
+    )
+    return (
+        f"; detectable at {p['power']:.0%} power: {p['mdd']:.4f} with {p['n_questions']} questions in "
+        f"{p['n_clusters']} clusters ({need})"
+    )
 
 
 def with_power(rule: Rule, comparison: dict, checks: Sequence[Check]) -> list[Check]:
@@ -118,8 +135,9 @@ def with_power(rule: Rule, comparison: dict, checks: Sequence[Check]) -> list[Ch
     out = []
     for c in checks:
         p = check_power(rule, comparison, c)
-        out.append(c if p is None or p["mdd"] is None
-                   else dataclasses.replace(c, reason=c.reason + _power_words(p)))
+        out.append(
+            c if p is None or p["mdd"] is None else dataclasses.replace(c, reason=c.reason + _power_words(p))
+        )
     return out
 
 
@@ -140,10 +158,12 @@ def too_small_reason(found: Sequence[tuple[Check, dict]], becomes: str) -> str:
     worst = max(found, key=lambda cp: cp[1]["mdd"] / -cp[1]["tolerance"])
     c, p = worst
     what = "collect more evidence" if becomes == "collect-more-evidence" else "accepted with this warning"
-    return (f"the run is too small to show the candidate is safe: {len(found)} passing check(s) have a "
-            f"tolerance below the minimum detectable difference (worst: {c.stress_set} {c.tolerance}, "
-            f"tolerance {abs(p['tolerance']):.4f} < MDD {p['mdd']:.4f} at {p['power']:.0%} power; "
-            f"{p['questions_needed']} questions needed): {what} (rule key underpowered_is_inconclusive)")
+    return (
+        f"the run is too small to show the candidate is safe: {len(found)} passing check(s) have a "
+        f"tolerance below the minimum detectable difference (worst: {c.stress_set} {c.tolerance}, "
+        f"tolerance {abs(p['tolerance']):.4f} < MDD {p['mdd']:.4f} at {p['power']:.0%} power; "
+        f"{p['questions_needed']} questions needed): {what} (rule key underpowered_is_inconclusive)"
+    )
 
 
 #: the tolerance name of the check a decision carries when its ACCEPT rests on tolerances below the MDD

@@ -110,8 +110,17 @@ from ledgerscope.analysis.validity import gate_checks
 from ledgerscope.common.errors import InputError, Problem
 
 __all__ = [
-    "FORMAT", "OUTCOMES", "Check", "Decision", "DifferenceTolerance", "Rule", "SegmentLimit",
-    "TokenCeiling", "decide", "load_rule", "rule_digest",
+    "FORMAT",
+    "OUTCOMES",
+    "Check",
+    "Decision",
+    "DifferenceTolerance",
+    "Rule",
+    "SegmentLimit",
+    "TokenCeiling",
+    "decide",
+    "load_rule",
+    "rule_digest",
 ]
 
 
@@ -132,17 +141,29 @@ def _check_settings(rule: Rule, comparison: dict) -> None:
     settings = comparison.get("settings", {})
     for key in ("confidence", "n_resamples", "seed"):
         if key in settings and settings[key] != getattr(rule, key):
-            problems.append(Problem("comparison", None, f"settings.{key}",
-                                    f"computed with {settings[key]!r} but the rule ({rule.path}) declares "
-                                    f"{getattr(rule, key)!r}; rerun the comparison with the rule's settings"))
+            problems.append(
+                Problem(
+                    "comparison",
+                    None,
+                    f"settings.{key}",
+                    f"computed with {settings[key]!r} but the rule ({rule.path}) declares "
+                    f"{getattr(rule, key)!r}; rerun the comparison with the rule's settings",
+                )
+            )
         elif key not in settings:
             problems.append(Problem("comparison", None, f"settings.{key}", "missing"))
     for arm in ("candidate", "baseline"):
         want = getattr(rule, arm)
         got = (comparison.get(arm) or {}).get("arm")
         if want is not None and got != want:
-            problems.append(Problem("comparison", None, f"{arm}.arm",
-                                    f"is {got!r} but the rule ({rule.path}) was declared for {want!r}"))
+            problems.append(
+                Problem(
+                    "comparison",
+                    None,
+                    f"{arm}.arm",
+                    f"is {got!r} but the rule ({rule.path}) was declared for {want!r}",
+                )
+            )
     if problems:
         raise InputError(problems)
 
@@ -175,15 +196,25 @@ def _difference_checks(rule: Rule, s: str, block: dict) -> list[Check]:
         diff = metric.get("difference")
         entry = ((diff or {}).get("statistics") or {}).get(tol.statistic)
         if entry is None or entry.get("low") is None or entry.get("high") is None:
-            out.append(Check(s, name, tol.metric, "inconclusive",
-                             f"{what}: no data; tolerance >= {_fmt(tol.limit)}: no evidence", limit=tol.limit,
-                             n=(diff or {}).get("n_questions")))
+            out.append(
+                Check(
+                    s,
+                    name,
+                    tol.metric,
+                    "inconclusive",
+                    f"{what}: no data; tolerance >= {_fmt(tol.limit)}: no evidence",
+                    limit=tol.limit,
+                    n=(diff or {}).get("n_questions"),
+                )
+            )
             continue
         n = diff.get("n_questions")
         low, high, est = entry["low"], entry["high"], entry.get("estimate")
         status, extra = _gate(_interval_status(low, high, tol.limit), n, rule)
-        reason = (f"{what} = {_fmt(est)}, {conf} CI [{_fmt(low)}, {_fmt(high)}], n={n} questions; "
-                  f"tolerance >= {_fmt(tol.limit)}: {_VERB[status]}{extra}")
+        reason = (
+            f"{what} = {_fmt(est)}, {conf} CI [{_fmt(low)}, {_fmt(high)}], n={n} questions; "
+            f"tolerance >= {_fmt(tol.limit)}: {_VERB[status]}{extra}"
+        )
         out.append(Check(s, name, tol.metric, status, reason, est, low, high, tol.limit, n))
     return out
 
@@ -205,26 +236,41 @@ def _segment_checks(rule: Rule, s: str, block: dict) -> list[Check]:
         k = table.get("questions_with_any")
         what = f"{s}: critical-condition errors of the candidate in segment {lim.segment}"
         if not n or k is None:
-            bound = (f"<= {int(lim.limit)} question(s)" if lim.kind == "count"
-                     else f"<= {_fmt_plain(lim.limit)} of questions")
-            out.append(Check(s, name, "critical", "inconclusive",
-                             f"{what}: no answer-judged questions; tolerance {bound}: no evidence",
-                             limit=lim.limit, n=n))
+            bound = (
+                f"<= {int(lim.limit)} question(s)"
+                if lim.kind == "count"
+                else f"<= {_fmt_plain(lim.limit)} of questions"
+            )
+            out.append(
+                Check(
+                    s,
+                    name,
+                    "critical",
+                    "inconclusive",
+                    f"{what}: no answer-judged questions; tolerance {bound}: no evidence",
+                    limit=lim.limit,
+                    n=n,
+                )
+            )
             continue
         if lim.kind == "count":
             status = "violates" if k > lim.limit else "pass"
             status, extra = _gate(status, n, rule)
-            reason = (f"{what}: {k} of {n} question(s) with a critical error in at least one phase; "
-                      f"tolerance <= {int(lim.limit)} question(s): {_VERB[status]}{extra}")
+            reason = (
+                f"{what}: {k} of {n} question(s) with a critical error in at least one phase; "
+                f"tolerance <= {int(lim.limit)} question(s): {_VERB[status]}{extra}"
+            )
             out.append(Check(s, name, "critical", status, reason, float(k), None, None, lim.limit, n))
         else:
             low, high = _clopper_pearson(int(k), int(n), rule.confidence)
             status = "pass" if high <= lim.limit else "violates" if low > lim.limit else "inconclusive"
             status, extra = _gate(status, n, rule)
-            reason = (f"{what}: share of questions with a critical error in at least one phase = "
-                      f"{k}/{n} = {k / n:.4f}, {rule.confidence:.0%} Clopper-Pearson CI "
-                      f"[{low:.4f}, {high:.4f}]; tolerance <= {_fmt_plain(lim.limit)}: "
-                      f"{_VERB[status]}{extra}")
+            reason = (
+                f"{what}: share of questions with a critical error in at least one phase = "
+                f"{k}/{n} = {k / n:.4f}, {rule.confidence:.0%} Clopper-Pearson CI "
+                f"[{low:.4f}, {high:.4f}]; tolerance <= {_fmt_plain(lim.limit)}: "
+                f"{_VERB[status]}{extra}"
+            )
             out.append(Check(s, name, "critical", status, reason, k / n, low, high, lim.limit, n))
     return out
 
@@ -240,18 +286,29 @@ def _token_checks(rule: Rule, s: str, block: dict) -> list[Check]:
         if limit is None:
             continue
         name = f"max_evidence_tokens.{kind}"
-        observed = ((table.get("phase_average") or {}).get("pooled") if kind == "mean"
-                    else table.get("max_value"))
+        observed = (
+            (table.get("phase_average") or {}).get("pooled") if kind == "mean" else table.get("max_value")
+        )
         what = f"{s}: candidate {tok.field} per record, {kind}"
         if observed is None:
-            out.append(Check(s, name, tok.field, "inconclusive",
-                             f"{what}: no records with a token count; ceiling <= {limit:g}: no evidence",
-                             limit=limit, n=n))
+            out.append(
+                Check(
+                    s,
+                    name,
+                    tok.field,
+                    "inconclusive",
+                    f"{what}: no records with a token count; ceiling <= {limit:g}: no evidence",
+                    limit=limit,
+                    n=n,
+                )
+            )
             continue
         status, extra = _gate("pass" if observed <= limit else "violates", n, rule)
         n_rec = (table.get("phase_average") or {}).get("n_records")
-        reason = (f"{what} = {observed:.1f} over {n_rec} record(s); ceiling <= {limit:g} "
-                  f"(measured, no interval): {_VERB[status]}{extra}")
+        reason = (
+            f"{what} = {observed:.1f} over {n_rec} record(s); ceiling <= {limit:g} "
+            f"(measured, no interval): {_VERB[status]}{extra}"
+        )
         out.append(Check(s, name, tok.field, status, reason, observed, None, None, limit, n))
     return out
 
@@ -266,30 +323,57 @@ def decide(rule: Rule, comparison: dict) -> Decision:
     wanted = list(rule.stress_sets) if rule.stress_sets else sorted(by_set)
     checks: list[Check] = []
     if not wanted:
-        checks.append(Check("-", "stress_sets", "-", "inconclusive",
-                            "the comparison holds no matched questions: no evidence"))
+        checks.append(
+            Check(
+                "-",
+                "stress_sets",
+                "-",
+                "inconclusive",
+                "the comparison holds no matched questions: no evidence",
+            )
+        )
     for s in wanted:
         block = by_set.get(s)
         if block is None:
-            checks.append(Check(s, "stress_sets", "-", "inconclusive",
-                                f"{s}: the rule evaluates this stress set but the comparison holds no "
-                                "matched questions in it: no evidence"))
+            checks.append(
+                Check(
+                    s,
+                    "stress_sets",
+                    "-",
+                    "inconclusive",
+                    f"{s}: the rule evaluates this stress set but the comparison holds no "
+                    "matched questions in it: no evidence",
+                )
+            )
             continue
         checks += _difference_checks(rule, s, block)
         checks += _segment_checks(rule, s, block)
         checks += _token_checks(rule, s, block)
     checks += resource_checks(rule.resources, comparison, rule.min_questions, Check)
     arms = [(comparison.get(a) or {}).get("arm") for a in ("candidate", "baseline")]
-    checks = gate_checks(checks, comparison.get("answer_validity"), [a for a in arms if a],
-                         rule.min_oracle_correct)
+    checks = gate_checks(
+        checks, comparison.get("answer_validity"), [a for a in arms if a], rule.min_oracle_correct
+    )
     statuses = {c.status for c in checks}
-    outcome = ("reject" if "violates" in statuses
-               else "collect-more-evidence" if "inconclusive" in statuses else "accept")
+    outcome = (
+        "reject"
+        if "violates" in statuses
+        else "collect-more-evidence"
+        if "inconclusive" in statuses
+        else "accept"
+    )
     order = {"violates": 0, "inconclusive": 1, "pass": 2}
     ranked = sorted(with_power(rule, comparison, checks), key=lambda c: order[c.status])
     if outcome == "accept" and (small := underpowered_passes(rule, comparison, checks)):
         outcome = "collect-more-evidence" if rule.underpowered_is_inconclusive else "accept"
-        ranked.insert(0, Check("-", UNDERPOWERED, "-",
-                               "inconclusive" if outcome != "accept" else "pass",
-                               too_small_reason(small, outcome)))
+        ranked.insert(
+            0,
+            Check(
+                "-",
+                UNDERPOWERED,
+                "-",
+                "inconclusive" if outcome != "accept" else "pass",
+                too_small_reason(small, outcome),
+            ),
+        )
     return Decision(outcome, [c.reason for c in ranked], rule.digest, ranked)

@@ -25,13 +25,30 @@ OUTCOMES = ("accept", "reject", "collect-more-evidence")
 INTERVAL_HANDLING = ("conservative",)
 DIFFERENCE_STATISTICS = ("mean", "pooled_mean", "worst_aggregate", "worst_per_question")
 #: tolerance key -> the metric of :data:`ledgerscope.analysis.stats.metrics.METRICS` it bounds
-DIFFERENCE_KEYS = {"max_support_loss": "support", "max_answer_loss": "answer_correct",
-                   "max_citation_loss": "citation_supported"}
+DIFFERENCE_KEYS = {
+    "max_support_loss": "support",
+    "max_answer_loss": "answer_correct",
+    "max_citation_loss": "citation_supported",
+}
 TOKEN_FIELDS = ("prompt_tokens", "evidence_tokens")
-_TOP_KEYS = ("format", "description", "candidate", "baseline", "confidence", "n_resamples", "seed",
-             "interval_handling", "min_questions", "min_oracle_correct", "stress_sets", *DIFFERENCE_KEYS,
-             "max_critical_errors_per_segment", "max_evidence_tokens", "underpowered_is_inconclusive",
-             *RESOURCE_KEYS)
+_TOP_KEYS = (
+    "format",
+    "description",
+    "candidate",
+    "baseline",
+    "confidence",
+    "n_resamples",
+    "seed",
+    "interval_handling",
+    "min_questions",
+    "min_oracle_correct",
+    "stress_sets",
+    *DIFFERENCE_KEYS,
+    "max_critical_errors_per_segment",
+    "max_evidence_tokens",
+    "underpowered_is_inconclusive",
+    *RESOURCE_KEYS,
+)
 STAT_WORDS = {
     "mean": "phase average (mean of per-phase means)",
     "pooled_mean": "pooled mean over records",
@@ -42,16 +59,16 @@ STAT_WORDS = {
 
 @dataclass(frozen=True)
 class DifferenceTolerance:
-    key: str            # e.g. max_support_loss
-    metric: str         # e.g. support
-    statistic: str      # e.g. worst_aggregate
-    limit: float        # the difference must be >= limit
+    key: str  # e.g. max_support_loss
+    metric: str  # e.g. support
+    statistic: str  # e.g. worst_aggregate
+    limit: float  # the difference must be >= limit
 
 
 @dataclass(frozen=True)
 class SegmentLimit:
     segment: str
-    kind: str           # "count" or "rate"
+    kind: str  # "count" or "rate"
     limit: float
 
 
@@ -74,7 +91,7 @@ class Rule:
     seed: int = DEFAULT_SEED
     interval_handling: str = "conservative"
     min_questions: int = 1
-    min_oracle_correct: float = 0.8   # ledgerscope.analysis.validity.DEFAULT_MIN_ORACLE_CORRECT
+    min_oracle_correct: float = 0.8  # ledgerscope.analysis.validity.DEFAULT_MIN_ORACLE_CORRECT
     stress_sets: tuple[str, ...] | None = None
     differences: tuple[DifferenceTolerance, ...] = ()
     critical_per_segment: tuple[SegmentLimit, ...] = ()
@@ -89,9 +106,9 @@ class Rule:
 @dataclass(frozen=True)
 class Check:
     stress_set: str
-    tolerance: str      # the rule's key path, e.g. max_support_loss.mean
+    tolerance: str  # the rule's key path, e.g. max_support_loss.mean
     metric: str
-    status: str         # pass | violates | inconclusive
+    status: str  # pass | violates | inconclusive
     reason: str
     observed: float | None = None
     low: float | None = None
@@ -108,8 +125,12 @@ class Decision:
     checks: list[Check] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"outcome": self.outcome, "reasons": list(self.reasons), "rule_digest": self.rule_digest,
-                "checks": [asdict(c) for c in self.checks]}
+        return {
+            "outcome": self.outcome,
+            "reasons": list(self.reasons),
+            "rule_digest": self.rule_digest,
+            "checks": [asdict(c) for c in self.checks],
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -139,7 +160,7 @@ class _Problems:
         key, table = parts[-1], parts[0] if len(parts) > 1 else None
         in_table = table is None
         pat = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
-        inline = re.compile(rf'^\s*{re.escape(table)}\s*=.*\b{re.escape(key)}\b') if table else None
+        inline = re.compile(rf"^\s*{re.escape(table)}\s*=.*\b{re.escape(key)}\b") if table else None
         for i, line in enumerate(self.lines, 1):
             head = re.match(r"^\s*\[([^\]]+)\]", line)
             if head:
@@ -208,8 +229,12 @@ def _settings(doc: dict, pr: _Problems) -> dict:
                 pr.add(key, f"must be {must_be}, got {v!r}")
     if "stress_sets" in doc:
         v = doc["stress_sets"]
-        if (isinstance(v, list) and v and all(isinstance(s, str) and s in STRESS_SETS for s in v)
-                and len(set(v)) == len(v)):
+        if (
+            isinstance(v, list)
+            and v
+            and all(isinstance(s, str) and s in STRESS_SETS for s in v)
+            and len(set(v)) == len(v)
+        ):
             kw["stress_sets"] = tuple(v)
         else:
             pr.add("stress_sets", f"must be a non-empty list of distinct names from {', '.join(STRESS_SETS)}")
@@ -259,8 +284,11 @@ def _critical_limits(doc: dict, pr: _Problems) -> tuple[SegmentLimit, ...]:
         elif isinstance(limit, float) and 0 <= limit <= 1:
             crit.append(SegmentLimit(seg, "rate", limit))
         else:
-            pr.add(where, "must be a non-negative integer (most questions) or a float in [0, 1] "
-                          f"(most share of questions), got {limit!r}")
+            pr.add(
+                where,
+                "must be a non-negative integer (most questions) or a float in [0, 1] "
+                f"(most share of questions), got {limit!r}",
+            )
     return tuple(crit)
 
 
@@ -289,8 +317,9 @@ def _token_ceiling(doc: dict, pr: _Problems) -> TokenCeiling | None:
         pr.add(key, "names neither mean nor max")
     if len(pr.items) > before:
         return None
-    return TokenCeiling(fld, float(v["mean"]) if "mean" in v else None,
-                        float(v["max"]) if "max" in v else None)
+    return TokenCeiling(
+        fld, float(v["mean"]) if "mean" in v else None, float(v["max"]) if "max" in v else None
+    )
 
 
 def load_rule(path: str | Path) -> Rule:
@@ -305,11 +334,15 @@ def load_rule(path: str | Path) -> Rule:
         kw["tokens"] = tokens
     if (limits := parse_limits(doc, pr, path)) is not None:
         kw["resources"] = limits
-    if not pr.items and not (kw["differences"] or kw["critical_per_segment"] or kw.get("tokens")
-                             or kw.get("resources")):
-        pr.add("rule", "declares no tolerance (max_support_loss, max_answer_loss, max_citation_loss, "
-                       "max_critical_errors_per_segment, max_evidence_tokens, max_latency, "
-                       "max_latency_vs_baseline or max_cost)")
+    if not pr.items and not (
+        kw["differences"] or kw["critical_per_segment"] or kw.get("tokens") or kw.get("resources")
+    ):
+        pr.add(
+            "rule",
+            "declares no tolerance (max_support_loss, max_answer_loss, max_citation_loss, "
+            "max_critical_errors_per_segment, max_evidence_tokens, max_latency, "
+            "max_latency_vs_baseline or max_cost)",
+        )
     if pr.items:
         raise InputError(pr.items)
     return Rule(path=str(path), digest=digest, **kw)

@@ -21,8 +21,13 @@ from ledgerscope.analysis.stats.metrics import DEFAULT_STATISTICS, METRICS
 from ledgerscope.analysis.stats.resampling import intervals
 
 
-def matched_arms(con, candidate: str, baseline: str, baseline_con=None,
-                 metrics: Sequence[str] = ("support", "answer_correct")) -> Matched:
+def matched_arms(
+    con,
+    candidate: str,
+    baseline: str,
+    baseline_con=None,
+    metrics: Sequence[str] = ("support", "answer_correct"),
+) -> Matched:
     """Both arms on their shared (question, phase label) cells, loaded as the comparison loads them."""
     if baseline_con is None:
         cand, base = load_arms(con, [candidate, baseline])
@@ -40,8 +45,16 @@ def _block(matched: Matched, stress_set: str, metric: str) -> tuple[np.ndarray, 
     return c[defined], b[defined], matched.cluster[rows][defined]
 
 
-def difference_replicates(matched: Matched, stress_set: str, metric: str, statistic: str, *,
-                          n_resamples: int, seed: int, confidence: float) -> dict | None:
+def difference_replicates(
+    matched: Matched,
+    stress_set: str,
+    metric: str,
+    statistic: str,
+    *,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+) -> dict | None:
     """The paired difference's replicates for one statistic, with its estimate and interval.
 
     None when the metric applies to no question of the stress set.
@@ -50,18 +63,35 @@ def difference_replicates(matched: Matched, stress_set: str, metric: str, statis
     if not len(c):
         return None
     statistics = tuple(DEFAULT_STATISTICS) + ((statistic,) if statistic not in DEFAULT_STATISTICS else ())
-    res = paired_bootstrap(c, b, clusters, n_resamples=n_resamples, seed=seed, confidence=confidence,
-                           statistics=statistics, higher_is_better=METRICS[metric].higher_is_better,
-                           phase_labels=matched.phases, return_replicates=True)
+    res = paired_bootstrap(
+        c,
+        b,
+        clusters,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        statistics=statistics,
+        higher_is_better=METRICS[metric].higher_is_better,
+        phase_labels=matched.phases,
+        return_replicates=True,
+    )
     entry = res["statistics"][statistic]
     reps = np.asarray(res["replicates"][statistic]["difference"], dtype=float)
-    return {"metric": metric, "statistic": statistic, "estimate": entry["estimate"], "low": entry["low"],
-            "high": entry["high"], "n_questions": res["n_questions"], "n_units": res["n_units"],
-            "replicates": reps[~np.isnan(reps)]}
+    return {
+        "metric": metric,
+        "statistic": statistic,
+        "estimate": entry["estimate"],
+        "low": entry["low"],
+        "high": entry["high"],
+        "n_questions": res["n_questions"],
+        "n_units": res["n_units"],
+        "replicates": reps[~np.isnan(reps)],
+    }
 
 
-def phase_intervals(matched: Matched, stress_set: str, metric: str, *, n_resamples: int, seed: int,
-                    confidence: float) -> list[dict]:
+def phase_intervals(
+    matched: Matched, stress_set: str, metric: str, *, n_resamples: int, seed: int, confidence: float
+) -> list[dict]:
     """Per shared phase: each arm's rate with its percentile interval (same draw design as the
     comparison: the phase's column, questions resampled by document), and its denominator."""
     c, b, clusters = _block(matched, stress_set, metric)
@@ -69,22 +99,37 @@ def phase_intervals(matched: Matched, stress_set: str, metric: str, *, n_resampl
     out = []
     for j, label in enumerate(matched.phases):
         entry: dict = {"phase": label}
-        col_c, col_b = c[:, j:j + 1], b[:, j:j + 1]
+        col_c, col_b = c[:, j : j + 1], b[:, j : j + 1]
         keep = ~np.isnan(col_c[:, 0]) | ~np.isnan(col_b[:, 0])
         if not keep.any():
             out.append({**entry, "candidate": None, "baseline": None})
             continue
-        res = paired_bootstrap(col_c[keep], col_b[keep], clusters[keep], n_resamples=n_resamples, seed=seed,
-                               confidence=confidence, statistics=("mean",),
-                               higher_is_better=METRICS[metric].higher_is_better, return_replicates=True)
+        res = paired_bootstrap(
+            col_c[keep],
+            col_b[keep],
+            clusters[keep],
+            n_resamples=n_resamples,
+            seed=seed,
+            confidence=confidence,
+            statistics=("mean",),
+            higher_is_better=METRICS[metric].higher_is_better,
+            return_replicates=True,
+        )
         reps = res["replicates"]["mean"]
         bounds, _se, _n = intervals(np.vstack([reps["candidate"], reps["baseline"]]), q)
         stats = res["statistics"]["mean"]
         for i, (arm, col) in enumerate((("candidate", col_c[keep]), ("baseline", col_b[keep]))):
             n = int((~np.isnan(col)).sum())
             low, high = bounds[i]
-            entry[arm] = None if not n else {
-                "mean": stats[arm], "n": n,
-                "low": None if np.isnan(low) else float(low), "high": None if np.isnan(high) else float(high)}
+            entry[arm] = (
+                None
+                if not n
+                else {
+                    "mean": stats[arm],
+                    "n": n,
+                    "low": None if np.isnan(low) else float(low),
+                    "high": None if np.isnan(high) else float(high),
+                }
+            )
         out.append(entry)
     return out

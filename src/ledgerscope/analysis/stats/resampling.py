@@ -147,16 +147,12 @@ def phase_sum(x: np.ndarray) -> np.ndarray:
     last axis (as ``np.nanmean`` of a questions x phases matrix sums), checked once per length."""
     n = x.shape[0]
     if n not in _SAME_ORDER:
-        probe = np.random.Generator(np.random.PCG64(n)).standard_normal((n, 64)) * np.logspace(
-            -9, 9, 64
-        )
+        probe = np.random.Generator(np.random.PCG64(n)).standard_normal((n, 64)) * np.logspace(-9, 9, 64)
         _SAME_ORDER[n] = np.array_equal(_pairwise(probe), np.add.reduce(probe.T.copy(), axis=1))
     return _pairwise(x) if _SAME_ORDER[n] else np.add.reduce(np.moveaxis(x, 0, -1).copy(), axis=-1)
 
 
-def _extreme(
-    per_phase: np.ndarray, low: slice, high: slice, fill, out: np.ndarray, which: np.ndarray
-):
+def _extreme(per_phase: np.ndarray, low: slice, high: slice, fill, out: np.ndarray, which: np.ndarray):
     """``out``: the minimum over the phases (NaN ignored) of the blocks in ``low``, the maximum of
     those in ``high``; ``which``: the first phase attaining it (as ``np.argmin`` of the values,
     NaN filled with ``fill``), -1 where every phase is NaN."""
@@ -195,9 +191,7 @@ def replicate_statistics(
     with np.errstate(divide="ignore", invalid="ignore"):
         if "sums" in part:
             sums, counts = part["sums"], part["counts"]
-            per_phase = np.divide(
-                sums, counts, dtype=f8
-            )  # phases x blocks x replicates, NaN: no record
+            per_phase = np.divide(sums, counts, dtype=f8)  # phases x blocks x replicates, NaN: no record
             n_blocks = per_phase.shape[1]
         for name in wanted:
             if name == "mean":
@@ -222,9 +216,9 @@ def replicate_statistics(
     return out, which
 
 
-
-def _phase_mean(per_phase: np.ndarray, sums: np.ndarray, counts: np.ndarray, finite: bool,
-                nonneg: bool) -> np.ndarray:
+def _phase_mean(
+    per_phase: np.ndarray, sums: np.ndarray, counts: np.ndarray, finite: bool, nonneg: bool
+) -> np.ndarray:
     """The mean over phases per (block, replicate): NaN phases are 0 in the sum and left out of the
     count. With few phases and finite aggregates the count is summed as uint8 rows and the values
     taken without a NaN mask (the same numbers, less memory traffic)."""
@@ -233,13 +227,15 @@ def _phase_mean(per_phase: np.ndarray, sums: np.ndarray, counts: np.ndarray, fin
         n_ok = has[0].copy()
         for j in range(1, len(has)):
             n_ok += has[j]
-        values = (np.fmax(per_phase, 0.0) if nonneg
-                  else np.divide(sums, np.maximum(counts, 1), dtype=np.float64))
+        values = (
+            np.fmax(per_phase, 0.0) if nonneg else np.divide(sums, np.maximum(counts, 1), dtype=np.float64)
+        )
     else:
         missing = np.isnan(per_phase)
         n_ok = np.add.reduce(~missing, axis=0, dtype=np.intp)
         values = np.where(missing, 0.0, per_phase)
     return phase_sum(values) / n_ok
+
 
 def counts(idx: np.ndarray, n_units: int) -> np.ndarray:
     """(replicates x draws) unit indices -> (replicates x units) multiplicities (float32: exact to 2**24)."""
@@ -271,10 +267,7 @@ def product(unit_matrix: np.ndarray, sel: np.ndarray):
         dtype=np.intp,
     )
     distinct = sel[np.flatnonzero(np.diff(np.maximum.accumulate(rows), prepend=-1) > 0)]
-    if (
-        n_units * np.abs(unit_matrix[:, distinct]).max(initial=0.0) <= 2.0**24
-        and n_units <= 1 << 24
-    ):
+    if n_units * np.abs(unit_matrix[:, distinct]).max(initial=0.0) <= 2.0**24 and n_units <= 1 << 24:
         u32 = unit_matrix[:, distinct].T.astype(np.float32)
         return (lambda w: u32 @ w.astype(np.float32, copy=False).T), rows, True
     u64 = unit_matrix[:, distinct].T.copy()
@@ -292,9 +285,7 @@ def quantiles(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     top = virtual >= n - 1
     before[top] = after[top] = -1
     before, after = before.astype(np.intp), after.astype(np.intp)
-    ordered = np.partition(
-        x, sorted({0, -1, *before.tolist(), *after.tolist()}), axis=-1
-    )  # numpy's kth
+    ordered = np.partition(x, sorted({0, -1, *before.tolist(), *after.tolist()}), axis=-1)  # numpy's kth
     a, b = ordered[..., before], ordered[..., after]
     t = virtual - before
     diff = b - a

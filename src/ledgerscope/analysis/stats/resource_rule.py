@@ -33,10 +33,10 @@ KEYS = ("max_latency", "max_latency_vs_baseline", "max_cost")
 
 @dataclass(frozen=True)
 class ResourceLimits:
-    latency: tuple[tuple[str, float], ...] = ()          # (stage, p95 ms)
-    latency_ratio: tuple[tuple[str, float], ...] = ()    # (stage, candidate p95 / baseline p95)
-    cost: tuple[tuple[str, float], ...] = ()             # (per_1000_queries | indexing, money)
-    prices: str | None = None                            # the price table, resolved against the rule
+    latency: tuple[tuple[str, float], ...] = ()  # (stage, p95 ms)
+    latency_ratio: tuple[tuple[str, float], ...] = ()  # (stage, candidate p95 / baseline p95)
+    cost: tuple[tuple[str, float], ...] = ()  # (per_1000_queries | indexing, money)
+    prices: str | None = None  # the price table, resolved against the rule
 
     def __bool__(self) -> bool:
         return bool(self.latency or self.latency_ratio or self.cost)
@@ -80,8 +80,9 @@ def parse_limits(doc: dict, pr: Any, rule_path: Path) -> ResourceLimits | None:
         for key, value in table.items():
             if key == "prices":
                 if isinstance(value, str) and value:
-                    prices = str((rule_path.parent / value).resolve()) if not Path(value).is_absolute() \
-                        else value
+                    prices = (
+                        str((rule_path.parent / value).resolve()) if not Path(value).is_absolute() else value
+                    )
                 else:
                     pr.add("max_cost.prices", "must be the path of a price table")
             elif key not in COST_KEYS:
@@ -93,8 +94,7 @@ def parse_limits(doc: dict, pr: Any, rule_path: Path) -> ResourceLimits | None:
     return ResourceLimits(latency, ratio, tuple(cost), prices)
 
 
-def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questions: int,
-                    check: Any) -> list:
+def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questions: int, check: Any) -> list:
     """The latency and cost checks as the rule's :class:`Check` (passed in: ``check``)."""
     if not limits:
         return []
@@ -103,11 +103,21 @@ def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questio
     n = int(cand.get("questions") or 0) if cand.get("recorded") else 0
     out = []
 
-    def judged(name: str, metric: str, what: str, observed: float | None, limit: float, missing: str,
-               unit: str) -> None:
+    def judged(
+        name: str, metric: str, what: str, observed: float | None, limit: float, missing: str, unit: str
+    ) -> None:
         if observed is None:
-            out.append(check("all", name, metric, "inconclusive",
-                             f"{what}: {missing}; limit <= {limit:g}{unit}: no evidence", limit=limit, n=n))
+            out.append(
+                check(
+                    "all",
+                    name,
+                    metric,
+                    "inconclusive",
+                    f"{what}: {missing}; limit <= {limit:g}{unit}: no evidence",
+                    limit=limit,
+                    n=n,
+                )
+            )
             return
         status = "pass" if observed <= limit else "violates"
         extra = ""
@@ -115,21 +125,41 @@ def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questio
             status = "inconclusive"
             extra = f"; only {n} question(s), fewer than min_questions {min_questions}"
         verb = {"pass": "within", "violates": "VIOLATES", "inconclusive": "inconclusive"}[status]
-        out.append(check("all", name, metric, status,
-                         f"{what} = {observed:.4g}{unit}; limit <= {limit:g}{unit} (measured, no interval): "
-                         f"{verb}{extra}", observed, None, None, limit, n))
+        out.append(
+            check(
+                "all",
+                name,
+                metric,
+                status,
+                f"{what} = {observed:.4g}{unit}; limit <= {limit:g}{unit} (measured, no interval): "
+                f"{verb}{extra}",
+                observed,
+                None,
+                None,
+                limit,
+                n,
+            )
+        )
 
     no_record = "the ledger holds no resource record for the candidate"
     for stage, limit in limits.latency:
         p95 = ((cand.get("latency_ms") or {}).get(stage) or {}).get("p95") if cand.get("recorded") else None
-        judged(f"max_latency.{stage}", "latency", f"candidate {stage} latency p95", p95, limit, no_record,
-               " ms")
+        judged(
+            f"max_latency.{stage}", "latency", f"candidate {stage} latency p95", p95, limit, no_record, " ms"
+        )
     for stage, limit in limits.latency_ratio:
         c = ((cand.get("latency_ms") or {}).get(stage) or {}).get("p95") if cand.get("recorded") else None
         b = ((base.get("latency_ms") or {}).get(stage) or {}).get("p95") if base.get("recorded") else None
         ratio = c / b if c is not None and b else None
-        judged(f"max_latency_vs_baseline.{stage}", "latency", f"candidate / baseline {stage} latency p95 "
-               f"({_num(c)} / {_num(b)} ms)", ratio, limit, "a resource record missing for either arm", "x")
+        judged(
+            f"max_latency_vs_baseline.{stage}",
+            "latency",
+            f"candidate / baseline {stage} latency p95 ({_num(c)} / {_num(b)} ms)",
+            ratio,
+            limit,
+            "a resource record missing for either arm",
+            "x",
+        )
     cost = cand.get("cost") or {}
     for key, limit in limits.cost:
         words = {"per_1000_queries": "cost per 1,000 queries", "indexing": "indexing cost"}[key]
@@ -140,8 +170,15 @@ def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questio
         else:
             missing = f"not every model it uses is priced ({', '.join(cost.get('unpriced') or [])})"
         cur = f" {cost.get('currency', '')}".rstrip()
-        judged(f"max_cost.{key}", "cost", f"candidate {words}", cost.get(key) if cost.get("priced") else None,
-               limit, missing, cur)
+        judged(
+            f"max_cost.{key}",
+            "cost",
+            f"candidate {words}",
+            cost.get(key) if cost.get("priced") else None,
+            limit,
+            missing,
+            cur,
+        )
     return out
 
 

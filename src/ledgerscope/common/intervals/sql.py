@@ -18,8 +18,10 @@ def gap_counts(text: str, gs: str, ge: str, s: str, e: str) -> str:
     (:func:`ledgerscope.common.intervals.excused`: whitespace anywhere, whitespace and punctuation
     at either end of the span, are excused)."""
     gap = f"substr({text}, {gs} - {s} + 1, {ge} - {gs})"
-    return (f"NOT (regexp_full_match({gap}, {WHITESPACE_SQL}) OR (({gs} = {s} OR {ge} = {e}) "
-            f"AND regexp_full_match({gap}, {edge_sql()})))")
+    return (
+        f"NOT (regexp_full_match({gap}, {WHITESPACE_SQL}) OR (({gs} = {s} OR {ge} = {e}) "
+        f"AND regexp_full_match({gap}, {edge_sql()})))"
+    )
 
 
 def edge_sql() -> str:

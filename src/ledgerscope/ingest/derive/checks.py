@@ -38,8 +38,11 @@ def unknown_ids(con, store: Iterable[str]) -> list[Problem]:
     for path, line, stage, rank, chunk, fused_from, qid, arm in rows:
         where = {"fused": fused_from, "packed": "context_ids"}.get(stage) or f"stages.{stage}.ids"
         request = "" if line is not None else f" (the request of {qid[:60]!r}, config {arm!r})"
-        out.append(Problem(path, line, f"{where}[{rank - 1}]",
-                           f"chunk {chunk[:80]!r}{request} is not in the chunk store"))
+        out.append(
+            Problem(
+                path, line, f"{where}[{rank - 1}]", f"chunk {chunk[:80]!r}{request} is not in the chunk store"
+            )
+        )
     return out
 
 
@@ -51,12 +54,15 @@ def unknown_qids(con, known: Iterable[str], fixtures_path: Path) -> list[Problem
             SELECT *, row_number() OVER (PARTITION BY qid ORDER BY tid) AS k
             FROM _ig_trace ANTI JOIN _ig_known_qids USING (qid))
         WHERE k = 1 ORDER BY tid LIMIT {MAX_PROBLEMS}""").fetchall()
-    return [Problem(p, line, "qid", f"{qid[:80]!r} is not in the fixtures ({fixtures_path})")
-            for p, line, qid in rows]
+    return [
+        Problem(p, line, "qid", f"{qid[:80]!r} is not in the fixtures ({fixtures_path})")
+        for p, line, qid in rows
+    ]
 
 
-def unresolved_named(con, resolutions: list[Resolution], path: str,
-                     corpus_ids: Iterable[str] = ()) -> list[Problem]:
+def unresolved_named(
+    con, resolutions: list[Resolution], path: str, corpus_ids: Iterable[str] = ()
+) -> list[Problem]:
     """A chunk a trace names that lies nowhere: the ingest stops (never a guessed interval)."""
     bad = {r.chunk.chunk_id: r for r in resolutions if not r.resolved}
     if not bad:
@@ -67,8 +73,14 @@ def unresolved_named(con, resolutions: list[Resolution], path: str,
         if cid not in named:
             continue
         hint = document_hint(r.chunk.doc_id, corpus_ids) if r.status == "document-missing" else None
-        out.append(Problem(path, r.chunk.line, "doc_id" if hint else "text",
-                           f"chunk {cid[:80]!r} ({r.status}): {r.note}" + (f"; {hint}" if hint else "")))
+        out.append(
+            Problem(
+                path,
+                r.chunk.line,
+                "doc_id" if hint else "text",
+                f"chunk {cid[:80]!r} ({r.status}): {r.note}" + (f"; {hint}" if hint else ""),
+            )
+        )
         if len(out) >= MAX_PROBLEMS:
             break
     return out
@@ -83,27 +95,41 @@ def unlocated_share(report, limit: float, path: str, corpus_ids: Iterable[str] =
     n, total = report.n_unlocated, report.total
     if total and n / total > limit:
         docs = sorted(report.unlocated_per_document().items(), key=lambda kv: -kv[1]["unlocated"])[:3]
-        where = "; ".join(f"{d}: {v['unlocated']}" + (f" (e.g. {v['examples'][0][:160]})" if v["examples"]
-                                                      else "") for d, v in docs)
+        where = "; ".join(
+            f"{d}: {v['unlocated']}" + (f" (e.g. {v['examples'][0][:160]})" if v["examples"] else "")
+            for d, v in docs
+        )
         ids = list(corpus_ids)
         hint = next((h for d, _ in docs if (h := document_hint(d, ids))), None)
-        raise InputError(Problem(path, None, "chunks", f"{n} of {total} chunks ({n / total:.1%}) could not "
-                                 f"be placed in the corpus, more than --max-unlocated {limit:g}: is it the "
-                                 f"corpus this index was built from? {where}"
-                                 + (f"; {hint}" if hint else "")))
+        raise InputError(
+            Problem(
+                path,
+                None,
+                "chunks",
+                f"{n} of {total} chunks ({n / total:.1%}) could not "
+                f"be placed in the corpus, more than --max-unlocated {limit:g}: is it the "
+                f"corpus this index was built from? {where}" + (f"; {hint}" if hint else ""),
+            )
+        )
 
 
 def arms(con) -> dict[str, list[str]]:
     """Each config and its phase labels, sorted."""
-    return {a: sorted(ps) for a, ps in con.execute(
-        "SELECT arm, list(DISTINCT phase) FROM _ig_trace GROUP BY arm ORDER BY arm").fetchall()}
+    return {
+        a: sorted(ps)
+        for a, ps in con.execute(
+            "SELECT arm, list(DISTINCT phase) FROM _ig_trace GROUP BY arm ORDER BY arm"
+        ).fetchall()
+    }
 
 
 def recorded(con) -> dict[str, list[str]]:
     """Per config, the lists its traces record (in cascade order; declared ones after)."""
     order = {s: i for i, s in enumerate(STAGE_ORDER)}
-    rows = con.execute("SELECT arm, list(DISTINCT r) FROM (SELECT arm, unnest(recorded) AS r FROM _ig_trace) "
-                       "GROUP BY arm ORDER BY arm").fetchall()
+    rows = con.execute(
+        "SELECT arm, list(DISTINCT r) FROM (SELECT arm, unnest(recorded) AS r FROM _ig_trace) "
+        "GROUP BY arm ORDER BY arm"
+    ).fetchall()
     return {a: sorted(rs, key=lambda n: (order.get(n, 99), n)) for a, rs in rows}
 
 
@@ -117,5 +143,8 @@ def questions(con) -> set[str]:
 
 def failed(con) -> dict[str, int]:
     """Per config, the requests that failed (a trace with an ``error``: an infrastructure failure)."""
-    return dict(con.execute("SELECT arm, count(*) FROM _ig_trace WHERE error IS NOT NULL GROUP BY arm "
-                            "ORDER BY arm").fetchall())
+    return dict(
+        con.execute(
+            "SELECT arm, count(*) FROM _ig_trace WHERE error IS NOT NULL GROUP BY arm ORDER BY arm"
+        ).fetchall()
+    )

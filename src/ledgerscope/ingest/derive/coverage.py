@@ -35,10 +35,10 @@ def kept_sql(out: str = "_ig_kept", need: str = "_ig_need", iv: str = "_ig_iv") 
         SELECT sn.key, sn.vstage, sn.span_id, sn.s, sn.e, i.vs, i.ve
         FROM sn JOIN {iv} i ON i.key = sn.key AND i.vstage = sn.vstage AND i.doc_id = sn.doc_id
              AND i.vs < sn.e AND i.ve > sn.s),
-    {gap_ctes('key', 'sn')},
+    {gap_ctes("key", "sn")},
     bad AS (
         SELECT DISTINCT g.key, g.vstage, g.span_id FROM raw g JOIN sn USING (key, vstage, span_id)
-        WHERE {gap_counts('sn.span_text', 'g.gs', 'g.ge', 'sn.s', 'sn.e')}),
+        WHERE {gap_counts("sn.span_text", "g.gs", "g.ge", "sn.s", "sn.e")}),
     sets AS (
         SELECT n.key, n.vstage, st.set_index, count(b.span_id) = 0 AND count(*) = count(sp.span_id) AS ok
         FROM {need} n JOIN _ig_set st ON st.qid = n.qid

@@ -34,9 +34,12 @@ def oracle_rows(con, arm_file: Path, arms: Sequence[str], fixtures: Sequence[Fix
     from ledgerscope.ingest.derive.tables import create_table
 
     create_table(con, "_ig_oracle_rows", table)
-    con.execute("CREATE OR REPLACE TABLE _ig_oracle AS SELECT arm, qid, answer_verdict, feasible "
-                "FROM _ig_oracle_rows")
+    con.execute(
+        "CREATE OR REPLACE TABLE _ig_oracle AS SELECT arm, qid, answer_verdict, feasible FROM _ig_oracle_rows"
+    )
     gen = cfg.generator
     what = gen.get("kind", "extractive") + (f" {gen['model']}" if gen.get("model") else "")
-    return (f"run: the {what} generator of {arm_file.name} on each question's cheapest sufficient set "
-            f"under its budget of {cfg.budget_tokens} tokens (not the pipeline's own generator)")
+    return (
+        f"run: the {what} generator of {arm_file.name} on each question's cheapest sufficient set "
+        f"under its budget of {cfg.budget_tokens} tokens (not the pipeline's own generator)"
+    )

@@ -53,8 +53,15 @@ from ledgerscope.inputs.locate import (
 from ledgerscope.inputs.normalise import LEVELS, WHITESPACE, Mapped
 from ledgerscope.inputs.sources import Corpus
 
-RESOLVED = ("verified", "repaired", "located", "located-whitespace", "located-normalised",
-            "located-in-context", "version-drifted")
+RESOLVED = (
+    "verified",
+    "repaired",
+    "located",
+    "located-whitespace",
+    "located-normalised",
+    "located-in-context",
+    "version-drifted",
+)
 UNRESOLVED = ("unlocatable", "ambiguous", "document-missing", "version-differs")
 
 
@@ -99,8 +106,9 @@ class Locator:
         return self.docs[doc_id]
 
 
-def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, Haystack] | None = None,
-                  locator: Locator | None = None) -> Resolution:
+def resolve_chunk(
+    chunk: Chunk, corpus: Corpus, docs: dict[str, Haystack] | None = None, locator: Locator | None = None
+) -> Resolution:
     """The rules of the module docstring for one chunk."""
     loc = locator or Locator(corpus, docs=docs if docs is not None else {})
     src = corpus.get(chunk.doc_id)
@@ -112,9 +120,15 @@ def resolve_chunk(chunk: Chunk, corpus: Corpus, docs: dict[str, Haystack] | None
     old = f"chunk of version {chunk.version[:80]}, the corpus holds {src.version}"
     if not r.resolved:
         return Resolution(chunk, "version-differs", note=f"{old}; {r.note}")
-    return Resolution(chunk, "version-drifted", r.start, r.end,
-                      f"{old}; its text is still there ({r.status})",
-                      r.how, r.context)
+    return Resolution(
+        chunk,
+        "version-drifted",
+        r.start,
+        r.end,
+        f"{old}; its text is still there ({r.status})",
+        r.how,
+        r.context,
+    )
 
 
 def _given(chunk: Chunk, text: str) -> tuple[str, int | None, tuple[int, int] | None]:
@@ -152,29 +166,54 @@ def _resolve_text(chunk: Chunk, text: str, loc: Locator) -> Resolution:
     s, e = picked
     if context:
         kinds = ", ".join(f"{p['kind']} text {p['position']} ({p['length']} chars)" for p in context)
-        return Resolution(chunk, "located-in-context", s, e, f"placed by its longest source-aligned part "
-                          f"({_how(how)}); {kinds}" + (f"; offsets {given}" if given else ""), how, context)
+        return Resolution(
+            chunk,
+            "located-in-context",
+            s,
+            e,
+            f"placed by its longest source-aligned part "
+            f"({_how(how)}); {kinds}" + (f"; offsets {given}" if given else ""),
+            how,
+            context,
+        )
     if given:
-        return Resolution(chunk, "repaired", s, e, f"offsets {given}; repaired to [{s}, {e}) codepoint "
-                          f"({'nearest ' if len(found) > 1 else ''}{_how(how)} match)", how)
+        return Resolution(
+            chunk,
+            "repaired",
+            s,
+            e,
+            f"offsets {given}; repaired to [{s}, {e}) codepoint "
+            f"({'nearest ' if len(found) > 1 else ''}{_how(how)} match)",
+            how,
+        )
     status = {EXACT: "located", WHITESPACE: "located-whitespace"}.get(how, "located-normalised")
     note = "" if how == EXACT else f"text differs from the source: {how}"
     return Resolution(chunk, status, s, e, note, how)
 
 
-def _pick(chunk: Chunk, found: list[tuple[int, int]], how: str, hint: int | None, given: str,
-          partial: bool) -> tuple[int, int] | Resolution:
+def _pick(
+    chunk: Chunk, found: list[tuple[int, int]], how: str, hint: int | None, given: str, partial: bool
+) -> tuple[int, int] | Resolution:
     """The one candidate, or the nearest to the given offsets, or the chunk reported ambiguous."""
     if len(found) == 1:
         return found[0]
     what = "its longest source-aligned part" if partial else "its text"
     if hint is None:
-        return Resolution(chunk, "ambiguous", note=f"{what} occurs {len(found)} times ({_how(how)}) "
-                          "and no prefix/suffix or offsets tell them apart", how=how)
+        return Resolution(
+            chunk,
+            "ambiguous",
+            note=f"{what} occurs {len(found)} times ({_how(how)}) "
+            "and no prefix/suffix or offsets tell them apart",
+            how=how,
+        )
     best, tie = nearest(found, hint)
     if tie or best is None:
-        return Resolution(chunk, "ambiguous", note=f"offsets {given}; the two nearest of "
-                          f"{len(found)} occurrences of {what} are equally near", how=how)
+        return Resolution(
+            chunk,
+            "ambiguous",
+            note=f"offsets {given}; the two nearest of {len(found)} occurrences of {what} are equally near",
+            how=how,
+        )
     return best
 
 
@@ -183,16 +222,24 @@ def _how(how: str) -> str:
 
 
 def _part(position: str, text: str, interval: tuple[int, int] | None) -> dict:
-    part = {"position": position, "text": text, "length": len(text),
-            "kind": "generated" if interval is None else "source"}
+    part = {
+        "position": position,
+        "text": text,
+        "length": len(text),
+        "kind": "generated" if interval is None else "source",
+    }
     if interval is not None:
         part["start"], part["end"] = interval
     return part
 
 
-def resolve_chunks(chunks: Iterable[Chunk], corpus: Corpus, levels: Sequence[str] = LEVELS,
-                   plugin: Callable[[str], Mapped] | None = None,
-                   plugin_name: str = "plugin") -> list[Resolution]:
+def resolve_chunks(
+    chunks: Iterable[Chunk],
+    corpus: Corpus,
+    levels: Sequence[str] = LEVELS,
+    plugin: Callable[[str], Mapped] | None = None,
+    plugin_name: str = "plugin",
+) -> list[Resolution]:
     loc = Locator(corpus, tuple(levels), plugin, plugin_name=plugin_name)
     out = [resolve_chunk(c, corpus, locator=loc) for c in chunks]
     return [replace(r, how=plugin_name) if r.how == "plugin" else r for r in out]
@@ -234,13 +281,24 @@ class ResolutionReport:
 
     def unlocated_per_document(self) -> dict[str, dict]:
         """Per document with unplaced chunks: how many, and a few of them."""
-        return {d: {"unlocated": sum(c[s] for s in UNRESOLVED), "examples": self.unlocated.get(d, [])}
-                for d, c in sorted(self.per_doc.items()) if any(c[s] for s in UNRESOLVED)}
+        return {
+            d: {"unlocated": sum(c[s] for s in UNRESOLVED), "examples": self.unlocated.get(d, [])}
+            for d, c in sorted(self.per_doc.items())
+            if any(c[s] for s in UNRESOLVED)
+        }
 
     def to_json(self) -> dict:
-        return {"counts": dict(sorted(self.counts.items())),
-                "per_document": {d: dict(sorted(c.items())) for d, c in sorted(self.per_doc.items())
-                                 if set(c) - {"verified", "located"}},
-                "examples": {k: v for k, v in sorted(self.examples.items())},
-                "unlocated": {"count": self.n_unlocated, "of": self.total,
-                              "per_document": self.unlocated_per_document()}}
+        return {
+            "counts": dict(sorted(self.counts.items())),
+            "per_document": {
+                d: dict(sorted(c.items()))
+                for d, c in sorted(self.per_doc.items())
+                if set(c) - {"verified", "located"}
+            },
+            "examples": {k: v for k, v in sorted(self.examples.items())},
+            "unlocated": {
+                "count": self.n_unlocated,
+                "of": self.total,
+                "per_document": self.unlocated_per_document(),
+            },
+        }

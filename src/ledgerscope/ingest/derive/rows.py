@@ -93,9 +93,13 @@ def support(con, chunked_arms: list[str]) -> None:
     ``_ig_single`` (per trace): the support flags by :mod:`.coverage`."""
     need = " UNION ALL ".join(
         f"SELECT tid AS key, qid, '{v}' AS vstage FROM _ig_trace JOIN _ig_fx USING (qid) "
-        f"WHERE walked AND {cond}" for v, cond in _VSTAGES.items())
-    custom = ("SELECT key, qid, vstage FROM (SELECT tid AS key, qid, unnest(declared) AS vstage, recorded "
-              "FROM _ig_trace JOIN _ig_fx USING (qid) WHERE walked) WHERE list_contains(recorded, vstage)")
+        f"WHERE walked AND {cond}"
+        for v, cond in _VSTAGES.items()
+    )
+    custom = (
+        "SELECT key, qid, vstage FROM (SELECT tid AS key, qid, unnest(declared) AS vstage, recorded "
+        "FROM _ig_trace JOIN _ig_fx USING (qid) WHERE walked) WHERE list_contains(recorded, vstage)"
+    )
     con.execute(f"CREATE OR REPLACE TABLE _ig_need AS {need} UNION ALL {custom}")
     # the stage rows over a gold span of their question: all that coverage reads
     con.execute("""CREATE OR REPLACE TABLE _ig_over AS
@@ -103,8 +107,10 @@ def support(con, chunked_arms: list[str]) -> None:
         FROM _ig_stage s JOIN (SELECT tid, qid FROM _ig_trace) t USING (tid)
         JOIN _ig_cs cs ON cs.chunk_id = s.chunk_id AND cs.qid = t.qid""")
     members = " UNION ALL ".join(
-        f"SELECT tid AS key, '{v}' AS vstage, doc_id, \"start\" AS vs, \"end\" AS ve FROM _ig_over "
-        f"WHERE stage IN ({', '.join(repr(m) for m in ms)})" for v, ms in _MEMBERS.items())
+        f'SELECT tid AS key, \'{v}\' AS vstage, doc_id, "start" AS vs, "end" AS ve FROM _ig_over '
+        f"WHERE stage IN ({', '.join(repr(m) for m in ms)})"
+        for v, ms in _MEMBERS.items()
+    )
     con.execute(f"""CREATE OR REPLACE TABLE _ig_iv AS
         SELECT tid AS key, stage AS vstage, doc_id, "start" AS vs, "end" AS ve FROM _ig_over
         UNION ALL {members}
@@ -138,10 +144,13 @@ def unverifiable(con, any_unplaced: bool = True) -> None:
     if not any_unplaced:
         con.execute("CREATE OR REPLACE TABLE _ig_unver (tid BIGINT, vstage VARCHAR)")
         return
-    con.execute("CREATE OR REPLACE TABLE _ig_unloc AS "
-                "SELECT chunk_id, doc_id, configs FROM _ig_chunk WHERE NOT located")
-    members = " UNION ALL ".join(f"SELECT '{m}' AS stage, '{v}' AS vstage" for v, ms in _MEMBERS.items()
-                                 for m in ms)
+    con.execute(
+        "CREATE OR REPLACE TABLE _ig_unloc AS "
+        "SELECT chunk_id, doc_id, configs FROM _ig_chunk WHERE NOT located"
+    )
+    members = " UNION ALL ".join(
+        f"SELECT '{m}' AS stage, '{v}' AS vstage" for v, ms in _MEMBERS.items() for m in ms
+    )
     con.execute(f"""CREATE OR REPLACE TABLE _ig_unver AS
         WITH hit AS (
             SELECT s.tid, s.stage, u.doc_id FROM _ig_stage s JOIN _ig_unloc u USING (chunk_id)),
@@ -199,8 +208,10 @@ def records(con, digests: dict[str, str]) -> None:
     flags = ", ".join(f"{_flag(v)} AS support_{v}" for v in _VSTAGES)
     # declared stages apart: only the traces that declare some pay for the ordered aggregate
     standard = ", ".join(repr(v) for v in _VSTAGES)
-    custom = ("SELECT key AS tid, to_json(map_from_entries(list({'k': vstage, 'v': kept} ORDER BY vstage))) "
-              f"AS declared_support FROM _ig_kept WHERE vstage NOT IN ({standard}) GROUP BY key")
+    custom = (
+        "SELECT key AS tid, to_json(map_from_entries(list({'k': vstage, 'v': kept} ORDER BY vstage))) "
+        f"AS declared_support FROM _ig_kept WHERE vstage NOT IN ({standard}) GROUP BY key"
+    )
     cases = " ".join(f"WHEN '{a.replace(chr(39), chr(39) * 2)}' THEN '{d}'" for a, d in digests.items())
     order = "[" + ", ".join(f"'{v}'" for v in UNVERIFIABLE_ORDER) + "]"
     con.execute(f"""CREATE OR REPLACE TABLE _ig_rec AS
@@ -250,7 +261,6 @@ def records(con, digests: dict[str, str]) -> None:
         LEFT JOIN _ig_single si ON si.key = t.tid LEFT JOIN cj USING (tid) LEFT JOIN pk USING (tid)
         LEFT JOIN _ig_verdict v USING (tid)
         LEFT JOIN _ig_oracle o ON o.arm = t.arm AND o.qid = t.qid LEFT JOIN uv USING (tid)""")
-
 
 
 #: one (arm, phase)'s records ($1 to $4 as for :data:`CANDIDATES_OF`) as the ledger holds them: the

@@ -29,8 +29,11 @@ def additive_at_line_breaks(tokenizer) -> bool:
     except (AttributeError, ValueError, TypeError):
         return False
     norm, pre, model = spec.get("normalizer"), spec.get("pre_tokenizer") or {}, spec.get("model") or {}
-    return (model.get("type") == "WordPiece" and pre.get("type") == "BertPreTokenizer"
-            and (norm is None or norm.get("type") == "BertNormalizer"))
+    return (
+        model.get("type") == "WordPiece"
+        and pre.get("type") == "BertPreTokenizer"
+        and (norm is None or norm.get("type") == "BertNormalizer")
+    )
 
 
 def count_texts(tokenizer, texts: list[str], count_whole: Callable[[list[str]], list[int]]) -> list[int]:

@@ -29,17 +29,22 @@ from ledgerscope.trace import spec
 
 NOT_RECORDED = "not-recorded"
 #: a trace's answer verdict row (``t`` a trace, ``a`` an ``_ig_answer`` row)
-_ANSWER_OF = ("a.qid = t.qid AND a.answer IS NOT DISTINCT FROM t.answer "
-              "AND a.abstained = coalesce(t.abstained, false) AND a.error IS NOT DISTINCT FROM t.error")
+_ANSWER_OF = (
+    "a.qid = t.qid AND a.answer IS NOT DISTINCT FROM t.answer "
+    "AND a.abstained = coalesce(t.abstained, false) AND a.error IS NOT DISTINCT FROM t.error"
+)
 #: a trace's cited intervals in citation order (``c`` its ``_ig_cite`` rows)
-_CITED = ("list({'l': c.label, 'd': c.doc_id, 's': c.\"start\", 'e': c.\"end\"} ORDER BY c.i) "
-          "FILTER (WHERE c.i IS NOT NULL)")
+_CITED = (
+    "list({'l': c.label, 'd': c.doc_id, 's': c.\"start\", 'e': c.\"end\"} ORDER BY c.i) "
+    "FILTER (WHERE c.i IS NOT NULL)"
+)
 
 
 def answer_table(con, fixtures: Mapping[str, Fixture]) -> None:
     """``_ig_answer``: (qid, answer, abstained, failed) -> verdict and reason."""
     rows = con.execute(
-        "SELECT DISTINCT qid, answer, coalesce(abstained, false), error FROM _ig_trace").fetchall()
+        "SELECT DISTINCT qid, answer, coalesce(abstained, false), error FROM _ig_trace"
+    ).fetchall()
     out: dict[str, list] = {k: [] for k in ("qid", "answer", "abstained", "error", "verdict", "reason")}
     for qid, answer, abstained, error in rows:
         if error is not None:
@@ -49,10 +54,20 @@ def answer_table(con, fixtures: Mapping[str, Fixture]) -> None:
             verdict, reason = aj.verdict, aj.reason
         for k, v in zip(out, (qid, answer, abstained, error, verdict, reason), strict=True):
             out[k].append(v)
-    create_table(con, "_ig_answer", pa.table({
-        "qid": pa.array(out["qid"], STR), "answer": pa.array(out["answer"], STR),
-        "abstained": pa.array(out["abstained"], pa.bool_()), "error": pa.array(out["error"], STR),
-        "verdict": pa.array(out["verdict"], STR), "reason": pa.array(out["reason"], STR)}))
+    create_table(
+        con,
+        "_ig_answer",
+        pa.table(
+            {
+                "qid": pa.array(out["qid"], STR),
+                "answer": pa.array(out["answer"], STR),
+                "abstained": pa.array(out["abstained"], pa.bool_()),
+                "error": pa.array(out["error"], STR),
+                "verdict": pa.array(out["verdict"], STR),
+                "reason": pa.array(out["reason"], STR),
+            }
+        ),
+    )
 
 
 def citation_table(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]) -> None:
@@ -65,8 +80,9 @@ def citation_table(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str
             FROM _ig_trace t JOIN _ig_answer a ON {_ANSWER_OF}
             LEFT JOIN _ig_cite c ON c.tid = t.tid
             GROUP BY t.tid, t.qid, a.verdict, t.citations IS NULL, t.error IS NOT NULL)""")
-    rows = con.execute("SELECT DISTINCT qid, verdict, k, cited FROM _ig_cited WHERE NOT failed AND NOT absent"
-                       ).fetchall()
+    rows = con.execute(
+        "SELECT DISTINCT qid, verdict, k, cited FROM _ig_cited WHERE NOT failed AND NOT absent"
+    ).fetchall()
     out: dict[str, list] = {"qid": [], "verdict": [], "k": [], "cv": [], "reason": []}
     source_texts = dict(texts)
     for qid, verdict, key, cited in rows:
@@ -89,11 +105,14 @@ def citation_table(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str
 
 def token_table(con, count_many: Callable[[list[str]], list[int]]) -> None:
     """``_ig_tokens``: per trace, evidence and prompt tokens (each distinct text counted once)."""
-    texts = [r[0] for r in con.execute("""
+    texts = [
+        r[0]
+        for r in con.execute("""
         SELECT DISTINCT x FROM (
             SELECT context_text AS x FROM _ig_trace WHERE context_text IS NOT NULL
             UNION ALL SELECT unnest(context_items) FROM _ig_trace WHERE context_items IS NOT NULL
-            UNION ALL SELECT prompt FROM _ig_trace WHERE prompt IS NOT NULL)""").fetchall()]
+            UNION ALL SELECT prompt FROM _ig_trace WHERE prompt IS NOT NULL)""").fetchall()
+    ]
     counts = count_many(texts) if texts else []
     create_table(con, "_ig_count", pa.table({"x": pa.array(texts, STR), "n": pa.array(counts, pa.int64())}))
     con.execute("""CREATE OR REPLACE TABLE _ig_tokens AS
@@ -127,8 +146,8 @@ def context_table(con) -> None:
             SELECT tid, unit_id, "rank", same,
                    CASE WHEN same THEN true  -- CASE: the normalisation runs only where it is needed
                         WHEN context_items IS NOT NULL
-                        THEN {_norm('context_items["rank"]')} = {_norm('store_text')}
-                        ELSE contains({_norm('context_text')}, {_norm('store_text')}) END AS loose
+                        THEN {_norm('context_items["rank"]')} = {_norm("store_text")}
+                        ELSE contains({_norm("context_text")}, {_norm("store_text")}) END AS loose
             FROM x)
         SELECT tid, list(unit_id ORDER BY "rank") FILTER (WHERE NOT loose) AS missing,
                list(unit_id ORDER BY "rank") FILTER (WHERE loose AND NOT same) AS whitespace
@@ -156,8 +175,9 @@ _COMPARED = (*spec.CLAIM_FLAGS, *spec.CLAIM_VERDICTS, "prompt_tokens", "evidence
 def compare_claims(con) -> None:
     """``_ig_compared``: per trace with claims, each claim beside ledgerscope's own value."""
     cols = ", ".join(f'r."{c}"' for c in _COMPARED)
-    rows = con.execute(f"SELECT r.tid, r.claims_json, {cols} FROM _ig_rec r WHERE r.claims_json IS NOT NULL"
-                       ).fetchall()
+    rows = con.execute(
+        f"SELECT r.tid, r.claims_json, {cols} FROM _ig_rec r WHERE r.claims_json IS NOT NULL"
+    ).fetchall()
     tids, compared = [], []
     for tid, claims_json, *derived in rows:
         mine = dict(zip(_COMPARED, derived, strict=True))
@@ -169,5 +189,8 @@ def compare_claims(con) -> None:
                 out[key] = {"claimed": claimed, "derived": None, "agrees": None}
         tids.append(tid)
         compared.append(json.dumps(out, sort_keys=True, ensure_ascii=False))
-    create_table(con, "_ig_compared", pa.table({"tid": pa.array(tids, pa.int64()),
-                                           "compared": pa.array(compared, STR)}))
+    create_table(
+        con,
+        "_ig_compared",
+        pa.table({"tid": pa.array(tids, pa.int64()), "compared": pa.array(compared, STR)}),
+    )

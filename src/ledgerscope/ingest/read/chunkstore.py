@@ -41,8 +41,9 @@ class Chunk:
     partial: tuple[str, ...] = ()
 
 
-def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
-                    problems: list[Problem]) -> Chunk | None:
+def _chunk_problems(
+    obj: dict, file: str, line: int, coordinates: str | None, problems: list[Problem]
+) -> Chunk | None:
     n0 = len(problems)
 
     def bad(fieldname: str, reason: str) -> None:
@@ -52,8 +53,9 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
     if unknown:
         bad(unknown[0][:60], f"unknown field (known: {', '.join(spec.CHUNK_FIELDS)})")
     if "format" in obj and obj["format"] != spec.FORMAT:
-        bad("format", f"unknown format version {str(obj['format'])[:60]!r} "
-            f"(this version reads {spec.FORMAT})")
+        bad(
+            "format", f"unknown format version {str(obj['format'])[:60]!r} (this version reads {spec.FORMAT})"
+        )
     for name, (kind, required) in spec.CHUNK_FIELDS.items():
         if name not in obj:
             if required:
@@ -87,24 +89,43 @@ def _chunk_problems(obj: dict, file: str, line: int, coordinates: str | None,
             bad("start", f"{obj['start']} is after end {obj['end']}")
             return None
         if system is None:
-            bad("coordinate_system", "missing: offsets need their coordinate system "
-                f"({', '.join(SYSTEMS)}), on the line or with --coordinates")
+            bad(
+                "coordinate_system",
+                "missing: offsets need their coordinate system "
+                f"({', '.join(SYSTEMS)}), on the line or with --coordinates",
+            )
             return None
     if system is not None and system not in SYSTEMS:
         bad("coordinate_system", f"unknown system {system[:60]!r}; known: {', '.join(SYSTEMS)}")
         return None
-    return Chunk(obj["chunk_id"], obj["doc_id"], obj["text"], line, obj.get("start"), obj.get("end"),
-                 system, obj.get("version"), obj.get("prefix", ""), obj.get("suffix", ""),
-                 None if configs is None else tuple(configs),
-                 (tuple(configs) if configs is not None else ("*",)) if obj.get("partial") else ())
+    return Chunk(
+        obj["chunk_id"],
+        obj["doc_id"],
+        obj["text"],
+        line,
+        obj.get("start"),
+        obj.get("end"),
+        system,
+        obj.get("version"),
+        obj.get("prefix", ""),
+        obj.get("suffix", ""),
+        None if configs is None else tuple(configs),
+        (tuple(configs) if configs is not None else ("*",)) if obj.get("partial") else (),
+    )
 
 
 def read_chunks(path: Path, coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
     """Every line of the chunk store checked; (chunks in file order, problems)."""
     problems: list[Problem] = []
     if coordinates is not None and coordinates not in SYSTEMS:
-        return [], [Problem("--coordinates", None, "coordinate_system",
-                            f"unknown system {coordinates!r}; known: {', '.join(SYSTEMS)}")]
+        return [], [
+            Problem(
+                "--coordinates",
+                None,
+                "coordinate_system",
+                f"unknown system {coordinates!r}; known: {', '.join(SYSTEMS)}",
+            )
+        ]
     items = ((str(path), line, obj) for line, obj in read_objects(path, problems, "chunks"))
     chunks = chunks_from_objects(items, coordinates, problems)
     if not chunks and not problems:
@@ -112,8 +133,9 @@ def read_chunks(path: Path, coordinates: str | None = None) -> tuple[list[Chunk]
     return chunks, problems
 
 
-def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str | None,
-                        problems: list[Problem]) -> list[Chunk]:
+def chunks_from_objects(
+    items: Iterable[tuple[str, int, dict]], coordinates: str | None, problems: list[Problem]
+) -> list[Chunk]:
     """Chunk objects (each with where it came from) checked; problems appended."""
     chunks: list[Chunk] = []
     first: dict[str, tuple[int, int]] = {}  # id -> (line, index in chunks)
@@ -128,8 +150,14 @@ def chunks_from_objects(items: Iterable[tuple[str, int, dict]], coordinates: str
             at = first[chunk.chunk_id]
             merged = _same_chunk_other_configs(chunks[at[1]], chunk)
             if merged is None:
-                problems.append(Problem(file, line, "chunk_id", f"duplicate id {chunk.chunk_id[:80]!r} "
-                                        f"(first at line {at[0]})"))
+                problems.append(
+                    Problem(
+                        file,
+                        line,
+                        "chunk_id",
+                        f"duplicate id {chunk.chunk_id[:80]!r} (first at line {at[0]})",
+                    )
+                )
             else:
                 chunks[at[1]] = merged
             continue
@@ -143,23 +171,41 @@ def _same_chunk_other_configs(first: Chunk, again: Chunk) -> Chunk | None:
     config): one chunk in the index of all of them. Anything else under a repeated id is None."""
     if first.configs is None or again.configs is None:
         return None
-    same = (first.doc_id, first.text, first.start, first.end, first.system, first.version, first.prefix,
-            first.suffix) == (again.doc_id, again.text, again.start, again.end, again.system, again.version,
-                              again.prefix, again.suffix)
+    same = (
+        first.doc_id,
+        first.text,
+        first.start,
+        first.end,
+        first.system,
+        first.version,
+        first.prefix,
+        first.suffix,
+    ) == (
+        again.doc_id,
+        again.text,
+        again.start,
+        again.end,
+        again.system,
+        again.version,
+        again.prefix,
+        again.suffix,
+    )
     if not same:
         return None
     configs = tuple(dict.fromkeys((*first.configs, *again.configs)))
     return replace(first, configs=configs, partial=tuple(dict.fromkeys((*first.partial, *again.partial))))
 
 
-def chunks_from_bytes(raw: bytes, file: str,
-                      coordinates: str | None = None) -> tuple[list[Chunk], list[Problem]]:
+def chunks_from_bytes(
+    raw: bytes, file: str, coordinates: str | None = None
+) -> tuple[list[Chunk], list[Problem]]:
     """:func:`read_chunks` of a store's bytes (the fuzzers call it in process, no file written)."""
     from ledgerscope.ingest.read.lines import objects_of
 
     problems: list[Problem] = []
-    chunks = chunks_from_objects(((file, line, obj) for line, obj in objects_of(raw, file, problems)),
-                                 coordinates, problems)
+    chunks = chunks_from_objects(
+        ((file, line, obj) for line, obj in objects_of(raw, file, problems)), coordinates, problems
+    )
     if not chunks and not problems:
         problems.append(Problem(file, None, "chunks", "no chunks in the file"))
     return chunks, problems

@@ -29,13 +29,27 @@ from ledgerscope.trace.spec import FORMAT, MAX_LINE_BYTES
 #: the columns of seed 002's shape and the types DuckDB must infer for them
 STRING = ("format", "qid", "config", "phase", "question", "answer", "error", "prompt")
 LISTS = ("retrieved_ids", "context_ids", "citations")
-NUMBER_LISTS = {"DOUBLE[]", "BIGINT[]", "UBIGINT[]", "HUGEINT[]", "INTEGER[]", "UINTEGER[]", "FLOAT[]",
-                "SMALLINT[]", "TINYINT[]", "USMALLINT[]", "UTINYINT[]", "NULL[]"}
+NUMBER_LISTS = {
+    "DOUBLE[]",
+    "BIGINT[]",
+    "UBIGINT[]",
+    "HUGEINT[]",
+    "INTEGER[]",
+    "UINTEGER[]",
+    "FLOAT[]",
+    "SMALLINT[]",
+    "TINYINT[]",
+    "USMALLINT[]",
+    "UTINYINT[]",
+    "NULL[]",
+}
 #: a second trace of one request; an id repeated within a list (by hash: a collision only sends the
 #: input to the line reader)
-_REPEATS = ("SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP BY ALL HAVING count(*) > 1)",
-            "SELECT count(*) FROM (SELECT hash(tid, stage, chunk_id) AS h FROM _ig_stage GROUP BY h "
-            "HAVING count(*) > 1)")
+_REPEATS = (
+    "SELECT count(*) FROM (SELECT arm, phase, qid FROM _ig_trace GROUP BY ALL HAVING count(*) > 1)",
+    "SELECT count(*) FROM (SELECT hash(tid, stage, chunk_id) AS h FROM _ig_stage GROUP BY h "
+    "HAVING count(*) > 1)",
+)
 #: a file this small goes to the line-by-line reader directly (DuckDB's set-up costs more)
 MIN_BYTES = 4 * 1024 * 1024
 
@@ -56,8 +70,11 @@ def _types(con, path: Path) -> dict[str, str] | None:
     import duckdb
 
     try:
-        rows = con.execute("DESCRIBE SELECT * FROM read_json(?, format='newline_delimited', sample_size=-1, "
-                           f"maximum_object_size={MAX_LINE_BYTES})", [str(path)]).fetchall()
+        rows = con.execute(
+            "DESCRIBE SELECT * FROM read_json(?, format='newline_delimited', sample_size=-1, "
+            f"maximum_object_size={MAX_LINE_BYTES})",
+            [str(path)],
+        ).fetchall()
     except duckdb.Error:
         return None
     return {r[0]: r[1] for r in rows}
@@ -95,28 +112,39 @@ def _columns(types: dict[str, str]) -> str:
 def _violations(default_config: str | None, kind: str) -> str:
     """A WHERE clause true for a row the line-by-line reader might refuse (``kind``: the context_text
     column's, a list or a text)."""
+
     def ids(col: str, required: bool) -> str:  # repeats are found on the unnested rows (cheaper)
         null = f"{col} IS NULL" if required else "false"
         return f"({null} OR list_contains({col}, '') OR list_aggregate({col}, 'count') <> len({col}))"
 
     config = f"coalesce(config, {sql_literal(default_config)})"
-    return " OR ".join([  # config and phase names are checked on their distinct values
-        f"(format IS NOT NULL AND format <> {sql_literal(FORMAT)})",
-        "qid IS NULL OR qid = ''",
-        f"{config} IS NULL",
-        ids("context_ids", True), ids("retrieved_ids", False),
-        "context_text IS NULL",
-        *(["len(context_text) <> len(context_ids)",
-            "list_aggregate(context_text, 'count') <> len(context_text)"] if kind == "list" else []),
-        "(citations IS NOT NULL AND (list_contains(citations, '') "
-        "OR list_aggregate(citations, 'count') <> len(citations)))",
-        "(scores IS NOT NULL AND (retrieved_ids IS NULL OR len(scores) <> len(retrieved_ids) "
-        "OR coalesce(list_max(scores) >= 'inf'::DOUBLE OR list_min(scores) <= '-inf'::DOUBLE, false)))",
-    ])
+    return " OR ".join(
+        [  # config and phase names are checked on their distinct values
+            f"(format IS NOT NULL AND format <> {sql_literal(FORMAT)})",
+            "qid IS NULL OR qid = ''",
+            f"{config} IS NULL",
+            ids("context_ids", True),
+            ids("retrieved_ids", False),
+            "context_text IS NULL",
+            *(
+                [
+                    "len(context_text) <> len(context_ids)",
+                    "list_aggregate(context_text, 'count') <> len(context_text)",
+                ]
+                if kind == "list"
+                else []
+            ),
+            "(citations IS NOT NULL AND (list_contains(citations, '') "
+            "OR list_aggregate(citations, 'count') <> len(citations)))",
+            "(scores IS NOT NULL AND (retrieved_ids IS NULL OR len(scores) <> len(retrieved_ids) "
+            "OR coalesce(list_max(scores) >= 'inf'::DOUBLE OR list_min(scores) <= '-inf'::DOUBLE, false)))",
+        ]
+    )
 
 
-def _build(con, checked: list[tuple[int, Path, str]], default_config: str | None,
-           names: dict[str, str]) -> None:
+def _build(
+    con, checked: list[tuple[int, Path, str]], default_config: str | None, names: dict[str, str]
+) -> None:
     """``_ig_trace`` and ``_ig_stage`` from the typed files, appended file by file in line order (a
     trace's ``tid`` is its position over all files), each file's table dropped once copied."""
     offset = 0
@@ -157,9 +185,11 @@ def _null_answers(con, i: int) -> int:
 def _lines_without_answer(con, path: Path) -> int:
     """Lines with no ``answer`` key at all (required; null is allowed): typed reading cannot tell an
     absent key from a null, a second pass over the objects can (only when some answer is null)."""
-    return con.execute("SELECT count(*) FROM read_json_objects(?, format='newline_delimited', "
-                       f"maximum_object_size={MAX_LINE_BYTES}) WHERE NOT json_exists(json, '$.answer')",
-                       [str(path)]).fetchall()[0][0]
+    return con.execute(
+        "SELECT count(*) FROM read_json_objects(?, format='newline_delimited', "
+        f"maximum_object_size={MAX_LINE_BYTES}) WHERE NOT json_exists(json, '$.answer')",
+        [str(path)],
+    ).fetchall()[0][0]
 
 
 def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None:
@@ -172,19 +202,26 @@ def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None
         return None
     kind = "list" if types.get("context_text") in ("VARCHAR[]", "NULL[]") else "text"
     try:
-        con.execute(f"CREATE OR REPLACE TABLE _fr_{i} AS SELECT * FROM read_json(?, "
-                    f"format='newline_delimited', columns={_columns(types)}, "
-                    f"maximum_object_size={MAX_LINE_BYTES})", [str(path)])
+        con.execute(
+            f"CREATE OR REPLACE TABLE _fr_{i} AS SELECT * FROM read_json(?, "
+            f"format='newline_delimited', columns={_columns(types)}, "
+            f"maximum_object_size={MAX_LINE_BYTES})",
+            [str(path)],
+        )
         rows = con.execute(f"SELECT count(*) FROM _fr_{i}").fetchall()[0][0]
-        bad = con.execute(f"SELECT count(*) FROM _fr_{i} WHERE {_violations(default_config, kind)}"
-                          ).fetchall()[0][0]
+        bad = con.execute(
+            f"SELECT count(*) FROM _fr_{i} WHERE {_violations(default_config, kind)}"
+        ).fetchall()[0][0]
         pairs = con.execute(f"SELECT DISTINCT config, phase FROM _fr_{i}").fetchall()
         if not bad and _null_answers(con, i):  # a failed request's answer is null: is the key there?
             bad = _lines_without_answer(con, path)
     except duckdb.Error:
         return None
-    names_ok = all(ARM_NAME.fullmatch((default_config if c is None else c) or "")
-                   and PHASE_LABEL.fullmatch(DEFAULT_PHASE if p is None else p) for c, p in pairs)
+    names_ok = all(
+        ARM_NAME.fullmatch((default_config if c is None else c) or "")
+        and PHASE_LABEL.fullmatch(DEFAULT_PHASE if p is None else p)
+        for c, p in pairs
+    )
     return kind if not bad and names_ok and rows == _lines(path) else None
 
 

@@ -23,16 +23,21 @@ def document_hint(doc_id: str, corpus_ids: Iterable[str]) -> str | None:
         ends = [d for d in ids if norm.endswith("/" + d)]
         if ends:
             best = max(ends, key=len)
-            return (f"document ids are relative to the corpus root; this is an absolute path: did you mean "
-                    f"{best!r}? (record the path relative to the corpus, e.g. "
-                    "os.path.relpath(path, corpus_root))")
+            return (
+                f"document ids are relative to the corpus root; this is an absolute path: did you mean "
+                f"{best!r}? (record the path relative to the corpus, e.g. "
+                "os.path.relpath(path, corpus_root))"
+            )
         return "document ids are relative to the corpus root; this is an absolute path"
     if "/" not in norm:
         same = [d for d in ids if PurePosixPath(d).name == doc_id]
         if len(same) == 1:
-            return (f"document ids are relative to the corpus root; this is a base name: did you mean "
-                    f"{same[0]!r}?")
+            return (
+                f"document ids are relative to the corpus root; this is a base name: did you mean "
+                f"{same[0]!r}?"
+            )
         if len(same) > 1:
-            return (f"document ids are relative to the corpus root; {len(same)} corpus documents have this "
-                    "name")
+            return (
+                f"document ids are relative to the corpus root; {len(same)} corpus documents have this name"
+            )
     return None

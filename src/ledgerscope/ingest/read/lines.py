@@ -33,7 +33,8 @@ def kind_of(value: Any) -> str:
     if isinstance(value, float):
         return "a number"
     return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 def read_objects(path: Path, problems: list[Problem], what: str) -> Iterator[tuple[int, dict]]:
@@ -48,8 +49,9 @@ def read_objects(path: Path, problems: list[Problem], what: str) -> Iterator[tup
 
 def objects_of(raw: bytes, file: str, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
     """:func:`read_objects` over bytes already read (``file`` names them in problems)."""
-    yield from json_lines(raw, file, problems, lambda obj: f"must be a JSON object, not {kind_of(obj)}",
-                          MAX_LINE_BYTES)
+    yield from json_lines(
+        raw, file, problems, lambda obj: f"must be a JSON object, not {kind_of(obj)}", MAX_LINE_BYTES
+    )
 
 
 def has_lone_surrogate(text: str) -> bool:

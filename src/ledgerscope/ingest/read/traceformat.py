@@ -70,8 +70,9 @@ class Traces:
         self.s_stage.extend([stage] * n)
         self.s_rank.extend(range(1, n + 1))
         self.s_chunk.extend(ids)
-        self.s_score.extend([None] * n if scores is None else [None if x is None else float(x)
-                                                               for x in scores])
+        self.s_score.extend(
+            [None] * n if scores is None else [None if x is None else float(x) for x in scores]
+        )
 
 
 def without_nulls(obj: dict, fields: dict[str, tuple[str, bool]]) -> dict:
@@ -125,8 +126,9 @@ def _check_kind(v: _Line, name: str, value: Any, kind: str) -> None:
             v.bad(name, why.replace("a string", "a string or a list of strings"))
 
 
-def line_problems(obj: dict, file: str, line: int | None, default_config: str | None,
-                  problems: list[Problem]) -> bool:
+def line_problems(
+    obj: dict, file: str, line: int | None, default_config: str | None, problems: list[Problem]
+) -> bool:
     """Check one trace object; append its problems; True when it is usable."""
     v = _Line(file, line, problems)
     unknown = [k for k in obj if k not in spec.TRACE_FIELDS]
@@ -171,8 +173,9 @@ def _check_names(v: _Line, obj: dict, default_config: str | None) -> None:
         v.bad("config", f"{config[:60]!r} names a directory: only letters, digits, '_', '.', '-'")
     phase = obj.get("phase", DEFAULT_PHASE)
     if PHASE_LABEL.fullmatch(phase) is None:
-        v.bad("phase", f"{phase[:60]!r} names a directory: only letters, digits, '_', '.', '-' "
-              "(not '.' first)")
+        v.bad(
+            "phase", f"{phase[:60]!r} names a directory: only letters, digits, '_', '.', '-' (not '.' first)"
+        )
 
 
 def _check_claims(v: _Line, claims: Any) -> None:
@@ -204,8 +207,11 @@ def _check_stages(v: _Line, obj: dict) -> None:
     for name, body in stages.items():
         where = f"stages.{name[:60]}"
         if name not in spec.KNOWN_STAGES and name not in names:
-            v.bad(where, "unknown stage name: a stage of the trace's own is listed in stage_order "
-                  f"(standard: {', '.join(spec.STAGE_ORDER)}, retrieved)")
+            v.bad(
+                where,
+                "unknown stage name: a stage of the trace's own is listed in stage_order "
+                f"(standard: {', '.join(spec.STAGE_ORDER)}, retrieved)",
+            )
             continue
         if name not in spec.KNOWN_STAGES and spec.STAGE_NAME.fullmatch(name) is None:
             v.bad(where, "a stage name is lower-case letters, digits and '_' (at most 40)")
@@ -218,8 +224,11 @@ def _check_stages(v: _Line, obj: dict) -> None:
     if "fused" in canonical and "retrieved_ids" in obj:
         v.bad("retrieved_ids", f"given with stages.{canonical['fused']}: the same stage twice")
     packed = stages.get("packed")
-    if (isinstance(packed, dict) and isinstance(packed.get("ids"), list)
-            and packed["ids"] != obj["context_ids"]):
+    if (
+        isinstance(packed, dict)
+        and isinstance(packed.get("ids"), list)
+        and packed["ids"] != obj["context_ids"]
+    ):
         v.bad("stages.packed.ids", "differs from context_ids (what reached the model)")
     if declared is not None:
         _check_order(v, declared, {n for n in stages if n not in spec.KNOWN_STAGES})
@@ -339,8 +348,9 @@ def read_traces(paths: list[Path], default_config: str | None = None) -> tuple[T
     return out, _capped(problems)
 
 
-def traces_from_objects(items: Iterable[tuple[str, int | None, dict]], default_config: str | None,
-                        problems: list[Problem]) -> Traces:
+def traces_from_objects(
+    items: Iterable[tuple[str, int | None, dict]], default_config: str | None, problems: list[Problem]
+) -> Traces:
     """Trace objects (each with where it came from) checked into columns; problems appended."""
     out = Traces()
     first: dict[tuple[str, str, str], tuple[str, int | None]] = {}
@@ -354,9 +364,16 @@ def traces_from_objects(items: Iterable[tuple[str, int | None, dict]], default_c
         key = (config, obj.get("phase", DEFAULT_PHASE), obj["qid"])
         if key in first:
             f, n = first[key]
-            problems.append(Problem(file, line, "qid", f"a second trace for config {key[0]!r}, "
-                                    f"phase {key[1]!r}, qid {key[2][:60]!r} (first at "
-                                    f"{f if n is None else f'{f}:{n}'})"))
+            problems.append(
+                Problem(
+                    file,
+                    line,
+                    "qid",
+                    f"a second trace for config {key[0]!r}, "
+                    f"phase {key[1]!r}, qid {key[2][:60]!r} (first at "
+                    f"{f if n is None else f'{f}:{n}'})",
+                )
+            )
             continue
         first[key] = (file, line)
         _add_trace(out, obj, file, line, config)
@@ -368,18 +385,22 @@ def _capped(problems: list[Problem]) -> list[Problem]:
         return problems
     rest = len(problems) - MAX_PROBLEMS
     last = problems[MAX_PROBLEMS - 1]
-    return [*problems[:MAX_PROBLEMS], Problem(last.file, None, "traces",
-                                              f"{rest}+ more problem(s) not listed")]
+    return [
+        *problems[:MAX_PROBLEMS],
+        Problem(last.file, None, "traces", f"{rest}+ more problem(s) not listed"),
+    ]
 
 
-def traces_from_bytes(raw: bytes, file: str,
-                      default_config: str | None = None) -> tuple[Traces, list[Problem]]:
+def traces_from_bytes(
+    raw: bytes, file: str, default_config: str | None = None
+) -> tuple[Traces, list[Problem]]:
     """:func:`read_traces` of one file's bytes (the fuzzers call it in process, no file written)."""
     from ledgerscope.ingest.read.lines import objects_of
 
     problems: list[Problem] = []
-    out = traces_from_objects(((file, line, obj) for line, obj in objects_of(raw, file, problems)),
-                              default_config, problems)
+    out = traces_from_objects(
+        ((file, line, obj) for line, obj in objects_of(raw, file, problems)), default_config, problems
+    )
     if not problems and not len(out):
         problems.append(Problem(file, None, "traces", "no traces in the file(s)"))
     return out, _capped(problems)

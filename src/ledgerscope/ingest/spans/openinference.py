@@ -123,12 +123,26 @@ def _span(obj: dict, where: tuple[str, int | None, str], problems: list[Problem]
         start = str(obj.get("start_time", ""))
     for name, value in (("trace_id", trace_id), ("span_id", span_id)):
         if not isinstance(value, str) or not value:
-            problems.append(Problem(where[0], where[1], f"{where[2]}{name}",
-                                    f"missing or not a string ({kind_of(value)})"))
+            problems.append(
+                Problem(
+                    where[0], where[1], f"{where[2]}{name}", f"missing or not a string ({kind_of(value)})"
+                )
+            )
             return None
     status, message = _status(obj)
-    return Span(where, trace_id, span_id, parent, str(obj.get("name", "")), str(kind or "").upper(), start,
-                attrs, status, message, _exception(obj.get("events")))
+    return Span(
+        where,
+        trace_id,
+        span_id,
+        parent,
+        str(obj.get("name", "")),
+        str(kind or "").upper(),
+        start,
+        attrs,
+        status,
+        message,
+        _exception(obj.get("events")),
+    )
 
 
 def _status(obj: dict) -> tuple[str, str | None]:
@@ -211,17 +225,24 @@ def read_spans(path: Path, problems: list[Problem]) -> list[Span]:
 # the chunk store and the ingest
 
 
-def chunk_objects(docs: dict[str, tuple[dict, tuple]], keys: SpanKeys,
-                  problems: list[Problem]) -> list[tuple[str, int | None, dict]]:
+def chunk_objects(
+    docs: dict[str, tuple[dict, tuple]], keys: SpanKeys, problems: list[Problem]
+) -> list[tuple[str, int | None, dict]]:
     """The spans' documents as chunk store objects (a partial store)."""
     out = []
     for cid, (d, where) in sorted(docs.items()):
         meta = metadata(d.get("metadata"))
         doc = meta.get(keys.doc)
         if not isinstance(doc, str) or not doc:
-            problems.append(Problem(where[0], where[1], f"{where[2]}document.metadata.{keys.doc}",
-                                    f"document {cid[:60]!r} names no source document (--doc-key; or give "
-                                    "the pipeline's chunk store with --chunks)"))
+            problems.append(
+                Problem(
+                    where[0],
+                    where[1],
+                    f"{where[2]}document.metadata.{keys.doc}",
+                    f"document {cid[:60]!r} names no source document (--doc-key; or give "
+                    "the pipeline's chunk store with --chunks)",
+                )
+            )
             continue
         obj: dict[str, Any] = {"chunk_id": cid, "doc_id": doc, "text": str(d.get("content") or "")}
         start = meta.get(keys.start)
@@ -231,8 +252,9 @@ def chunk_objects(docs: dict[str, tuple[dict, tuple]], keys: SpanKeys,
     return out
 
 
-def span_traces(paths: list[Path], keys: SpanKeys, skip_unidentified: bool,
-                problems: list[Problem]) -> tuple[list[tuple[str, int | None, dict]], dict, Counter]:
+def span_traces(
+    paths: list[Path], keys: SpanKeys, skip_unidentified: bool, problems: list[Problem]
+) -> tuple[list[tuple[str, int | None, dict]], dict, Counter]:
     """Every request of the exports as a trace object (with where its root span lies), the documents
     the spans carry, and the traces skipped by why."""
     spans: list[Span] = []
@@ -253,8 +275,15 @@ def span_traces(paths: list[Path], keys: SpanKeys, skip_unidentified: bool,
 def ingest_spans(opts: IngestOptions, keys: SpanKeys, skip_unidentified: bool = False) -> IngestReport:
     """``ledgerscope ingest --from openinference``: spans read, grouped into requests, mapped, checked,
     then ingested."""
-    check_out(opts.out, [*opts.traces, opts.fixtures, *([opts.chunks] if opts.chunks else []),
-                         *([opts.corpus] if opts.corpus else [])])
+    check_out(
+        opts.out,
+        [
+            *opts.traces,
+            opts.fixtures,
+            *([opts.chunks] if opts.chunks else []),
+            *([opts.corpus] if opts.corpus else []),
+        ],
+    )
     fixtures, corpus = read_fixtures_and_corpus(opts)
     problems: list[Problem] = []
     objects, docs, skipped = span_traces(opts.traces, keys, skip_unidentified, problems)
@@ -264,27 +293,41 @@ def ingest_spans(opts: IngestOptions, keys: SpanKeys, skip_unidentified: bool = 
     if opts.chunks is not None:
         chunks, more = read_chunks(opts.chunks, opts.coordinates)
         chunks_file = str(opts.chunks)
-        chunk_input = {"name": opts.chunks.name, "sha256": file_digest(opts.chunks),
-                       "partial": opts.chunks_partial}
+        chunk_input = {
+            "name": opts.chunks.name,
+            "sha256": file_digest(opts.chunks),
+            "partial": opts.chunks_partial,
+        }
     else:
         more = []
         chunks = chunks_from_objects(chunk_objects(docs, keys, more), opts.coordinates, more)
         chunks_file = str(opts.traces[0])
         chunk_input = {"name": "the spans' documents", "partial": True}
-        opts = replace(opts, chunks_partial=True,
-                       partial_reason="the chunk store is the spans' documents (only what was retrieved)")
+        opts = replace(
+            opts,
+            chunks_partial=True,
+            partial_reason="the chunk store is the spans' documents (only what was retrieved)",
+        )
     problems += more
     if not problems and not len(traces):
         why = "; ".join(f"{n} {w}" for w, n in sorted(skipped.items()))
-        problems.append(Problem(", ".join(map(str, opts.traces)), None, "spans",
-                                "no request in the span export" + (f" (skipped: {why})" if why else "")))
+        problems.append(
+            Problem(
+                ", ".join(map(str, opts.traces)),
+                None,
+                "spans",
+                "no request in the span export" + (f" (skipped: {why})" if why else ""),
+            )
+        )
     if problems:
         raise InputError(problems[:MAX_PROBLEMS])
     opts = replace(opts, source="openinference", skipped=dict(skipped))
-    inputs = {"spans": [{"name": p.name, "sha256": file_digest(p)} for p in opts.traces],
-              "chunks": chunk_input,
-              "fixtures": {"name": opts.fixtures.name, "sha256": file_digest(opts.fixtures)},
-              "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start, "chunk": keys.chunk},
-              "skipped": dict(sorted(skipped.items()))}
+    inputs = {
+        "spans": [{"name": p.name, "sha256": file_digest(p)} for p in opts.traces],
+        "chunks": chunk_input,
+        "fixtures": {"name": opts.fixtures.name, "sha256": file_digest(opts.fixtures)},
+        "keys": {"qid": keys.qid, "doc": keys.doc, "start": keys.start, "chunk": keys.chunk},
+        "skipped": dict(sorted(skipped.items())),
+    }
     checked = checked_from_traces(opts, traces, fixtures, corpus, chunks, inputs, chunks_file)
     return ingest_checked(opts, checked)

@@ -95,9 +95,16 @@ def _tree(spans: list[Any], problems: list[Problem]) -> tuple[dict, dict, list]:
         key = (sp.trace_id, sp.span_id)
         if key in by_key:
             file, line, pos = sp.where
-            problems.append(Problem(file, line, f"{pos}span_id", f"span {sp.span_id[:40]!r} of trace "
-                                    f"{sp.trace_id[:40]!r} appears twice (first at {_where(by_key[key])}): "
-                                    "the same spans exported or appended twice"))
+            problems.append(
+                Problem(
+                    file,
+                    line,
+                    f"{pos}span_id",
+                    f"span {sp.span_id[:40]!r} of trace "
+                    f"{sp.trace_id[:40]!r} appears twice (first at {_where(by_key[key])}): "
+                    "the same spans exported or appended twice",
+                )
+            )
             continue
         by_key[key] = sp
     children: dict[tuple[str, str], list[Any]] = {}
@@ -136,10 +143,17 @@ class _Walk:
                 self.has_request.add(sp.trace_id)
             elif qid is not None and qid != req.qid:
                 file, line, pos = sp.where
-                self.problems.append(Problem(
-                    file, line, f"{pos}{self.qid_key}", f"span {sp.name[:60]!r} names question {qid[:60]!r} "
-                    f"inside the request of question {req.qid[:60]!r} (its root at {_where(req.root)}): two "
-                    "question ids in one request"))
+                self.problems.append(
+                    Problem(
+                        file,
+                        line,
+                        f"{pos}{self.qid_key}",
+                        f"span {sp.name[:60]!r} names question {qid[:60]!r} "
+                        f"inside the request of question {req.qid[:60]!r} "
+                        f"(its root at {_where(req.root)}): two "
+                        "question ids in one request",
+                    )
+                )
             if req is not None:
                 req.spans.append(sp)
             else:
@@ -159,11 +173,17 @@ def _leftovers(w: _Walk, qid_key: str, skip_unidentified: bool) -> Counter:
             first = min(rest, key=lambda s: (s.parent_id is not None, s.start))
             file, line, pos = first.where
             kinds = sorted({s.kind for s in rest if s.kind in REQUEST_KINDS})
-            w.problems.append(Problem(file, line, f"{pos}{qid_key}",
-                                      f"trace {trace_id[:40]!r} holds {'/'.join(kinds)} span(s) that no span "
-                                      "naming a question id (--qid-key) lies above: a request without a "
-                                      "question id (attach it with metadata, or --skip-unidentified to skip "
-                                      "and count such traces)"))
+            w.problems.append(
+                Problem(
+                    file,
+                    line,
+                    f"{pos}{qid_key}",
+                    f"trace {trace_id[:40]!r} holds {'/'.join(kinds)} span(s) that no span "
+                    "naming a question id (--qid-key) lies above: a request without a "
+                    "question id (attach it with metadata, or --skip-unidentified to skip "
+                    "and count such traces)",
+                )
+            )
         elif trace_id not in w.has_request:
             skipped[INDEX_BUILDING] += 1
     return skipped
@@ -183,8 +203,15 @@ def group_requests(spans: list[Any], qid_key: str, skip_unidentified: bool = Fal
             w.walk(sp)
     for trace_id, sp in cyclic.items():
         file, line, pos = sp.where
-        problems.append(Problem(file, line, f"{pos}parent_id", f"span {sp.span_id[:40]!r} of trace "
-                                f"{trace_id[:40]!r}: its parent spans form a cycle (no root to group it by)"))
+        problems.append(
+            Problem(
+                file,
+                line,
+                f"{pos}parent_id",
+                f"span {sp.span_id[:40]!r} of trace "
+                f"{trace_id[:40]!r}: its parent spans form a cycle (no root to group it by)",
+            )
+        )
     skipped = _leftovers(w, qid_key, skip_unidentified)
     for req in w.requests:
         req.spans.sort(key=lambda s: (s.start, s.span_id))

@@ -45,8 +45,10 @@ from ledgerscope.ingest.derive.resolve import normalise
 from ledgerscope.ingest.spans.requests import Request, metadata, own_value
 from ledgerscope.trace.spec import derived_chunk_id
 
-_DOC = re.compile(r"^(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\."
-                  r"document\.(id|content|score|metadata)(?:\.(.+))?$")
+_DOC = re.compile(
+    r"^(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\."
+    r"document\.(id|content|score|metadata)(?:\.(.+))?$"
+)
 _MSG = re.compile(r"^llm\.(input_messages|output_messages)\.(\d+)\.message\.(role|content)$")
 _PROMPTS = re.compile(r"^llm\.prompts\.(\d+)(?:\.prompt\.text)?$")
 #: LlamaIndex's printed node: ``<NodeWithScore(node=TextNode(id_=ID), score=S)>``
@@ -93,9 +95,11 @@ def doc_id(doc: dict, keys: Any) -> str:
     if isinstance(cid, int | float) and not isinstance(cid, bool):
         return str(cid)
     source, start = meta.get(keys.doc), meta.get(keys.start)
-    return derived_chunk_id(source if isinstance(source, str) else None,
-                            start if isinstance(start, int) and not isinstance(start, bool) else None,
-                            str(doc.get("content", "")))
+    return derived_chunk_id(
+        source if isinstance(source, str) else None,
+        start if isinstance(start, int) and not isinstance(start, bool) else None,
+        str(doc.get("content", "")),
+    )
 
 
 def _strings(value: Any) -> list[str]:
@@ -192,10 +196,16 @@ def _postprocessed(span: Any, problems: list[Problem]) -> list[dict] | None:
         m = _NODE.match(item) if isinstance(item, str) else None
         if m is None:
             file, line, pos = span.where
-            problems.append(Problem(file, line, f"{pos}output.value",
-                                    f"postprocessor span {span.name[:60]!r}: its output does not name its "
-                                    "nodes (<NodeWithScore(node=..(id_=..), score=..)>), so the list it "
-                                    "handed on is unknown"))
+            problems.append(
+                Problem(
+                    file,
+                    line,
+                    f"{pos}output.value",
+                    f"postprocessor span {span.name[:60]!r}: its output does not name its "
+                    "nodes (<NodeWithScore(node=..(id_=..), score=..)>), so the list it "
+                    "handed on is unknown",
+                )
+            )
             return None
         try:
             score: float | None = float(m.group(2))
@@ -268,8 +278,11 @@ def _read_by_last_step(spans: list[Any], docs: list[tuple[str, str]]) -> list[st
     text holds (what a plain-function answer step read), in its order; none such, the documents."""
     retrieved = [s.start for s in spans if s.kind == "RETRIEVER"]
     after = max(retrieved) if retrieved else ""
-    for sp in sorted((s for s in spans if s.kind not in ("RETRIEVER", "RERANKER") and s.start > after),
-                     key=lambda s: (s.start, s.span_id), reverse=True):
+    for sp in sorted(
+        (s for s in spans if s.kind not in ("RETRIEVER", "RERANKER") and s.start > after),
+        key=lambda s: (s.start, s.span_id),
+        reverse=True,
+    ):
         text = prompt_of(sp)
         if any(t and t in text for _, t in docs):
             return in_prompt(text, docs)
@@ -296,8 +309,9 @@ def _ancestors(span: Any, by_id: dict[str, Any]) -> list[Any]:
     return out
 
 
-def request_object(req: Request, keys: Any, docs_out: dict[str, tuple[dict, tuple]],
-                   problems: list[Problem]) -> dict:
+def request_object(
+    req: Request, keys: Any, docs_out: dict[str, tuple[dict, tuple]], problems: list[Problem]
+) -> dict:
     """One request as a staged trace object (rules in the module docstring)."""
     spans = req.spans
     stages, order = stage_lists(spans, problems)
@@ -307,8 +321,9 @@ def request_object(req: Request, keys: Any, docs_out: dict[str, tuple[dict, tupl
             for d in documents(sp, kind):
                 docs_out.setdefault(doc_id(d, keys), (d, sp.where))
     calls = _model_calls(spans)
-    error = failure(req.root) or (failure(calls[-1]) if calls else next(
-        (f for f in map(failure, spans) if f), None))
+    error = failure(req.root) or (
+        failure(calls[-1]) if calls else next((f for f in map(failure, spans) if f), None)
+    )
     obj: dict[str, Any] = {"qid": req.qid}
     known = list(dict.fromkeys(c for names in ids.values() for c in names))
     content = {c: str(docs_out[c][0].get("content") or "") for c in known if c in docs_out}

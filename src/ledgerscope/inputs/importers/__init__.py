@@ -45,6 +45,7 @@ def read_json_file(file: Path) -> Any:
     except OSError as exc:
         raise InputError(Problem(str(file), None, "file", exc.strerror or str(exc))) from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(Problem(str(file), getattr(exc, "lineno", None), "file",
-                                 f"not valid JSON: {exc}")) from exc
+        raise InputError(
+            Problem(str(file), getattr(exc, "lineno", None), "file", f"not valid JSON: {exc}")
+        ) from exc
     return data

@@ -46,11 +46,23 @@ def agrees(a: Region, b: Region) -> bool:
 
 def version_json(v: TaskVersion) -> dict:
     """An annotator's version as the fixture keeps it (disputed or overruled)."""
-    return {"time": v.time, "annotation": v.annotation_id, "unanswerable": v.unanswerable,
-            "comment": v.comment,
-            "spans": [{"doc_id": r.doc_id, "start": r.start, "end": r.end, "role": r.role,
-                       "sets": list(r.sets), **({"was": r.gold_id} if r.gold_id else {})}
-                      for r in v.regions]}
+    return {
+        "time": v.time,
+        "annotation": v.annotation_id,
+        "unanswerable": v.unanswerable,
+        "comment": v.comment,
+        "spans": [
+            {
+                "doc_id": r.doc_id,
+                "start": r.start,
+                "end": r.end,
+                "role": r.role,
+                "sets": list(r.sets),
+                **({"was": r.gold_id} if r.gold_id else {}),
+            }
+            for r in v.regions
+        ],
+    }
 
 
 def decide(task: Task, adjudicator: str | None = None) -> Decision | None:
@@ -90,9 +102,17 @@ def _clusters(versions: dict[str, TaskVersion]) -> list[dict[str, Region]]:
 
 def agreed_spans(versions: dict[str, TaskVersion]) -> list[dict]:
     """The spans every annotator of a disputed task agrees on (kept beside the versions)."""
-    return [{"doc_id": r.doc_id, "start": min(x.start for x in c.values()),
-             "end": max(x.end for x in c.values()), "role": r.role}
-            for c in _clusters(versions) if len(c) == len(versions) for r in [next(iter(c.values()))]]
+    return [
+        {
+            "doc_id": r.doc_id,
+            "start": min(x.start for x in c.values()),
+            "end": max(x.end for x in c.values()),
+            "role": r.role,
+        }
+        for c in _clusters(versions)
+        if len(c) == len(versions)
+        for r in [next(iter(c.values()))]
+    ]
 
 
 def _agreed(versions: dict[str, TaskVersion]) -> list[Region] | None:
@@ -116,6 +136,12 @@ def _agreed(versions: dict[str, TaskVersion]) -> list[Region] | None:
     for c in clusters:
         first = c[names[0]]
         gold = next((r.gold_id for r in c.values() if r.gold_id), None)
-        merged.append(replace(first, start=min(r.start for r in c.values()),
-                              end=max(r.end for r in c.values()), gold_id=gold))
+        merged.append(
+            replace(
+                first,
+                start=min(r.start for r in c.values()),
+                end=max(r.end for r in c.values()),
+                gold_id=gold,
+            )
+        )
     return merged

@@ -55,9 +55,7 @@ from ledgerscope.inputs.importers import ImportReport, read_json_file
 from ledgerscope.inputs.sources import Corpus, make_source, write_corpus_jsonl
 
 CUES = ("except", "unless", "provided that", "notwithstanding", "subject to")
-_CUE = re.compile(
-    r"\b(" + "|".join(c.replace(" ", r"\s+") for c in CUES) + r")\b", re.IGNORECASE
-)
+_CUE = re.compile(r"\b(" + "|".join(c.replace(" ", r"\s+") for c in CUES) + r")\b", re.IGNORECASE)
 SEGMENT_RULE = (
     "qualifier cue inside the evidence -> rule-exception; two or more evidence spans -> "
     "joint-evidence; else definition-referent; NotMentioned -> unanswerable"
@@ -73,8 +71,7 @@ def _cues(text: str) -> list[str]:
 def _load(file: Path) -> dict:
     data = read_json_file(file)
     if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
-        raise InputError(Problem(str(file), None, "documents",
-                                 "expected an object with a 'documents' list"))
+        raise InputError(Problem(str(file), None, "documents", "expected an object with a 'documents' list"))
     if not isinstance(data.get("labels"), dict):
         raise InputError(Problem(str(file), None, "labels", "expected a 'labels' object"))
     return data
@@ -92,8 +89,7 @@ def import_contractnli(file: Path, out: Path) -> ImportReport:
 
     for di, doc in enumerate(data["documents"]):
         where = f"documents[{di}]"
-        if (not isinstance(doc, dict) or doc.get("id") is None
-                or not isinstance(doc.get("text"), str)):
+        if not isinstance(doc, dict) or doc.get("id") is None or not isinstance(doc.get("text"), str):
             report.skipped.append(f"{where}: no 'id' or 'text'; document skipped")
             continue
         raw_id = str(doc["id"])
@@ -175,24 +171,33 @@ def _fixture(
         # An unanswerable control is scored by abstention / false assertion, so not support-only.
         base["support_only"] = False
         return Fixture(
-            segment="unanswerable", spans=(), sufficient_sets=(), answerable=False,
+            segment="unanswerable",
+            spans=(),
+            sufficient_sets=(),
+            answerable=False,
             answer=AnswerContract(expected=choice),
-            annotations={"segment_inferred": True, "segment_rule": SEGMENT_RULE,
-                         "doc_id": source.doc_id, **extra},
+            annotations={
+                "segment_inferred": True,
+                "segment_rule": SEGMENT_RULE,
+                "doc_id": source.doc_id,
+                **extra,
+            },
             **base,
         )
 
     indices = ann.get("spans") or []
-    spans, cues_found, adjacent = _evidence(qid, indices if isinstance(indices, list) else [indices],
-                                            source, doc_spans, report)
+    spans, cues_found, adjacent = _evidence(
+        qid, indices if isinstance(indices, list) else [indices], source, doc_spans, report
+    )
     if not spans:
         report.skipped.append(f"{qid}: {choice} without any usable evidence span; skipped")
         return None
     return _evidence_fixture(choice, spans, cues_found, adjacent, extra, base)
 
 
-def _evidence(qid: str, indices: list, source: Any, doc_spans: list,
-              report: ImportReport) -> tuple[list[GoldSpan], list[dict[str, str]], list[dict[str, Any]]]:
+def _evidence(
+    qid: str, indices: list, source: Any, doc_spans: list, report: ImportReport
+) -> tuple[list[GoldSpan], list[dict[str, str]], list[dict[str, Any]]]:
     """The evidence spans an annotation names (each bad index, range or empty span skipped, said in
     the report), the qualifier cues inside them, and those in the sentences next to them."""
     text = source.text
@@ -203,47 +208,67 @@ def _evidence(qid: str, indices: list, source: Any, doc_spans: list,
     for idx in [i for n, i in enumerate(indices) if i not in indices[:n]]:
         sid = f"s{idx}"
         if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(doc_spans):
-            report.skipped.append(f"{qid}: evidence index {idx!r} is not a span of the document; "
-                                  "span skipped")
+            report.skipped.append(
+                f"{qid}: evidence index {idx!r} is not a span of the document; span skipped"
+            )
             continue
         rng = doc_spans[idx]
-        if (not isinstance(rng, list | tuple) or len(rng) != 2
-                or not all(isinstance(v, int) for v in rng)
-                or not 0 <= rng[0] <= rng[1] <= len(text)):
-            report.skipped.append(f"{qid}: {sid} has range {rng!r} outside [0, {len(text)}]; "
-                                  "span skipped")
+        if (
+            not isinstance(rng, list | tuple)
+            or len(rng) != 2
+            or not all(isinstance(v, int) for v in rng)
+            or not 0 <= rng[0] <= rng[1] <= len(text)
+        ):
+            report.skipped.append(f"{qid}: {sid} has range {rng!r} outside [0, {len(text)}]; span skipped")
             continue
         start, end = rng
         quote = text[start:end]
         if not quote.strip():
-            report.skipped.append(f"{qid}: {sid} [{start},{end}) is empty or whitespace only; "
-                                  "span skipped")
+            report.skipped.append(f"{qid}: {sid} [{start},{end}) is empty or whitespace only; span skipped")
             continue
         found = _cues(quote)
         cues_found.extend({"span_id": sid, "cue": c} for c in found)
         adjacent.extend(_adjacent_cues(idx, sid, evidence, doc_spans, text))
         prefix, suffix = quote_context(text, start, end)
-        spans.append(GoldSpan(sid, source.doc_id, start, end, version=source.version, quote=quote,
-                              prefix=prefix, suffix=suffix,
-                              dependency="exception" if found else "joint"))
+        spans.append(
+            GoldSpan(
+                sid,
+                source.doc_id,
+                start,
+                end,
+                version=source.version,
+                quote=quote,
+                prefix=prefix,
+                suffix=suffix,
+                dependency="exception" if found else "joint",
+            )
+        )
     return spans, cues_found, adjacent
 
 
-def _adjacent_cues(idx: int, sid: str, evidence: set[int], doc_spans: list,
-                   text: str) -> list[dict[str, Any]]:
+def _adjacent_cues(
+    idx: int, sid: str, evidence: set[int], doc_spans: list, text: str
+) -> list[dict[str, Any]]:
     """Qualifier cues in the non-evidence spans either side of evidence span ``idx``."""
     found = []
     for j in (idx - 1, idx + 1):
         if j in evidence or not 0 <= j < len(doc_spans):
             continue
         js, je = doc_spans[j]
-        found.extend({"span_index": j, "start": js, "end": je, "next_to": sid, "cue": c}
-                     for c in _cues(text[js:je]))
+        found.extend(
+            {"span_index": j, "start": js, "end": je, "next_to": sid, "cue": c} for c in _cues(text[js:je])
+        )
     return found
 
 
-def _evidence_fixture(choice: str, spans: list[GoldSpan], cues_found: list[dict[str, str]],
-                      adjacent: list[dict[str, Any]], extra: dict[str, Any], base: dict[str, Any]) -> Fixture:
+def _evidence_fixture(
+    choice: str,
+    spans: list[GoldSpan],
+    cues_found: list[dict[str, str]],
+    adjacent: list[dict[str, Any]],
+    extra: dict[str, Any],
+    base: dict[str, Any],
+) -> Fixture:
     """An Entailment or Contradiction: its first joint span is primary; the segment follows the
     cues (a qualifier: rule-exception) and the span count (joint-evidence, or definition-referent)."""
     for i, s in enumerate(spans):
@@ -256,11 +281,14 @@ def _evidence_fixture(choice: str, spans: list[GoldSpan], cues_found: list[dict[
         segment = "joint-evidence"
     else:
         segment = "definition-referent"
-    notes: dict[str, Any] = {"segment_inferred": True, "segment_rule": SEGMENT_RULE, **extra,
-                             "qualifier_cues": cues_found}
+    notes: dict[str, Any] = {
+        "segment_inferred": True,
+        "segment_rule": SEGMENT_RULE,
+        **extra,
+        "qualifier_cues": cues_found,
+    }
     if adjacent:
-        notes["adjacent_qualifier_cues"] = list({json.dumps(a, sort_keys=True): a
-                                                 for a in adjacent}.values())
+        notes["adjacent_qualifier_cues"] = list({json.dumps(a, sort_keys=True): a for a in adjacent}.values())
     if len(spans) > 1:
         notes["evidence_may_be_redundant"] = True
     return Fixture(

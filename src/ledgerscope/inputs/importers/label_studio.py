@@ -85,8 +85,15 @@ def read_export(path: Path, users: dict[str, str] | None = None) -> list[Task]:
     if problems:
         raise InputError(problems)
     if not tasks:
-        raise InputError(Problem(str(path), None, "tasks", "no ledgerscope re-annotation task in the export "
-                                 f"(tasks whose data.task_format is {TASK_FORMAT!r})"))
+        raise InputError(
+            Problem(
+                str(path),
+                None,
+                "tasks",
+                "no ledgerscope re-annotation task in the export "
+                f"(tasks whose data.task_format is {TASK_FORMAT!r})",
+            )
+        )
     return tasks
 
 
@@ -130,11 +137,20 @@ def _task(obj: dict, data: dict, users: dict[str, str]) -> Task:
         named = data.get(f"doc{k}_version") or entry.get("version")
         actual = text_version(text)
         if named != actual:
-            raise _Refused(f"the text of document {doc!r} no longer matches its source digest "
-                           f"({named} named, {actual} found): re-export the task from the ledger")
+            raise _Refused(
+                f"the text of document {doc!r} no longer matches its source digest "
+                f"({named} named, {actual} found): re-export the task from the ledger"
+            )
         docs[doc], slots[f"doc{k}"] = (actual, text), doc
-    task = Task(obj.get("id"), obj.get("project"), str(data.get("qid")), str(data.get("question") or ""),
-                str(data.get("origin") or "gold"), docs, data.get("fixtures_digest"))
+    task = Task(
+        obj.get("id"),
+        obj.get("project"),
+        str(data.get("qid")),
+        str(data.get("question") or ""),
+        str(data.get("origin") or "gold"),
+        docs,
+        data.get("fixtures_digest"),
+    )
     gold = data.get("gold_regions") or {}
     for ann in obj.get("annotations") or []:
         if not isinstance(ann, dict) or ann.get("was_cancelled"):
@@ -155,8 +171,9 @@ def annotator_of(completed_by: Any, users: dict[str, str]) -> str:
     return users.get(str(completed_by), f"user:{completed_by}")
 
 
-def _version(ann: dict, slots: dict[str, str], docs: dict[str, tuple[str, str]], gold: dict,
-             users: dict[str, str]) -> TaskVersion:
+def _version(
+    ann: dict, slots: dict[str, str], docs: dict[str, tuple[str, str]], gold: dict, users: dict[str, str]
+) -> TaskVersion:
     """One annotation's regions (roles and sets joined by region id), unanswerable mark and comment."""
     roles: dict[str, dict] = {}
     sets: dict[str, list[str]] = {}
@@ -175,20 +192,26 @@ def _version(ann: dict, slots: dict[str, str], docs: dict[str, tuple[str, str]],
     for rid, value in roles.items():
         doc = slots.get(str(value.get("to_name")))
         if doc is None:
-            raise _Refused(f"region {rid} is on {value.get('to_name')!r}, not a document of the task "
-                           "(or one whose text was withheld)")
+            raise _Refused(
+                f"region {rid} is on {value.get('to_name')!r}, not a document of the task "
+                "(or one whose text was withheld)"
+            )
         version, text = docs[doc]
         start, end = value.get("start"), value.get("end")
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
             raise _Refused(f"region {rid}: offsets [{start}, {end}) are not inside document {doc!r}")
         if value.get("text") is not None and text[start:end] != value["text"]:
-            raise _Refused(f"region {rid}: [{start}, {end}) in code points of {doc!r} does not slice to the "
-                           "region's text (offsets counted in another unit?)")
+            raise _Refused(
+                f"region {rid}: [{start}, {end}) in code points of {doc!r} does not slice to the "
+                "region's text (offsets counted in another unit?)"
+            )
         labels = [x for x in value.get("labels") or [] if x in ROLES]
         if len(labels) != 1:
             raise _Refused(f"region {rid}: needs exactly one role of {', '.join(ROLES)}")
-        regions.append(Region(rid, doc, version, start, end, labels[0], tuple(sets.get(rid, ())),
-                              gold.get(rid)))
+        regions.append(
+            Region(rid, doc, version, start, end, labels[0], tuple(sets.get(rid, ())), gold.get(rid))
+        )
     time = str(ann.get("updated_at") or ann.get("created_at") or "")
-    return TaskVersion(annotator_of(ann.get("completed_by"), users), regions, unanswerable, comment, time,
-                       ann.get("id"))
+    return TaskVersion(
+        annotator_of(ann.get("completed_by"), users), regions, unanswerable, comment, time, ann.get("id")
+    )

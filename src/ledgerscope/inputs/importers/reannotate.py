@@ -61,8 +61,14 @@ def file_digest(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def import_label_studio(export: Path, out: Path, fixtures: Path | None = None, corpus: Corpus | None = None,
-                        adjudicator: str | None = None, users: dict[str, str] | None = None) -> ImportResult:
+def import_label_studio(
+    export: Path,
+    out: Path,
+    fixtures: Path | None = None,
+    corpus: Corpus | None = None,
+    adjudicator: str | None = None,
+    users: dict[str, str] | None = None,
+) -> ImportResult:
     """Read the export, decide every task, rebuild the questions they touch, write ``out``."""
     from ledgerscope.common.atomic import atomic_write_text
 
@@ -91,8 +97,15 @@ def import_label_studio(export: Path, out: Path, fixtures: Path | None = None, c
         for d in ds:
             counts[d.rule] = counts.get(d.rule, 0) + 1
     disputed = sorted(q for q, fx in checked.items() if fx.adjudication.get("state") == "disputed")
-    return ImportResult(result_fixtures, [previous[q] for q in order], out, len(tasks),
-                        sum(len(ds) for ds in decisions.values()), counts, disputed)
+    return ImportResult(
+        result_fixtures,
+        [previous[q] for q in order],
+        out,
+        len(tasks),
+        sum(len(ds) for ds in decisions.values()),
+        counts,
+        disputed,
+    )
 
 
 def _task_corpus(tasks: list[Task], corpus: Corpus | None) -> Corpus:
@@ -103,14 +116,21 @@ def _task_corpus(tasks: list[Task], corpus: Corpus | None) -> Corpus:
             if doc not in merged:
                 merged.add(make_source(doc, text, version))
             elif merged.get(doc).version != version:
-                raise InputError(Problem(t.name, None, f"documents.{doc}",
-                                         f"the task's text has digest {version}, the corpus's "
-                                         f"{merged.get(doc).version}: the source changed since the export"))
+                raise InputError(
+                    Problem(
+                        t.name,
+                        None,
+                        f"documents.{doc}",
+                        f"the task's text has digest {version}, the corpus's "
+                        f"{merged.get(doc).version}: the source changed since the export",
+                    )
+                )
     return merged
 
 
-def _previous(path: Path | None, corpus: Corpus, touched: set[str]
-              ) -> tuple[dict[str, Fixture], dict[str, str], list[str]]:
+def _previous(
+    path: Path | None, corpus: Corpus, touched: set[str]
+) -> tuple[dict[str, Fixture], dict[str, str], list[str]]:
     """The previous version: the touched questions resolved (by qid), every question's canonical line
     as it was (untouched ones are copied, not resolved), and the file's order."""
     if path is None:
@@ -158,30 +178,60 @@ def rebuild(old: Fixture | None, decisions: list[Decision], prev_digest: str | N
             sid = prior.span_id if prior is not None else _new_id(used | taken)
             taken.add(sid)
             text = d.task.docs[r.doc_id][1]
-            spans.append(GoldSpan(sid, r.doc_id, r.start, r.end, version=r.version, quote=text[r.start:r.end],
-                                  dependency=dependency_for(r.role, prior.dependency if prior else None),
-                                  label=prior.label if prior is not None else ""))
+            spans.append(
+                GoldSpan(
+                    sid,
+                    r.doc_id,
+                    r.start,
+                    r.end,
+                    version=r.version,
+                    quote=text[r.start : r.end],
+                    dependency=dependency_for(r.role, prior.dependency if prior else None),
+                    label=prior.label if prior is not None else "",
+                )
+            )
             prov[sid] = _provenance(d, r, prior, old)
             for n in r.sets:
                 names.setdefault(n, []).append(sid)
     unanswerable = any(d.unanswerable for d in decisions if d.regions is not None)
-    sets = tuple(tuple(ids) for _, ids in sorted(names.items())) if names else \
-        ((tuple(s.span_id for s in spans),) if spans else ())
+    sets = (
+        tuple(tuple(ids) for _, ids in sorted(names.items()))
+        if names
+        else ((tuple(s.span_id for s in spans),) if spans else ())
+    )
     answerable = bool(sets) and not unanswerable
-    base = old or Fixture(first.qid, first.question, "rule-exception", (), (), AnswerContract(),
-                          support_only=True, origin="from-trace")
+    base = old or Fixture(
+        first.qid,
+        first.question,
+        "rule-exception",
+        (),
+        (),
+        AnswerContract(),
+        support_only=True,
+        origin="from-trace",
+    )
     segment = base.segment
     if (answerable and segment == "unanswerable") or not base.spans:
         segment = "joint-evidence" if len({s.doc_id for s in spans}) > 1 else "rule-exception"
     if not answerable and segment != "unanswerable" and not base.spans:
         segment = "unanswerable"
-    ls = {"previous_fixtures": prev_digest, "exported_from": first.fixtures_digest, "spans": prov,
-          "tasks": [_task_note(d) for d in decisions]}
-    return replace(base, spans=tuple(spans), sufficient_sets=sets if answerable else (),
-                   answerable=answerable, segment=segment, origin=base.origin if base.spans else "from-trace",
-                   support_only=base.support_only or (answerable and not base.answer.expected),
-                   adjudication=_adjudication(old, decisions),
-                   annotations={**base.annotations, "label_studio": ls})
+    ls = {
+        "previous_fixtures": prev_digest,
+        "exported_from": first.fixtures_digest,
+        "spans": prov,
+        "tasks": [_task_note(d) for d in decisions],
+    }
+    return replace(
+        base,
+        spans=tuple(spans),
+        sufficient_sets=sets if answerable else (),
+        answerable=answerable,
+        segment=segment,
+        origin=base.origin if base.spans else "from-trace",
+        support_only=base.support_only or (answerable and not base.answer.expected),
+        adjudication=_adjudication(old, decisions),
+        annotations={**base.annotations, "label_studio": ls},
+    )
 
 
 def _kept_spans(old: Fixture | None, decisions: list[Decision]) -> tuple[list, dict, dict]:
@@ -218,13 +268,25 @@ def _provenance(d: Decision, r, prior: GoldSpan | None, old: Fixture | None) -> 
     else:
         change = "kept"
     annotators = [d.annotators[0]] if d.rule == "single annotator" else d.annotators
-    return {"change": change, "annotator": ", ".join(annotators), "time": d.time, "task": d.task.task_id,
-            "project": d.task.project, "rule": d.rule, "role": r.role}
+    return {
+        "change": change,
+        "annotator": ", ".join(annotators),
+        "time": d.time,
+        "task": d.task.task_id,
+        "project": d.task.project,
+        "rule": d.rule,
+        "role": r.role,
+    }
 
 
 def _task_note(d: Decision) -> dict:
-    note = {"task": d.task.task_id, "project": d.task.project, "annotators": d.annotators, "rule": d.rule,
-            "documents": sorted(d.task.docs)}
+    note = {
+        "task": d.task.task_id,
+        "project": d.task.project,
+        "annotators": d.annotators,
+        "rule": d.rule,
+        "documents": sorted(d.task.docs),
+    }
     comments = {a: v.comment for a, v in d.task.versions.items() if v.comment}
     if comments:
         note["comments"] = comments
@@ -235,14 +297,29 @@ def _adjudication(old: Fixture | None, decisions: list[Decision]) -> dict:
     previous = old.adjudication if old is not None else None
     disputed = [d for d in decisions if d.rule == "disputed"]
     if disputed:
-        return {"state": "disputed", "reason": "annotators disagree; previous gold kept for these documents",
-                "versions": [{"task": d.task.task_id, "documents": sorted(d.task.docs),
-                              "by_annotator": d.versions, "agreed": agreed_spans(d.task.versions)}
-                             for d in disputed], "previous": previous}
-    out: dict = {"state": "adjudicated", "by": sorted({a for d in decisions for a in d.annotators}),
-                 "rules": sorted({d.rule for d in decisions}), "previous": previous}
-    overruled = [{"task": d.task.task_id, "by_annotator": d.versions}
-                 for d in decisions if d.rule == "adjudicator"]
+        return {
+            "state": "disputed",
+            "reason": "annotators disagree; previous gold kept for these documents",
+            "versions": [
+                {
+                    "task": d.task.task_id,
+                    "documents": sorted(d.task.docs),
+                    "by_annotator": d.versions,
+                    "agreed": agreed_spans(d.task.versions),
+                }
+                for d in disputed
+            ],
+            "previous": previous,
+        }
+    out: dict = {
+        "state": "adjudicated",
+        "by": sorted({a for d in decisions for a in d.annotators}),
+        "rules": sorted({d.rule for d in decisions}),
+        "previous": previous,
+    }
+    overruled = [
+        {"task": d.task.task_id, "by_annotator": d.versions} for d in decisions if d.rule == "adjudicator"
+    ]
     if overruled:
         out["overruled"] = overruled
     return out

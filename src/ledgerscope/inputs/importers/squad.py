@@ -83,7 +83,7 @@ SEGMENT_RULE = (
 )
 SUPPORT_RULES = {
     "sentence": "sentence: the sentence(s) of the context containing the answer span "
-                "(ledgerscope.common.sentences.split_sentences), joined into one interval",
+    "(ledgerscope.common.sentences.split_sentences), joined into one interval",
     "answer": "answer: the answer span itself",
 }
 _NUMBER = re.compile(r"(?<![A-Za-z0-9-])\d+(?:[.,]\d+)*(?![A-Za-z0-9]|-[A-Za-z0-9])")
@@ -111,19 +111,25 @@ def _load(file: Path) -> list[dict]:
     data = read_json_file(file)
     articles = data.get("data") if isinstance(data, dict) else None
     if not isinstance(articles, list):
-        raise InputError(Problem(str(file), None, "data",
-                                 "expected a SQuAD object with a 'data' list"))
+        raise InputError(Problem(str(file), None, "data", "expected a SQuAD object with a 'data' list"))
     return articles
 
 
 def import_squad(
-    file: Path, out: Path, repair: bool = False, *, dataset: str | None = None,
+    file: Path,
+    out: Path,
+    repair: bool = False,
+    *,
+    dataset: str | None = None,
     support: str = "sentence",
 ) -> ImportReport:
     """Import a SQuAD-format JSON file into ``out`` (see the module docstring for the rules)."""
     if support not in SUPPORT_RULES:
-        raise InputError(Problem("--support", None, "support",
-                                 f"must be one of {', '.join(SUPPORT_RULES)}, not {support!r}"))
+        raise InputError(
+            Problem(
+                "--support", None, "support", f"must be one of {', '.join(SUPPORT_RULES)}, not {support!r}"
+            )
+        )
     file, out = Path(file), Path(out)
     if dataset is None:
         dataset = "covidqa" if "covidqa" in file.name.lower().replace("-", "") else "squad"
@@ -152,8 +158,7 @@ def import_squad(
                 lic = _LICENSE.search(context)
                 report.licenses[source.doc_id] = lic.group(1) if lic else "not stated"
             for qi, qa in enumerate(para.get("qas") or []):
-                fx = _question(qa, f"{where}.qas[{qi}]", dataset, source, repair, report,
-                               repairs, seen_qids)
+                fx = _question(qa, f"{where}.qas[{qi}]", dataset, source, repair, report, repairs, seen_qids)
                 if fx is not None:
                     fx = _with_support(fx, source, support, sentence_cache)
                 if fx is not None:
@@ -163,8 +168,13 @@ def import_squad(
     return report
 
 
-def _write(out: Path, corpus: Corpus, fixtures: list[Fixture], repairs: list[dict[str, Any]] | None,
-           report: ImportReport) -> None:
+def _write(
+    out: Path,
+    corpus: Corpus,
+    fixtures: list[Fixture],
+    repairs: list[dict[str, Any]] | None,
+    report: ImportReport,
+) -> None:
     """Count what was imported into ``report`` and write it: corpus, fixtures, and the repairs
     (``None``: not a repair run, so a repairs file an earlier run left is removed)."""
     used = {d for fx in fixtures for d in fx.doc_ids}
@@ -193,8 +203,7 @@ def _write(out: Path, corpus: Corpus, fixtures: list[Fixture], repairs: list[dic
             repairs_path.unlink()
 
 
-def _doc_id(dataset: str, para: dict, title: Any, ai: int, pi: int, corpus: Corpus,
-            context: str) -> str:
+def _doc_id(dataset: str, para: dict, title: Any, ai: int, pi: int, corpus: Corpus, context: str) -> str:
     if para.get("document_id") is not None:
         doc_id = f"{dataset}/{_slug(str(para['document_id']))}"
     elif isinstance(title, str) and title.strip():
@@ -238,10 +247,12 @@ def _question(
     }
     if qa.get("is_impossible"):
         return Fixture(
-            segment="unanswerable", spans=(), sufficient_sets=(), answerable=False,
+            segment="unanswerable",
+            spans=(),
+            sufficient_sets=(),
+            answerable=False,
             answer=AnswerContract(expected=None),
-            annotations={"segment_inferred": True, "segment_rule": SEGMENT_RULE,
-                         "doc_id": source.doc_id},
+            annotations={"segment_inferred": True, "segment_rule": SEGMENT_RULE, "doc_id": source.doc_id},
             **base,
         )
     if not isinstance(answers, list) or not answers:
@@ -255,8 +266,9 @@ def _question(
     return _answer_fixture(located, source, base)
 
 
-def _locate_answers(qid: str, answers: list, source: Any, repair: bool, report: ImportReport,
-                    repairs: list[dict[str, Any]]) -> list[tuple[int, int, str]] | None:
+def _locate_answers(
+    qid: str, answers: list, source: Any, repair: bool, report: ImportReport, repairs: list[dict[str, Any]]
+) -> list[tuple[int, int, str]] | None:
     """Each answer's (start, end, upstream text) in the context; an offset off by a few code points
     is repaired (with ``repair``, recorded in ``repairs``) or fails the question (None, reported)."""
     context = source.text
@@ -276,22 +288,35 @@ def _locate_answers(qid: str, answers: list, source: Any, repair: bool, report: 
             continue
         sliced = context[max(0, start) : max(0, start) + len(text)]
         shift = _find_shift(context, text, start)
-        found = (f"text found at {start + shift} (shift {shift:+d})" if shift is not None
-                 else f"text not found within ±{MAX_SHIFT}")
+        found = (
+            f"text found at {start + shift} (shift {shift:+d})"
+            if shift is not None
+            else f"text not found within ±{MAX_SHIFT}"
+        )
         report.offset_mismatches.append(
             f"{qid}: answer {k}: declared start {start} slices {_short(sliced)} "
             f"instead of {_short(text)}; {found}"
         )
         if shift is None:
-            failures.append(f"answer {k} does not slice at {start} and its text is not within "
-                            f"±{MAX_SHIFT} code points")
+            failures.append(
+                f"answer {k} does not slice at {start} and its text is not within ±{MAX_SHIFT} code points"
+            )
         elif not repair:
-            failures.append(f"answer {k} is off by {shift:+d} "
-                            "(not repaired without the repair option)")
+            failures.append(f"answer {k} is off by {shift:+d} (not repaired without the repair option)")
         else:
             new = start + shift
-            repairs.append({"qid": qid, "doc_id": source.doc_id, "answer": k, "old_start": start,
-                            "new_start": new, "shift": shift, "text": text, "rule": REPAIR_RULE})
+            repairs.append(
+                {
+                    "qid": qid,
+                    "doc_id": source.doc_id,
+                    "answer": k,
+                    "old_start": start,
+                    "new_start": new,
+                    "shift": shift,
+                    "text": text,
+                    "rule": REPAIR_RULE,
+                }
+            )
             report.repaired += 1
             located.append((new, new + len(text), text))
     if failures:
@@ -309,10 +334,19 @@ def _answer_fixture(located: list[tuple[int, int, str]], source: Any, base: dict
         if any(s.start == start and s.end == end for s in spans):
             continue
         prefix, suffix = quote_context(context, start, end)
-        spans.append(GoldSpan(
-            f"a{len(spans)}", source.doc_id, start, end, version=source.version,
-            quote=context[start:end], prefix=prefix, suffix=suffix, dependency="primary",
-        ))
+        spans.append(
+            GoldSpan(
+                f"a{len(spans)}",
+                source.doc_id,
+                start,
+                end,
+                version=source.version,
+                quote=context[start:end],
+                prefix=prefix,
+                suffix=suffix,
+                dependency="primary",
+            )
+        )
     texts = list(dict.fromkeys(t.strip() for _s, _e, t in located))
     expected = texts[0]
     segment = "number-scope" if _NUMBER.search(expected) else "definition-referent"
@@ -347,9 +381,21 @@ def _with_support(fx: Fixture, source: Any, support: str, cache: dict) -> Fixtur
     spans = []
     for k, (start, end) in enumerate(intervals):
         prefix, suffix = quote_context(context, start, end)
-        spans.append(GoldSpan(f"s{k}", source.doc_id, start, end, version=source.version,
-                              quote=context[start:end], prefix=prefix, suffix=suffix,
-                              dependency="primary", label="support sentence(s)"))
+        spans.append(
+            GoldSpan(
+                f"s{k}",
+                source.doc_id,
+                start,
+                end,
+                version=source.version,
+                quote=context[start:end],
+                prefix=prefix,
+                suffix=suffix,
+                dependency="primary",
+                label="support sentence(s)",
+            )
+        )
     annotations["answer_spans"] = [[s.start, s.end] for s in fx.spans]
-    return replace(fx, spans=tuple(spans), sufficient_sets=tuple((s.span_id,) for s in spans),
-                   annotations=annotations)
+    return replace(
+        fx, spans=tuple(spans), sufficient_sets=tuple((s.span_id,) for s in spans), annotations=annotations
+    )

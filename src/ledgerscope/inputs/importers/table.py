@@ -39,8 +39,17 @@ from ledgerscope.inputs.importers import ImportReport
 from ledgerscope.inputs.importers.squad import support_interval
 from ledgerscope.inputs.sources import Corpus, load_corpus, write_corpus_jsonl
 
-COLUMNS = ("qid", "question", "doc_id", "answer", "aliases", "evidence", "segment", "stress_set",
-           "answerable")
+COLUMNS = (
+    "qid",
+    "question",
+    "doc_id",
+    "answer",
+    "aliases",
+    "evidence",
+    "segment",
+    "stress_set",
+    "answerable",
+)
 EVIDENCE_SEPARATOR = "||"
 
 
@@ -56,12 +65,12 @@ def _rows(file: Path) -> list[tuple[int, dict[str, str]]]:
     unknown = [h for h in header if h not in COLUMNS]
     missing = [h for h in ("question",) if h not in header]
     if unknown or missing:
-        why = (f"unknown column(s) {', '.join(unknown)}" if unknown else "") + \
-              (f"missing column(s) {', '.join(missing)}" if missing else "")
+        why = (f"unknown column(s) {', '.join(unknown)}" if unknown else "") + (
+            f"missing column(s) {', '.join(missing)}" if missing else ""
+        )
         raise InputError(Problem(str(file), 1, "header", f"{why}; known: {', '.join(COLUMNS)}"))
     reader.fieldnames = header
-    return [(reader.line_num, {k: (v or "").strip() for k, v in row.items() if k})
-            for row in reader]
+    return [(reader.line_num, {k: (v or "").strip() for k, v in row.items() if k}) for row in reader]
 
 
 def _split(value: str, sep: str) -> list[str]:
@@ -94,8 +103,9 @@ def _segment(row: dict[str, str], n_spans: int, answerable: bool) -> tuple[str, 
     return ("number-scope" if numeric else "definition-referent"), True
 
 
-def _fixture(line: int, row: dict[str, str], corpus: Corpus, where: str,
-             problems: list[Problem]) -> dict[str, Any] | None:
+def _fixture(
+    line: int, row: dict[str, str], corpus: Corpus, where: str, problems: list[Problem]
+) -> dict[str, Any] | None:
     """One row as a canonical fixture (a dict), or None with the reasons in ``problems``."""
     n0 = len(problems)
     question, answer = row.get("question", ""), row.get("answer", "")
@@ -115,14 +125,23 @@ def _fixture(line: int, row: dict[str, str], corpus: Corpus, where: str,
         for q in _split(row.get("evidence", ""), EVIDENCE_SEPARATOR):
             doc = next((d for d in docs if q in corpus.get(d).text), None)
             if doc is None:
-                problems.append(Problem(where, line, "evidence", f"quote not found verbatim in "
-                                        f"{', '.join(docs)}: {q[:60]!r}"))
+                problems.append(
+                    Problem(
+                        where, line, "evidence", f"quote not found verbatim in {', '.join(docs)}: {q[:60]!r}"
+                    )
+                )
             quotes.append((doc or "", q))
         if not quotes and answer:
             found = _locate(answer, docs, corpus)
             if found is None:
-                problems.append(Problem(where, line, "answer", f"{answer[:60]!r} occurs in none of "
-                                        f"{', '.join(docs)}; give the evidence column"))
+                problems.append(
+                    Problem(
+                        where,
+                        line,
+                        "answer",
+                        f"{answer[:60]!r} occurs in none of {', '.join(docs)}; give the evidence column",
+                    )
+                )
             else:
                 quotes.append(found)
         if not quotes and not answer:
@@ -130,14 +149,21 @@ def _fixture(line: int, row: dict[str, str], corpus: Corpus, where: str,
     if len(problems) > n0:
         return None
     segment, inferred = _segment(row, len(quotes), answerable)
-    spans = [{"id": f"e{i + 1}", "doc_id": d, "quote": q, "dependency": "primary" if i == 0 else "joint"}
-             for i, (d, q) in enumerate(quotes)]
+    spans = [
+        {"id": f"e{i + 1}", "doc_id": d, "quote": q, "dependency": "primary" if i == 0 else "joint"}
+        for i, (d, q) in enumerate(quotes)
+    ]
     fx: dict[str, Any] = {
-        "format": FORMAT, "qid": row.get("qid") or f"row-{line}", "question": question, "segment": segment,
-        "stress_set": row.get("stress_set") or "representative", "answerable": answerable,
+        "format": FORMAT,
+        "qid": row.get("qid") or f"row-{line}",
+        "question": question,
+        "segment": segment,
+        "stress_set": row.get("stress_set") or "representative",
+        "answerable": answerable,
         "support_only": answerable and not answer,
         "answer": {"expected": answer or None, "aliases": _split(row.get("aliases", ""), ";")},
-        "spans": spans, "sufficient_sets": [[s["id"] for s in spans]] if spans else [],
+        "spans": spans,
+        "sufficient_sets": [[s["id"] for s in spans]] if spans else [],
         "origin": f"{where}:{line}",
     }
     if inferred:
@@ -176,7 +202,12 @@ def import_table(file: Path, corpus_path: Path, out: Path) -> ImportReport:
     corpus_out, fixtures_out = out / "corpus.jsonl", out / "fixtures.jsonl"
     write_corpus_jsonl(corpus, corpus_out)  # the whole corpus: retrieval needs its distractors
     atomic_write_text(fixtures_out, text)
-    report = ImportReport(dataset="table", documents=len(corpus), questions=len(fixtures),
-                          spans=sum(len(fx["spans"]) for fx in fixtures), answers=len(fixtures))
+    report = ImportReport(
+        dataset="table",
+        documents=len(corpus),
+        questions=len(fixtures),
+        spans=sum(len(fx["spans"]) for fx in fixtures),
+        answers=len(fixtures),
+    )
     report.corpus_path, report.fixtures_path = str(corpus_out), str(fixtures_out)
     return report

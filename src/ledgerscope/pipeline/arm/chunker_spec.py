@@ -39,8 +39,10 @@ SPLITTERS = {
     "chonkie": ("TokenChunker", "SentenceChunker", "RecursiveChunker"),
 }
 CHARS_PER_TOKEN = 4
-PHASE_RULE = ("phase p forces one cut at token p of each document (the arm's tokenizer) and runs the "
-              "splitter separately on each side; phase 0 is the unperturbed splitter")
+PHASE_RULE = (
+    "phase p forces one cut at token p of each document (the arm's tokenizer) and runs the "
+    "splitter separately on each side; phase 0 is the unperturbed splitter"
+)
 
 
 def is_external(kind: Any) -> bool:
@@ -55,8 +57,11 @@ def measure(kind: str, table: dict) -> str:
     if kind == "langchain":
         return "characters"
     if kind == "chonkie":
-        return "characters" if table.get("options", {}).get("tokenizer", "character") == "character" \
+        return (
+            "characters"
+            if table.get("options", {}).get("tokenizer", "character") == "character"
             else "tokens"
+        )
     return "tokens"
 
 
@@ -78,8 +83,10 @@ def needs_span(kind: str) -> str:
     """Why ``auto:N`` could not be resolved for this kind (the message names the keys to set)."""
     if kind == "python":
         return "auto:N spreads the forced cut over a chunk size in tokens: set chunker.phase_span_tokens"
-    return ("auto:N spreads the forced cut over the splitter's chunk size in tokens: set "
-            "chunker.options.chunk_size (or chunker.phase_span_tokens)")
+    return (
+        "auto:N spreads the forced cut over the splitter's chunk size in tokens: set "
+        "chunker.options.chunk_size (or chunker.phase_span_tokens)"
+    )
 
 
 def problems(table: dict, where: str, applies: dict[str, tuple[str, ...]]) -> list[Problem]:
@@ -101,8 +108,11 @@ def problems(table: dict, where: str, applies: dict[str, tuple[str, ...]]) -> li
             bad(key, f"does not apply to kind {kind!r} (only to {', '.join(kinds)})")
     options = table.get("options")
     if table.get("length", "library") != "library" and isinstance(options, dict) and "tokenizer" in options:
-        bad("length", f"length = {table['length']!r} chooses the tokenizer; options.tokenizer would be "
-            "overridden (drop one of them)")
+        bad(
+            "length",
+            f"length = {table['length']!r} chooses the tokenizer; options.tokenizer would be "
+            "overridden (drop one of them)",
+        )
     if kind == "python":
         out.extend(_callable_problems(table.get("callable"), where))
     elif kind in ECOSYSTEMS:
@@ -115,9 +125,12 @@ def _callable_problems(target: Any, where: str) -> list[Problem]:
     if not isinstance(target, str) or not target:
         return [Problem(where, None, key, 'kind = "python" needs callable = "package.module:function"')]
     module, sep, name = target.partition(":")
-    if not sep or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module) \
-            or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
-        return [Problem(where, None, key, f"{target!r}: expected \"package.module:function\"")]
+    if (
+        not sep
+        or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module)
+        or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name)
+    ):
+        return [Problem(where, None, key, f'{target!r}: expected "package.module:function"')]
     try:
         fn = resolve_callable(target)
     except ImportError as exc:
@@ -151,18 +164,33 @@ def _splitter_problems(kind: str, splitter: Any, where: str) -> list[Problem]:
     if known is not None and splitter not in known:
         return [Problem(where, None, key, f"{splitter!r} is not one of {', '.join(known)}")]
     try:
-        installed = importlib.util.find_spec(module.split(".")[0]) is not None and \
-            importlib.util.find_spec(module) is not None
+        installed = (
+            importlib.util.find_spec(module.split(".")[0]) is not None
+            and importlib.util.find_spec(module) is not None
+        )
     except (ImportError, ValueError):
         installed = False
     if not installed:
-        return [Problem(where, None, "chunker.kind", f"{kind}: {dist} is not installed "
-                        f"(pip install 'ledgerscope[{extra}]')")]
+        return [
+            Problem(
+                where,
+                None,
+                "chunker.kind",
+                f"{kind}: {dist} is not installed (pip install 'ledgerscope[{extra}]')",
+            )
+        ]
     if kind == "langchain":
         names = langchain_splitters()
         if splitter not in names:
-            return [Problem(where, None, key, f"{splitter!r} is not a splitter class of "
-                            f"langchain_text_splitters (known: {', '.join(sorted(names))})")]
+            return [
+                Problem(
+                    where,
+                    None,
+                    key,
+                    f"{splitter!r} is not a splitter class of "
+                    f"langchain_text_splitters (known: {', '.join(sorted(names))})",
+                )
+            ]
     return []
 
 

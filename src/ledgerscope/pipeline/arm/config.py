@@ -162,8 +162,9 @@ def load_arm(path: str | Path) -> ArmConfig:
         cfg = arm_from_dict(data, str(path))
     except InputError as exc:
         lines = key_lines(text)
-        located = [replace(p, line=line_of(lines, p.field)) if p.file == str(path) else p
-                   for p in exc.problems]
+        located = [
+            replace(p, line=line_of(lines, p.field)) if p.file == str(path) else p for p in exc.problems
+        ]
         # in the order of the file (problems of keys it does not write, without a line, last)
         located.sort(key=lambda p: (p.line is None, p.line or 0))
         raise InputError(located) from None
@@ -179,8 +180,12 @@ def with_lines(exc: LedgerscopeError, arms: Sequence[ArmConfig]) -> LedgerscopeE
     by_file = {cfg.where: cfg for cfg in arms if cfg.lines}
     if not any(p.line is None and p.file in by_file for p in exc.problems):
         return exc
-    return InputError([replace(p, line=by_file[p.file].line_of(p.field))
-                       if p.line is None and p.file in by_file else p for p in exc.problems])
+    return InputError(
+        [
+            replace(p, line=by_file[p.file].line_of(p.field)) if p.line is None and p.file in by_file else p
+            for p in exc.problems
+        ]
+    )
 
 
 def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
@@ -188,15 +193,20 @@ def arm_from_dict(data: dict, where: str = "<config>") -> ArmConfig:
     wrong_type, wrong_value = schema_problems(data, where)
     tables = {k for k, info in schema.Arm.model_fields.items() if schema.submodel(info) is not None}
     # unknown keys and tables that are not tables stay out of the merge (their problem is reported)
-    bad = {k for k in data
-           if k not in schema.Arm.model_fields or (k in tables and not isinstance(data[k], dict))}
+    bad = {
+        k for k in data if k not in schema.Arm.model_fields or (k in tables and not isinstance(data[k], dict))
+    }
     merged = _merge(_default_table(), {k: v for k, v in data.items() if k not in bad})
     merged = copy.deepcopy(merged)
     _endpoint_embedding_defaults(data, merged)
     cfg = ArmConfig(**merged)
     cfg.where = where
-    numbers = [p for key, info in schema.Arm.model_fields.items() if key in tables or info.annotation is int
-               for p in number_problems(merged[key], key, where)]
+    numbers = [
+        p
+        for key, info in schema.Arm.model_fields.items()
+        if key in tables or info.annotation is int
+        for p in number_problems(merged[key], key, where)
+    ]
     problems: list[Problem] = []
     seen: set[str] = set()
     for found in (wrong_type, numbers, wrong_value, _cross_problems(cfg, where)):
@@ -214,8 +224,12 @@ def _endpoint_embedding_defaults(data: dict, merged: dict) -> None:
     an arm that names no reranker gets ``none`` (the fused order), written into its configuration."""
     embedding, rerank = data.get("embedding"), data.get("rerank")
     named = isinstance(rerank, dict) and "kind" in rerank
-    if isinstance(embedding, dict) and embedding.get("kind") == "endpoint" and not named \
-            and isinstance(merged.get("rerank"), dict):
+    if (
+        isinstance(embedding, dict)
+        and embedding.get("kind") == "endpoint"
+        and not named
+        and isinstance(merged.get("rerank"), dict)
+    ):
         merged["rerank"] = {**merged["rerank"], "kind": "none"}
 
 
@@ -245,8 +259,11 @@ def _cross_problems(cfg: ArmConfig, where: str) -> list[Problem]:
         p.extend(found)
         chunker_ok = not found
     _seam_problem(p, where, "rerank.kind", rerank.get("kind"), tuple(kinds.available("reranker")))
-    need(rerank.get("kind") != "cross-encoder" or bool(rerank.get("model")),
-         "rerank.model", "a cross-encoder needs a model name or path")
+    need(
+        rerank.get("kind") != "cross-encoder" or bool(rerank.get("model")),
+        "rerank.model",
+        "a cross-encoder needs a model name or path",
+    )
     _seam_problem(p, where, "generator.kind", generator.get("kind"), tuple(kinds.available("generator")))
     p.extend(_stage_problems(cfg, where))
     if chunker_ok and shaped and overlap < capacity:
@@ -272,9 +289,15 @@ def _stage_problems(cfg: ArmConfig, where: str) -> list[Problem]:
     p: list[Problem] = []
     embedding, rerank = cfg.embedding, cfg.rerank
     if embedding.get("kind") == "endpoint" and rerank.get("kind") == "maxsim":
-        p.append(Problem(where, None, "rerank.kind",
-                         "maxsim needs the embedding model's token vectors, which an embedding endpoint "
-                         "does not return: choose cross-encoder, endpoint or none"))
+        p.append(
+            Problem(
+                where,
+                None,
+                "rerank.kind",
+                "maxsim needs the embedding model's token vectors, which an embedding endpoint "
+                "does not return: choose cross-encoder, endpoint or none",
+            )
+        )
     for section in _ENDPOINT_TABLES:
         table = getattr(cfg, section)
         if isinstance(table, dict) and table.get("kind") == "endpoint" and not table.get("base_url"):
@@ -283,8 +306,9 @@ def _stage_problems(cfg: ArmConfig, where: str) -> list[Problem]:
     for slot in ("lexical", "ann"):
         table = retrieval.get(slot)
         if isinstance(table, dict) and "kind" in table:
-            _seam_problem(p, where, f"retrieval.{slot}.kind", table["kind"],
-                          tuple(kinds.available("retriever")))
+            _seam_problem(
+                p, where, f"retrieval.{slot}.kind", table["kind"], tuple(kinds.available("retriever"))
+            )
     for key, table in _plugin_tables(cfg):
         p.extend(kinds.plugin_problems(key, table, where))
     return p
@@ -331,12 +355,16 @@ def resolve_phases(spec: Any, stride: int | None) -> list[Phase]:
     out = []
     for label, off in pairs:
         if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", str(label)) is None:
-            raise ValueError(f"phase label {str(label)[:40]!r}: use letters, digits, '_', '.', '-' "
-                             "(it names a directory in the ledger)")
+            raise ValueError(
+                f"phase label {str(label)[:40]!r}: use letters, digits, '_', '.', '-' "
+                "(it names a directory in the ledger)"
+            )
         in_range = isinstance(off, int) and not isinstance(off, bool) and 0 <= off <= MAX_INT
         if not in_range or (stride is not None and off >= stride):
-            raise ValueError(f"phase {label!r}: offset {off!r} must be an integer in "
-                             f"[0, {stride if stride is not None else MAX_INT + 1})")
+            raise ValueError(
+                f"phase {label!r}: offset {off!r} must be an integer in "
+                f"[0, {stride if stride is not None else MAX_INT + 1})"
+            )
         out.append(Phase(str(label), off))
     if len({p.label for p in out}) != len(out):
         raise ValueError("phase labels must be unique")

@@ -55,7 +55,10 @@ GENERATORS: dict[str, str | Factory] = {
 }
 #: the seams' built-in tables, by the seam names entry points use (``SEAM:KIND``)
 TABLES: dict[str, dict[str, str | Factory]] = {
-    "chunker": CHUNKERS, "retriever": RETRIEVERS, "reranker": RERANKERS, "generator": GENERATORS,
+    "chunker": CHUNKERS,
+    "retriever": RETRIEVERS,
+    "reranker": RERANKERS,
+    "generator": GENERATORS,
 }
 
 
@@ -87,8 +90,14 @@ def plugin_problems(key: str, table: dict, where: str) -> list:
     if kind == "python" and "python" in TABLES[seam]:
         target = table.get("callable", "")
         if not target:
-            return [Problem(where, None, f"{key}.callable",
-                            "kind = \"python\" needs callable = \"package.module:function\"")]
+            return [
+                Problem(
+                    where,
+                    None,
+                    f"{key}.callable",
+                    'kind = "python" needs callable = "package.module:function"',
+                )
+            ]
         try:
             plugins.load_target(target)
         except plugins.PluginImportError as exc:
@@ -99,8 +108,14 @@ def plugin_problems(key: str, table: dict, where: str) -> list:
         try:
             plugins.load_target(stage.target)
         except plugins.PluginImportError as exc:
-            return [Problem(where, None, f"{key}.kind",
-                            f"plugin {kind!r} ({stage.distribution} {stage.version}): {exc}")]
+            return [
+                Problem(
+                    where,
+                    None,
+                    f"{key}.kind",
+                    f"plugin {kind!r} ({stage.distribution} {stage.version}): {exc}",
+                )
+            ]
     return []
 
 

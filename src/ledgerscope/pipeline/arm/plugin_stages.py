@@ -44,8 +44,12 @@ if TYPE_CHECKING:
     from ledgerscope.pipeline.arm.config import ArmConfig
 
 #: the methods a class-form plugin must have, per seam
-PROTOCOL_METHODS = {"chunker": ("chunk",), "retriever": ("build_index",), "reranker": ("score_candidates",),
-                    "generator": ("generate",)}
+PROTOCOL_METHODS = {
+    "chunker": ("chunk",),
+    "retriever": ("build_index",),
+    "reranker": ("score_candidates",),
+    "generator": ("generate",),
+}
 #: how a function-form plugin becomes a stage, per seam (the chunker's lives with the external chunkers)
 FUNCTION_ADAPTERS: dict[str, Callable[..., object] | None] = {"chunker": None}
 
@@ -68,8 +72,10 @@ def instantiate(seam: str, target: str, options: dict, origin: dict) -> tuple[st
             raise PluginError(f"{target}: cannot be built with options {sorted(options)}: {exc}") from None
         missing = [m for m in PROTOCOL_METHODS[seam] if not callable(getattr(instance, m, None))]
         if missing:
-            raise PluginError(f"{target}: a {seam} class needs the method(s) {', '.join(missing)} "
-                              "(see ledgerscope.pipeline.contracts.stages)")
+            raise PluginError(
+                f"{target}: a {seam} class needs the method(s) {', '.join(missing)} "
+                "(see ledgerscope.pipeline.contracts.stages)"
+            )
         return "object", instance
     return "function", obj
 
@@ -146,10 +152,16 @@ class FunctionReranker:
     options: dict
     origin: dict
 
-    def score_candidates(self, question: str, candidates: Sequence[Unit],
-                         fused_scores: Sequence[float]) -> np.ndarray:
-        request = RerankRequest(question, [u.text for u in candidates], list(candidates),
-                                [float(s) for s in fused_scores], dict(self.options))
+    def score_candidates(
+        self, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+    ) -> np.ndarray:
+        request = RerankRequest(
+            question,
+            [u.text for u in candidates],
+            list(candidates),
+            [float(s) for s in fused_scores],
+            dict(self.options),
+        )
         return checked_scores(self.fn(request), len(candidates), self.origin["callable"])
 
     def describe(self) -> dict:
@@ -210,13 +222,19 @@ class PluginGenerator:
         try:
             out = self.call(question, blocks)
         except StageFailure as exc:
-            return GenerationResult("", error=str(exc), attempts=max(1, len(exc.attempts)),
-                                    detail={"infrastructure": exc.describe()})
+            return GenerationResult(
+                "",
+                error=str(exc),
+                attempts=max(1, len(exc.attempts)),
+                detail={"infrastructure": exc.describe()},
+            )
         if isinstance(out, str):
             out = GenerationResult(out.strip(), parse_citations(out), is_abstention(out))
         if not isinstance(out, GenerationResult):
-            raise PluginError(f"{self.origin['callable']}: a generator returns a GenerationResult or the "
-                              f"answer text, not {type(out).__name__}")
+            raise PluginError(
+                f"{self.origin['callable']}: a generator returns a GenerationResult or the "
+                f"answer text, not {type(out).__name__}"
+            )
         if out.prompt_tokens is None and out.error is None:
             out.prompt_tokens = self.count_tokens(self.template.prompt(question, blocks))
         return out
@@ -232,34 +250,62 @@ class PluginGenerator:
         return out
 
 
-def _generator(kind: str, instance: object, counter: Callable[[str], int], template: PromptTemplate,
-               origin: dict, options: dict) -> PluginGenerator:
+def _generator(
+    kind: str,
+    instance: object,
+    counter: Callable[[str], int],
+    template: PromptTemplate,
+    origin: dict,
+    options: dict,
+) -> PluginGenerator:
     if kind == "function":
         fn = instance
 
         def call(question: str, blocks: list[ContextBlock]) -> Any:
-            return fn(GenerationRequest(question, list(blocks), template.system,
-                                        template.user(question, blocks), template.prompt(question, blocks),
-                                        dict(options)))
+            return fn(
+                GenerationRequest(
+                    question,
+                    list(blocks),
+                    template.system,
+                    template.user(question, blocks),
+                    template.prompt(question, blocks),
+                    dict(options),
+                )
+            )
 
         return PluginGenerator(call, counter, template, origin, options)
     own_count = getattr(instance, "count_tokens", None)
-    return PluginGenerator(instance.generate, own_count if callable(own_count) else counter, template, origin,
-                           options, instance)
+    return PluginGenerator(
+        instance.generate, own_count if callable(own_count) else counter, template, origin, options, instance
+    )
 
 
 def python_generator(cfg: ArmConfig, encoder: object, counter: Any) -> object:
     g = cfg.generator
-    return build_plugin("generator", g["callable"], g.get("options", {}), "python", counter=counter.count,
-                        template=template_from_config(g))
+    return build_plugin(
+        "generator",
+        g["callable"],
+        g.get("options", {}),
+        "python",
+        counter=counter.count,
+        template=template_from_config(g),
+    )
 
 
 # --- any seam -------------------------------------------------------------------------------
 
 
-def build_plugin(seam: str, target: str, options: dict, kind: str, *, top_n: int = 50,
-                 counter: Callable[[str], int] | None = None,
-                 template: PromptTemplate = DEFAULT_TEMPLATE, plugin: PluginStage | None = None) -> object:
+def build_plugin(
+    seam: str,
+    target: str,
+    options: dict,
+    kind: str,
+    *,
+    top_n: int = 50,
+    counter: Callable[[str], int] | None = None,
+    template: PromptTemplate = DEFAULT_TEMPLATE,
+    plugin: PluginStage | None = None,
+) -> object:
     """The stage a target names, in the shape the cascade calls."""
     origin = _origin(target, kind)
     if plugin is not None:
@@ -277,20 +323,33 @@ def build_plugin(seam: str, target: str, options: dict, kind: str, *, top_n: int
         return FunctionReranker(obj, options, origin)
     adapter = FUNCTION_ADAPTERS.get(seam)
     if adapter is None:
-        raise PluginError(f"{target}: a {seam} plugin must be a class implementing the {seam} protocol "
-                          "(ledgerscope.pipeline.contracts.stages)")
+        raise PluginError(
+            f"{target}: a {seam} plugin must be a class implementing the {seam} protocol "
+            "(ledgerscope.pipeline.contracts.stages)"
+        )
     return adapter(obj, options, origin)
 
 
 def entry_point_factory(stage: PluginStage) -> Callable[..., object]:
     """A runtime factory for a plugin kind (its table's ``options`` go to the stage)."""
 
-    def factory(cfg: ArmConfig, encoder: object, counter: Any, table: dict | None = None,
-                top_n: int = 50) -> object:
-        section = table if table is not None else {
-            "chunker": cfg.chunker, "reranker": cfg.rerank, "generator": cfg.generator}[stage.seam]
-        return build_plugin(stage.seam, stage.target, section.get("options", {}), stage.kind, top_n=top_n,
-                            counter=counter.count, template=template_from_config(cfg.generator),
-                            plugin=stage)
+    def factory(
+        cfg: ArmConfig, encoder: object, counter: Any, table: dict | None = None, top_n: int = 50
+    ) -> object:
+        section = (
+            table
+            if table is not None
+            else {"chunker": cfg.chunker, "reranker": cfg.rerank, "generator": cfg.generator}[stage.seam]
+        )
+        return build_plugin(
+            stage.seam,
+            stage.target,
+            section.get("options", {}),
+            stage.kind,
+            top_n=top_n,
+            counter=counter.count,
+            template=template_from_config(cfg.generator),
+            plugin=stage,
+        )
 
     return factory

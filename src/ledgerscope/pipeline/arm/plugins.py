@@ -48,8 +48,12 @@ class PluginStage:
     version: str
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "target": self.target, "distribution": self.distribution,
-                "version": self.version}
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "distribution": self.distribution,
+            "version": self.version,
+        }
 
 
 def target_problem(target: object) -> str | None:
@@ -69,7 +73,8 @@ def load_target(target: str) -> object:
         obj: object = importlib.import_module(module_name)
     except Exception as exc:  # the user's module: any error importing it is theirs to see
         raise PluginImportError(
-            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

@@ -42,18 +42,40 @@ BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 DEVICES = ("cpu", "auto", "cuda", "mps")
 
 
-def key(default: Any, doc: str, *, ge: float | None = None, le: float | None = None, optional: bool = False,
-        later: bool | float = False, digest: bool = True, seam: str | None = None, example: Any = None,
-        shown: str | None = None, kinds: str | None = None, type_message: str | None = None,
-        item_message: str | None = None, allowed: str | None = None) -> Any:
+def key(
+    default: Any,
+    doc: str,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+    optional: bool = False,
+    later: bool | float = False,
+    digest: bool = True,
+    seam: str | None = None,
+    example: Any = None,
+    shown: str | None = None,
+    kinds: str | None = None,
+    type_message: str | None = None,
+    item_message: str | None = None,
+    allowed: str | None = None,
+) -> Any:
     """One setting: ``default`` is what the code uses when the key is absent; ``example`` is the value
     ``config default`` shows for an optional key (its default when None); ``shown`` replaces a long
     default in the docs; ``seam`` names the table of kinds (:mod:`.kinds`) the value must be one of;
     ``kinds`` says which stage kinds read the key; ``type_message`` / ``item_message`` replace the
     generic message for a value (or a list item) of the wrong type; ``allowed`` says in words what a
     checked value may be."""
-    given = {"optional": optional, "later": later, "seam": seam, "example": example, "shown": shown,
-             "kinds": kinds, "type_message": type_message, "item_message": item_message, "allowed": allowed}
+    given = {
+        "optional": optional,
+        "later": later,
+        "seam": seam,
+        "example": example,
+        "shown": shown,
+        "kinds": kinds,
+        "type_message": type_message,
+        "item_message": item_message,
+        "allowed": allowed,
+    }
     extra = {"digest": digest, **{k: v for k, v in given.items() if v not in (None, False)}}
     return Field(default, description=doc, ge=ge, le=le, json_schema_extra=extra)
 
@@ -72,11 +94,13 @@ ALLOWED: dict[Any, str] = {}
 
 def _checked(why: Any, allowed: str) -> Any:
     """A pydantic validator raising ``why(value)``'s reason (the message the user reads)."""
+
     def check(value: Any) -> Any:
         reason = why(value)
         if reason:
             raise ValueError(reason)
         return value
+
     validator = AfterValidator(check)
     ALLOWED[validator] = allowed
     return validator
@@ -97,8 +121,10 @@ def url_problem(base_url: str) -> str | None:
     except ValueError as exc:
         return f"is not a URL ({exc})"
     if userinfo:
-        return ("must not carry credentials (user:key@); put the key in the environment variable "
-                "named by api_key_env")
+        return (
+            "must not carry credentials (user:key@); put the key in the environment variable "
+            "named by api_key_env"
+        )
     return None
 
 
@@ -119,7 +145,8 @@ def _context_problem(value: str) -> str | None:
 
 def _question_problem(value: str) -> str | None:
     return template_problems(value, QUESTION_FIELDS) or (
-        None if "{context}" in value else "must hold {context} (where the packed sources go)")
+        None if "{context}" in value else "must hold {context} (where the packed sources go)"
+    )
 
 
 def _device_problem(value: str) -> str | None:
@@ -155,21 +182,49 @@ class Chunker(_Table):
     token p and splits each side separately (docs/pipelines.md, "Chunkers"). Plugin chunkers (an
     entry point in ``ledgerscope.stages``) take their keyword arguments in ``options`` too."""
 
-    kind: str = key("token", "token | sentence (whole sentences packed up to capacity) | langchain | "
-                    "llamaindex | chonkie | python (external splitters) | a plugin kind", seam="chunker")
-    splitter: str = key("", "the splitter class (llamaindex: SentenceSplitter, TokenTextSplitter; chonkie: "
-                        "TokenChunker, SentenceChunker, RecursiveChunker)", optional=True,
-                        example="RecursiveCharacterTextSplitter", kinds=_EXTERNAL)
-    options: dict = key({}, "keyword arguments of the splitter class (or of a plugin chunker)", optional=True,
-                        example={"chunk_size": 400, "chunk_overlap": 40}, kinds=_EXTERNAL)
+    kind: str = key(
+        "token",
+        "token | sentence (whole sentences packed up to capacity) | langchain | "
+        "llamaindex | chonkie | python (external splitters) | a plugin kind",
+        seam="chunker",
+    )
+    splitter: str = key(
+        "",
+        "the splitter class (llamaindex: SentenceSplitter, TokenTextSplitter; chonkie: "
+        "TokenChunker, SentenceChunker, RecursiveChunker)",
+        optional=True,
+        example="RecursiveCharacterTextSplitter",
+        kinds=_EXTERNAL,
+    )
+    options: dict = key(
+        {},
+        "keyword arguments of the splitter class (or of a plugin chunker)",
+        optional=True,
+        example={"chunk_size": 400, "chunk_overlap": 40},
+        kinds=_EXTERNAL,
+    )
     length: Literal["library", "characters", "tokens"] = key(
-        "library", "what chunk_size counts: library (its default) | characters | tokens (the arm's)",
-        optional=True, kinds=_EXTERNAL)
-    callable: str = key("", "(text) -> list of (start, end) code-point intervals", optional=True,
-                        example="package.module:function", kinds="python")
-    phase_span_tokens: int = key(None, "the tokens auto:N spreads the forced cut over (default: the "
-                                 "chunk size)", ge=1, optional=True, example=200, shown="the chunk size",
-                                 kinds=", ".join(EXTERNAL_KINDS))
+        "library",
+        "what chunk_size counts: library (its default) | characters | tokens (the arm's)",
+        optional=True,
+        kinds=_EXTERNAL,
+    )
+    callable: str = key(
+        "",
+        "(text) -> list of (start, end) code-point intervals",
+        optional=True,
+        example="package.module:function",
+        kinds="python",
+    )
+    phase_span_tokens: int = key(
+        None,
+        "the tokens auto:N spreads the forced cut over (default: the chunk size)",
+        ge=1,
+        optional=True,
+        example=200,
+        shown="the chunk size",
+        kinds=", ".join(EXTERNAL_KINDS),
+    )
 
 
 def _timeout() -> Any:
@@ -177,13 +232,25 @@ def _timeout() -> Any:
 
 
 def _retries(default: int) -> Any:
-    return key(default, "endpoint: retries of a failed request (network errors, timeouts, 408, 429, 5xx)",
-               ge=0, le=100, optional=True, kinds="endpoint")
+    return key(
+        default,
+        "endpoint: retries of a failed request (network errors, timeouts, 408, 429, 5xx)",
+        ge=0,
+        le=100,
+        optional=True,
+        kinds="endpoint",
+    )
 
 
 def _backoff() -> Any:
-    return key(0.5, "endpoint: seconds to wait times the attempt number between retries", ge=0, le=600,
-               optional=True, kinds="endpoint")
+    return key(
+        0.5,
+        "endpoint: seconds to wait times the attempt number between retries",
+        ge=0,
+        le=600,
+        optional=True,
+        kinds="endpoint",
+    )
 
 
 class Embedding(_Table):
@@ -192,24 +259,49 @@ class Embedding(_Table):
     model: str = key(BUNDLED_MODEL, "any sentence-transformers name or path (endpoint: the server's model)")
     batch_size: int = key(64, "texts per forward batch (left at 64: a GPU gets a larger one)", ge=1)
     kind: Literal["sentence-transformers", "endpoint"] = key(
-        "sentence-transformers", "sentence-transformers (in process) | endpoint (an OpenAI-compatible "
-        "POST /v1/embeddings server)", optional=True)
-    base_url: Url = key("", "endpoint: the server (no credentials in the URL)", optional=True,
-                        example="http://127.0.0.1:8080", kinds="endpoint")
-    path: UrlPath = key("/v1/embeddings", "endpoint: the request path under base_url", optional=True,
-                        kinds="endpoint")
-    api_key_env: KeyEnv = key("", "endpoint: NAME of the environment variable holding the key",
-                              optional=True, example="EMBEDDINGS_KEY", kinds="endpoint")
+        "sentence-transformers",
+        "sentence-transformers (in process) | endpoint (an OpenAI-compatible POST /v1/embeddings server)",
+        optional=True,
+    )
+    base_url: Url = key(
+        "",
+        "endpoint: the server (no credentials in the URL)",
+        optional=True,
+        example="http://127.0.0.1:8080",
+        kinds="endpoint",
+    )
+    path: UrlPath = key(
+        "/v1/embeddings", "endpoint: the request path under base_url", optional=True, kinds="endpoint"
+    )
+    api_key_env: KeyEnv = key(
+        "",
+        "endpoint: NAME of the environment variable holding the key",
+        optional=True,
+        example="EMBEDDINGS_KEY",
+        kinds="endpoint",
+    )
     timeout: float = _timeout()
     retries: int = _retries(2)
     backoff: float = _backoff()
-    dimensions: int = key(0, "endpoint: expected vector size (0: learnt from a probe request)", ge=0,
-                          optional=True, kinds="endpoint")
-    tokenizer: str = key("", "chunk offsets and budget counting: a Hugging Face tokenizer name or path "
-                         "(\"\": the model's own; with an endpoint, the bundled MiniLM's)", optional=True)
+    dimensions: int = key(
+        0,
+        "endpoint: expected vector size (0: learnt from a probe request)",
+        ge=0,
+        optional=True,
+        kinds="endpoint",
+    )
+    tokenizer: str = key(
+        "",
+        "chunk offsets and budget counting: a Hugging Face tokenizer name or path "
+        "(\"\": the model's own; with an endpoint, the bundled MiniLM's)",
+        optional=True,
+    )
     device: Device = key(
-        "cpu", "where the model runs: cpu | auto | cuda | mps (recorded in the manifest)",
-        optional=True, digest=False)
+        "cpu",
+        "where the model runs: cpu | auto | cuda | mps (recorded in the manifest)",
+        optional=True,
+        digest=False,
+    )
 
 
 class Hnsw(_Table):
@@ -224,10 +316,21 @@ class Hnsw(_Table):
 class Slot(_Table):
     """A production retriever slot, replaceable: ``kind = "python"`` with ``callable``, or a plugin kind."""
 
-    kind: str = key("", "bm25 | hnsw | exact | python | a plugin kind", optional=True, seam="retriever",
-                    example="python", shown="bm25 in lexical, hnsw in ann")
-    callable: str = key("", "kind = \"python\": RetrievalRequest -> list of ScoredUnit", optional=True,
-                        example="package.module:function", kinds="python")
+    kind: str = key(
+        "",
+        "bm25 | hnsw | exact | python | a plugin kind",
+        optional=True,
+        seam="retriever",
+        example="python",
+        shown="bm25 in lexical, hnsw in ann",
+    )
+    callable: str = key(
+        "",
+        'kind = "python": RetrievalRequest -> list of ScoredUnit',
+        optional=True,
+        example="package.module:function",
+        kinds="python",
+    )
     options: dict = key({}, "passed to the callable or plugin", optional=True)
 
 
@@ -264,32 +367,49 @@ class Rerank(_Table):
     """The reranker of the fused candidates (with ``[embedding] kind = "endpoint"`` the default is
     ``none``: MaxSim needs the embedding model's token vectors)."""
 
-    kind: str = key("maxsim", "maxsim (late interaction over the embedding model's tokens) | cross-encoder "
-                    "| none | endpoint (POST /v1/rerank) | python | a plugin kind", seam="reranker")
-    model: str = key("", "cross-encoder name or path (kind = \"cross-encoder\"); endpoint: the server's "
-                     "model")
+    kind: str = key(
+        "maxsim",
+        "maxsim (late interaction over the embedding model's tokens) | cross-encoder "
+        "| none | endpoint (POST /v1/rerank) | python | a plugin kind",
+        seam="reranker",
+    )
+    model: str = key("", 'cross-encoder name or path (kind = "cross-encoder"); endpoint: the server\'s model')
     selection_depth: int = key(10, "the reranked list is cut here before selection", ge=0)
-    base_url: Url = key("", "endpoint: the server", optional=True, example="http://127.0.0.1:8080",
-                        kinds="endpoint")
-    path: UrlPath = key("/v1/rerank", "endpoint: the request path under base_url", optional=True,
-                        kinds="endpoint")
-    api_key_env: KeyEnv = key("", "endpoint: NAME of the environment variable holding the key",
-                              optional=True, example="RERANK_KEY", kinds="endpoint")
+    base_url: Url = key(
+        "", "endpoint: the server", optional=True, example="http://127.0.0.1:8080", kinds="endpoint"
+    )
+    path: UrlPath = key(
+        "/v1/rerank", "endpoint: the request path under base_url", optional=True, kinds="endpoint"
+    )
+    api_key_env: KeyEnv = key(
+        "",
+        "endpoint: NAME of the environment variable holding the key",
+        optional=True,
+        example="RERANK_KEY",
+        kinds="endpoint",
+    )
     timeout: float = _timeout()
     retries: int = _retries(2)
     backoff: float = _backoff()
-    callable: str = key("", "kind = \"python\": RerankRequest -> one score per candidate", optional=True,
-                        example="package.module:function", kinds="python")
+    callable: str = key(
+        "",
+        'kind = "python": RerankRequest -> one score per candidate',
+        optional=True,
+        example="package.module:function",
+        kinds="python",
+    )
     options: dict = key({}, "passed to the callable or plugin", optional=True)
 
 
 class Selection(_Table):
     """What reaches the generator: the budget view (primary) and the top-k view, both recorded."""
 
-    mode: Literal["budget", "top-k"] = key("budget", "budget (primary view) | top-k; the other view is "
-                                           "recorded too")
-    expansion: Literal["none", "neighbours"] = key("none", "none | neighbours (adds adjacent units of the "
-                                                   "same source version)")
+    mode: Literal["budget", "top-k"] = key(
+        "budget", "budget (primary view) | top-k; the other view is recorded too"
+    )
+    expansion: Literal["none", "neighbours"] = key(
+        "none", "none | neighbours (adds adjacent units of the same source version)"
+    )
     neighbours: int = key(1, "units added on each side with expansion = neighbours", ge=0)
     dedup: bool = key(True, "identical source intervals are packed once")
 
@@ -297,34 +417,57 @@ class Selection(_Table):
 class Generator(_Table):
     """The answer: the embedded extractive reader, or any OpenAI-compatible chat server."""
 
-    kind: str = key("extractive", "extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP) | "
-                    "python | a plugin kind", seam="generator")
+    kind: str = key(
+        "extractive",
+        "extractive (embedded, no server) | endpoint (OpenAI-compatible HTTP) | python | a plugin kind",
+        seam="generator",
+    )
     # the reader's two abstention defaults come from the trade-off curve in docs/benchmarks.md
     # (scripts/bench_reader.py): oracle correct rate against false assertions on unanswerable controls
-    abstain_threshold: float = key(0.1, "extractive reader: abstain when the best sentence scores below "
-                                   "this", ge=0, le=1)
+    abstain_threshold: float = key(
+        0.1, "extractive reader: abstain when the best sentence scores below this", ge=0, le=1
+    )
     # later=0.06: the default when the key was added; ledgers written then keep their digests (issue 26)
-    abstain_margin: float = key(0.1, "... or when its answer leads the next best by less than this (a "
-                                "merely topical context)", ge=0, le=1, later=0.06)
+    abstain_margin: float = key(
+        0.1,
+        "... or when its answer leads the next best by less than this (a merely topical context)",
+        ge=0,
+        le=1,
+        later=0.06,
+    )
     base_url: Url = key("", "endpoint: e.g. http://127.0.0.1:8080")
     model: str = key("", "endpoint: model name")
-    api_key_env: KeyEnv = key("", "endpoint: NAME of the environment variable holding the key (never the "
-                              "key)")
+    api_key_env: KeyEnv = key(
+        "", "endpoint: NAME of the environment variable holding the key (never the key)"
+    )
     max_tokens: int = key(128, "longest answer, in tokens", ge=1)
     temperature: float = key(0.0, "sampling temperature", ge=0)
-    system: str = key(INSTRUCTIONS, "the prompt's instructions; an endpoint sends them as the system "
-                      "message", optional=True, example="...", shown="the built-in instructions")
-    context_format: ContextFormat = key(DEFAULT_CONTEXT_FORMAT, "one packed unit: {label} {doc_id} {unit_id} "
-                                        "{text}", optional=True)
-    question_format: QuestionFormat = key(DEFAULT_QUESTION_FORMAT, "the user turn: {context} (required) "
-                                          "{question}", optional=True)
+    system: str = key(
+        INSTRUCTIONS,
+        "the prompt's instructions; an endpoint sends them as the system message",
+        optional=True,
+        example="...",
+        shown="the built-in instructions",
+    )
+    context_format: ContextFormat = key(
+        DEFAULT_CONTEXT_FORMAT, "one packed unit: {label} {doc_id} {unit_id} {text}", optional=True
+    )
+    question_format: QuestionFormat = key(
+        DEFAULT_QUESTION_FORMAT, "the user turn: {context} (required) {question}", optional=True
+    )
     timeout: float = _timeout()
     retries: int = _retries(1)
     backoff: float = _backoff()
-    reader_model: str = key(BUNDLED_MODEL, "the extractive reader's model with endpoint embeddings",
-                            optional=True)
-    callable: str = key("", "kind = \"python\": GenerationRequest -> GenerationResult or the text",
-                        optional=True, example="package.module:function", kinds="python")
+    reader_model: str = key(
+        BUNDLED_MODEL, "the extractive reader's model with endpoint embeddings", optional=True
+    )
+    callable: str = key(
+        "",
+        'kind = "python": GenerationRequest -> GenerationResult or the text',
+        optional=True,
+        example="package.module:function",
+        kinds="python",
+    )
     options: dict = key({}, "passed to the callable or plugin", optional=True)
 
 
@@ -336,8 +479,9 @@ class Judge(_Table):
     kind: Literal["deterministic", "endpoint"] = key("deterministic", "deterministic | endpoint")
     base_url: Url = key("", "endpoint: e.g. http://127.0.0.1:8080")
     model: str = key("", "endpoint: model name")
-    api_key_env: KeyEnv = key("", "endpoint: NAME of the environment variable holding the key (never the "
-                              "key)")
+    api_key_env: KeyEnv = key(
+        "", "endpoint: NAME of the environment variable holding the key (never the key)"
+    )
     max_tokens: int = key(16, "longest verdict, in tokens", ge=1)
     temperature: float = key(0.0, "sampling temperature", ge=0)
 
@@ -345,31 +489,53 @@ class Judge(_Table):
 class Access(_Table):
     """What the reader of this arm may see."""
 
-    clearance: Labels = key([], "labels this reader holds; a source is visible when all its labels are "
-                            "held", item_message="must be a list of labels")
+    clearance: Labels = key(
+        [],
+        "labels this reader holds; a source is visible when all its labels are held",
+        item_message="must be a list of labels",
+    )
 
 
 class Arm(_Table):
     """One arm. The keys users type most sit at the top level; everything else is grouped by stage."""
 
-    name: Name = key("candidate", "labels the arm in the ledger (it names a directory there)",
-                     type_message="must be letters, digits, '_', '.', '-'")
-    capacity: int = key(96, "tokens per unit (embedding tokenizer); interior units have exactly this",
-                        ge=1, type_message=_COUNT)
-    overlap: int = key(0, "tokens each unit extends into the next core; stride = capacity - overlap",
-                       ge=0, type_message=_COUNT)
-    phases: Any = key("auto:8", "\"auto:N\" = N labels evenly spread over the stride, or a list of offsets "
-                      "[0, 5, 11], or a table { a = 0, b = 5 }",
-                      allowed="auto:N (N <= 1024), or offsets in [0, stride) (a string, list or table)")
+    name: Name = key(
+        "candidate",
+        "labels the arm in the ledger (it names a directory there)",
+        type_message="must be letters, digits, '_', '.', '-'",
+    )
+    capacity: int = key(
+        96,
+        "tokens per unit (embedding tokenizer); interior units have exactly this",
+        ge=1,
+        type_message=_COUNT,
+    )
+    overlap: int = key(
+        0,
+        "tokens each unit extends into the next core; stride = capacity - overlap",
+        ge=0,
+        type_message=_COUNT,
+    )
+    phases: Any = key(
+        "auto:8",
+        '"auto:N" = N labels evenly spread over the stride, or a list of offsets '
+        "[0, 5, 11], or a table { a = 0, b = 5 }",
+        allowed="auto:N (N <= 1024), or offsets in [0, stride) (a string, list or table)",
+    )
     edge_policy: Literal["keep-short", "merge-short"] = key(
-        "keep-short", "keep-short: shorter edge units are kept | merge-short: folded into a neighbour")
-    budget_tokens: int = key(320, "evidence budget (generator tokens, labels and separators included)",
-                             ge=0, type_message=_COUNT)
+        "keep-short", "keep-short: shorter edge units are kept | merge-short: folded into a neighbour"
+    )
+    budget_tokens: int = key(
+        320, "evidence budget (generator tokens, labels and separators included)", ge=0, type_message=_COUNT
+    )
     top_k: int = key(4, "the secondary view: a fixed number of reranked units", ge=1, type_message=_COUNT)
     rerank_depth: int = key(30, "fused candidates handed to the reranker", ge=1, type_message=_COUNT)
     phase_scope: Literal["all", "evidence"] = key(
-        "all", "which documents are re-chunked per phase: all, or only those holding gold support plus "
-        "the distractors reaching candidate lists at the base phase", later=True)
+        "all",
+        "which documents are re-chunked per phase: all, or only those holding gold support plus "
+        "the distractors reaching candidate lists at the base phase",
+        later=True,
+    )
     chunker: Chunker = table(Chunker, "how documents are cut into units")
     embedding: Embedding = table(Embedding, "the embedding model")
     retrieval: Retrieval = table(Retrieval, "the three retrievers")
@@ -381,8 +547,8 @@ class Arm(_Table):
     access: Access = table(Access, "what the reader of this arm may see")
 
 
-
 # --- reading the definition ---------------------------------------------------------------------------
+
 
 def meta(info: Any) -> dict:
     """A key's metadata (see :func:`key`)."""
@@ -410,8 +576,11 @@ def field_info(path: tuple[str, ...]) -> Any:
 
 def applies(model: type[BaseModel]) -> dict[str, tuple[str, ...]]:
     """The keys of a table that only some stage kinds read, with those kinds."""
-    return {name: tuple(k.strip() for k in meta(info)["kinds"].split(","))
-            for name, info in model.model_fields.items() if meta(info).get("kinds")}
+    return {
+        name: tuple(k.strip() for k in meta(info)["kinds"].split(","))
+        for name, info in model.model_fields.items()
+        if meta(info).get("kinds")
+    }
 
 
 def defaults(model: type[BaseModel] = Arm) -> dict:
@@ -448,8 +617,9 @@ def digest_neutral(path: tuple[str, ...]) -> Any:
     return default_of(".".join(path)) if value is True else value
 
 
-def keys_where(flag: str, model: type[BaseModel] = Arm,
-               prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def keys_where(
+    flag: str, model: type[BaseModel] = Arm, prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
     """The paths of every key whose metadata sets ``flag`` (``later``; ``digest`` is tested for False)."""
     out = []
     for name, info in model.model_fields.items():

@@ -112,10 +112,14 @@ def default_toml() -> str:
     arm = schema.Arm
     top = [n for n, info in arm.model_fields.items() if schema.submodel(info) is None]
     rest = [n for n in top if n not in COMMON and n != "name"]
-    out = ["# ledgerscope arm configuration. One file per arm; `name` labels the arm in the ledger.",
-           "# Every key with its default (docs/config.md explains each one); commented keys are optional.",
-           *_keys(arm, ["name"]), "",
-           "# --- the keys you will type most " + "-" * 43, *_keys(arm, list(COMMON))]
+    out = [
+        "# ledgerscope arm configuration. One file per arm; `name` labels the arm in the ledger.",
+        "# Every key with its default (docs/config.md explains each one); commented keys are optional.",
+        *_keys(arm, ["name"]),
+        "",
+        "# --- the keys you will type most " + "-" * 43,
+        *_keys(arm, list(COMMON)),
+    ]
     if rest:
         out += ["", *_keys(arm, rest)]
     for name, info in arm.model_fields.items():
@@ -127,14 +131,21 @@ def default_toml() -> str:
 
 # --- the docs table ---------------------------------------------------------------------------------
 
+
 def _type(info: Any) -> str:
     annotation = info.annotation
     if typing.get_origin(annotation) is typing.Literal:
         return "string"
     if schema.submodel(info) is not None:
         return "table"
-    return {int: "integer", float: "number", bool: "boolean", str: "string", dict: "table",
-            list[str]: "list of strings"}.get(annotation, "string, list or table")
+    return {
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+        str: "string",
+        dict: "table",
+        list[str]: "list of strings",
+    }.get(annotation, "string, list or table")
 
 
 def _allowed(info: Any) -> str:
@@ -200,15 +211,27 @@ def _sections(model: type[BaseModel], path: str, info: Any = None) -> list[str]:
     if info is not None:
         extra = schema.meta(info)
         optional = "An optional table: absent unless the arm writes it."
-        notes = [n for n, on in ((optional, extra.get("optional")),
-                                 ("Left out of the digest while it holds its defaults.", extra.get("later")))
-                 if on]
+        notes = [
+            n
+            for n, on in (
+                (optional, extra.get("optional")),
+                ("Left out of the digest while it holds its defaults.", extra.get("later")),
+            )
+            if on
+        ]
         said = info.description.lower() in intro.lower()  # a table's own docstring usually says it
         lead = [] if said else [f"{info.description[:1].upper()}{info.description[1:]}."]
         intro = " ".join([*lead, intro, *notes])
-    out = [f"### {title}", "", intro, "",
-           "| key | type | default | allowed | what it does |", "| --- | --- | --- | --- | --- |",
-           *_rows(model, f"{path}." if path else ""), ""]
+    out = [
+        f"### {title}",
+        "",
+        intro,
+        "",
+        "| key | type | default | allowed | what it does |",
+        "| --- | --- | --- | --- | --- |",
+        *_rows(model, f"{path}." if path else ""),
+        "",
+    ]
     for name, sub_info in model.model_fields.items():
         sub = schema.submodel(sub_info)
         if sub is not None and not schema.meta(sub_info).get("inline"):

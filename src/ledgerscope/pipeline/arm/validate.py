@@ -18,14 +18,28 @@ from ledgerscope.common.errors import Problem
 from ledgerscope.pipeline.arm import schema
 
 #: pydantic error types that say "wrong type" (they win over every other problem of the same key)
-_TYPE_ERRORS = {"int_type": "an integer", "int_from_float": "an integer", "float_type": "a number",
-                "bool_type": "a boolean", "string_type": "a string", "list_type": "a list",
-                "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table"}
+_TYPE_ERRORS = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "bool_type": "a boolean",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
 
 
 def type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
 
 
 def _number(bound: Any) -> Any:
@@ -82,8 +96,9 @@ def schema_problems(data: dict, where: str) -> tuple[list[Problem], list[Problem
 def number_problems(value: Any, name: str, where: str) -> list[Problem]:
     """Every number in ``value`` (tables walked, lists not) finite and within the int32 range."""
     if isinstance(value, dict):
-        return [p for k, v in value.items() for p in number_problems(v, f"{name}.{k}" if name else str(k),
-                                                                     where)]
+        return [
+            p for k, v in value.items() for p in number_problems(v, f"{name}.{k}" if name else str(k), where)
+        ]
     if isinstance(value, bool) or not isinstance(value, int | float):
         return []
     if isinstance(value, float) and not math.isfinite(value):

@@ -42,8 +42,9 @@ def cut_tokens(n_tokens: int, stride: int, phase: int) -> list[int]:
     return list(range(first, n_tokens, stride))
 
 
-def token_ranges(n_tokens: int, capacity: int, overlap: int, phase: int,
-                 edge_policy: str = "keep-short") -> list[tuple[int, int, int, int]]:
+def token_ranges(
+    n_tokens: int, capacity: int, overlap: int, phase: int, edge_policy: str = "keep-short"
+) -> list[tuple[int, int, int, int]]:
     """(unit_start, unit_end, core_start, core_end) token ranges for one document."""
     if n_tokens == 0:
         return []
@@ -72,8 +73,9 @@ def _char_bounds(text: str, offsets: Sequence[tuple[int, int]], a: int, b: int) 
     return start, end
 
 
-def _make_units(source: Source, offsets: Sequence[tuple[int, int]],
-                ranges: list[tuple[int, int, int, int]]) -> list[Unit]:
+def _make_units(
+    source: Source, offsets: Sequence[tuple[int, int]], ranges: list[tuple[int, int, int, int]]
+) -> list[Unit]:
     # Several tokens can share one code point start (a Hangul syllable yields up to three), so
     # a tiny token range can map to an empty interval, or to the same interval as a neighbour.
     # Those are skipped; ordinals count the units actually emitted (neighbour expansion indexes
@@ -86,13 +88,33 @@ def _make_units(source: Source, offsets: Sequence[tuple[int, int]],
         if s >= e or (s, e) in seen:
             continue
         seen.add((s, e))
-        units.append(Unit(unit_id_for(source.doc_id, s, e), source.doc_id, source.version, len(units), s, e,
-                          source.text[s:e], a, b, cs, ce, source.access))
+        units.append(
+            Unit(
+                unit_id_for(source.doc_id, s, e),
+                source.doc_id,
+                source.version,
+                len(units),
+                s,
+                e,
+                source.text[s:e],
+                a,
+                b,
+                cs,
+                ce,
+                source.access,
+            )
+        )
     return units
 
 
-def chunk_tokens(source: Source, offsets: Sequence[tuple[int, int]], capacity: int, overlap: int,
-                 phase: int, edge_policy: str = "keep-short") -> tuple[list[Unit], Boundaries]:
+def chunk_tokens(
+    source: Source,
+    offsets: Sequence[tuple[int, int]],
+    capacity: int,
+    overlap: int,
+    phase: int,
+    edge_policy: str = "keep-short",
+) -> tuple[list[Unit], Boundaries]:
     """Token-window units of one document at one phase."""
     n = len(offsets)
     if n == 0:
@@ -105,8 +127,9 @@ def chunk_tokens(source: Source, offsets: Sequence[tuple[int, int]], capacity: i
     return units, Boundaries(source.doc_id, cuts, tuple(offsets[c][0] for c in cuts), n)
 
 
-def chunk_sentences(source: Source, offsets: Sequence[tuple[int, int]], capacity: int,
-                    phase: int) -> tuple[list[Unit], Boundaries]:
+def chunk_sentences(
+    source: Source, offsets: Sequence[tuple[int, int]], capacity: int, phase: int
+) -> tuple[list[Unit], Boundaries]:
     """Sentence-packing units of one document; phase k isolates the first k sentences."""
     n = len(offsets)
     if n == 0:
@@ -172,8 +195,9 @@ class TokenChunker:
     overlap: int
     edge_policy: str = "keep-short"
 
-    def chunk(self, source: Source, offsets: Sequence[tuple[int, int]],
-              phase_offset: int) -> tuple[list[Unit], Boundaries]:
+    def chunk(
+        self, source: Source, offsets: Sequence[tuple[int, int]], phase_offset: int
+    ) -> tuple[list[Unit], Boundaries]:
         return chunk_tokens(source, offsets, self.capacity, self.overlap, phase_offset, self.edge_policy)
 
 
@@ -183,6 +207,7 @@ class SentenceChunker:
 
     capacity: int
 
-    def chunk(self, source: Source, offsets: Sequence[tuple[int, int]],
-              phase_offset: int) -> tuple[list[Unit], Boundaries]:
+    def chunk(
+        self, source: Source, offsets: Sequence[tuple[int, int]], phase_offset: int
+    ) -> tuple[list[Unit], Boundaries]:
         return chunk_sentences(source, offsets, self.capacity, phase_offset)

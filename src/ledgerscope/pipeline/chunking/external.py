@@ -139,9 +139,12 @@ def _place(hay: Haystack, piece: Piece, prev: tuple[int, int] | None, base: int)
             first = _first_following(text, piece.text, prev)
             if first == s:
                 return Placed(piece, VERIFIED, s, e)
-            why = (f"offsets [{s + base}, {e + base}) slice to its text but in document order it first "
-                   f"occurs at {first + base}" if first != -1 else
-                   f"offsets [{s + base}, {e + base}) do not follow the previous unit")
+            why = (
+                f"offsets [{s + base}, {e + base}) slice to its text but in document order it first "
+                f"occurs at {first + base}"
+                if first != -1
+                else f"offsets [{s + base}, {e + base}) do not follow the previous unit"
+            )
         elif 0 <= s <= e <= len(text):
             why = f"offsets [{s + base}, {e + base}) slice {text[s:e][:40]!r}"
         else:
@@ -157,12 +160,17 @@ def _place(hay: Haystack, piece: Piece, prev: tuple[int, int] | None, base: int)
         best, tie = nearest(found, hint)
         order = "; out of document order (its text occurs only before the previous unit)"
     if best is None:
-        reason = ("its text occurs nowhere in the text it was split from, exactly or with whitespace "
-                  "normalised")
+        reason = (
+            "its text occurs nowhere in the text it was split from, exactly or with whitespace normalised"
+        )
         return Placed(piece, "unlocatable", note=f"{why}; {reason}" if why else reason)
     if tie:
-        return Placed(piece, "ambiguous", note=(f"{why}; " if why else "") + f"its text occurs "
-                      f"{len(found)} times and the two nearest are equally near{order}")
+        return Placed(
+            piece,
+            "ambiguous",
+            note=(f"{why}; " if why else "") + f"its text occurs "
+            f"{len(found)} times and the two nearest are equally near{order}",
+        )
     s, e = best
     match = "exact match" if how == EXACT else "whitespace-normalised match"
     at = f"placed at [{s + base}, {e + base}) ({match}){order}"
@@ -195,8 +203,9 @@ class ExternalChunker:
     def describe(self) -> dict:
         return dict(self.info)
 
-    def chunk(self, source: Source, offsets: Sequence[tuple[int, int]],
-              phase_offset: int) -> tuple[list[Unit], Boundaries]:
+    def chunk(
+        self, source: Source, offsets: Sequence[tuple[int, int]], phase_offset: int
+    ) -> tuple[list[Unit], Boundaries]:
         text = source.text
         placed: list[tuple[str, int, Placed]] = []
         for side, a, b in sides(len(text), forced_cut(offsets, phase_offset, len(text))):
@@ -209,7 +218,8 @@ class ExternalChunker:
             pieces = list(self.split(text))
         except Exception as exc:  # a third-party splitter or user code: named, with where it happened
             where = f"document {source.doc_id!r}, phase offset {phase_offset}" + (
-                f", {side} of the forced cut" if side != "whole" else "")
+                f", {side} of the forced cut" if side != "whole" else ""
+            )
             kind = "" if isinstance(exc, SplitterOutputError) else f"raised {type(exc).__name__}: "
             raise InputError(Problem(self.where, None, self.key, f"{where}: {kind}{exc}")) from None
         bad = next((p for p in pieces if not isinstance(p, Piece)), None)
@@ -218,8 +228,9 @@ class ExternalChunker:
         return pieces
 
 
-def _units(source: Source, offsets: Sequence[tuple[int, int]],
-           placed: list[tuple[str, int, Placed]]) -> tuple[list[Unit], Boundaries]:
+def _units(
+    source: Source, offsets: Sequence[tuple[int, int]], placed: list[tuple[str, int, Placed]]
+) -> tuple[list[Unit], Boundaries]:
     """Units (sorted, trimmed, deduplicated) and the document's boundaries with its repairs."""
     text = source.text
     intervals: list[tuple[int, int]] = []
@@ -241,14 +252,39 @@ def _units(source: Source, offsets: Sequence[tuple[int, int]],
             seen.add(span)
             intervals.append(span)
         if status != VERIFIED:
-            repairs.append(OffsetRepair(position, side, status, p.piece.text, gs, ge,
-                                        span[0] if span else None, span[1] if span else None, note))
+            repairs.append(
+                OffsetRepair(
+                    position,
+                    side,
+                    status,
+                    p.piece.text,
+                    gs,
+                    ge,
+                    span[0] if span else None,
+                    span[1] if span else None,
+                    note,
+                )
+            )
     starts = [o[0] for o in offsets]
     units = []
     for ordinal, (s, e) in enumerate(sorted(intervals)):
         a, b = bisect.bisect_left(starts, s), bisect.bisect_left(starts, e)
-        units.append(Unit(unit_id_for(source.doc_id, s, e), source.doc_id, source.version, ordinal, s, e,
-                          text[s:e], a, b, s, e, source.access))
+        units.append(
+            Unit(
+                unit_id_for(source.doc_id, s, e),
+                source.doc_id,
+                source.version,
+                ordinal,
+                s,
+                e,
+                text[s:e],
+                a,
+                b,
+                s,
+                e,
+                source.access,
+            )
+        )
     cut_chars = tuple(u.start for u in units[1:])
     cut_tokens = tuple(bisect.bisect_left(starts, c) for c in cut_chars)
     return units, Boundaries(source.doc_id, cut_tokens, cut_chars, len(offsets), len(placed), tuple(repairs))

@@ -56,8 +56,9 @@ def _build(cls: type, options: dict, where: str) -> Any:
         return cls(**options)
     except Exception as exc:  # each library validates its options its own way
         call = f"{cls.__name__}({', '.join(options)})"
-        raise InputError(Problem(where, None, "chunker.options",
-                                 f"{call}: {type(exc).__name__}: {exc}")) from None
+        raise InputError(
+            Problem(where, None, "chunker.options", f"{call}: {type(exc).__name__}: {exc}")
+        ) from None
 
 
 def langchain_split(table: dict, counter: TokenCounter, where: str) -> Split:
@@ -71,12 +72,15 @@ def langchain_split(table: dict, counter: TokenCounter, where: str) -> Split:
         options["length_function"] = len
     splitter = _build(cls, options, where)
     if options.get("add_start_index"):
+
         def split(text: str) -> list[Piece]:
             docs = splitter.create_documents([text])
             return [Piece(d.page_content, d.metadata.get("start_index")) for d in docs]
     else:
+
         def split(text: str) -> list[Piece]:
             return [Piece(t) for t in splitter.split_text(text)]
+
     return split
 
 
@@ -98,8 +102,11 @@ def llamaindex_split(table: dict, counter: TokenCounter, where: str) -> Split:
         # metadata here (and a print would break the sweep's progress display)
         with contextlib.redirect_stdout(io.StringIO()):
             nodes = splitter.get_nodes_from_documents([Document(text=text)], show_progress=False)
-        return [Piece(n.get_content(metadata_mode=MetadataMode.NONE), n.start_char_idx, n.end_char_idx)
-                for n in nodes]
+        return [
+            Piece(n.get_content(metadata_mode=MetadataMode.NONE), n.start_char_idx, n.end_char_idx)
+            for n in nodes
+        ]
+
     return split
 
 
@@ -130,7 +137,7 @@ def _source_slice_tokenizer(counter: TokenCounter):
             if not tokens:
                 return ""
             text, s, _ = self._spans[tokens[0]]
-            return text[s:self._spans[tokens[-1]][2]]
+            return text[s : self._spans[tokens[-1]][2]]
 
         def count_tokens(self, text: str) -> int:
             return len(tok.encode(text, add_special_tokens=False).ids)
@@ -157,6 +164,7 @@ def chonkie_split(table: dict, counter: TokenCounter, where: str) -> Split:
         if tokenizer is not None:
             tokenizer.reset()
         return [Piece(c.text, c.start_index, c.end_index) for c in chunker.chunk(text)]
+
     return split
 
 
@@ -167,14 +175,18 @@ def check_intervals(result: Any, text_len: int) -> list[tuple[int, int]]:
         raise SplitterOutputError(f"returned {type(result).__name__}, not a list of (start, end) intervals")
     out: list[tuple[int, int]] = []
     for i, item in enumerate(result):
-        ok = isinstance(item, list | tuple) and len(item) == 2 and all(
-            isinstance(x, int) and not isinstance(x, bool) for x in item)
+        ok = (
+            isinstance(item, list | tuple)
+            and len(item) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in item)
+        )
         if not ok:
             raise SplitterOutputError(f"interval {i}: {item!r} is not a pair of integers")
         s, e = item
         if not 0 <= s < e <= text_len:
-            raise SplitterOutputError(f"interval {i}: [{s}, {e}) is out of range or empty for a text of "
-                                      f"{text_len} code points")
+            raise SplitterOutputError(
+                f"interval {i}: [{s}, {e}) is out of range or empty for a text of {text_len} code points"
+            )
         out.append((s, e))
     ordered = sorted(out)
     for (s0, e0), (s1, e1) in itertools.pairwise(ordered):
@@ -188,16 +200,22 @@ def python_split(table: dict, counter: TokenCounter, where: str) -> Split:
     try:
         fn = chunker_spec.resolve_callable(target)
     except ImportError as exc:
-        raise InputError(Problem(where, None, "chunker.callable",
-                                 f"{target!r} cannot be imported: {exc}")) from None
+        raise InputError(
+            Problem(where, None, "chunker.callable", f"{target!r} cannot be imported: {exc}")
+        ) from None
 
     def split(text: str) -> list[Piece]:
         return [Piece(text[s:e], s, e) for s, e in check_intervals(fn(text), len(text))]
+
     return split
 
 
-_ADAPTERS = {"langchain": langchain_split, "llamaindex": llamaindex_split, "chonkie": chonkie_split,
-             "python": python_split}
+_ADAPTERS = {
+    "langchain": langchain_split,
+    "llamaindex": llamaindex_split,
+    "chonkie": chonkie_split,
+    "python": python_split,
+}
 
 
 def external_chunker(cfg, encoder, counter: TokenCounter) -> ExternalChunker:
@@ -206,16 +224,23 @@ def external_chunker(cfg, encoder, counter: TokenCounter) -> ExternalChunker:
     table, where = cfg.chunker, getattr(cfg, "where", "<config>")
     kind = table["kind"]
     split = _ADAPTERS[kind](table, counter, where)
-    info: dict = {"kind": kind, "phase_rule": chunker_spec.PHASE_RULE,
-                  "span_tokens": chunker_spec.span_tokens(kind, table),
-                  "tokenizer": counter.describe(),
-                  "offsets": "verified by slicing; every unit not verified as given is in the repairs table"}
+    info: dict = {
+        "kind": kind,
+        "phase_rule": chunker_spec.PHASE_RULE,
+        "span_tokens": chunker_spec.span_tokens(kind, table),
+        "tokenizer": counter.describe(),
+        "offsets": "verified by slicing; every unit not verified as given is in the repairs table",
+    }
     if kind == "python":
         info["callable"] = table["callable"]
     else:
         dist = chunker_spec.ECOSYSTEMS[kind][1]
-        info.update(splitter=table["splitter"], options=dict(table.get("options", {})),
-                    length=table.get("length", "library"), measure=chunker_spec.measure(kind, table),
-                    library=f"{dist} {_version(dist)}")
+        info.update(
+            splitter=table["splitter"],
+            options=dict(table.get("options", {})),
+            length=table.get("length", "library"),
+            measure=chunker_spec.measure(kind, table),
+            library=f"{dist} {_version(dist)}",
+        )
     key = "chunker.callable" if kind == "python" else "chunker.splitter"
     return ExternalChunker(split, where, key, info)

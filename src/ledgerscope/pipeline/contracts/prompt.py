@@ -19,8 +19,7 @@ from ledgerscope.rules.answer_match import ABSTAIN_TEXT
 
 INSTRUCTIONS = (
     "Answer the question using only the numbered sources. Cite every source you use "
-    "with its label, like [1]. If the sources do not contain the answer, reply exactly: "
-    + ABSTAIN_TEXT
+    "with its label, like [1]. If the sources do not contain the answer, reply exactly: " + ABSTAIN_TEXT
 )
 BLOCK_SEPARATOR = "\n\n"
 
@@ -99,13 +98,19 @@ class PromptTemplate:
     def messages(self, question: str, blocks: list[ContextBlock]) -> list[dict[str, str]]:
         """Chat messages: the system text apart when configured, else one user turn (the default)."""
         if self.system_message and self.system:
-            return [{"role": "system", "content": self.system},
-                    {"role": "user", "content": self.user(question, blocks)}]
+            return [
+                {"role": "system", "content": self.system},
+                {"role": "user", "content": self.user(question, blocks)},
+            ]
         return [{"role": "user", "content": self.prompt(question, blocks)}]
 
     def describe(self) -> dict:
-        return {"system": self.system, "context_format": self.context_format,
-                "question_format": self.question_format, "system_message": self.system_message}
+        return {
+            "system": self.system,
+            "context_format": self.context_format,
+            "question_format": self.question_format,
+            "system_message": self.system_message,
+        }
 
 
 DEFAULT_TEMPLATE = PromptTemplate()

@@ -250,9 +250,12 @@ def generate_or_failure(generator: Generator, question: str, blocks: list[Contex
 
 def failed_generation(failure: dict) -> GenerationResult:
     """The result of a record that an infrastructure failure stopped (the generator is not asked)."""
-    return GenerationResult("", error=f"{failure['stage']} failed: {failure['error']}",
-                            attempts=len(failure.get("attempts") or []),
-                            detail={"infrastructure": failure})
+    return GenerationResult(
+        "",
+        error=f"{failure['stage']} failed: {failure['error']}",
+        attempts=len(failure.get("attempts") or []),
+        detail={"infrastructure": failure},
+    )
 
 
 # --- what the fixed stages hand on ----------------------------------------------------------

@@ -105,8 +105,9 @@ class EmbeddingCache:
         try:
             enc = unpack(blob, self.model_id, key)
         except MismatchedEntry as exc:
-            raise CacheError(f"embedding cache entry {path}: {exc}; delete it (or run "
-                             "`ledgerscope cache prune --verify`)") from None
+            raise CacheError(
+                f"embedding cache entry {path}: {exc}; delete it (or run `ledgerscope cache prune --verify`)"
+            ) from None
         except CorruptEntry as exc:
             self.corrupt.append(f"{path}: {exc}")
             with contextlib.suppress(OSError):
@@ -158,8 +159,10 @@ class EmbeddingCache:
     def messages(self) -> list[str]:
         out = [f"embedding cache: corrupt entry re-encoded: {c}" for c in self.corrupt]
         if self.write_error:
-            out.append(f"embedding cache: writing to {self.root} failed ({self.write_error}); "
-                       "the sweep went on uncached")
+            out.append(
+                f"embedding cache: writing to {self.root} failed ({self.write_error}); "
+                "the sweep went on uncached"
+            )
         return out
 
 
@@ -184,9 +187,15 @@ def info(root: Path) -> list[dict]:
             desc = json.loads((folder / "model.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             desc = {}
-        rows.append({"model_id": folder.name, "model": desc.get("name", "?"),
-                     "device": desc.get("device", "?"), "entries": len(found),
-                     "bytes": sum(e.size for e in found)})
+        rows.append(
+            {
+                "model_id": folder.name,
+                "model": desc.get("name", "?"),
+                "device": desc.get("device", "?"),
+                "entries": len(found),
+                "bytes": sum(e.size for e in found),
+            }
+        )
     return rows
 
 
@@ -250,7 +259,7 @@ def _model_hex(path: Path) -> str:
     blob = path.read_bytes()
     from ledgerscope.pipeline.embedding.entries import MAGIC
 
-    model = blob[len(MAGIC) + 32: len(MAGIC) + 64].hex()
+    model = blob[len(MAGIC) + 32 : len(MAGIC) + 64].hex()
     if not model.startswith(path.parent.parent.name):
         raise ValueError("entry in another model's folder")
     return model

@@ -20,8 +20,9 @@ def resolve_device(setting: str | None) -> str:
 
     name = (setting or "cpu").lower()
     if name not in DEVICES:
-        raise InputError(Problem("<config>", None, "embedding.device",
-                                 f"must be one of {', '.join(DEVICES)}"))
+        raise InputError(
+            Problem("<config>", None, "embedding.device", f"must be one of {', '.join(DEVICES)}")
+        )
     cuda = torch.cuda.is_available()
     mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
     if name == "auto":

@@ -30,6 +30,7 @@ class ForwardBatch:
     features: dict[str, np.ndarray]  # (rows, count) int64 each: input_ids, attention_mask, ...
     offsets: np.ndarray  # (rows, count, 2) code point offsets, (0, 0) for special tokens
 
+
 __all__ = ["BUNDLED_MINILM", "Encoded", "Encoder", "ForwardBatch", "TokenCounter", "shared_encoder"]
 
 BUNDLED_MINILM = "bundled:all-MiniLM-L6-v2"
@@ -129,8 +130,9 @@ class Encoder:
     text in the cache never imports sentence-transformers (about 11 s on these machines).
     """
 
-    def __init__(self, name: str = BUNDLED_MINILM, batch_size: int = 64, device: str = "cpu",
-                 cache: bool = True):
+    def __init__(
+        self, name: str = BUNDLED_MINILM, batch_size: int = 64, device: str = "cpu", cache: bool = True
+    ):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from ledgerscope.pipeline.embedding.devices import batch_size_for, describe_device, resolve_device
@@ -169,8 +171,10 @@ class Encoder:
         if self._facts is not None and self._facts != facts:
             from ledgerscope.pipeline.embedding.cache import CacheError
 
-            raise CacheError(f"embedding cache for {self.name}: the cache says {self._facts}, the "
-                             f"model loaded says {facts}; run `ledgerscope cache prune --verify`")
+            raise CacheError(
+                f"embedding cache for {self.name}: the cache says {self._facts}, the "
+                f"model loaded says {facts}; run `ledgerscope cache prune --verify`"
+            )
         self._facts, self._model = facts, model
         if self.store is not None:  # model.json, written with the first entry, carries the facts
             self.store.describe.update(facts)
@@ -203,8 +207,14 @@ class Encoder:
         if self._model_id is not None:
             return self._model_id
         ident = hashlib.sha256()
-        for part in (self.name, self.path, ENCODING_RULE, TOKEN_PRECISION,
-                     self.device_info["type"], self.device_info["torch"]):
+        for part in (
+            self.name,
+            self.path,
+            ENCODING_RULE,
+            TOKEN_PRECISION,
+            self.device_info["type"],
+            self.device_info["torch"],
+        ):
             ident.update(part.encode() + b"\0")
         ident.update(self.files_sha256().encode())
         self._model_id = ident.digest()
@@ -269,8 +279,9 @@ class Encoder:
         todo = sorted(set(texts))
         if not todo:
             return []
-        tok = self.hf_tokenizer(todo, return_offsets_mapping=True, truncation=True,
-                                max_length=self.max_length)
+        tok = self.hf_tokenizer(
+            todo, return_offsets_mapping=True, truncation=True, max_length=self.max_length
+        )
         by_count: dict[int, list[int]] = {}
         for i, ids in enumerate(tok["input_ids"]):
             by_count.setdefault(len(ids), []).append(i)
@@ -280,12 +291,15 @@ class Encoder:
             rows = by_count[count]
             for s in range(0, len(rows), self.batch_size):
                 part = rows[s : s + self.batch_size]
-                out.append(ForwardBatch(
-                    [todo[i] for i in part],
-                    {k: np.array([tok[k][i] for i in part], dtype=np.int64) for k in fields},
-                    np.array([tok["offset_mapping"][i] for i in part],
-                             dtype=np.int64).reshape(len(part), count, 2),
-                ))
+                out.append(
+                    ForwardBatch(
+                        [todo[i] for i in part],
+                        {k: np.array([tok[k][i] for i in part], dtype=np.int64) for k in fields},
+                        np.array([tok["offset_mapping"][i] for i in part], dtype=np.int64).reshape(
+                            len(part), count, 2
+                        ),
+                    )
+                )
         return out
 
     def encode_batch(self, batch: ForwardBatch) -> list[Encoded]:
@@ -309,17 +323,24 @@ class Encoder:
             keep = offs[:, 1] > offs[:, 0]  # drops [CLS]/[SEP] (empty offsets); no padding here
             vec = pooled[j]
             norm = float(np.linalg.norm(vec)) or 1.0
-            result.append(Encoded((vec / norm).astype(np.float32),
-                                  np.ascontiguousarray(tok[j][keep], dtype=np.float32),
-                                  offs[keep].astype(np.int32)))
+            result.append(
+                Encoded(
+                    (vec / norm).astype(np.float32),
+                    np.ascontiguousarray(tok[j][keep], dtype=np.float32),
+                    offs[keep].astype(np.int32),
+                )
+            )
         return result
 
     def cache_report(self) -> dict:
         """Texts served by the persistent cache and encoded, and anything the cache refused."""
         store = self.store
-        return {"cached": store.hits if store else 0, "encoded": self.forward_texts,
-                "cache": str(store.root) if store else None,
-                "messages": store.messages() if store else []}
+        return {
+            "cached": store.hits if store else 0,
+            "encoded": self.forward_texts,
+            "cache": str(store.root) if store else None,
+            "messages": store.messages() if store else [],
+        }
 
     def get(self, text: str) -> Encoded:
         hit = self._cache.get(text)
@@ -403,7 +424,13 @@ def _open_store(encoder: Encoder):
     root = cache_root()
     if root is None:
         return None
-    info = {"name": encoder.name, "path": encoder.path, "encoding": ENCODING_RULE,
-            "token_precision": TOKEN_PRECISION, "device": encoder.device_info["type"],
-            "torch": encoder.device_info["torch"], "files_sha256": encoder.files_sha256()}
+    info = {
+        "name": encoder.name,
+        "path": encoder.path,
+        "encoding": ENCODING_RULE,
+        "token_precision": TOKEN_PRECISION,
+        "device": encoder.device_info["type"],
+        "torch": encoder.device_info["torch"],
+        "files_sha256": encoder.files_sha256(),
+    }
     return EmbeddingCache(root, encoder.model_id(), info)

@@ -67,9 +67,18 @@ class EndpointEmbedder:
     kind = "endpoint"
     token_vectors = False
 
-    def __init__(self, base_url: str, model: str, api_key_env: str | None = None, batch_size: int = 64,
-                 timeout: float = 60.0, retries: int = 2, backoff: float = 0.5,
-                 path: str = "/v1/embeddings", dimensions: int = 0):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        path: str = "/v1/embeddings",
+        dimensions: int = 0,
+    ):
         self.client = JsonClient(base_url, api_key_env, timeout, retries, backoff)
         self.name = model
         self.path = path or "/v1/embeddings"
@@ -96,9 +105,16 @@ class EndpointEmbedder:
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: the server, model and settings; the key's variable name, never its value."""
-        return {"kind": self.kind, "api": "openai-embeddings", **self.client.describe(), "path": self.path,
-                "model": self.name, "dim": self.dim, "batch_size": self.batch_size,
-                "response_model": self.response_model}
+        return {
+            "kind": self.kind,
+            "api": "openai-embeddings",
+            **self.client.describe(),
+            "path": self.path,
+            "model": self.name,
+            "dim": self.dim,
+            "batch_size": self.batch_size,
+            "response_model": self.response_model,
+        }
 
     # -- the API ------------------------------------------------------------
 
@@ -119,19 +135,33 @@ class EndpointEmbedder:
         for pos, item in enumerate(items):
             index = item.get("index", pos) if isinstance(item, dict) else None
             vector = item.get("embedding") if isinstance(item, dict) else None
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < expected \
-                    or rows[index] is not None:
-                raise AttemptError("response", f"item {pos}: index {index!r} is not a new position "
-                                   f"in 0..{expected - 1}", False)
+            if (
+                not isinstance(index, int)
+                or isinstance(index, bool)
+                or not 0 <= index < expected
+                or rows[index] is not None
+            ):
+                raise AttemptError(
+                    "response",
+                    f"item {pos}: index {index!r} is not a new position in 0..{expected - 1}",
+                    False,
+                )
             if not isinstance(vector, list) or not vector:
-                raise AttemptError("response", f"item {pos}: 'embedding' is not a list of numbers "
-                                   "(request encoding_format = float)", False)
+                raise AttemptError(
+                    "response",
+                    f"item {pos}: 'embedding' is not a list of numbers (request encoding_format = float)",
+                    False,
+                )
             rows[index] = vector
         dims = {len(r) for r in rows if r is not None}
         want = self.dim or next(iter(dims))
         if dims != {want}:
-            raise AttemptError("response", f"vector dimension {sorted(dims)} where {want} was expected "
-                               f"({'embedding.dimensions' if self.dim else 'the first vector'})", False)
+            raise AttemptError(
+                "response",
+                f"vector dimension {sorted(dims)} where {want} was expected "
+                f"({'embedding.dimensions' if self.dim else 'the first vector'})",
+                False,
+            )
         try:
             matrix = np.asarray(rows, dtype=np.float64)
         except (TypeError, ValueError):
@@ -188,8 +218,11 @@ class EndpointEmbedder:
         failed = [t for t in texts if t not in self._cache]
         if failed:
             message = self._failed.get(failed[0], "not embedded")
-            raise EmbeddingFailure(f"{len(set(failed))} text(s) without a vector: {message}", failed,
-                                   self._attempts.get(failed[0], []))
+            raise EmbeddingFailure(
+                f"{len(set(failed))} text(s) without a vector: {message}",
+                failed,
+                self._attempts.get(failed[0], []),
+            )
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         return np.stack([self._cache[t] for t in texts])
@@ -197,7 +230,8 @@ class EndpointEmbedder:
     def get(self, text: str):
         raise TokenVectorsUnavailable(
             f"the embedding endpoint {self.url} returns pooled vectors only; token vectors (MaxSim, the "
-            "extractive reader) come from a local model")
+            "extractive reader) come from a local model"
+        )
 
     def drop(self, texts: Iterable[str]) -> None:
         for t in texts:
@@ -226,6 +260,8 @@ class EndpointEmbedder:
         if vectors is not None and self._last_usage is not None:
             self.usage_tokens += self._last_usage
         if vectors is None:
-            raise EndpointUnreachable(f"embedding endpoint {self.url} did not embed a probe text: "
-                                      f"{errors[-1] if errors else 'no attempt'}")
+            raise EndpointUnreachable(
+                f"embedding endpoint {self.url} did not embed a probe text: "
+                f"{errors[-1] if errors else 'no attempt'}"
+            )
         self.dim = int(vectors.shape[1])

@@ -59,7 +59,7 @@ def unpack(blob: bytes, model_id: bytes, text_key: bytes) -> Encoded:
     if len(blob) < start + _HEAD.size or not blob.startswith(MAGIC):
         raise CorruptEntry("not a ledgerscope embedding entry (or truncated)")
     payload = blob[start:]
-    if hashlib.sha256(payload).digest() != blob[len(MAGIC):start]:
+    if hashlib.sha256(payload).digest() != blob[len(MAGIC) : start]:
         raise CorruptEntry("checksum mismatch (truncated or altered)")
     got_model, got_text, dim, n = _HEAD.unpack_from(payload)
     if got_model != model_id or got_text != text_key:
@@ -68,7 +68,7 @@ def unpack(blob: bytes, model_id: bytes, text_key: bytes) -> Encoded:
             + ("model" if got_model != model_id else "text")
             + " than the key it is stored under"
         )
-    body = payload[_HEAD.size:]
+    body = payload[_HEAD.size :]
     if len(body) != 4 * dim + 2 * n * dim + 8 * n:
         raise CorruptEntry("sizes in the header do not match the payload")
     vec = np.frombuffer(body, dtype="<f4", count=dim).astype(np.float32)

@@ -56,8 +56,15 @@ from ledgerscope.rules.answer_match import is_abstention
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # the names this module has always offered (the HTTP client moved to .http_json)
 _AttemptError, _api_root, _redact_userinfo = AttemptError, api_root, redact_userinfo
-__all__ = ["EndpointConfigError", "EndpointGenerator", "LocalServer", "TokenizerUnavailable",
-           "bundled_smollm2_path", "start_local_server", "stop_local_server"]
+__all__ = [
+    "EndpointConfigError",
+    "EndpointGenerator",
+    "LocalServer",
+    "TokenizerUnavailable",
+    "bundled_smollm2_path",
+    "start_local_server",
+    "stop_local_server",
+]
 
 
 class TokenizerUnavailable(LedgerscopeError, RuntimeError):
@@ -97,8 +104,13 @@ class EndpointGenerator:
         self._token_cache: dict[str, int] = {}
         #: what this generator sent (the resource record): chat requests and attempts, the
         #: tokens the server's ``usage`` billed, requests without usage, /tokenize requests
-        self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "without_usage": 0,
-                      "tokenize_requests": 0}
+        self.usage = {
+            "requests": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "without_usage": 0,
+            "tokenize_requests": 0,
+        }
 
     def __repr__(self) -> str:
         return f"EndpointGenerator({self.describe()!r})"
@@ -151,8 +163,9 @@ class EndpointGenerator:
         if self.seed is not None:
             payload["seed"] = self.seed
         started = time.perf_counter()
-        done, errors = self._post("/v1/chat/completions", payload,
-                                  lambda data: (data, *self._read_choice(data)))
+        done, errors = self._post(
+            "/v1/chat/completions", payload, lambda data: (data, *self._read_choice(data))
+        )
         self.usage["requests"] += len(errors) + (done is not None)
         if done is not None:
             data, answer, finish = done
@@ -303,9 +316,20 @@ def start_local_server(
         raise EndpointConfigError(f"GGUF model not found: {path}")
     if importlib.util.find_spec("xllamacpp") is None:
         raise EndpointConfigError("the local server needs xllamacpp (pip install 'ledgerscope[llm]')")
-    cmd = [sys.executable, "-m", "ledgerscope.pipeline.servers.llama_server", str(path),
-           "--n-ctx", str(n_ctx), "--n-parallel", str(n_parallel), "--port", str(port),
-           "--verbosity", str(verbosity)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ledgerscope.pipeline.servers.llama_server",
+        str(path),
+        "--n-ctx",
+        str(n_ctx),
+        "--n-parallel",
+        str(n_parallel),
+        "--port",
+        str(port),
+        "--verbosity",
+        str(verbosity),
+    ]
     if n_threads is not None:
         cmd += ["--n-threads", str(n_threads)]
     if api_key_env:
@@ -315,8 +339,9 @@ def start_local_server(
     return spawn_server(cmd, str(path), "the local llama.cpp server", timeout, stderr=stderr)
 
 
-def spawn_server(cmd: list[str], model: str, what: str, timeout: float = 120.0,
-                 stderr: Any = subprocess.DEVNULL) -> tuple[LocalServer, str]:
+def spawn_server(
+    cmd: list[str], model: str, what: str, timeout: float = 120.0, stderr: Any = subprocess.DEVNULL
+) -> tuple[LocalServer, str]:
     """Run a server child that prints ``{"base_url": ...}`` once it listens and serves until its
     standard input closes; returns (server, base_url)."""
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)

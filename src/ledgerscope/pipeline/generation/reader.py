@@ -123,10 +123,16 @@ def sentence_similarities(q_tokens: np.ndarray, tokens: np.ndarray, ranges: np.n
 class ExtractiveReader:
     kind = "extractive"
 
-    def __init__(self, encode: Callable[[str], Encoded], count_tokens: Callable[[str], int],
-                 abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD,
-                 abstain_margin: float = DEFAULT_ABSTAIN_MARGIN, template: PromptTemplate = DEFAULT_TEMPLATE,
-                 prefetch: Callable[[list[str]], None] | None = None, reader_model: str | None = None):
+    def __init__(
+        self,
+        encode: Callable[[str], Encoded],
+        count_tokens: Callable[[str], int],
+        abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD,
+        abstain_margin: float = DEFAULT_ABSTAIN_MARGIN,
+        template: PromptTemplate = DEFAULT_TEMPLATE,
+        prefetch: Callable[[list[str]], None] | None = None,
+        reader_model: str | None = None,
+    ):
         self.encode = encode
         self.count_tokens = count_tokens
         self.abstain_threshold = abstain_threshold
@@ -142,24 +148,36 @@ class ExtractiveReader:
         self._similarities = PairMemo()
 
     @classmethod
-    def from_config(cls, encode: Callable[[str], Encoded], count_tokens: Callable[[str], int],
-                    generator: Mapping, **kwargs) -> ExtractiveReader:
+    def from_config(
+        cls,
+        encode: Callable[[str], Encoded],
+        count_tokens: Callable[[str], int],
+        generator: Mapping,
+        **kwargs,
+    ) -> ExtractiveReader:
         """A reader with an arm's ``[generator]`` settings (absent ones take the defaults); ``kwargs``
         are the template, prefetch and reader model."""
-        return cls(encode, count_tokens,
-                   float(generator.get("abstain_threshold", DEFAULT_ABSTAIN_THRESHOLD)),
-                   float(generator.get("abstain_margin", DEFAULT_ABSTAIN_MARGIN)), **kwargs)
+        return cls(
+            encode,
+            count_tokens,
+            float(generator.get("abstain_threshold", DEFAULT_ABSTAIN_THRESHOLD)),
+            float(generator.get("abstain_margin", DEFAULT_ABSTAIN_MARGIN)),
+            **kwargs,
+        )
 
     def describe(self) -> dict:
-        out = {"kind": self.kind, "abstain_threshold": self.abstain_threshold,
-               "abstain_margin": self.abstain_margin,
-               "scoring": f"0.5*coverage (words sharing {STEM_LETTERS} letters) + 0.5*MaxSim; "
-                          f"x{NO_QUANTITY_FACTOR} without a number when a quantity is asked; "
-                          "abstain on yes/no and comparison questions, below the threshold, or when "
-                          "the answer's sentences (the best one and a bridging one) lead the next "
-                          "(not a repeat or fragment of them) by less than the margin; the answer "
-                          "span first where a date, quantity or name is asked",
-               "tokenizer": "embedding model"}
+        out = {
+            "kind": self.kind,
+            "abstain_threshold": self.abstain_threshold,
+            "abstain_margin": self.abstain_margin,
+            "scoring": f"0.5*coverage (words sharing {STEM_LETTERS} letters) + 0.5*MaxSim; "
+            f"x{NO_QUANTITY_FACTOR} without a number when a quantity is asked; "
+            "abstain on yes/no and comparison questions, below the threshold, or when "
+            "the answer's sentences (the best one and a bridging one) lead the next "
+            "(not a repeat or fragment of them) by less than the margin; the answer "
+            "span first where a date, quantity or name is asked",
+            "tokenizer": "embedding model",
+        }
         if self.reader_model is not None:
             out.update(tokenizer="the arm's chunk tokenizer", reader_model=self.reader_model)
         if self.template != DEFAULT_TEMPLATE:
@@ -172,10 +190,16 @@ class ExtractiveReader:
             spans = split_sentences(text)
             starts = enc.offsets[:, 0] if len(enc.offsets) else np.zeros(0, dtype=np.int32)
             ends = enc.offsets[:, 1] if len(enc.offsets) else np.zeros(0, dtype=np.int32)
-            ranges = np.array([(np.searchsorted(starts, s, "left"), np.searchsorted(ends, e, "right"))
-                               for s, e in spans], dtype=np.int64).reshape(-1, 2)
-            hit = _Sentences(spans, [_stems(analyze(text[s:e])) for s, e in spans],
-                             [bool(extract_quantities(text[s:e])) for s, e in spans], ranges)
+            ranges = np.array(
+                [(np.searchsorted(starts, s, "left"), np.searchsorted(ends, e, "right")) for s, e in spans],
+                dtype=np.int64,
+            ).reshape(-1, 2)
+            hit = _Sentences(
+                spans,
+                [_stems(analyze(text[s:e])) for s, e in spans],
+                [bool(extract_quantities(text[s:e])) for s, e in spans],
+                ranges,
+            )
             self._sentences.put(text, (enc.offsets,), hit)
         return hit
 
@@ -197,11 +221,18 @@ class ExtractiveReader:
                 score = 0.5 * cov + 0.5 * float(sem[k])
                 if wants_number and not info.has_number[k]:
                     score *= NO_QUANTITY_FACTOR
-                scored.append({
-                    "label": block.label, "block": b_index, "start": s, "end": e,
-                    "sentence": block.text[s:e], "coverage": round(cov, 6),
-                    "similarity": round(float(sem[k]), 6), "score": round(score, 6),
-                })
+                scored.append(
+                    {
+                        "label": block.label,
+                        "block": b_index,
+                        "start": s,
+                        "end": e,
+                        "sentence": block.text[s:e],
+                        "coverage": round(cov, 6),
+                        "similarity": round(float(sem[k]), 6),
+                        "score": round(score, 6),
+                    }
+                )
         scored.sort(key=lambda x: (-x["score"], x["block"], x["start"]))
         return scored
 
@@ -245,11 +276,13 @@ class ExtractiveReader:
             labels = list(dict.fromkeys(c["label"] for c in chosen))
             if len(chosen) > 1:
                 detail["bridge"] = chosen[1]
-            return GenerationResult(answer, labels, False, prompt_tokens, self.count_tokens(answer),
-                                    detail=detail)
+            return GenerationResult(
+                answer, labels, False, prompt_tokens, self.count_tokens(answer), detail=detail
+            )
         detail["abstained_because"] = reason
-        return GenerationResult(ABSTAIN_TEXT, [], True, prompt_tokens,
-                                self.count_tokens(ABSTAIN_TEXT), detail=detail)
+        return GenerationResult(
+            ABSTAIN_TEXT, [], True, prompt_tokens, self.count_tokens(ABSTAIN_TEXT), detail=detail
+        )
 
 
 def oracle_blocks(texts: list[tuple[str, str, str]]) -> list[ContextBlock]:

@@ -35,25 +35,42 @@ from ledgerscope.rules.answer_match import extract_quantities
 STEM_LETTERS = 5
 YES_NO = "yes-no question"
 COMPARISON = "yes-no question: comparison"
-_AUX = ("is|are|was|were|am|do|does|did|can|could|will|would|should|shall|has|have|had|may|might|must|"
-        "isn't|aren't|wasn't|weren't|don't|doesn't|didn't|can't|won't|hasn't|haven't")
+_AUX = (
+    "is|are|was|were|am|do|does|did|can|could|will|would|should|shall|has|have|had|may|might|must|"
+    "isn't|aren't|wasn't|weren't|don't|doesn't|didn't|can't|won't|hasn't|haven't"
+)
 _YES_NO = re.compile(rf"^\W*(?:{_AUX})\b(?!\s+(?:{_AUX})\b)", re.IGNORECASE)
-_COMPARATIVE = (r"first|earlier|later|last|older|younger|longer|shorter|more|less|fewer|larger|smaller|"
-                r"bigger|higher|lower|taller|closer|farther|further|greater|better|worse|newer|"
-                r"\w+est|\w{3,}er")
+_COMPARATIVE = (
+    r"first|earlier|later|last|older|younger|longer|shorter|more|less|fewer|larger|smaller|"
+    r"bigger|higher|lower|taller|closer|farther|further|greater|better|worse|newer|"
+    r"\w+est|\w{3,}er"
+)
 _COMPARISON = re.compile(rf"\b(?:which|who|whose)\b[^?]*\b(?:{_COMPARATIVE})\b[^?]*\bor\b", re.IGNORECASE)
 _DATE = re.compile(
     r"\b(?:\d{1,2}\s+)?(?:January|February|March|April|May|June|July|August|September|October|November|"
-    r"December)(?:\s+\d{1,2})?,?\s+\d{4}\b|\b(?:1[5-9]|20)\d{2}\b")
+    r"December)(?:\s+\d{1,2})?,?\s+\d{4}\b|\b(?:1[5-9]|20)\d{2}\b"
+)
 _NAME = re.compile(r"\b[A-Z][\w'\-]*\.?(?:\s+(?:(?:of|de|van|von|the|and|&)\s+)?[A-Z][\w'\-]*\.?)*")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s*%|\s+[A-Za-z]+)?")
 _YEAR = re.compile(r"^(?:1[5-9]|20)\d{2}$")
 _WANTS = (
     ("date", re.compile(r"^\W*(?:when|what year|in what year|which year|what date|on what date)\b", re.I)),
-    ("quantity", re.compile(r"\bhow (?:many|much|long|often|large|big|old|far|high|fast)\b|"
-                            r"\bwhat (?:percentage|proportion|number|amount)\b", re.I)),
-    ("name", re.compile(r"^\W*(?:who|whom|whose|where|which (?:person|country|city|company|film|team))\b"
-                        r"|^\W*what is the name\b", re.I)),
+    (
+        "quantity",
+        re.compile(
+            r"\bhow (?:many|much|long|often|large|big|old|far|high|fast)\b|"
+            r"\bwhat (?:percentage|proportion|number|amount)\b",
+            re.I,
+        ),
+    ),
+    (
+        "name",
+        re.compile(
+            r"^\W*(?:who|whom|whose|where|which (?:person|country|city|company|film|team))\b"
+            r"|^\W*what is the name\b",
+            re.I,
+        ),
+    ),
 )
 
 
@@ -113,8 +130,9 @@ def lead(scored: Sequence[dict], chosen: Sequence[dict]) -> float:
     return scored[0]["score"]
 
 
-def answer_plan(question: str, scored: Sequence[dict], threshold: float,
-                margin: float) -> tuple[list[dict], str | None]:
+def answer_plan(
+    question: str, scored: Sequence[dict], threshold: float, margin: float
+) -> tuple[list[dict], str | None]:
     """(the sentences to answer with, best first; the reason to abstain or None). ``scored``: the
     reader's sentences, best first (``sentence``, ``score``, ``label``, ``block``, ``start``)."""
     kind = question_kind(question)
@@ -142,8 +160,11 @@ def extract_span(question: str, sentences: Sequence[str]) -> str | None:
         if kind == "date":
             found = [m.group(0) for m in _DATE.finditer(sentence)]
         elif kind == "quantity":
-            found = [m.group(0) for m in _NUMBER.finditer(sentence)
-                     if extract_quantities(m.group(0)) and not _YEAR.match(m.group(0).split()[0].strip(","))]
+            found = [
+                m.group(0)
+                for m in _NUMBER.finditer(sentence)
+                if extract_quantities(m.group(0)) and not _YEAR.match(m.group(0).split()[0].strip(","))
+            ]
         else:  # a capitalised run with a content word (not a sentence-initial "The")
             found = [m.group(0) for m in _NAME.finditer(sentence) if analyze(m.group(0))]
         for span in found:

@@ -20,8 +20,11 @@ class DeterministicJudge:
     kind = "deterministic"
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "rules": "ledgerscope.rules.judge and .answer_match (docstrings)",
-                "token_f1_default": F1_THRESHOLD}
+        return {
+            "kind": self.kind,
+            "rules": "ledgerscope.rules.judge and .answer_match (docstrings)",
+            "token_f1_default": F1_THRESHOLD,
+        }
 
     def judge(self, answer: str | None, abstained: bool, fixture: Fixture) -> AnswerJudgement:
         return judge_answer(answer, abstained, fixture)

@@ -55,14 +55,23 @@ Reply with one of: correct, critical-condition-error, abstained, wrong, false-as
 #: worked examples sent before every answer (user, assistant turns): small models follow a format
 #: they have seen far better than one they were only told about; fixed like the rubric
 EXAMPLES = (
-    ("Question: How long are backups kept?\nAnswerable from the sources: yes\nExpected answer: 14 days\n"
-     "Default answer (qualifying condition ignored): 30 days\nAnswer to grade: Backups are kept for two "
-     "weeks.\nLabel:", "correct"),
-    ("Question: How long are backups kept?\nAnswerable from the sources: yes\nExpected answer: 14 days\n"
-     "Default answer (qualifying condition ignored): 30 days\nAnswer to grade: They are kept for 30 days."
-     "\nLabel:", "critical-condition-error"),
-    ("Question: Who signs the contract?\nAnswerable from the sources: no (any stated answer is a "
-     "false-assertion)\nAnswer to grade: I cannot answer from the provided sources.\nLabel:", "abstained"),
+    (
+        "Question: How long are backups kept?\nAnswerable from the sources: yes\nExpected answer: 14 days\n"
+        "Default answer (qualifying condition ignored): 30 days\nAnswer to grade: Backups are kept for two "
+        "weeks.\nLabel:",
+        "correct",
+    ),
+    (
+        "Question: How long are backups kept?\nAnswerable from the sources: yes\nExpected answer: 14 days\n"
+        "Default answer (qualifying condition ignored): 30 days\nAnswer to grade: They are kept for 30 days."
+        "\nLabel:",
+        "critical-condition-error",
+    ),
+    (
+        "Question: Who signs the contract?\nAnswerable from the sources: no (any stated answer is a "
+        "false-assertion)\nAnswer to grade: I cannot answer from the provided sources.\nLabel:",
+        "abstained",
+    ),
 )
 _LABEL = re.compile(r"critical[\s_-]*condition[\s_-]*error|false[\s_-]*assertion|abstained|correct|wrong")
 
@@ -110,10 +119,15 @@ class EndpointJudge:
 
     @classmethod
     def from_table(cls, table: dict) -> EndpointJudge:
-        return cls(EndpointGenerator(
-            table["base_url"], table.get("model", ""), api_key_env=table.get("api_key_env") or None,
-            temperature=float(table.get("temperature", 0.0)), max_tokens=int(table.get("max_tokens", 16)),
-        ))
+        return cls(
+            EndpointGenerator(
+                table["base_url"],
+                table.get("model", ""),
+                api_key_env=table.get("api_key_env") or None,
+                temperature=float(table.get("temperature", 0.0)),
+                max_tokens=int(table.get("max_tokens", 16)),
+            )
+        )
 
     def describe(self) -> dict:
         return {
@@ -123,7 +137,7 @@ class EndpointJudge:
             "examples": [{"user": q, "assistant": a} for q, a in EXAMPLES],
             "rubric_sha256": hashlib.sha256(json.dumps([RUBRIC, EXAMPLES]).encode("utf-8")).hexdigest(),
             "prompt": "system: the rubric; the examples as user/assistant turns; user: "
-                      "pipeline.judge_llm.grading_prompt",
+            "pipeline.judge_llm.grading_prompt",
             "endpoint": self.client.describe(),
         }
 

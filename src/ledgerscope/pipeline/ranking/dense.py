@@ -32,17 +32,20 @@ class ExactIndex:
 class HnswIndex:
     """hnswlib inner-product index, built single-threaded with a fixed seed (reproducible)."""
 
-    def __init__(self, vectors: np.ndarray, M: int = 16, ef_construction: int = 200,
-                 ef_search: int = 64, seed: int = 0):
+    def __init__(
+        self, vectors: np.ndarray, M: int = 16, ef_construction: int = 200, ef_search: int = 64, seed: int = 0
+    ):
         import hnswlib
 
         self.n, dim = vectors.shape
         self.index = hnswlib.Index(space="ip", dim=dim)
-        self.index.init_index(max_elements=max(1, self.n), ef_construction=ef_construction, M=M,
-                              random_seed=seed)
+        self.index.init_index(
+            max_elements=max(1, self.n), ef_construction=ef_construction, M=M, random_seed=seed
+        )
         if self.n:
-            self.index.add_items(np.ascontiguousarray(vectors, dtype=np.float32),
-                                 np.arange(self.n), num_threads=1)
+            self.index.add_items(
+                np.ascontiguousarray(vectors, dtype=np.float32), np.arange(self.n), num_threads=1
+            )
         self.ef_search = ef_search
 
     def search_many(self, queries: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -50,10 +53,12 @@ class HnswIndex:
         if k == 0:
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in range(len(queries))]
         self.index.set_ef(max(self.ef_search, k))
-        labels, dists = self.index.knn_query(np.ascontiguousarray(queries, dtype=np.float32), k=k,
-                                             num_threads=1)
-        return [(labels[i].astype(np.int64), (1.0 - dists[i]).astype(np.float64))
-                for i in range(len(queries))]
+        labels, dists = self.index.knn_query(
+            np.ascontiguousarray(queries, dtype=np.float32), k=k, num_threads=1
+        )
+        return [
+            (labels[i].astype(np.int64), (1.0 - dists[i]).astype(np.float64)) for i in range(len(queries))
+        ]
 
 
 VectorIndex = ExactIndex | HnswIndex
@@ -99,8 +104,14 @@ def exact_retriever(embedder: Embedder, top_n: int) -> DenseRetriever:
     return DenseRetriever(embedder, top_n, ExactIndex)
 
 
-def hnsw_retriever(embedder: Embedder, top_n: int, M: int = 16, ef_construction: int = 200,
-                   ef_search: int = 64, seed: int = 0) -> DenseRetriever:
+def hnsw_retriever(
+    embedder: Embedder,
+    top_n: int,
+    M: int = 16,
+    ef_construction: int = 200,
+    ef_search: int = 64,
+    seed: int = 0,
+) -> DenseRetriever:
     """The production dense retriever (hnswlib, seeded, single-threaded build)."""
     make = partial(HnswIndex, M=M, ef_construction=ef_construction, ef_search=ef_search, seed=seed)
     return DenseRetriever(embedder, top_n, make)

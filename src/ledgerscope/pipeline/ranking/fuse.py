@@ -6,8 +6,12 @@ from collections.abc import Mapping, Sequence
 from operator import itemgetter
 
 
-def fuse(runs: Mapping[str, Sequence[tuple[int, float]]], method: str = "rrf", k: int = 60,
-         weights: Mapping[str, float] | None = None) -> list[tuple[int, float]]:
+def fuse(
+    runs: Mapping[str, Sequence[tuple[int, float]]],
+    method: str = "rrf",
+    k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> list[tuple[int, float]]:
     """Fuse ``{retriever: [(unit index, score), ...best first]}`` into one ranked list.
 
     RRF: sum over runs of w / (k + rank), ranks from 1. CombSUM: sum of

@@ -174,9 +174,7 @@ class BM25Search:
         return out
 
 
-def top_k(
-    scores: np.ndarray, k: int, drop_nonpositive: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
+def top_k(scores: np.ndarray, k: int, drop_nonpositive: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the k best scores, best first; ties by lower index (deterministic)."""
     n = len(scores)
     if n == 0 or k <= 0:

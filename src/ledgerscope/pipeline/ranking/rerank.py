@@ -72,8 +72,9 @@ class MaxSimReranker:
     #: meets the same candidates again
     known: PairMemo = field(default_factory=PairMemo, compare=False, repr=False)
 
-    def score_candidates(self, question: str, candidates: Sequence[Unit],
-                         fused_scores: Sequence[float]) -> np.ndarray:
+    def score_candidates(
+        self, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+    ) -> np.ndarray:
         q = self.encode(question).tokens
         tokens = [self.encode(u.text).tokens for u in candidates]
         known = self.known
@@ -87,9 +88,11 @@ class MaxSimReranker:
         return np.array(scores, dtype=np.float64)
 
     def describe(self) -> dict:
-        return {"kind": "maxsim",
-                "name": "late-interaction MaxSim over the embedding model's token vectors",
-                "model": self.model}
+        return {
+            "kind": "maxsim",
+            "name": "late-interaction MaxSim over the embedding model's token vectors",
+            "model": self.model,
+        }
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,9 @@ class PassThroughReranker:
 
     kind: str | None = "none"
 
-    def score_candidates(self, question: str, candidates: Sequence[Unit],
-                         fused_scores: Sequence[float]) -> np.ndarray:
+    def score_candidates(
+        self, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+    ) -> np.ndarray:
         return np.array(fused_scores, dtype=np.float64)
 
     def describe(self) -> dict:
@@ -119,13 +123,15 @@ class CrossEncoderReranker:
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros(0)
-        scores = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size,
-                                    show_progress_bar=False)
+        scores = self.model.predict(
+            [(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False
+        )
         scores = np.asarray(scores, dtype=np.float64)
         return scores if scores.ndim == 1 else scores[:, -1]
 
-    def score_candidates(self, question: str, candidates: Sequence[Unit],
-                         fused_scores: Sequence[float]) -> np.ndarray:
+    def score_candidates(
+        self, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+    ) -> np.ndarray:
         return self.score(question, [u.text for u in candidates])
 
     def describe(self) -> dict:

@@ -47,18 +47,27 @@ def read_scores(data: Any, n: int) -> np.ndarray:
         score = None
         if isinstance(item, dict):
             score = item.get("relevance_score", item.get("score"))
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n \
-                or scores[index] is not None:
-            raise AttemptError("response", f"result {pos}: index {index!r} is not a new position in "
-                               f"0..{n - 1}", False)
+        if (
+            not isinstance(index, int)
+            or isinstance(index, bool)
+            or not 0 <= index < n
+            or scores[index] is not None
+        ):
+            raise AttemptError(
+                "response", f"result {pos}: index {index!r} is not a new position in 0..{n - 1}", False
+            )
         if not _finite(score):
-            raise AttemptError("response", f"result {pos}: relevance_score {score!r} is not a finite "
-                               "number", False)
+            raise AttemptError(
+                "response", f"result {pos}: relevance_score {score!r} is not a finite number", False
+            )
         scores[index] = float(score)
     missing = [i for i, s in enumerate(scores) if s is None]
     if missing:
-        raise AttemptError("response", f"{len(items)} result(s) for {n} document(s); no score for "
-                           f"document(s) {missing[:5]}", False)
+        raise AttemptError(
+            "response",
+            f"{len(items)} result(s) for {n} document(s); no score for document(s) {missing[:5]}",
+            False,
+        )
     return np.asarray(scores, dtype=np.float64)
 
 
@@ -67,9 +76,16 @@ class EndpointReranker:
 
     kind = "endpoint"
 
-    def __init__(self, base_url: str, model: str = "", path: str = "/v1/rerank",
-                 api_key_env: str | None = None, timeout: float = 60.0, retries: int = 2,
-                 backoff: float = 0.5):
+    def __init__(
+        self,
+        base_url: str,
+        model: str = "",
+        path: str = "/v1/rerank",
+        api_key_env: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+    ):
         self.client = JsonClient(base_url, api_key_env, timeout, retries, backoff)
         self.model = model
         self.path = path or "/v1/rerank"
@@ -81,8 +97,13 @@ class EndpointReranker:
         return self.client.root + self.path
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "api": "rerank", **self.client.describe(), "path": self.path,
-                "model": self.model}
+        return {
+            "kind": self.kind,
+            "api": "rerank",
+            **self.client.describe(),
+            "path": self.path,
+            "model": self.model,
+        }
 
     def _request(self, question: str, documents: list[str]) -> tuple[np.ndarray | None, list[str]]:
         payload: dict[str, Any] = {"query": question, "documents": documents, "return_documents": False}
@@ -93,14 +114,16 @@ class EndpointReranker:
         self.pairs += len(documents) * (len(errors) + (scores is not None))
         return scores, errors
 
-    def score_candidates(self, question: str, candidates: Sequence[Unit],
-                         fused_scores: Sequence[float]) -> np.ndarray:
+    def score_candidates(
+        self, question: str, candidates: Sequence[Unit], fused_scores: Sequence[float]
+    ) -> np.ndarray:
         if not candidates:
             return np.zeros(0)
         scores, errors = self._request(question, [u.text for u in candidates])
         if scores is None:
-            raise RerankFailure(f"{self.url}: {errors[-1] if errors else 'no attempt'} "
-                                f"({len(errors)} attempt(s))", errors)
+            raise RerankFailure(
+                f"{self.url}: {errors[-1] if errors else 'no attempt'} ({len(errors)} attempt(s))", errors
+            )
         return scores
 
     def probe(self) -> None:
@@ -110,5 +133,7 @@ class EndpointReranker:
             raise EndpointUnreachable(f"rerank endpoint {self.url} is unreachable: {why}")
         scores, errors = self._request("ledgerscope probe", ["ledgerscope probe document"])
         if scores is None:
-            raise EndpointUnreachable(f"rerank endpoint {self.url} did not score a probe document: "
-                                      f"{errors[-1] if errors else 'no attempt'}")
+            raise EndpointUnreachable(
+                f"rerank endpoint {self.url} did not score a probe document: "
+                f"{errors[-1] if errors else 'no attempt'}"
+            )

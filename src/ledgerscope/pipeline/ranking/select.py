@@ -32,8 +32,9 @@ def visible(unit: Unit, clearance: frozenset[str]) -> bool:
     return set(unit.access) <= clearance
 
 
-def expand(selected: Sequence[Unit], by_doc: dict[str, list[Unit]], neighbours: int,
-           clearance: frozenset[str]) -> tuple[list[Unit], list[dict]]:
+def expand(
+    selected: Sequence[Unit], by_doc: dict[str, list[Unit]], neighbours: int, clearance: frozenset[str]
+) -> tuple[list[Unit], list[dict]]:
     """Selected units each followed by up to ``neighbours`` units either side (same version)."""
     out: list[Unit] = []
     dropped: list[dict] = []
@@ -51,8 +52,13 @@ def expand(selected: Sequence[Unit], by_doc: dict[str, list[Unit]], neighbours: 
     return out, dropped
 
 
-def pack(units: Sequence[Unit], count_tokens: Callable[[str], int], budget: int | None,
-         top_k: int | None = None, template: PromptTemplate = DEFAULT_TEMPLATE) -> Packed:
+def pack(
+    units: Sequence[Unit],
+    count_tokens: Callable[[str], int],
+    budget: int | None,
+    top_k: int | None = None,
+    template: PromptTemplate = DEFAULT_TEMPLATE,
+) -> Packed:
     """Pack units into labelled blocks: under ``budget`` tokens, or the first ``top_k``; each block
     costs its rendering by the arm's ``template`` (``context_format``)."""
     blocks: list[ContextBlock] = []

@@ -59,15 +59,19 @@ def calibrate_arm(cfg: Any, fixtures: Sequence[Any], corpus: Any, encoder_factor
     model_s = getattr(enc, "forward_seconds", 0.0) - seconds0
     n_units = max(1, len(index.units))
     per_q = {stage: sum(v) / max(1, len(sample_q)) for stage, v in laps.seconds.items()}
-    return {"load_seconds": round(load_s, 3),
-            "seconds_per_token": (model_s / tokens) if tokens else None,
-            "index_seconds_per_unit": marks.get("index", 0.0) / n_units,
-            "sample_units": n_units, "per_question": per_q, "calibration_seconds":
-            round(time.perf_counter() - t0, 3)}
+    return {
+        "load_seconds": round(load_s, 3),
+        "seconds_per_token": (model_s / tokens) if tokens else None,
+        "index_seconds_per_unit": marks.get("index", 0.0) / n_units,
+        "sample_units": n_units,
+        "per_question": per_q,
+        "calibration_seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
-def estimate_seconds(plan: Plan, arms: Sequence[Any], fixtures: Sequence[Any], corpus: Any,
-                     encoder_factory: Any) -> dict[str, Any]:
+def estimate_seconds(
+    plan: Plan, arms: Sequence[Any], fixtures: Sequence[Any], corpus: Any, encoder_factory: Any
+) -> dict[str, Any]:
     """The sweep's estimated wall time from one calibration per local embedding model."""
     rates: dict[tuple, dict] = {}
     total, notes = 0.0, []
@@ -76,8 +80,9 @@ def estimate_seconds(plan: Plan, arms: Sequence[Any], fixtures: Sequence[Any], c
         if not steps:
             continue
         if not _endpoint_free(cfg):
-            notes.append(f"arm {cfg.name!r}: endpoint stages; their time (the servers' latency) is not "
-                         "estimated")
+            notes.append(
+                f"arm {cfg.name!r}: endpoint stages; their time (the servers' latency) is not estimated"
+            )
             continue
         key = (cfg.embedding.get("model"), cfg.embedding.get("device"))
         fresh = key not in rates
@@ -94,8 +99,8 @@ def estimate_seconds(plan: Plan, arms: Sequence[Any], fixtures: Sequence[Any], c
                 continue
             arm_s += r["index_seconds_per_unit"] * s.units
             scale = s.units / r["sample_units"]
-            arm_s += s.questions * sum(v * (scale if stage in BATCHED[1:] else 1.0)
-                                       for stage, v in r["per_question"].items())
+            arm_s += s.questions * sum(
+                v * (scale if stage in BATCHED[1:] else 1.0) for stage, v in r["per_question"].items()
+            )
         total += arm_s
-    return {"total": round(total, 1), "calibration": {f"{k[0]}": v for k, v in rates.items()},
-            "notes": notes}
+    return {"total": round(total, 1), "calibration": {f"{k[0]}": v for k, v in rates.items()}, "notes": notes}

@@ -58,8 +58,17 @@ from ledgerscope.rules import support as supporting
 
 # re-exported: callers build a runtime and a phase index from here
 __all__ = [
-    "ArmRuntime", "CandidateSink", "PhaseIndex", "build_phase", "build_runtime", "chunk_phase", "finish",
-    "run_one", "run_questions", "run_to_pack", "support",
+    "ArmRuntime",
+    "CandidateSink",
+    "PhaseIndex",
+    "build_phase",
+    "build_runtime",
+    "chunk_phase",
+    "finish",
+    "run_one",
+    "run_questions",
+    "run_to_pack",
+    "support",
 ]
 
 
@@ -175,9 +184,7 @@ def union_dedup(
 
 def union(units: Sequence[Unit], hits: Retrieved) -> Merged:
     """The production retrievers' lists (BM25 and ANN) merged by source interval."""
-    merged, lineage = union_dedup(
-        units, [("bm25", hits.bm25.pairs()), ("dense_ann", hits.dense_ann.pairs())]
-    )
+    merged, lineage = union_dedup(units, [("bm25", hits.bm25.pairs()), ("dense_ann", hits.dense_ann.pairs())])
     return Merged(merged, lineage)
 
 
@@ -221,8 +228,12 @@ def select(cfg: ArmConfig, reranked: Reranked, by_doc: dict[str, list[Unit]]) ->
     return Selected(units, [])
 
 
-def pack(cfg: ArmConfig, selected: Selected, count_tokens: Callable[[str], int],
-         template: PromptTemplate = DEFAULT_TEMPLATE) -> Views:
+def pack(
+    cfg: ArmConfig,
+    selected: Selected,
+    count_tokens: Callable[[str], int],
+    template: PromptTemplate = DEFAULT_TEMPLATE,
+) -> Views:
     """Both views: under the token budget and as a fixed top-k; the configured mode is primary.
     Blocks cost their rendering by the arm's prompt template."""
     mode = cfg.setting("selection.mode")
@@ -347,8 +358,9 @@ def support(index: PhaseIndex, trace: QuestionTrace, texts: dict[str, str]) -> S
     )
 
 
-def run_to_pack(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
-                times: dict[str, float] | None = None) -> tuple:
+def run_to_pack(
+    rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved, times: dict[str, float] | None = None
+) -> tuple:
     """One question from its retrieved lists to its packed views (everything before generation);
     ``times`` gets each stage's seconds."""
     cfg = rt.config
@@ -376,8 +388,13 @@ def _pack_key(fx: Fixture, hits: Retrieved) -> tuple:
     return fx.question, tuple(b.indices), repr(b.scores), tuple(a.indices), repr(a.scores)
 
 
-def pack_all(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
-             retrieved: Sequence[Retrieved], laps: Laps | None = None) -> list[tuple]:
+def pack_all(
+    rt: ArmRuntime,
+    index: PhaseIndex,
+    fixtures: Sequence[Fixture],
+    retrieved: Sequence[Retrieved],
+    laps: Laps | None = None,
+) -> list[tuple]:
     """:func:`run_to_pack` for every question. With a pure reranker, a question asked again with
     the same production lists (one hypothesis of every document) shares the first one's packing:
     union, fusion, rerank, selection and packing are pure functions of exactly those inputs.
@@ -398,8 +415,14 @@ def pack_all(rt: ArmRuntime, index: PhaseIndex, fixtures: Sequence[Fixture],
     return out
 
 
-def finish(rt: ArmRuntime, fx: Fixture, hits: Retrieved, packed: tuple,
-           texts: dict[str, str], times: dict[str, float] | None = None) -> QuestionTrace:
+def finish(
+    rt: ArmRuntime,
+    fx: Fixture,
+    hits: Retrieved,
+    packed: tuple,
+    texts: dict[str, str],
+    times: dict[str, float] | None = None,
+) -> QuestionTrace:
     """Generation and verdicts for a question packed by :func:`run_to_pack`."""
     merged, fused, reranked, selected, views = packed
     with timed({} if times is None else times, "generate"):
@@ -408,8 +431,9 @@ def finish(rt: ArmRuntime, fx: Fixture, hits: Retrieved, packed: tuple,
     return QuestionTrace(fx, hits, merged, fused, reranked, selected, views, generated, verdicts)
 
 
-def run_one(rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved,
-            texts: dict[str, str]) -> QuestionTrace:
+def run_one(
+    rt: ArmRuntime, index: PhaseIndex, fx: Fixture, hits: Retrieved, texts: dict[str, str]
+) -> QuestionTrace:
     """One question from its retrieved lists to its verdicts."""
     return finish(rt, fx, hits, run_to_pack(rt, index, fx, hits), texts)
 
@@ -459,8 +483,9 @@ def run_questions(
             flags = support(index, trace, texts)
             record_candidates(cands, rt.config.name, index, trace)
             records.append(
-                build_record(rt.config, index, trace, flags, oracle.get(fx.qid, {}), rt.count_tokens,
-                             rt.prompt)
+                build_record(
+                    rt.config, index, trace, flags, oracle.get(fx.qid, {}), rt.count_tokens, rt.prompt
+                )
             )
             if on_question:
                 on_question()

@@ -74,8 +74,11 @@ class Models:
         else:
             rmodel = None
         gen = cfg.generator.get("model", "") if cfg.generator.get("kind") == "endpoint" else None
-        emb = cfg.embedding.get("model", "") if cfg.embedding.get("kind") == "endpoint" \
+        emb = (
+            cfg.embedding.get("model", "")
+            if cfg.embedding.get("kind") == "endpoint"
             else cfg.embedding.get("model")
+        )
         return cls(emb, rmodel, gen)
 
 
@@ -87,8 +90,15 @@ def cost_of(usage: Usage, models: Models, prices: Prices | None) -> tuple[float 
     for kind, model, amount in (
         ("embedding", models.embedding, {"tokens": usage.emb_tokens, "requests": usage.emb_requests}),
         ("rerank", models.rerank, {"requests": usage.rerank_requests, "tokens": 0}),
-        ("generator", models.generator, {"requests": usage.gen_requests, "prompt_tokens": usage.prompt_tokens,
-                                         "completion_tokens": usage.completion_tokens}),
+        (
+            "generator",
+            models.generator,
+            {
+                "requests": usage.gen_requests,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+            },
+        ),
     ):
         if not any(amount.values()):
             continue
@@ -103,7 +113,7 @@ def cost_of(usage: Usage, models: Models, prices: Prices | None) -> tuple[float 
 @dataclass
 class Step:
     arm: str
-    phase: str            # a phase label, or "oracle", or "setup" (the endpoint probes)
+    phase: str  # a phase label, or "oracle", or "setup" (the endpoint probes)
     usage: Usage
     units: int = 0
     unit_tokens: int = 0
@@ -167,8 +177,11 @@ class _Embeddings:
         enc = self.local.get(key)
         if enc is None:
             emb = cfg.embedding
-            enc = self.local[key] = (self.factory(emb.get("model"), key[2], device=emb["device"])
-                                     if emb.get("device") else self.factory(emb.get("model"), key[2]))
+            enc = self.local[key] = (
+                self.factory(emb.get("model"), key[2], device=emb["device"])
+                if emb.get("device")
+                else self.factory(emb.get("model"), key[2])
+            )
         has = getattr(enc, "has", None)
         return bool(has(text)) if callable(has) else False
 
@@ -179,14 +192,16 @@ def _counter(cfg: ArmConfig) -> tuple[Any, Any]:
     from ledgerscope.pipeline.run.runtime import chunk_counter
 
     counter = chunk_counter(cfg)
+
     def with_specials(text: str) -> int:
         return len(counter.tokenizer.encode(text).ids)
 
     return counter, (counter.count if cfg.embedding.get("kind") == "endpoint" else with_specials)
 
 
-def plan_sweep(fixtures: Sequence[Any], corpus: Any, arms: Sequence[ArmConfig], out: Path,
-               encoder_factory: Any = None) -> Plan:
+def plan_sweep(
+    fixtures: Sequence[Any], corpus: Any, arms: Sequence[ArmConfig], out: Path, encoder_factory: Any = None
+) -> Plan:
     """What the sweep of ``arms`` into ``out`` will send, step by step (no endpoint is called)."""
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
     from ledgerscope.pipeline.run.cascade import chunk_phase
@@ -205,8 +220,14 @@ def plan_sweep(fixtures: Sequence[Any], corpus: Any, arms: Sequence[ArmConfig], 
         counter, count = _counter(cfg)
         plan.steps.append(Step(cfg.name, "setup", _probes(cfg, embeddings)))
         if oracle_due:
-            plan.steps.append(Step(cfg.name, "oracle", _oracle_usage(cfg, fixtures, answerable, embeddings,
-                                                                     count, counter), questions=answerable))
+            plan.steps.append(
+                Step(
+                    cfg.name,
+                    "oracle",
+                    _oracle_usage(cfg, fixtures, answerable, embeddings, count, counter),
+                    questions=answerable,
+                )
+            )
         rt = ArmRuntime(cfg, None, counter, build_chunker(cfg, None, counter), None, None, None)
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]
         for phase in pending:
@@ -214,12 +235,22 @@ def plan_sweep(fixtures: Sequence[Any], corpus: Any, arms: Sequence[ArmConfig], 
             usage = embeddings.encode(cfg, [u.text for u in units], count)
             usage.add(embeddings.encode(cfg, questions, count))
             usage.add(_query_side(cfg, fixtures, counter))
-            plan.steps.append(Step(cfg.name, phase.label, usage, len(units),
-                                   sum(u.token_end - u.token_start for u in units), len(fixtures)))
+            plan.steps.append(
+                Step(
+                    cfg.name,
+                    phase.label,
+                    usage,
+                    len(units),
+                    sum(u.token_end - u.token_start for u in units),
+                    len(fixtures),
+                )
+            )
         generator = cfg.generator.get("kind", "extractive")
         if cfg.embedding.get("kind") == "endpoint" and generator == "extractive":
-            plan.notes.append(f"arm {cfg.name!r}: its local reader encodes the packed blocks retrieval "
-                              "picks; those texts are not predicted")
+            plan.notes.append(
+                f"arm {cfg.name!r}: its local reader encodes the packed blocks retrieval "
+                "picks; those texts are not predicted"
+            )
     return plan
 
 
@@ -236,8 +267,14 @@ def _probes(cfg: ArmConfig, embeddings: _Embeddings) -> Usage:
     return usage
 
 
-def _oracle_usage(cfg: ArmConfig, fixtures: Sequence[Any], answerable: int, embeddings: _Embeddings,
-                  count: Any, counter: Any) -> Usage:
+def _oracle_usage(
+    cfg: ArmConfig,
+    fixtures: Sequence[Any],
+    answerable: int,
+    embeddings: _Embeddings,
+    count: Any,
+    counter: Any,
+) -> Usage:
     """The oracle run: the extractive reader on the arm's own model encodes the gold quotes and the
     questions first; a generator endpoint answers once per question with a sufficient set."""
     usage = Usage()
@@ -247,8 +284,11 @@ def _oracle_usage(cfg: ArmConfig, fixtures: Sequence[Any], answerable: int, embe
         usage.add(embeddings.encode(cfg, texts, count))
     if kind == "endpoint":
         usage.gen_requests += answerable
-        usage.prompt_tokens += sum(cfg.budget_tokens + counter.count(f.question) + PROMPT_ALLOWANCE
-                                   for f in fixtures if f.sufficient_sets)
+        usage.prompt_tokens += sum(
+            cfg.budget_tokens + counter.count(f.question) + PROMPT_ALLOWANCE
+            for f in fixtures
+            if f.sufficient_sets
+        )
         usage.completion_tokens += answerable * int(cfg.generator.get("max_tokens", 128))
     return usage
 
@@ -262,8 +302,9 @@ def _query_side(cfg: ArmConfig, fixtures: Sequence[Any], counter: Any) -> Usage:
         usage.rerank_pairs += n * cfg.rerank_depth
     if cfg.generator.get("kind") == "endpoint":
         usage.gen_requests += n
-        usage.prompt_tokens += sum(cfg.budget_tokens + counter.count(f.question) + PROMPT_ALLOWANCE
-                                   for f in fixtures)
+        usage.prompt_tokens += sum(
+            cfg.budget_tokens + counter.count(f.question) + PROMPT_ALLOWANCE for f in fixtures
+        )
         usage.completion_tokens += n * int(cfg.generator.get("max_tokens", 128))
     return usage
 
@@ -273,24 +314,33 @@ def summary(plan: Plan, prices: Prices | None, seconds: dict | None = None) -> d
     total = plan.total()
     cost, missing = plan.cost(prices)
     out: dict[str, Any] = {
-        "texts_to_encode": total.texts, "requests": total.requests, "tokens": total.emb_tokens
-        + total.prompt_tokens + total.completion_tokens, "cost": cost,
+        "texts_to_encode": total.texts,
+        "requests": total.requests,
+        "tokens": total.emb_tokens + total.prompt_tokens + total.completion_tokens,
+        "cost": cost,
         "seconds": (seconds or {}).get("total"),
-        "embedding_tokens": total.emb_tokens, "embedding_requests": total.emb_requests,
-        "rerank_requests": total.rerank_requests, "rerank_pairs": total.rerank_pairs,
-        "generator_requests": total.gen_requests, "prompt_tokens": total.prompt_tokens,
+        "embedding_tokens": total.emb_tokens,
+        "embedding_requests": total.emb_requests,
+        "rerank_requests": total.rerank_requests,
+        "rerank_pairs": total.rerank_pairs,
+        "generator_requests": total.gen_requests,
+        "prompt_tokens": total.prompt_tokens,
         "completion_tokens": total.completion_tokens,
         "partitions": sum(1 for s in plan.steps if s.phase not in ("setup", "oracle")),
-        "currency": prices.currency if prices else None, "prices": prices.path if prices else None,
-        "unpriced": missing, "token_source": "tokenizer (the servers' usage is known only after)",
-        "seconds_detail": seconds or {}, "notes": list(plan.notes),
+        "currency": prices.currency if prices else None,
+        "prices": prices.path if prices else None,
+        "unpriced": missing,
+        "token_source": "tokenizer (the servers' usage is known only after)",
+        "seconds_detail": seconds or {},
+        "notes": list(plan.notes),
     }
     arms: dict[str, Any] = {}
     for s in plan.steps:
         entry = arms.setdefault(s.arm, {"steps": []})
         c, _ = cost_of(s.usage, plan.models[s.arm], prices)
-        entry["steps"].append({"phase": s.phase, **asdict(s.usage), "units": s.units,
-                               "unit_tokens": s.unit_tokens, "cost": c})
+        entry["steps"].append(
+            {"phase": s.phase, **asdict(s.usage), "units": s.units, "unit_tokens": s.unit_tokens, "cost": c}
+        )
     out["arms"] = arms
     return out
 
@@ -322,9 +372,16 @@ def measured(runtimes: dict[str, Any], start: dict[int, dict[str, float]]) -> li
             model = getattr(comp, "model", None)
             out.append((Usage(rerank_requests=int(d["requests"])), Models(None, model, None)))
         else:
-            out.append((Usage(gen_requests=int(d["requests"]), prompt_tokens=int(d["prompt"]),
-                              completion_tokens=int(d["completion"])),
-                        Models(None, None, getattr(comp, "model", None))))
+            out.append(
+                (
+                    Usage(
+                        gen_requests=int(d["requests"]),
+                        prompt_tokens=int(d["prompt"]),
+                        completion_tokens=int(d["completion"]),
+                    ),
+                    Models(None, None, getattr(comp, "model", None)),
+                )
+            )
     return out
 
 
@@ -341,14 +398,20 @@ def endpoint_components(runtimes: dict[str, Any]) -> list[tuple[Any, str]]:
 
 def component_counts(comp: Any, role: str) -> dict[str, float]:
     if role == "embedding":
-        tokens = (getattr(comp, "usage_tokens", 0) + getattr(comp, "counted_tokens", 0)
-                  if hasattr(comp, "usage_tokens") else getattr(comp, "forward_tokens", 0))
+        tokens = (
+            getattr(comp, "usage_tokens", 0) + getattr(comp, "counted_tokens", 0)
+            if hasattr(comp, "usage_tokens")
+            else getattr(comp, "forward_tokens", 0)
+        )
         return {"tokens": float(tokens), "requests": float(getattr(comp, "requests", 0))}
     if role == "rerank":
         return {"requests": float(getattr(comp, "requests", 0))}
     u = getattr(comp, "usage", {}) or {}
-    return {"requests": float(u.get("requests", 0)), "prompt": float(u.get("prompt_tokens", 0)),
-            "completion": float(u.get("completion_tokens", 0))}
+    return {
+        "requests": float(u.get("requests", 0)),
+        "prompt": float(u.get("prompt_tokens", 0)),
+        "completion": float(u.get("completion_tokens", 0)),
+    }
 
 
 def counters(runtimes: dict[str, Any]) -> dict[int, dict[str, float]]:
@@ -364,19 +427,26 @@ class Guard:
     def before(self, arm: str, phase: str, oracle_pending: bool) -> str | None:
         """None to go on, or why the sweep stops here (said to the user)."""
         spent = measured(self.runtimes, self.start)
-        next_steps = [s for s in self.plan.steps if s.arm == arm
-                      and (s.phase == phase or (oracle_pending and s.phase == "oracle"))]
+        next_steps = [
+            s
+            for s in self.plan.steps
+            if s.arm == arm and (s.phase == phase or (oracle_pending and s.phase == "oracle"))
+        ]
         requests = sum(u.requests for u, _ in spent) + sum(s.usage.requests for s in next_steps)
         caps = self.caps
         where = f"before arm {arm!r} phase {phase!r}"
         if caps.max_requests is not None and requests > caps.max_requests:
-            return (f"stopped {where}: it would bring this run to {requests} requests, over --max-requests "
-                    f"{caps.max_requests}; rerun the command (with a higher cap) to resume")
+            return (
+                f"stopped {where}: it would bring this run to {requests} requests, over --max-requests "
+                f"{caps.max_requests}; rerun the command (with a higher cap) to resume"
+            )
         if caps.max_cost is not None:
             cost = sum(cost_of(u, m, caps.prices)[0] or 0.0 for u, m in spent)
             cost += sum(cost_of(s.usage, self.plan.models[arm], caps.prices)[0] or 0.0 for s in next_steps)
             if cost > caps.max_cost:
                 cur = caps.prices.currency if caps.prices else ""
-                return (f"stopped {where}: it would bring this run's cost to {cost:.6f} {cur}, over "
-                        f"--max-cost {caps.max_cost:g}; rerun the command (with a higher cap) to resume")
+                return (
+                    f"stopped {where}: it would bring this run's cost to {cost:.6f} {cur}, over "
+                    f"--max-cost {caps.max_cost:g}; rerun the command (with a higher cap) to resume"
+                )
         return None

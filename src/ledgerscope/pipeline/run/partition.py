@@ -66,28 +66,51 @@ def run_partition(
     texts = {s.doc_id: s.text for s in sources}
     laps = Laps(len(fixtures))
     records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question, laps=laps)
-    resources = partition_resources(rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)),
-                                    marks.seconds)
+    resources = partition_resources(
+        rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)), marks.seconds
+    )
     scope = scope_record(rt, phase, len(index.boundaries))
     resources["phase_scope"] = {k: v for k, v in scope.items() if k != "phased_documents"}
     on_stage("retrieve+generate")
     unit_rows = unit_table(cfg.name, phase.label, index)
     bound_rows = [
-        {"arm": cfg.name, "phase": phase.label, "phase_offset": doc_offset(rt, phase, b.doc_id),
-         "doc_id": b.doc_id,
-         "version": corpus.sources[b.doc_id].version, "n_tokens": b.n_tokens,
-         "cut_tokens": list(b.cut_tokens), "cut_chars": list(b.cut_chars)}
+        {
+            "arm": cfg.name,
+            "phase": phase.label,
+            "phase_offset": doc_offset(rt, phase, b.doc_id),
+            "doc_id": b.doc_id,
+            "version": corpus.sources[b.doc_id].version,
+            "n_tokens": b.n_tokens,
+            "cut_tokens": list(b.cut_tokens),
+            "cut_chars": list(b.cut_chars),
+        }
         for b in index.boundaries
     ]
     repair_rows = repair_table(cfg.name, phase.label, corpus, index.boundaries)
     write_partition(
-        out, cfg.name, phase.label,
-        {"units": unit_rows, "boundaries": bound_rows, "candidates": cands.table(), "records": records,
-         "repairs": repair_rows},
-        {"arm": cfg.name, "phase": phase.label, "phase_offset": phase.offset, "config_digest": cfg.digest(),
-         "units": len(unit_rows), "records": len(records), "candidates": len(cands),
-         "repairs": len(repair_rows), "offsets_checked": sum(b.checked for b in index.boundaries),
-         "resources": resources, "phase_scope": scope},
+        out,
+        cfg.name,
+        phase.label,
+        {
+            "units": unit_rows,
+            "boundaries": bound_rows,
+            "candidates": cands.table(),
+            "records": records,
+            "repairs": repair_rows,
+        },
+        {
+            "arm": cfg.name,
+            "phase": phase.label,
+            "phase_offset": phase.offset,
+            "config_digest": cfg.digest(),
+            "units": len(unit_rows),
+            "records": len(records),
+            "candidates": len(cands),
+            "repairs": len(repair_rows),
+            "offsets_checked": sum(b.checked for b in index.boundaries),
+            "resources": resources,
+            "phase_scope": scope,
+        },
     )
     on_stage("write")
     return index
@@ -95,10 +118,23 @@ def run_partition(
 
 def unit_table(arm: str, phase: str, index: PhaseIndex) -> list[dict]:
     return [
-        {"arm": arm, "phase": phase, "unit_id": u.unit_id, "doc_id": u.doc_id, "version": u.version,
-         "ordinal": u.ordinal, "start": u.start, "end": u.end, "core_start": u.core_start,
-         "core_end": u.core_end, "token_start": u.token_start, "token_end": u.token_end,
-         "n_tokens": u.token_end - u.token_start, "text": u.text, "access": list(u.access)}
+        {
+            "arm": arm,
+            "phase": phase,
+            "unit_id": u.unit_id,
+            "doc_id": u.doc_id,
+            "version": u.version,
+            "ordinal": u.ordinal,
+            "start": u.start,
+            "end": u.end,
+            "core_start": u.core_start,
+            "core_end": u.core_end,
+            "token_start": u.token_start,
+            "token_end": u.token_end,
+            "n_tokens": u.token_end - u.token_start,
+            "text": u.text,
+            "access": list(u.access),
+        }
         for u in index.units
     ]
 
@@ -106,11 +142,23 @@ def unit_table(arm: str, phase: str, index: PhaseIndex) -> list[dict]:
 def repair_table(arm: str, phase: str, corpus: Corpus, boundaries: Sequence) -> list[dict]:
     """The ``repairs`` rows of one partition: every unit its chunker did not return verified."""
     return [
-        {"arm": arm, "phase": phase, "doc_id": b.doc_id, "version": corpus.sources[b.doc_id].version,
-         "position": r.position, "side": r.side, "status": r.status, "text": r.text,
-         "given_start": r.given_start, "given_end": r.given_end, "start": r.start, "end": r.end,
-         "note": r.note}
-        for b in boundaries for r in b.repairs
+        {
+            "arm": arm,
+            "phase": phase,
+            "doc_id": b.doc_id,
+            "version": corpus.sources[b.doc_id].version,
+            "position": r.position,
+            "side": r.side,
+            "status": r.status,
+            "text": r.text,
+            "given_start": r.given_start,
+            "given_end": r.given_end,
+            "start": r.start,
+            "end": r.end,
+            "note": r.note,
+        }
+        for b in boundaries
+        for r in b.repairs
     ]
 
 

@@ -34,8 +34,12 @@ KINDS = ("embedding", "rerank", "generator")
 RATES = {
     "embedding": ("per_million_tokens", "per_request", "per_thousand_requests"),
     "rerank": ("per_request", "per_thousand_requests", "per_million_tokens"),
-    "generator": ("per_million_prompt_tokens", "per_million_completion_tokens", "per_request",
-                  "per_thousand_requests"),
+    "generator": (
+        "per_million_prompt_tokens",
+        "per_million_completion_tokens",
+        "per_request",
+        "per_thousand_requests",
+    ),
 }
 
 
@@ -56,12 +60,17 @@ class Prices:
         if rates is None:
             return None
         requests = usage.get("requests", 0.0) or 0.0
-        total = (rates.get("per_request", 0.0) * requests
-                 + rates.get("per_thousand_requests", 0.0) * requests / 1000)
+        total = (
+            rates.get("per_request", 0.0) * requests
+            + rates.get("per_thousand_requests", 0.0) * requests / 1000
+        )
         total += rates.get("per_million_tokens", 0.0) * (usage.get("tokens", 0.0) or 0.0) / 1e6
         total += rates.get("per_million_prompt_tokens", 0.0) * (usage.get("prompt_tokens", 0.0) or 0.0) / 1e6
-        total += (rates.get("per_million_completion_tokens", 0.0)
-                  * (usage.get("completion_tokens", 0.0) or 0.0) / 1e6)
+        total += (
+            rates.get("per_million_completion_tokens", 0.0)
+            * (usage.get("completion_tokens", 0.0) or 0.0)
+            / 1e6
+        )
         return total
 
     def describe(self) -> dict[str, Any]:
@@ -89,8 +98,9 @@ def load_prices(path: str | Path) -> Prices:
         raise InputError(Problem(str(path), int(m.group(1)) if m else None, "toml", str(exc))) from None
     problems = []
     if doc.get("format", FORMAT) != FORMAT:
-        problems.append(Problem(str(path), None, "format",
-                                f"unknown format {doc['format']!r} (expected {FORMAT})"))
+        problems.append(
+            Problem(str(path), None, "format", f"unknown format {doc['format']!r} (expected {FORMAT})")
+        )
     currency = doc.get("currency", "USD")
     if not isinstance(currency, str) or not currency:
         problems.append(Problem(str(path), None, "currency", "must be a non-empty string"))
@@ -99,24 +109,39 @@ def load_prices(path: str | Path) -> Prices:
         if key in ("format", "currency"):
             continue
         if key not in KINDS or not isinstance(value, dict):
-            problems.append(Problem(str(path), None, key,
-                                    f"unknown key; known: format, currency, {', '.join(KINDS)}"))
+            problems.append(
+                Problem(str(path), None, key, f"unknown key; known: format, currency, {', '.join(KINDS)}")
+            )
             continue
         for model, rates in value.items():
             where = f"{key}.{model}"
             if not isinstance(rates, dict) or not rates:
-                problems.append(Problem(str(path), _line(text, key, model), where,
-                                        "must be a table of rates"))
+                problems.append(
+                    Problem(str(path), _line(text, key, model), where, "must be a table of rates")
+                )
                 continue
             for rate, amount in rates.items():
                 if rate not in RATES[key]:
-                    problems.append(Problem(str(path), _line(text, key, model), f"{where}.{rate}",
-                                            f"unknown rate; known for {key}: {', '.join(RATES[key])}"))
+                    problems.append(
+                        Problem(
+                            str(path),
+                            _line(text, key, model),
+                            f"{where}.{rate}",
+                            f"unknown rate; known for {key}: {', '.join(RATES[key])}",
+                        )
+                    )
                 elif not (isinstance(amount, int | float) and not isinstance(amount, bool) and amount >= 0):
-                    problems.append(Problem(str(path), _line(text, key, model), f"{where}.{rate}",
-                                            f"must be a non-negative number, got {amount!r}"))
-            models.setdefault(key, {})[model] = {r: float(a) for r, a in rates.items() if r in RATES[key]
-                                                 and isinstance(a, int | float)}
+                    problems.append(
+                        Problem(
+                            str(path),
+                            _line(text, key, model),
+                            f"{where}.{rate}",
+                            f"must be a non-negative number, got {amount!r}",
+                        )
+                    )
+            models.setdefault(key, {})[model] = {
+                r: float(a) for r, a in rates.items() if r in RATES[key] and isinstance(a, int | float)
+            }
     if problems:
         raise InputError(problems)
     return Prices(str(path), currency if isinstance(currency, str) else "USD", models)

@@ -97,8 +97,14 @@ class RayExecutor:
 
         scoped = [cfg.name for cfg in job.arms if getattr(cfg, "phase_scope", "all") == "evidence"]
         if scoped:  # its phases run side by side; the evidence scope needs the base phase first
-            raise InputError(Problem("--executor", None, "executor", f"arm(s) {', '.join(scoped)}: "
-                                     'phase_scope = "evidence" needs the local executor'))
+            raise InputError(
+                Problem(
+                    "--executor",
+                    None,
+                    "executor",
+                    f'arm(s) {", ".join(scoped)}: phase_scope = "evidence" needs the local executor',
+                )
+            )
         import ray
 
         started = connect(self.address)
@@ -124,12 +130,20 @@ class RayExecutor:
         oracles = {c.name: oracle_for_arm(job.out, job.runtimes[c.name], job.fixtures) for c in job.arms}
         blocks, encoded = embed_unit_texts(job, pending, pool_plan(ray.cluster_resources()))
         result.encoded_texts += encoded
-        task = ray.remote(partition_task).options(num_cpus=1, max_retries=self.max_retries,
-                                                  retry_exceptions=False)
+        task = ray.remote(partition_task).options(
+            num_cpus=1, max_retries=self.max_retries, retry_exceptions=False
+        )
         fixtures, corpus = ray.put(job.fixtures), ray.put(job.corpus)
         refs = [
-            task.remote(str(job.out), cfg, phase, fixtures, corpus, oracles[cfg.name],
-                        blocks.get(model_key(job.runtimes[cfg.name].encoder), []))
+            task.remote(
+                str(job.out),
+                cfg,
+                phase,
+                fixtures,
+                corpus,
+                oracles[cfg.name],
+                blocks.get(model_key(job.runtimes[cfg.name].encoder), []),
+            )
             for cfg, phase in pending
         ]
         waiting = list(refs)

@@ -65,16 +65,28 @@ def decode_rows(blocks: Iterable[Any], wanted: set[str], dim: int) -> list[tuple
             if text not in wanted:
                 continue
             n = cols["n"][i]
-            out.append((text, Encoded(
-                np.frombuffer(cols["vector"][i], dtype=np.float32).copy(),
-                np.frombuffer(cols["tokens"][i], dtype=np.float32).reshape(n, dim).copy(),
-                np.frombuffer(cols["offsets"][i], dtype=np.int32).reshape(n, 2).copy(),
-            )))
+            out.append(
+                (
+                    text,
+                    Encoded(
+                        np.frombuffer(cols["vector"][i], dtype=np.float32).copy(),
+                        np.frombuffer(cols["tokens"][i], dtype=np.float32).reshape(n, dim).copy(),
+                        np.frombuffer(cols["offsets"][i], dtype=np.int32).reshape(n, 2).copy(),
+                    ),
+                )
+            )
     return out
 
 
-def partition_task(out: str, cfg: ArmConfig, phase: Phase, fixtures: list[Fixture], corpus: Corpus,
-                   oracle: dict[str, dict], blocks: list[Any]) -> dict:
+def partition_task(
+    out: str,
+    cfg: ArmConfig,
+    phase: Phase,
+    fixtures: list[Fixture],
+    corpus: Corpus,
+    oracle: dict[str, dict],
+    blocks: list[Any],
+) -> dict:
     """One (arm, phase) partition on a worker, the same code the local executor runs.
 
     Idempotent, so Ray may retry it after its worker dies: a partition already on disk (the
@@ -85,8 +97,14 @@ def partition_task(out: str, cfg: ArmConfig, phase: Phase, fixtures: list[Fixtur
     import ray
 
     ledger = Path(out)
-    report: dict[str, Any] = {"arm": cfg.name, "phase": phase.label, "pid": os.getpid(), "encoded": 0,
-                              "offsets": {}, "skipped": False}
+    report: dict[str, Any] = {
+        "arm": cfg.name,
+        "phase": phase.label,
+        "pid": os.getpid(),
+        "encoded": 0,
+        "offsets": {},
+        "skipped": False,
+    }
     if is_done(ledger, cfg.name, phase.label):
         report["skipped"] = True
         return report

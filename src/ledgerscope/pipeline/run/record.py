@@ -45,9 +45,7 @@ class CandidateSink:
         c["stage"].extend([stage] * n)
         c["rank"].extend(range(1, n + 1))
         c["unit_id"].extend([u.unit_id for u in units])
-        c["score"].extend(
-            [None] * n if scores is None else [None if x is None else float(x) for x in scores]
-        )
+        c["score"].extend([None] * n if scores is None else [None if x is None else float(x) for x in scores])
         c["doc_id"].extend([u.doc_id for u in units])
         c["start"].extend([u.start for u in units])
         c["end"].extend([u.end for u in units])

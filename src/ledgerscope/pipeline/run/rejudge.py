@@ -43,12 +43,28 @@ from ledgerscope.pipeline.run.sweep import fixtures_digest
 from ledgerscope.rules import judge as judging
 from ledgerscope.rules import support as supporting
 
-_STAGE_FLAGS = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed",
-                "topk")
+_STAGE_FLAGS = (
+    "bm25",
+    "dense_exact",
+    "dense_ann",
+    "union",
+    "fused",
+    "reranked",
+    "selected",
+    "packed",
+    "topk",
+)
 #: an ingested trace's recorded stage that derives each flag (ingest/derive.py's _VSTAGES)
-_INGESTED_NEEDS = {"bm25": "bm25", "dense_exact": "dense_exact", "exact": "dense_exact",
-                   "dense_ann": "dense_ann", "union": "union", "fused": "fused", "reranked": "reranked",
-                   "selected": "selected"}
+_INGESTED_NEEDS = {
+    "bm25": "bm25",
+    "dense_exact": "dense_exact",
+    "exact": "dense_exact",
+    "dense_ann": "dense_ann",
+    "union": "union",
+    "fused": "fused",
+    "reranked": "reranked",
+    "selected": "selected",
+}
 
 
 #: the record fields whose change :attr:`RejudgeResult.changes` lists
@@ -77,8 +93,11 @@ def support_changed(old: Fixture | None, new: Fixture | None) -> bool:
 
 
 def _support_key(f: Fixture) -> tuple:
-    return (f.answerable, sorted((s.span_id, s.doc_id, s.start, s.end, s.dependency) for s in f.spans),
-            sorted(tuple(sorted(s)) for s in f.sufficient_sets))
+    return (
+        f.answerable,
+        sorted((s.span_id, s.doc_id, s.start, s.end, s.dependency) for s in f.spans),
+        sorted(tuple(sorted(s)) for s in f.sufficient_sets),
+    )
 
 
 def rejudge(ledger: Path, fixtures_path: Path, out: Path, no_oracle: bool = False) -> RejudgeResult:
@@ -106,8 +125,18 @@ def rejudge(ledger: Path, fixtures_path: Path, out: Path, no_oracle: bool = Fals
             for ph in entry["phases"]:
                 part = layout.partition_dir(ledger, arm, ph["label"])
                 if (part / "_SUCCESS.json").is_file():
-                    _partition(part, staging, arm, ph["label"], new_by, texts, versions, judge_table,
-                               oracle.get(arm, {}), result)
+                    _partition(
+                        part,
+                        staging,
+                        arm,
+                        ph["label"],
+                        new_by,
+                        texts,
+                        versions,
+                        judge_table,
+                        oracle.get(arm, {}),
+                        result,
+                    )
         _manifest(manifest, ledger, staging, fixtures_path, new_fixtures, result)
         if (ledger / "_SWEEP_DONE.json").is_file():
             shutil.copy2(ledger / "_SWEEP_DONE.json", staging / "_SWEEP_DONE.json")
@@ -135,8 +164,15 @@ def _load_new(path: Path, corpus, known: set[str]) -> list[Fixture]:
         raise InputError(problems + more)
     extra = sorted({f.qid for f in fixtures} - known)
     if extra:
-        raise InputError(Problem(str(path), None, "qid", f"{len(extra)} question(s) the ledger never swept "
-                                 f"(e.g. {extra[0]!r}): rejudging judges recorded lists only"))
+        raise InputError(
+            Problem(
+                str(path),
+                None,
+                "qid",
+                f"{len(extra)} question(s) the ledger never swept "
+                f"(e.g. {extra[0]!r}): rejudging judges recorded lists only",
+            )
+        )
     return fixtures
 
 
@@ -145,18 +181,34 @@ def _write_fixtures(fixtures: list[Fixture], path: Path) -> None:
 
 
 def _units(rows: list[dict], versions: dict[str, str]) -> list[SimpleNamespace]:
-    return [SimpleNamespace(doc_id=r["doc_id"], version=versions.get(r["doc_id"]), start=int(r["start"]),
-                            end=int(r["end"])) for r in rows if r["start"] is not None]
+    return [
+        SimpleNamespace(
+            doc_id=r["doc_id"], version=versions.get(r["doc_id"]), start=int(r["start"]), end=int(r["end"])
+        )
+        for r in rows
+        if r["start"] is not None
+    ]
 
 
-def _partition(part: Path, staging: Path, arm: str, phase: str, fixtures: dict[str, Fixture],
-               texts: dict, versions: dict, judge_table: dict, oracle: dict, result: RejudgeResult) -> None:
+def _partition(
+    part: Path,
+    staging: Path,
+    arm: str,
+    phase: str,
+    fixtures: dict[str, Fixture],
+    texts: dict,
+    versions: dict,
+    judge_table: dict,
+    oracle: dict,
+    result: RejudgeResult,
+) -> None:
     """One partition: its tables carried over, its records judged again."""
     tables = {p.stem: pq.read_table(p) for p in sorted(part.glob("*.parquet"))}
     units = tables["units"].select(["doc_id", "version", "start", "end"]).to_pylist()
     all_intervals = supporting.intervals_by_doc(
         SimpleNamespace(doc_id=u["doc_id"], version=u["version"], start=u["start"], end=u["end"])
-        for u in units)
+        for u in units
+    )
     lists: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for c in tables["candidates"].select(["qid", "stage", "rank", "doc_id", "start", "end"]).to_pylist():
         lists[c["qid"]][c["stage"]].append(c)
@@ -178,11 +230,25 @@ def _partition(part: Path, staging: Path, arm: str, phase: str, fixtures: dict[s
     write_partition(staging, arm, phase, tables, meta)
 
 
-def _rejudge_row(row: dict, fx: Fixture, lists: dict[str, list[dict]], all_intervals: dict, texts: dict,
-                 versions: dict, judge, oracle: dict) -> None:
+def _rejudge_row(
+    row: dict,
+    fx: Fixture,
+    lists: dict[str, list[dict]],
+    all_intervals: dict,
+    texts: dict,
+    versions: dict,
+    judge,
+    oracle: dict,
+) -> None:
     """The record's support flags, verdicts and oracle columns against ``fx``, in place."""
-    row.update(question=fx.question, segment=fx.segment, answerable=fx.answerable,
-               support_only=fx.support_only, stress_set=fx.stress_set, doc_ids=list(fx.doc_ids))
+    row.update(
+        question=fx.question,
+        segment=fx.segment,
+        answerable=fx.answerable,
+        support_only=fx.support_only,
+        stress_set=fx.stress_set,
+        doc_ids=list(fx.doc_ids),
+    )
     by_stage = {s: _units(sorted(lists.get(s, []), key=lambda c: c["rank"]), versions) for s in _STAGE_FLAGS}
     if row.get("rerank_depth") is not None:
         by_stage["fused"] = by_stage["fused"][: row["rerank_depth"]]
@@ -203,8 +269,9 @@ def _rejudge_row(row: dict, fx: Fixture, lists: dict[str, list[dict]], all_inter
         else:
             row[col] = supporting.keeps(fx, us, texts)
     if row.get("support_chunked") is not None or (recorded is None and answerable):
-        row["support_chunked"] = (supporting.kept_set_in(fx, all_intervals, texts) is not None
-                                  if answerable else None)
+        row["support_chunked"] = (
+            supporting.kept_set_in(fx, all_intervals, texts) is not None if answerable else None
+        )
     packed = by_stage["packed"]
     row["covered_set"] = supporting.kept_set(fx, packed, texts) if answerable else None
     row["single_unit_complete"] = supporting.single_unit_complete(fx, packed, texts) if answerable else None
@@ -212,8 +279,9 @@ def _rejudge_row(row: dict, fx: Fixture, lists: dict[str, list[dict]], all_inter
         aj = judge.judge(row.get("answer"), bool(row.get("abstained")), fx)
         row.update(answer_verdict=aj.verdict, answer_reason=aj.reason)
         if row.get("citation_verdict") != "not-recorded":  # a trace without citations stays so
-            cj = judging.judge_citations([(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations],
-                                         fx, texts, aj.verdict)
+            cj = judging.judge_citations(
+                [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, aj.verdict
+            )
             row.update(citation_verdict=cj.verdict, citation_reason=cj.reason)
     o = oracle.get(fx.qid)
     if o is not None:
@@ -241,8 +309,16 @@ def _derived(name: str, recorded: list[str], row: dict) -> bool:
     return need is not None and need in recorded
 
 
-def _oracle(ledger: Path, staging: Path, manifest: dict, layout, fixtures: dict[str, Fixture],
-            changed: list[str], no_oracle: bool, result: RejudgeResult) -> dict[str, dict[str, dict]]:
+def _oracle(
+    ledger: Path,
+    staging: Path,
+    manifest: dict,
+    layout,
+    fixtures: dict[str, Fixture],
+    changed: list[str],
+    no_oracle: bool,
+    result: RejudgeResult,
+) -> dict[str, dict[str, dict]]:
     """Each arm's oracle rows: carried over, re-run for the changed questions (or those named stale)."""
     out: dict[str, dict[str, dict]] = {}
     for arm, entry in manifest["arms"].items():
@@ -286,8 +362,14 @@ def _runtime(entry: dict, ledger: Path):
         return None
 
 
-def _manifest(manifest: dict, ledger: Path, staging: Path, fixtures_path: Path, fixtures: list[Fixture],
-              result: RejudgeResult) -> None:
+def _manifest(
+    manifest: dict,
+    ledger: Path,
+    staging: Path,
+    fixtures_path: Path,
+    fixtures: list[Fixture],
+    result: RejudgeResult,
+) -> None:
     new = dict(manifest)
     before, after = manifest.get("fixtures_digest"), fixtures_digest(fixtures)
     new["fixtures_digest"], new["fixture_count"] = after, len(fixtures)
@@ -295,10 +377,14 @@ def _manifest(manifest: dict, ledger: Path, staging: Path, fixtures_path: Path, 
     blob = json.dumps({"rejudged_from": manifest.get("identity"), "fixtures": after}, sort_keys=True)
     new["identity"] = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
     new["rejudged"] = {
-        "from_ledger": str(ledger), "from_identity": manifest.get("identity"),
-        "fixtures_digest_before": before, "fixtures_digest_after": after,
-        "fixtures_file": {"name": fixtures_path.name,
-                          "sha256": "sha256:" + hashlib.sha256(fixtures_path.read_bytes()).hexdigest()},
+        "from_ledger": str(ledger),
+        "from_identity": manifest.get("identity"),
+        "fixtures_digest_before": before,
+        "fixtures_digest_after": after,
+        "fixtures_file": {
+            "name": fixtures_path.name,
+            "sha256": "sha256:" + hashlib.sha256(fixtures_path.read_bytes()).hexdigest(),
+        },
         "changed_questions": result.changed_questions,
         "oracle": {"rerun": result.oracle_rerun, "stale": result.oracle_stale},
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

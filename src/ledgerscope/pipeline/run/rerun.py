@@ -58,23 +58,25 @@ class RerunDiff:
             "phase": self.phase,
             "identical": self.identical,
             "differences": self.differences,
-            **({"device_differences": {"recorded": self.devices[0], "now": self.devices[1]}}
-               if self.devices else {}),
+            **(
+                {"device_differences": {"recorded": self.devices[0], "now": self.devices[1]}}
+                if self.devices
+                else {}
+            ),
         }
 
     def lines(self) -> list[str]:
         head = f"rerun {self.arm} / phase {self.phase} / {self.qid}: "
         if self.identical:
-            return [
-                head + "identical to the recorded record (candidates, context, answer, verdicts)"
-            ]
-        kind = (f" (device differences: recorded on {self.devices[0]}, rerun on {self.devices[1]})"
-                if self.devices else "")
+            return [head + "identical to the recorded record (candidates, context, answer, verdicts)"]
+        kind = (
+            f" (device differences: recorded on {self.devices[0]}, rerun on {self.devices[1]})"
+            if self.devices
+            else ""
+        )
         out = [head + f"{len(self.differences)} difference(s){kind}"]
         for d in self.differences:
-            out.append(
-                f"  {d['field']}: recorded {_short(d['recorded'])} -> now {_short(d['fresh'])}"
-            )
+            out.append(f"  {d['field']}: recorded {_short(d['recorded'])} -> now {_short(d['fresh'])}")
         return out
 
 
@@ -95,7 +97,8 @@ def load_ledger_inputs(ledger: Path) -> tuple[dict, Corpus, list]:
     except (pa.ArrowException, OSError) as exc:
         raise InputError(Problem(str(path), None, "parquet", f"cannot be read: {exc}")) from None
     corpus = sources_corpus(
-        path, ((r["doc_id"], r["version"], r["text"], r["observed"], r["access"]) for r in rows))
+        path, ((r["doc_id"], r["version"], r["text"], r["observed"], r["access"]) for r in rows)
+    )
     fset, problems = read_fixtures(ledger / "fixtures.jsonl")
     fixtures, _, more = resolve(fset, corpus)
     if problems or more:
@@ -108,9 +111,7 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     manifest, corpus, fixtures = load_ledger_inputs(ledger)
     where = str(ledger / "manifest.json")
     if arm not in manifest["arms"]:
-        raise InputError(
-            Problem(where, None, "arm", f"no arm {arm!r}; arms: {', '.join(manifest['arms'])}")
-        )
+        raise InputError(Problem(where, None, "arm", f"no arm {arm!r}; arms: {', '.join(manifest['arms'])}"))
     entry = manifest["arms"][arm]
     phases = {p["label"]: Phase(p["label"], p["offset"]) for p in entry["phases"]}
     if phase not in phases:
@@ -124,15 +125,11 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
         )
     fx = next((f for f in fixtures if f.qid == qid), None)
     if fx is None:
-        raise InputError(
-            Problem(str(ledger / "fixtures.jsonl"), None, "qid", f"no question {qid!r}")
-        )
+        raise InputError(Problem(str(ledger / "fixtures.jsonl"), None, "qid", f"no question {qid!r}"))
     layout = layout_for(manifest)
     part = layout.partition_dir(ledger, arm, phase)
     if not (part / "_SUCCESS.json").is_file():
-        raise InputError(
-            Problem(str(part), None, "partition", "this partition was never completed")
-        )
+        raise InputError(Problem(str(part), None, "partition", "this partition was never completed"))
     cfg = arm_from_dict(entry["config"], where)
     if cfg.digest() != entry.get("config_digest"):
         raise InputError(
@@ -227,15 +224,11 @@ def _compare_candidates(old: list[dict], new: list[dict], diff: RerunDiff) -> No
         ids_a = [r["unit_id"] for r in ra]
         ids_b = [r["unit_id"] for r in rb]
         if ids_a != ids_b:
-            diff.differences.append(
-                {"field": f"candidates.{stage}", "recorded": ids_a, "fresh": ids_b}
-            )
+            diff.differences.append({"field": f"candidates.{stage}", "recorded": ids_a, "fresh": ids_b})
             continue
         for x, y in zip(ra, rb, strict=True):
             sa, sb = x["score"], y["score"]
-            if (sa is None) != (sb is None) or (
-                sa is not None and not _close(float(sa), float(sb))
-            ):
+            if (sa is None) != (sb is None) or (sa is not None and not _close(float(sa), float(sb))):
                 diff.differences.append(
                     {"field": f"candidates.{stage}.score[{x['rank']}]", "recorded": sa, "fresh": sb}
                 )

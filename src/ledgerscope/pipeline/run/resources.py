@@ -79,8 +79,12 @@ def summarize(ms: np.ndarray) -> dict[str, float | None]:
     if len(ms) == 0:
         return {"p50": None, "p95": None, "p99": None, "mean": None}
     q = np.percentile(ms, [50, 95, 99])
-    return {"p50": round(float(q[0]), 4), "p95": round(float(q[1]), 4), "p99": round(float(q[2]), 4),
-            "mean": round(float(ms.mean()), 4)}
+    return {
+        "p50": round(float(q[0]), 4),
+        "p95": round(float(q[1]), 4),
+        "p99": round(float(q[2]), 4),
+        "mean": round(float(ms.mean()), 4),
+    }
 
 
 @contextlib.contextmanager
@@ -148,11 +152,18 @@ def embedding_usage(rt: Any, delta: dict[str, float], texts: int) -> dict[str, A
         source = "tokenizer" if not delta["emb_usage_texts"] else "usage and tokenizer"
     else:
         tokens, source = int(delta["emb_tokens"]), "tokenizer"
-    return {"kind": getattr(enc, "kind", "sentence-transformers"), "model": model_name(enc, "name"),
-            "texts": texts, "encoded": encoded, "cache_hits": max(0, texts - encoded), "tokens": tokens,
-            "token_source": source, "requests": int(delta["emb_requests"]),
-            "forward_batches": int(delta["emb_batches"]),
-            "seconds": round(delta["emb_seconds"], 4)}
+    return {
+        "kind": getattr(enc, "kind", "sentence-transformers"),
+        "model": model_name(enc, "name"),
+        "texts": texts,
+        "encoded": encoded,
+        "cache_hits": max(0, texts - encoded),
+        "tokens": tokens,
+        "token_source": source,
+        "requests": int(delta["emb_requests"]),
+        "forward_batches": int(delta["emb_batches"]),
+        "seconds": round(delta["emb_seconds"], 4),
+    }
 
 
 def generator_usage(rt: Any, delta: dict[str, float], results: Sequence[Any]) -> dict[str, Any]:
@@ -164,13 +175,24 @@ def generator_usage(rt: Any, delta: dict[str, float], results: Sequence[Any]) ->
     if is_endpoint(gen):
         requests = int(delta.get("gen_requests", 0))
         source = "usage" if not delta.get("gen_without_usage") else "usage (partly missing)"
-        return {"kind": gen.kind, "model": model_name(gen), "requests": requests,
-                "prompt_tokens": int(delta.get("gen_prompt_tokens", 0)),
-                "completion_tokens": int(delta.get("gen_completion_tokens", 0)), "token_source": source,
-                "tokenize_requests": int(delta.get("gen_tokenize_requests", 0))}
-    return {"kind": getattr(gen, "kind", type(gen).__name__), "model": model_name(gen),
-            "requests": 0, "calls": len(results), "prompt_tokens": prompt, "completion_tokens": completion,
-            "token_source": "tokenizer"}
+        return {
+            "kind": gen.kind,
+            "model": model_name(gen),
+            "requests": requests,
+            "prompt_tokens": int(delta.get("gen_prompt_tokens", 0)),
+            "completion_tokens": int(delta.get("gen_completion_tokens", 0)),
+            "token_source": source,
+            "tokenize_requests": int(delta.get("gen_tokenize_requests", 0)),
+        }
+    return {
+        "kind": getattr(gen, "kind", type(gen).__name__),
+        "model": model_name(gen),
+        "requests": 0,
+        "calls": len(results),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "token_source": "tokenizer",
+    }
 
 
 # --- stored bytes ----------------------------------------------------------------------------
@@ -192,8 +214,13 @@ def bm25_bytes(search: Any) -> int | None:
     if matrix is None:
         return None
     vocab = getattr(index, "vocab", {})
-    return int(matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes
-               + index.idf.nbytes + sum(len(t) + 8 for t in vocab))
+    return int(
+        matrix.data.nbytes
+        + matrix.indices.nbytes
+        + matrix.indptr.nbytes
+        + index.idf.nbytes
+        + sum(len(t) + 8 for t in vocab)
+    )
 
 
 def stored_bytes(rt: Any, index: Any) -> dict[str, int | None]:
@@ -202,20 +229,27 @@ def stored_bytes(rt: Any, index: Any) -> dict[str, int | None]:
     dim = int(getattr(rt.encoder, "dim", 0) or 0)
     ann = getattr(index.dense_ann, "index", None)
     m = int(rt.config.retrieval.get("hnsw", {}).get("M", 16))
-    return {"vectors": n * dim * 4 if dim else None,
-            "hnsw": hnsw_bytes(n, dim, m) if dim and type(ann).__name__ == "HnswIndex" else None,
-            "bm25": bm25_bytes(index.bm25)}
+    return {
+        "vectors": n * dim * 4 if dim else None,
+        "hnsw": hnsw_bytes(n, dim, m) if dim and type(ann).__name__ == "HnswIndex" else None,
+        "bm25": bm25_bytes(index.bm25),
+    }
 
 
 def index_record(rt: Any, index: Any, seconds: dict[str, float]) -> dict[str, Any]:
     """The one-time side: units, unique source tokens, unit tokens, the overlap factor, bytes."""
     unit_tokens = sum(u.token_end - u.token_start for u in index.units)
     source_tokens = sum(b.n_tokens for b in index.boundaries)
-    return {"units": len(index.units), "documents": len(index.boundaries),
-            "unique_source_tokens": source_tokens, "unit_tokens": unit_tokens,
-            "repeated_source_tokens": max(0, unit_tokens - source_tokens),
-            "overlap_factor": round(unit_tokens / source_tokens, 4) if source_tokens else None,
-            "bytes": stored_bytes(rt, index), "seconds": {k: round(v, 4) for k, v in seconds.items()}}
+    return {
+        "units": len(index.units),
+        "documents": len(index.boundaries),
+        "unique_source_tokens": source_tokens,
+        "unit_tokens": unit_tokens,
+        "repeated_source_tokens": max(0, unit_tokens - source_tokens),
+        "overlap_factor": round(unit_tokens / source_tokens, 4) if source_tokens else None,
+        "bytes": stored_bytes(rt, index),
+        "seconds": {k: round(v, 4) for k, v in seconds.items()},
+    }
 
 
 class StageMarks:
@@ -231,8 +265,14 @@ class StageMarks:
         self.then(stage)
 
 
-def partition_resources(rt: Any, index: Any, fixtures: Sequence[Any], laps: Laps,
-                        delta: dict[str, float], build_seconds: dict[str, float]) -> dict[str, Any]:
+def partition_resources(
+    rt: Any,
+    index: Any,
+    fixtures: Sequence[Any],
+    laps: Laps,
+    delta: dict[str, float],
+    build_seconds: dict[str, float],
+) -> dict[str, Any]:
     """The partition's resource record (see the module docstring)."""
     t0 = time.perf_counter()
     questions = [f.question for f in fixtures]
@@ -254,10 +294,13 @@ def partition_resources(rt: Any, index: Any, fixtures: Sequence[Any], laps: Laps
         "questions": n,
         "index": index_record(rt, index, build_seconds),
         "embedding": embedding_usage(rt, delta, texts),
-        "rerank": {"kind": getattr(rt.reranker, "kind", None) or type(rt.reranker).__name__,
-                   "model": model_name(rt.reranker) or rt.config.rerank.get("model"),
-                   "pairs": sum(laps.pairs), "requests": int(delta["rerank_requests"]),
-                   "sent_pairs": int(delta["rerank_pairs"])},
+        "rerank": {
+            "kind": getattr(rt.reranker, "kind", None) or type(rt.reranker).__name__,
+            "model": model_name(rt.reranker) or rt.config.rerank.get("model"),
+            "pairs": sum(laps.pairs),
+            "requests": int(delta["rerank_requests"]),
+            "sent_pairs": int(delta["rerank_pairs"]),
+        },
         "generator": gen,
         "per_query": per_query,
         "latency_ms": laps.quantiles(),
@@ -273,6 +316,10 @@ def write_oracle_resources(oracle_table: Path, rt: Any, delta: dict[str, float],
     part of what the sweep cost, not of what a query costs."""
     from ledgerscope.common.atomic import atomic_write_text
 
-    record = {"format": FORMAT, "questions": questions, "generator": generator_usage(rt, delta, []),
-              "embedding": {"encoded": int(delta["emb_texts"]), "requests": int(delta["emb_requests"])}}
+    record = {
+        "format": FORMAT,
+        "questions": questions,
+        "generator": generator_usage(rt, delta, []),
+        "embedding": {"encoded": int(delta["emb_texts"]), "requests": int(delta["emb_requests"])},
+    }
     atomic_write_text(oracle_table.with_name("resources.json"), json.dumps(record, indent=2, sort_keys=True))

@@ -32,16 +32,21 @@ def start_counters(runtimes: dict[str, Any]) -> dict[int, dict[str, float]]:
     return out
 
 
-def write_run_record(out: Path, runtimes: dict[str, Any], start: dict[int, dict[str, float]],
-                     result: Any, prices: Any = None) -> Path:
+def write_run_record(
+    out: Path, runtimes: dict[str, Any], start: dict[int, dict[str, float]], result: Any, prices: Any = None
+) -> Path:
     """The run's record (see the module docstring); returns its path."""
     components = []
     for comp, role in endpoint_components(runtimes):
         now, before = component_counts(comp, role), start.get(id(comp), {})
         model = model_name(comp, "name" if role == "embedding" else "model")
         kind = getattr(comp, "kind", None) or ("sentence-transformers" if role == "embedding" else None)
-        entry = {"role": role, "kind": kind, "model": model,
-                 **{k: int(v - before.get(k, 0.0)) for k, v in now.items()}}
+        entry = {
+            "role": role,
+            "kind": kind,
+            "model": model,
+            **{k: int(v - before.get(k, 0.0)) for k, v in now.items()},
+        }
         if role == "embedding" and hasattr(comp, "usage_tokens"):
             entry["token_source"] = "usage" if not getattr(comp, "counted_tokens", 0) else "tokenizer"
         if role == "rerank":
@@ -53,10 +58,16 @@ def write_run_record(out: Path, runtimes: dict[str, Any], start: dict[int, dict[
     if prices is not None:
         priced = [cost_of(u, m, prices)[0] for u, m in measured(runtimes, start)]
         cost = None if any(c is None for c in priced) else sum(priced)
-    record = {"format": FORMAT, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "seconds": round(result.seconds, 3), "written": [list(p) for p in result.written],
-              "stopped": result.stopped, "components": components, "cost": cost,
-              "currency": getattr(prices, "currency", None)}
+    record = {
+        "format": FORMAT,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(result.seconds, 3),
+        "written": [list(p) for p in result.written],
+        "stopped": result.stopped,
+        "components": components,
+        "cost": cost,
+        "currency": getattr(prices, "currency", None),
+    }
     path = out / "runs" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True))

@@ -68,26 +68,37 @@ def endpoint_reranker(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -
     from ledgerscope.pipeline.ranking.rerank_endpoint import EndpointReranker
 
     s = cfg.setting  # the arm's value, else the schema's default
-    return EndpointReranker(s("rerank.base_url"), s("rerank.model"),
-                            s("rerank.path") or default_of("rerank.path"), s("rerank.api_key_env") or None,
-                            float(s("rerank.timeout")),
-                            int(s("rerank.retries")), float(s("rerank.backoff")))
+    return EndpointReranker(
+        s("rerank.base_url"),
+        s("rerank.model"),
+        s("rerank.path") or default_of("rerank.path"),
+        s("rerank.api_key_env") or None,
+        float(s("rerank.timeout")),
+        int(s("rerank.retries")),
+        float(s("rerank.backoff")),
+    )
 
 
 def token_encoder(cfg: ArmConfig, encoder: Any) -> Any:
     """The model whose token vectors the reader uses: the arm's own, or (endpoint) a local one."""
     if getattr(encoder, "token_vectors", True):
         return encoder
-    return shared_encoder(cfg.setting("generator.reader_model") or BUNDLED_MINILM,
-                          int(cfg.setting("embedding.batch_size")))
+    return shared_encoder(
+        cfg.setting("generator.reader_model") or BUNDLED_MINILM, int(cfg.setting("embedding.batch_size"))
+    )
 
 
 def extractive_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
     reader = token_encoder(cfg, encoder)
     own = reader is encoder
-    return ExtractiveReader.from_config(reader.get, counter.count, cfg.generator,
-                                        template=template_from_config(cfg.generator), prefetch=reader.encode,
-                                        reader_model=None if own else reader.name)
+    return ExtractiveReader.from_config(
+        reader.get,
+        counter.count,
+        cfg.generator,
+        template=template_from_config(cfg.generator),
+        prefetch=reader.encode,
+        reader_model=None if own else reader.name,
+    )
 
 
 def endpoint_generator(cfg: ArmConfig, encoder: Encoder, counter: TokenCounter) -> Generator:
@@ -112,16 +123,23 @@ def bm25_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: d
     return BM25Retriever(top_n, float(s("retrieval.bm25_k1")), float(s("retrieval.bm25_b")))
 
 
-def hnsw_slot_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict,
-                        top_n: int) -> Retriever:
+def hnsw_slot_retriever(
+    cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict, top_n: int
+) -> Retriever:
     s = cfg.setting  # the arm's value, else the schema's default
-    return hnsw_retriever(encoder, top_n, int(s("retrieval.hnsw.M")),
-                          int(s("retrieval.hnsw.ef_construction")), int(s("retrieval.hnsw.ef_search")),
-                          int(s("retrieval.hnsw.seed")))
+    return hnsw_retriever(
+        encoder,
+        top_n,
+        int(s("retrieval.hnsw.M")),
+        int(s("retrieval.hnsw.ef_construction")),
+        int(s("retrieval.hnsw.ef_search")),
+        int(s("retrieval.hnsw.seed")),
+    )
 
 
-def exact_slot_retriever(cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict,
-                         top_n: int) -> Retriever:
+def exact_slot_retriever(
+    cfg: ArmConfig, encoder: Any, counter: TokenCounter, table: dict, top_n: int
+) -> Retriever:
     return exact_retriever(encoder, top_n)
 
 
@@ -233,10 +251,17 @@ def endpoint_key(cfg: ArmConfig) -> tuple:
     from ledgerscope.common.http_json import api_root
 
     s = cfg.setting  # the arm's value, else the schema's default
-    return (api_root(s("embedding.base_url")), s("embedding.path") or default_of("embedding.path"),
-            s("embedding.model"), int(s("embedding.dimensions")), s("embedding.api_key_env") or None,
-            int(s("embedding.batch_size")), float(s("embedding.timeout")), int(s("embedding.retries")),
-            float(s("embedding.backoff")))
+    return (
+        api_root(s("embedding.base_url")),
+        s("embedding.path") or default_of("embedding.path"),
+        s("embedding.model"),
+        int(s("embedding.dimensions")),
+        s("embedding.api_key_env") or None,
+        int(s("embedding.batch_size")),
+        float(s("embedding.timeout")),
+        int(s("embedding.retries")),
+        float(s("embedding.backoff")),
+    )
 
 
 def endpoint_embedder(cfg: ArmConfig, shared: dict[tuple, Any] | None = None) -> Any:
@@ -252,8 +277,9 @@ def endpoint_embedder(cfg: ArmConfig, shared: dict[tuple, Any] | None = None) ->
     if shared is not None and key in shared:
         return shared[key]
     _, path, model, dimensions, key_env, batch, timeout, retries, backoff = key
-    embedder = EndpointEmbedder(cfg.embedding["base_url"], model, key_env, batch, timeout, retries, backoff,
-                                path, dimensions)
+    embedder = EndpointEmbedder(
+        cfg.embedding["base_url"], model, key_env, batch, timeout, retries, backoff, path, dimensions
+    )
     probe(embedder, cfg, "embedding.base_url")
     if shared is not None:
         shared[key] = embedder
@@ -273,8 +299,14 @@ def unreachable_endpoints(cfg: ArmConfig) -> list[Problem]:
         client = JsonClient(table["base_url"], timeout=float(table.get("timeout", 60.0)))
         why = client.unreachable(min(client.timeout, 10.0))
         if why:
-            out.append(Problem(cfg.where, None, f"{section}.base_url", f"arm {cfg.name!r}: the {section} "
-                               f"endpoint {client.root} is unreachable: {why}"))
+            out.append(
+                Problem(
+                    cfg.where,
+                    None,
+                    f"{section}.base_url",
+                    f"arm {cfg.name!r}: the {section} endpoint {client.root} is unreachable: {why}",
+                )
+            )
     return out
 
 
@@ -285,8 +317,9 @@ def probe(stage: Any, cfg: ArmConfig, key: str) -> None:
         raise InputError(Problem(cfg.where, None, key, f"arm {cfg.name!r}: {exc}")) from None
 
 
-def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder],
-                  embedders: dict[tuple, Any] | None = None) -> ArmRuntime:
+def build_runtime(
+    cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder], embedders: dict[tuple, Any] | None = None
+) -> ArmRuntime:
     """The arm's components; ``embedders`` shares endpoint embedders between the arms of one sweep."""
     emb = cfg.embedding
     if emb.get("kind") == "endpoint":
@@ -294,8 +327,11 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
     else:
         batch = int(cfg.setting("embedding.batch_size"))
         device = emb.get("device")
-        encoder = (encoder_factory(emb.get("model"), batch, device=device) if device
-                   else encoder_factory(emb.get("model"), batch))
+        encoder = (
+            encoder_factory(emb.get("model"), batch, device=device)
+            if device
+            else encoder_factory(emb.get("model"), batch)
+        )
     counter = chunk_counter(cfg)
     if hasattr(encoder, "count_tokens") and getattr(encoder, "count_tokens", None) is None:
         encoder.count_tokens = counter.count  # what a server that reports no usage is counted by
@@ -305,5 +341,13 @@ def build_runtime(cfg: ArmConfig, encoder_factory: Callable[[str, int], Encoder]
     reranker = _choose("reranker", RERANKERS, "rerank", cfg.rerank.get("kind"), "none")(*parts)
     if callable(getattr(reranker, "probe", None)):
         probe(reranker, cfg, "rerank.base_url")
-    return ArmRuntime(cfg, encoder, counter, chunker, build_retrievers(cfg, encoder, counter), reranker,
-                      generator, prompt=template_from_config(cfg.generator))
+    return ArmRuntime(
+        cfg,
+        encoder,
+        counter,
+        chunker,
+        build_retrievers(cfg, encoder, counter),
+        reranker,
+        generator,
+        prompt=template_from_config(cfg.generator),
+    )

@@ -28,8 +28,9 @@ def base_phase(cfg: Any) -> Any:
     return cfg.phase_list()[0]
 
 
-def phased_documents(out: Path, arm: str, base_label: str, fixtures: Sequence[Any],
-                     depth: int) -> frozenset[str]:
+def phased_documents(
+    out: Path, arm: str, base_label: str, fixtures: Sequence[Any], depth: int
+) -> frozenset[str]:
     """Gold documents plus every document with a unit in some question's fused head (the
     ``rerank_depth`` candidates handed to the reranker) at the base phase."""
     import pyarrow.compute as pc
@@ -60,9 +61,14 @@ def scope_record(rt: Any, phase: Any, n_documents: int) -> dict:
         return {"scope": "all"}
     base = base_phase(cfg)
     phased = sorted(rt.phase_scope[1]) if rt.phase_scope is not None else None
-    return {"scope": "evidence", "base_phase": base.label, "base_offset": base.offset,
-            "documents": n_documents, "phased_documents": phased,
-            "phased": len(phased) if phased is not None else n_documents}
+    return {
+        "scope": "evidence",
+        "base_phase": base.label,
+        "base_offset": base.offset,
+        "documents": n_documents,
+        "phased_documents": phased,
+        "phased": len(phased) if phased is not None else n_documents,
+    }
 
 
 def restore_scope(rt: Any, meta: dict) -> None:

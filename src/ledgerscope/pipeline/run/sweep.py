@@ -158,9 +158,14 @@ def check_api_keys(arms: Sequence[ArmConfig]) -> None:
             name = table.get("api_key_env")
             if table.get("kind") == "endpoint" and name and not os.environ.get(name):
                 where = cfg.where if cfg.where != "<config>" else "--arm"
-                problems.append(Problem(where, None, f"{section}.api_key_env",
-                                        f"arm {cfg.name!r}: environment variable {name!r} (the API key) "
-                                        "is not set or empty"))
+                problems.append(
+                    Problem(
+                        where,
+                        None,
+                        f"{section}.api_key_env",
+                        f"arm {cfg.name!r}: environment variable {name!r} (the API key) is not set or empty",
+                    )
+                )
     if problems:
         raise InputError(problems)
 
@@ -181,9 +186,7 @@ def check_arm_names(arms: Sequence[ArmConfig]) -> None:
     names = [a.name for a in arms]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise InputError(
-            Problem("--arm", None, "name", f"arm names must be unique: {', '.join(dupes)}")
-        )
+        raise InputError(Problem("--arm", None, "name", f"arm names must be unique: {', '.join(dupes)}"))
 
 
 def sweep(
@@ -243,8 +246,15 @@ def sweep(
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
-    job = SweepJob(out, list(arms), runtimes, list(fixtures), corpus, progress,
-                   _guard(caps, fixtures, corpus, arms, out, runtimes, encoder_factory, executor))
+    job = SweepJob(
+        out,
+        list(arms),
+        runtimes,
+        list(fixtures),
+        corpus,
+        progress,
+        _guard(caps, fixtures, corpus, arms, out, runtimes, encoder_factory, executor),
+    )
     try:
         (executor or run_local)(job, result)
     finally:
@@ -265,8 +275,16 @@ def sweep(
     return result
 
 
-def _guard(caps: Any, fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequence[ArmConfig], out: Path,
-           runtimes: dict[str, ArmRuntime], encoder_factory: Any, executor: Any) -> Any:
+def _guard(
+    caps: Any,
+    fixtures: Sequence[Fixture],
+    corpus: Corpus,
+    arms: Sequence[ArmConfig],
+    out: Path,
+    runtimes: dict[str, ArmRuntime],
+    encoder_factory: Any,
+    executor: Any,
+) -> Any:
     """The caps' guard (the plan of every pending partition), or None without caps."""
     if caps is None or (caps.max_cost is None and caps.max_requests is None):
         return None
@@ -275,8 +293,15 @@ def _guard(caps: Any, fixtures: Sequence[Fixture], corpus: Corpus, arms: Sequenc
     from ledgerscope.pipeline.run.runs import start_counters
 
     if executor is not None:
-        raise InputError(Problem("--executor", None, "executor", "--max-cost and --max-requests need the "
-                                 "local executor (they are checked before each partition)"))
+        raise InputError(
+            Problem(
+                "--executor",
+                None,
+                "executor",
+                "--max-cost and --max-requests need the "
+                "local executor (they are checked before each partition)",
+            )
+        )
     start = start_counters(runtimes)
     plan = plan_sweep(fixtures, corpus, arms, out, encoder_factory)
     if caps.max_cost is not None:
@@ -294,8 +319,12 @@ def _encoder_counts(runtimes: dict[str, ArmRuntime]) -> dict[int, tuple[int, int
     for rt in runtimes.values():
         for enc in rt.caches():
             report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
-            out[id(enc)] = (getattr(enc, "forward_texts", 0), report.get("cached", 0),
-                            len(report.get("messages", [])), _model_seconds(enc))
+            out[id(enc)] = (
+                getattr(enc, "forward_texts", 0),
+                report.get("cached", 0),
+                len(report.get("messages", [])),
+                _model_seconds(enc),
+            )
     return out
 
 
@@ -357,14 +386,21 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
     keep_texts = {f.question for f in fixtures} | {s.quote for f in fixtures for s in f.spans if s.quote}
     # only a cache that cannot read a dropped text back needs to know when a text is last used
     caches = [c for rt in job.runtimes.values() for c in rt.caches()]
-    last_use = ({} if all(_can_read_back(c) for c in caches)
-                else _plan_last_use(out, job.arms, job.runtimes, list(job.corpus)))
+    last_use = (
+        {}
+        if all(_can_read_back(c) for c in caches)
+        else _plan_last_use(out, job.arms, job.runtimes, list(job.corpus))
+    )
     position = 0
     for cfg in job.arms:
         rt = job.runtimes[cfg.name]
         pending = job.pending(cfg)
-        if job.guard is not None and pending and not oracle_path(out, cfg.name).is_file() \
-                and (why := job.guard.before(cfg.name, pending[0].label, True)):
+        if (
+            job.guard is not None
+            and pending
+            and not oracle_path(out, cfg.name).is_file()
+            and (why := job.guard.before(cfg.name, pending[0].label, True))
+        ):
             result.stopped = why
             return
         oracle = oracle_for_arm(out, rt, fixtures)
@@ -380,7 +416,12 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
                 return
             position += 1
             index = run_partition(
-                out, rt, phase, fixtures, job.corpus, oracle,
+                out,
+                rt,
+                phase,
+                fixtures,
+                job.corpus,
+                oracle,
                 on_stage=lambda st, a=cfg.name, p=phase.label: progress.stage(a, p, st),
                 on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
             )
@@ -392,8 +433,9 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
             pause_after_partition()
 
 
-def drop_phase_texts(caches: Sequence, texts: set[str], keep: set[str],
-                     last_use: dict[tuple[int, str], int], position: int) -> None:
+def drop_phase_texts(
+    caches: Sequence, texts: set[str], keep: set[str], last_use: dict[tuple[int, str], int], position: int
+) -> None:
     """Token vectors are large: after a partition, each cache drops its unit texts but the fixtures'.
 
     A cache that can read a text back from the persistent cache drops them all (a read is about a
@@ -405,8 +447,9 @@ def drop_phase_texts(caches: Sequence, texts: set[str], keep: set[str],
     """
     for cache in caches:
         read_back = _can_read_back(cache)
-        cache.drop(t for t in texts if t not in keep
-                   and (read_back or last_use.get((id(cache), t), 0) <= position))
+        cache.drop(
+            t for t in texts if t not in keep and (read_back or last_use.get((id(cache), t), 0) <= position)
+        )
 
 
 def _can_read_back(cache: object) -> bool:

@@ -47,8 +47,13 @@ class Models:
         self.embedding_name, self.rerank_name = embedding, rerank
         self.encoder = self.reranker = None
         #: what this server served, counted here (``GET /v1/usage``): requests per API, texts, tokens
-        self.served = {"embedding_requests": 0, "embedding_texts": 0, "embedding_tokens": 0,
-                       "rerank_requests": 0, "rerank_pairs": 0}
+        self.served = {
+            "embedding_requests": 0,
+            "embedding_texts": 0,
+            "embedding_tokens": 0,
+            "rerank_requests": 0,
+            "rerank_pairs": 0,
+        }
         if embedding:
             from ledgerscope.pipeline.embedding.encoder import Encoder
 
@@ -105,9 +110,12 @@ def embeddings_response(models: Models, body: dict, name: str) -> dict:
         raise RequestError(400, "only encoding_format = float is served")
     texts = _texts(body.get("input"), "input")
     vectors, tokens = models.embed(texts)
-    return {"object": "list", "model": name,
-            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return {
+        "object": "list",
+        "model": name,
+        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def rerank_response(models: Models, body: dict, name: str) -> dict:
@@ -130,8 +138,12 @@ def rerank_response(models: Models, body: dict, name: str) -> dict:
 
 
 def make_handler(models: Models, name: str, api_key: str | None) -> type[BaseHTTPRequestHandler]:
-    routes = {"/v1/embeddings": embeddings_response, "/embeddings": embeddings_response,
-              "/v1/rerank": rerank_response, "/rerank": rerank_response}
+    routes = {
+        "/v1/embeddings": embeddings_response,
+        "/embeddings": embeddings_response,
+        "/v1/rerank": rerank_response,
+        "/rerank": rerank_response,
+    }
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -161,8 +173,9 @@ def make_handler(models: Models, name: str, api_key: str | None) -> type[BaseHTT
                     self._send(200, dict(models.served))
             elif self.path == "/v1/models":
                 served = [m for m in (models.embedding_name, models.rerank_name) if m]
-                self._send(200, {"object": "list", "data": [{"id": name, "object": "model",
-                                                             "served": served}]})
+                self._send(
+                    200, {"object": "list", "data": [{"id": name, "object": "model", "served": served}]}
+                )
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -218,20 +231,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def start_model_server(embedding: str | None = None, rerank: str | None = None, port: int = 0,
-                       api_key_env: str | None = None, name: str | None = None,
-                       timeout: float = 180.0, stderr: Any = None) -> tuple[Any, str]:
+def start_model_server(
+    embedding: str | None = None,
+    rerank: str | None = None,
+    port: int = 0,
+    api_key_env: str | None = None,
+    name: str | None = None,
+    timeout: float = 180.0,
+    stderr: Any = None,
+) -> tuple[Any, str]:
     """This server in a child process on 127.0.0.1; returns (server, base_url). Stop it with
     ``server.close()`` (or ``with server:``)."""
     from ledgerscope.pipeline.generation.endpoint import spawn_server
 
     cmd = [sys.executable, "-m", "ledgerscope.pipeline.servers.model_server", "--port", str(port)]
-    for flag, value in (("--embedding", embedding), ("--rerank", rerank), ("--api-key-env", api_key_env),
-                        ("--name", name)):
+    for flag, value in (
+        ("--embedding", embedding),
+        ("--rerank", rerank),
+        ("--api-key-env", api_key_env),
+        ("--name", name),
+    ):
         if value:
             cmd += [flag, value]
-    return spawn_server(cmd, embedding or rerank or "", "the model server", timeout,
-                        stderr=stderr if stderr is not None else subprocess.DEVNULL)
+    return spawn_server(
+        cmd,
+        embedding or rerank or "",
+        "the model server",
+        timeout,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
+    )
 
 
 if __name__ == "__main__":

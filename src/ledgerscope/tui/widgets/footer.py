@@ -17,8 +17,11 @@ class KeysFooter(Footer):
 
     def compose(self) -> ComposeResult:
         keys = list(super().compose())
-        first = [k for k in keys if getattr(k, "action", None) in FOOTER_FIRST and not
-                 k.has_class("-command-palette")]
+        first = [
+            k
+            for k in keys
+            if getattr(k, "action", None) in FOOTER_FIRST and not k.has_class("-command-palette")
+        ]
         first.sort(key=lambda k: FOOTER_FIRST.index(k.action))
         yield from first
         yield from (k for k in keys if k not in first)

@@ -36,8 +36,22 @@ class FixedCodepoints:
         units = []
         for ordinal, (a, b) in enumerate((a, b) for a, b in itertools.pairwise(bounds) if b > a):
             t0, t1 = bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)
-            units.append(Unit(unit_id_for(source.doc_id, a, b), source.doc_id, source.version, ordinal, a, b,
-                              text[a:b], t0, t1, a, b, tuple(source.access)))
+            units.append(
+                Unit(
+                    unit_id_for(source.doc_id, a, b),
+                    source.doc_id,
+                    source.version,
+                    ordinal,
+                    a,
+                    b,
+                    text[a:b],
+                    t0,
+                    t1,
+                    a,
+                    b,
+                    tuple(source.access),
+                )
+            )
         cut_tokens = tuple(bisect.bisect_left(starts, c) for c in cuts)
         return units, Boundaries(source.doc_id, cut_tokens, tuple(cuts), len(offsets))
 
@@ -47,9 +61,13 @@ def first_sentence(request):
         return GenerationResult(ABSTAIN_TEXT, [], True)
     block = request.blocks[0]
     sentence = re.split(r"(?<=[.!?])\s", block.text.strip(), maxsplit=1)[0]
-    return GenerationResult(f"{sentence} [{block.label}]", [block.label], False,
-                            completion_tokens=len(sentence.split()),
-                            detail={"plugin": "first-sentence", "prompt_chars": len(request.prompt)})
+    return GenerationResult(
+        f"{sentence} [{block.label}]",
+        [block.label],
+        False,
+        completion_tokens=len(sentence.split()),
+        detail={"plugin": "first-sentence", "prompt_chars": len(request.prompt)},
+    )
 
 
 def shortest_first(request):

@@ -129,8 +129,10 @@ def heads_table(con, table: str) -> None:
         inputs.register_fixtures(con, {}, {})  # the record columns the heads ignore stay empty
         inputs.register_records(con, None)
         inputs.register_heads(con)
-        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * EXCLUDE (walk_pre, walk_post) REPLACE "
-                    "(CAST(from_json(flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags) FROM _ls_head")
+        con.execute(
+            f"CREATE OR REPLACE TABLE {table} AS SELECT * EXCLUDE (walk_pre, walk_post) REPLACE "
+            "(CAST(from_json(flags, '[\"VARCHAR\"]') AS VARCHAR[]) AS flags) FROM _ls_head"
+        )
     finally:
         drop_inputs(con)
 

@@ -140,10 +140,10 @@ def coverage() -> CTEs:
         WITH ov AS (
             SELECT o.rid, o.vstage, o.span_id, sn.s, sn.e, o.vs, o.ve
             FROM _ls_ov o JOIN _ls_sn sn USING (rid, vstage, span_id)),
-        {gap_ctes('rid', '_ls_sn')},
+        {gap_ctes("rid", "_ls_sn")},
         kept AS (
             SELECT g.* FROM raw g JOIN _ls_sn sn USING (rid, vstage, span_id)
-            WHERE sn.span_text IS NULL OR {gap_counts('sn.span_text', 'g.gs', 'g.ge', 'sn.s', 'sn.e')}),
+            WHERE sn.span_text IS NULL OR {gap_counts("sn.span_text", "g.gs", "g.ge", "sn.s", "sn.e")}),
         agg AS (
             SELECT rid, vstage, span_id, count(*) AS n_gaps,
                    {arr("concat('[', gs, ', ', ge, ']')", "gs")} AS gaps_json
@@ -200,8 +200,9 @@ def _fates_sql() -> str:
     """``_ls_fate_json``: per record at steps 2-8, each span of the named set with its document,
     title and fate (:mod:`ledgerscope.analysis.diagnosis.span_fates`): its marks per stage of the
     walk, looked up in ``_ls_fates`` (every marks string with its fate, from the pure function)."""
-    not_recorded = " ".join(f"WHEN {sql_literal(stage)} THEN r.{flag} IS NULL"
-                            for _, flag, stage in FATE_WALK)
+    not_recorded = " ".join(
+        f"WHEN {sql_literal(stage)} THEN r.{flag} IS NULL" for _, flag, stage in FATE_WALK
+    )
     order = " ".join(f"WHEN {sql_literal(stage)} THEN {i}" for i, (_, _, stage) in enumerate(FATE_WALK))
     head = obj_parts(("span", j("m.span_id")), ("doc_id", j("m.doc_id")), ("title", j("m.title")))[:-1]
     entry = f"concat({', '.join([*head, sql_literal(', '), 'm.fate', sql_literal('}')])})"

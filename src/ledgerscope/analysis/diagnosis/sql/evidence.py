@@ -36,9 +36,7 @@ def _best(names: tuple[str, ...], value: str) -> str:
     pick = f"{value}_{_col(names[0])}"
     best_rank = f"r_{_col(names[0])}"
     for name in names[1:]:
-        better = (
-            f"r_{_col(name)} IS NOT NULL AND ({best_rank} IS NULL OR r_{_col(name)} < {best_rank})"
-        )
+        better = f"r_{_col(name)} IS NOT NULL AND ({best_rank} IS NULL OR r_{_col(name)} < {best_rank})"
         pick = f"CASE WHEN {better} THEN {value}_{_col(name)} ELSE {pick} END"
         best_rank = f"CASE WHEN {better} THEN r_{_col(name)} ELSE {best_rank} END"
     return pick
@@ -285,8 +283,7 @@ def _branches() -> list[tuple[str, list[tuple]]]:
     answer = _answer_fields()
     n_packed = (
         "n_packed",
-        "CAST(CASE WHEN coalesce(r.n_ids, 0) > 0 THEN r.n_ids ELSE coalesce(npk.n, 0) END "
-        "AS VARCHAR)",
+        "CAST(CASE WHEN coalesce(r.n_ids, 0) > 0 THEN r.n_ids ELSE coalesce(npk.n, 0) END AS VARCHAR)",
     )
     cover = [
         ("sufficient_set", "CAST(sel.sel AS VARCHAR)", "r.has_fx"),
@@ -300,8 +297,10 @@ def _branches() -> list[tuple[str, list[tuple]]]:
     head = _loss_head(stage)
     citations, passed, corpus = _late_stage_fields()
     # where a stage is not recorded (ingested traces), after the branch's own fields
-    stages = [("stages_recorded", "r.h_recorded", "r.h_recorded IS NOT NULL"),
-              ("stages_not_recorded", "r.h_not_recorded", "r.h_not_recorded IS NOT NULL")]
+    stages = [
+        ("stages_recorded", "r.h_recorded", "r.h_recorded IS NOT NULL"),
+        ("stages_not_recorded", "r.h_not_recorded", "r.h_not_recorded IS NOT NULL"),
+    ]
     tail = (*stages, oracle)
     return [
         ("r.answerable = false", [("stage", jlit("control")), *answer]),

@@ -42,8 +42,9 @@ HEAD_COLUMNS = (*KEY_COLUMNS, "o_verdict", "o_feasible", "o_unverified")
 #: SQL: whether record ``r``'s arm's answer side is unverified (joined to ``u``, the validity table)
 ANSWER_UNVERIFIED = "coalesce(u.unverified, false)"
 #: SQL: one oracle row per question (any one: they agree), to join to records ``r`` as ``o``
-ORACLE_ROWS = ("(SELECT arm, qid, any_value({'v': answer_verdict, 'f': feasible}) AS o "
-               "FROM oracle GROUP BY arm, qid)")
+ORACLE_ROWS = (
+    "(SELECT arm, qid, any_value({'v': answer_verdict, 'f': feasible}) AS o FROM oracle GROUP BY arm, qid)"
+)
 #: SQL: the oracle verdict and feasibility of record ``r`` (the oracle table's, else its own columns)
 ORACLE_VERDICT = "CASE WHEN o.arm IS NOT NULL THEN o.o.v ELSE r.oracle_verdict END"
 ORACLE_FEASIBLE = "CASE WHEN o.arm IS NOT NULL THEN o.o.f ELSE r.oracle_feasible END"
@@ -59,9 +60,19 @@ MEMBERS = {
 }
 #: stands in the walk's last detail for the missing spans, which only the query knows
 SENTINEL = "\ue000missing\ue000"
-TABLES = ("_ls_fx", "_ls_fates",
-          "_ls_span", "_ls_set", "_ls_members", "_ls_top", "_ls_head", "_ls_order", "_ls_weight",
-          "_ls_combo", "_ls_head_n")
+TABLES = (
+    "_ls_fx",
+    "_ls_fates",
+    "_ls_span",
+    "_ls_set",
+    "_ls_members",
+    "_ls_top",
+    "_ls_head",
+    "_ls_order",
+    "_ls_weight",
+    "_ls_combo",
+    "_ls_head_n",
+)
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
 
@@ -93,9 +104,7 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
         win_hi="BIGINT",
         title="VARCHAR",
     )
-    st = _table(
-        qid="VARCHAR", set_index="INTEGER", pos="INTEGER", span_id="VARCHAR", resolved="BOOLEAN"
-    )
+    st = _table(qid="VARCHAR", set_index="INTEGER", pos="INTEGER", span_id="VARCHAR", resolved="BOOLEAN")
     for qid, f in fixtures.items():
         corpus = [{**span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in f.spans]
         _add(
@@ -155,8 +164,10 @@ def register_records(con, arm: str | None, keys: str | None = None) -> None:
     cols = ", ".join(f'r."{c}"' for c in RECORD_COLUMNS)
     validity = register_answer_side(con)
     where = "" if arm is None else f"WHERE r.arm = {sql_literal(arm)}"
-    semi = "" if keys is None else (
-        f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid"
+    semi = (
+        ""
+        if keys is None
+        else (f"SEMI JOIN {keys} k ON k.arm = r.arm AND k.phase = CAST(r.phase AS VARCHAR) AND k.qid = r.qid")
     )
     con.execute(f"""CREATE OR REPLACE TEMP VIEW _ls_rec_all AS
         SELECT {cols}, len(r.packed_unit_ids) AS n_ids,
@@ -177,8 +188,10 @@ def register_heads(con) -> None:
     the query completes with the missing span ids.
     """
     cols = ", ".join(f'"{c}"' for c in HEAD_COLUMNS)
-    con.execute("CREATE OR REPLACE TEMP TABLE _ls_combo AS SELECT row_number() OVER () AS n, * "
-                f"FROM (SELECT DISTINCT {cols} FROM _ls_rec_all)")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _ls_combo AS SELECT row_number() OVER () AS n, * "
+        f"FROM (SELECT DISTINCT {cols} FROM _ls_rec_all)"
+    )
     names = (*KEY_COLUMNS, "oracle_verdict", "oracle_feasible", "answer_unverified")
     heads = _table(
         n="BIGINT",
@@ -212,8 +225,10 @@ def register_heads(con) -> None:
             not_recorded=None if stages is None else json.dumps(stages[1]),
         )
     columns_table(con, "_ls_head_n", heads)
-    con.execute("CREATE OR REPLACE TEMP TABLE _ls_head AS "
-                "SELECT c.* EXCLUDE (n), h.* EXCLUDE (n) FROM _ls_combo c JOIN _ls_head_n h USING (n)")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _ls_head AS "
+        "SELECT c.* EXCLUDE (n), h.* EXCLUDE (n) FROM _ls_combo c JOIN _ls_head_n h USING (n)"
+    )
     con.execute("DROP TABLE _ls_combo")
     con.execute("DROP TABLE _ls_head_n")
 

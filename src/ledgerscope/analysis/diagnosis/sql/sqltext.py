@@ -49,9 +49,7 @@ def arr(item: str, order: str, where: str | None = None) -> str:
 
     Where no row qualifies the result is NULL (callers coalesce it to ``[]``).
     """
-    agg = f"string_agg({item}, ', ' ORDER BY {order})" + (
-        f" FILTER (WHERE {where})" if where else ""
-    )
+    agg = f"string_agg({item}, ', ' ORDER BY {order})" + (f" FILTER (WHERE {where})" if where else "")
     return f"CASE WHEN {agg} IS NOT NULL THEN concat('[', {agg}, ']') END"
 
 

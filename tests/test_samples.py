@@ -11,6 +11,7 @@ import pytest
 from ledgerscope.inputs.validate import validate_fixtures
 from ledgerscope.ledger import digest
 from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.schema import OPTIONAL_COLUMNS
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.run.rerun import load_ledger_inputs
 
@@ -74,6 +75,7 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
                     "n_tokens": u.token_end - u.token_start,
                     "text": u.text,
                     "access": list(u.access),
+                    **dict.fromkeys(OPTIONAL_COLUMNS["units"]),  # placement: an ingest's
                 }
                 for u in us
             ]

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ledgerscope.common.intervals import WHITESPACE, merge_intervals, uncovered
+from ledgerscope.common.intervals import WHITESPACE, edge_pattern, merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
 SURVIVAL_STAGES = (
@@ -237,10 +237,13 @@ def support_ranks_sql(
     """:func:`support_ranks` computed in DuckDB: the same ranks (``tests/test_survival.py``
     compares them on real and synthetic ledgers), without a Python loop per record and stage.
 
-    A span's rank is the largest first-covering rank over its elementary segments (the pieces
-    between every clipped row edge) that hold non-whitespace, at least the rank of its first row,
-    and none where such a segment is never covered: the smallest k whose first k rows leave no
-    uncovered non-whitespace, as :func:`span_rank` finds by adding rows one at a time.
+    A span's rank is the smallest threshold k (among its elementary segments' first covering ranks
+    and its first row's) at which every elementary segment (the pieces between every clipped row
+    edge) is covered by a row of rank <= k, or excused by the remainder rule of
+    :mod:`ledgerscope.common.intervals` (whitespace anywhere; edge characters when the uncovered
+    run holding it reaches the span's start or end, i.e. no segment between it and that end is
+    covered at k); none when no threshold works: what :func:`span_rank` finds by adding rows one
+    at a time.
     """
     from ledgerscope.common.sql_tables import columns_table, drop_tables
 
@@ -334,26 +337,48 @@ def _segment_ctes() -> list[str]:
             FROM seg g LEFT JOIN hit h ON h.g = g.g AND h.a <= g.x AND h.b >= g.y
             WHERE g.y IS NOT NULL
             GROUP BY g.g, g.x, g.y)""",
-        f"""seg_b AS (  -- and whether it holds only whitespace (excused, as in diagnose)
-            SELECT t.*, sp.span_text IS NOT NULL AND regexp_full_match(
-                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {sql_literal(WHITESPACE)}) AS blank
+        f"""seg_b AS (  -- whether it holds only whitespace (excused anywhere, as in diagnose), and
+                        -- whether the span's text from its start to the segment's end (left) or from the
+                        -- segment's start to its end (right) holds only edge characters
+            SELECT t.*,
+                   sp.span_text IS NOT NULL AND regexp_full_match(
+                       substr(sp.span_text, t.x - t.s + 1, t.y - t.x), {sql_literal(WHITESPACE)}) AS blank,
+                   sp.span_text IS NOT NULL AND regexp_full_match(
+                       substr(sp.span_text, 1, t.y - t.s), {sql_literal(edge_pattern())}) AS left_ok,
+                   sp.span_text IS NOT NULL AND regexp_full_match(
+                       substr(sp.span_text, t.x - t.s + 1), {sql_literal(edge_pattern())}) AS right_ok
             FROM seg_t t JOIN _ls_surv_span sp USING (sid))""",
+        """seg_m AS (  -- the first rank covering any segment before (after) it: while a threshold is
+                       -- below it, the segment's remainder reaches the span's edge
+            SELECT *, min(t) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN UNBOUNDED PRECEDING
+                                   AND 1 PRECEDING) AS m_left,
+                      min(t) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 1 FOLLOWING
+                                   AND UNBOUNDED FOLLOWING) AS m_right
+            FROM seg_b)""",
     ]
 
 
 # A span's rank (none if a non-blank segment is never covered), then a sufficient set's (its
 # worst span's, if every span is resolved and ranked).
 _RANK_CTES = [
+    """cand AS (  -- the thresholds to try per span: every segment's first covering rank, and the first row's
+            SELECT g, t AS r FROM seg_m WHERE t IS NOT NULL
+            UNION SELECT g, min(r) FROM hit GROUP BY g)""",
+    """kept AS (  -- the thresholds at which every segment is covered or excused (whitespace anywhere;
+                  -- edge characters when the remainder holding it reaches the span's start or end)
+            SELECT c.g, min(c.r) AS r
+            FROM cand c LEFT JOIN seg_m m ON m.g = c.g  -- an empty span has no segment: its first row
+            GROUP BY c.g, c.r
+            HAVING coalesce(bool_and(coalesce(m.t <= c.r, false) OR m.blank
+                            OR (m.left_ok AND (m.m_left IS NULL OR c.r < m.m_left))
+                            OR (m.right_ok AND (m.m_right IS NULL OR c.r < m.m_right))), true))""",
     """span_rank AS (
-            SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id,
-                   CASE WHEN coalesce(b.lost, false) THEN NULL ELSE coalesce(b.t, h.r0) END AS r
+            SELECT h.arm, h.phase, h.qid, h.stage, sp.span_id, k.r
             FROM (SELECT g, any_value(arm) AS arm, any_value(phase) AS phase, any_value(qid) AS qid,
-                         any_value(stage) AS stage, any_value(sid) AS sid, min(r) AS r0
+                         any_value(stage) AS stage, any_value(sid) AS sid
                   FROM hit GROUP BY g) h
             JOIN _ls_surv_span sp USING (sid)
-            LEFT JOIN (SELECT g, bool_or(t IS NULL AND NOT blank) AS lost,
-                              max(t) FILTER (WHERE NOT blank) AS t
-                       FROM seg_b GROUP BY g) b USING (g))""",
+            LEFT JOIN (SELECT g, min(r) AS r FROM kept GROUP BY g) k USING (g))""",
     """set_rank AS (
             SELECT k.arm, k.phase, k.qid, k.stage, st.set_index, max(sr.r) AS r,
                    bool_and(st.resolved AND sr.r IS NOT NULL) AS ok

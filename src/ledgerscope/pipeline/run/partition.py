@@ -134,6 +134,8 @@ def unit_table(arm: str, phase: str, index: PhaseIndex) -> list[dict]:
             "n_tokens": u.token_end - u.token_start,
             "text": u.text,
             "access": list(u.access),
+            # placement is an ingest's question: a swept unit is sliced from its source, so NULL
+            **dict.fromkeys(schema.OPTIONAL_COLUMNS["units"]),
         }
         for u in index.units
     ]

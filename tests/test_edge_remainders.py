@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import duckdb
 import pytest
-from ledgerscope.ingest.derive.coverage import kept_sql, single_unit_sql
 
 from ledgerscope.common.intervals import covers, edge_char, edge_pattern, excused, uncovered
 from ledgerscope.common.sql_tables import columns_table
+from ledgerscope.ingest.derive.coverage import kept_sql, single_unit_sql
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 from ledgerscope.rules import support
 

@@ -60,8 +60,8 @@ def build_inputs(work: Path, dataset: str, distractor_chars: int) -> tuple[Path,
 
 def one_sweep(name: str, fixtures, corpus, cfg, out: Path) -> dict:
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
-    from ledgerscope.pipeline.run.calibrate import estimate_seconds
-    from ledgerscope.pipeline.run.estimate import plan_sweep
+    from ledgerscope.pipeline.run.costs.calibrate import estimate_seconds
+    from ledgerscope.pipeline.run.costs.estimate import plan_sweep
     from ledgerscope.pipeline.run.sweep import sweep
 
     shared_encoder(cfg.embedding["model"], 64).forget()  # every sweep encodes from nothing

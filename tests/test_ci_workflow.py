@@ -13,7 +13,7 @@ from pathlib import Path
 import junitparser
 import yaml
 
-from ledgerscope.cli.decision_exit import EXIT_REJECT
+from ledgerscope.cli.release.decision_exit import EXIT_REJECT
 
 ROOT = Path(__file__).resolve().parent.parent
 CI_DOC = ROOT / "docs" / "ci.md"

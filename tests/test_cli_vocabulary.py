@@ -87,7 +87,7 @@ def test_report_refuses_them_too(tmp_path):
 
 
 def test_baseline_is_an_arm_and_the_old_spellings_still_work(capsys):
-    from ledgerscope.cli.vocabulary import arm_vocabulary as _arm_vocabulary
+    from ledgerscope.cli.shared.vocabulary import arm_vocabulary as _arm_vocabulary
 
     assert _arm_vocabulary("base", None, None) == ("base", None)
     assert _arm_vocabulary(str(SAMPLE), None, None) == (None, SAMPLE)  # a ledger directory: old spelling

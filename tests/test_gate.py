@@ -12,8 +12,8 @@ import junitparser
 import pytest
 from typer.testing import CliRunner
 
-from ledgerscope.cli.decision_exit import EXIT_COLLECT_MORE_EVIDENCE, EXIT_REJECT
 from ledgerscope.cli.main import app
+from ledgerscope.cli.release.decision_exit import EXIT_COLLECT_MORE_EVIDENCE, EXIT_REJECT
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_ledgers"
@@ -273,7 +273,7 @@ def test_compare_writes_junit_and_summary_only_with_a_rule(sample_ledger, tmp_pa
 
 
 def test_gate_plans_only_the_missing_sweeps(tmp_path):
-    from ledgerscope.cli.gate_sweep import plan_sweeps
+    from ledgerscope.cli.release.gate_sweep import plan_sweeps
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
     from ledgerscope.pipeline.arm.config import load_arm

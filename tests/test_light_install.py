@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgerscope.cli.decision_exit import EXIT_REJECT
+from ledgerscope.cli.release.decision_exit import EXIT_REJECT
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_ledgers"

@@ -20,8 +20,8 @@ from ledgerscope.inputs.fixtures import load_fixtures
 from ledgerscope.inputs.sources import load_corpus
 from ledgerscope.ledger.digest import table_digests
 from ledgerscope.pipeline.arm.config import arm_from_dict
-from ledgerscope.pipeline.run.estimate import Caps, plan_sweep, summary
-from ledgerscope.pipeline.run.prices import load_prices
+from ledgerscope.pipeline.run.costs.estimate import Caps, plan_sweep, summary
+from ledgerscope.pipeline.run.costs.prices import load_prices
 from ledgerscope.pipeline.run.resources import Laps, hnsw_bytes
 from ledgerscope.pipeline.run.runs import read_runs
 from ledgerscope.pipeline.run.sweep import sweep

@@ -21,7 +21,7 @@ import numpy as np
 from ledgerscope.ledger.interchange import read_resources
 from ledgerscope.ledger.layout import is_interchange, ledger_layout
 from ledgerscope.ledger.verify import finished_partitions
-from ledgerscope.pipeline.run.prices import Prices
+from ledgerscope.pipeline.run.costs.prices import Prices
 from ledgerscope.pipeline.run.resources import PRODUCTION, STAGES, summarize
 
 ORACLE_FILE = "resources.json"
@@ -311,7 +311,7 @@ def compare_resources(cand: dict, base: dict) -> dict[str, Any]:
 
 def price_table(path: str | Path | None, rule: Any = None) -> Prices | None:
     """The price table: an explicit path, else the rule's ``max_cost.prices``, else none."""
-    from ledgerscope.pipeline.run.prices import load_prices
+    from ledgerscope.pipeline.run.costs.prices import load_prices
 
     limits = getattr(rule, "resources", None)
     chosen = path or (limits.prices if limits is not None and limits.prices else None)

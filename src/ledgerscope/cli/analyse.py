@@ -14,17 +14,17 @@ from typing import Annotated
 import typer
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
-from ledgerscope.cli.decision_exit import FailOnOption, check_fail_on, decision_exit
-from ledgerscope.cli.machine import writing
-from ledgerscope.cli.options import (
+from ledgerscope.cli.release.decision_exit import FailOnOption, check_fail_on, decision_exit
+from ledgerscope.cli.shared.machine import writing
+from ledgerscope.cli.shared.options import (
     BaselineLedgerOption,
     PricesOption,
     ResamplesOption,
     RuleOption,
     SeedOption,
 )
-from ledgerscope.cli.output import console, fail, reading, say
-from ledgerscope.cli.vocabulary import check_arms, rule_settings
+from ledgerscope.cli.shared.output import console, fail, reading, say
+from ledgerscope.cli.shared.vocabulary import check_arms, rule_settings
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import json_text
 
@@ -195,7 +195,7 @@ def compare(
                 decision = decide(release_rule, comparison).to_dict()
             code = decision_exit(decision["outcome"], fail_on) if decision else 0
             if junit or summary:
-                from ledgerscope.cli.gate import gate_outcome, write_artefacts
+                from ledgerscope.cli.release.gate import gate_outcome, write_artefacts
 
                 outcome = gate_outcome(
                     con,

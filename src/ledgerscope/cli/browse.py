@@ -13,9 +13,9 @@ from typing import Annotated
 import typer
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
-from ledgerscope.cli.options import BaselineLedgerOption, ResamplesOption, SeedOption
-from ledgerscope.cli.output import fail
-from ledgerscope.cli.vocabulary import arm_vocabulary, rule_settings
+from ledgerscope.cli.shared.options import BaselineLedgerOption, ResamplesOption, SeedOption
+from ledgerscope.cli.shared.output import fail
+from ledgerscope.cli.shared.vocabulary import arm_vocabulary, rule_settings
 from ledgerscope.common.errors import LedgerscopeError
 
 _OPEN_BASELINE_HELP = (

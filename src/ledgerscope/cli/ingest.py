@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli.machine import writing
+from ledgerscope.cli.shared.machine import writing
 from ledgerscope.common.safe_text import json_text, safe_line
 
 
@@ -143,7 +143,7 @@ def ingest_command(
     if source not in ("ledgerscope", "openinference"):
         raise typer.BadParameter("--from must be ledgerscope or openinference")
     if oracle_arm is not None:  # the oracle runs the arm's generator
-        from ledgerscope.cli.extras import require_extra
+        from ledgerscope.cli.shared.extras import require_extra
 
         require_extra("sweep", "ledgerscope ingest --oracle-arm")
     opts = IngestOptions(

@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli.machine import writing
-from ledgerscope.cli.output import console, fail, say
+from ledgerscope.cli.shared.machine import writing
+from ledgerscope.cli.shared.output import console, fail, say
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import json_text, safe, safe_line
 

@@ -13,14 +13,15 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli import analyse, browse, gate, inputs, records
+from ledgerscope.cli import analyse, browse, inputs, records
 from ledgerscope.cli.cache import cache_app
-from ledgerscope.cli.machine import EXIT_IO, MachineError, machine_error, writing
-from ledgerscope.cli.output import console as _console
-from ledgerscope.cli.output import fail as _fail
-from ledgerscope.cli.output import print_error as _print_error
-from ledgerscope.cli.output import say as _say
-from ledgerscope.cli.vocabulary import version_lines
+from ledgerscope.cli.release import gate
+from ledgerscope.cli.shared.machine import EXIT_IO, MachineError, machine_error, writing
+from ledgerscope.cli.shared.output import console as _console
+from ledgerscope.cli.shared.output import fail as _fail
+from ledgerscope.cli.shared.output import print_error as _print_error
+from ledgerscope.cli.shared.output import say as _say
+from ledgerscope.cli.shared.vocabulary import version_lines
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import safe_line
 
@@ -167,7 +168,7 @@ def sweep(
     ] = None,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
-    from ledgerscope.cli.extras import require_extra
+    from ledgerscope.cli.shared.extras import require_extra
     from ledgerscope.cli.sweep_costs import caps_from, print_estimate, print_stopped
     from ledgerscope.inputs.fixtures import load_fixtures
     from ledgerscope.inputs.sources import load_corpus
@@ -199,7 +200,7 @@ def sweep(
 
 
 def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor, caps=None):
-    from ledgerscope.cli.progress import RichSweepProgress
+    from ledgerscope.cli.shared.progress import RichSweepProgress
     from ledgerscope.pipeline.run.sweep import sweep as run_sweep
 
     if quiet:

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli.machine import writing
-from ledgerscope.cli.output import console, fail, reading, say
+from ledgerscope.cli.shared.machine import writing
+from ledgerscope.cli.shared.output import console, fail, reading, say
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.safe_text import json_text
 
@@ -71,7 +71,7 @@ def rerun(
         )
     try:
         if not is_ingested(ledger):  # re-running the cascade needs its models
-            from ledgerscope.cli.extras import require_extra
+            from ledgerscope.cli.shared.extras import require_extra
 
             require_extra("sweep", "ledgerscope rerun")
         with reading(ledger):

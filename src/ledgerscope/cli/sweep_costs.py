@@ -1,19 +1,19 @@
 """``sweep --estimate`` and the caps (``--max-cost``, ``--max-requests``): reading the options and
-printing what the plan says (:mod:`ledgerscope.pipeline.run.estimate`)."""
+printing what the plan says (:mod:`ledgerscope.pipeline.run.costs.estimate`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ledgerscope.cli.output import console, say
+from ledgerscope.cli.shared.output import console, say
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.safe_text import json_text
 
 
 def caps_from(prices: Path | None, max_cost: float | None, max_requests: int | None):
     """The caps the options ask for (with the price table loaded), checked."""
-    from ledgerscope.pipeline.run.estimate import Caps
-    from ledgerscope.pipeline.run.prices import load_prices
+    from ledgerscope.pipeline.run.costs.estimate import Caps
+    from ledgerscope.pipeline.run.costs.prices import load_prices
 
     if max_cost is not None and max_cost < 0:
         raise InputError(Problem("--max-cost", None, "max_cost", "must be a non-negative amount"))
@@ -26,8 +26,8 @@ def caps_from(prices: Path | None, max_cost: float | None, max_requests: int | N
 
 def print_estimate(fixtures, corpus, arms, out: Path, caps, json_out: bool) -> None:
     """The plan (after the caches) and a calibrated time; no endpoint is called."""
-    from ledgerscope.pipeline.run.calibrate import estimate_seconds
-    from ledgerscope.pipeline.run.estimate import plan_sweep, summary
+    from ledgerscope.pipeline.run.costs.calibrate import estimate_seconds
+    from ledgerscope.pipeline.run.costs.estimate import plan_sweep, summary
     from ledgerscope.pipeline.run.sweep import check_arm_names
 
     check_arm_names(arms)

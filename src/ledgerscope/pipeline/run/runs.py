@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.atomic import atomic_write_text
-from ledgerscope.pipeline.run.estimate import component_counts, cost_of, endpoint_components, measured
+from ledgerscope.pipeline.run.costs.estimate import component_counts, cost_of, endpoint_components, measured
 from ledgerscope.pipeline.run.resources import model_name
 
 FORMAT = "ledgerscope-run/1"

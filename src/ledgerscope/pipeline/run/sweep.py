@@ -289,7 +289,7 @@ def _guard(
     if caps is None or (caps.max_cost is None and caps.max_requests is None):
         return None
     from ledgerscope.common.errors import InputError, Problem
-    from ledgerscope.pipeline.run.estimate import Guard, plan_sweep
+    from ledgerscope.pipeline.run.costs.estimate import Guard, plan_sweep
     from ledgerscope.pipeline.run.runs import start_counters
 
     if executor is not None:

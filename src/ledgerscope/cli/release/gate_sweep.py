@@ -92,12 +92,12 @@ def plan_sweeps(
 
 def run_sweeps(plan: SweepPlan, fixtures, corpus, quiet: bool) -> list[str]:
     """Run the planned sweeps (the ``sweep`` extra is checked first); one summary line each."""
-    from ledgerscope.cli.extras import require_extra
+    from ledgerscope.cli.shared.extras import require_extra
 
     if not plan.runs:
         return []
     require_extra("sweep", "ledgerscope gate (its sweep)")
-    from ledgerscope.cli.machine import writing
+    from ledgerscope.cli.shared.machine import writing
     from ledgerscope.pipeline.run.sweep import sweep
 
     lines = []
@@ -106,7 +106,7 @@ def run_sweeps(plan: SweepPlan, fixtures, corpus, quiet: bool) -> list[str]:
             if quiet:
                 result = sweep(fixtures, corpus, arms, out)
             else:
-                from ledgerscope.cli.progress import RichSweepProgress
+                from ledgerscope.cli.shared.progress import RichSweepProgress
 
                 with RichSweepProgress() as progress:
                     result = sweep(fixtures, corpus, arms, out, progress=progress)

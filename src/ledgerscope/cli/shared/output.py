@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from ledgerscope.cli.machine import EXIT_IO, MachineError
+from ledgerscope.cli.shared.machine import EXIT_IO, MachineError
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.safe_text import safe_line
 

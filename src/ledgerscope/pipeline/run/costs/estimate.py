@@ -28,7 +28,7 @@ from typing import Any
 from ledgerscope.ledger.write import is_done
 from ledgerscope.ledger.write import oracle_path as _oracle_path
 from ledgerscope.pipeline.arm.config import ArmConfig
-from ledgerscope.pipeline.run.prices import Prices
+from ledgerscope.pipeline.run.costs.prices import Prices
 
 #: tokens a prompt template adds around the evidence and the question (an allowance, not a count)
 PROMPT_ALLOWANCE = 40

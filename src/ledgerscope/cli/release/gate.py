@@ -13,9 +13,9 @@ from typing import Annotated
 
 import typer
 
-from ledgerscope.cli.decision_exit import FailOnOption, check_fail_on, decision_exit
-from ledgerscope.cli.options import BaselineLedgerOption
-from ledgerscope.cli.output import console, fail, reading, say
+from ledgerscope.cli.release.decision_exit import FailOnOption, check_fail_on, decision_exit
+from ledgerscope.cli.shared.options import BaselineLedgerOption
+from ledgerscope.cli.shared.output import console, fail, reading, say
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.paths import shown_path
 
@@ -59,7 +59,7 @@ def gate_outcome(
 def write_artefacts(gate, junit: Path | None, summary: Path | None) -> list[str]:
     """JUnit XML and the Markdown summary, each replaced whole; the summary also appended to
     ``$GITHUB_STEP_SUMMARY`` when that is set. Returns what was written, for the log."""
-    from ledgerscope.cli.machine import writing
+    from ledgerscope.cli.shared.machine import writing
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.export._common import publish_mode
     from ledgerscope.report.junit import junit_xml
@@ -105,7 +105,7 @@ def _name(cfg, given: str | None, declared: str | None, which: str) -> str:
 
 def _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet) -> list[str]:
     """Plan and run the sweeps (fixtures and arm configs given), else check the ledger exists."""
-    from ledgerscope.cli.gate_sweep import plan_sweeps, run_sweeps
+    from ledgerscope.cli.release.gate_sweep import plan_sweeps, run_sweeps
 
     if fixtures is None or cand_cfg is None:
         if not (ledger / "manifest.json").is_file():
@@ -159,7 +159,7 @@ def gate(
     Exit status: 0 accept, 3 reject, 4 collect-more-evidence (see --fail-on); 1, 2, 70, 74 as everywhere."""
     check_fail_on(fail_on)
     try:
-        from ledgerscope.cli.vocabulary import rule_settings
+        from ledgerscope.cli.shared.vocabulary import rule_settings
 
         loaded = rule_settings(rule, None, None)
         cand_cfg, base_cfg = _arm(candidate_arm), _arm(baseline_arm)
@@ -179,7 +179,7 @@ def gate(
 
 def _decide_and_write(ledger, baseline_ledger, cand_name, base_name, rule, loaded, out, fail_on):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ledgerscope.cli.machine import writing
+    from ledgerscope.cli.shared.machine import writing
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.export._common import publish_mode
     from ledgerscope.ledger.read import connect

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ledgerscope.pipeline.run.estimate import Plan
+from ledgerscope.pipeline.run.costs.estimate import Plan
 from ledgerscope.pipeline.run.resources import BATCHED, Laps
 
 #: questions and documents the calibration partition runs

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
@@ -269,13 +269,12 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        def work():
-            req = self._start(run_id, parent_run_id, metadata)
-            self._request(run_id)
-            if req is not None and messages:
-                req.prompts.append("\n\n".join(_content(m) for m in messages[0]))
+        def prompt() -> str | None:
+            return "\n\n".join(_content(m) for m in messages[0]) if messages else None
 
-        self._guard(run_id, "on_chat_model_start", work)
+        self._guard(
+            run_id, "on_chat_model_start", self._model_started, run_id, parent_run_id, metadata, prompt
+        )
 
     def on_llm_start(
         self,
@@ -287,13 +286,25 @@ class LedgerscopeCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        def work():
-            req = self._start(run_id, parent_run_id, metadata)
-            self._request(run_id)
-            if req is not None and prompts:
-                req.prompts.append("\n\n".join(str(p) for p in prompts))
+        def prompt() -> str | None:
+            return "\n\n".join(str(p) for p in prompts) if prompts else None
 
-        self._guard(run_id, "on_llm_start", work)
+        self._guard(run_id, "on_llm_start", self._model_started, run_id, parent_run_id, metadata, prompt)
+
+    def _model_started(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        metadata: dict[str, Any] | None,
+        prompt: Callable[[], str | None],
+    ) -> None:
+        """A chat or completion model's call began: its request, and the prompt it was sent (read
+        inside the guard: a message of an unexpected shape is recorded, never raised)."""
+        req = self._start(run_id, parent_run_id, metadata)
+        self._request(run_id)
+        text = prompt()
+        if req is not None and text:
+            req.prompts.append(text)
 
     def on_llm_end(self, response, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         def work():

@@ -144,7 +144,8 @@ def compare(
 ) -> None:
     """Candidate minus baseline per phase, worst phase and segments, with a paired, clustered bootstrap.
     With --rule, the release decision; exit status 0 accept, 3 reject, 4 collect-more-evidence (see
-    --fail-on), 1, 2, 70, 74 as everywhere."""
+    --fail-on), 1, 2, 70, 74 as everywhere. (Long by its Typer options and the wiring of the rule,
+    the bootstrap, the resources and the three outputs; each piece is a call into analysis/ or report/.)"""
     from ledgerscope.analysis.stats.compare import CLUSTER_RULES
 
     if clusters not in CLUSTER_RULES:

@@ -137,7 +137,9 @@ def ingest_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the ingest report as JSON.")] = False,
 ) -> None:
     """Ingest per-request traces into a standard ledger: every chunk located in its source, every support
-    flag, verdict and token count derived by ledgerscope, the stages the traces do not record marked so."""
+    flag, verdict and token count derived by ledgerscope, the stages the traces do not record marked so.
+    (Long only by its Typer options, one declaration each; the work is
+    :func:`ledgerscope.ingest.build.ingest`.)"""
     from ledgerscope.ingest.build import IngestOptions, ingest
 
     if source not in ("ledgerscope", "openinference"):

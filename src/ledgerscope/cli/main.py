@@ -167,7 +167,8 @@ def sweep(
         ),
     ] = None,
 ) -> None:
-    """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger."""
+    """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger. (Long by
+    its Typer options; the work is :func:`ledgerscope.pipeline.run.sweep.sweep`.)"""
     from ledgerscope.cli.shared.extras import require_extra
     from ledgerscope.cli.sweep_costs import caps_from, print_estimate, print_stopped
     from ledgerscope.inputs.fixtures import load_fixtures

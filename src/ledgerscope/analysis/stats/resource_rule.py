@@ -101,64 +101,37 @@ def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questio
     res = comparison.get("resources") or {}
     cand, base = res.get("candidate") or {}, res.get("baseline") or {}
     n = int(cand.get("questions") or 0) if cand.get("recorded") else 0
-    out = []
 
     def judged(
         name: str, metric: str, what: str, observed: float | None, limit: float, missing: str, unit: str
-    ) -> None:
-        if observed is None:
-            out.append(
-                check(
-                    "all",
-                    name,
-                    metric,
-                    "inconclusive",
-                    f"{what}: {missing}; limit <= {limit:g}{unit}: no evidence",
-                    limit=limit,
-                    n=n,
-                )
-            )
-            return
-        status = "pass" if observed <= limit else "violates"
-        extra = ""
-        if status == "pass" and n < min_questions:
-            status = "inconclusive"
-            extra = f"; only {n} question(s), fewer than min_questions {min_questions}"
-        verb = {"pass": "within", "violates": "VIOLATES", "inconclusive": "inconclusive"}[status]
-        out.append(
-            check(
-                "all",
-                name,
-                metric,
-                status,
-                f"{what} = {observed:.4g}{unit}; limit <= {limit:g}{unit} (measured, no interval): "
-                f"{verb}{extra}",
-                observed,
-                None,
-                None,
-                limit,
-                n,
-            )
-        )
+    ) -> Any:
+        return _judged(check, n, min_questions, name, metric, what, observed, limit, missing, unit)
 
     no_record = "the ledger holds no resource record for the candidate"
-    for stage, limit in limits.latency:
-        p95 = ((cand.get("latency_ms") or {}).get(stage) or {}).get("p95") if cand.get("recorded") else None
+    out = [
         judged(
-            f"max_latency.{stage}", "latency", f"candidate {stage} latency p95", p95, limit, no_record, " ms"
-        )
-    for stage, limit in limits.latency_ratio:
-        c = ((cand.get("latency_ms") or {}).get(stage) or {}).get("p95") if cand.get("recorded") else None
-        b = ((base.get("latency_ms") or {}).get(stage) or {}).get("p95") if base.get("recorded") else None
-        ratio = c / b if c is not None and b else None
-        judged(
-            f"max_latency_vs_baseline.{stage}",
+            f"max_latency.{stage}",
             "latency",
-            f"candidate / baseline {stage} latency p95 ({_num(c)} / {_num(b)} ms)",
-            ratio,
+            f"candidate {stage} latency p95",
+            _p95(cand, stage),
             limit,
-            "a resource record missing for either arm",
-            "x",
+            no_record,
+            " ms",
+        )
+        for stage, limit in limits.latency
+    ]
+    for stage, limit in limits.latency_ratio:
+        c, b = _p95(cand, stage), _p95(base, stage)
+        out.append(
+            judged(
+                f"max_latency_vs_baseline.{stage}",
+                "latency",
+                f"candidate / baseline {stage} latency p95 ({_num(c)} / {_num(b)} ms)",
+                c / b if c is not None and b else None,
+                limit,
+                "a resource record missing for either arm",
+                "x",
+            )
         )
     cost = cand.get("cost") or {}
     for key, limit in limits.cost:
@@ -170,16 +143,50 @@ def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questio
         else:
             missing = f"not every model it uses is priced ({', '.join(cost.get('unpriced') or [])})"
         cur = f" {cost.get('currency', '')}".rstrip()
-        judged(
-            f"max_cost.{key}",
-            "cost",
-            f"candidate {words}",
-            cost.get(key) if cost.get("priced") else None,
-            limit,
-            missing,
-            cur,
-        )
+        observed = cost.get(key) if cost.get("priced") else None
+        out.append(judged(f"max_cost.{key}", "cost", f"candidate {words}", observed, limit, missing, cur))
     return out
+
+
+def _p95(arm: dict, stage: str) -> float | None:
+    """An arm's recorded p95 latency of one stage (None: no resource record, or no such stage)."""
+    if not arm.get("recorded"):
+        return None
+    return ((arm.get("latency_ms") or {}).get(stage) or {}).get("p95")
+
+
+def _judged(
+    check: Any,
+    n: int,
+    min_questions: int,
+    name: str,
+    metric: str,
+    what: str,
+    observed: float | None,
+    limit: float,
+    missing: str,
+    unit: str,
+) -> Any:
+    """One measured figure against its limit: no figure is inconclusive (``missing`` says why); a
+    pass over fewer than ``min_questions`` questions is inconclusive too."""
+    if observed is None:
+        return check(
+            "all",
+            name,
+            metric,
+            "inconclusive",
+            f"{what}: {missing}; limit <= {limit:g}{unit}: no evidence",
+            limit=limit,
+            n=n,
+        )
+    status = "pass" if observed <= limit else "violates"
+    extra = ""
+    if status == "pass" and n < min_questions:
+        status = "inconclusive"
+        extra = f"; only {n} question(s), fewer than min_questions {min_questions}"
+    verb = {"pass": "within", "violates": "VIOLATES", "inconclusive": "inconclusive"}[status]
+    reason = f"{what} = {observed:.4g}{unit}; limit <= {limit:g}{unit} (measured, no interval): {verb}{extra}"
+    return check("all", name, metric, status, reason, observed, None, None, limit, n)
 
 
 def _num(x: float | None) -> str:

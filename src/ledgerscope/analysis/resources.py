@@ -165,6 +165,28 @@ def costs(parts: list[dict], use: dict, prices: Prices | None) -> dict[str, Any]
         )
         if prices.rates(kind, model) is None and _paid(kind, use)
     ]
+    pieces = _amounts(parts, use)
+    out: dict[str, Any] = {
+        "priced": True,
+        "currency": prices.currency,
+        "prices": prices.path,
+        "unpriced": unpriced,
+    }
+    for name, items in pieces.items():
+        total: float | None = 0.0
+        for kind, model, amount in items:
+            if not _paid(kind, use):
+                continue
+            c = prices.cost(kind, model, amount)
+            total = None if c is None or total is None else total + c
+        out[name] = total
+    return out
+
+
+def _amounts(parts: list[dict], use: dict) -> dict[str, list[tuple[str, str, dict[str, float]]]]:
+    """What each figure is made of, per stage kind and model: indexing one phase (the units'
+    tokens), 1,000 queries (the per-query means over phases) and the sweep as it ran."""
+    emb, rer, gen = use["embedding"], use["rerank"], use["generator"]
     per_q = {
         k: _mean([(p.get("per_query") or {}).get(k) for p in parts]) or 0.0
         for k in (
@@ -178,7 +200,7 @@ def costs(parts: list[dict], use: dict, prices: Prices | None) -> dict[str, Any]
     }
     per_text = (emb["requests"] / emb["encoded"]) if emb["encoded"] else 0.0
     index = index_summary(parts)
-    pieces = {
+    return {
         "indexing": [
             (
                 "embedding",
@@ -216,21 +238,6 @@ def costs(parts: list[dict], use: dict, prices: Prices | None) -> dict[str, Any]
             ),
         ],
     }
-    out: dict[str, Any] = {
-        "priced": True,
-        "currency": prices.currency,
-        "prices": prices.path,
-        "unpriced": unpriced,
-    }
-    for name, items in pieces.items():
-        total: float | None = 0.0
-        for kind, model, amount in items:
-            if not _paid(kind, use):
-                continue
-            c = prices.cost(kind, model, amount)
-            total = None if c is None or total is None else total + c
-        out[name] = total
-    return out
 
 
 def _paid(kind: str, use: dict) -> bool:

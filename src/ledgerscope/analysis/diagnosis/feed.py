@@ -98,12 +98,35 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
     unverified = unverified_arms(con)
     for rec in records:
         rec["answer_unverified"] = rec["arm"] in unverified
+        if rec["arm"] in top_n:
+            rec["top_n"] = top_n[rec["arm"]]
     steps = [diagnosis_step(rec) for rec in records]
+    need, unit_need = _needs(records, steps, fixtures)
+    grouped = _fetch_candidates(con, need, gold_spans_table(fixtures))
+    units_by = _fetch_units(con, unit_need)
+
+    for rec, step in zip(records, steps, strict=True):
+        fx = fixtures.get(rec["qid"])
+        key = (rec["arm"], rec["phase"], rec["qid"])
+        stages: dict[str, list[dict]] = dict(grouped.get(key, {}))
+        for stage in _stages_read(step):
+            if stage == "units" and fx is not None:
+                stages["units"] = [
+                    u for d in fx.doc_ids for u in units_by.get((rec["arm"], rec["phase"], d), [])
+                ]
+            else:
+                stages.setdefault(stage, [])
+        orow = oracle.get((rec["arm"], rec["qid"]))
+        d = diagnose(rec, stages, fx, texts, orow)
+        yield _row(rec, d, orow)
+
+
+def _needs(records: list[dict], steps: list[int], fixtures: dict) -> tuple[dict, dict]:
+    """Which candidate lists (per record and stage) and which units (per gold span's window) the
+    records' evidence reads: one query each fetches them all."""
     need: dict[str, list] = {"arm": [], "phase": [], "qid": [], "stage": [], "keep_rank": []}
     unit_need: dict[str, list] = {"arm": [], "phase": [], "doc_id": [], "lo": [], "hi": []}
     for rec, step in zip(records, steps, strict=True):
-        if rec["arm"] in top_n:
-            rec["top_n"] = top_n[rec["arm"]]
         fx = fixtures.get(rec["qid"])
         if fx is None or rec.get("answerable") is False:
             continue
@@ -135,39 +158,28 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
                 ("keep_rank", keep),
             ):
                 need[key].append(val)
-    grouped = _fetch_candidates(con, need, gold_spans_table(fixtures))
-    units_by = _fetch_units(con, unit_need)
+    return need, unit_need
 
-    for rec, step in zip(records, steps, strict=True):
-        fx = fixtures.get(rec["qid"])
-        key = (rec["arm"], rec["phase"], rec["qid"])
-        stages: dict[str, list[dict]] = dict(grouped.get(key, {}))
-        for stage in _stages_read(step):
-            if stage == "units" and fx is not None:
-                stages["units"] = [
-                    u for d in fx.doc_ids for u in units_by.get((rec["arm"], rec["phase"], d), [])
-                ]
-            else:
-                stages.setdefault(stage, [])
-        orow = oracle.get((rec["arm"], rec["qid"]))
-        d = diagnose(rec, stages, fx, texts, orow)
-        yield {
-            "qid": rec["qid"],
-            "arm": rec["arm"],
-            "phase": str(rec["phase"]),
-            "phase_offset": rec["phase_offset"],
-            "segment": rec["segment"],
-            "step": d.step,
-            "step_name": d.step_name,
-            "label": d.label,
-            "evidence": d.evidence,
-            "flags": list(d.flags),
-            "walk": d.walk,
-            "answer_verdict": rec["answer_verdict"],
-            "citation_verdict": rec["citation_verdict"],
-            "support_packed": rec["support_packed"],
-            "oracle_verdict": orow["answer_verdict"] if orow else rec["oracle_verdict"],
-        }
+
+def _row(rec: dict, d: Any, orow: dict | None) -> dict[str, Any]:
+    """The JSON-ready diagnosis row of one record."""
+    return {
+        "qid": rec["qid"],
+        "arm": rec["arm"],
+        "phase": str(rec["phase"]),
+        "phase_offset": rec["phase_offset"],
+        "segment": rec["segment"],
+        "step": d.step,
+        "step_name": d.step_name,
+        "label": d.label,
+        "evidence": d.evidence,
+        "flags": list(d.flags),
+        "walk": d.walk,
+        "answer_verdict": rec["answer_verdict"],
+        "citation_verdict": rec["citation_verdict"],
+        "support_packed": rec["support_packed"],
+        "oracle_verdict": orow["answer_verdict"] if orow else rec["oracle_verdict"],
+    }
 
 
 def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str, list[dict]]]:

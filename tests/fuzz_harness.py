@@ -698,44 +698,44 @@ ARM_MUTATIONS: dict[str, Callable[[random.Random], str]] = {
 LEDGER_TABLES = ("records", "candidates", "units", "boundaries")
 
 
-def _partitions(ledger: Path) -> list[Path]:
-    return sorted(p.parent for p in ledger.glob("partitions/arm-*/phase-*/_SUCCESS.json"))
+def _partitions(ledger: Path) -> list[tuple[str, str]]:
+    from ledgerscope.ledger.layout import ledger_layout
+
+    return ledger_layout(ledger).finished(ledger)
 
 
 def _rewrite(path: Path, table, rerecord: bool = True) -> None:
     """Replace a partition table with ``table`` and re-record its digest (a consistent, wrong file)."""
     import pyarrow.parquet as pq
 
-    from ledgerscope.ledger.verify import file_record
+    from ledgerscope.testing.ledger_files import rerecord as record
 
     pq.write_table(table, path)
-    marker = path.parent / "_SUCCESS.json"
-    if rerecord and marker.is_file():
-        meta = json.loads(marker.read_text())
-        if isinstance(meta.get("files"), dict):
-            meta["files"][path.name] = file_record(path)
-        for key in ("records", "units", "candidates"):
-            if path.name == f"{key}.parquet" and key in meta:
-                meta[key] = table.num_rows
-        marker.write_text(json.dumps(meta))
+    if rerecord:  # a table file lies three steps below its ledger in every format
+        with contextlib.suppress(ValueError, KeyError, TypeError, json.JSONDecodeError):  # a broken marker
+            record(path.parents[3], path, table.num_rows)
 
 
 def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    part = rnd.choice(_partitions(ledger))
+    from ledgerscope.ledger.layout import ledger_layout
+    from ledgerscope.testing.ledger_files import table_file as file_of
+
+    layout = ledger_layout(ledger)
+    arm, phase = rnd.choice(_partitions(ledger))
     manifest = ledger / "manifest.json"
 
-    def table_file() -> Path:
-        return part / f"{rnd.choice(LEDGER_TABLES)}.parquet"
+    def table_file(name: str | None = None) -> Path:
+        return file_of(ledger, name or rnd.choice(LEDGER_TABLES), arm, phase)
 
     if name == "parquet-truncated":
         f = rnd.choice(
             [
                 table_file(),
-                ledger / "sources.parquet",
-                next(iter(sorted(ledger.glob("oracle/arm-*/oracle.parquet")))),
+                layout.sources_path(ledger),
+                layout.oracle_files(ledger)[0][1],
             ]
         )
         data = f.read_bytes()
@@ -750,7 +750,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
     elif name == "parquet-not-parquet":
         table_file().write_bytes(b"PAR1" + os.urandom(64) + b"PAR1")
     elif name == "records-wrong-types":
-        f = part / "records.parquet"
+        f = table_file("records")
         t = pq.read_table(f)
         col = rnd.choice(["phase_offset", "answerable", "support_packed", "qid", "packed_unit_ids"])
         i = t.schema.get_field_index(col)
@@ -758,22 +758,22 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
         arr = pa.array([str(v) for v in values]) if col != "qid" else pa.array(range(t.num_rows), pa.int64())
         _rewrite(f, t.set_column(i, col, arr))
     elif name == "records-missing-column":
-        f = part / "records.parquet"
+        f = table_file("records")
         t = pq.read_table(f)
         _rewrite(f, t.drop_columns([rnd.choice(["qid", "answer_verdict", "support_packed", "arm"])]))
     elif name == "records-duplicate-ids":
-        f = part / "records.parquet"
+        f = table_file("records")
         t = pq.read_table(f)
         _rewrite(f, pa.concat_tables([t, t.slice(rnd.randrange(t.num_rows), 1)]))
     elif name == "records-null-key":
-        f = part / "records.parquet"
+        f = table_file("records")
         t = pq.read_table(f)
         col = rnd.choice(["qid", "arm", "phase"])
         vals = t[col].to_pylist()
         vals[rnd.randrange(len(vals))] = None
         _rewrite(f, t.set_column(t.schema.get_field_index(col), col, pa.array(vals, pa.string())))
     elif name == "records-misfiled":
-        f = part / "records.parquet"
+        f = table_file("records")
         t = pq.read_table(f)
         col = rnd.choice(["arm", "phase"])
         _rewrite(
@@ -783,7 +783,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
             ),
         )
     elif name == "nan-scores":
-        f = part / "candidates.parquet"
+        f = table_file("candidates")
         t = pq.read_table(f)
         scores = t["score"].to_pylist()
         idx = [i for i, s in enumerate(scores) if s is not None] or [0]
@@ -823,13 +823,15 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
     elif name == "manifest-deleted":
         manifest.unlink()
     elif name == "marker-corrupted":
-        (part / "_SUCCESS.json").write_bytes(rnd.choice([b"{", b"[]", b"\xff\xfe", b""]))
+        layout.marker_path(ledger, arm, phase).write_bytes(rnd.choice([b"{", b"[]", b"\xff\xfe", b""]))
     elif name == "partition-of-unknown-arm":
-        dest = ledger / "partitions" / "arm-ghost" / part.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(part, dest)
+        marker = layout.marker_path(ledger, arm, phase)
+        for src in [*layout.partition_files(ledger, arm, phase).values(), marker]:
+            dest = Path(str(src).replace(f"arm-{arm}", "arm-ghost").replace(f"arm={arm}", "arm=ghost"))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dest)
     elif name == "sources-digest-mismatch":
-        f = ledger / "sources.parquet"
+        f = layout.sources_path(ledger)
         t = pq.read_table(f)
         texts = t["text"].to_pylist()
         i = rnd.randrange(len(texts))
@@ -838,7 +840,7 @@ def _ledger_mutation(name: str, ledger: Path, rnd: random.Random) -> None:
             t.set_column(t.schema.get_field_index("text"), "text", pa.array(texts, pa.string())), f
         )
     elif name == "sources-duplicate-doc":
-        f = ledger / "sources.parquet"
+        f = layout.sources_path(ledger)
         t = pq.read_table(f)
         row = t.slice(0, 1)
         from ledgerscope.inputs.sources import text_version

@@ -260,7 +260,7 @@ def test_a_server_that_answers_the_probe_wrongly_stops_the_sweep_before_any_part
         f"{server.base_url}/v1/embeddings did not embed a probe text"
     )
     assert re.search(message, text)
-    assert not list((tmp_path / "ledger").glob("partitions/*/*/records.parquet"))
+    assert not list((tmp_path / "ledger").glob("records/*/*/*.parquet"))
 
 
 def test_an_unreachable_server_is_named_before_any_model_loads(rule_exception_inputs, tmp_path):

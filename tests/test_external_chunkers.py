@@ -21,6 +21,7 @@ from ledgerscope.inputs.sources import Source
 from ledgerscope.pipeline.arm.config import arm_from_dict, load_arm
 from ledgerscope.pipeline.embedding.encoder import TokenCounter
 from ledgerscope.pipeline.run.runtime import build_chunker, chunk_counter
+from ledgerscope.testing.ledger_files import marker_paths
 
 PASSAGE = "Die Größe des Cafés ist naïve. Le résumé dit 7 jours. 日本語のテキストです 🎉 終わり。"
 TEXT = (
@@ -371,9 +372,11 @@ def _without_repairs(ledger: Path, out: Path) -> Path:
     import json
 
     shutil.copytree(ledger, out)
-    for marker in out.glob("partitions/*/*/_SUCCESS.json"):
+    for marker in marker_paths(out):
         meta = json.loads(marker.read_text())
-        meta.get("files", {}).pop("repairs.parquet", None)
+        for key in [k for k in meta.get("files", {}) if k.startswith("repairs")]:
+            meta["files"].pop(key)
+            (out / key).unlink()
         meta.pop("repairs", None)
         marker.write_text(json.dumps(meta))
         (marker.parent / "repairs.parquet").unlink(missing_ok=True)
@@ -472,7 +475,8 @@ def test_a_langchain_arm_sweeps_the_sample_corpus_and_diagnose_reads_it(langchai
     repairs = con.sql("SELECT phase, status, count(*) FROM repairs GROUP BY ALL ORDER BY ALL").fetchall()
     checked = sum(
         json.loads(p.read_text())["offsets_checked"]
-        for p in ledger.glob("partitions/arm-langchain/*/_SUCCESS.json")
+        for p in marker_paths(ledger)
+        if "arm=langchain" in p.as_posix()
     )
     line = next(x for x in output.splitlines() if x.startswith("arm langchain: chunk offsets of"))
     assert f"of {checked} units" in line

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledgerscope.testing.ledger_files import table_files
 from tests import fuzz_harness as fh
 
 pytestmark = pytest.mark.slow  # about 30 s, no model
@@ -135,7 +136,7 @@ def test_console_script_on_a_truncated_parquet_file(base, tmp_path):
 
     ledger = tmp_path / "ledger"
     shutil.copytree(base, ledger)
-    victim = sorted(ledger.glob("partitions/arm-candidate/phase-*/candidates.parquet"))[0]
+    victim = next(f for f in table_files(ledger, "candidates") if "=candidate" in f.parent.parent.name)
     victim.write_bytes(victim.read_bytes()[:100])
     exe = Path(sys.executable).with_name("ledgerscope")
     for argv in (
@@ -145,4 +146,5 @@ def test_console_script_on_a_truncated_parquet_file(base, tmp_path):
         proc = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr and proc.stdout == ""
-        assert proc.stderr.startswith(f"{victim}: bytes: 100 bytes, but _SUCCESS.json records "), proc.stderr
+        expected = f"{victim}: bytes: 100 bytes, but the commit marker records "
+        assert proc.stderr.startswith(expected), proc.stderr

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ledgerscope.ledger.read import connect
+from ledgerscope.testing.ledger_files import marker_paths
 
 pytestmark = pytest.mark.slow
 SEED = 20261129
@@ -100,10 +101,10 @@ def test_sweep_killed_at_random_points_resumes_to_exactly_the_same_records(refer
         # a random kill point that is always mid-sweep, whatever the machine's speed: wait until a
         # random number of partitions (of those still to do) is finished, then a random moment
         # shorter than the 0.3 s pause that follows each partition
-        done_now = len(list(out.glob("partitions/*/*/_SUCCESS.json")))
+        done_now = len(list(marker_paths(out)))
         target = rng.randint(done_now, 9)
         t0 = time.monotonic()
-        while len(list(out.glob("partitions/*/*/_SUCCESS.json"))) < target:
+        while len(list(marker_paths(out))) < target:
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "the sweep stalled"
             time.sleep(0.01)
@@ -112,7 +113,7 @@ def test_sweep_killed_at_random_points_resumes_to_exactly_the_same_records(refer
         finished_first = proc.poll() is not None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        done = len(list(out.glob("partitions/*/*/_SUCCESS.json")))
+        done = len(list(marker_paths(out)))
         kills.append(
             {
                 "run": run + 1,

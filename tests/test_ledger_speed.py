@@ -6,7 +6,6 @@ footer through ``pyarrow.parquet.read_metadata``, one arm per query through ``fe
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 
@@ -20,6 +19,7 @@ from ledgerscope.analysis.stats import compare
 from ledgerscope.analysis.stats.metrics import _ANSWERED, _UNJUDGED
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import read, schema, verify
+from ledgerscope.testing.ledger_files import rerecord, table_file, table_files
 from ledgerscope.testing.synthetic import make_synthetic_ledger
 
 SHOW = 5
@@ -42,7 +42,7 @@ def reference_row_problems(con, record_files, candidate_files) -> list[Problem]:
         for file, row, arm, phase in con.execute(
             f"SELECT filename, file_row_number + 1, arm, phase FROM {src} "
             "WHERE NOT contains('/' || replace(filename, '\\', '/'), "
-            "'/arm-' || arm || '/phase-' || phase || '/records.parquet') "
+            "'/records/arm=' || arm || '/phase=' || phase || '/part-0.parquet') "
             f"ORDER BY filename, file_row_number LIMIT {SHOW}"
         ).fetchall():
             out.append(
@@ -89,12 +89,7 @@ def reference_row_problems(con, record_files, candidate_files) -> list[Problem]:
 def _rewrite(path, table_schema, mutate) -> None:
     rows = mutate(pq.read_table(path).to_pylist())
     pq.write_table(pa.Table.from_pylist(rows, schema=table_schema), path)
-    marker = path.parent / "_SUCCESS.json"
-    meta = json.loads(marker.read_text())
-    meta["files"][path.name] = verify.file_record(path)
-    if path.stem in meta:
-        meta[path.stem] = len(rows)
-    marker.write_text(json.dumps(meta))
+    rerecord(path.parents[3], path, len(rows))
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +112,7 @@ def _damage(ledger, seed: int) -> None:
                     rows[i]["score"] = rnd.choice([float("nan"), float("inf"), -float("inf")])
                 return rows
 
-            _rewrite(part / "candidates.parquet", schema.CANDIDATES, mutate)
+            _rewrite(table_file(ledger, "candidates", *part), schema.CANDIDATES, mutate)
             continue
 
         def mutate(rows, kind=kind):
@@ -131,7 +126,7 @@ def _damage(ledger, seed: int) -> None:
             rows.insert(rnd.randrange(len(rows) + 1), row)
             return rows
 
-        _rewrite(part / "records.parquet", schema.RECORDS, mutate)
+        _rewrite(table_file(ledger, "records", *part), schema.RECORDS, mutate)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -143,7 +138,7 @@ def test_row_checks_list_what_one_query_per_check_lists(small_ledger, tmp_path, 
     con = duckdb.connect()
     files = {}
     for name, table_schema in schema.TABLES.items():
-        files[name] = [p / f"{name}.parquet" for p in verify.finished_partitions(ledger)]
+        files[name] = table_files(ledger, name)
         read._view(con, name, files[name], table_schema)
     got = read.row_problems(con, ledger, files["records"], files["candidates"])
     assert got == reference_row_problems(con, files["records"], files["candidates"])
@@ -158,14 +153,14 @@ def test_verification_lists_problems_in_partition_order(small_ledger, tmp_path):
     ledger = tmp_path / "ledger"
     shutil.copytree(small_ledger, ledger)
     parts = verify.finished_partitions(ledger)
-    (parts[1] / "units.parquet").write_bytes(b"not parquet")
-    data = (parts[4] / "candidates.parquet").read_bytes()
-    (parts[4] / "candidates.parquet").write_bytes(data[: len(data) // 2])
-    (parts[-1] / "boundaries.parquet").unlink()
+    table_file(ledger, "units", *parts[1]).write_bytes(b"not parquet")
+    data = table_file(ledger, "candidates", *parts[4]).read_bytes()
+    table_file(ledger, "candidates", *parts[4]).write_bytes(data[: len(data) // 2])
+    table_file(ledger, "boundaries", *parts[-1]).unlink()
     with pytest.raises(InputError) as err:
         verify.verify_ledger(ledger)
     arms = verify.load_manifest(ledger)["arms"]
-    want = [str(p) for part in parts for p in verify._partition_problems(part, arms)]
+    want = [str(p) for part in parts for p in verify._partition_problems(ledger, part, arms)]
     assert [str(p) for p in err.value.problems] == want and len(want) == 3
 
 
@@ -288,13 +283,10 @@ def test_views_unify_files_only_when_their_schemas_differ(small_ledger, tmp_path
     shutil.copytree(small_ledger, ledger)
     con = read.connect(ledger)
     assert [r[0] for r in con.execute("DESCRIBE records").fetchall()] == schema.RECORDS.names
-    part = verify.finished_partitions(ledger)[2] / "records.parquet"
+    part = table_file(ledger, "records", *verify.finished_partitions(ledger)[2])
     table = pq.read_table(part)
     pq.write_table(table.append_column("extra", pa.array(["x"] * table.num_rows)), part)
-    marker = part.parent / "_SUCCESS.json"
-    meta = json.loads(marker.read_text())
-    meta["files"][part.name] = verify.file_record(part)
-    marker.write_text(json.dumps(meta))
+    rerecord(ledger, part)
     con = read.connect(ledger)
     names = [r[0] for r in con.execute("DESCRIBE records").fetchall()]
     assert names[-1] == "extra" and set(schema.RECORDS.names) <= set(names)

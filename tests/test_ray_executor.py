@@ -23,6 +23,7 @@ from ledgerscope.ledger.read import connect as connect_ledger
 from ledgerscope.pipeline.arm.config import arm_from_dict
 from ledgerscope.pipeline.run.ray_executor import PoolPlan, RayExecutor, batch_plan, pool_plan
 from ledgerscope.pipeline.run.sweep import sweep
+from ledgerscope.testing.ledger_files import marker_paths
 from tests.listeners import is_loopback, listeners
 
 ARMS = (
@@ -88,7 +89,7 @@ class Killer(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set() and not self.after_write:
             pids = _task_pids()
-            done = list(self.ledger.glob("partitions/*/*/_SUCCESS.json"))
+            done = marker_paths(self.ledger)
             target = self.killed if not self.killed else self.after_write if done else None
             if target is not None and pids:
                 for pid in pids:

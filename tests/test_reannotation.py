@@ -8,7 +8,6 @@ tests/test_label_studio_server.py runs the same scenario through a real Label St
 from __future__ import annotations
 
 import copy
-import glob
 import hashlib
 import json
 import xml.etree.ElementTree as ET
@@ -22,6 +21,7 @@ from ledgerscope.cli.main import app
 from ledgerscope.common.errors import InputError
 from ledgerscope.inputs.fixtures import read_fixtures
 from ledgerscope.inputs.importers.reannotate import import_label_studio
+from ledgerscope.testing.ledger_files import oracle_file, table_file
 
 from . import reannotation_data as rd
 
@@ -193,9 +193,12 @@ def test_fixtures_diff_text_and_json(exported):
 
 
 def _records(ledger: Path) -> dict[str, list[dict]]:
+    from ledgerscope.ledger.layout import ledger_layout
+
+    layout = ledger_layout(ledger)
     return {
-        Path(p).relative_to(ledger).as_posix(): pq.read_table(p).to_pylist()
-        for p in sorted(glob.glob(str(ledger / "partitions/*/*/records.parquet")))
+        key: pq.read_table(layout.table_file(ledger, "records", *key)).to_pylist()
+        for key in layout.finished(ledger)
     }
 
 
@@ -207,8 +210,9 @@ def test_rejudge_with_the_same_fixtures_gives_the_sweeps_records(sample_ledger, 
     assert result.changed_questions == [] and result.changed_records == 0 and result.oracle_rerun == []
     assert _records(out) == _records(sample_ledger)
     for arm in ("candidate", "baseline"):
-        rel = f"oracle/arm-{arm}/oracle.parquet"
-        assert pq.read_table(out / rel).to_pylist() == pq.read_table(sample_ledger / rel).to_pylist()
+        assert pq.read_table(oracle_file(out, arm)).to_pylist() == pq.read_table(
+            oracle_file(sample_ledger, arm)
+        ).to_pylist()
 
 
 def test_rejudge_changes_only_the_questions_whose_gold_changed(sample_ledger, exported, tmp_path):
@@ -307,14 +311,13 @@ def test_rejudge_reruns_the_oracle_only_where_support_changed(sample_ledger, exp
     assert result.oracle_rerun == sorted(rd.QIDS) and result.oracle_stale == []
     new = _fixtures(exported["v2_bob"])
     for arm in ("candidate", "baseline"):
-        rel = f"oracle/arm-{arm}/oracle.parquet"
-        before = {r["qid"]: r for r in pq.read_table(sample_ledger / rel).to_pylist()}
-        after = {r["qid"]: r for r in pq.read_table(out / rel).to_pylist()}
+        before = {r["qid"]: r for r in pq.read_table(oracle_file(sample_ledger, arm)).to_pylist()}
+        after = {r["qid"]: r for r in pq.read_table(oracle_file(out, arm)).to_pylist()}
         assert {q: r for q, r in after.items() if q not in rd.QIDS} == {
             q: r for q, r in before.items() if q not in rd.QIDS
         }
         assert new["re-free-upload"].span("ls1").quote in after["re-free-upload"]["context"]
-        records = pq.read_table(out / f"partitions/arm-{arm}/phase-0/records.parquet").to_pylist()
+        records = pq.read_table(table_file(out, "records", arm, "0")).to_pylist()
         for r in records:
             assert r["oracle_verdict"] == after[r["qid"]]["answer_verdict"]
 
@@ -364,4 +367,4 @@ def test_rejudge_reads_a_format_1_ledger_and_writes_the_current_format(sample_le
     rejudge(old, old / "fixtures.jsonl", tmp_path / "out", no_oracle=True)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["format"] == schema.FORMAT
     assert _records(tmp_path / "out") == _records(sample_ledger)
-    assert (tmp_path / "out" / "oracle" / "arm-candidate" / "oracle.parquet").is_file()
+    assert oracle_file(tmp_path / "out", "candidate").is_file()

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from ledgerscope.cli.main import app
 from ledgerscope.inputs.fixtures import read_fixtures
+from ledgerscope.testing.ledger_files import table_files
 
 from . import ingest_pipeline as pipe
 from . import reannotation_data as rd
@@ -56,7 +57,6 @@ def goldless(tmp_path_factory) -> dict:
 
 def test_rejudging_an_ingested_ledger_with_its_own_gold_gives_its_records(goldless, tmp_path):
     """The ingest derives flags and verdicts in DuckDB; rejudge recomputes them in Python: they agree."""
-    import glob
 
     import pyarrow.parquet as pq
 
@@ -71,9 +71,9 @@ def test_rejudging_an_ingested_ledger_with_its_own_gold_gives_its_records(goldle
     )
     result = rejudge(ledger, ledger / "fixtures.jsonl", tmp_path / "again")
     assert result.changed_questions == [] and result.changes == []
-    for p in glob.glob(str(ledger / "partitions/*/*/records.parquet")):
-        again = p.replace(str(ledger), str(tmp_path / "again"))
-        assert pq.read_table(again).to_pylist() == pq.read_table(p).to_pylist()
+    again = tmp_path / "again"
+    for p, q in zip(table_files(ledger, "records"), table_files(again, "records"), strict=True):
+        assert pq.read_table(q).to_pylist() == pq.read_table(p).to_pylist()
 
 
 def _gold() -> dict:
@@ -152,7 +152,7 @@ def _rejudged(ledger: Path, v1: Path, qids: set[str], tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert set(json.loads(result.output)["changed_questions"]) == qids
     rows = duckdb.sql(
-        f"SELECT qid, support_packed, support_bm25 FROM read_parquet('{out}/partitions/*/*/records.parquet')"
+        f"SELECT qid, support_packed, support_bm25 FROM read_parquet('{out}/records/*/*/*.parquet')"
     ).fetchall()
     for qid, packed, bm25 in rows:
         if qid in qids:

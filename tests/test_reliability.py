@@ -256,20 +256,17 @@ def test_rerun_diff_lines_print_a_hostile_answer_literally(built, tmp_path):
     import pyarrow.parquet as pq
 
     from ledgerscope.ledger import schema
-    from ledgerscope.ledger.verify import file_record
+    from ledgerscope.testing.ledger_files import rerecord, table_file
 
     copy = tmp_path / "ledger"
     shutil.copytree(built["ledger"], copy)
-    part = copy / "partitions" / "arm-reader" / "phase-0" / "records.parquet"
+    part = table_file(copy, "records", "reader", "0")
     rows = pq.read_table(part).to_pylist()
     for row in rows:
         if row["qid"] == "temp-retention":
             row["answer"] = f"tampered {HOSTILE} " + "x" * 3000
     pq.write_table(pa.Table.from_pylist(rows, schema=schema.RECORDS), part)
-    marker = part.parent / "_SUCCESS.json"
-    meta = json.loads(marker.read_text())
-    meta["files"][part.name] = file_record(part)
-    marker.write_text(json.dumps(meta))
+    rerecord(copy, part)
     lines = _invoke("rerun", str(copy), "--arm", "reader", "--qid", "temp-retention", "--phase", "0")
     assert lines.exit_code == 1, lines.output  # it differs
     _assert_safe(lines.stdout_bytes, "rerun")

@@ -25,6 +25,7 @@ from ledgerscope.pipeline.run.costs.prices import load_prices
 from ledgerscope.pipeline.run.resources import Laps, hnsw_bytes
 from ledgerscope.pipeline.run.runs import read_runs
 from ledgerscope.pipeline.run.sweep import sweep
+from ledgerscope.testing.ledger_files import marker_path, marker_paths
 
 from .endpoint_servers import FaultyServer
 
@@ -94,7 +95,7 @@ def test_the_plan_predicts_the_texts_and_requests_the_sweep_sends(uncapped):
 
 def test_each_partition_records_its_resources(uncapped):
     ledger = uncapped["ledger"]
-    marker = json.loads((ledger / "partitions" / "arm-remote" / "phase-5" / "_SUCCESS.json").read_text())
+    marker = json.loads(marker_path(ledger, "remote", "5").read_text())
     res = marker["resources"]
     assert res["index"]["units"] > 0 and res["index"]["overlap_factor"] == pytest.approx(1.0)
     assert res["index"]["bytes"]["vectors"] == res["index"]["units"] * 32 * 4  # the server's 32 dimensions
@@ -105,10 +106,8 @@ def test_each_partition_records_its_resources(uncapped):
     per_q = res["latency_per_query_ms"]["generate"]
     assert len(per_q) == res["questions"] == 3
     # every partition's encoded texts add up to the sweep's (the first partition encodes the questions)
-    parts = sorted((ledger / "partitions" / "arm-remote").iterdir())
-    encoded = sum(
-        json.loads((p / "_SUCCESS.json").read_text())["resources"]["embedding"]["encoded"] for p in parts
-    )
+    parts = [p for p in marker_paths(ledger) if "arm=remote" in p.as_posix()]
+    encoded = sum(json.loads(p.read_text())["resources"]["embedding"]["encoded"] for p in parts)
     assert encoded == uncapped["result"].encoded_texts
 
 
@@ -372,7 +371,7 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     assert arm.digest() != _arm(server.base_url).digest()
     out = tmp_path / "scoped"
     sweep(fixtures, corpus, [arm], out)
-    meta = json.loads((out / "partitions" / "arm-remote" / "phase-5" / "_SUCCESS.json").read_text())
+    meta = json.loads(marker_path(out, "remote", "5").read_text())
     scope = meta["phase_scope"]
     assert scope["scope"] == "evidence" and scope["base_phase"] == "0"
     gold = {s.doc_id for f in fixtures for s in f.spans}

@@ -22,6 +22,7 @@ from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.arm.config import load_arm
 from ledgerscope.pipeline.run.rerun import rerun_record
 from ledgerscope.pipeline.run.sweep import sweep
+from ledgerscope.testing.ledger_files import marker_paths, rerecord, table_file
 
 pytestmark = pytest.mark.slow
 
@@ -69,8 +70,9 @@ def test_ledger_layout_and_manifest(ledger, inputs):
     corpus = load_corpus(inputs["corpus"])
     for doc in corpus:
         assert manifest["sources"][doc.doc_id] == doc.version
-    parts = sorted(p.relative_to(ledger).as_posix() for p in ledger.glob("partitions/*/*"))
-    assert parts[0] == "partitions/arm-baseline/phase-0" and len(parts) == 10
+    parts = sorted(p.relative_to(ledger).as_posix() for p in marker_paths(ledger))
+    assert parts[0] == "_commits/arm=baseline/phase=0.json" and len(parts) == 10
+    assert (ledger / "records" / "arm=baseline" / "phase=0" / "part-0.parquet").is_file()
     con = connect(ledger)
     # every unit's text is the exact source slice, and units stay inside their document
     sources = {r[0]: r[1] for r in con.execute("SELECT doc_id, text FROM sources").fetchall()}
@@ -116,7 +118,7 @@ def test_rerun_reports_a_difference(ledger, tmp_path):
 
     copy = tmp_path / "ledger"
     shutil.copytree(ledger, copy)
-    part = copy / "partitions" / "arm-candidate" / "phase-1" / "records.parquet"
+    part = table_file(copy, "records", "candidate", "1")
     table = pq.read_table(part).to_pylist()
     for row in table:
         if row["qid"] == "temp-retention":
@@ -127,12 +129,8 @@ def test_rerun_reports_a_difference(ledger, tmp_path):
 
     pq.write_table(pa.Table.from_pylist(table, schema=schema.RECORDS), part)
     # re-record the file's digest, or the reader refuses the edited file as corrupted
-    from ledgerscope.ledger.verify import file_record
 
-    marker = part.parent / "_SUCCESS.json"
-    meta = json.loads(marker.read_text())
-    meta["files"][part.name] = file_record(part)
-    marker.write_text(json.dumps(meta))
+    rerecord(copy, part)
     diff = rerun_record(copy, "candidate", "temp-retention", "1")
     assert not diff.identical
     assert [d["field"] for d in diff.differences] == ["answer"]
@@ -182,13 +180,13 @@ def test_killed_sweep_resumes_to_the_same_ledger(ledger, inputs, tmp_path):
     for kill_after in (1, 4):  # SIGKILL after the 1st, then after the 4th finished partition
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
-        while len(list(out.glob("partitions/*/*/_SUCCESS.json"))) < kill_after:
+        while len(list(marker_paths(out))) < kill_after:
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        done = len(list(out.glob("partitions/*/*/_SUCCESS.json")))
+        done = len(list(marker_paths(out)))
         assert kill_after <= done < 10
     final = subprocess.run(
         cmd,

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.safe_text import json_text
+from ledgerscope.testing.ledger_files import marker_of, table_file
 from ledgerscope.testing.synthetic import make_synthetic_ledger
 from ledgerscope.tui.app import LedgerscopeApp
 from ledgerscope.tui.data import LedgerSession
@@ -58,9 +59,9 @@ def tampered(ledger: Path, tmp_path: Path) -> Path:
     """A copy whose records file of one partition no longer matches the digest its marker records."""
     bad = tmp_path / "tampered"
     shutil.copytree(ledger, bad)
-    marker = bad / "partitions" / "arm-candidate" / "phase-1" / "_SUCCESS.json"
+    marker, key = marker_of(bad, table_file(bad, "records", "candidate", "1"))
     meta = json.loads(marker.read_text())
-    meta["files"]["records.parquet"]["sha256"] = "0" * 64
+    meta["files"][key]["sha256"] = "0" * 64
     marker.write_text(json.dumps(meta))
     return bad
 

@@ -41,15 +41,14 @@ def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
         return out_jsonl
     layout = ledger_layout(ledger)
     out: dict[str, dict[str, dict]] = {}
-    for part in finished_partitions(ledger, layout):
+    for arm, phase in finished_partitions(ledger, layout):
         try:
-            meta = json.loads((part / "_SUCCESS.json").read_bytes())
+            meta = json.loads(layout.marker_path(ledger, arm, phase).read_bytes())
         except (OSError, ValueError):
             continue
         res = meta.get("resources") if isinstance(meta, dict) else None
         if not isinstance(res, dict):
             continue
-        arm, phase = layout.partition_key(part)
         files = meta.get("files") or {}
         res = {
             **res,
@@ -62,7 +61,7 @@ def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
 def read_oracle(ledger: str | Path, arm: str) -> dict | None:
     if is_interchange(Path(ledger)):
         return read_resources(ledger).get("oracle", {}).get(arm)
-    path = ledger_layout(ledger).oracle_path(ledger, arm).with_name(ORACLE_FILE)
+    path = ledger_layout(ledger).oracle_resources_path(ledger, arm)
     try:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):

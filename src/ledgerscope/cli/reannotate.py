@@ -32,14 +32,16 @@ def load_corpus_or_ledger(path: Path | None):
     """A corpus from a corpus path, or a ledger's sources when ``path`` is a ledger."""
     if path is None:
         return None
-    if (path / "manifest.json").is_file() and (path / "sources.parquet").is_file():
+    from ledgerscope.ledger.layout import ledger_layout
+
+    if (path / "manifest.json").is_file() and ledger_layout(path).sources_path(path).is_file():
         from ledgerscope.ledger.read import connect
         from ledgerscope.ledger.sources import sources_corpus
 
         con = connect(path)
         try:
             return sources_corpus(
-                path / "sources.parquet",
+                ledger_layout(path).sources_path(path),
                 con.execute("SELECT doc_id, version, text, observed, access FROM sources").fetchall(),
             )
         finally:

@@ -18,7 +18,7 @@ from ledgerscope.ingest.derive.rows import CANDIDATES_OF, RECORDS_OF
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.read import connect
-from ledgerscope.ledger.write import clear_staging, oracle_path, write_partition
+from ledgerscope.ledger.write import clear_staging, oracle_path, sources_path, write_partition, write_table
 from ledgerscope.trace.spec import STAGE_ORDER
 
 #: candidate rows in cascade order within a record (declared stages after the standard ones)
@@ -113,7 +113,7 @@ def write_ledger(
         ],
         schema=schema.SOURCES,
     )
-    pq.write_table(sources, ledger / "sources.parquet", compression="zstd")
+    write_table(sources_path(ledger), sources, schema.SOURCES)
     keys = [(arm, phase) for arm, phases in arms.items() for phase in phases]
     tids = {
         (a, p): (lo, hi)

@@ -11,7 +11,7 @@ can produce a ledger by writing these files; :func:`from_jsonl` checks each
 file against the table's Arrow schema (an unknown or mistyped field is an error
 naming the file) and writes the partitioned Parquet ledger, always in the
 current format (:data:`.schema.FORMAT`): the rows do not depend on the format,
-so a format 1 ledger converted to JSONL and back is the same ledger in format 2.
+so a format 1 or 2 ledger converted to JSONL and back is the same ledger in format 3.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError, Problem
@@ -32,7 +31,13 @@ from ledgerscope.ledger.fixtures import load_ledger_fixtures
 from ledgerscope.ledger.jsonl_read import TABLES, connect_jsonl, read_checked  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.layout import is_interchange  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.read import connect
-from ledgerscope.ledger.write import oracle_path, write_partition, write_table
+from ledgerscope.ledger.write import (
+    oracle_path,
+    oracle_resources_path,
+    sources_path,
+    write_partition,
+    write_table,
+)
 
 #: the sweep's resource records (per partition, per oracle), carried through the interchange whole
 RESOURCES_FILE = "resources.json"
@@ -40,24 +45,24 @@ RESOURCES_FILE = "resources.json"
 
 def _resource_records(ledger: Path) -> dict[str, Any]:
     """Every finished partition's resource record (with its ledger bytes) and every oracle's: what
-    the partitions' ``_SUCCESS.json`` and ``oracle/arm-*/resources.json`` hold, in one document."""
+    the partitions' commit markers and the oracle runs' resource records hold, in one document."""
     from ledgerscope.ledger.layout import ledger_layout
     from ledgerscope.ledger.verify import finished_partitions
 
     layout = ledger_layout(ledger)
     partitions, oracle = [], {}
-    for part in finished_partitions(ledger, layout):
-        meta = json.loads((part / "_SUCCESS.json").read_bytes())
+    for arm, phase in finished_partitions(ledger, layout):
+        meta = json.loads(layout.marker_path(ledger, arm, phase).read_bytes())
         if isinstance(meta, dict) and isinstance(meta.get("resources"), dict):
-            arm, phase = layout.partition_key(part)
             files = meta.get("files") or {}
             size = sum(int(f.get("bytes", 0)) for f in files.values() if isinstance(f, dict))
             partitions.append(
                 {"arm": arm, "phase": phase, "resources": meta["resources"], "ledger_bytes": size}
             )
-    for path in sorted(ledger.glob("oracle/*/resources.json")):
-        arm = path.parent.name.removeprefix("arm-")
-        oracle[arm] = json.loads(path.read_bytes())
+    for arm, _ in layout.oracle_files(ledger):
+        path = layout.oracle_resources_path(ledger, arm)
+        if path.is_file():
+            oracle[arm] = json.loads(path.read_bytes())
     return {"partitions": partitions, "oracle": oracle}
 
 
@@ -143,7 +148,7 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
             json.dumps({**manifest, "format": schema.FORMAT}, indent=2, sort_keys=True, ensure_ascii=False)
         )
         shutil.copy(src / "fixtures.jsonl", staging / "fixtures.jsonl")
-        pq.write_table(tables["sources"], staging / "sources.parquet", compression="zstd")
+        write_table(sources_path(staging), tables["sources"], schema.SOURCES)
         keys = sorted(
             {
                 (a, p)
@@ -171,8 +176,9 @@ def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:
             rows = oracle.filter(pc.equal(oracle["arm"], arm)).to_pylist()
             write_table(oracle_path(staging, arm), rows, schema.ORACLE)
         for arm, record in carried.get("oracle", {}).items():
-            if oracle_path(staging, arm).parent.is_dir():
-                (oracle_path(staging, arm).parent / "resources.json").write_text(json.dumps(record))
+            if oracle_path(staging, arm).is_file():
+                oracle_resources_path(staging, arm).parent.mkdir(parents=True, exist_ok=True)
+                oracle_resources_path(staging, arm).write_text(json.dumps(record))
         connect(staging).close()  # the built ledger passes the reader's checks before it appears
         os.replace(staging, ledger)
     except BaseException:

@@ -101,11 +101,8 @@ def check_ledger(ledger: str | Path, con: DuckDBPyConnection) -> None:
 
 def _table_files(ledger: Path, layout: Layout) -> dict[str, list[Path]]:
     """Each partition table's files in the finished partitions, in partition order."""
-    parts = finished_partitions(ledger, layout)
-    return {
-        name: [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").is_file()]
-        for name in schema.TABLE_NAMES
-    }
+    found = [layout.partition_files(ledger, arm, phase) for arm, phase in finished_partitions(ledger, layout)]
+    return {name: [files[name] for files in found if name in files] for name in schema.TABLE_NAMES}
 
 
 def _create_views(
@@ -119,7 +116,7 @@ def _create_views(
         alike = bool(found) and all(x is not None and x.equals(found[0]) for x in found)
         _view(con, name, paths, union=not alike)
     _view(con, "oracle", oracle_files(ledger, layout))
-    src = ledger / "sources.parquet"
+    src = layout.sources_path(ledger)
     _view(con, "sources", [src] if src.is_file() else [])
     return files
 

@@ -1,35 +1,41 @@
 """The boundary ledger's tables: one Arrow schema each, versioned by FORMAT.
 
-Layout of a ledger directory (format 2)::
+Layout of a ledger directory (format 3)::
 
-    manifest.json                      arms (config, digest, phase list, model ids), sources, fixtures
-    sources.parquet                    every source version the sweep read (text included)
-    fixtures.jsonl                     the resolved canonical fixtures
-    partitions/arm-A/phase-L/          one partition per arm and phase, renamed into place whole
-        units.parquet  boundaries.parquet  candidates.parquet  records.parquet  repairs.parquet
-        _SUCCESS.json
-    oracle/arm-A/oracle.parquet        the oracle run per question and arm
+    manifest.json                          arms (config, digest, phase list, model ids), sources, fixtures
+    fixtures.jsonl                         the resolved canonical fixtures
+    records/arm=A/phase=L/part-0.parquet   one directory per table, Hive-partitioned by arm and phase:
+    units/...  candidates/...  boundaries/...  repairs/...   (the same spelling)
+    oracle/arm=A/part-0.parquet            the oracle run per question and arm
+    sources/part-0.parquet                 every source version the sweep read (text included)
+    _commits/arm=A/phase=L.json            a partition's commit marker, written after its files
+    _commits/oracle/arm=A.json             the oracle run's resource record
 
-Partition values are written once, as data: every row of every table carries
-its ``arm`` and ``phase`` as strings, and no directory name is a ``key=value``
-pair, so no engine derives a column from the path. With the Hive spelling of
-format 1 (``arm=A/phase=L``, the same values in the files too) the engines'
-default calls disagreed: pandas and ``pyarrow.dataset(partitioning="hive")``
-refused to merge the file's string with the path's dictionary or int32, DuckDB
-read ``phase`` as BIGINT, polars as String. Values in the path only (the Hive
-convention) do not agree either: a label that looks like a number (the default
-labels ``0``..``7``) comes back as an integer from DuckDB, polars and pyarrow
-and as a category from pandas, and polars reads no path column from a glob.
-With the format 2 names (measured with DuckDB 2.0, polars 2.1, pandas 3.1,
-pyarrow 26; tests/test_ledger_engines.py keeps it so),
-``read_parquet('L/partitions/*/*/records.parquet')`` in DuckDB and polars,
-``pandas.read_parquet`` and ``pyarrow.dataset.dataset`` over those files (with
-or without ``partitioning="hive"``) give the same rows, with ``arm`` and
-``phase`` as strings and labels such as ``0``, ``5``, ``a`` and ``p5``
-unchanged. The prefixes ``arm-`` and ``phase-`` keep a name such as ``..`` or
-``_x`` from being a path step or a name that dataset discovery skips as
-hidden. :mod:`.layout` builds and parses these paths; format 1 ledgers are
-still read (:data:`FORMAT_1`), not resumed.
+A directory names exactly one table, so ``pandas.read_parquet("L/records")``,
+``pyarrow.dataset.dataset("L/records")``, ``polars.read_parquet("L/records")`` and
+DuckDB's ``read_parquet('L/records/**/*.parquet')`` read that table and nothing else.
+The markers lie outside the table directories (a file of another kind there stops
+polars reading the directory, and an engine reading by glob would not skip it).
+
+Every row of every table still carries its ``arm`` and ``phase`` as strings, the
+same values its path names. Measured with DuckDB 2.0, polars 2.1, pandas 3.1,
+pyarrow 26 (tests/test_ledger_format3.py keeps it so): with the values in the files,
+DuckDB and polars (directory, glob, with or without ``hive_partitioning``) and
+``pyarrow.dataset.dataset(dir)`` return them as strings, labels such as ``0`` and
+``07`` unchanged. Without them (the values in the path only), ``0``..``7`` come back
+as integers from pyarrow, polars and pandas, ``07`` as 7, and ``pyarrow.dataset``'s
+default call has no ``arm`` column at all. The one default call the files' columns
+do not suit is ``pandas.read_parquet(dir)``, which asks pyarrow for Hive
+partitioning with dictionary columns and refuses to merge them with the files'
+strings (an error, never wrong rows); ``pandas.read_parquet(dir, partitioning=None)``
+reads the table (docs/ledger.md lists each engine's call).
+
+Format 2 (read, converted, not resumed) put a partition's tables together:
+``partitions/arm-A/phase-L/{units,boundaries,candidates,records,repairs}.parquet``
+and ``_SUCCESS.json``, ``oracle/arm-A/oracle.parquet``, ``sources.parquet``; a
+directory read of ``partitions`` mixed four tables under one schema. Format 1 spelled
+those directories ``arm=A`` and ``phase=L``. :mod:`.layout` builds and parses every
+format's paths.
 
 ``repairs`` lists every unit an external chunker returned whose offsets were not verified as
 given (repaired, located by its text, or dropped, with the reason; see
@@ -48,11 +54,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-#: the format this version writes
-FORMAT = "ledgerscope-ledger/2"
-#: the Hive-named layout (``arm=A/phase=L``): read, no longer written
+#: the format this version writes: a directory per table
+FORMAT = "ledgerscope-ledger/3"
+#: one directory per partition (``partitions/arm-A/phase-L/``): read, no longer written
+FORMAT_2 = "ledgerscope-ledger/2"
+#: the Hive-named partition directories (``partitions/arm=A/phase=L``): read, no longer written
 FORMAT_1 = "ledgerscope-ledger/1"
-READABLE_FORMATS = (FORMAT, FORMAT_1)
+READABLE_FORMATS = (FORMAT, FORMAT_2, FORMAT_1)
 
 STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed", "topk")
 
@@ -72,8 +80,11 @@ SUPPORT_COLUMNS = (
     "support_topk",
 )
 
-#: the partition tables, in the order every reader lists them (names only: no pyarrow needed)
+#: the partition tables, in the order every reader lists them (names only: no pyarrow needed); adding a
+#: table is a line here and its columns in :data:`COLUMNS` (its paths follow from :mod:`.layout`)
 TABLE_NAMES = ("units", "boundaries", "candidates", "records", "repairs")
+#: the run-level tables (one file per arm, one per ledger)
+RUN_TABLES = ("oracle", "sources")
 #: partition tables a partition may lack (added within the format): read as empty
 OPTIONAL_TABLES = frozenset({"repairs"})
 

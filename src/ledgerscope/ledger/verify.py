@@ -3,9 +3,9 @@
 The checks at the reading boundary (:func:`verify_ledger`): the manifest's
 structure, every finished partition's arm and phase against the manifest, each
 Parquet file's footer and columns against :mod:`.schema`, and the sizes and
-SHA-256 digests that ``_SUCCESS.json`` records for its files. Only partitions
-that carry ``_SUCCESS.json`` count (a partition directory exists only once
-complete, but a hand-copied ledger may hold stragglers). No row is decoded here:
+SHA-256 digests that a partition's commit marker (format 3 ``_commits/arm=A/phase=L.json``,
+format 2 ``_SUCCESS.json``) records for its files. Only partitions with a marker count
+(files without one are a write that did not finish, or a hand-copied straggler). No row is decoded here:
 the row checks run once the ledger is open (:func:`.read.row_problems`). Every
 problem names the file and the column. Nothing here writes into the ledger.
 """
@@ -135,19 +135,19 @@ def _phase_problems(phases: Any, where: str, field: str) -> list[Problem]:
     return out
 
 
-def finished_partitions(ledger: str | Path, layout: Layout | None = None) -> list[Path]:
-    """Partition directories holding ``_SUCCESS.json``, sorted: the only ones read.
+def finished_partitions(ledger: str | Path, layout: Layout | None = None) -> list[tuple[str, str]]:
+    """(arm, phase) of every partition with a commit marker, sorted: the only ones read.
 
     ``layout``: the ledger's (:mod:`.layout`); by default the one its manifest names.
     """
     layout = layout or ledger_layout(ledger)
-    return sorted(p.parent for p in Path(ledger).glob(layout.marker_glob))
+    return layout.finished(ledger)
 
 
 def oracle_files(ledger: str | Path, layout: Layout | None = None) -> list[Path]:
     """The per-arm oracle tables, sorted."""
     layout = layout or ledger_layout(ledger)
-    return sorted(Path(ledger).glob(layout.oracle_glob))
+    return [path for _, path in layout.oracle_files(ledger)]
 
 
 # ---------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def _footer_check(path: Path, table_schema: Any, rows: Any = None) -> tuple[list
             )
     if isinstance(rows, int) and not isinstance(rows, bool) and rows != meta.num_rows:
         out.append(
-            Problem(str(path), None, "rows", f"{meta.num_rows} rows, but _SUCCESS.json records {rows}")
+            Problem(str(path), None, "rows", f"{meta.num_rows} rows, but the commit marker records {rows}")
         )
     return out, actual
 
@@ -270,21 +270,24 @@ def _marker(path: Path, problems: list[Problem]) -> dict[str, Any]:
     return meta
 
 
-def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem], set[str]]:
-    """Sizes and digests the marker records; returns the problems and the names that failed."""
+def _file_problems(
+    ledger: Path, key: tuple[str, str], files: Any, marker: Path, layout: Layout
+) -> tuple[list[Problem], set[Path]]:
+    """Sizes and digests the marker records; returns the problems and the files that failed."""
     if files is None:
         return [], set()
     if not isinstance(files, dict):
         return [Problem(str(marker), None, "files", "must be an object of file name: {bytes, sha256}")], set()
     out, bad = [], set()
     for name, want in files.items():
-        path = part / name
-        if "/" in name or name.startswith(".") or not isinstance(want, dict):
+        found = layout.keyed_file(ledger, name, *key)
+        if found is None or not isinstance(want, dict):
             out.append(Problem(str(marker), None, f"files.{name}", "not a file record of this partition"))
             continue
+        path = found[1]
         if not path.is_file():
-            out.append(Problem(str(path), None, "file", "missing (listed in _SUCCESS.json)"))
-            bad.add(name)
+            out.append(Problem(str(path), None, "file", "missing (listed in its commit marker)"))
+            bad.add(path)
             continue
         size = path.stat().st_size
         if size != want.get("bytes"):
@@ -293,30 +296,36 @@ def _file_problems(part: Path, files: Any, marker: Path) -> tuple[list[Problem],
                     str(path),
                     None,
                     "bytes",
-                    f"{size} bytes, but _SUCCESS.json records {want.get('bytes')} (truncated or replaced)",
+                    f"{size} bytes, but the commit marker records {want.get('bytes')} "
+                    "(truncated or replaced)",
                 )
             )
-            bad.add(name)
+            bad.add(path)
         elif file_record(path)["sha256"] != want.get("sha256"):
             out.append(
                 Problem(
                     str(path),
                     None,
                     "sha256",
-                    "content differs from the digest _SUCCESS.json records (corrupted)",
+                    "content differs from the digest the commit marker records (corrupted)",
                 )
             )
-            bad.add(name)
+            bad.add(path)
     return out, bad
 
 
 def _partition_problems(
-    part: Path, arms: dict[str, Any], schemas: dict[Path, Any] | None = None, layout: Layout = CURRENT
+    ledger: Path,
+    key: tuple[str, str],
+    arms: dict[str, Any],
+    schemas: dict[Path, Any] | None = None,
+    layout: Layout = CURRENT,
 ) -> list[Problem]:
     """One finished partition: its arm and phase, its marker's sizes and digests, its footers
-    (each file's Arrow schema into ``schemas``); ``layout`` names its directory."""
+    (each file's Arrow schema into ``schemas``); ``layout`` names its files."""
     problems: list[Problem] = []
-    arm, phase = layout.partition_key(part)
+    arm, phase = key
+    part = layout.marker_path(ledger, arm, phase)
     labels = {p["label"] for p in arms.get(arm, {}).get("phases", [])}
     if arm not in arms:
         problems.append(
@@ -336,13 +345,13 @@ def _partition_problems(
                 f"a partition of phase {phase!r}, which arm {arm!r} does not list",
             )
         )
-    marker = part / "_SUCCESS.json"
+    marker = part
     meta = _marker(marker, problems)
-    found, bad = _file_problems(part, meta.get("files"), marker)
+    found, bad = _file_problems(ledger, key, meta.get("files"), marker, layout)
     problems.extend(found)
     for name, table_schema in schema.TABLES.items():
-        path = part / f"{name}.parquet"
-        if path.is_file() and path.name not in bad:
+        path = layout.table_file(ledger, name, arm, phase)
+        if path.is_file() and path not in bad:
             found, actual = _footer_check(path, table_schema, meta.get(name))
             problems.extend(found)
             if schemas is not None:
@@ -370,17 +379,17 @@ def verify_ledger(ledger: str | Path, schemas: dict[Path, Any] | None = None) ->
     arms, layout = manifest["arms"], layout_for(manifest)
     with ThreadPoolExecutor(max_workers=2) as pool:
         found = pool.map(
-            lambda part: _partition_problems(part, arms, schemas, layout),
+            lambda key: _partition_problems(ledger, key, arms, schemas, layout),
             finished_partitions(ledger, layout),
         )
         problems = [p for part_problems in found for p in part_problems]
-    for path in oracle_files(ledger, layout):
-        if layout.oracle_arm(path) not in arms:
+    for arm, path in layout.oracle_files(ledger):
+        if arm not in arms:
             problems.append(
                 Problem(str(path), None, "arm", "an oracle table of an arm the manifest does not list")
             )
         problems.extend(parquet_problems(path, schema.ORACLE))
-    src = ledger / "sources.parquet"
+    src = layout.sources_path(ledger)
     if src.is_file():
         problems.extend(parquet_problems(src, schema.SOURCES))
     if problems:

@@ -1,14 +1,16 @@
-"""Writing a ledger: manifest first, then one partition at a time, each renamed into place whole.
+"""Writing a ledger: manifest first, then one partition at a time, its files before its commit marker.
 
-Only the current format is written (:data:`.layout.CURRENT`); a ledger of an
+Only the current format is written (:data:`.layout.CURRENT`, format 3); a ledger of an
 older format is read, never resumed.
 
-A partition directory appears under ``partitions/`` only when all of its
-tables and its ``_SUCCESS.json`` are on disk, so an interrupted sweep leaves
-either a finished partition or nothing (stale temporaries are cleared on the
-next run) and a resumed sweep skips exactly the finished ones.
-``_SUCCESS.json`` records each table file's size and SHA-256 (``files``), which
-the reader checks (:func:`ledgerscope.ledger.verify.verify_ledger`): a truncated
+A partition's tables are written under ``.staging/`` and moved into their table
+directories (``records/arm=A/phase=L/part-0.parquet``, ...), each file replacing
+whatever an earlier attempt left; then its commit marker
+``_commits/arm=A/phase=L.json`` is written, atomically. Readers take only partitions
+with a marker, so an interrupted sweep leaves either a committed partition or files
+nobody reads (replaced by the next attempt), and a resumed sweep skips exactly the
+committed ones. The marker records each table file's size and SHA-256 (``files``),
+which the reader checks (:func:`ledgerscope.ledger.verify.verify_ledger`): a truncated
 or corrupted file is reported by name instead of being read.
 """
 
@@ -31,9 +33,9 @@ from ledgerscope.ledger.layout import CURRENT
 from ledgerscope.ledger.verify import file_record, load_manifest
 
 
-def partition_dir(ledger: Path, arm: str, phase: str) -> Path:
-    """Where this version writes the (arm, phase) partition."""
-    return CURRENT.partition_dir(ledger, arm, phase)
+def table_path(ledger: Path, table: str, arm: str, phase: str) -> Path:
+    """Where this version writes partition table ``table`` of (arm, phase)."""
+    return CURRENT.table_file(ledger, table, arm, phase)
 
 
 def oracle_path(ledger: Path, arm: str) -> Path:
@@ -41,12 +43,23 @@ def oracle_path(ledger: Path, arm: str) -> Path:
     return CURRENT.oracle_path(ledger, arm)
 
 
+def oracle_resources_path(ledger: Path, arm: str) -> Path:
+    """Where this version writes the resource record of the arm's oracle run."""
+    return CURRENT.oracle_resources_path(ledger, arm)
+
+
+def sources_path(ledger: Path) -> Path:
+    """Where this version writes the ledger's sources table."""
+    return CURRENT.sources_path(ledger)
+
+
 def is_done(ledger: Path, arm: str, phase: str) -> bool:
-    return (partition_dir(ledger, arm, phase) / "_SUCCESS.json").is_file()
+    return CURRENT.is_committed(ledger, arm, phase)
 
 
-def write_table(path: Path, rows: list[dict[str, Any]], table_schema: pa.Schema) -> None:
-    table = pa.Table.from_pylist(rows, schema=table_schema)
+def write_table(path: Path, rows: list[dict[str, Any]] | pa.Table, table_schema: pa.Schema) -> None:
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=table_schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
 
@@ -58,26 +71,30 @@ def write_partition(
     tables: dict[str, list[dict[str, Any]] | pa.Table],
     meta: dict[str, Any],
 ) -> None:
-    """Write all tables of one (arm, phase) partition, then rename the directory into place."""
-    final = partition_dir(ledger, arm, phase)
-    staging_root = ledger / ".staging"
-    staging = staging_root / f"{final.parent.name}__{final.name}.{os.getpid()}"
+    """Write all tables of one (arm, phase) partition, then its commit marker."""
+    staging = ledger / ".staging" / f"arm={arm}__phase={phase}.{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     for name, rows in tables.items():
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema.TABLES[name])
         pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
-    files = {p.name: file_record(p) for p in sorted(staging.iterdir())}
+    files = {CURRENT.file_key(name, arm, phase): file_record(staging / f"{name}.parquet") for name in tables}
     # a caller that must write the same bytes twice (ingest) gives its own written_at
     meta = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **meta, "files": files}
-    (staging / "_SUCCESS.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-    fsync_path(staging)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():  # an unfinished leftover (no _SUCCESS) from an older layout
-        shutil.rmtree(final)
-    os.replace(staging, final)
-    fsync_path(final.parent)
+    marker = CURRENT.marker_path(ledger, arm, phase)
+    marker.unlink(missing_ok=True)  # a partition written again is uncommitted until its new files are in
+    for name in schema.TABLE_NAMES:
+        if name not in tables:  # an earlier attempt's file of a table this one lacks
+            CURRENT.table_file(ledger, name, arm, phase).unlink(missing_ok=True)
+    for name in tables:
+        final = CURRENT.table_file(ledger, name, arm, phase)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / f"{name}.parquet", final)
+        fsync_path(final.parent)
+    shutil.rmtree(staging, ignore_errors=True)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(marker, json.dumps(meta, indent=2, sort_keys=True))
 
 
 def clear_staging(ledger: Path) -> None:

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ledgerscope.inputs.sources import text_version
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.write import write_partition
+from ledgerscope.ledger.write import sources_path, write_partition, write_table
 from ledgerscope.testing.synthetic import (
     FUNNEL,
     STAGE_SIZES,
@@ -69,15 +68,13 @@ def make_multidoc_ledger(
         docs[doc_id] = f"# {TITLES[d % len(TITLES)]} {d // len(TITLES) or ''}".rstrip() + "\n\n" + body + "."
     doc_ids = sorted(docs)
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(
-        pa.Table.from_pylist(
-            [
-                {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-                for k, v in docs.items()
-            ],
-            schema=schema.SOURCES,
-        ),
-        out / "sources.parquet",
+    write_table(
+        sources_path(out),
+        [
+            {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
+            for k, v in docs.items()
+        ],
+        schema.SOURCES,
     )
     plan = _plan(questions, phases, list(docs))
     (out / "fixtures.jsonl").write_text(

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from ledgerscope.inputs.fixtures import SEGMENTS
 from ledgerscope.inputs.sources import text_version
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.write import oracle_path, write_partition
+from ledgerscope.ledger.write import oracle_path, sources_path, write_partition, write_table
 
 #: (stage, list length) per record: about 67 candidate rows per record
 STAGE_SIZES = (
@@ -147,7 +147,7 @@ def _write_sources(out: Path, docs: dict[str, str]) -> None:
         {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
         for k, v in docs.items()
     ]
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema.SOURCES), out / "sources.parquet")
+    write_table(sources_path(out), rows, schema.SOURCES)
 
 
 def _documents(rng, n_docs: int, doc_chars: int) -> dict[str, str]:

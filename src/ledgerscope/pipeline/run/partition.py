@@ -19,7 +19,7 @@ from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.inputs.fixtures import Fixture
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.write import oracle_path, write_partition, write_table
+from ledgerscope.ledger.write import oracle_path, oracle_resources_path, write_partition, write_table
 from ledgerscope.pipeline.contracts.stages import PhaseIndex
 from ledgerscope.pipeline.contracts.units import Phase
 from ledgerscope.pipeline.run.cascade import build_phase, doc_offset, run_questions
@@ -184,5 +184,6 @@ def oracle_for_arm(out: Path, rt: ArmRuntime, fixtures: Sequence[Fixture]) -> di
     with single_threaded_blas():
         rows = [run_oracle(rt, fx) for fx in fixtures]
     write_table(path, rows, schema.ORACLE)
-    write_oracle_resources(path, rt, usage_delta(before, usage_snapshot(rt)), len(fixtures))
+    delta = usage_delta(before, usage_snapshot(rt))
+    write_oracle_resources(oracle_resources_path(out, rt.config.name), rt, delta, len(fixtures))
     return {r["qid"]: r for r in rows}

@@ -35,8 +35,8 @@ from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import Fixture, read_fixtures, resolve
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.layout import layout_for
-from ledgerscope.ledger.write import oracle_path, write_partition, write_table
+from ledgerscope.ledger.layout import Layout, layout_for
+from ledgerscope.ledger.write import oracle_path, sources_path, write_partition, write_table
 from ledgerscope.pipeline.judging.answer_judges import answer_judge
 from ledgerscope.pipeline.run.rerun import load_ledger_inputs
 from ledgerscope.pipeline.run.sweep import fixtures_digest
@@ -117,16 +117,16 @@ def rejudge(ledger: Path, fixtures_path: Path, out: Path, no_oracle: bool = Fals
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        shutil.copy2(ledger / "sources.parquet", staging / "sources.parquet")
+        sources_path(staging).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(layout.sources_path(ledger), sources_path(staging))
         _write_fixtures(new_fixtures, staging / "fixtures.jsonl")
         oracle = _oracle(ledger, staging, manifest, layout, new_by, changed, no_oracle, result)
         for arm, entry in manifest["arms"].items():
             judge_table = (entry.get("config") or {}).get("judge") or {}
             for ph in entry["phases"]:
-                part = layout.partition_dir(ledger, arm, ph["label"])
-                if (part / "_SUCCESS.json").is_file():
+                if layout.is_committed(ledger, arm, ph["label"]):
                     _partition(
-                        part,
+                        (ledger, layout),
                         staging,
                         arm,
                         ph["label"],
@@ -191,7 +191,7 @@ def _units(rows: list[dict], versions: dict[str, str]) -> list[SimpleNamespace]:
 
 
 def _partition(
-    part: Path,
+    source: tuple[Path, Layout],
     staging: Path,
     arm: str,
     phase: str,
@@ -203,7 +203,8 @@ def _partition(
     result: RejudgeResult,
 ) -> None:
     """One partition: its tables carried over, its records judged again."""
-    tables = {p.stem: pq.read_table(p) for p in sorted(part.glob("*.parquet"))}
+    ledger, layout = source
+    tables = {name: pq.read_table(p) for name, p in layout.partition_files(ledger, arm, phase).items()}
     units = tables["units"].select(["doc_id", "version", "start", "end"]).to_pylist()
     all_intervals = supporting.intervals_by_doc(
         SimpleNamespace(doc_id=u["doc_id"], version=u["version"], start=u["start"], end=u["end"])
@@ -225,7 +226,7 @@ def _partition(
             result.changed_records += 1
             result.changes.append({"arm": arm, "phase": phase, "qid": row["qid"], **diff})
     tables["records"] = pa.Table.from_pylist(rows, schema=tables["records"].schema)
-    meta = json.loads((part / "_SUCCESS.json").read_text())
+    meta = json.loads(layout.marker_path(ledger, arm, phase).read_text())
     meta.pop("files", None)
     write_partition(staging, arm, phase, tables, meta)
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import read_fixtures, resolve
 from ledgerscope.inputs.sources import Corpus
-from ledgerscope.ledger.layout import layout_for
+from ledgerscope.ledger.layout import layout_for, ledger_layout
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.sources import sources_corpus
 from ledgerscope.ledger.verify import load_manifest
@@ -89,7 +89,7 @@ def load_ledger_inputs(ledger: Path) -> tuple[dict, Corpus, list]:
     """Manifest, corpus (digests re-checked) and resolved fixtures stored in a ledger."""
     connect(ledger).close()  # the ledger's structure and rows are checked before anything is read
     manifest = load_manifest(ledger)
-    path = ledger / "sources.parquet"
+    path = ledger_layout(ledger).sources_path(ledger)
     if not path.is_file():
         raise InputError(Problem(str(path), None, "sources", "missing: the ledger's sources"))
     try:
@@ -127,9 +127,9 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     if fx is None:
         raise InputError(Problem(str(ledger / "fixtures.jsonl"), None, "qid", f"no question {qid!r}"))
     layout = layout_for(manifest)
-    part = layout.partition_dir(ledger, arm, phase)
-    if not (part / "_SUCCESS.json").is_file():
-        raise InputError(Problem(str(part), None, "partition", "this partition was never completed"))
+    marker = layout.marker_path(ledger, arm, phase)
+    if not marker.is_file():
+        raise InputError(Problem(str(marker), None, "partition", "this partition was never completed"))
     cfg = arm_from_dict(entry["config"], where)
     if cfg.digest() != entry.get("config_digest"):
         raise InputError(
@@ -137,8 +137,8 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
         )
 
     oracle_path = layout.oracle_path(ledger, arm)
-    recorded = _read_rows(part / "records.parquet", qid)
-    recorded_cands = _read_rows(part / "candidates.parquet", qid)
+    recorded = _read_rows(layout.table_file(ledger, "records", arm, phase), qid)
+    recorded_cands = _read_rows(layout.table_file(ledger, "candidates", arm, phase), qid)
     recorded_oracle = _read_rows(oracle_path, qid) if oracle_path.is_file() else []
 
     # the same external stages the sweep used (endpoints, callables): say plainly if one is gone
@@ -148,7 +148,7 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     rt = build_runtime(cfg, shared_encoder)
     from ledgerscope.pipeline.run.scope import restore_scope
 
-    restore_scope(rt, json.loads((part / "_SUCCESS.json").read_text(encoding="utf-8")))  # evidence scope
+    restore_scope(rt, json.loads(marker.read_text(encoding="utf-8")))  # evidence scope
     index = build_phase(rt, phases[phase], list(corpus))
     fresh_oracle = run_oracle(rt, fx)
     texts = {s.doc_id: s.text for s in corpus}

@@ -311,9 +311,9 @@ def partition_resources(
     return out
 
 
-def write_oracle_resources(oracle_table: Path, rt: Any, delta: dict[str, float], questions: int) -> None:
-    """What the arm's oracle run sent (one generation per answerable question), beside its table:
-    part of what the sweep cost, not of what a query costs."""
+def write_oracle_resources(path: Path, rt: Any, delta: dict[str, float], questions: int) -> None:
+    """What the arm's oracle run sent (one generation per answerable question), at ``path`` (the
+    layout's place for it): part of what the sweep cost, not of what a query costs."""
     from ledgerscope.common.atomic import atomic_write_text
 
     record = {
@@ -322,4 +322,5 @@ def write_oracle_resources(oracle_table: Path, rt: Any, delta: dict[str, float],
         "generator": generator_usage(rt, delta, []),
         "embedding": {"encoded": int(delta["emb_texts"]), "requests": int(delta["emb_requests"])},
     }
-    atomic_write_text(oracle_table.with_name("resources.json"), json.dumps(record, indent=2, sort_keys=True))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ledgerscope.ledger.write import partition_dir
+from ledgerscope.ledger.write import table_path
 
 
 def base_phase(cfg: Any) -> Any:
@@ -36,7 +36,7 @@ def phased_documents(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    path = partition_dir(out, arm, base_label) / "candidates.parquet"
+    path = table_path(out, "candidates", arm, base_label)
     table = pq.read_table(path, columns=["stage", "rank", "doc_id"])
     mask = pc.and_(pc.equal(table["stage"], "fused"), pc.less_equal(table["rank"], depth))
     reached = set(table.filter(mask)["doc_id"].to_pylist())

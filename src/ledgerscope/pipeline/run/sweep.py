@@ -29,6 +29,7 @@ from ledgerscope.ledger.write import (
     clear_staging,
     is_done,
     oracle_path,
+    sources_path,
     write_or_check_manifest,
     write_table,
 )
@@ -226,9 +227,9 @@ def sweep(
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
-    if not (out / "sources.parquet").is_file():
+    if not sources_path(out).is_file():
         write_table(
-            out / "sources.parquet",
+            sources_path(out),
             [
                 {
                     "doc_id": s.doc_id,

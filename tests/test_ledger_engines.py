@@ -1,15 +1,18 @@
-"""Every ledger table reads alike in DuckDB, polars, pandas and pyarrow.dataset, each with its defaults.
+"""Every ledger table reads alike in DuckDB, polars, pandas and pyarrow.dataset, from its own directory.
 
-Format 2 writes ``arm`` and ``phase`` once, as strings inside the files, under directory
-names that are not ``key=value`` pairs (ledger/schema.py says why). Each engine is called
-the way its documentation shows, with no option: the same rows, ``arm`` and ``phase`` as
-strings, labels that look like numbers (``0``, ``07``) unchanged. Format 1 ledgers (the
-Hive names ``arm=A/phase=L``) are still read, converted, never resumed.
+Format 3 gives each table a directory, Hive-partitioned (``records/arm=A/phase=L/part-0.parquet``),
+and keeps ``arm`` and ``phase`` in the files as strings too (ledger/schema.py says why). Each
+engine is called the way docs/ledger.md shows: the same rows, ``arm`` and ``phase`` as strings,
+labels that look like numbers (``0``, ``07``) unchanged. Two engines need one option for that:
+``pandas.read_parquet(dir)`` with none refuses the directory (pyarrow cannot merge the files'
+strings with its dictionary partition columns: an error, never wrong rows) and reads it with
+``partitioning=None``; DuckDB's ``read_parquet(glob)`` casts labels that are all integers
+(``0``..``7``, the default) to BIGINT unless ``hive_types_autocast = false``. Format 1 and 2
+ledgers (one directory per partition) are still read and converted, never resumed.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import shutil
 from collections import Counter
@@ -28,17 +31,16 @@ from ledgerscope.common.errors import InputError
 from ledgerscope.ledger import layout, schema
 from ledgerscope.ledger.digest import table_digests
 from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.upgrade import relayout
 from ledgerscope.ledger.verify import finished_partitions
 from ledgerscope.ledger.write import check_out
+from ledgerscope.testing.ledger_files import marker_of, rerecord, table_file
 from ledgerscope.testing.synthetic import make_synthetic_ledger
 
-#: a mixed label set, and one where every label looks like a number (Hive paths would make them ints)
+#: a mixed label set, and one where every label looks like a number (a Hive reader would make them ints)
 LABEL_SETS = {"mixed": ("0", "5", "07", "a", "p5"), "numeric": ("0", "1", "5")}
-#: where each table's files lie in a format 2 ledger, as a user would write it
-GLOBS = {
-    **{name: f"partitions/*/*/{name}.parquet" for name in schema.TABLES},
-    "oracle": "oracle/*/oracle.parquet",
-}
+#: every table with rows per arm (the partition tables and the oracle)
+KEYED_TABLES = (*schema.TABLE_NAMES, "oracle")
 runner = CliRunner()
 
 
@@ -87,26 +89,40 @@ def key_columns(table: str) -> tuple[str, ...]:
     return ("arm",) if table == "oracle" else ("arm", "phase")
 
 
+#: pyarrow's Hive partitioning with both keys read as strings (docs/ledger.md)
+STRING_KEYS = ds.partitioning(pa.schema([("arm", pa.string()), ("phase", pa.string())]), flavor="hive")
+
+
 def engine_reads(ledger: Path, table: str) -> dict[str, tuple[Counter, tuple[str, ...]]]:
-    """The key values (arm, and phase but in the oracle) of every row and their types,
-    per engine and default call."""
-    pattern, keys = str(ledger / GLOBS[table]), key_columns(table)
-    files = sorted(glob.glob(pattern))
+    """The key values (arm, and phase but in the oracle) of every row and their types, per engine
+    and the call docs/ledger.md shows for it."""
+    root, keys = str(ledger / table), key_columns(table)
+    pattern = f"{root}/**/*.parquet"
     reads = {
-        "duckdb read_parquet(glob)": (_duckdb, lambda: duckdb.sql(f"FROM read_parquet('{pattern}')")),
+        "duckdb read_parquet(glob, no autocast)": (
+            _duckdb,
+            lambda: duckdb.sql(f"FROM read_parquet('{pattern}', hive_types_autocast = false)"),
+        ),
+        "duckdb read_parquet(glob, no hive)": (
+            _duckdb,
+            lambda: duckdb.sql(f"FROM read_parquet('{pattern}', hive_partitioning = false)"),
+        ),
+        "polars read_parquet(dir)": (_polars, lambda: pl.read_parquet(root)),
         "polars read_parquet(glob)": (_polars, lambda: pl.read_parquet(pattern)),
-        "polars scan_parquet(glob)": (_polars, lambda: pl.scan_parquet(pattern).collect()),
-        "pandas read_parquet(files)": (_pandas, lambda: pd.read_parquet(files)),
-        "pandas read_parquet(file) each": (_pandas, lambda: pd.concat([pd.read_parquet(f) for f in files])),
-        "pyarrow dataset(files)": (_arrow, lambda: ds.dataset(files)),
-        "pyarrow dataset(files, hive)": (_arrow, lambda: ds.dataset(files, partitioning="hive")),
+        "polars scan_parquet(glob, hive)": (
+            _polars,
+            lambda: pl.scan_parquet(pattern, hive_partitioning=True).collect(),
+        ),
+        "pandas read_parquet(dir, partitioning=None)": (
+            _pandas,
+            lambda: pd.read_parquet(root, partitioning=None),
+        ),
+        "pyarrow dataset(dir)": (_arrow, lambda: ds.dataset(root)),
+        "pyarrow dataset(dir, string hive keys)": (
+            _arrow,
+            lambda: ds.dataset(root, partitioning=STRING_KEYS),
+        ),
     }
-    if table == "oracle":  # one table per directory: the directory calls work too
-        root = str(ledger / "oracle")
-        reads["pandas read_parquet(dir)"] = (_pandas, lambda: pd.read_parquet(root))
-        reads["polars read_parquet(dir)"] = (_polars, lambda: pl.read_parquet(root))
-        reads["pyarrow dataset(dir)"] = (_arrow, lambda: ds.dataset(root))
-        reads["pyarrow dataset(dir, hive)"] = (_arrow, lambda: ds.dataset(root, partitioning="hive"))
     out = {}
     for name, (summarise, read) in reads.items():
         try:
@@ -119,8 +135,8 @@ def engine_reads(ledger: Path, table: str) -> dict[str, tuple[Counter, tuple[str
 STRING_TYPES = {"VARCHAR", "String", "string", "large_string", "string_view"}
 
 
-@pytest.mark.parametrize("table", sorted(GLOBS))
-def test_every_engine_reads_every_table_alike_with_its_defaults(ledger, table):
+@pytest.mark.parametrize("table", KEYED_TABLES)
+def test_every_engine_reads_every_table_alike_from_its_directory(ledger, table):
     keys = key_columns(table)
     rows = connect(ledger).execute(f"SELECT {', '.join(keys)} FROM {table}").fetchall()
     expected = _keys([[r[i] for r in rows] for i in range(len(keys))])
@@ -138,6 +154,45 @@ def test_every_engine_reads_every_table_alike_with_its_defaults(ledger, table):
         assert {phase for _, phase in expected} == labels
 
 
+def test_every_engine_reads_the_sources_table_whole(ledger):
+    root = ledger / "sources"
+    want = sorted(r[0] for r in connect(ledger).execute("SELECT doc_id FROM sources").fetchall())
+    got = {
+        "duckdb": duckdb.sql(f"SELECT doc_id FROM read_parquet('{root}/**/*.parquet')").fetchall(),
+        "polars": [(d,) for d in pl.read_parquet(root)["doc_id"].to_list()],
+        "pandas": [(d,) for d in pd.read_parquet(root)["doc_id"]],
+        "pyarrow": [(d,) for d in ds.dataset(root).to_table()["doc_id"].to_pylist()],
+    }
+    read = {name: sorted(r[0] for r in rows) for name, rows in got.items()}
+    assert want and read == dict.fromkeys(got, want)
+
+
+def test_the_default_calls_that_need_an_option(ledger):
+    """pandas' default call raises (it never returns rows); DuckDB's reads integer-looking labels as
+    BIGINT, a label such as ``07`` as VARCHAR (docs/ledger.md gives both the option that keeps strings)."""
+    with pytest.raises(pa.ArrowTypeError, match="Unable to merge"):
+        pd.read_parquet(ledger / "records")
+    rel = duckdb.sql(f"FROM read_parquet('{ledger}/records/**/*.parquet')")
+    labels = {r[0] for r in rel.select("phase").fetchall()}
+    numeric = all(label.isdigit() and str(int(label)) == label for label in map(str, labels))
+    assert dict(zip(rel.columns, map(str, rel.types), strict=True))["phase"] == (
+        "BIGINT" if numeric else "VARCHAR"
+    )
+
+
+def test_an_uncommitted_partition_is_ignored_by_the_project(ledger, tmp_path):
+    """Files without a commit marker are a write that did not finish: the views leave them out."""
+    copy = tmp_path / "ledger"
+    shutil.copytree(ledger, copy)
+    arm, phase = finished_partitions(copy)[0]
+    n = connect(copy).execute("SELECT count(*) FROM records").fetchall()[0][0]
+    marker = layout.CURRENT.marker_path(copy, arm, phase)
+    marker.unlink()
+    con = connect(copy)
+    left = con.execute("SELECT count(*) FROM records WHERE arm = ? AND phase = ?", [arm, phase]).fetchall()
+    assert left[0][0] == 0 and con.execute("SELECT count(*) FROM records").fetchall()[0][0] < n
+
+
 def test_the_views_give_the_analyses_varchar_arm_and_phase(ledger):
     con = connect(ledger)
     for table in (*schema.TABLES, "oracle"):
@@ -148,96 +203,122 @@ def test_the_views_give_the_analyses_varchar_arm_and_phase(ledger):
         assert list(columns) == (schema.ORACLE if table == "oracle" else schema.TABLES[table]).names
 
 
-def test_a_format_2_ledger_names_no_partition_with_key_value(ledger):
+def test_a_format_3_ledger_has_a_directory_per_table(ledger):
     manifest = json.loads((ledger / "manifest.json").read_text())
-    assert manifest["format"] == schema.FORMAT == "ledgerscope-ledger/2"
-    named = [p.relative_to(ledger).as_posix() for p in ledger.rglob("*") if not p.name.startswith(".")]
-    assert named and not [n for n in named if "=" in n]
-    assert "partitions/arm-cand-1/phase-0/records.parquet" in named
-    assert "oracle/arm-0/oracle.parquet" in named
+    assert manifest["format"] == schema.FORMAT == "ledgerscope-ledger/3"
+    named = {p.relative_to(ledger).as_posix() for p in ledger.rglob("*") if p.is_file()}
+    assert "records/arm=cand-1/phase=0/part-0.parquet" in named
+    assert "oracle/arm=0/part-0.parquet" in named and "sources/part-0.parquet" in named
+    assert "_commits/arm=cand-1/phase=0.json" in named
+    top = {p.name for p in ledger.iterdir()}
+    assert {*schema.TABLE_NAMES, "oracle", "sources", "_commits"} <= top and "partitions" not in top
+    for table in (*schema.TABLE_NAMES, "oracle", "sources"):  # nothing but the table's files
+        assert {p.suffix for p in (ledger / table).rglob("*") if p.is_file()} == {".parquet"}
 
 
-# --- format 1 -----------------------------------------------------------------
+# --- formats 1 and 2 ------------------------------------------------------------
 
 
 def as_format_1(ledger: Path, out: Path) -> Path:
-    """The same ledger as format 1 wrote it: Hive directory names, the same files, format 1 manifest."""
-    shutil.copytree(ledger, out)
-    for part in finished_partitions(out, layout.CURRENT):
-        arm, phase = layout.CURRENT.partition_key(part)
-        target = out / "partitions" / f"arm={arm}" / f"phase={phase}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part.rename(target)
-    for path in sorted((out / "oracle").glob("arm-*")):
-        path.rename(path.with_name("arm=" + path.name[len("arm-") :]))
-    for arm_dir in sorted((out / "partitions").glob("arm-*")):
-        arm_dir.rmdir()
-    manifest = json.loads((out / "manifest.json").read_text())
-    (out / "manifest.json").write_text(json.dumps({**manifest, "format": "ledgerscope-ledger/1"}))
-    assert not [p for p in out.rglob("*-*") if p.name.startswith(("arm-", "phase-"))]
+    """The same ledger as format 1 wrote it: ``partitions/arm=A/phase=L/``, format 1 manifest."""
+    relayout(ledger, out, layout.VERSION_1)
     return out
 
 
-@pytest.fixture(scope="module")
-def format_1(ledger, tmp_path_factory) -> Path:
-    return as_format_1(ledger, tmp_path_factory.mktemp("format1") / "ledger")
+def as_format_2(ledger: Path, out: Path) -> Path:
+    """The same ledger as format 2 wrote it: ``partitions/arm-A/phase-L/``, format 2 manifest."""
+    relayout(ledger, out, layout.VERSION_2)
+    return out
 
 
-def test_format_1_ledger_reads_to_the_same_views(ledger, format_1):
-    assert layout.ledger_layout(format_1) is layout.VERSION_1
-    assert len(finished_partitions(format_1)) == len(finished_partitions(ledger)) > 0
-    assert table_digests(format_1) == table_digests(ledger)
+@pytest.fixture(scope="module", params=["1", "2"])
+def older(request, ledger, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp(f"format{request.param}") / "ledger"
+    return (as_format_1 if request.param == "1" else as_format_2)(ledger, path)
 
 
-def test_format_1_ledger_diagnoses_as_before(ledger, format_1):
+def test_older_ledger_reads_to_the_same_views(ledger, older):
+    assert layout.ledger_layout(older) in (layout.VERSION_1, layout.VERSION_2)
+    assert (older / "partitions").is_dir() and not (older / "records").exists()
+    assert len(finished_partitions(older)) == len(finished_partitions(ledger)) > 0
+    assert table_digests(older) == table_digests(ledger)
+
+
+def test_older_ledger_diagnoses_as_before(ledger, older):
     outputs = []
-    for path in (ledger, format_1):
+    for path in (ledger, older):
         result = runner.invoke(app, ["diagnose", str(path), "--json"])
         assert result.exit_code == 0, result.output
         outputs.append(result.output)
     assert outputs[0] == outputs[1] and outputs[0].count("\n") > 10
 
 
-def test_format_1_row_checks_use_its_directory_names(format_1, tmp_path):
-    """A record filed under another partition is still found in a format 1 ledger."""
+def test_older_row_checks_use_its_directory_names(older, tmp_path):
+    """A record filed under another partition is still found in a format 1 or 2 ledger."""
     import pyarrow.parquet as pq
 
-    from ledgerscope.ledger.verify import file_record
-
     damaged = tmp_path / "damaged"
-    shutil.copytree(format_1, damaged)
-    part = finished_partitions(damaged)[0]
-    records = part / "records.parquet"
+    shutil.copytree(older, damaged)
+    records = table_file(damaged, "records", *finished_partitions(damaged)[0])
     table = pq.read_table(records)
     table = table.set_column(
         table.schema.get_field_index("phase"), "phase", pa.array(["elsewhere"] * table.num_rows, pa.string())
     )
     pq.write_table(table, records)
-    marker = json.loads((part / "_SUCCESS.json").read_text())
-    marker["files"]["records.parquet"] = file_record(records)
-    (part / "_SUCCESS.json").write_text(json.dumps(marker))
+    rerecord(damaged, records)
     with pytest.raises(InputError) as err:
         connect(damaged)
     assert "another partition's file" in str(err.value)
-    connect(format_1).close()  # undamaged, the same check passes
+    connect(older).close()  # undamaged, the same check passes
 
 
-def test_format_1_ledger_is_not_resumed(format_1):
-    identity = json.loads((format_1 / "manifest.json").read_text())["identity"]
+def test_older_ledger_is_not_resumed(older):
+    identity = json.loads((older / "manifest.json").read_text())["identity"]
     with pytest.raises(InputError) as err:
-        check_out(format_1, identity)
+        check_out(older, identity)
     assert "older format" in str(err.value)
 
 
-def test_format_1_ledger_converts_to_format_2_and_back_unchanged(ledger, format_1, tmp_path):
+def test_older_ledger_converts_through_jsonl_to_format_3(ledger, older, tmp_path):
     inter, back = tmp_path / "jsonl", tmp_path / "back"
-    assert runner.invoke(app, ["convert", str(format_1), "--to", "jsonl", "--out", str(inter)]).exit_code == 0
+    assert runner.invoke(app, ["convert", str(older), "--to", "jsonl", "--out", str(inter)]).exit_code == 0
     result = runner.invoke(app, ["convert", str(inter), "--to", "parquet", "--out", str(back)])
     assert result.exit_code == 0, result.output
     assert layout.ledger_layout(back) is layout.CURRENT
     assert json.loads((back / "manifest.json").read_text())["format"] == schema.FORMAT
     assert table_digests(back) == table_digests(ledger)
-    assert all("=" not in p.name for p in back.rglob("*"))
+
+
+def test_older_ledger_upgrades_to_a_new_directory_and_in_place(ledger, older, tmp_path):
+    new = tmp_path / "new"
+    result = runner.invoke(app, ["convert", str(older), "--to", "parquet", "--out", str(new)])
+    assert result.exit_code == 0, result.output
+    assert layout.ledger_layout(new) is layout.CURRENT and (older / "partitions").is_dir()
+    assert table_digests(new) == table_digests(ledger)
+    assert sorted(finished_partitions(new)) == sorted(finished_partitions(ledger))
+    copy = tmp_path / "copy"
+    shutil.copytree(older, copy)
+    result = runner.invoke(app, ["convert", str(copy), "--to", "parquet", "--out", str(copy)])
+    assert result.exit_code == 0, result.output
+    assert layout.ledger_layout(copy) is layout.CURRENT and not (copy / "partitions").exists()
+    assert table_digests(copy) == table_digests(ledger)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "new"]  # no staging left behind
+    again = runner.invoke(app, ["convert", str(older), "--to", "parquet", "--out", str(new)])
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_a_marker_names_only_its_own_partitions_files(ledger, tmp_path):
+    """A format 3 marker listing another partition's file is refused, not followed."""
+    copy = tmp_path / "ledger"
+    shutil.copytree(ledger, copy)
+    (a, p), (a2, p2) = finished_partitions(copy)[:2]
+    marker, key = marker_of(copy, table_file(copy, "records", a, p))
+    meta = json.loads(marker.read_text())
+    meta["files"][layout.CURRENT.file_key("records", a2, p2)] = meta["files"].pop(key)
+    marker.write_text(json.dumps(meta))
+    with pytest.raises(InputError) as err:
+        connect(copy)
+    assert "not a file record of this partition" in str(err.value)
 
 
 def test_a_manifest_names_no_directory_it_cannot_hold(ledger, tmp_path):

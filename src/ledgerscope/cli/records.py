@@ -18,17 +18,38 @@ from ledgerscope.common.safe_text import json_text
 
 def convert(
     source: Annotated[Path, typer.Argument(help="A ledger directory, or a JSONL interchange directory.")],
-    to: Annotated[str, typer.Option("--to", help="jsonl (ledger -> interchange) or parquet (back).")],
-    out: Annotated[Path, typer.Option("--out", help="Directory to write (renamed into place whole).")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="jsonl (ledger -> interchange) or parquet (interchange -> ledger; an older "
+            "Parquet ledger -> the current format).",
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Directory to write (renamed into place whole); the ledger itself upgrades it in place.",
+        ),
+    ],
 ) -> None:
-    """Convert a ledger to JSONL interchange (one file per table) or build a ledger from one."""
+    """Convert a ledger to JSONL interchange (one file per table), build a ledger from one, or
+    upgrade an older Parquet ledger to the current format."""
     from ledgerscope.ledger.interchange import from_jsonl, to_jsonl
+    from ledgerscope.ledger.layout import is_interchange
+    from ledgerscope.ledger.upgrade import upgrade
 
     if to not in ("jsonl", "parquet"):
         raise typer.BadParameter("--to must be jsonl or parquet")
     try:
         with reading(source), writing(out):
-            counts = to_jsonl(source, out) if to == "jsonl" else from_jsonl(source, out)
+            if to == "jsonl":
+                counts = to_jsonl(source, out)
+            elif is_interchange(source):
+                counts = from_jsonl(source, out)
+            else:
+                counts = upgrade(source, out)
     except LedgerscopeError as exc:
         fail(exc)
         return

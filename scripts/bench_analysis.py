@@ -26,7 +26,7 @@ import sys, duckdb
 con = duckdb.connect()
 con.execute("SELECT count(*), sum(rank), sum(score), sum(length(unit_id)), sum(length(qid)), "
             "sum(length(stage)), sum(start), sum(\\"end\\"), sum(length(doc_id)), sum(len(lineage)) "
-            "FROM read_parquet(?)", [sys.argv[1] + '/partitions/*/*/candidates.parquet']).fetchall()
+            "FROM read_parquet(?)", [sys.argv[1] + '/candidates/**/*.parquet']).fetchall()
 """
 
 

@@ -63,6 +63,7 @@ def one_sweep(name: str, fixtures, corpus, cfg, out: Path) -> dict:
     from ledgerscope.pipeline.run.costs.calibrate import estimate_seconds
     from ledgerscope.pipeline.run.costs.estimate import plan_sweep
     from ledgerscope.pipeline.run.sweep import sweep
+    from ledgerscope.testing.ledger_files import marker_paths
 
     shared_encoder(cfg.embedding["model"], 64).forget()  # every sweep encodes from nothing
     plan = plan_sweep(fixtures, corpus, [cfg], out)
@@ -72,7 +73,7 @@ def one_sweep(name: str, fixtures, corpus, cfg, out: Path) -> dict:
     shared_encoder(cfg.embedding["model"], 64).forget()
     result = sweep(fixtures, corpus, [cfg], out)
     recording = 0.0
-    for marker in out.glob("partitions/*/*/_SUCCESS.json"):
+    for marker in marker_paths(out):
         recording += json.loads(marker.read_text())["resources"]["recording_seconds"]
     return {
         "sweep": name,
@@ -90,9 +91,17 @@ def one_sweep(name: str, fixtures, corpus, cfg, out: Path) -> dict:
 
 def read_back(name: str, out: Path) -> dict:
     """A finished sweep's figures from its run record and resource records (no estimate)."""
+    from ledgerscope.ledger.layout import ledger_layout
+    from ledgerscope.testing.ledger_files import marker_paths
+
     run = json.loads(sorted(out.glob("runs/*.json"))[-1].read_text())
-    parts = [json.loads(m.read_text())["resources"] for m in out.glob("partitions/*/*/_SUCCESS.json")]
-    oracle = [json.loads(m.read_text()) for m in out.glob("oracle/*/resources.json")]
+    parts = [json.loads(m.read_text())["resources"] for m in marker_paths(out)]
+    layout = ledger_layout(out)
+    oracle = [
+        json.loads(layout.oracle_resources_path(out, arm).read_text())
+        for arm, _ in layout.oracle_files(out)
+        if layout.oracle_resources_path(out, arm).is_file()
+    ]
     return {
         "sweep": name,
         "seconds": run["seconds"],

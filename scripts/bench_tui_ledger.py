@@ -1,7 +1,7 @@
 """The 1M-candidate-row ledger ``scripts/bench_tui.py`` opens, written straight to Parquet.
 
 2 arms x 8 phases x 2,000 questions x 32 candidate rows = 1,024,000 candidate rows by default, schema
-valid, each partition's ``_SUCCESS.json`` recording its files' sizes and SHA-256 digests as the sweep's
+valid, each partition's commit marker recording its files' sizes and SHA-256 digests as the sweep's
 writer does (so the integrity checks ``ledgerscope open`` runs have the same work as on a real ledger).
 """
 
@@ -100,7 +100,7 @@ def build_ledger(out: Path, questions: int = 2000, phases: int = 8, docs: int = 
             ],
             schema=schema.SOURCES,
         ),
-        out / "sources.parquet",
+        _sources_path(out),
     )
     doc_ids = list(texts)
     # units: fixed 200-character windows with 40 characters of overlap, shifted per phase
@@ -182,13 +182,10 @@ def _write_partition(
     out: Path, arm: str, phase: str, offset: int, texts, versions, gold, fixtures, rng
 ) -> int:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from ledgerscope.ledger import schema
-    from ledgerscope.ledger.write import partition_dir
+    from ledgerscope.ledger.write import write_partition
 
-    part = partition_dir(out, arm, phase)
-    part.mkdir(parents=True, exist_ok=True)
     units, bounds, unit_index = _units_and_bounds(arm, phase, offset, texts, versions)
     cand_cols: dict[str, list] = {f.name: [] for f in schema.CANDIDATES}
     doc_ids = list(texts)
@@ -196,17 +193,15 @@ def _write_partition(
         _question(fx, arm, phase, offset, texts, gold[fx["qid"]], unit_index, doc_ids, cand_cols, rng)
         for fx in fixtures
     ]
-    pq.write_table(pa.Table.from_pylist(units, schema=schema.UNITS), part / "units.parquet")
-    pq.write_table(pa.Table.from_pylist(bounds, schema=schema.BOUNDARIES), part / "boundaries.parquet")
-    pq.write_table(
-        pa.Table.from_pydict(cand_cols, schema=schema.CANDIDATES),
-        part / "candidates.parquet",
-        row_group_size=64 * 1024,
-    )
-    pq.write_table(pa.Table.from_pylist(records, schema=schema.RECORDS), part / "records.parquet")
+    tables = {
+        "units": pa.Table.from_pylist(units, schema=schema.UNITS),
+        "boundaries": pa.Table.from_pylist(bounds, schema=schema.BOUNDARIES),
+        "candidates": pa.Table.from_pydict(cand_cols, schema=schema.CANDIDATES),
+        "records": pa.Table.from_pylist(records, schema=schema.RECORDS),
+    }
     n = len(cand_cols["qid"])
     meta = {"arm": arm, "phase": phase, "candidates": n, "records": len(records), "units": len(units)}
-    (part / "_SUCCESS.json").write_text(json.dumps({**meta, "files": _file_records(part)}))
+    write_partition(out, arm, phase, tables, meta)  # files, then the commit marker recording them
     return n
 
 
@@ -377,15 +372,23 @@ def _support_flags(keep: bool, rng) -> dict[str, bool]:
     return flags
 
 
+def _sources_path(out: Path) -> Path:
+    from ledgerscope.ledger.write import sources_path
+
+    sources_path(out).parent.mkdir(parents=True, exist_ok=True)
+    return sources_path(out)
+
+
 def _file_records(part: Path) -> dict:
-    """Each table file's size and digest, as ``ledger.write`` records them in ``_SUCCESS.json``."""
+    """Each table file's size and digest, as format 2 recorded them in ``_SUCCESS.json``."""
     from ledgerscope.ledger.verify import file_record
 
     return {p.name: file_record(p) for p in sorted(part.glob("*.parquet"))}
 
 
 def ensure_digests(out: Path) -> int:
-    """Record the files of a ledger built before the markers held digests; returns partitions updated."""
+    """Record the files of a (format 2) ledger built before the markers held digests; returns
+    partitions updated (format 3 markers always record them)."""
     updated = 0
     for marker in sorted(out.glob("partitions/*/*/_SUCCESS.json")):
         meta = json.loads(marker.read_text())

@@ -16,6 +16,7 @@ import typer
 from ledgerscope.cli import analyse, browse, inputs, records
 from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.release import gate
+from ledgerscope.cli.shared.locations import ledger_locations
 from ledgerscope.cli.shared.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.shared.output import console as _console
 from ledgerscope.cli.shared.output import fail as _fail
@@ -109,11 +110,12 @@ def _root(
 
 # registered in the order --help lists them: these three before sweep, the rest after it
 app.command()(inputs.validate)
-app.command()(analyse.diagnose)
-app.command()(analyse.compare)
+app.command()(ledger_locations(read=("ledger",))(analyse.diagnose))
+app.command()(ledger_locations(read=("ledger", "baseline_ledger"))(analyse.compare))
 
 
 @app.command()
+@ledger_locations(write=("out",))
 def sweep(
     fixtures: Annotated[Path, typer.Option("--fixtures", help="Fixtures file (any accepted form).")],
     arm: Annotated[list[Path], typer.Option("--arm", help="Arm TOML; repeat for candidate and baseline.")],
@@ -278,15 +280,15 @@ def offsets_line(arm: str, counts) -> str:
 
 app.command()(records.convert)
 app.command()(records.rerun)
-app.command()(records.export)
-app.command("open")(browse.open_ledger)
-app.command()(analyse.report)
+app.command()(ledger_locations(read=("ledger",))(records.export))
+app.command("open")(ledger_locations(read=("ledger", "baseline_ledger"))(browse.open_ledger))
+app.command()(ledger_locations(read=("ledger",))(analyse.report))
 app.command("gate")(gate.gate)
-app.command()(browse.serve)
+app.command()(ledger_locations(read=("ledger",))(browse.serve))
 
 from ledgerscope.cli.ingest import ingest_command  # noqa: E402 - after the app it joins
 
-app.command("ingest")(ingest_command)
+app.command("ingest")(ledger_locations(write=("out",), new=True)(ingest_command))
 
 from ledgerscope.cli import reannotate  # noqa: E402 - after the app it joins
 

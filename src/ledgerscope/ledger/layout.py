@@ -41,16 +41,33 @@ class Layout:
         """The partition's commit marker: it counts only once this is written, after its files."""
         raise NotImplementedError
 
+    #: the commit markers' paths relative to the ledger, as a glob
+    marker_pattern: str
+    #: the oracle tables' paths relative to the ledger, as a glob
+    oracle_pattern: str
+
+    def marker_key(self, rel: str) -> tuple[str, str]:
+        """(arm, phase) of a commit marker at ``rel`` (relative to the ledger, ``/``-separated)."""
+        raise NotImplementedError
+
+    def oracle_arm(self, rel: str) -> str:
+        """The arm of an oracle table at ``rel`` (relative to the ledger, ``/``-separated)."""
+        raise NotImplementedError
+
     def finished(self, ledger: str | Path) -> list[tuple[str, str]]:
         """(arm, phase) of every partition with a commit marker, sorted: the only ones read."""
-        raise NotImplementedError
+        root = Path(ledger)
+        rels = (p.relative_to(root).as_posix() for p in root.glob(self.marker_pattern))
+        return sorted(self.marker_key(rel) for rel in rels)
 
     def oracle_path(self, ledger: str | Path, arm: str) -> Path:
         raise NotImplementedError
 
     def oracle_files(self, ledger: str | Path) -> list[tuple[str, Path]]:
         """(arm, file) of every oracle table, sorted."""
-        raise NotImplementedError
+        root = Path(ledger)
+        found = root.glob(self.oracle_pattern)
+        return sorted((self.oracle_arm(p.relative_to(root).as_posix()), p) for p in found)
 
     def oracle_resources_path(self, ledger: str | Path, arm: str) -> Path:
         """The resource record of the arm's oracle run."""
@@ -103,19 +120,23 @@ class PartitionDirLayout(Layout):
     def marker_path(self, ledger: str | Path, arm: str, phase: str) -> Path:
         return self.partition_dir(ledger, arm, phase) / "_SUCCESS.json"
 
-    def finished(self, ledger: str | Path) -> list[tuple[str, str]]:
-        glob = f"partitions/{self.arm_prefix}*/{self.phase_prefix}*/_SUCCESS.json"
-        parts = sorted(p.parent for p in Path(ledger).glob(glob))
-        return [
-            (p.parent.name[len(self.arm_prefix) :], p.name[len(self.phase_prefix) :]) for p in parts
-        ]
+    @property
+    def marker_pattern(self) -> str:
+        return f"partitions/{self.arm_prefix}*/{self.phase_prefix}*/_SUCCESS.json"
+
+    def marker_key(self, rel: str) -> tuple[str, str]:
+        arm_dir, phase_dir = rel.split("/")[1:3]
+        return arm_dir[len(self.arm_prefix) :], phase_dir[len(self.phase_prefix) :]
 
     def oracle_path(self, ledger: str | Path, arm: str) -> Path:
         return Path(ledger) / "oracle" / f"{self.arm_prefix}{arm}" / "oracle.parquet"
 
-    def oracle_files(self, ledger: str | Path) -> list[tuple[str, Path]]:
-        paths = sorted(Path(ledger).glob(f"oracle/{self.arm_prefix}*/oracle.parquet"))
-        return [(p.parent.name[len(self.arm_prefix) :], p) for p in paths]
+    @property
+    def oracle_pattern(self) -> str:
+        return f"oracle/{self.arm_prefix}*/oracle.parquet"
+
+    def oracle_arm(self, rel: str) -> str:
+        return rel.split("/")[1][len(self.arm_prefix) :]
 
     def oracle_resources_path(self, ledger: str | Path, arm: str) -> Path:
         return self.oracle_path(ledger, arm).with_name("resources.json")
@@ -150,16 +171,19 @@ class TableDirLayout(Layout):
     def marker_path(self, ledger: str | Path, arm: str, phase: str) -> Path:
         return Path(ledger) / "_commits" / f"arm={arm}" / f"phase={phase}.json"
 
-    def finished(self, ledger: str | Path) -> list[tuple[str, str]]:
-        markers = sorted(Path(ledger).glob("_commits/arm=*/phase=*.json"))
-        return [(m.parent.name[len("arm=") :], m.name[len("phase=") : -len(".json")]) for m in markers]
+    marker_pattern = "_commits/arm=*/phase=*.json"
+
+    def marker_key(self, rel: str) -> tuple[str, str]:
+        arm_dir, name = rel.split("/")[1:3]
+        return arm_dir[len("arm=") :], name[len("phase=") : -len(".json")]
 
     def oracle_path(self, ledger: str | Path, arm: str) -> Path:
         return Path(ledger) / "oracle" / f"arm={arm}" / PART_FILE
 
-    def oracle_files(self, ledger: str | Path) -> list[tuple[str, Path]]:
-        paths = sorted(Path(ledger).glob(f"oracle/arm=*/{PART_FILE}"))
-        return [(p.parent.name[len("arm=") :], p) for p in paths]
+    oracle_pattern = f"oracle/arm=*/{PART_FILE}"
+
+    def oracle_arm(self, rel: str) -> str:
+        return rel.split("/")[1][len("arm=") :]
 
     def oracle_resources_path(self, ledger: str | Path, arm: str) -> Path:
         return Path(ledger) / "_commits" / "oracle" / f"arm={arm}.json"

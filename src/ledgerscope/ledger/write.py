@@ -54,7 +54,10 @@ def sources_path(ledger: Path) -> Path:
 
 
 def is_done(ledger: Path, arm: str, phase: str) -> bool:
-    return CURRENT.is_committed(ledger, arm, phase)
+    """The partition is committed here, or (a directory standing for a bucket) in the bucket."""
+    from ledgerscope.ledger.storage import is_published
+
+    return CURRENT.is_committed(ledger, arm, phase) or is_published(ledger, arm, phase)
 
 
 def write_table(path: Path, rows: list[dict[str, Any]] | pa.Table, table_schema: pa.Schema) -> None:
@@ -95,6 +98,9 @@ def write_partition(
     shutil.rmtree(staging, ignore_errors=True)
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(marker, json.dumps(meta, indent=2, sort_keys=True))
+    from ledgerscope.ledger.storage import publish_partition
+
+    publish_partition(ledger, arm, phase)  # a directory standing for a bucket: files, then the marker
 
 
 def clear_staging(ledger: Path) -> None:

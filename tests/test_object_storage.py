@@ -187,3 +187,25 @@ def test_no_object_holds_the_secret_key(s3, remote, inputs):
     assert not leaked
     cache = Path(os.environ["LEDGERSCOPE_REMOTE_CACHE"])
     assert not [p for p in cache.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+
+
+@pytest.mark.slow
+def test_ray_workers_write_their_partitions_to_the_bucket(s3, ray_cluster, inputs, local_ledger):
+    """Workers get the bucket's URL, not a path on the driver's disk: each writes its partition to a
+    directory of its own and uploads it (files, then marker). ``s3`` comes first: the cluster's
+    processes keep the environment (endpoint, credentials) they started with."""
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.run.ray_executor import RayExecutor
+    from ledgerscope.pipeline.run.sweep import sweep
+
+    loc = storage.parse("s3://ledgers/runs/ray")
+    fixtures, corpus = load_fixtures(inputs["fixtures"], load_corpus(inputs["corpus"]))
+    arms = [load_arm(inputs["fixtures"].parent / f"{name}.toml") for name in ARMS]
+    out = storage.bind(loc)
+    result = sweep(fixtures, corpus, arms, out, executor=RayExecutor())
+    storage.publish_all(out, loc)
+    assert len(result.written) == 4
+    assert not list(out.glob("records/*/*/*.parquet"))  # the driver's directory holds no partition
+    assert table_digests(storage.fetch(loc)) == table_digests(local_ledger)

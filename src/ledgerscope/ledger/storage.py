@@ -317,6 +317,16 @@ def publish_partition(ledger: Path, arm: str, phase: str) -> None:
         _upload(fs, ledger, loc.path, [marker])
 
 
+def publish_run_level(ledger: Path) -> None:
+    """Upload a bound working directory's run-level files (the manifest, sources, fixtures, oracle)."""
+    url = bound_url(ledger)
+    if url is None:
+        return
+    loc = parse(url)
+    with _remote_errors(loc):
+        _upload(loc.filesystem(), ledger, loc.path, _run_level(ledger))
+
+
 def is_published(ledger: Path, arm: str, phase: str) -> bool:
     """A bound working directory's partition is committed in the bucket (a retried worker skips it)."""
     url = bound_url(ledger)

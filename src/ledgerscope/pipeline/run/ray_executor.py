@@ -134,9 +134,13 @@ class RayExecutor:
             num_cpus=1, max_retries=self.max_retries, retry_exceptions=False
         )
         fixtures, corpus = ray.put(job.fixtures), ray.put(job.corpus)
+        from ledgerscope.ledger.storage import bound_url, publish_run_level
+
+        publish_run_level(job.out)  # a bucket gets the manifest before any worker's partition
+        target = bound_url(job.out) or str(job.out)  # a bucket's URL: workers write to it directly
         refs = [
             task.remote(
-                str(job.out),
+                target,
                 cfg,
                 phase,
                 fixtures,

@@ -10,6 +10,7 @@ blocks of its arm's model, keeps the rows of its own unit texts, and encodes onl
 from __future__ import annotations
 
 import os
+import shutil
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -96,7 +97,9 @@ def partition_task(
     """
     import ray
 
-    ledger = Path(out)
+    from ledgerscope.ledger.storage import working_dir
+
+    ledger = working_dir(out)  # a URL: a local directory whose partition uploads itself (no shared disk)
     report: dict[str, Any] = {
         "arm": cfg.name,
         "phase": phase.label,
@@ -107,6 +110,8 @@ def partition_task(
     }
     if is_done(ledger, cfg.name, phase.label):
         report["skipped"] = True
+        if ledger != Path(out):
+            shutil.rmtree(ledger, ignore_errors=True)
         return report
     rt = build_runtime(cfg, shared_encoder)
     before = rt.encoder.forward_texts
@@ -118,6 +123,8 @@ def partition_task(
         rt.encoder.preload(found)
         report["preloaded"] = len(found)
     index = run_partition(ledger, rt, phase, fixtures, corpus, oracle)
+    if ledger != Path(out):  # uploaded, files then marker: nothing of it is needed here
+        shutil.rmtree(ledger, ignore_errors=True)
     counts: Counter = Counter()
     count_offsets(counts, index.boundaries)
     report["offsets"] = dict(counts)

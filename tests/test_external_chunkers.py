@@ -371,15 +371,17 @@ def _without_repairs(ledger: Path, out: Path) -> Path:
     """A copy of ``ledger`` as a ledger written before the repairs table existed."""
     import json
 
+    from ledgerscope.ledger.layout import ledger_layout
+
     shutil.copytree(ledger, out)
-    for marker in marker_paths(out):
+    layout = ledger_layout(out)
+    for arm, phase in layout.finished(out):
+        marker = layout.marker_path(out, arm, phase)
         meta = json.loads(marker.read_text())
-        for key in [k for k in meta.get("files", {}) if k.startswith("repairs")]:
-            meta["files"].pop(key)
-            (out / key).unlink()
+        meta.get("files", {}).pop(layout.file_key("repairs", arm, phase), None)
         meta.pop("repairs", None)
         marker.write_text(json.dumps(meta))
-        (marker.parent / "repairs.parquet").unlink(missing_ok=True)
+        layout.table_file(out, "repairs", arm, phase).unlink(missing_ok=True)
     return out
 
 

@@ -174,9 +174,11 @@ def _flipped_questions(ledger: Path) -> int:
     """Independently: questions correct in the baseline and wrong in the candidate at some phase."""
     import duckdb
 
-    files = str(ledger / "partitions" / "*" / "*" / "records.parquet")
+    from ledgerscope.testing.ledger_files import table_files
+
+    files = "[" + ", ".join(f"'{p}'" for p in table_files(ledger, "records")) + "]"
     return duckdb.sql(
-        f"SELECT count(DISTINCT c.qid) FROM read_parquet('{files}') c JOIN read_parquet('{files}') b "
+        f"SELECT count(DISTINCT c.qid) FROM read_parquet({files}) c JOIN read_parquet({files}) b "
         "ON c.qid = b.qid AND c.phase = b.phase WHERE c.arm = 'candidate' AND b.arm = 'baseline' "
         "AND b.answer_verdict = 'correct' "
         "AND c.answer_verdict IN ('wrong', 'false-assertion', 'critical-condition-error')"

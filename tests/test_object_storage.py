@@ -162,6 +162,7 @@ def test_a_malformed_or_unusable_url_is_an_input_error(s3, inputs, tmp_path, mon
     assert list(tmp_path.iterdir()) == []  # no local folder named after the URL
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_mid_partition_resumes_from_the_bucket(s3, inputs, local_ledger):
     url = "s3://ledgers/runs/killed"
     env = {**os.environ, "LEDGERSCOPE_PARTITION_PAUSE_S": "3"}

@@ -427,15 +427,18 @@ async def test_a_damaged_ledger_shows_why_on_screen(ledger, tmp_path):  # noqa: 
 
     broken = tmp_path / "broken"
     shutil.copytree(ledger, broken)
-    (broken / "partitions" / "arm-candidate" / "phase-1" / "records.parquet").write_bytes(b"not parquet")
+    from ledgerscope.testing.ledger_files import table_file
+
+    table_file(broken, "records", "candidate", "1").write_bytes(b"not parquet")
     app = make_app(broken)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         err = app.main.query_one("#filter-error")
-        assert err.display and "records.parquet" in str(err.render())
+        assert err.display and "part-0.parquet" in str(err.render())
         assert app.main.count == 0
         # the checks say where, on the screen that blocks the app (tests/test_tui_first_screen.py)
         assert type(app.screen).__name__ == "IntegrityScreen" and app.main.trust == "failed"
-        assert "phase-1/records.parquet" in str(app.screen.query_one("#integrity-text").render())
+        shown = str(app.screen.query_one("#integrity-text").render())
+        assert "records/arm=candidate/phase=1/part-0.parquet" in shown
         await press(pilot, "j", "3")  # nothing to show, nothing breaks
         assert app.main.detail is None

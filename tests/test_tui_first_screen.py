@@ -139,7 +139,7 @@ async def test_a_tampered_digest_blocks_the_screen_after_the_list_painted(synthe
         await settle(pilot)
         assert app.main.trust == "failed" and app.main.timings["checks"] > app.main.timings["first_list"]
         problems = str(app.screen.query_one("#integrity-text").render())
-        assert "phase-1/records.parquet" in problems and "sha256" in problems
+        assert "records/arm=candidate/phase=1/part-0.parquet" in problems and "sha256" in problems
         assert "failed its integrity checks" in problems
         # what was painted is hidden, and nothing on screen is a row of the ledger
         assert app.main.has_class("-untrusted") and not app.main.query_one("#main").display
@@ -162,13 +162,13 @@ async def test_a_tampered_digest_blocks_the_screen_after_the_list_painted(synthe
 async def test_a_ledger_that_does_not_open_shows_why_in_the_blocking_screen(synthetic, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(synthetic, broken)
-    (broken / "partitions" / "arm-candidate" / "phase-2" / "records.parquet").write_bytes(b"not parquet")
+    table_file(broken, "records", "candidate", "2").write_bytes(b"not parquet")
     app = LedgerscopeApp(LedgerSession(broken), tune_gc=False)
     async with app.run_test(size=SMALL) as pilot:
         await until(pilot, lambda: isinstance(app.screen, IntegrityScreen))
         await settle(pilot)
         problems = str(app.screen.query_one("#integrity-text").render())
-        assert "phase-2/records.parquet" in problems
+        assert "records/arm=candidate/phase=2/part-0.parquet" in problems
         assert app.main.count == 0 and app.main.trust == "failed"
 
 

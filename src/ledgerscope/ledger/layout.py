@@ -110,6 +110,8 @@ class PartitionDirLayout(Layout):
 
     def __init__(self, format: str, arm_prefix: str, phase_prefix: str) -> None:
         self.format, self.arm_prefix, self.phase_prefix = format, arm_prefix, phase_prefix
+        self.marker_pattern = f"partitions/{arm_prefix}*/{phase_prefix}*/_SUCCESS.json"
+        self.oracle_pattern = f"oracle/{arm_prefix}*/oracle.parquet"
 
     def partition_dir(self, ledger: str | Path, arm: str, phase: str) -> Path:
         return Path(ledger) / "partitions" / f"{self.arm_prefix}{arm}" / f"{self.phase_prefix}{phase}"
@@ -120,9 +122,6 @@ class PartitionDirLayout(Layout):
     def marker_path(self, ledger: str | Path, arm: str, phase: str) -> Path:
         return self.partition_dir(ledger, arm, phase) / "_SUCCESS.json"
 
-    @property
-    def marker_pattern(self) -> str:
-        return f"partitions/{self.arm_prefix}*/{self.phase_prefix}*/_SUCCESS.json"
 
     def marker_key(self, rel: str) -> tuple[str, str]:
         arm_dir, phase_dir = rel.split("/")[1:3]
@@ -131,9 +130,6 @@ class PartitionDirLayout(Layout):
     def oracle_path(self, ledger: str | Path, arm: str) -> Path:
         return Path(ledger) / "oracle" / f"{self.arm_prefix}{arm}" / "oracle.parquet"
 
-    @property
-    def oracle_pattern(self) -> str:
-        return f"oracle/{self.arm_prefix}*/oracle.parquet"
 
     def oracle_arm(self, rel: str) -> str:
         return rel.split("/")[1][len(self.arm_prefix) :]

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,10 +160,10 @@ def _rel(path: Path) -> str:
     return path.as_posix()
 
 
-def committed_files(fs: Any, root: str, layout: Layout) -> dict[str, dict | None]:
+def committed_files(fs: Any, root: str, layout: Layout) -> dict[str, dict[str, Any] | None]:
     """{relative path: file record or None} of what a remote ledger has committed: run-level files,
     then each committed partition's listed files, then its marker (markers last)."""
-    out: dict[str, dict | None] = {}
+    out: dict[str, dict[str, Any] | None] = {}
     for name in ("manifest.json", "fixtures.jsonl", "_SWEEP_DONE.json"):
         out[name] = None
     out[_rel(layout.sources_path(""))] = None
@@ -172,7 +173,7 @@ def committed_files(fs: Any, root: str, layout: Layout) -> dict[str, dict | None
         rel = path[len(root) + 1 :]
         out[rel] = None
         out[_rel(layout.oracle_resources_path("", layout.oracle_arm(rel)))] = None
-    markers = {}
+    markers: dict[str, dict[str, Any] | None] = {}
     for path in sorted(fs.glob(f"{root}/{layout.marker_pattern}")):
         rel = path[len(root) + 1 :]
         arm, phase = layout.marker_key(rel)
@@ -190,16 +191,16 @@ def committed_files(fs: Any, root: str, layout: Layout) -> dict[str, dict | None
     return out
 
 
-def _same(local: Path, record: dict | None) -> bool:
+def _same(local: Path, record: dict[str, Any] | None) -> bool:
     """``local`` already holds the file a marker records (size and SHA-256)."""
     if record is None or not local.is_file() or local.stat().st_size != record.get("bytes"):
         return False
     from ledgerscope.ledger.verify import file_record
 
-    return file_record(local)["sha256"] == record.get("sha256")
+    return bool(file_record(local)["sha256"] == record.get("sha256"))
 
 
-def _download(fs: Any, root: str, local: Path, wanted: dict[str, dict | None]) -> None:
+def _download(fs: Any, root: str, local: Path, wanted: dict[str, dict[str, Any] | None]) -> None:
     for rel, record in wanted.items():
         target = local / rel
         if _same(target, record):
@@ -356,7 +357,7 @@ def publish_all(ledger: Path, loc: Location) -> None:
 
 
 @contextlib.contextmanager
-def _remote_errors(loc: Location):
+def _remote_errors(loc: Location) -> Iterator[None]:
     """A bucket that cannot be reached or refuses us is a machine condition or an input problem, named."""
     try:
         yield

@@ -210,9 +210,10 @@ def test_rejudge_with_the_same_fixtures_gives_the_sweeps_records(sample_ledger, 
     assert result.changed_questions == [] and result.changed_records == 0 and result.oracle_rerun == []
     assert _records(out) == _records(sample_ledger)
     for arm in ("candidate", "baseline"):
-        assert pq.read_table(oracle_file(out, arm)).to_pylist() == pq.read_table(
-            oracle_file(sample_ledger, arm)
-        ).to_pylist()
+        assert (
+            pq.read_table(oracle_file(out, arm)).to_pylist()
+            == pq.read_table(oracle_file(sample_ledger, arm)).to_pylist()
+        )
 
 
 def test_rejudge_changes_only_the_questions_whose_gold_changed(sample_ledger, exported, tmp_path):

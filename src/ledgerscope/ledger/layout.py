@@ -122,14 +122,12 @@ class PartitionDirLayout(Layout):
     def marker_path(self, ledger: str | Path, arm: str, phase: str) -> Path:
         return self.partition_dir(ledger, arm, phase) / "_SUCCESS.json"
 
-
     def marker_key(self, rel: str) -> tuple[str, str]:
         arm_dir, phase_dir = rel.split("/")[1:3]
         return arm_dir[len(self.arm_prefix) :], phase_dir[len(self.phase_prefix) :]
 
     def oracle_path(self, ledger: str | Path, arm: str) -> Path:
         return Path(ledger) / "oracle" / f"{self.arm_prefix}{arm}" / "oracle.parquet"
-
 
     def oracle_arm(self, rel: str) -> str:
         return rel.split("/")[1][len(self.arm_prefix) :]

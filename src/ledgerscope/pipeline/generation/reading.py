@@ -102,48 +102,108 @@ def _same(a: str, b: str) -> bool:
     return a in b or b in a
 
 
-def bridge(question: str, scored: Sequence[dict]) -> dict | None:
-    """The best-scored sentence of another unit that links to the best one through a word the question
-    does not name (the entity the hop goes through) and names a question word itself (None: none)."""
+def _fresh(item: dict, chosen: Sequence[dict]) -> bool:
+    """Not one of the chosen sentences, nor a repeat or fragment of one."""
+    return all(item is not c and not _same(item["sentence"], c["sentence"]) for c in chosen)
+
+
+def cover(question: str, scored: Sequence[dict], floor: float = 0.0, linked: bool = False) -> list[dict]:
+    """The smallest set of sentences that covers the question's words, greedily: the best sentence, then
+    while some sentence (scoring at least ``floor``) names question words the chosen ones do not, the
+    one naming most of them (ties: the better scored), from any unit or document. ``linked``: only a
+    sentence that also shares a word the question does not name with a chosen one (retrieved context:
+    a sentence about another part of the question is an answer's next step only if it links to it)."""
     if not scored:
-        return None
+        return []
     q = stems(question)
-    first = stems(scored[0]["sentence"])
-    for item in scored[1:]:
-        if item["block"] == scored[0]["block"] or _same(item["sentence"], scored[0]["sentence"]):
-            continue  # another unit or document: within one unit the margin rule decides
-        words = stems(item["sentence"])
-        if (words & first) - q and words & q:
-            return item
-    return None
+    chosen = [scored[0]]
+    covered = stems(scored[0]["sentence"]) & q
+    others = stems(scored[0]["sentence"]) - q
+    while True:
+        best, best_new = None, frozenset()
+        for item in scored[1:]:
+            if item["score"] < floor or not _fresh(item, chosen):
+                continue
+            words = stems(item["sentence"])
+            if linked and not (words - q) & others:
+                continue
+            new = (words & q) - covered
+            if len(new) > len(best_new):  # scored is best first: ties keep the better scored
+                best, best_new = item, new
+        if best is None:
+            return chosen
+        chosen.append(best)
+        covered |= best_new
+        others |= stems(best["sentence"]) - q
+
+
+def _names(text: str) -> frozenset[str]:
+    """Stems of the names and numbers a sentence states (capitalised words after its first, digits)."""
+    words = text.split()[1:]
+    return stems(" ".join(w for w in words if w[:1].isupper() or w[:1].isdigit()))
+
+
+def follow_links(question: str, scored: Sequence[dict], chosen: Sequence[dict]) -> list[dict]:
+    """``chosen`` plus, for each unit no chosen sentence comes from, its best sentence that names a name
+    or number a chosen sentence names and the question does not (the entity a hop goes through),
+    repeated until no unit links: the next hop of a multi-hop answer often repeats no question word."""
+    q = stems(question)
+    out = list(chosen)
+    while True:
+        units = {c["block"] for c in out}
+        names = frozenset().union(*(_names(c["sentence"]) for c in out)) - q
+        nxt = next(
+            (
+                item
+                for item in scored
+                if item["block"] not in units and _fresh(item, out) and _names(item["sentence"]) & names
+            ),
+            None,
+        )
+        if nxt is None:
+            return out
+        out.append(nxt)
+
+
+def every_unit(question: str, scored: Sequence[dict], chosen: Sequence[dict], floor: float) -> list[dict]:
+    """``chosen`` plus, for each unit none of them comes from, its best sentence if it names a question
+    word and scores at least ``floor``: in a sufficient set every unit is evidence, and one that relates
+    to the question is part of the answer's support (a definition, the other half of a clause)."""
+    q = stems(question)
+    out = list(chosen)
+    for item in scored:
+        if item["block"] in {c["block"] for c in out} or item["score"] < floor or not _fresh(item, out):
+            continue
+        if stems(item["sentence"]) & q:
+            out.append(item)
+    return out
 
 
 def lead(scored: Sequence[dict], chosen: Sequence[dict]) -> float:
     """How far the answer's best sentence leads the best one outside the answer (its score when none)."""
     if not scored:
         return 0.0
-    texts = [c["sentence"] for c in chosen]
     for item in scored:
-        if item in chosen or any(_same(item["sentence"], t) for t in texts):
-            continue
-        return scored[0]["score"] - item["score"]
+        if _fresh(item, chosen):
+            return scored[0]["score"] - item["score"]
     return scored[0]["score"]
 
 
 def answer_plan(
-    question: str, scored: Sequence[dict], threshold: float, margin: float
+    question: str, scored: Sequence[dict], threshold: float, margin: float, sufficient: bool = False
 ) -> tuple[list[dict], str | None]:
-    """(the sentences to answer with, best first; the reason to abstain or None). ``scored``: the
-    reader's sentences, best first (``sentence``, ``score``, ``label``, ``block``, ``start``)."""
+    """(the sentences to answer with, in the order chosen; the reason to abstain or None). ``scored``:
+    the reader's sentences, best first (``sentence``, ``score``, ``label``, ``block``, ``start``).
+    ``sufficient``: the context is a sufficient set by construction (an oracle prompt), so it is
+    answered unless nothing in it relates to the question (the margin rule is for retrieved context)."""
     kind = question_kind(question)
     if kind is not None:
         return [], kind
     if not scored or scored[0]["score"] < threshold:
         return [], "below-threshold"
-    chosen = [scored[0]]
-    second = bridge(question, scored)
-    if second is not None:
-        chosen.append(second)
+    chosen = cover(question, scored, threshold, linked=not sufficient)
+    if sufficient:
+        return every_unit(question, scored, follow_links(question, scored, chosen), threshold), None
     if lead(scored, chosen) < margin:
         return [], "topical"
     return chosen, None
@@ -177,6 +237,6 @@ def extract_span(question: str, sentences: Sequence[str]) -> str | None:
 def answer_text(question: str, chosen: Sequence[dict]) -> str:
     """The answer: the span (where the question asks for one), then each sentence with its citation."""
     quoted = " ".join(f"{c['sentence']} [{c['label']}]" for c in chosen)
-    # the bridge holds the second hop: its span answers, the first sentence only leads to it
+    # the last sentence chosen holds the last hop: its span answers, the first ones lead to it
     span = extract_span(question, [c["sentence"] for c in reversed(chosen)])
     return f"{span}: {quoted}" if span else quoted

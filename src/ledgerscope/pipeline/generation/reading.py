@@ -165,6 +165,23 @@ def follow_links(question: str, scored: Sequence[dict], chosen: Sequence[dict]) 
         out.append(nxt)
 
 
+def bridge(question: str, scored: Sequence[dict], chosen: Sequence[dict]) -> dict | None:
+    """When the cover is one sentence: the best-scored sentence of another unit that shares with it a
+    word the question does not name (the entity the hop goes through) and names a question word itself
+    (a hop phrased in other words than the question's: "in charge of" / "run by"); None: none."""
+    if len(chosen) != 1:
+        return None
+    q = stems(question)
+    first = stems(chosen[0]["sentence"])
+    for item in scored:
+        if item["block"] == chosen[0]["block"] or not _fresh(item, chosen):
+            continue
+        words = stems(item["sentence"])
+        if (words & first) - q and words & q:
+            return item
+    return None
+
+
 def every_unit(question: str, scored: Sequence[dict], chosen: Sequence[dict], floor: float) -> list[dict]:
     """``chosen`` plus, for each unit none of them comes from, its best sentence if it names a question
     word and scores at least ``floor``: in a sufficient set every unit is evidence, and one that relates
@@ -204,6 +221,9 @@ def answer_plan(
     chosen = cover(question, scored, threshold, linked=not sufficient)
     if sufficient:
         return every_unit(question, scored, follow_links(question, scored, chosen), threshold), None
+    second = bridge(question, scored, chosen)
+    if second is not None:
+        chosen = [*chosen, second]
     if lead(scored, chosen) < margin:
         return [], "topical"
     return chosen, None

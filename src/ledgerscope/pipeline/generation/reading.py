@@ -9,18 +9,24 @@ a grid of settings without re-running the model:
    alternatives ("Which film came out first, A or B?"): the answer is a judgement over sentences,
    not a sentence (reason ``yes-no question``, counted apart by the validity meter).
 2. **Nothing relates**: the best sentence scores below ``threshold``.
-3. **The smallest covering set**: the best sentence, then at most one *bridging* sentence from
-   anywhere in the context (another unit, another document) that shares a content word with the
-   best one which the question does not name (the entity the hop goes through) and names a
-   question word itself. Within one unit the margin rule decides (a rule and its exception cut
-   apart by a unit boundary stay the failure they are, not a two-sentence answer). Joint evidence
-   is the normal case: every unit quoted is cited.
-4. **Topical**: the answer's sentences lead the best sentence outside them (not a repeat or a
-   fragment of one of them) by less than ``margin``: several sentences are about the question
-   about equally and none answers it better, so the answer is not in the context.
-5. **The span**: for a question asking for a quantity, date, name or other entity, the span of the
+3. **The smallest covering set** (:func:`cover`): the best sentence, then, greedily, the sentence
+   naming most of the question's words the chosen ones do not name, from any unit or document, until
+   no sentence names a new one (so not limited to two). On retrieved context an added sentence must
+   also link to a chosen one (share a word the question does not name); a lone sentence may still
+   take one :func:`bridge` from another unit (a hop phrased in other words: "in charge of" / "run
+   by"). Joint evidence is the normal case: every unit quoted is cited.
+4. **Topical** (retrieved context only): the answer's sentences lead the best sentence outside them
+   (not a repeat or a fragment of one of them) by less than ``margin``: several sentences answer the
+   same part of the question about equally and none better, so the answer is not in the context.
+5. **A sufficient context** (an oracle prompt: every block a gold span, sufficient by construction)
+   is answered unless nothing in it relates (rule 2): no margin rule; the cover needs no link;
+   :func:`follow_links` adds the next hop reached through a name or number a chosen sentence states
+   and the question does not (a hop that repeats no question word), and :func:`every_unit` cites each
+   other unit whose best sentence names a question word (a definition, the other half of a clause).
+6. **The span**: for a question asking for a quantity, date, name or other entity, the span of the
    answer's sentences that answers it (a number with its unit, a date, a capitalised name the
-   question does not contain) opens the answer, followed by the sentences it comes from.
+   question does not contain; the last sentence chosen first: it holds the last hop) opens the
+   answer, followed by the sentences it comes from.
 """
 
 from __future__ import annotations

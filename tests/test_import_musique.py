@@ -40,7 +40,8 @@ def test_the_slice_imports_one_joint_set_per_question_with_a_sentence_per_hop(tm
 
 
 def test_unanswerable_a_missing_hop_answer_and_bad_lines(tmp_path):
-    para = {"idx": 0, "title": "Oslo", "paragraph_text": "Oslo is a city. It has a fjord.", "is_supporting": True}
+    text = "Oslo is a city. It has a fjord."
+    para = {"idx": 0, "title": "Oslo", "paragraph_text": text, "is_supporting": True}
     rows = [
         {"id": "a", "question": "What does the city have?", "answer": "a fjord", "answerable": True,
          "question_decomposition": [{"question": "What does Oslo have?", "answer": "a lake",

@@ -58,6 +58,7 @@ _DATE = re.compile(
 )
 _NAME = re.compile(r"\b[A-Z][\w'\-]*\.?(?:\s+(?:(?:of|de|van|von|the|and|&)\s+)?[A-Z][\w'\-]*\.?)*")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s*%|\s+[A-Za-z]+)?")
+_OPENERS = "\"'(“‘«"
 _YEAR = re.compile(r"^(?:1[5-9]|20)\d{2}$")
 _WANTS = (
     ("date", re.compile(r"^\W*(?:when|what year|in what year|which year|what date|on what date)\b", re.I)),
@@ -143,9 +144,10 @@ def cover(question: str, scored: Sequence[dict], floor: float = 0.0, linked: boo
         others |= stems(best["sentence"]) - q
 
 
-def _names(text: str) -> frozenset[str]:
-    """Stems of the names and numbers a sentence states (capitalised words after its first, digits)."""
-    words = text.split()[1:]
+def _names(text: str, first: bool = False) -> frozenset[str]:
+    """Stems of the names and numbers a sentence states (capitalised words, digits, opening quotes
+    ignored); its first word only with ``first`` (a capital there may be only the sentence's)."""
+    words = [w.lstrip(_OPENERS) for w in text.split()[0 if first else 1 :]]
     return stems(" ".join(w for w in words if w[:1].isupper() or w[:1].isdigit()))
 
 
@@ -162,7 +164,7 @@ def follow_links(question: str, scored: Sequence[dict], chosen: Sequence[dict]) 
             (
                 item
                 for item in scored
-                if item["block"] not in units and _fresh(item, out) and _names(item["sentence"]) & names
+                if item["block"] not in units and _fresh(item, out) and _names(item["sentence"], True) & names
             ),
             None,
         )

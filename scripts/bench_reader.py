@@ -380,7 +380,9 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
     )
     # the worst oracle abstention (every reason, yes/no included; and yes/no counted apart)
     row["worst_abstained"] = max(
-        row["covid_oracle_abstained"], row["sample_oracle_abstained"], 1 - row["cnli_oracle_answered"],
+        row["covid_oracle_abstained"],
+        row["sample_oracle_abstained"],
+        1 - row["cnli_oracle_answered"],
         row["musique_abstained"] if musique else row["multi_abstained"],
     )
     row["worst_abstained_not_yes_no"] = max(

@@ -43,12 +43,24 @@ def test_unanswerable_a_missing_hop_answer_and_bad_lines(tmp_path):
     text = "Oslo is a city. It has a fjord."
     para = {"idx": 0, "title": "Oslo", "paragraph_text": text, "is_supporting": True}
     rows = [
-        {"id": "a", "question": "What does the city have?", "answer": "a fjord", "answerable": True,
-         "question_decomposition": [{"question": "What does Oslo have?", "answer": "a lake",
-                                     "paragraph_support_idx": 0}],
-         "paragraphs": [para]},
-        {"id": "b", "question": "Who founded it?", "answer": "", "answerable": False,
-         "question_decomposition": [], "paragraphs": [para]},
+        {
+            "id": "a",
+            "question": "What does the city have?",
+            "answer": "a fjord",
+            "answerable": True,
+            "question_decomposition": [
+                {"question": "What does Oslo have?", "answer": "a lake", "paragraph_support_idx": 0}
+            ],
+            "paragraphs": [para],
+        },
+        {
+            "id": "b",
+            "question": "Who founded it?",
+            "answer": "",
+            "answerable": False,
+            "question_decomposition": [],
+            "paragraphs": [para],
+        },
         {"id": "c", "question": "No paragraphs?"},
     ]
     src = tmp_path / "in.jsonl"

@@ -40,7 +40,7 @@ from ledgerscope.common.sentences import split_sentences
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan
 from ledgerscope.inputs.importers import ImportReport
-from ledgerscope.inputs.importers.squad import SEGMENT_RULE, _write
+from ledgerscope.inputs.importers.squad import SEGMENT_RULE, write_import
 from ledgerscope.inputs.sources import Corpus, Source, make_source
 
 DATASET = "musique"
@@ -106,7 +106,7 @@ def import_musique(file: Path, out: Path) -> ImportReport:
             fixtures.append(fx)
     if not fixtures and not report.skipped:
         raise InputError(Problem(str(file), None, "file", "no MuSiQue questions in the file"))
-    _write(out, corpus, fixtures, None, report)
+    write_import(out, corpus, fixtures, None, report)
     return report
 
 

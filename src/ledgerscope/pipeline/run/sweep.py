@@ -212,11 +212,7 @@ def sweep(
     progress = progress or Progress()
     # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
     fixtures = [with_inferred_default(f) for f in fixtures]
-    check_arm_names(arms)
-    check_api_keys(arms)
-    check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
-    check_chunkers(arms, list(corpus), out)
-    check_endpoints(arms)
+    _check_inputs(arms, fixtures, corpus, out)
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
     before = _encoder_counts(runtimes)
@@ -226,23 +222,7 @@ def sweep(
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
-    if not (out / "sources.parquet").is_file():
-        write_table(
-            out / "sources.parquet",
-            [
-                {
-                    "doc_id": s.doc_id,
-                    "version": s.version,
-                    "text": s.text,
-                    "observed": s.observed,
-                    "access": list(s.access),
-                }
-                for s in corpus
-            ],
-            schema.SOURCES,
-        )
-    if not (out / "fixtures.jsonl").is_file():
-        write_fixtures(list(fixtures), out / "fixtures.jsonl")
+    _write_inputs(out, corpus, fixtures)
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
@@ -265,6 +245,42 @@ def sweep(
     result.run_record = write_run_record(out, runtimes, run_start, result, getattr(caps, "prices", None))
     if result.stopped:
         return result
+    _mark_done(out, manifest, plan)
+    return result
+
+
+def _check_inputs(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpus: Corpus, out: Path) -> None:
+    """Everything a sweep refuses with an input problem, before any model loads."""
+    check_arm_names(arms)
+    check_api_keys(arms)
+    check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
+    check_chunkers(arms, list(corpus), out)
+    check_endpoints(arms)
+
+
+def _write_inputs(out: Path, corpus: Corpus, fixtures: Sequence[Fixture]) -> None:
+    """The ledger's sources and fixtures, unless a resumed sweep already wrote them."""
+    if not (out / "sources.parquet").is_file():
+        write_table(
+            out / "sources.parquet",
+            [
+                {
+                    "doc_id": s.doc_id,
+                    "version": s.version,
+                    "text": s.text,
+                    "observed": s.observed,
+                    "access": list(s.access),
+                }
+                for s in corpus
+            ],
+            schema.SOURCES,
+        )
+    if not (out / "fixtures.jsonl").is_file():
+        write_fixtures(list(fixtures), out / "fixtures.jsonl")
+
+
+def _mark_done(out: Path, manifest: dict[str, Any], plan: dict[str, list[str]]) -> None:
+    """``_SWEEP_DONE.json`` after the last partition: the identity and the partition count."""
     atomic_write_text(
         out / "_SWEEP_DONE.json",
         json.dumps(
@@ -272,7 +288,6 @@ def sweep(
             indent=2,
         ),
     )
-    return result
 
 
 def _guard(

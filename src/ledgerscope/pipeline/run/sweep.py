@@ -212,7 +212,7 @@ def sweep(
     progress = progress or Progress()
     # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
     fixtures = [with_inferred_default(f) for f in fixtures]
-    _check_inputs(arms, fixtures, corpus, out)
+    _check_inputs(arms, corpus, out, sweep_identity(arms, fixtures, corpus))  # before any model loads
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
     before = _encoder_counts(runtimes)
@@ -249,11 +249,12 @@ def sweep(
     return result
 
 
-def _check_inputs(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpus: Corpus, out: Path) -> None:
-    """Everything a sweep refuses with an input problem, before any model loads."""
+def _check_inputs(arms: Sequence[ArmConfig], corpus: Corpus, out: Path, identity: str) -> None:
+    """Everything a sweep refuses with an input problem, before any model loads; ``identity`` is
+    what a ledger already in ``out`` must have been swept as."""
     check_arm_names(arms)
     check_api_keys(arms)
-    check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
+    check_out(out, identity)
     check_chunkers(arms, list(corpus), out)
     check_endpoints(arms)
 

@@ -87,7 +87,7 @@ MYPY = Path(sys.executable).with_name("mypy")
 
 @pytest.mark.skipif(not MYPY.exists(), reason="mypy is in the test extra")
 def test_the_typed_packages_type_check(tmp_path: Path) -> None:
-    """mypy, strict, over the packages pyproject.toml's [tool.mypy] names (rules/, ledger/)."""
+    """mypy, strict, over the packages pyproject.toml's [tool.mypy] names (rules/, ledger/, analysis/)."""
     done = subprocess.run(
         [str(MYPY), "--cache-dir", str(tmp_path / "cache")],
         cwd=ROOT,

@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.intervals import WHITESPACE, edge_pattern, merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 SURVIVAL_STAGES = (
     "chunked",
@@ -54,11 +57,11 @@ KS = (1, 5, 10, 20, 50)
 # SQL parts (each one query over the views; arm filter optional)
 
 
-def _where(arm: str | None, prefix: str = "WHERE") -> tuple[str, list]:
+def _where(arm: str | None, prefix: str = "WHERE") -> tuple[str, list[Any]]:
     return (f"{prefix} arm = ?", [arm]) if arm is not None else ("", [])
 
 
-def survival_counts(con, arm: str | None = None) -> list[dict[str, Any]]:
+def survival_counts(con: DuckDBPyConnection, arm: str | None = None) -> list[dict[str, Any]]:
     """Per (arm, phase): record counts, survival counts, regret and mean token counts."""
     where, params = _where(arm)
     surv = ", ".join(
@@ -80,7 +83,7 @@ def survival_counts(con, arm: str | None = None) -> list[dict[str, Any]]:
     return con.sql(sql, params=params).to_arrow_table().to_pylist()
 
 
-def ann_recall(con, arm: str | None = None) -> dict[tuple[str, str], float | None]:
+def ann_recall(con: DuckDBPyConnection, arm: str | None = None) -> dict[tuple[str, str], float | None]:
     """(arm, phase) -> mean over records of |ANN_k ∩ Exact_k| / k, k = the shorter list's length."""
     where, params = _where(arm, "AND")
     sql = f"""
@@ -105,7 +108,7 @@ def ann_recall(con, arm: str | None = None) -> dict[tuple[str, str], float | Non
     return {(a, p): v for a, p, v in con.sql(sql, params=params).fetchall()}
 
 
-def duplicate_ratio(con, arm: str | None = None) -> dict[tuple[str, str], float | None]:
+def duplicate_ratio(con: DuckDBPyConnection, arm: str | None = None) -> dict[tuple[str, str], float | None]:
     """(arm, phase) -> mean over records of 1 - |union| / (|bm25| + |dense_ann|)."""
     where, params = _where(arm, "AND")
     sql = f"""
@@ -119,7 +122,7 @@ def duplicate_ratio(con, arm: str | None = None) -> dict[tuple[str, str], float 
     return {(a, p): v for a, p, v in con.sql(sql, params=params).fetchall()}
 
 
-def list_depths(con, arm: str | None = None) -> dict[tuple[str, str, str], int]:
+def list_depths(con: DuckDBPyConnection, arm: str | None = None) -> dict[tuple[str, str, str], int]:
     """(arm, phase, stage) -> the longest list the stage holds."""
     where, params = _where(arm, "AND")
     stages = ", ".join(f"'{s}'" for s in RANKED_STAGES)
@@ -172,8 +175,9 @@ def support_rank(fixture: Fixture, rows: Sequence[Mapping[str, Any]], texts: Map
             if sid not in cache:
                 cache[sid] = span_rank(by_id[sid], rows, texts) if sid in by_id else None
             ks.append(cache[sid])
-        if ks and all(k is not None for k in ks):
-            k = max(ks)  # type: ignore[type-var]
+        known = [k for k in ks if k is not None]
+        if ks and len(known) == len(ks):
+            k = max(known)
             best = k if best is None else min(best, k)
     return best
 
@@ -191,7 +195,7 @@ def recall_at_k(
 
 
 def support_ranks(
-    con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], arm: str | None = None
+    con: DuckDBPyConnection, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], arm: str | None = None
 ) -> dict[tuple[str, str, str], dict[str, int | None]]:
     """(arm, phase, qid) -> stage -> support rank, for answerable records: the definition, one
     query for the rows, then :func:`support_rank` per record and stage in Python (reports use
@@ -219,7 +223,7 @@ def support_ranks(
         )
     finally:
         con.unregister("_ls_surv_spans")
-    grouped: dict[tuple[str, str, str], dict[str, list[dict]]] = {}
+    grouped: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
         grouped.setdefault((r["arm"], r["phase"], r["qid"]), {}).setdefault(r["stage"], []).append(r)
     out: dict[tuple[str, str, str], dict[str, int | None]] = {}
@@ -232,7 +236,7 @@ def support_ranks(
 
 
 def support_ranks_sql(
-    con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], arm: str | None = None
+    con: DuckDBPyConnection, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], arm: str | None = None
 ) -> dict[tuple[str, str, str], dict[str, int | None]]:
     """:func:`support_ranks` computed in DuckDB: the same ranks (``tests/test_survival.py``
     compares them on real and synthetic ledgers), without a Python loop per record and stage.
@@ -267,11 +271,11 @@ def support_ranks_sql(
 
 def _gold_columns(
     fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
-) -> tuple[dict[str, tuple[str, list]], dict[str, tuple[str, list]]]:
+) -> tuple[dict[str, tuple[str, list[Any]]], dict[str, tuple[str, list[Any]]]]:
     """The answerable fixtures' gold spans (numbered ``sid``, with their text for the whitespace
     test) and sufficient sets (``resolved`` is false for a set naming a span the fixture lacks), as
     column lists for :func:`columns_table`: two bulk inserts instead of a row at a time."""
-    spans = {
+    spans: dict[str, tuple[str, list[Any]]] = {
         "sid": ("INTEGER", []),
         "qid": ("VARCHAR", []),
         "span_id": ("VARCHAR", []),
@@ -280,7 +284,7 @@ def _gold_columns(
         "e": ("BIGINT", []),
         "span_text": ("VARCHAR", []),
     }
-    sets = {
+    sets: dict[str, tuple[str, list[Any]]] = {
         "qid": ("VARCHAR", []),
         "set_index": ("INTEGER", []),
         "span_id": ("VARCHAR", []),
@@ -291,7 +295,7 @@ def _gold_columns(
             continue
         for sp in fx.spans:
             text = texts.get(sp.doc_id)
-            values = (
+            values: tuple[object, ...] = (
                 len(spans["sid"][1]),
                 qid,
                 sp.span_id,
@@ -409,11 +413,11 @@ def _support_ranks_query(where: str) -> str:
 
 
 def survival(
-    con,
+    con: DuckDBPyConnection,
     ledger: str | Path | None = None,
     arm: str | None = None,
     ks: Sequence[int] = KS,
-    fixtures: tuple | None = None,
+    fixtures: tuple[Any, ...] | None = None,
 ) -> list[dict[str, Any]]:
     """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
     ``fixtures`` as :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures` returned them."""

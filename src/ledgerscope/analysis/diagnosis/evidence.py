@@ -110,7 +110,7 @@ def _closest_set(
     Sets kept by ``before`` come first (None: every set counts as kept), then the
     fewest spans missing at ``after`` (None: nothing known, every span missing).
     """
-    best: tuple[tuple[int, int, int], int, list] | None = None
+    best: tuple[tuple[int, int, int], int, list[Any]] | None = None
     for i, sset in enumerate(fixture.sufficient_sets):
         spans = _spans_of(fixture, sset)
         if len(spans) < len(sset):  # names an unresolved span: it cannot be kept
@@ -120,6 +120,7 @@ def _closest_set(
             or len(fixture.sufficient_sets) == 1
             or all(not span_gaps(s, before, texts) for s in spans)
         )
+        missing: list[tuple[GoldSpan, list[tuple[int, int]] | None]]
         if after is None:
             missing = [(s, None) for s in spans]
         else:
@@ -138,7 +139,9 @@ def _trunc(text: str | None, n: int) -> str | None:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def span_json(span: GoldSpan, texts: Mapping[str, str], gaps: list[tuple[int, int]] | None = None) -> dict:
+def span_json(
+    span: GoldSpan, texts: Mapping[str, str], gaps: list[tuple[int, int]] | None = None
+) -> dict[str, Any]:
     quote = span.quote if span.quote is not None else (texts.get(span.doc_id) or "")[span.start : span.end]
     out: dict[str, Any] = {
         "span": span.span_id,
@@ -212,14 +215,23 @@ def stage_rows(
 # evidence per step
 
 
-def evidence_gold(record, fixture, texts) -> dict[str, Any]:
+def evidence_gold(
+    record: Mapping[str, Any], fixture: Fixture | None, texts: Mapping[str, str]
+) -> dict[str, Any]:
     ev: dict[str, Any] = {"stage": "corpus", "gold_status": record.get("gold_status")}
     if fixture is not None:
         ev["spans"] = [{**span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in fixture.spans]
     return ev
 
 
-def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_support(
+    step: int,
+    stage: str,
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     """Steps 2-8: the missing spans of the closest sufficient set at ``stage``, the units around them."""
     ev: dict[str, Any] = {"stage": stage}
     if step == 2:
@@ -302,7 +314,7 @@ def _best(
     return (None, None) if best is None else (row_rank(best), _score(best))
 
 
-def _cutoff(step: int, record, stages) -> Any:
+def _cutoff(step: int, record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]]) -> Any:
     if step == 6:
         return record.get("rerank_depth")
     if step == 7:
@@ -316,7 +328,7 @@ def _cutoff(step: int, record, stages) -> Any:
     return None
 
 
-def _packing_detail(uid: str, record) -> dict[str, Any]:
+def _packing_detail(uid: str, record: Mapping[str, Any]) -> dict[str, Any]:
     overflow = [o for o in json_list(record.get("overflow_json")) if o.get("unit_id") == uid]
     dropped = [o for o in json_list(record.get("expansion_dropped_json")) if o.get("unit_id") == uid]
     out: dict[str, Any] = {"overflow": overflow}
@@ -325,7 +337,7 @@ def _packing_detail(uid: str, record) -> dict[str, Any]:
     return out
 
 
-def json_list(value: Any) -> list[dict]:
+def json_list(value: Any) -> list[dict[str, Any]]:
     if not value:
         return []
     if isinstance(value, list):
@@ -337,7 +349,12 @@ def json_list(value: Any) -> list[dict]:
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
-def _evidence_chunked(ev: dict[str, Any], stages, fixture, texts) -> dict[str, Any]:
+def _evidence_chunked(
+    ev: dict[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     units = stages.get("units")
     if fixture is None:
         ev["note"] = "no fixture for this question"
@@ -378,7 +395,7 @@ def _evidence_chunked(ev: dict[str, Any], stages, fixture, texts) -> dict[str, A
     return ev
 
 
-def _unit_around(u, span: GoldSpan, relation: str) -> dict[str, Any]:
+def _unit_around(u: Mapping[str, Any], span: GoldSpan, relation: str) -> dict[str, Any]:
     return {
         "unit_id": u["unit_id"],
         "span": span.span_id,
@@ -389,7 +406,7 @@ def _unit_around(u, span: GoldSpan, relation: str) -> dict[str, Any]:
     }
 
 
-def answer_json(record) -> dict[str, Any]:
+def answer_json(record: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "answer": _trunc(record.get("answer"), ANSWER_CHARS),
         "abstained": record.get("abstained"),
@@ -399,7 +416,13 @@ def answer_json(record) -> dict[str, Any]:
     }
 
 
-def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, Any]:
+def _packed_cover(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+    extra_rows: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The packed units that hold the kept set's spans, with their position in the context."""
     packed = sorted(stages.get("packed") or [], key=row_rank)
     out: dict[str, Any] = {"n_packed": len(record.get("packed_unit_ids") or []) or len(packed)}
@@ -423,11 +446,21 @@ def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, 
     return out
 
 
-def evidence_answer(record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_answer(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     return {"stage": "answer", **answer_json(record), **_packed_cover(record, stages, fixture, texts)}
 
 
-def evidence_citation(record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_citation(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     citations = json_list(record.get("citations_json"))
     cited_rows = [c for c in citations if c.get("doc_id") is not None and c.get("start") is not None]
     return {
@@ -440,7 +473,12 @@ def evidence_citation(record, stages, fixture, texts) -> dict[str, Any]:
     }
 
 
-def evidence_pass(record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_pass(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     return {
         "stage": "pass",
         "answer_verdict": record.get("answer_verdict"),

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ledgerscope.analysis.diagnosis.evidence import span_gaps, stage_rows
-from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
 #: (step, record flag, stage) of the support walk, in cascade order (the tree's SUPPORT_WALK)
 FATE_WALK: tuple[tuple[int, str, str], ...] = (
@@ -74,7 +74,7 @@ def fate_table() -> dict[str, dict[str, Any]]:
 
 def span_marks(
     record: Mapping[str, Any],
-    span,
+    span: GoldSpan,
     stages: Mapping[str, Sequence[Mapping[str, Any]]],
     texts: Mapping[str, str],
 ) -> str:

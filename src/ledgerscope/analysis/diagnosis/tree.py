@@ -297,8 +297,6 @@ def diagnose(
 
     gold_status = record.get("gold_status") or "ok"
     walk.append({"step": 1, "name": STEP_NAMES[1], "passed": gold_status == "ok", "detail": gold_status})
-    step: int
-    evidence: dict[str, Any]
     if gold_status != "ok":
         step = 1
         evidence = evidence_gold(record, fixture, texts)
@@ -371,7 +369,9 @@ def _supported_step(
     return lost, evidence
 
 
-def _walk_support(record: Mapping[str, Any], lost: int | None, recovered, walk: list[dict[str, Any]]) -> None:
+def _walk_support(
+    record: Mapping[str, Any], lost: int | None, recovered: tuple[int, ...], walk: list[dict[str, Any]]
+) -> None:
     """One walk entry per support step up to the loss: not recorded (unknown, not passed), lost,
     lost then regained later, or kept; so the reader sees where the tree looked."""
     unrecorded = not_recorded(record)
@@ -502,7 +502,14 @@ def _control(record: Mapping[str, Any], walk: list[dict[str, Any]]) -> tuple[int
     return 9, INFRA if verdict == INFRA else "control-false-assertion"
 
 
-def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, dict[str, Any]]:
+def _after_support(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+    walk: list[dict[str, Any]],
+    flags: list[str],
+) -> tuple[int, dict[str, Any]]:
     verdict = record.get("answer_verdict")
     cv = record.get("citation_verdict")
     if verdict == "not-judged":

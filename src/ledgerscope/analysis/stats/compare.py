@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from ledgerscope.analysis.stats.metrics import (
 from ledgerscope.analysis.stats.power import annotate as annotate_power
 from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.common.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 
 @dataclass
@@ -77,7 +81,7 @@ _ARMS_SQL = (
 )
 
 
-def _columns(fetched: dict) -> dict[str, np.ndarray]:
+def _columns(fetched: dict[str, Any]) -> dict[str, np.ndarray]:
     """The fetched columns by name, NULLs back as None (tokens: NaN)."""
     cols = {
         "arm": fetched["arm"],
@@ -93,12 +97,12 @@ def _columns(fetched: dict) -> dict[str, np.ndarray]:
     return cols
 
 
-def load_arm(con, arm: str, *, source: str = "records") -> ArmRecords:
+def load_arm(con: DuckDBPyConnection, arm: str, *, source: str = "records") -> ArmRecords:
     """Pull one arm's records from a connection's ``records`` view and score every metric."""
     return load_arms(con, [arm], source=source)[0]
 
 
-def load_arms(con, arms: Sequence[str], *, source: str = "records") -> list[ArmRecords]:
+def load_arms(con: DuckDBPyConnection, arms: Sequence[str], *, source: str = "records") -> list[ArmRecords]:
     """:func:`load_arm` for each arm, in order, from one query."""
     cols = _columns(con.execute(_ARMS_SQL.format(", ".join("?" * len(arms))), list(arms)).fetchnumpy())
     masks = [cols["arm"] == arm for arm in arms]
@@ -108,7 +112,7 @@ def load_arms(con, arms: Sequence[str], *, source: str = "records") -> list[ArmR
     ]
 
 
-def _arm_records(con, arm: str, cols: dict, source: str) -> ArmRecords:
+def _arm_records(con: DuckDBPyConnection, arm: str, cols: dict[str, Any], source: str) -> ArmRecords:
     n = len(cols["qid"])
     if not n:
         arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
@@ -174,7 +178,7 @@ def _arm_records(con, arm: str, cols: dict, source: str) -> ArmRecords:
     )
 
 
-def _phase_key(label: str):
+def _phase_key(label: str) -> tuple[int, int, str]:
     try:
         return (0, int(label), label)
     except ValueError:
@@ -192,12 +196,12 @@ class Matched:
     cluster: np.ndarray
     candidate: dict[str, np.ndarray]
     baseline: dict[str, np.ndarray]
-    report: dict
+    report: dict[str, Any]
 
 
-def _first_per_question(recs: ArmRecords) -> dict[str, tuple]:
+def _first_per_question(recs: ArmRecords) -> dict[str, tuple[Any, ...]]:
     """Each question's (segment, stress set, cluster) as its first record has them."""
-    first: dict[str, tuple] = {}
+    first: dict[str, tuple[Any, ...]] = {}
     columns = (recs.qid, recs.segment, recs.stress_set, recs.cluster)
     for q, segment, stress, cluster in zip(*(c.tolist() for c in columns), strict=True):
         first.setdefault(q, (segment, stress, cluster))
@@ -252,7 +256,9 @@ def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Ma
     )
 
 
-def _block_pairs(rows: np.ndarray, matched: Matched, metrics: Sequence[str]):
+def _block_pairs(
+    rows: np.ndarray, matched: Matched, metrics: Sequence[str]
+) -> tuple[np.ndarray, dict[str, tuple[Any, ...]], list[list[str]]]:
     """A subset of matched questions: its clusters, and per metric the questions where it applies
     in at least one arm (its denominator), grouped: metrics on the same questions share one draw."""
     clusters = matched.cluster[rows]
@@ -274,7 +280,7 @@ def _block_pairs(rows: np.ndarray, matched: Matched, metrics: Sequence[str]):
     return clusters, pairs, list(groups.values())
 
 
-def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) -> dict:
+def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) -> dict[str, Any]:
     out = {}
     for m in metrics:
         hib = METRICS[m].higher_is_better
@@ -286,7 +292,13 @@ def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) ->
     return out
 
 
-def _component_labels(con, candidate: str, baseline: str, baseline_con, matched: Matched) -> np.ndarray:
+def _component_labels(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    matched: Matched,
+) -> np.ndarray:
     """Each matched question's connected component of the question-document graph, over the
     documents of both arms (from both ledgers when the baseline is in a second one)."""
     documents = question_documents(con, [candidate] if baseline_con is not None else [candidate, baseline])
@@ -299,7 +311,7 @@ def _component_labels(con, candidate: str, baseline: str, baseline_con, matched:
 
 def _blocks(matched: Matched, segments: bool) -> list[tuple[str, str | None, np.ndarray]]:
     """(stress set, segment or None for the whole set, rows): every stress set, then its segments."""
-    blocks = []
+    blocks: list[tuple[str, str | None, np.ndarray]] = []
     for s in sorted({str(x) for x in matched.stress_set.tolist()}):
         rows = matched.stress_set == s
         blocks.append((s, None, rows))
@@ -312,20 +324,21 @@ def _blocks(matched: Matched, segments: bool) -> list[tuple[str, str | None, np.
 
 
 def _bootstrap_blocks(
-    blocks,
+    blocks: list[tuple[str, str | None, np.ndarray]],
     matched: Matched,
     metrics: Sequence[str],
-    boot: dict,
+    boot: dict[str, Any],
     by_rule: dict[str, np.ndarray],
     segments: bool,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """Per stress set (and segment) both arms' phase tables and the paired bootstrap of each metric.
 
     The bootstraps run on two threads (numpy releases the GIL) while this one builds the tables;
     metrics that apply to the same questions share one draw."""
-    by_set: dict[str, dict] = {}
+    by_set: dict[str, dict[str, Any]] = {}
     with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
-        jobs, calls = [], []
+        jobs: list[tuple[Any, list[tuple[list[str], int]]]] = []
+        calls: list[tuple[dict[str, Any], Any]] = []
         for _s, _g, rows in blocks:
             labels, pairs, groups = _block_pairs(rows, matched, metrics)
             jobs.append((labels, [(names, len(calls) + k) for k, names in enumerate(groups)]))
@@ -353,7 +366,7 @@ def _bootstrap_blocks(
 
 
 @contextlib.contextmanager
-def _no_gc_pauses():
+def _no_gc_pauses() -> Iterator[None]:
     """No cyclic garbage collection during a comparison (its many small objects live on anyway);
     the caller's setting comes back."""
     enabled = gc.isenabled()
@@ -365,7 +378,13 @@ def _no_gc_pauses():
             gc.enable()
 
 
-def _answer_validity(con, baseline_con, candidate: str, baseline: str, threshold: float | None) -> dict:
+def _answer_validity(
+    con: DuckDBPyConnection,
+    baseline_con: DuckDBPyConnection | None,
+    candidate: str,
+    baseline: str,
+    threshold: float | None,
+) -> dict[str, Any]:
     """Both arms' oracle meter, each from the ledger that holds it."""
     from ledgerscope.analysis.validity import DEFAULT_MIN_ORACLE_CORRECT, meter, oracle_rows
 
@@ -377,10 +396,10 @@ def _answer_validity(con, baseline_con, candidate: str, baseline: str, threshold
 
 @_no_gc_pauses()
 def compare_arms(
-    con,
+    con: DuckDBPyConnection,
     candidate: str,
     baseline: str,
-    baseline_con=None,
+    baseline_con: DuckDBPyConnection | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
     seed: int = DEFAULT_SEED,
     n_resamples: int = DEFAULT_N_RESAMPLES,
@@ -390,7 +409,7 @@ def compare_arms(
     segments: bool = True,
     clusters: str = "first-document",
     min_oracle_correct: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Candidate minus baseline from one ledger (or the baseline from a second connection).
 
     Matched (qid, phase label) records over the phase labels both arms share;

@@ -256,50 +256,13 @@ def evidence_support(
     for span, _ in missing:
         hits = list(_by_unit([r for r in before if _overlaps(r, span)]).values())
         hits.sort(key=lambda r: (_best(r["unit_id"], in_lists, index)[0] or NO_RANK, int(r["start"])))
-        for r in hits[:UNITS_PER_SPAN]:
-            uid = r["unit_id"]
-            in_rank, in_score = _best(uid, in_lists, index)
-            out_rank, out_score = _best(uid, out_lists, index)
-            entry: dict[str, Any] = {
-                "unit_id": uid,
-                "span": span.span_id,
-                "doc_id": r["doc_id"],
-                "start": int(r["start"]),
-                "end": int(r["end"]),
-                "input_rank": in_rank,
-                "input_score": in_score,
-                "output_rank": out_rank,
-                "output_score": out_score,
-                "ranks": {
-                    name: (
-                        None
-                        if (x := index[name].get(uid)) is None
-                        else {"rank": row_rank(x), "score": _score(x)}
-                    )
-                    for name in shown
-                },
-            }
-            u = index.get("union", {}).get(uid)
-            if u is not None and u.get("lineage") is not None:
-                entry["lineage"] = list(u["lineage"])
-            if step == 8:
-                entry.update(_packing_detail(uid, record))
-            units.append(entry)
+        units += [
+            _unit_entry(r, span, step, record, index, (in_lists, out_lists, shown))
+            for r in hits[:UNITS_PER_SPAN]
+        ]
     ev["units"] = units
     if step == 8:
-        ev["budget_tokens"] = record.get("budget_tokens")
-        ev["evidence_tokens"] = record.get("evidence_tokens")
-        ev["selection_depth"] = record.get("selection_depth")
-        # rank in the selection's input; None: the unit came in by neighbour expansion
-        rer = _by_unit(stage_rows("reranked", stages, record) or [])
-        ev["packed"] = [
-            {
-                "unit_id": r["unit_id"],
-                "rank": row_rank(r),
-                "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x),
-            }
-            for r in sorted(stages.get("packed") or [], key=row_rank)
-        ]
+        ev.update(_packing_summary(record, stages))
     return ev
 
 
@@ -312,6 +275,64 @@ def _best(
         if r is not None and (best is None or row_rank(r) < row_rank(best)):
             best = r
     return (None, None) if best is None else (row_rank(best), _score(best))
+
+
+def _unit_entry(
+    r: Mapping[str, Any],
+    span: GoldSpan,
+    step: int,
+    record: Mapping[str, Any],
+    index: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    lists: tuple[Any, Any, Any],
+) -> dict[str, Any]:
+    """One unit near a missing span: its ranks going into and out of the step's stage, its rank in
+    each stage shown, its lineage, and at step 8 how it was packed."""
+    in_lists, out_lists, shown = lists
+    uid = r["unit_id"]
+    in_rank, in_score = _best(uid, in_lists, index)
+    out_rank, out_score = _best(uid, out_lists, index)
+    entry: dict[str, Any] = {
+        "unit_id": uid,
+        "span": span.span_id,
+        "doc_id": r["doc_id"],
+        "start": int(r["start"]),
+        "end": int(r["end"]),
+        "input_rank": in_rank,
+        "input_score": in_score,
+        "output_rank": out_rank,
+        "output_score": out_score,
+        "ranks": {
+            name: (None if (x := index[name].get(uid)) is None else {"rank": row_rank(x), "score": _score(x)})
+            for name in shown
+        },
+    }
+    u = index.get("union", {}).get(uid)
+    if u is not None and u.get("lineage") is not None:
+        entry["lineage"] = list(u["lineage"])
+    if step == 8:
+        entry.update(_packing_detail(uid, record))
+    return entry
+
+
+def _packing_summary(
+    record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """Step 8's budget figures and the packed units, each with its rank in the selection's input
+    (None: the unit came in by neighbour expansion)."""
+    rer = _by_unit(stage_rows("reranked", stages, record) or [])
+    return {
+        "budget_tokens": record.get("budget_tokens"),
+        "evidence_tokens": record.get("evidence_tokens"),
+        "selection_depth": record.get("selection_depth"),
+        "packed": [
+            {
+                "unit_id": r["unit_id"],
+                "rank": row_rank(r),
+                "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x),
+            }
+            for r in sorted(stages.get("packed") or [], key=row_rank)
+        ],
+    }
 
 
 def _cutoff(step: int, record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]]) -> Any:

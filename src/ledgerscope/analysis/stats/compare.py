@@ -414,14 +414,7 @@ def compare_arms(
 
     Matched (qid, phase label) records over the phase labels both arms share;
     unmatched records, phases and questions are counted under ``matching``.
-    Clusters for the bootstrap are, by default (``clusters="first-document"``),
-    each question's first document (``doc_ids[1]``; a question with no
-    document is its own cluster): the unit the seed names, and stable when a
-    corpus grows. ``clusters="components"`` resamples connected components of
-    the question-document graph instead (questions sharing any document stay
-    together: the conservative choice when questions span documents). Both
-    counts are reported under ``clusters``, with a warning when they disagree
-    badly (the smaller at most half the larger). Results
+    ``clusters`` names the bootstrap's resampling unit (:func:`_cluster_labels`). Results
     are split by stress set, never pooled: ``stress_sets[s]`` holds, per
     metric, both arms' :func:`phase_table` and the paired bootstrap
     (``difference``), and the same per segment. The dict is JSON-serialisable.
@@ -436,42 +429,24 @@ def compare_arms(
     bootstraps run on two threads (:func:`paired_bootstrap_batch`); no number
     depends on their schedule.
     """
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown:
-        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
-    if baseline_con is None:
-        cand, base = load_arms(con, [candidate, baseline])
-    else:
-        cand, base = load_arm(con, candidate), load_arm(baseline_con, baseline)
+    cand, base = _load_both(con, candidate, baseline, baseline_con, metrics)
     if clusters not in CLUSTER_RULES:
         raise ValueError(f"unknown cluster rule {clusters!r}; known: {', '.join(CLUSTER_RULES)}")
     matched = match_arms(cand, base, metrics)
-    first_document = matched.cluster
-    components = _component_labels(con, candidate, baseline, baseline_con, matched)
-    cluster_info = cluster_report(first_document, components, clusters)
-    if clusters == "components":
-        matched.cluster = components
+    by_rule, cluster_info = _cluster_labels(con, candidate, baseline, baseline_con, matched, clusters)
     boot = {
         "n_resamples": n_resamples,
         "seed": seed,
         "confidence": confidence,
         "statistics": tuple(statistics),
     }
-    by_rule = {"first_document": first_document, "components": components}
     by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments)
     return annotate_power(
         {
             "format": FORMAT,
             "candidate": {"arm": candidate, "counts": cand.counts},
             "baseline": {"arm": baseline, "counts": base.counts},
-            "settings": {
-                "n_resamples": int(n_resamples),
-                "seed": int(seed),
-                "confidence": float(confidence),
-                "statistics": list(statistics),
-                "method": "percentile",
-                "resampling_unit": RESAMPLING_UNITS[clusters],
-            },
+            "settings": _settings(n_resamples, seed, confidence, statistics, clusters),
             "clusters": cluster_info,
             "matching": matched.report,
             "metrics": {m: METRICS[m].describe() for m in metrics},
@@ -480,3 +455,59 @@ def compare_arms(
             "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
         }
     )
+
+
+def _load_both(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    metrics: Sequence[str],
+) -> tuple[ArmRecords, ArmRecords]:
+    """Both arms' records, the baseline's from ``baseline_con`` when given; the metrics checked first."""
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
+    if baseline_con is None:
+        cand, base = load_arms(con, [candidate, baseline])
+        return cand, base
+    return load_arm(con, candidate), load_arm(baseline_con, baseline)
+
+
+def _cluster_labels(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    matched: Matched,
+    clusters: str,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Both cluster labellings of the matched questions (by rule name) and their report; the rule
+    ``clusters`` names becomes ``matched.cluster``, the bootstrap's resampling unit.
+
+    By default (``clusters="first-document"``) a cluster is each question's first document
+    (``doc_ids[1]``; a question with no document is its own cluster): the unit the seed names, and
+    stable when a corpus grows. ``clusters="components"`` resamples connected components of the
+    question-document graph instead (questions sharing any document stay together: the
+    conservative choice when questions span documents). Both counts are reported, with a warning
+    when they disagree badly (the smaller at most half the larger)."""
+    first_document = matched.cluster
+    components = _component_labels(con, candidate, baseline, baseline_con, matched)
+    cluster_info = cluster_report(first_document, components, clusters)
+    if clusters == "components":
+        matched.cluster = components
+    return {"first_document": first_document, "components": components}, cluster_info
+
+
+def _settings(
+    n_resamples: int, seed: int, confidence: float, statistics: Sequence[str], clusters: str
+) -> dict[str, Any]:
+    """The comparison's ``settings``: what the bootstrap was run with."""
+    return {
+        "n_resamples": int(n_resamples),
+        "seed": int(seed),
+        "confidence": float(confidence),
+        "statistics": list(statistics),
+        "method": "percentile",
+        "resampling_unit": RESAMPLING_UNITS[clusters],
+    }

@@ -417,7 +417,7 @@ def survival(
     ledger: str | Path | None = None,
     arm: str | None = None,
     ks: Sequence[int] = KS,
-    fixtures: tuple[Any, ...] | None = None,
+    fixtures: tuple[dict[str, Fixture], dict[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """One dict per (arm, phase); recall@k needs the ledger directory (for its fixtures), or
     ``fixtures`` as :func:`ledgerscope.ledger.fixtures.load_ledger_fixtures` returned them."""
@@ -442,24 +442,8 @@ def survival(
             answerable_qids.setdefault((a, p), []).append(q)
     out = []
     for r in rows:
-        a, p, n = r["arm"], r["phase"], r["n_answerable"]
-        entry: dict[str, Any] = {
-            "arm": a,
-            "phase": p,
-            "phase_offset": r["phase_offset"],
-            "n_records": r["n_records"],
-            "n_answerable": n,
-            "survival": {s: r[s] for s in SURVIVAL_STAGES},
-            # a stage no record of the (arm, phase) records (ingested traces) has no rate
-            "survival_rate": {s: (r[s] / n if n and r[f"{s}_recorded"] else None) for s in SURVIVAL_STAGES},
-            "reranker_regret": r["reranker_regret"],
-            "reranker_regret_rate": (r["reranker_regret"] / r["fused"]) if r["fused"] else None,
-            "ann_recall": ann.get((a, p)),
-            "duplicate_ratio": dup.get((a, p)),
-            "mean_prompt_tokens": r["mean_prompt_tokens"],
-            "mean_evidence_tokens": r["mean_evidence_tokens"],
-            "mean_repeated_source_tokens": r["mean_repeated_source_tokens"],
-        }
+        a, p = r["arm"], r["phase"]
+        entry = _survival_entry(r, ann, dup)
         if ledger is not None:
             qids = answerable_qids.get((a, p), [])
             found = [by_stage for q in qids if (by_stage := ranks.get((a, p, q)))]
@@ -473,6 +457,30 @@ def survival(
             }
         out.append(entry)
     return out
+
+
+def _survival_entry(
+    r: Mapping[str, Any], ann: Mapping[tuple[str, str], Any], dup: Mapping[tuple[str, str], Any]
+) -> dict[str, Any]:
+    """One (arm, phase)'s counts and rates, from its row of :func:`survival_counts`."""
+    a, p, n = r["arm"], r["phase"], r["n_answerable"]
+    return {
+        "arm": a,
+        "phase": p,
+        "phase_offset": r["phase_offset"],
+        "n_records": r["n_records"],
+        "n_answerable": n,
+        "survival": {s: r[s] for s in SURVIVAL_STAGES},
+        # a stage no record of the (arm, phase) records (ingested traces) has no rate
+        "survival_rate": {s: (r[s] / n if n and r[f"{s}_recorded"] else None) for s in SURVIVAL_STAGES},
+        "reranker_regret": r["reranker_regret"],
+        "reranker_regret_rate": (r["reranker_regret"] / r["fused"]) if r["fused"] else None,
+        "ann_recall": ann.get((a, p)),
+        "duplicate_ratio": dup.get((a, p)),
+        "mean_prompt_tokens": r["mean_prompt_tokens"],
+        "mean_evidence_tokens": r["mean_evidence_tokens"],
+        "mean_repeated_source_tokens": r["mean_repeated_source_tokens"],
+    }
 
 
 def gold_in_context(

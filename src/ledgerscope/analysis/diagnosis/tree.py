@@ -289,11 +289,7 @@ def diagnose(
         flags.append(INFRA)
 
     if record.get("answerable") is False:
-        step, label = _control(record, walk)
-        evidence = {"stage": "control", **answer_json(record)}
-        if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
-            _mark_unverified(walk, flags)
-        return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags), walk)
+        return _control_diagnosis(record, walk, flags)
 
     gold_status = record.get("gold_status") or "ok"
     walk.append({"step": 1, "name": STEP_NAMES[1], "passed": gold_status == "ok", "detail": gold_status})
@@ -308,9 +304,7 @@ def diagnose(
     if record.get("support_packed") and record.get("single_unit_complete") is False:
         flags.append("single-unit-incomplete")
 
-    label, step_name = STEP_LABELS[step], STEP_NAMES[step]
-    if 2 <= step <= 8 and (span := collapsed(record, step)) is not None:
-        label, step_name = f"lost-in-steps-{span[0]}-{span[1]}", f"support lost in steps {span[0]}-{span[1]}"
+    label, step_name = _step_label(record, step)
     if gold_status == "ok":
         _name_unrecorded(record, evidence, flags)
     label = _oracle_label(label, step, infra, oracle_verdict)
@@ -328,6 +322,23 @@ def diagnose(
         if step >= 2:
             label = UNVERIFIED
     return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+
+
+def _control_diagnosis(record: Mapping[str, Any], walk: list[dict[str, Any]], flags: list[str]) -> Diagnosis:
+    """An unanswerable control's place, by its answer alone (it has no support to lose)."""
+    step, label = _control(record, walk)
+    evidence = {"stage": "control", **answer_json(record)}
+    if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
+        _mark_unverified(walk, flags)
+    return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags), walk)
+
+
+def _step_label(record: Mapping[str, Any], step: int) -> tuple[str, str]:
+    """The step's label and name; a loss spread over several support steps is named as that span."""
+    label, step_name = STEP_LABELS[step], STEP_NAMES[step]
+    if 2 <= step <= 8 and (span := collapsed(record, step)) is not None:
+        label, step_name = f"lost-in-steps-{span[0]}-{span[1]}", f"support lost in steps {span[0]}-{span[1]}"
+    return label, step_name
 
 
 def _mark_unverified(walk: list[dict[str, Any]], flags: list[str]) -> None:

@@ -112,20 +112,21 @@ def load_arms(con: DuckDBPyConnection, arms: Sequence[str], *, source: str = "re
     ]
 
 
-def _arm_records(con: DuckDBPyConnection, arm: str, cols: dict[str, Any], source: str) -> ArmRecords:
-    n = len(cols["qid"])
-    if not n:
-        arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
-        raise InputError(
-            Problem(
-                source,
-                None,
-                "arm",
-                f"no records for arm {arm!r}; arms present: {', '.join(arms) or 'none'}",
-            )
+def _no_records(con: DuckDBPyConnection, arm: str, source: str) -> InputError:
+    """The problem of an arm with no records, naming the arms the ledger holds."""
+    arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
+    return InputError(
+        Problem(
+            source,
+            None,
+            "arm",
+            f"no records for arm {arm!r}; arms present: {', '.join(arms) or 'none'}",
         )
-    qid = np.asarray(cols["qid"], dtype=object)
-    phase = np.array([str(p) for p in cols["phase"].tolist()], dtype=object)
+    )
+
+
+def _check_one_record_per_cell(arm: str, qid: np.ndarray, phase: np.ndarray, source: str) -> None:
+    """One record per (question, phase) of the arm, else the problem names the first repeated one."""
     keys = list(zip(qid.tolist(), phase.tolist(), strict=True))
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
@@ -137,6 +138,15 @@ def _arm_records(con: DuckDBPyConnection, arm: str, cols: dict[str, Any], source
                 f"arm {arm!r} has more than one record for question {dup[0]!r}, phase {dup[1]!r}",
             )
         )
+
+
+def _arm_records(con: DuckDBPyConnection, arm: str, cols: dict[str, Any], source: str) -> ArmRecords:
+    n = len(cols["qid"])
+    if not n:
+        raise _no_records(con, arm, source)
+    qid = np.asarray(cols["qid"], dtype=object)
+    phase = np.array([str(p) for p in cols["phase"].tolist()], dtype=object)
+    _check_one_record_per_cell(arm, qid, phase, source)
     cluster = np.array(
         [
             d if d is not None else f"qid:{q}"

@@ -316,13 +316,9 @@ def _token_checks(rule: Rule, s: str, block: dict[str, Any]) -> list[Check]:
     return out
 
 
-def decide(rule: Rule, comparison: dict[str, Any]) -> Decision:
-    """Apply a loaded rule to a :func:`ledgerscope.analysis.stats.compare.compare_arms` result."""
-    fmt = comparison.get("format")
-    if fmt not in (None, "ledgerscope-comparison/1"):
-        raise InputError(Problem("comparison", None, "format", f"unknown format {fmt!r}"))
-    _check_settings(rule, comparison)
-    by_set = comparison.get("stress_sets") or {}
+def _stress_set_checks(rule: Rule, by_set: dict[str, Any]) -> list[Check]:
+    """The difference, segment and token checks of every stress set the rule evaluates (all the
+    comparison holds when it names none); inconclusive where there is nothing to check."""
     wanted = list(rule.stress_sets) if rule.stress_sets else sorted(by_set)
     checks: list[Check] = []
     if not wanted:
@@ -352,6 +348,16 @@ def decide(rule: Rule, comparison: dict[str, Any]) -> Decision:
         checks += _difference_checks(rule, s, block)
         checks += _segment_checks(rule, s, block)
         checks += _token_checks(rule, s, block)
+    return checks
+
+
+def decide(rule: Rule, comparison: dict[str, Any]) -> Decision:
+    """Apply a loaded rule to a :func:`ledgerscope.analysis.stats.compare.compare_arms` result."""
+    fmt = comparison.get("format")
+    if fmt not in (None, "ledgerscope-comparison/1"):
+        raise InputError(Problem("comparison", None, "format", f"unknown format {fmt!r}"))
+    _check_settings(rule, comparison)
+    checks = _stress_set_checks(rule, comparison.get("stress_sets") or {})
     checks += resource_checks(rule.resources, comparison, rule.min_questions, Check)
     arms = [(comparison.get(a) or {}).get("arm") for a in ("candidate", "baseline")]
     checks = gate_checks(

@@ -13,24 +13,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# re-exported (``X as X``): callers import these from here too
+from ledgerscope.analysis.diagnosis.depths import FIRST_STAGE_DEPTH_KEYS as FIRST_STAGE_DEPTH_KEYS
+from ledgerscope.analysis.diagnosis.depths import depths_by_arm as depths_by_arm
+from ledgerscope.analysis.diagnosis.depths import first_stage_depths as first_stage_depths
 from ledgerscope.common.intervals import merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-
-#: a first-stage list's name in the diagnosis -> its depth's key in an arm's ``retrieval`` config
-FIRST_STAGE_DEPTH_KEYS = (("bm25", "bm25_top_n"), ("dense_exact", "dense_top_n"), ("dense_ann", "ann_top_n"))
-
-
-def first_stage_depths(arm_entry: Mapping[str, Any] | None) -> dict[str, int]:
-    """The configured depth of each first-stage list of one arm (its entry in the ledger's manifest):
-    the cutoff steps 3 and 4 report (a record's ``top_n``)."""
-    retrieval = ((arm_entry or {}).get("config") or {}).get("retrieval") or {}
-    return {name: int(retrieval[key]) for name, key in FIRST_STAGE_DEPTH_KEYS if key in retrieval}
-
-
-def depths_by_arm(manifest: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """:func:`first_stage_depths` of every arm of a ledger's manifest, by arm name."""
-    return {name: first_stage_depths(arm) for name, arm in (manifest.get("arms") or {}).items()}
-
 
 #: the candidate lists each step's evidence reads ("units" = the chunker's units table)
 EVIDENCE_STAGES: dict[int, tuple[str, ...]] = {

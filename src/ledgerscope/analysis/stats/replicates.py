@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ledgerscope.analysis.stats.arm_records import load_arm, load_arms
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap
-from ledgerscope.analysis.stats.compare import Matched, load_arm, load_arms, match_arms
+from ledgerscope.analysis.stats.compare import Matched, match_arms
 from ledgerscope.analysis.stats.metrics import DEFAULT_STATISTICS, METRICS
 from ledgerscope.analysis.stats.resampling import intervals
 

@@ -213,6 +213,17 @@ LONG_FILES: dict[str, str] = {
 }
 
 
+#: long functions in files other branches of the same session edit (issue 27: repeats, 31: ledger paths,
+#: 25t: TUI speed); split after their merge, then drop the entry (path:function -> why it waits)
+LONG_FUNCTIONS_PENDING: dict[str, str] = {
+    "testing/multidoc.py:make_multidoc_ledger": "issue 31 edits its body (ledger paths)",
+    "testing/synthetic.py:make_synthetic_ledger": "issue 31 edits the module (ledger paths)",
+    "pipeline/run/partition.py:run_partition": "issues 27 (repeats) and 31 (ledger paths) edit its body",
+    "pipeline/run/rerun.py:rerun_record": "issues 27 (repeats) and 31 (ledger paths) edit its body",
+    "tui/record_data.py:read_record_rows": "issue 25t reshapes the record's reading (TUI speed)",
+}
+
+
 def _long_functions(source: str) -> list[tuple[int, str, int, str]]:
     """(line, name, lines, docstring) of every function or method over MAX_FUNCTION_LINES, nested ones too."""
     import ast
@@ -242,15 +253,21 @@ def _sources() -> list[Path]:
 def test_a_function_over_60_lines_says_why_in_its_docstring() -> None:
     """Split a long function into named helpers; where it reads better whole (Typer options, one
     table), its docstring says so with "(Long by ...)" or "(Long because ...)"."""
-    unexplained = [
-        f"{path.relative_to(SRC)}:{line} {name} ({lines} lines)"
+    long = {
+        f"{path.relative_to(SRC / 'ledgerscope')}:{name}": (line, lines, doc)
         for path in _sources()
         for line, name, lines, doc in _long_functions(path.read_text(encoding="utf-8"))
-        if not LONG_REASON.search(doc)
+    }
+    unexplained = [
+        f"{key} (line {line}, {lines} lines)"
+        for key, (line, lines, doc) in long.items()
+        if not LONG_REASON.search(doc) and key not in LONG_FUNCTIONS_PENDING
     ]
     assert not unexplained, "functions over 60 lines with no reason in their docstring:\n" + "\n".join(
         unexplained
     )
+    stale = sorted(set(LONG_FUNCTIONS_PENDING) - set(long))
+    assert not stale, f"LONG_FUNCTIONS_PENDING entries no longer over {MAX_FUNCTION_LINES} lines: {stale}"
 
 
 def test_a_file_over_500_lines_is_listed_with_its_reason() -> None:

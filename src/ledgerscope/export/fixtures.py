@@ -28,18 +28,20 @@ from ledgerscope.export._common import publish_mode
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
+    from ledgerscope.export.redaction import Redactor
+    from ledgerscope.inputs.fixtures import Fixture
     from ledgerscope.inputs.sources import Corpus
 
 
 def export_fixtures(
     con: DuckDBPyConnection,
     ledger: Path,
-    manifest: dict,
+    manifest: dict[str, Any],
     predicate: str,
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     out: Path,
-    loaded: tuple,
-    redactor=None,
+    loaded: tuple[dict[str, Fixture], dict[str, str]],
+    redactor: Redactor | None = None,
 ) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
     from ledgerscope.analysis.diagnosis import STEP_NAMES
@@ -47,7 +49,7 @@ def export_fixtures(
 
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
     corpus = _corpus(con, redactor)
-    by_qid: dict[str, list[dict]] = {}
+    by_qid: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_qid.setdefault(r["qid"], []).append(r)
     identity = {k: manifest.get(k) for k in ("identity", "format", "created", "fixtures_digest")}
@@ -106,7 +108,7 @@ def _record_note(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _redacted(fx, annotations: dict, redactor):
+def _redacted(fx: Fixture, annotations: dict[str, Any], redactor: Redactor) -> tuple[Fixture, dict[str, Any]]:
     """The fixture with the quotes of its restricted spans withheld, and what was withheld noted."""
     spans, withheld = [], []
     for span in fx.spans:

@@ -24,6 +24,7 @@ from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.inputs.fixtures import Fixture, write_fixtures
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
+from ledgerscope.ledger.sources import source_rows
 from ledgerscope.ledger.write import (
     check_out,
     clear_staging,
@@ -264,16 +265,7 @@ def _write_inputs(out: Path, corpus: Corpus, fixtures: Sequence[Fixture]) -> Non
     if not (out / "sources.parquet").is_file():
         write_table(
             out / "sources.parquet",
-            [
-                {
-                    "doc_id": s.doc_id,
-                    "version": s.version,
-                    "text": s.text,
-                    "observed": s.observed,
-                    "access": list(s.access),
-                }
-                for s in corpus
-            ],
+            source_rows(corpus),
             schema.SOURCES,
         )
     if not (out / "fixtures.jsonl").is_file():

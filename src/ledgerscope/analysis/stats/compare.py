@@ -1,6 +1,11 @@
 """Candidate minus baseline from a ledger: load both arms' records, match them, bootstrap.
 
 The statistics themselves are the pure functions of :mod:`ledgerscope.analysis.stats.metrics`.
+Each metric's bootstrap resamples only the questions where that metric applies in at least one
+arm (its denominator); metrics that apply to the same questions share one draw, and each result
+equals a :func:`.bootstrap.paired_bootstrap` call with the same seed. Per-arm phase tables are
+computed on the matched cells, so they agree with the point estimates. The bootstraps run on two
+threads (:func:`.bootstrap.paired_bootstrap_batch`); no number depends on their schedule.
 """
 
 from __future__ import annotations
@@ -284,15 +289,8 @@ def compare_arms(
     metric, both arms' :func:`phase_table` and the paired bootstrap
     (``difference``), and the same per segment. The dict is JSON-serialisable.
     ``answer_validity`` is both arms' oracle meter (:mod:`ledgerscope.analysis.validity`, threshold
-    ``min_oracle_correct``, default 0.8): what the answer-side figures are worth.
-
-    Each metric's bootstrap resamples only the questions where that metric
-    applies in at least one arm (its denominator); metrics that apply to the
-    same questions share one draw, and each result equals a
-    :func:`paired_bootstrap` call with the same seed. Per-arm phase tables are
-    computed on the matched cells, so they agree with the point estimates. The
-    bootstraps run on two threads (:func:`paired_bootstrap_batch`); no number
-    depends on their schedule.
+    ``min_oracle_correct``, default 0.8): what the answer-side figures are worth. How the
+    bootstrap draws: the module docstring.
     """
     cand, base = _load_both(con, candidate, baseline, baseline_con, metrics)
     if clusters not in CLUSTER_RULES:

@@ -166,6 +166,35 @@ def _fixture(item: dict, qid: str, sources: dict[int, Source], report: ImportRep
     if not isinstance(answer, str) or not answer.strip():
         report.skipped.append(f"{qid}: no answer; skipped")
         return None
+    found = _hop_spans(qid, hops, sources, report)
+    if found is None:
+        return None
+    spans, fallback = found
+    expected = answer.strip()
+    aliases = tuple(dict.fromkeys(a.strip() for a in item.get("answer_aliases") or [] if str(a).strip()))
+    annotations: dict[str, Any] = {
+        "segment_inferred": True,
+        "segment_rule": SEGMENT_RULE,
+        "support_rule": SUPPORT_RULE,
+        "hops": len(hops),
+    }
+    if fallback:
+        annotations["support_fallback"] = fallback
+    return Fixture(
+        segment="number-scope" if _NUMBER.search(expected) else "definition-referent",
+        spans=tuple(spans),
+        sufficient_sets=(tuple(s.span_id for s in spans),),
+        answer=AnswerContract(expected=expected, aliases=tuple(a for a in aliases if a != expected)),
+        annotations=annotations,
+        **base,
+    )
+
+
+def _hop_spans(
+    qid: str, hops: list, sources: dict[int, Source], report: ImportReport
+) -> tuple[list[GoldSpan], list[int]] | None:
+    """(one span per hop, the first ``primary``, two hops on one sentence sharing it; the hops whose
+    paragraph does not state their answer), or None (reported) when a hop names no paragraph."""
     spans: list[GoldSpan] = []
     fallback: list[int] = []
     for h, hop in enumerate(hops):
@@ -196,24 +225,7 @@ def _fixture(item: dict, qid: str, sources: dict[int, Source], report: ImportRep
     if not spans:
         report.skipped.append(f"{qid}: no hops; skipped")
         return None
-    expected = answer.strip()
-    aliases = tuple(dict.fromkeys(a.strip() for a in item.get("answer_aliases") or [] if str(a).strip()))
-    annotations: dict[str, Any] = {
-        "segment_inferred": True,
-        "segment_rule": SEGMENT_RULE,
-        "support_rule": SUPPORT_RULE,
-        "hops": len(hops),
-    }
-    if fallback:
-        annotations["support_fallback"] = fallback
-    return Fixture(
-        segment="number-scope" if _NUMBER.search(expected) else "definition-referent",
-        spans=tuple(spans),
-        sufficient_sets=(tuple(s.span_id for s in spans),),
-        answer=AnswerContract(expected=expected, aliases=tuple(a for a in aliases if a != expected)),
-        annotations=annotations,
-        **base,
-    )
+    return spans, fallback
 
 
 def _words(text: str) -> set[str]:

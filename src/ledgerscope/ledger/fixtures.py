@@ -26,8 +26,10 @@ def load_ledger_fixtures(
 
     ``con``: a connection from :func:`ledgerscope.ledger.read.connect` on ``ledger``.
     """
+    from ledgerscope.ledger.layout import ledger_layout
+
     corpus = sources_corpus(
-        Path(ledger) / "sources.parquet",
+        ledger_layout(ledger).sources_path(ledger),
         con.execute("SELECT doc_id, version, text, observed, access FROM sources").fetchall(),
     )
     texts = {s.doc_id: s.text for s in corpus}

@@ -2,9 +2,9 @@
 
 Shared by the executors (:mod:`.sweep`'s local loop, :mod:`.ray_executor`'s Ray tasks), so a
 partition is the same rows whichever machine computes it. The write is
-:func:`ledgerscope.ledger.write.write_partition`: staged under a per-process name and renamed into
-place whole, so an attempt killed at any point leaves either the finished partition or nothing
-under ``partitions/``, and a retried attempt replaces, never appends.
+:func:`ledgerscope.ledger.write.write_partition`: its table files, then its commit marker, so an
+attempt killed at any point leaves either the committed partition or files no reader takes, and a
+retried attempt replaces, never appends.
 """
 
 from __future__ import annotations

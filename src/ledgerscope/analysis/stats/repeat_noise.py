@@ -203,3 +203,39 @@ def over_repeats(futures: list, calls: list, questions: list, stacks: dict, phas
         done.set_result(paired_bootstrap_repeats(chosen, clusters, phase_labels=phases, **boot))
         out[i] = done
     return out
+
+
+#: noisy questions named per arm in the text views (all of them are in ``--json``)
+SHOWN = 10
+
+
+def noise_lines(noise: dict | None) -> list[str]:
+    """The ``noise`` entry as plain lines (terminal, report, Markdown): per arm its repeats, flip
+    rate and noisy questions, the noisiest named; [] without repeats."""
+    if not noise:
+        return []
+    lines = ["run-to-run noise (--repeats): " + noise["bootstrap"]]
+    for side in ("candidate", "baseline"):
+        s = noise.get(side)
+        if s is None:
+            lines.append(f"  {side}: one answer per record (no repeats)")
+            continue
+        named = ", ".join(f"{q['qid']} ({q['flip_rate']:.2f})" for q in s["noisy"][:SHOWN])
+        more = f", and {len(s['noisy']) - SHOWN} more" if len(s["noisy"]) > SHOWN else ""
+        lines.append(
+            f"  {side} {s['arm']}: {s['repeats']} repeats, {s['noisy_questions']} of {s['questions']} "
+            f"questions noisy (verdict differs between repeats), {s['records_flipped']} of {s['records']} "
+            f"records, mean flip rate {s['flip_rate']:.3f}" + (f"; noisiest: {named}{more}" if named else "")
+        )
+    return lines
+
+
+def mark_noisy(flips: list[dict], noise: dict | None) -> list[dict]:
+    """The flips with ``noisy`` (the question's verdict also flips between repeats, in either arm) and
+    its flip rates; the noisy ones after the others (a gate reads the steady regressions first)."""
+    rates: dict[str, dict[str, float]] = {}
+    for side in ("candidate", "baseline"):
+        for q in ((noise or {}).get(side) or {}).get("noisy", []):
+            rates.setdefault(q["qid"], {})[side] = q["flip_rate"]
+    out = [{**f, "noisy": f["qid"] in rates, "flip_rates": rates.get(f["qid"], {})} for f in flips]
+    return sorted(out, key=lambda f: f["noisy"])  # stable: the order within each kind is kept

@@ -41,6 +41,10 @@ def gate_outcome(
 
     fixtures, _texts = load_ledger_fixtures(con, ledger)
     flips = find_flips(con, candidate, baseline, base_con, fixtures)
+    if comparison.get("noise"):  # --repeats: noisy questions flagged, listed after the steady flips
+        from ledgerscope.analysis.stats.repeat_noise import mark_noisy
+
+        flips = mark_noisy(flips, comparison["noise"])
     return GateOutcome(
         candidate,
         baseline,

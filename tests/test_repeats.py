@@ -288,6 +288,19 @@ def test_report_junit_and_summary_show_the_noise(noisy_ledger, tmp_path):
     assert 'id="noise"' in html and "backup-weekly (0.33)" in html
 
 
+def test_the_reports_difference_charts_are_the_comparisons_intervals(noisy_ledger):
+    from ledgerscope.report.figures import Settings, gather
+
+    data = gather(noisy_ledger, "candidate", "baseline", settings=Settings(300, 0, 0.95))
+    over = 0
+    for dist in data.distributions:
+        diff = data.comparison["stress_sets"][dist["stress_set"]]["metrics"][dist["metric"]]["difference"]
+        stat = diff["statistics"][dist["statistic"]]
+        assert (dist["low"], dist["high"]) == (stat["low"], stat["high"])
+        over += "repeats" in diff
+    assert over  # answer_correct's interval resampled the repeats, in the comparison and the chart
+
+
 def test_noisy_flips_are_flagged_and_listed_last():
     from ledgerscope.analysis.stats.repeat_noise import mark_noisy
     from ledgerscope.report.junit import flip_message

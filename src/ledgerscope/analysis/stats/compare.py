@@ -449,7 +449,7 @@ def compare_arms(
     by_rule = {"first_document": first_document, "components": components}
     from ledgerscope.analysis.stats.repeat_noise import noise_of, repeat_stacks
 
-    stacks = repeat_stacks(con, baseline_con, cand, base, matched, metrics)  # None: no --repeats
+    stacks = repeat_stacks(con, baseline_con, cand, base, matched, metrics, match_arms)  # None: no repeats
     by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments, stacks)
     return annotate_power(
         {

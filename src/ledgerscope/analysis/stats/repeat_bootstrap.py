@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ledgerscope.analysis.stats.bootstrap import _problem, _summary
+from ledgerscope.analysis.stats.bootstrap import check_arguments, summarise
 from ledgerscope.analysis.stats.metrics import DEFAULT_STATISTICS
 from ledgerscope.analysis.stats.resampling import counts, question_columns, replicate_statistics, selection
 
@@ -73,6 +73,7 @@ def paired_bootstrap_repeats(
     statistics: Sequence[str] = DEFAULT_STATISTICS,
     phase_labels: Sequence[str] | None = None,
     chunk_elements: int = 1_000_000,
+    return_replicates: bool = False,
 ) -> dict[str, dict]:
     """:func:`.bootstrap.paired_bootstrap_many` over repeats: ``pairs`` maps a metric to
     ``(candidate, baseline, higher_is_better)`` with each a (repeats x questions x phases) stack
@@ -80,7 +81,7 @@ def paired_bootstrap_repeats(
     if not pairs:
         return {}
     first = {k: (np.asarray(c)[0], np.asarray(b)[0], h) for k, (c, b, h) in pairs.items()}
-    mats, labels, unit_of, n_units = _problem(first, clusters, confidence, statistics, phase_labels)
+    mats, labels, unit_of, n_units = check_arguments(first, clusters, confidence, statistics, phase_labels)
     if n_resamples < 1:
         raise ValueError("n_resamples must be at least 1")
     n_q, n_p = next(iter(mats.values()))[0].shape
@@ -106,10 +107,7 @@ def paired_bootstrap_repeats(
             w = counts(idx[a : a + PIECE], n_units).astype(np.float64)[:, unit_of]  # per question
             picks = [repeat_draw(k, n_q, len(w), repeats_rng) for k in ks]
             agg = np.concatenate(
-                [
-                    np.einsum("bq,bqc->cb", w, pick(q, picks[j % 2]))
-                    for j, q in enumerate(q_cols)
-                ]
+                [np.einsum("bq,bqc->cb", w, pick(q, picks[j % 2])) for j, q in enumerate(q_cols)]
             )
             vals, wh = replicate_statistics(agg[sel], parts, *args)
             cols = slice(lo + a, lo + a + len(w))
@@ -123,7 +121,7 @@ def paired_bootstrap_repeats(
         {s: v[at_row, 0] for s, v in point[0].items()},
         {s: v[at_row, 0] for s, v in point[1].items()},
     )
-    out = _summary(
+    out = summarise(
         mats,
         labels,
         result,
@@ -134,6 +132,7 @@ def paired_bootstrap_repeats(
         confidence=confidence,
         statistics=statistics,
         injected=False,
+        return_replicates=return_replicates,
     )
     for entry in out.values():
         entry["repeats"] = {"candidate": int(ks[0]), "baseline": int(ks[1])}

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ledgerscope.analysis.stats.compare import ArmRecords, Matched, match_arms
 from ledgerscope.analysis.stats.metrics import record_metrics
 
 _VERDICTS_SQL = (
@@ -127,7 +127,7 @@ def noise_section(cand: dict | None, base: dict | None) -> dict | None:
     }
 
 
-def _repeat_records(con, recs: ArmRecords) -> list[ArmRecords]:
+def _repeat_records(con, recs: Any) -> list[Any]:
     """The arm's records once per repeat, each with that repeat's answer-side metrics (a record
     without that repeat keeps its own values); [] when the arm has no repeats."""
     rows = _rows(con, _VALUES_SQL, recs.arm)
@@ -158,10 +158,12 @@ def _repeat_records(con, recs: ArmRecords) -> list[ArmRecords]:
 
 
 def repeat_stacks(
-    con, base_con, cand: ArmRecords, base: ArmRecords, matched: Matched, metrics: Sequence[str]
+    con, base_con, cand: Any, base: Any, matched: Any, metrics: Sequence[str], match_arms: Callable
 ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
     """Per metric, (candidate, baseline) stacks of (repeats x matched questions x phases), in the
-    matched order; None when neither arm has repeats."""
+    matched order; None when neither arm has repeats. ``cand``, ``base``: each arm's
+    :class:`.compare.ArmRecords`; ``matched`` and ``match_arms``: :mod:`.compare`'s (passed in, so
+    this module stays below it)."""
     cand_reps = _repeat_records(con, cand)
     base_reps = _repeat_records(base_con if base_con is not None else con, base)
     if not cand_reps and not base_reps:
@@ -239,3 +241,16 @@ def mark_noisy(flips: list[dict], noise: dict | None) -> list[dict]:
             rates.setdefault(q["qid"], {})[side] = q["flip_rate"]
     out = [{**f, "noisy": f["qid"] in rates, "flip_rates": rates.get(f["qid"], {})} for f in flips]
     return sorted(out, key=lambda f: f["noisy"])  # stable: the order within each kind is kept
+
+
+def block_repeats(stacks: dict | None, matched: Any, stress_set: str, metric: str):
+    """A stress set's (candidate, baseline) repeat stacks of ``metric`` over the questions where it
+    applies in either arm (the comparison's denominator), or None when its answers never differ."""
+    if stacks is None or metric not in stacks:
+        return None
+    rows = matched.stress_set == stress_set
+    c, b = matched.candidate[metric][rows], matched.baseline[metric][rows]
+    defined = ~np.isnan(c).all(axis=1) | ~np.isnan(b).all(axis=1)
+    idx = np.flatnonzero(rows)[defined]
+    cs, bs = stacks[metric][0][:, idx], stacks[metric][1][:, idx]
+    return (cs, bs) if varies(cs) or varies(bs) else None

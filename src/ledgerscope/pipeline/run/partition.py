@@ -68,8 +68,15 @@ def run_partition(
     laps = Laps(len(fixtures))
     repeats, repeat_rows = manifest_repeats(out), []
     records, cands = run_questions(
-        rt, index, fixtures, texts, oracle, on_question=on_question, laps=laps,
-        repeats=repeats, repeat_rows=repeat_rows,
+        rt,
+        index,
+        fixtures,
+        texts,
+        oracle,
+        on_question=on_question,
+        laps=laps,
+        repeats=repeats,
+        repeat_rows=repeat_rows,
     )
     resources = partition_resources(
         rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)), marks.seconds

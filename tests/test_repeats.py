@@ -133,6 +133,19 @@ def test_a_ledger_is_resumed_only_with_its_own_repeats(k3_ledger, rule_exception
     assert sweep(fixtures, corpus, arms, k3_ledger, repeats=3).written == []  # its own K: all done
 
 
+def test_the_gate_reuses_a_ledger_only_with_its_own_repeats(k3_ledger, rule_exception_inputs, tmp_path):
+    from ledgerscope.cli.release.gate_sweep import plan_sweeps
+
+    fixtures, corpus = _inputs(rule_exception_inputs)
+    cand, base = load_arm(rule_exception_inputs["candidate"]), load_arm(rule_exception_inputs["baseline"])
+    assert plan_sweeps(k3_ledger, cand, base, None, fixtures, corpus, repeats=3).runs == []
+    assert plan_sweeps(k3_ledger, cand, base, None, fixtures, corpus, repeats=1).runs  # not this sweep
+    with pytest.raises(InputError, match="--repeats 3, not 2"):
+        plan_sweeps(tmp_path / "new", cand, base, k3_ledger, fixtures, corpus, repeats=2)
+    plan = plan_sweeps(tmp_path / "new", cand, base, k3_ledger, fixtures, corpus, repeats=3)
+    assert plan.runs == [(tmp_path / "new", [cand])] and plan.repeats == 3
+
+
 def test_rerun_reproduces_every_repeat(k3_ledger):
     from ledgerscope.pipeline.run.rerun import rerun_record
 
@@ -217,9 +230,10 @@ def noisy_ledger(rule_exception_inputs, tmp_path_factory) -> Path:
     fixtures, corpus = _inputs(rule_exception_inputs)
     cand = tomllib.loads(Path(rule_exception_inputs["candidate"]).read_text())
     cand.update(phases=[0, 5], generator={"kind": "python", "callable": "tests.test_repeats:flaky_weekly"})
-    base = load_arm(rule_exception_inputs["baseline"])
+    base = tomllib.loads(Path(rule_exception_inputs["baseline"]).read_text())
+    base["phases"] = {"0": 0, "5": 5}
     out = tmp_path_factory.mktemp("repeats-noisy") / "ledger"
-    sweep(fixtures, corpus, [arm_from_dict(cand), base], out, repeats=3)
+    sweep(fixtures, corpus, [arm_from_dict(cand), arm_from_dict(base)], out, repeats=3)
     return out
 
 

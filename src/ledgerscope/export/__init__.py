@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.export._common import atomic_dir
@@ -75,7 +75,7 @@ class ExportResult:
     paths: list[Path]  # what was written
     questions: int = 0  # distinct questions written
     format: str = ""
-    redacted: dict | None = None  # what restricted text was withheld (Redactor.summary), if any
+    redacted: dict[str, Any] | None = None  # what restricted text was withheld (Redactor.summary), if any
 
 
 def export(
@@ -156,7 +156,9 @@ def _check_out(ledger: Path, out: Path, fmt: str) -> None:
                 )
 
 
-def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tuple) -> list[dict]:
+def _selection(
+    con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tuple[Any, ...]
+) -> list[dict[str, Any]]:
     """The selected rows (record_view plus the diagnosis' evidence and walk), in a total order.
 
     Evidence is computed for the selected records only, from the partitions holding them.

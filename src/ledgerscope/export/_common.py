@@ -26,7 +26,7 @@ CANDIDATE_COLUMNS = ("rank", "unit_id", "doc_id", "start", "end", "score", "line
 _SELECTION_TABLE = "_ls_export_selection"
 
 
-def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
+def _register_selection(con: DuckDBPyConnection, rows: list[dict[str, Any]]) -> str:
     """The selection's keys as a temp table, so candidates join against it instead of a huge IN list."""
     from ledgerscope.common.sql_tables import columns_table
 
@@ -46,10 +46,10 @@ def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
 
 def stream_candidates(
     con: DuckDBPyConnection,
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     stages: Iterable[str] | None = None,
     cutoff_stage: str | None = None,
-) -> Iterator[tuple[int, list[dict]]]:
+) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     """(ord, candidate rows) per selected record that has any, in selection order, streamed.
 
     Streamed because a ledger's candidates can far outgrow memory. ``stages``
@@ -59,7 +59,7 @@ def stream_candidates(
     if not rows:
         return
     sel = _register_selection(con, rows)
-    params: list = []
+    params: list[Any] = []
     stage_filter = ""
     if stages is not None:
         stages = list(stages)
@@ -79,7 +79,7 @@ def stream_candidates(
         )
         names = [d[0] for d in cur.description]
         current: int | None = None
-        bucket: list[dict] = []
+        bucket: list[dict[str, Any]] = []
         while True:
             batch = cur.fetchmany(10_000)
             if not batch:
@@ -155,6 +155,6 @@ def source_texts(con: DuckDBPyConnection) -> dict[str, str]:
     return {d: t for d, t in con.execute("SELECT doc_id, text FROM sources").fetchall()}
 
 
-def count_questions(rows: list[dict]) -> int:
+def count_questions(rows: list[dict[str, Any]]) -> int:
     """The distinct questions among the selected records."""
     return len({r["qid"] for r in rows})

@@ -25,18 +25,21 @@ from ledgerscope.export._common import (
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
+    from ledgerscope.export.redaction import Redactor
+    from ledgerscope.inputs.fixtures import Fixture
+
 JSONL_FORMAT = "ledgerscope-record-view/1"
 
 
 def export_jsonl(
     con: DuckDBPyConnection,
     ledger: Path,
-    manifest: dict,
+    manifest: dict[str, Any],
     predicate: str,
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     out: Path,
-    loaded: tuple,
-    redactor=None,
+    loaded: tuple[dict[str, Fixture], dict[str, str]],
+    redactor: Redactor | None = None,
 ) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
     from ledgerscope.common.atomic import atomic_path
@@ -47,7 +50,7 @@ def export_jsonl(
     pending = next(stream, None)
     with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for r in rows:
-            cands: list[dict] = []
+            cands: list[dict[str, Any]] = []
             if pending is not None and pending[0] == r["_ord"]:
                 cands = pending[1]
                 pending = next(stream, None)
@@ -56,9 +59,11 @@ def export_jsonl(
     return [out], count_questions(rows)
 
 
-def _jsonl_row(r: dict, cands: list[dict], record_cols: list[str], stages: tuple[str, ...]) -> dict:
+def _jsonl_row(
+    r: dict[str, Any], cands: list[dict[str, Any]], record_cols: list[str], stages: tuple[str, ...]
+) -> dict[str, Any]:
     """One record's line: its columns, its candidates by stage in rank order, its diagnosis."""
-    by_stage: dict[str, list[dict]] = {s: [] for s in stages}
+    by_stage: dict[str, list[dict[str, Any]]] = {s: [] for s in stages}
     for c in cands:
         by_stage.setdefault(c["stage"], []).append({k: c[k] for k in CANDIDATE_COLUMNS})
     for lst in by_stage.values():

@@ -92,12 +92,7 @@ def gather(
     attach(comparison, ledger, candidate, baseline_ledger, baseline, price_table(prices_path, loaded_rule))
     if loaded_rule is not None:
         decision = decide(loaded_rule, comparison).to_dict()
-        rule = {
-            "path": shown_path(rule_path),
-            "digest": loaded_rule.digest,
-            "description": loaded_rule.description,
-            "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences],
-        }
+        rule = _rule_summary(rule_path, loaded_rule)
     data = ReportData(
         shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison, decision, rule
     )
@@ -114,10 +109,26 @@ def gather(
     data.reversals = _reversal_cards(data, cons, loaded, redactors)
     counts = [r.summary() for r in by_con.values() if r.any()]
     if counts:
-        data.redaction = {k: sum(c[k] for c in counts) for k in ("spans", "fields")}
-        data.redaction["doc_ids"] = sorted({d for c in counts for d in c["doc_ids"]})
-        data.redaction["documents"] = len(data.redaction["doc_ids"])
+        data.redaction = _redaction_totals(counts)
     return data
+
+
+def _rule_summary(rule_path: str | Path, loaded_rule: Any) -> dict[str, Any]:
+    """What the report shows of the release rule: where it is, its digest and its tolerances."""
+    return {
+        "path": shown_path(rule_path),
+        "digest": loaded_rule.digest,
+        "description": loaded_rule.description,
+        "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences],
+    }
+
+
+def _redaction_totals(counts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The redactors' counts summed over both ledgers: spans, fields and the documents they touched."""
+    out: dict[str, Any] = {k: sum(c[k] for c in counts) for k in ("spans", "fields")}
+    out["doc_ids"] = sorted({d for c in counts for d in c["doc_ids"]})
+    out["documents"] = len(out["doc_ids"])
+    return out
 
 
 def _fixtures(con, ledger) -> tuple:

@@ -17,6 +17,7 @@ outcomes and counts: their sums are exact in any order). Pure numpy.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,9 @@ REPEAT_STREAM = 0x7E9EA7
 PIECE = 256
 
 
-def repeat_draw(n_repeats: np.ndarray | int, n_questions: int, n_replicates: int, rng) -> np.ndarray:
+def repeat_draw(
+    n_repeats: np.ndarray | int, n_questions: int, n_replicates: int, rng: np.random.Generator
+) -> np.ndarray:
     """(replicates x questions) repeat indices, each uniform over its question's ``n_repeats``
     (an int, or one per question); all 0 where a question has one repeat."""
     k = np.broadcast_to(np.asarray(n_repeats, dtype=np.int64), (n_questions,))
@@ -47,7 +50,9 @@ def pick(stack: np.ndarray, picks: np.ndarray) -> np.ndarray:
     return stack[picks, np.arange(stack.shape[1])[None, :]]
 
 
-def _stacks(pairs: Mapping[str, tuple], n_q: int, n_p: int) -> tuple[list[np.ndarray], np.ndarray, tuple]:
+def _stacks(
+    pairs: Mapping[str, tuple[Any, Any, bool]], n_q: int, n_p: int
+) -> tuple[list[np.ndarray], np.ndarray, tuple[int, int]]:
     """Every block's stack (candidate ``2 i``, baseline ``2 i + 1``), its direction, and each arm's K."""
     stacks, hib = [], []
     for name, (c, b, h) in pairs.items():
@@ -74,7 +79,7 @@ def paired_bootstrap_repeats(
     phase_labels: Sequence[str] | None = None,
     chunk_elements: int = 1_000_000,
     return_replicates: bool = False,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """:func:`.bootstrap.paired_bootstrap_many` over repeats: ``pairs`` maps a metric to
     ``(candidate, baseline, higher_is_better)`` with each a (repeats x questions x phases) stack
     (repeat 0 first: the records). Each metric's result adds ``repeats`` (K per arm)."""
@@ -96,7 +101,7 @@ def paired_bootstrap_repeats(
     totals = np.concatenate([q[0].sum(axis=0) for q in q_cols])  # repeat 0: the records
     point = replicate_statistics(totals[sel][:, None], parts, *args)
     reps = {s: np.empty((len(hib), n_resamples)) for s in statistics}
-    which = {s: np.empty((len(hib), n_resamples), dtype=np.int64) for s in point[1]}
+    which: dict[str, np.ndarray] = {s: np.empty((len(hib), n_resamples), dtype=np.int64) for s in point[1]}
     units_rng = np.random.Generator(np.random.PCG64(seed))
     repeats_rng = np.random.default_rng([seed, REPEAT_STREAM])
     chunk = max(1, chunk_elements // n_units)
@@ -104,7 +109,7 @@ def paired_bootstrap_repeats(
         hi = min(n_resamples, lo + chunk)
         idx = units_rng.integers(0, n_units, size=(hi - lo, n_units), dtype=np.int32)  # the unit draw
         for a in range(0, hi - lo, PIECE):
-            w = counts(idx[a : a + PIECE], n_units).astype(np.float64)[:, unit_of]  # per question
+            w: np.ndarray = counts(idx[a : a + PIECE], n_units).astype(np.float64)[:, unit_of]  # per question
             picks = [repeat_draw(k, n_q, len(w), repeats_rng) for k in ks]
             agg = np.concatenate(
                 [np.einsum("bq,bqc->cb", w, pick(q, picks[j % 2])) for j, q in enumerate(q_cols)]

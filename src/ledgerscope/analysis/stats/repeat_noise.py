@@ -20,11 +20,15 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ledgerscope.analysis.stats.metrics import record_metrics
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 _VERDICTS_SQL = (
     "SELECT qid, CAST(phase AS VARCHAR), repeat, answer_verdict FROM repeats WHERE arm = ? "
@@ -39,7 +43,7 @@ _VALUES_SQL = (
 )
 
 
-def _rows(con, sql: str, arm: str) -> list[tuple]:
+def _rows(con: DuckDBPyConnection, sql: str, arm: str) -> list[tuple[Any, ...]]:
     """The query's rows; none from a connection without a ``repeats`` view (views built by hand)."""
     import duckdb
 
@@ -64,7 +68,7 @@ def majority(verdicts: Sequence[str | None]) -> str | None:
     return next(v for v in verdicts if tally[v] == top)
 
 
-def record_verdicts(con, arm: str) -> dict[tuple[str, str], list[str | None]]:
+def record_verdicts(con: DuckDBPyConnection, arm: str) -> dict[tuple[str, str], list[str | None]]:
     """Each record's answer verdicts in repeat order (empty: the arm has no repeats)."""
     out: dict[tuple[str, str], list[str | None]] = {}
     for qid, phase, _repeat, verdict in _rows(con, _VERDICTS_SQL, arm):
@@ -72,7 +76,7 @@ def record_verdicts(con, arm: str) -> dict[tuple[str, str], list[str | None]]:
     return out
 
 
-def question_noise(verdicts: dict[tuple[str, str], list[str | None]]) -> list[dict]:
+def question_noise(verdicts: dict[tuple[str, str], list[str | None]]) -> list[dict[str, Any]]:
     """Per question: its flip rate (mean over its records), the phases whose verdict flipped, and
     whether it is noisy; the noisiest first."""
     by_q: dict[str, list[tuple[str, float]]] = {}
@@ -92,7 +96,7 @@ def question_noise(verdicts: dict[tuple[str, str], list[str | None]]) -> list[di
     return sorted(out, key=lambda q: (-q["flip_rate"], q["qid"]))
 
 
-def arm_noise(con, arm: str) -> dict | None:
+def arm_noise(con: DuckDBPyConnection, arm: str) -> dict[str, Any] | None:
     """One arm's noise summary, or None when it was swept without repeats."""
     verdicts = record_verdicts(con, arm)
     if not verdicts:
@@ -112,7 +116,7 @@ def arm_noise(con, arm: str) -> dict | None:
     }
 
 
-def noise_section(cand: dict | None, base: dict | None) -> dict | None:
+def noise_section(cand: dict[str, Any] | None, base: dict[str, Any] | None) -> dict[str, Any] | None:
     """The comparison's ``noise`` entry: both arms' summaries and the questions noisy in either."""
     if cand is None and base is None:
         return None
@@ -127,14 +131,14 @@ def noise_section(cand: dict | None, base: dict | None) -> dict | None:
     }
 
 
-def _repeat_records(con, recs: Any) -> list[Any]:
+def _repeat_records(con: DuckDBPyConnection, recs: Any) -> list[Any]:
     """The arm's records once per repeat, each with that repeat's answer-side metrics (a record
     without that repeat keeps its own values); [] when the arm has no repeats."""
     rows = _rows(con, _VALUES_SQL, recs.arm)
     if not rows:
         return []
     at = {(q, p): i for i, (q, p) in enumerate(zip(recs.qid.tolist(), recs.phase.tolist(), strict=True))}
-    by_repeat: dict[int, list[tuple]] = {}
+    by_repeat: dict[int, list[tuple[Any, ...]]] = {}
     for row in rows:
         by_repeat.setdefault(row[0], []).append(row[1:])
     out = []
@@ -158,7 +162,13 @@ def _repeat_records(con, recs: Any) -> list[Any]:
 
 
 def repeat_stacks(
-    con, base_con, cand: Any, base: Any, matched: Any, metrics: Sequence[str], match_arms: Callable
+    con: DuckDBPyConnection,
+    base_con: DuckDBPyConnection | None,
+    cand: Any,
+    base: Any,
+    matched: Any,
+    metrics: Sequence[str],
+    match_arms: Callable[..., Any],
 ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
     """Per metric, (candidate, baseline) stacks of (repeats x matched questions x phases), in the
     matched order; None when neither arm has repeats. ``cand``, ``base``: each arm's
@@ -178,7 +188,9 @@ def varies(stack: np.ndarray) -> bool:
     return any(not np.array_equal(stack[r], stack[0], equal_nan=True) for r in range(1, len(stack)))
 
 
-def noise_of(con, base_con, candidate: str, baseline: str) -> dict:
+def noise_of(
+    con: DuckDBPyConnection, base_con: DuckDBPyConnection | None, candidate: str, baseline: str
+) -> dict[str, Any]:
     """``{"noise": section}`` for a comparison when either arm has repeats, else ``{}`` (a K = 1
     comparison's dict is unchanged)."""
     base = arm_noise(base_con if base_con is not None else con, baseline)
@@ -186,12 +198,17 @@ def noise_of(con, base_con, candidate: str, baseline: str) -> dict:
     return {} if section is None else {"noise": section}
 
 
-def over_repeats(futures: list, calls: list, questions: list, stacks: dict, phases: list, boot: dict) -> list:
+def over_repeats(
+    futures: list[Future[Any]],
+    calls: list[tuple[dict[str, Any], Any]],
+    questions: list[np.ndarray],
+    stacks: dict[str, Any],
+    phases: list[str],
+    boot: dict[str, Any],
+) -> list[Future[Any]]:
     """The comparison's bootstrap futures, each call whose answers differ between repeats replaced by
     :func:`.repeat_bootstrap.paired_bootstrap_repeats` on the same questions (the others kept: with
     answers that never differ, the two are the same numbers)."""
-    from concurrent.futures import Future
-
     from ledgerscope.analysis.stats.repeat_bootstrap import paired_bootstrap_repeats
 
     out = list(futures)
@@ -201,7 +218,7 @@ def over_repeats(futures: list, calls: list, questions: list, stacks: dict, phas
         chosen = {m: (stacks[m][0][:, rows], stacks[m][1][:, rows], h) for m, (_c, _b, h) in pairs.items()}
         if not any(varies(c) or varies(b) for c, b, _h in chosen.values()):
             continue
-        done: Future = Future()
+        done: Future[Any] = Future()
         done.set_result(paired_bootstrap_repeats(chosen, clusters, phase_labels=phases, **boot))
         out[i] = done
     return out
@@ -211,7 +228,7 @@ def over_repeats(futures: list, calls: list, questions: list, stacks: dict, phas
 SHOWN = 10
 
 
-def noise_lines(noise: dict | None) -> list[str]:
+def noise_lines(noise: dict[str, Any] | None) -> list[str]:
     """The ``noise`` entry as plain lines (terminal, report, Markdown): per arm its repeats, flip
     rate and noisy questions, the noisiest named; [] without repeats."""
     if not noise:
@@ -232,7 +249,7 @@ def noise_lines(noise: dict | None) -> list[str]:
     return lines
 
 
-def mark_noisy(flips: list[dict], noise: dict | None) -> list[dict]:
+def mark_noisy(flips: list[dict[str, Any]], noise: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The flips with ``noisy`` (the question's verdict also flips between repeats, in either arm) and
     its flip rates; the noisy ones after the others (a gate reads the steady regressions first)."""
     rates: dict[str, dict[str, float]] = {}
@@ -243,7 +260,9 @@ def mark_noisy(flips: list[dict], noise: dict | None) -> list[dict]:
     return sorted(out, key=lambda f: f["noisy"])  # stable: the order within each kind is kept
 
 
-def block_repeats(stacks: dict | None, matched: Any, stress_set: str, metric: str):
+def block_repeats(
+    stacks: dict[str, Any] | None, matched: Any, stress_set: str, metric: str
+) -> tuple[np.ndarray, np.ndarray] | None:
     """A stress set's (candidate, baseline) repeat stacks of ``metric`` over the questions where it
     applies in either arm (the comparison's denominator), or None when its answers never differ."""
     if stacks is None or metric not in stacks:

@@ -12,20 +12,25 @@ confidence, so every interval here equals the one the comparison reports for the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ledgerscope.analysis.stats.arm_records import load_arm, load_arms
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap
-from ledgerscope.analysis.stats.compare import Matched, load_arm, load_arms, match_arms
+from ledgerscope.analysis.stats.compare import Matched, match_arms
 from ledgerscope.analysis.stats.metrics import DEFAULT_STATISTICS, METRICS
 from ledgerscope.analysis.stats.resampling import intervals
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
 
 def matched_arms(
-    con,
+    con: DuckDBPyConnection,
     candidate: str,
     baseline: str,
-    baseline_con=None,
+    baseline_con: DuckDBPyConnection | None = None,
     metrics: Sequence[str] = ("support", "answer_correct"),
 ) -> Matched:
     """Both arms on their shared (question, phase label) cells, loaded as the comparison loads them."""
@@ -36,7 +41,13 @@ def matched_arms(
     return match_arms(cand, base, metrics)
 
 
-def matched_with_repeats(con, candidate: str, baseline: str, baseline_con, metrics: Sequence[str]):
+def matched_with_repeats(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    metrics: Sequence[str],
+) -> tuple[Matched, dict[str, Any] | None]:
     """:func:`matched_arms` and the arms' repeat stacks (``--repeats``; None without repeats)."""
     from ledgerscope.analysis.stats.repeat_noise import repeat_stacks
 
@@ -66,8 +77,8 @@ def difference_replicates(
     n_resamples: int,
     seed: int,
     confidence: float,
-    stacks: dict | None = None,
-) -> dict | None:
+    stacks: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """The paired difference's replicates for one statistic, with its estimate and interval.
 
     None when the metric applies to no question of the stress set. ``stacks`` (``--repeats``:
@@ -78,7 +89,12 @@ def difference_replicates(
     if not len(c):
         return None
     statistics = tuple(DEFAULT_STATISTICS) + ((statistic,) if statistic not in DEFAULT_STATISTICS else ())
-    boot = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "statistics": statistics}
+    boot: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "statistics": statistics,
+    }
     from ledgerscope.analysis.stats.repeat_noise import block_repeats
 
     over = block_repeats(stacks, matched, stress_set, metric)
@@ -115,14 +131,14 @@ def difference_replicates(
 
 def phase_intervals(
     matched: Matched, stress_set: str, metric: str, *, n_resamples: int, seed: int, confidence: float
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Per shared phase: each arm's rate with its percentile interval (same draw design as the
     comparison: the phase's column, questions resampled by document), and its denominator."""
     c, b, clusters = _block(matched, stress_set, metric)
     q = np.array([(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     out = []
     for j, label in enumerate(matched.phases):
-        entry: dict = {"phase": label}
+        entry: dict[str, Any] = {"phase": label}
         col_c, col_b = c[:, j : j + 1], b[:, j : j + 1]
         keep = ~np.isnan(col_c[:, 0]) | ~np.isnan(col_b[:, 0])
         if not keep.any():

@@ -16,7 +16,7 @@ outcomes and counts: their sums are exact in any order). Pure numpy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,49 @@ def _stacks(
     return stacks, np.asarray(hib), (ks[0].pop(), ks[1].pop())
 
 
+def _aggregates(
+    q_cols: list[np.ndarray],
+    ks: tuple[int, int],
+    unit_of: np.ndarray,
+    n_units: int,
+    *,
+    n_resamples: int,
+    seed: int,
+    chunk: int,
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """(replicate columns, aggregates x replicates) piece by piece: the units drawn as
+    :class:`.passes.Pass` draws them (``chunk``: its ``chunk_elements``), then one repeat per arm and
+    question; each block's columns (``q_cols``: repeats x questions x columns, candidate blocks
+    even) summed over the questions with the units' multiplicities."""
+    n_q = q_cols[0].shape[1]
+    units_rng = np.random.Generator(np.random.PCG64(seed))
+    repeats_rng = np.random.default_rng([seed, REPEAT_STREAM])
+    step = max(1, chunk // n_units)
+    for lo in range(0, n_resamples, step):
+        hi = min(n_resamples, lo + step)
+        idx = units_rng.integers(0, n_units, size=(hi - lo, n_units), dtype=np.int32)  # the unit draw
+        for a in range(0, hi - lo, PIECE):
+            w: np.ndarray = counts(idx[a : a + PIECE], n_units).astype(np.float64)[:, unit_of]  # per question
+            picks = [repeat_draw(k, n_q, len(w), repeats_rng) for k in ks]
+            agg = np.concatenate(
+                [np.einsum("bq,bqc->cb", w, pick(q, picks[j % 2])) for j, q in enumerate(q_cols)]
+            )
+            yield slice(lo + a, lo + a + len(w)), agg
+
+
+def _in_block_order(
+    reps: dict[str, Any], which: dict[str, Any], point: tuple[Any, Any], at_row: np.ndarray
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Replicates, their phases and the point statistics with the blocks back in their own order
+    (candidate ``2 i``, baseline ``2 i + 1``), as :meth:`.passes.Pass.result` gives them."""
+    return (
+        {s: v[at_row] for s, v in reps.items()},
+        {s: v[at_row] for s, v in which.items()},
+        {s: v[at_row, 0] for s, v in point[0].items()},
+        {s: v[at_row, 0] for s, v in point[1].items()},
+    )
+
+
 def paired_bootstrap_repeats(
     pairs: Mapping[str, tuple[np.ndarray, np.ndarray, bool]],
     clusters: np.ndarray | None = None,
@@ -102,30 +145,16 @@ def paired_bootstrap_repeats(
     point = replicate_statistics(totals[sel][:, None], parts, *args)
     reps = {s: np.empty((len(hib), n_resamples)) for s in statistics}
     which: dict[str, np.ndarray] = {s: np.empty((len(hib), n_resamples), dtype=np.int64) for s in point[1]}
-    units_rng = np.random.Generator(np.random.PCG64(seed))
-    repeats_rng = np.random.default_rng([seed, REPEAT_STREAM])
-    chunk = max(1, chunk_elements // n_units)
-    for lo in range(0, n_resamples, chunk):
-        hi = min(n_resamples, lo + chunk)
-        idx = units_rng.integers(0, n_units, size=(hi - lo, n_units), dtype=np.int32)  # the unit draw
-        for a in range(0, hi - lo, PIECE):
-            w: np.ndarray = counts(idx[a : a + PIECE], n_units).astype(np.float64)[:, unit_of]  # per question
-            picks = [repeat_draw(k, n_q, len(w), repeats_rng) for k in ks]
-            agg = np.concatenate(
-                [np.einsum("bq,bqc->cb", w, pick(q, picks[j % 2])) for j, q in enumerate(q_cols)]
-            )
-            vals, wh = replicate_statistics(agg[sel], parts, *args)
-            cols = slice(lo + a, lo + a + len(w))
-            for s, v in vals.items():
-                reps[s][:, cols] = v
-            for s, v in wh.items():
-                which[s][:, cols] = v
-    result = (
-        {s: v[at_row] for s, v in reps.items()},
-        {s: v[at_row] for s, v in which.items()},
-        {s: v[at_row, 0] for s, v in point[0].items()},
-        {s: v[at_row, 0] for s, v in point[1].items()},
+    draws = _aggregates(
+        q_cols, ks, unit_of, n_units, n_resamples=n_resamples, seed=seed, chunk=chunk_elements
     )
+    for cols, agg in draws:
+        vals, wh = replicate_statistics(agg[sel], parts, *args)
+        for s, v in vals.items():
+            reps[s][:, cols] = v
+        for s, v in wh.items():
+            which[s][:, cols] = v
+    result = _in_block_order(reps, which, point, at_row)
     out = summarise(
         mats,
         labels,

@@ -463,9 +463,8 @@ def run_questions(
     repeat_rows: list[dict] | None = None,
 ) -> tuple[list[dict], CandidateSink]:
     """Every question down the cascade at this phase; returns (records, candidate sink).
-    ``laps`` (the resource record) gets each question's stage seconds and generation result.
-    ``repeats`` > 1: generation and judging run that many times per record, every answer's row
-    appended to ``repeat_rows`` (:mod:`.repeats`; the record is repeat 0's)."""
+    ``laps`` (the resource record) gets each question's stage seconds and generation result;
+    ``repeats`` > 1: each record's answers, repeat 0's first, go to ``repeat_rows`` (:mod:`.repeats`)."""
     questions = [f.question for f in fixtures]
     t0 = time.perf_counter()
     rt.encoder.encode(questions)  # one batch (an endpoint retries here what failed at an earlier phase)
@@ -483,18 +482,9 @@ def run_questions(
         for i, (fx, hits, upto) in enumerate(zip(fixtures, retrieved, packed, strict=True)):
             times: dict[str, float] = {}
             trace = finish(rt, fx, hits, upto, texts, times)
-            if repeats > 1 and repeat_rows is not None:
-                repeat_rows.extend(
-                    run_repeats(
-                        partial(finish, rt, fx, hits, upto, texts, times),
-                        rt.generator,
-                        rt.config.name,
-                        index.phase.label,
-                        fx.qid,
-                        trace,
-                        repeats,
-                    )
-                )
+            if repeats > 1 and repeat_rows is not None:  # --repeats: repeat 0 is this trace
+                again = partial(finish, rt, fx, hits, upto, texts, times)
+                repeat_rows += run_repeats(again, rt, index.phase.label, trace, repeats)
             if laps is not None:
                 laps.add(i, times)
                 laps.results.append(trace.generated.result)

@@ -95,9 +95,11 @@ def repeat_row(arm: str, phase: str, qid: str, repeat: int, seed: int | None, tr
     }
 
 
-def run_repeats(finish_one, generator: Any, arm: str, phase: str, qid: str, first: Any, k: int) -> list[dict]:
-    """The ``repeats`` rows of one record: ``first`` (its trace) as repeat 0, then ``finish_one()``
-    (generation and judging on the same packed views) under each further repeat's seed."""
+def run_repeats(finish_one: Any, rt: Any, phase: str, first: Any, k: int) -> list[dict]:
+    """The ``repeats`` rows of one record at ``phase``: ``first`` (its trace) as repeat 0, then
+    ``finish_one()`` (generation and judging on the same packed views) under each further repeat's
+    seed; ``rt``: the arm's runtime (its name and generator)."""
+    generator, arm, qid = rt.generator, rt.config.name, first.fixture.qid
     base = getattr(generator, "seed", None)
     rows = [repeat_row(arm, phase, qid, 0, base, first)]
     for r in range(1, k):

@@ -89,7 +89,7 @@ MYPY = Path(sys.executable).with_name("mypy")
 @pytest.mark.skipif(not MYPY.exists(), reason="mypy is in the test extra")
 def test_the_typed_packages_type_check() -> None:
     """mypy, strict, over the packages pyproject.toml's [tool.mypy] names (rules/, ledger/, analysis/,
-    export/), in one run. Its incremental cache (.mypy_cache/, git-ignored) makes a rerun about a
+    export/, report/), in one run. Its incremental cache (.mypy_cache/, git-ignored) makes a rerun about a
     second; a fresh clone's first run builds it (a few seconds of CPU)."""
     done = subprocess.run(
         [str(MYPY), "--cache-dir", str(ROOT / ".mypy_cache")],

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
-from ledgerscope.export._common import atomic_dir
+from ledgerscope.export._common import ExportRequest, atomic_dir
 from ledgerscope.export.fixtures import export_fixtures
 from ledgerscope.export.jsonl import JSONL_FORMAT, export_jsonl
 from ledgerscope.export.label_studio import MODEL_VERSION, export_label_studio, label_config
@@ -104,11 +104,11 @@ def export(
     redactor = Redactor.from_connection(con, include_restricted)
     if redactor.active:
         rows = [redactor.record(r) for r in rows]
-        paths, questions = _WRITERS[fmt](
-            con, ledger, manifest, predicate, rows, out, loaded, redactor=redactor
-        )
-    else:  # nothing to withhold: the writers as they always were, byte for byte
-        paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded)
+    # no redactor when nothing is withheld: the writers as they always were, byte for byte
+    request = ExportRequest(
+        con, ledger, manifest, predicate, rows, out, loaded, redactor if redactor.active else None
+    )
+    paths, questions = _WRITERS[fmt](request)
     return ExportResult(
         count=len(rows),
         paths=paths,

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,26 @@ from ledgerscope.common.sql_tables import drop_tables
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
+
+    from ledgerscope.export.redaction import Redactor
+    from ledgerscope.inputs.fixtures import Fixture
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What every format's writer gets: the ledger's connection and manifest, the validated filter,
+    the selected rows, the fixtures and source texts read once, where to write, and the redactor
+    (None: nothing to withhold, the writers as they always were)."""
+
+    con: DuckDBPyConnection
+    ledger: Path
+    manifest: dict[str, Any]
+    predicate: str
+    rows: list[dict[str, Any]]
+    out: Path
+    loaded: tuple[dict[str, Fixture], dict[str, str]]
+    redactor: Redactor | None = None
+
 
 CANDIDATE_COLUMNS = ("rank", "unit_id", "doc_id", "start", "end", "score", "lineage")
 _SELECTION_TABLE = "_ls_export_selection"

@@ -28,22 +28,16 @@ from ledgerscope.export._common import publish_mode
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
+    from ledgerscope.export._common import ExportRequest
     from ledgerscope.export.redaction import Redactor
     from ledgerscope.inputs.fixtures import Fixture
     from ledgerscope.inputs.sources import Corpus
 
 
-def export_fixtures(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict[str, Any],
-    predicate: str,
-    rows: list[dict[str, Any]],
-    out: Path,
-    loaded: tuple[dict[str, Fixture], dict[str, str]],
-    redactor: Redactor | None = None,
-) -> tuple[list[Path], int]:
+def export_fixtures(req: ExportRequest) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
+    con, ledger, manifest, predicate = req.con, req.ledger, req.manifest, req.predicate
+    rows, out, loaded, redactor = req.rows, req.out, req.loaded, req.redactor
     from ledgerscope.analysis.diagnosis import STEP_NAMES
     from ledgerscope.inputs.fixtures import write_fixtures
 

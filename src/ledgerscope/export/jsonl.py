@@ -23,25 +23,14 @@ from ledgerscope.export._common import (
 )
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyConnection
-
-    from ledgerscope.export.redaction import Redactor
-    from ledgerscope.inputs.fixtures import Fixture
+    from ledgerscope.export._common import ExportRequest
 
 JSONL_FORMAT = "ledgerscope-record-view/1"
 
 
-def export_jsonl(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict[str, Any],
-    predicate: str,
-    rows: list[dict[str, Any]],
-    out: Path,
-    loaded: tuple[dict[str, Fixture], dict[str, str]],
-    redactor: Redactor | None = None,
-) -> tuple[list[Path], int]:
+def export_jsonl(req: ExportRequest) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
+    con, rows, out = req.con, req.rows, req.out
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.ledger import schema
 

@@ -35,26 +35,16 @@ from xml.sax.saxutils import quoteattr
 from ledgerscope.export._common import count_questions, publish_mode, source_texts, stream_candidates
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyConnection
-
+    from ledgerscope.export._common import ExportRequest
     from ledgerscope.export.redaction import Redactor
-    from ledgerscope.inputs.fixtures import Fixture
 
 MODEL_VERSION = "ledgerscope gold+retrieved"
 _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 
 
-def export_label_studio(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict[str, Any],
-    predicate: str,
-    rows: list[dict[str, Any]],
-    out: Path,
-    loaded: tuple[dict[str, Fixture], dict[str, str]],
-    redactor: Redactor | None = None,
-) -> tuple[list[Path], int]:
+def export_label_studio(req: ExportRequest) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
+    con, rows, out, loaded, redactor = req.con, req.rows, req.out, req.loaded, req.redactor
     from ledgerscope.common.atomic import atomic_path
 
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()

@@ -28,27 +28,18 @@ from typing import TYPE_CHECKING, Any
 from ledgerscope.export._common import publish_mode, source_texts, stream_candidates
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyConnection
-
+    from ledgerscope.export._common import ExportRequest
     from ledgerscope.export.redaction import Redactor
-    from ledgerscope.inputs.fixtures import Fixture
 
 #: documents beyond the gold ones that a question's tasks show (most often packed first)
 EXTRA_DOCS = 3
 _CONTEXT_UNIT_CHARS = 600
 
 
-def export_reannotation(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict[str, Any],
-    predicate: str,
-    rows: list[dict[str, Any]],
-    out: Path,
-    loaded: tuple[dict[str, Fixture], dict[str, str]],
-    redactor: Redactor | None = None,
-) -> tuple[list[Path], int]:
+def export_reannotation(req: ExportRequest) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
+    con, manifest, rows = req.con, req.manifest, req.rows
+    out, loaded, redactor = req.out, req.loaded, req.redactor
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.inputs.annotation_tasks import labeling_config, pad_slots
 

@@ -30,8 +30,7 @@ from ledgerscope.export._common import atomic_dir, count_questions, stream_candi
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
-    from ledgerscope.export.redaction import Redactor
-    from ledgerscope.inputs.fixtures import Fixture
+    from ledgerscope.export._common import ExportRequest
 
 TIE_EPSILON = 1e-9
 TREC_FILE_NAME = re.compile(r"^(run|qrels)\..+\.txt$")  # what a trec export directory may hold
@@ -75,19 +74,11 @@ def trec_scores(cands: list[dict[str, Any]]) -> list[float]:
     return out
 
 
-def export_trec(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict[str, Any],
-    predicate: str,
-    rows: list[dict[str, Any]],
-    out: Path,
-    loaded: tuple[dict[str, Fixture], dict[str, str]],
-    redactor: Redactor | None = None,
-) -> tuple[list[Path], int]:
+def export_trec(req: ExportRequest) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions).
 
     TREC files hold ids, ranks and scores only: no source text to withhold (``redactor`` unused)."""
+    con, rows, out, loaded = req.con, req.rows, req.out, req.loaded
     from ledgerscope.ledger.fixtures import gold_span_columns
 
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}

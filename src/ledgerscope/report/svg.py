@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ledgerscope.common.safe_text import safe
 
@@ -95,7 +96,7 @@ def line_chart(
         f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{AXIS}"/>'
     )
     for k, s in enumerate(series):
-        out.extend(_series(s, lambda i, k=k: xpos(i, k), ypos))
+        out.extend(_series(s, partial(xpos, k=k), ypos))
     for k, i, label in marks:
         v = series[k].values[i]
         if v is None:

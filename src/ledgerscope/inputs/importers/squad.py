@@ -164,11 +164,11 @@ def import_squad(
                 if fx is not None:
                     fixtures.append(fx)
 
-    _write(out, corpus, fixtures, repairs if repair else None, report)
+    write_import(out, corpus, fixtures, repairs if repair else None, report)
     return report
 
 
-def _write(
+def write_import(
     out: Path,
     corpus: Corpus,
     fixtures: list[Fixture],

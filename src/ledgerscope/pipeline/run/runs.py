@@ -14,14 +14,11 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.pipeline.run.costs.estimate import component_counts, cost_of, endpoint_components, measured
 from ledgerscope.pipeline.run.resources import model_name
-
-if TYPE_CHECKING:
-    from ledgerscope.pipeline.run.sweep import SweepResult
 
 FORMAT = "ledgerscope-run/1"
 
@@ -112,8 +109,9 @@ def _model_seconds(enc: object) -> float:
     return float(getattr(enc, "forward_seconds", getattr(enc, "request_seconds", 0.0)) or 0.0)
 
 
-def cache_totals(result: SweepResult, runtimes: dict[str, Any], before: dict[int, Any]) -> None:
-    """Texts encoded and served by the persistent cache in this sweep, over every distinct model;
+def cache_totals(result: Any, runtimes: dict[str, Any], before: dict[int, Any]) -> None:
+    """Texts encoded and served by the persistent cache in this sweep, over every distinct model, added
+    to ``result`` (the sweep's :class:`.sweep.SweepResult`: not imported, sweep imports this module);
     then the cache is pruned to its size limit (least recently used first)."""
     encoders = {id(e): e for rt in runtimes.values() for e in rt.caches()}
     roots = set()

@@ -212,8 +212,8 @@ def test_a_format_3_ledger_has_a_directory_per_table(ledger):
     assert "oracle/arm=0/part-0.parquet" in named and "sources/part-0.parquet" in named
     assert "_commits/arm=cand-1/phase=0.json" in named
     top = {p.name for p in ledger.iterdir()}
-    assert {*schema.TABLE_NAMES, "oracle", "sources", "_commits"} <= top and "partitions" not in top
-    for table in (*schema.TABLE_NAMES, "oracle", "sources"):  # nothing but the table's files
+    assert {*KEYED_TABLES, "sources", "_commits"} <= top and "partitions" not in top
+    for table in (*KEYED_TABLES, "sources"):  # nothing but the table's files
         assert {p.suffix for p in (ledger / table).rglob("*") if p.is_file()} == {".parquet"}
 
 

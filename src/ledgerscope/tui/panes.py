@@ -202,7 +202,7 @@ def load_comparison(
 
 
 def configure_grid(root: Widget, view: PaneView) -> None:
-    """Give the phase grid what every line depends on (redrawn only if it changed), then follow the list."""
+    """Give the phase grid what its lines depend on (it redraws what changed), then follow the list."""
     roles = view.session.roles
     worst = {r: worst_column(view.summaries.get(r, {})) for r in roles}
     arms = {r: view.session.arms[r].name for r in roles}
@@ -217,8 +217,7 @@ def configure_grid(root: Widget, view: PaneView) -> None:
     }
     grid = root.query_one(PhaseGrid)
     grid.list = root.query_one(QueryList)
-    if any(getattr(grid, k) != v for k, v in settings.items()):
-        grid.configure(**settings)
+    if grid.configure(**settings) - {"phase"}:  # the caption does not name the phase
         root.query_one("#grid-caption", Static).update(grid_caption(view.role, arms, view.compare, worst))
     follow_grid(root)
 

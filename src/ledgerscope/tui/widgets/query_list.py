@@ -27,6 +27,8 @@ from ledgerscope.tui.render import VERDICT_STYLE, reversal_mark
 
 PAGE_SIZE = 100
 MAX_PAGES = 40
+#: rendered rows kept: a screen's rows at every phase of a large sweep
+MAX_STRIPS = 1200
 
 
 class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
@@ -146,9 +148,16 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         self.post_message(self.CursorMoved(index, self.row(index)))
 
     def invalidate(self) -> None:
-        """Forget the rendered rows (the phase, arm, palette or matches changed) and redraw."""
+        """Forget the rendered rows (the arm, palette or matches changed) and redraw."""
         self._strips.clear()
         self.refresh()
+
+    def show_phase(self, phase: str) -> None:
+        """Mark ``phase`` in every row: rendered rows are kept per phase, so moving back and forth
+        between phases redraws from them."""
+        if phase != self.phase:
+            self.phase = phase
+            self.refresh()
 
     def move(self, delta: int) -> None:
         self.move_to(self.cursor + delta)
@@ -192,7 +201,7 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
                 return strip.apply_style(self.rich_style)
             return Strip.blank(width, self.rich_style)
         row = self.row(index)
-        key = (index, width, index == self.cursor, index in self.matches)
+        key = (index, width, index == self.cursor, index in self.matches, self.phase)
         if row is not None and key in self._strips:
             return self._strips[key]
         if row is None:
@@ -210,7 +219,7 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         strip = Strip(segments).crop_extend(0, width, base).apply_style(base)
         if row is not None:
             self._strips[key] = strip
-            while len(self._strips) > 400:
+            while len(self._strips) > MAX_STRIPS:
                 self._strips.popitem(last=False)
         return strip
 

@@ -566,11 +566,12 @@ def test_neighbours_and_move_timing():
 
     phases = ("0", "1", "2")
     assert neighbour_keys(["b", None], "2", phases, "a") == [("b", "2"), ("a", "0"), ("a", "1")]
-    assert neighbour_keys(["b", "c"], "2", phases, "a", phases_first=True) == [
+    assert neighbour_keys(["b", None], "2", phases, "a", phases_first=True) == [
         ("a", "0"),
         ("a", "1"),
         ("b", "2"),
-        ("c", "2"),
+        ("b", "0"),
+        ("b", "1"),
     ]
     assert neighbour_keys([None, None], "9", phases, "a") == []
     five = ("0", "1", "2", "3", "4")  # every other phase, the nearest first, wrapping around

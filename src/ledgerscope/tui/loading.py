@@ -33,17 +33,24 @@ def neighbour_keys(
     shown_qid: str | None,
     phases_first: bool = False,
 ) -> list[tuple[str, str]]:
-    """The records to load before they are asked for: the next and previous questions at this phase
-    (``next_qids``, None where there is none) and every other phase of the record shown, nearest
-    first (one load reads them all). The questions come first unless ``phases_first`` (the last
-    move was a phase move)."""
-    questions = [(qid, phase) for qid in next_qids if qid is not None]
-    others: list[tuple[str, str]] = []
-    if shown_qid is not None and phase in phases:
-        i, n = phases.index(phase), len(phases)
-        order = [phases[(i + sign * step) % n] for step in range(1, n // 2 + 1) for sign in (1, -1)]
-        others = [(shown_qid, p) for p in dict.fromkeys(order) if p != phase]
-    return others + questions if phases_first else questions + others
+    """The records to load before they are asked for: every other phase of the record shown, nearest
+    first (one load reads them all), and the next and previous questions (``next_qids``, None where
+    there is none) at this phase. After a phase move (``phases_first``) the phases come first and
+    the neighbouring questions are read at every phase, nearest first: one load each, not one per
+    phase moved to."""
+    around = _nearest_first(phases, phase) if phase in phases else []
+    others = [(shown_qid, p) for p in around] if shown_qid is not None else []
+    qids = [q for q in next_qids if q is not None]
+    if phases_first:
+        return others + [(q, p) for q in qids for p in [phase, *around]]
+    return [(q, phase) for q in qids] + others
+
+
+def _nearest_first(phases: Sequence[str], phase: str) -> list[str]:
+    """The phases other than ``phase``: the next, the previous, the one after next... wrapping around."""
+    i, n = phases.index(phase), len(phases)
+    order = [phases[(i + sign * step) % n] for step in range(1, n // 2 + 1) for sign in (1, -1)]
+    return [p for p in dict.fromkeys(order) if p != phase]
 
 
 class MoveTimer:

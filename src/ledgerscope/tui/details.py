@@ -13,15 +13,28 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ledgerscope.analysis.diagnosis.record import RecordRows, diagnose_record, read_record_rows
 from ledgerscope.tui.model import Detail, RecordDetail, span_coverage
 
-if TYPE_CHECKING:
-    from ledgerscope.tui.data import LedgerSession
-
 Key = tuple[str, str]  # (qid, phase)
+
+
+class Session(Protocol):
+    """What :func:`load_details` reads of a :class:`~ledgerscope.tui.data.LedgerSession` (named here
+    by its parts: the session module keeps its store, so it cannot be imported back)."""
+
+    arms: Mapping[str, Any]
+
+    @property
+    def roles(self) -> tuple[str, ...]: ...
+
+    def fixtures(self, role: str) -> tuple[dict, dict]: ...
+
+    def cursor(self, role: str) -> Any: ...
+
+    def unverified(self, role: str, cur: Any) -> frozenset[str]: ...
 
 
 class DetailStore:
@@ -96,7 +109,7 @@ class DetailStore:
 
 
 def load_details(
-    session: LedgerSession, qid: str, phases: Sequence[str], cancelled: Callable[[], bool] | None = None
+    session: Session, qid: str, phases: Sequence[str], cancelled: Callable[[], bool] | None = None
 ) -> dict[str, Detail]:
     """Every role's record of ``qid`` at each of ``phases``: one set of queries per ledger for the
     roles and phases it holds."""
@@ -144,14 +157,23 @@ def record_detail(
     doc_texts = {d: texts[d] for d in shown if d in texts}
     cov = span_coverage(fx, rows.stages.get("packed", []), texts) if fx is not None else {}
     return RecordDetail(
-        role, arm, phase, rows.record, rows.stages, rows.units, rows.cuts, rows.oracle, fx, doc_texts,
-        diag, cov,
+        role,
+        arm,
+        phase,
+        rows.record,
+        rows.stages,
+        rows.units,
+        rows.cuts,
+        rows.oracle,
+        fx,
+        doc_texts,
+        diag,
+        cov,
     )
 
 
-def _roles_by_ledger(session: LedgerSession) -> list[list[str]]:
+def _roles_by_ledger(session: Session) -> list[list[str]]:
     groups: dict[Path, list[str]] = {}
     for role in session.roles:
         groups.setdefault(session.arms[role].ledger.resolve(), []).append(role)
     return list(groups.values())
-

@@ -115,13 +115,6 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         i = index % PAGE_SIZE
         return page[i] if i < len(page) else None
 
-    def rows_around(self, index: int, count: int) -> list[ListRow]:
-        """Loaded rows in a window of ``count`` rows that holds ``index`` (for the phase grid)."""
-        start = max(0, min(index - count // 2, self.total - count))
-        return [
-            r for r in (self.row(i) for i in range(start, min(self.total, start + count))) if r is not None
-        ]
-
     def _request(self, page: int) -> None:
         if page in self._requested:
             return
@@ -161,9 +154,6 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         if phase != self.phase:
             self.phase = phase
             self.refresh()
-
-    def move(self, delta: int) -> None:
-        self.move_to(self.cursor + delta)
 
     @property
     def page_height(self) -> int:
@@ -241,7 +231,7 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         seg_w = 14 if width - fixed - 15 >= 16 else (10 if width - fixed - 11 >= 16 else 0)
         qid_w = max(6, width - fixed - (seg_w + 1 if seg_w else 0))
         out: list[tuple[str, Style | None]] = [
-            (self.current_index_marker(row), None),
+            ("▶" if row.ord == self.cursor else " ", None),
             (reversal_mark(row, self.role) + " ", None),
         ]
         if opaque_id(row.qid) and row.question:  # an id that says nothing: the question's start beside it
@@ -269,9 +259,6 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         step = "" if cell is None or cell.step is None else str(cell.step)
         out.append((f" {step:>2}", None))
         return out
-
-    def current_index_marker(self, row: ListRow) -> str:
-        return "▶" if row.ord == self.cursor else " "
 
 
 def _fit(s: str, width: int) -> str:

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.diagnosis import build_record_view, fetch_dicts, first_stage_depths
-from ledgerscope.analysis.diagnosis.record import registered_unverified
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sql_tables import sql_in
@@ -389,6 +388,8 @@ class LedgerSession:
     def unverified(self, role: str, cur) -> frozenset[str]:
         """The arms of the role's ledger whose answer side is unverified, read once (``cur``: a cursor
         of that ledger's connection)."""
+        from ledgerscope.analysis.diagnosis.record import registered_unverified
+
         ledger = self.arms[role].ledger.resolve()
         if ledger not in self._unverified:
             self._unverified[ledger] = registered_unverified(cur)

@@ -13,10 +13,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ledgerscope.analysis.diagnosis.record import RecordRows, diagnose_record, read_record_rows
 from ledgerscope.tui.model import Detail, RecordDetail, span_coverage
+
+if TYPE_CHECKING:  # imported on the first load, after the first screen
+    from ledgerscope.analysis.diagnosis.record import RecordRows
 
 Key = tuple[str, str]  # (qid, phase)
 
@@ -113,6 +115,8 @@ def load_details(
 ) -> dict[str, Detail]:
     """Every role's record of ``qid`` at each of ``phases``: one set of queries per ledger for the
     roles and phases it holds."""
+    from ledgerscope.analysis.diagnosis.record import read_record_rows
+
     found: dict[str, dict[str, RecordDetail]] = {p: {} for p in phases}
     for roles in _roles_by_ledger(session):
         fixtures, texts = session.fixtures(roles[0])
@@ -150,6 +154,8 @@ def record_detail(
 ) -> RecordDetail:
     """One role's record as the panes show it: rows, diagnosis, the texts of the documents shown and
     the gold spans' coverage by the packed context (an empty record where the arm has none)."""
+    from ledgerscope.analysis.diagnosis.record import diagnose_record
+
     if rows is None:
         return RecordDetail(role, arm, phase, None, {}, [], {}, None, fx, {})
     diag = diagnose_record(rows, fx, texts, top_n)

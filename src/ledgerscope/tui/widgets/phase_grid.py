@@ -9,6 +9,7 @@ only: a phase move redraws one line.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from rich.style import Style
 from rich.text import Text
@@ -89,21 +90,23 @@ class PhaseGrid(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.content_region.width or self.size.width
         if y == 0:
-            return self._strip(self._header(), width, ("header", width, self.phase))
+            return self._strip(self._header, width, ("header", width, self.phase))
         if y == 1:
-            return self._strip(Text("─" * width, style=self.palette.get("muted")), width, ("rule", width))
+            rule = Text("─" * width, style=self.palette.get("muted"))
+            return self._strip(lambda: rule, width, ("rule", width))
         index = self._top + y - 2
         row = self.list.row(index) if self.list is not None else None
         if row is None:
             return Strip.blank(width, self.rich_style)
-        key = (index, row.qid, width, index == self._cursor)
-        return self._strip(self._row(row, index == self._cursor), width, key)
+        current = index == self._cursor
+        return self._strip(lambda: self._row(row, current), width, (index, row.qid, width, current))
 
-    def _strip(self, text: Text, width: int, key: tuple) -> Strip:
+    def _strip(self, text: Callable[[], Text], width: int, key: tuple) -> Strip:
+        """The line kept under ``key``, else ``text()`` drawn (a scroll redraws every line: most are kept)."""
         cached = self._strips.get(key)
         if cached is not None:
             return cached
-        strip = Strip(list(text.render(self.app.console))).crop_extend(0, width, self.rich_style)
+        strip = Strip(list(text().render(self.app.console))).crop_extend(0, width, self.rich_style)
         strip = strip.apply_style(self.rich_style)
         self._strips[key] = strip
         while len(self._strips) > 300:

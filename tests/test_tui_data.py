@@ -574,8 +574,9 @@ def test_neighbours_and_move_timing():
         ("b", "1"),
     ]
     assert neighbour_keys([None, None], "9", phases, "a") == []
-    five = ("0", "1", "2", "3", "4")  # every other phase, the nearest first, wrapping around
-    assert [p for _, p in neighbour_keys([], "0", five, "a")] == ["1", "4", "2", "3"]
+    five = ("0", "1", "2", "3", "4")  # after a phase move every other phase, the nearest first
+    assert [p for _, p in neighbour_keys([], "0", five, "a")] == ["1", "4"]
+    assert [p for _, p in neighbour_keys([], "0", five, "a", phases_first=True)] == ["1", "4", "2", "3"]
     assert by_question([("b", "2"), ("a", "0"), ("a", "1"), ("b", "0")]) == [
         ("b", ["2"]),
         ("a", ["0", "1"]),

@@ -33,17 +33,19 @@ def neighbour_keys(
     shown_qid: str | None,
     phases_first: bool = False,
 ) -> list[tuple[str, str]]:
-    """The records to load before they are asked for: every other phase of the record shown, nearest
-    first (one load reads them all), and the next and previous questions (``next_qids``, None where
-    there is none) at this phase. After a phase move (``phases_first``) the phases come first and
-    the neighbouring questions are read at every phase, nearest first: one load each, not one per
-    phase moved to."""
+    """The records to load before they are asked for: the next and previous questions (``next_qids``,
+    None where there is none) at this phase, then the next and previous phases of the record shown
+    (one load reads both). After a phase move (``phases_first``), every other phase of the record
+    shown comes first, nearest first, then the neighbouring questions at every phase: one load
+    each, not one per phase moved to (a question move keeps the background work small, for the
+    next key press)."""
     around = _nearest_first(phases, phase) if phase in phases else []
-    others = [(shown_qid, p) for p in around] if shown_qid is not None else []
     qids = [q for q in next_qids if q is not None]
     if phases_first:
+        others = [(shown_qid, p) for p in around] if shown_qid is not None else []
         return others + [(q, p) for q in qids for p in [phase, *around]]
-    return [(q, phase) for q in qids] + others
+    near = [(shown_qid, p) for p in around[:2]] if shown_qid is not None else []
+    return [(q, phase) for q in qids] + near
 
 
 def _nearest_first(phases: Sequence[str], phase: str) -> list[str]:

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.feed import prepare_record
 from ledgerscope.analysis.diagnosis.query import fetch_dicts
 from ledgerscope.analysis.diagnosis.tree import Diagnosis, diagnose
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
+Row = dict[str, Any]  # one row of a view, column -> value
 
 #: the ranked lists the tree walks; a stage without rows is an empty list, not a missing one
 WALKED_STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed")
@@ -37,16 +42,16 @@ class Cancelled(Exception):
 class RecordRows:
     """One (arm, phase, question) record and the rows its panes and its diagnosis need."""
 
-    record: dict
-    stages: dict[str, list[dict]]  # candidate rows by stage, by rank
+    record: Row
+    stages: dict[str, list[Row]]  # candidate rows by stage, by rank
     docs: list[str]  # the documents shown: the gold documents, else those of the packed context
-    units: list[dict]  # the units of those documents, by document then start
+    units: list[Row]  # the units of those documents, by document then start
     cuts: dict[str, list[int]]  # document -> chunk boundaries (character offsets)
-    oracle: dict | None
+    oracle: Row | None
 
 
 def read_record_rows(
-    cur,
+    cur: DuckDBPyConnection,
     arms: Sequence[str],
     phases: Sequence[str],
     qid: str,
@@ -62,7 +67,7 @@ def read_record_rows(
     ``cancelled`` is asked between the queries; when it says so, :class:`Cancelled` is raised.
     """
     key_sql = f"arm IN {_marks(arms)} AND phase IN {_marks(phases)}"
-    recs: dict[tuple[str, str], dict] = {}
+    recs: dict[tuple[str, str], Row] = {}
     for r in _rows(cur, f"SELECT * FROM records WHERE {key_sql} AND qid = ?", [*arms, *phases, qid]):
         r["phase"] = str(r["phase"])
         r["answer_unverified"] = r["arm"] in unverified
@@ -74,7 +79,7 @@ def read_record_rows(
     found_phases = sorted({p for _, p in recs})
     found_sql = f"arm IN {_marks(found_arms)} AND phase IN {_marks(found_phases)}"
     found = [*found_arms, *found_phases]
-    stages: dict[tuple[str, str], dict[str, list[dict]]] = {k: {} for k in recs}
+    stages: dict[tuple[str, str], dict[str, list[Row]]] = {k: {} for k in recs}
     sql = (
         f"SELECT {_CANDIDATE_COLUMNS} FROM candidates WHERE {found_sql} AND qid = ? "
         'ORDER BY arm, phase, stage, "rank"'
@@ -87,7 +92,7 @@ def read_record_rows(
     docs = {k: list(gold_docs or []) or _packed_docs(stages[k]) for k in recs}
     units, cuts = _units_and_cuts(cur, found_sql, found, docs, cancelled)
     _check(cancelled)
-    oracle: dict[str, dict] = {}
+    oracle: dict[str, Row] = {}
     sql = f"SELECT * FROM oracle WHERE arm IN {_marks(found_arms)} AND qid = ?"
     for o in _rows(cur, sql, [*found_arms, qid]):
         oracle.setdefault(o["arm"], o)
@@ -98,14 +103,14 @@ def read_record_rows(
 
 
 def _units_and_cuts(
-    cur,
+    cur: DuckDBPyConnection,
     found_sql: str,
     found: list[str],
     docs: Mapping[tuple[str, str], list[str]],
     cancelled: Callable[[], bool] | None,
-) -> tuple[dict[tuple[str, str], list[dict]], dict[tuple[str, str], dict[str, list[int]]]]:
+) -> tuple[dict[tuple[str, str], list[Row]], dict[tuple[str, str], dict[str, list[int]]]]:
     """Per (arm, phase): the units of its shown documents (by document, then start) and their cuts."""
-    units: dict[tuple[str, str], list[dict]] = {}
+    units: dict[tuple[str, str], list[Row]] = {}
     cuts: dict[tuple[str, str], dict[str, list[int]]] = {}
     wanted = sorted({d for ds in docs.values() for d in ds})
     if not wanted:
@@ -126,7 +131,7 @@ def _units_and_cuts(
     return units, cuts
 
 
-def registered_unverified(cur) -> frozenset[str]:
+def registered_unverified(cur: DuckDBPyConnection) -> frozenset[str]:
     """The arms whose answer side is unverified, as the table
     :func:`ledgerscope.analysis.validity.register_answer_side` wrote (``build_record_view`` does)
     says; none when the connection has no such table."""
@@ -151,7 +156,7 @@ def diagnose_record(
     return diagnose(rows.record, stages, fixture, texts, rows.oracle)
 
 
-def _rows(cur, sql: str, params: Sequence[Any]) -> list[dict]:
+def _rows(cur: DuckDBPyConnection, sql: str, params: Sequence[Any]) -> list[Row]:
     return fetch_dicts(cur.execute(sql, list(params)))
 
 
@@ -165,5 +170,5 @@ def _marks(values: Sequence[Any]) -> str:
     return "(" + ", ".join("?" for _ in values) + ")"
 
 
-def _packed_docs(stages: Mapping[str, list[dict]]) -> list[str]:
+def _packed_docs(stages: Mapping[str, list[Row]]) -> list[str]:
     return list(dict.fromkeys(r["doc_id"] for r in stages.get("packed", []) if r.get("doc_id")))

@@ -229,6 +229,7 @@ def plan_sweep(
                 )
             )
         rt = ArmRuntime(cfg, None, counter, build_chunker(cfg, None, counter), None, None, None)
+        _scope(plan, rt, out, fixtures)
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]
         for phase in pending:
             units, _ = chunk_phase(rt, phase, visible)
@@ -252,6 +253,23 @@ def plan_sweep(
                 "picks; those texts are not predicted"
             )
     return plan
+
+
+def _scope(plan: Plan, rt: Any, out: Path, fixtures: Sequence[Any]) -> None:
+    """``phase_scope = "evidence"``: with the base phase on disk the plan cuts as the sweep will;
+    before it, the phased documents are unknown and every document counts at every phase."""
+    from ledgerscope.pipeline.run.scope import apply_scope
+
+    cfg = rt.config
+    if getattr(cfg, "phase_scope", "all") != "evidence":
+        return
+    if is_done(out, cfg.name, cfg.phase_list()[0].label):
+        apply_scope(out, rt, fixtures)
+    else:
+        plan.notes.append(
+            f"arm {cfg.name!r}: phase_scope = \"evidence\" re-cuts only the documents its base phase "
+            "reaches, known once that phase ran; every document is counted at every phase (an upper bound)"
+        )
 
 
 def _probes(cfg: ArmConfig, embeddings: _Embeddings) -> Usage:

@@ -218,10 +218,11 @@ def agreement(full: Path, scoped: Path) -> dict:
             got = other or ((None, None), None)
             differs[f"step {step[0]} {step[1]} -> {got[0][0]} {got[0][1]}; {verdict} -> {got[1]}"] += 1
             which.append(f"{key[0]}/{key[1]}")
+    n = sum(len(v) for v in per_phase.values())
     return {
         "per_phase": {p: f"{sum(v)}/{len(v)} = {sum(v) / len(v):.4f}" for p, v in per_phase.items()},
-        "overall": round(sum(sum(v) for v in per_phase.values()) / max(1, sum(len(v) for v in per_phase.values())), 4),
-        "records": sum(len(v) for v in per_phase.values()),
+        "overall": round(sum(sum(v) for v in per_phase.values()) / max(1, n), 4),
+        "records": n,
         "differences": dict(differs.most_common(20)),
         "records_differing": which[:40],
     }

@@ -431,3 +431,16 @@ def test_phase_scope_is_validated_and_listed_by_config_default():
     with pytest.raises(InputError) as err:
         arm_from_dict({"name": "x", "phase_scope": "gold"})
     assert any(p.field == "phase_scope" for p in err.value.problems)
+
+
+def test_forward_shape_follows_the_encoders_batching():
+    """--estimate's model time follows passes and token positions: one token count a batch, at most
+    batch_size rows, a short batch run with copies of its rows (Encoder.batches, min_rows)."""
+    from ledgerscope.pipeline.embedding.encoder import min_rows
+    from ledgerscope.pipeline.run.costs.estimate import forward_shape
+
+    assert min_rows(10) == 7 and min_rows(100) == 2
+    assert forward_shape([10] * 130, 64) == (3, 64 * 10 * 2 + 7 * 10)
+    assert forward_shape([100], 64) == (1, 2 * 100)
+    assert forward_shape([10, 11, 12], 64) == (3, 7 * 10 + 6 * 11 + 6 * 12)
+    assert forward_shape([], 64) == (0, 0)

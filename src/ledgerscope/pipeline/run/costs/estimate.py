@@ -41,6 +41,10 @@ class Usage:
     texts: int = 0
     emb_tokens: int = 0
     emb_requests: int = 0
+    #: a local model's forward passes and the token positions they run, short batches' copied rows
+    #: included (the batching rule of :meth:`Encoder.batches`): what its time follows
+    emb_batches: int = 0
+    emb_forward_tokens: int = 0
     rerank_requests: int = 0
     rerank_pairs: int = 0
     gen_requests: int = 0
@@ -166,9 +170,12 @@ class _Embeddings:
         seen = self.seen.setdefault(key, set())
         new = sorted({t for t in texts if t not in seen and not self._cached(key, cfg, t)})
         seen.update(new)
-        usage = Usage(texts=len(new), emb_tokens=sum(count(t) for t in new))
+        counts = [count(t) for t in new]
+        usage = Usage(texts=len(new), emb_tokens=sum(counts))
         if key[0] == "endpoint":
             usage.emb_requests = math.ceil(len(new) / max(1, int(cfg.embedding.get("batch_size", 64))))
+        else:
+            usage.emb_batches, usage.emb_forward_tokens = forward_shape(counts, key[2])
         return usage
 
     def _cached(self, key: tuple, cfg: ArmConfig, text: str) -> bool:
@@ -184,6 +191,23 @@ class _Embeddings:
             )
         has = getattr(enc, "has", None)
         return bool(has(text)) if callable(has) else False
+
+
+def forward_shape(counts: Sequence[int], batch_size: int) -> tuple[int, int]:
+    """Forward passes and token positions a local model runs for texts of these token counts:
+    one count per batch, at most ``batch_size`` rows, a short batch padded with copies of its
+    rows (:meth:`Encoder.batches`, :func:`min_rows`)."""
+    from ledgerscope.pipeline.embedding.encoder import min_rows
+
+    rows: dict[int, int] = {}
+    for c in counts:
+        rows[c] = rows.get(c, 0) + 1
+    batches = positions = 0
+    for c, n in rows.items():
+        full, rest = divmod(n, batch_size)
+        batches += full + (rest > 0)
+        positions += full * max(batch_size, min_rows(c)) * c + (max(rest, min_rows(c)) * c if rest else 0)
+    return batches, positions
 
 
 def _counter(cfg: ArmConfig) -> tuple[Any, Any]:

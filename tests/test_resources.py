@@ -375,7 +375,7 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     sweep(fixtures, corpus, [arm], out)
     meta = json.loads((out / "partitions" / "arm-remote" / "phase-5" / "_SUCCESS.json").read_text())
     scope = meta["phase_scope"]
-    assert scope["scope"] == "evidence" and scope["base_phase"] == "0" and scope["reach"] == "reranked"
+    assert scope["scope"] == "evidence" and scope["base_phase"] == "0" and scope["reach"] == "packed"
     gold = {s.doc_id for f in fixtures for s in f.spans}
     phased, every = set(scope["phased_documents"]), {s.doc_id for s in corpus}
     assert gold <= phased < every
@@ -398,7 +398,7 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
         seen |= texts
     # the criteria are nested: what the reader saw, within what the reranker kept, within its input
     nested = [scope_mod.phased_documents(out, arm, "0", fixtures, c) for c in ("packed", "reranked", "fused")]
-    assert gold <= nested[0] <= nested[1] <= nested[2] and nested[1] == phased
+    assert gold <= nested[0] <= nested[1] <= nested[2] and nested[0] == phased
     summary = arm_resources(out, "remote")
     assert summary["phase_scope"] == {
         "scope": "evidence",

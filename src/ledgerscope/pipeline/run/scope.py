@@ -5,11 +5,14 @@ the documents holding its gold support and in the documents that compete with it
 reader's context. With the evidence scope the arm's **base phase** (the first of its phase list)
 runs over the whole corpus as usual; then the phased set is fixed: every document with a gold span
 of some question, plus every document whose units **reach** some question's candidate lists at the
-base phase. What "reach" means is :data:`REACH` (``reach`` below, default ``"reranked"``: the
-units kept after the reranker's cut, ``rerank.selection_depth`` of them, which the selector and
-the packer choose from). Wider criteria phase nearly everything: one question's fused head
-(``rerank_depth`` = 30 candidates) spans about 15 documents, and the union over 56 questions was
-the whole of a 33-document corpus (docs/benchmarks.md, issue 30). Every later phase re-cuts only
+base phase. What "reach" means is :data:`REACH` (``reach`` below, default ``"packed"``: the
+units the reader saw, in the packed context or the top-k view). Wider criteria phase far more:
+one question's fused head (``rerank_depth`` = 30 candidates) spans about 15 documents, and the
+union over 56 questions was every document of the corpora measured; on the ten-times corpus an
+8-phase sweep embeds 2.5 x one phase with ``packed``, 5.6 x with ``reranked``, 8.2 x with
+``fused`` (the full sweep's figure), 1.8 x with the gold documents alone, and ``packed`` and
+``gold`` agreed with the full sweep on 223 of 224 records (docs/benchmarks.md, issue 30). Every
+later phase re-cuts only
 the phased documents; the others keep the base phase's units, which the embedding caches serve, so
 they are chunked and embedded once. Each partition's ``_SUCCESS.json`` records the scope, the
 criterion, the base phase and the phased documents (``rerun`` rebuilds a record from them); the
@@ -39,7 +42,7 @@ REACH: dict[str, tuple[tuple[str, str | None], ...]] = {
     "gold": (),  # the gold documents alone: the least any evidence sweep re-cuts
 }
 #: the criterion sweeps use; scripts/bench_scope.py sets it to compare them
-reach = "reranked"
+reach = "packed"
 
 
 def _cut(cfg: Any, setting: str | None) -> int | None:

@@ -103,9 +103,18 @@ def calibrate_arm(cfg: Any, fixtures: Sequence[Any], corpus: Any, encoder_factor
         marks[stage] = now - last[0]
         last[0] = now
 
-    index = build_phase(rt, phase, docs, on_stage=mark)
-    laps = Laps(len(sample_q))
-    run_questions(rt, index, sample_q, {s.doc_id: s.text for s in corpus}, {}, laps=laps)
+    # the calibration's vectors stay out of the persistent cache: the sweep must encode what the
+    # plan says it will (the plan was made before, against the cache as it was)
+    store = getattr(enc, "store", None)
+    if store is not None:
+        enc.store = None
+    try:
+        index = build_phase(rt, phase, docs, on_stage=mark)
+        laps = Laps(len(sample_q))
+        run_questions(rt, index, sample_q, {s.doc_id: s.text for s in corpus}, {}, laps=laps)
+    finally:
+        if store is not None:
+            enc.store = store
     tokens = getattr(enc, "forward_tokens", 0) - tokens0
     model_s = getattr(enc, "forward_seconds", 0.0) - seconds0
     forward = model_rates(enc, [[u.text for u in index.units], [f.question for f in sample_q]], model_s)

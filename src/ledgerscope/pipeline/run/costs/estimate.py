@@ -291,7 +291,7 @@ def _scope(plan: Plan, rt: Any, out: Path, fixtures: Sequence[Any]) -> None:
         apply_scope(out, rt, fixtures)
     else:
         plan.notes.append(
-            f"arm {cfg.name!r}: phase_scope = \"evidence\" re-cuts only the documents its base phase "
+            f'arm {cfg.name!r}: phase_scope = "evidence" re-cuts only the documents its base phase '
             "reaches, known once that phase ran; every document is counted at every phase (an upper bound)"
         )
 

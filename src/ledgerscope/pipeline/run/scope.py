@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ledgerscope.ledger.write import partition_dir
+from ledgerscope.ledger.write import is_done, partition_dir
 
 
 def base_phase(cfg: Any) -> Any:
@@ -82,6 +82,22 @@ def apply_scope(out: Path, rt: Any, fixtures: Sequence[Any]) -> bool:
     rt.phase_scope = (base.offset, phased_documents(out, cfg, base.label, fixtures))
     rt.phase_reach = reach
     return True
+
+
+def plan_scope(rt: Any, out: Path, fixtures: Sequence[Any]) -> str | None:
+    """``sweep --estimate`` for an evidence arm: with the base phase on disk the plan cuts as the
+    sweep will; before it, the phased documents are unknown (the note says every document counts
+    at every phase)."""
+    cfg = rt.config
+    if getattr(cfg, "phase_scope", "all") != "evidence":
+        return None
+    if is_done(out, cfg.name, base_phase(cfg).label):
+        apply_scope(out, rt, fixtures)
+        return None
+    return (
+        f'arm {cfg.name!r}: phase_scope = "evidence" re-cuts only the documents its base phase '
+        "reaches, known once that phase ran; every document is counted at every phase (an upper bound)"
+    )
 
 
 def scope_record(rt: Any, phase: Any, n_documents: int) -> dict:

@@ -29,6 +29,7 @@ from ledgerscope.ledger.write import is_done
 from ledgerscope.ledger.write import oracle_path as _oracle_path
 from ledgerscope.pipeline.arm.config import ArmConfig
 from ledgerscope.pipeline.run.costs.prices import Prices
+from ledgerscope.pipeline.run.scope import plan_scope
 
 #: tokens a prompt template adds around the evidence and the question (an allowance, not a count)
 PROMPT_ALLOWANCE = 40
@@ -259,7 +260,7 @@ def plan_sweep(
                 )
             )
         rt = ArmRuntime(cfg, None, counter, build_chunker(cfg, None, counter), None, None, None)
-        _scope(plan, rt, out, fixtures)
+        plan.notes.extend(filter(None, [plan_scope(rt, out, fixtures)]))  # an evidence arm's cut
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]
         for phase in pending:
             units, _ = chunk_phase(rt, phase, visible)
@@ -283,23 +284,6 @@ def plan_sweep(
                 "picks; those texts are not predicted"
             )
     return plan
-
-
-def _scope(plan: Plan, rt: Any, out: Path, fixtures: Sequence[Any]) -> None:
-    """``phase_scope = "evidence"``: with the base phase on disk the plan cuts as the sweep will;
-    before it, the phased documents are unknown and every document counts at every phase."""
-    from ledgerscope.pipeline.run.scope import apply_scope
-
-    cfg = rt.config
-    if getattr(cfg, "phase_scope", "all") != "evidence":
-        return
-    if is_done(out, cfg.name, cfg.phase_list()[0].label):
-        apply_scope(out, rt, fixtures)
-    else:
-        plan.notes.append(
-            f'arm {cfg.name!r}: phase_scope = "evidence" re-cuts only the documents its base phase '
-            "reaches, known once that phase ran; every document is counted at every phase (an upper bound)"
-        )
 
 
 def _probes(cfg: ArmConfig, embeddings: _Embeddings) -> Usage:

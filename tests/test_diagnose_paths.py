@@ -26,7 +26,6 @@ from ledgerscope.analysis.diagnosis.tree import (
 from ledgerscope.analysis.validity import UNVERIFIED
 
 from .test_diagnose import (
-    DOC,
     FX,
     PASS_WALK,
     QUAL,
@@ -55,7 +54,8 @@ def diag(rec: dict, stages: dict | None = None, fixture=FX, oracle=None) -> Diag
 
 
 def unrecorded(step: int, title: str) -> dict:
-    return {"step": step, "name": STEP_NAMES[step], "passed": None, "detail": f"not recorded: {title} {UNRECORDED_NOTE}"}
+    detail = f"not recorded: {title} {UNRECORDED_NOTE}"
+    return {"step": step, "name": STEP_NAMES[step], "passed": None, "detail": detail}
 
 
 # ---------------------------------------------------------------------------
@@ -190,7 +190,9 @@ def test_an_unrecorded_stage_not_next_to_the_loss_keeps_the_step_name():
     assert (d.step, d.label, d.step_name) == (7, "reranker-removes-it", STEP_NAMES[7])
     assert d.flags == ("answer-correct-without-support", "stages-not-recorded",)
     assert d.walk[2] == unrecorded(3, "BM25 + exact dense")
-    assert d.walk[-1]["detail"] == "support lost: the reranked list cut at selection depth (missing: qualifier)"
+    assert d.walk[-1]["detail"] == (
+        "support lost: the reranked list cut at selection depth (missing: qualifier)"
+    )
 
 
 def test_unrecorded_stages_of_a_record_that_keeps_support_walk_as_unknown():
@@ -220,7 +222,8 @@ def test_citations_not_recorded_is_step_ten_unknown_not_a_failure():
             "passed": None,
             "detail": "not recorded: the pipeline recorded no citations",
         }
-        assert (d.evidence["stages_recorded"], d.evidence["stages_not_recorded"]) == (ALL_STAGES, ["citations"])
+        assert d.evidence["stages_recorded"] == ALL_STAGES
+        assert d.evidence["stages_not_recorded"] == ["citations"]
         assert d.evidence["stage"] == "pass" and d.evidence["citation_verdict"] == "not-recorded"
         assert [s["span"] for s in d.evidence["spans"]] == ["rule", "qualifier"]
     # a wrong answer still fails step 9 before the citations are looked at
@@ -362,7 +365,8 @@ def test_an_unverified_answer_side_marks_the_walks_answer_entries():
 
 def test_the_answer_side_is_unverified_only_where_the_oracle_failed_on_sound_gold():
     oracle_ok = {"answer_verdict": "correct", "feasible": True}
-    d = diag(record(answer_verdict="wrong", citation_verdict="unsupported", answer_unverified=True), oracle=oracle_ok)
+    rec = record(answer_verdict="wrong", citation_verdict="unsupported", answer_unverified=True)
+    d = diag(rec, oracle=oracle_ok)
     assert (d.label, d.flags) == ("generator-failure-oracle-success", ())
     # the oracle failed but the arm's answer side is verified
     d = diag(

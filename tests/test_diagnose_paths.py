@@ -6,6 +6,7 @@ wording for each. Pure and fast: the mutation pass runs this file."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -34,6 +35,7 @@ from .test_diagnose import (
     U_HEAD,
     U_QUAL,
     U_RULE,
+    _fixture,
     full_stages,
     record,
     rows,
@@ -431,3 +433,50 @@ def test_spans_of_a_collapsed_loss_name_their_documents():
     assert d.walk[1] == unrecorded(2, "the chunked units")
     assert "step 2 not recorded, so the loss lies somewhere in steps 2-3" in d.walk[-1]["detail"]
     assert {f["span"] for f in d.evidence["span_fates"]} == {RULE.span_id, QUAL.span_id}
+
+
+def test_collapsed_spans_at_the_ends_of_the_support_walk():
+    # the reranked list not recorded: a loss at the packed context lies in steps 7-8
+    rec = record("packed", support_reranked=None, answer_verdict="wrong", citation_verdict="unsupported")
+    d = diag(rec, full_stages(packed=rows(U_RULE)))
+    assert (d.step, d.label, d.step_name) == (8, "lost-in-steps-7-8", "support lost in steps 7-8")
+    assert d.walk[6] == unrecorded(7, "the reranked list cut at selection depth")
+    # the packed context not recorded: the answer's step is still its own
+    rec = record(support_packed=None, answer_verdict="wrong", citation_verdict="unsupported")
+    d = diag(rec)
+    assert (d.step, d.label, d.step_name) == (9, "answer-ignores-it", STEP_NAMES[9])
+    assert d.walk[7] == unrecorded(8, "the packed context")
+    assert d.walk[8]["passed"] is False and d.flags == ("stages-not-recorded",)
+
+
+def test_an_unverified_answer_side_relabels_a_loss_at_the_first_support_step():
+    rec = record("chunked", answer_verdict="wrong", citation_verdict="unsupported", answer_unverified=True)
+    d = diag(rec, full_stages(units=rows(U_HEAD)), oracle={"answer_verdict": "wrong", "feasible": True})
+    assert (d.step, d.step_name, d.label, d.flags) == (2, STEP_NAMES[2], UNVERIFIED, (UNVERIFIED,))
+
+
+BARE = _fixture(spans=(replace(RULE, quote=None), replace(QUAL, quote=None)))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"citation_verdict": "not-recorded"},
+        {"citation_verdict": "unsupported", "unverifiable_stages": "cited"},
+        {"citation_verdict": "unsupported"},
+        {"answer_verdict": "not-judged", "citation_verdict": "no-citation"},
+    ],
+)
+def test_answer_side_evidence_quotes_the_kept_set_from_the_texts(kw):
+    # spans without a stored quote, and no covered set on the record: the evidence finds the set the
+    # packed context keeps and quotes its spans from the source texts
+    d = diag(record(covered_set=None, **kw), fixture=BARE)
+    assert d.evidence["sufficient_set"] == 0
+    assert [(s["span"], s["quote"]) for s in d.evidence["spans"]] == [
+        ("rule", RULE.quote),
+        ("qualifier", QUAL.quote),
+    ]
+    assert [s["packed_units"] for s in d.evidence["spans"]] == [
+        [{"unit_id": U_RULE["unit_id"], "rank": 2}],
+        [{"unit_id": U_QUAL["unit_id"], "rank": 1}],
+    ]

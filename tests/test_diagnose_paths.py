@@ -97,6 +97,7 @@ def test_collapsed_spans_the_unrecorded_steps_just_before_the_loss():
     assert collapsed(record("union", support_production=None), 5) == (4, 5)
     # an unrecorded stage that is not right before the loss does not collapse it
     assert collapsed(record("fused", support_exact=None), 6) is None
+    assert collapsed(record("union", support_exact=None), 5) is None
     assert collapsed(record("fused"), 6) is None
     # the unrecorded stages reach down to the first step
     rec = record("exact", support_chunked=None)

@@ -50,6 +50,7 @@ DATA = Path(os.environ.get("LEDGERSCOPE_DATA", "/work/shared/data"))  # ../share
 if not DATA.is_dir() and (ROOT.parent / "shared" / "data").is_dir():
     DATA = ROOT.parent / "shared" / "data"
 COVID_ARTICLES = 6  # --covid-articles
+MUSIQUE = ROOT / "tests" / "data" / "musique" / "musique_ans_train_100.jsonl"
 DEFAULT_THRESHOLDS = "0,0.2,0.3,0.4,0.5"
 DEFAULT_MARGINS = "0,0.02,0.04,0.05,0.06,0.08,0.1,0.15"
 
@@ -166,7 +167,25 @@ def capture_all(
         t0 = time.perf_counter()
         _capture_sample(got, sample_phases)
         save("the sample", t0)
+    if "musique_oracle" not in got:
+        t0 = time.perf_counter()
+        _capture_musique(work, got)
+        save("MuSiQue", t0)
     return got
+
+
+def _capture_musique(work: Path, got: dict) -> None:
+    """The oracle prompts of the committed MuSiQue-Ans slice (tests/data/musique, 100 questions)."""
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.importers.musique import import_musique
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.arm.config import arm_from_dict
+
+    import_musique(MUSIQUE, work / "musique")
+    corpus = load_corpus(work / "musique" / "corpus.jsonl")
+    fixtures, corpus = load_fixtures(work / "musique" / "fixtures.jsonl", corpus)
+    rt = _runtime(arm_from_dict({"name": "candidate", "phases": [0]}))
+    got["musique_oracle"] = capture_oracle(rt, fixtures)
 
 
 def _capture_covid(work: Path, got: dict, articles: int, production: bool) -> None:
@@ -236,8 +255,11 @@ def _current(fx):
     return replace(fx, answer=AnswerContract(**values))
 
 
-def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
-    """Every captured context scored once: (fixture, scoring, flag, block labels)."""
+def score_all(got: dict[str, list[tuple]], have: dict | None = None) -> dict[str, list[tuple]]:
+    """Every captured context scored once: (fixture, scoring, flag, block labels); the datasets ``have``
+    holds already (a scored cache) are kept as they are."""
+    have = have or {}
+    got = {k: v for k, v in got.items() if k not in have}
     from ledgerscope.pipeline.embedding.encoder import TokenCounter, shared_encoder
     from ledgerscope.pipeline.generation.reader import ExtractiveReader
     from ledgerscope.rules import judge as judging
@@ -250,7 +272,7 @@ def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
             | {b.text for rows in got.values() for _fx, blocks, _f in rows for b in blocks}
         )
     )
-    out: dict[str, list[tuple]] = {}
+    out: dict[str, list[tuple]] = dict(have)
     for name, rows in got.items():
         out[name] = []
         for fx, blocks, flag in rows:
@@ -260,9 +282,12 @@ def score_all(got: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
     return out
 
 
-def _plan(fx, scoring, threshold: float, margin: float) -> tuple[list[dict], str | None, str]:
+def _plan(
+    fx, scoring, threshold: float, margin: float, sufficient: bool
+) -> tuple[list[dict], str | None, str]:
     """(sentences answered with, abstention reason, answer text): this checkout's reader, or an older
-    one's (the best sentence, abstain_reason) when its source has no ``reading`` module."""
+    one's (the best sentence, abstain_reason) when its source has no ``reading`` module; ``sufficient``:
+    an oracle prompt (a reader that does not take it is replayed without it)."""
     try:
         from ledgerscope.pipeline.generation.reading import answer_plan, answer_text
     except ImportError:  # the reader before issue 26
@@ -273,7 +298,10 @@ def _plan(fx, scoring, threshold: float, margin: float) -> tuple[list[dict], str
         if reason:
             return [], reason, ""
         return scoring[:1], None, f"{scoring[0]['sentence']} [{scoring[0]['label']}]"
-    chosen, reason = answer_plan(fx.question, scoring, threshold, margin)
+    try:
+        chosen, reason = answer_plan(fx.question, scoring, threshold, margin, sufficient=sufficient)
+    except TypeError:  # the reader of the first issue-26 session: no notion of a sufficient context
+        chosen, reason = answer_plan(fx.question, scoring, threshold, margin)
     return chosen, reason, ("" if reason else answer_text(fx.question, chosen))
 
 
@@ -292,10 +320,10 @@ def _verdict(fx, answer: str) -> str:
 def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> dict[str, float]:
     """The rates of one curve point: the reader's own rule over the scored contexts."""
 
-    def verdicts(rows):
+    def verdicts(rows, sufficient=False):
         out = []
         for fx, scoring, flag, labels in rows:
-            chosen, reason, answer = _plan(fx, scoring, threshold, margin)
+            chosen, reason, answer = _plan(fx, scoring, threshold, margin, sufficient)
             if reason:
                 verdict = "yes-no" if reason.startswith("yes-no") else "abstained"
             else:
@@ -310,13 +338,17 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
     def answered(rows):
         return sum(not a for _v, a, _f, _j in rows) / len(rows) if rows else float("nan")
 
-    covid_o, covid_p = verdicts(scored["covid_oracle"]), verdicts(scored.get("covid_production", []))
+    def joint(rows):
+        return sum(j for _v, _a, _f, j in rows) / len(rows) if rows else float("nan")
+
+    covid_o, covid_p = verdicts(scored["covid_oracle"], True), verdicts(scored.get("covid_production", []))
     packed = [r for r in covid_p if r[2]]
-    cnli_o, cnli_c = verdicts(scored["cnli_oracle"]), verdicts(scored["cnli_controls"])
-    multi = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) >= 2])
-    multi2 = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) == 2])
+    cnli_o, cnli_c = verdicts(scored["cnli_oracle"], True), verdicts(scored["cnli_controls"])
+    multi = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) >= 2], True)
+    multi2 = verdicts([r for r in scored["cnli_oracle"] if len(r[3]) == 2], True)
     pooled = verdicts(scored["cnli_controls_pooled"]) if "cnli_controls_pooled" in scored else []
-    sample_o, sample_c = verdicts(scored["sample_oracle"]), verdicts(scored["sample_controls"])
+    sample_o, sample_c = verdicts(scored["sample_oracle"], True), verdicts(scored["sample_controls"])
+    musique = verdicts(scored.get("musique_oracle", []), True)
     row = {
         "covid_oracle_correct": rate(covid_o, "correct"),
         "covid_oracle_abstained": 1 - answered(covid_o),
@@ -325,12 +357,17 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
         "covid_packed_correct": rate(packed, "correct"),
         "cnli_oracle_answered": answered(cnli_o),
         "multi_answered": answered(multi),
-        "multi_joint": sum(j for _v, _a, _f, j in multi) / len(multi) if multi else float("nan"),
-        "multi2_joint": sum(j for _v, _a, _f, j in multi2) / len(multi2) if multi2 else float("nan"),
+        "multi_joint": joint(multi),
+        "multi2_joint": joint(multi2),
+        "multi_abstained": 1 - answered(multi),
+        "musique_correct": rate(musique, "correct"),
+        "musique_joint": joint(musique),
+        "musique_abstained": 1 - answered(musique),
         "cnli_false_assertion": rate(cnli_c, "false-assertion"),
         "cnli_pooled_false_assertion": rate(pooled, "false-assertion"),
         "sample_oracle_correct": rate(sample_o, "correct"),
         "sample_oracle_abstained": 1 - answered(sample_o),
+        "sample_oracle_yes_no": rate(sample_o, "yes-no"),
         "sample_oracle_cce": rate(sample_o, "critical-condition-error"),
         "sample_false_assertion": rate(sample_c, "false-assertion"),
     }
@@ -338,8 +375,21 @@ def replay(scored: dict[str, list[tuple]], threshold: float, margin: float) -> d
     row["worst_oracle"] = min(
         row["covid_oracle_correct"],
         row["sample_oracle_correct"],
-        row["multi_joint"],
+        row["musique_correct"] if musique else row["multi_joint"],
         row["cnli_oracle_answered"],
+    )
+    # the worst oracle abstention (every reason, yes/no included; and yes/no counted apart)
+    row["worst_abstained"] = max(
+        row["covid_oracle_abstained"],
+        row["sample_oracle_abstained"],
+        1 - row["cnli_oracle_answered"],
+        row["musique_abstained"] if musique else row["multi_abstained"],
+    )
+    row["worst_abstained_not_yes_no"] = max(
+        row["covid_oracle_abstained"] - row["covid_oracle_yes_no"],
+        row["sample_oracle_abstained"] - row["sample_oracle_yes_no"],
+        1 - row["cnli_oracle_answered"],
+        row["musique_abstained"] if musique else row["multi_abstained"],
     )
     return row
 
@@ -356,13 +406,20 @@ COLUMNS = [
     ("multi_answered", "multi-span ContractNLI answered"),
     ("multi_joint", "multi-span answered citing every span"),
     ("multi2_joint", "... two-span sets"),
+    ("multi_abstained", "multi-span ContractNLI abstained"),
+    ("musique_correct", "MuSiQue oracle correct"),
+    ("musique_joint", "MuSiQue citing every hop"),
+    ("musique_abstained", "MuSiQue oracle abstained"),
     ("cnli_false_assertion", "ContractNLI NotMentioned false assertion"),
     ("cnli_pooled_false_assertion", "the same, contracts pooled"),
     ("sample_oracle_correct", "sample oracle correct"),
     ("sample_oracle_abstained", "sample oracle abstained"),
+    ("sample_oracle_yes_no", "... of which yes/no"),
     ("sample_oracle_cce", "sample oracle critical-condition error"),
     ("sample_false_assertion", "sample controls false assertion"),
     ("worst_oracle", "worst dataset (oracle)"),
+    ("worst_abstained", "worst oracle abstention"),
+    ("worst_abstained_not_yes_no", "... yes/no apart"),
 ]
 
 
@@ -400,12 +457,12 @@ def main() -> int:
         args.sample_phases,
         args.cache,
     )
-    if args.scored_cache and args.scored_cache.is_file():  # the scoring does not depend on the rule replayed
-        scored = pickle.loads(args.scored_cache.read_bytes())
-    else:
-        scored = score_all(got)
-        if args.scored_cache:
-            args.scored_cache.write_bytes(pickle.dumps(scored))
+    have = {}  # the scoring does not depend on the rule replayed: a cache keeps it
+    if args.scored_cache and args.scored_cache.is_file():
+        have = pickle.loads(args.scored_cache.read_bytes())
+    scored = score_all(got, have) if set(got) - set(have) else have
+    if args.scored_cache and scored is not have:
+        args.scored_cache.write_bytes(pickle.dumps(scored))
     print(
         f"contexts: {', '.join(f'{k} {len(v)}' for k, v in got.items())}; captured and scored in "
         f"{time.perf_counter() - t0:.0f} s"

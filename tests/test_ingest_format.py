@@ -300,3 +300,12 @@ def test_the_recorders_lines_pass_the_validator_and_the_schema(tmp_path):
     validator = jsonschema.Draft202012Validator(_schema())
     for line in (tmp_path / "t.jsonl").read_text().splitlines():
         assert not list(validator.iter_errors(json.loads(line)))
+
+
+def test_the_trace_claim_flags_mirror_the_ledgers_support_columns() -> None:
+    """trace/ installs and imports without ledger/, so it names the support flags a producer may
+    claim itself; they stay the ledger's support columns, in order (all but ``support_topk``)."""
+    from ledgerscope.ledger.schema import SUPPORT_COLUMNS
+    from ledgerscope.trace.spec import CLAIM_FLAGS
+
+    assert tuple(c for c in SUPPORT_COLUMNS if c != "support_topk") == CLAIM_FLAGS

@@ -133,13 +133,35 @@ def test_question_kind(question, kind):
     assert question_kind(question) == kind
 
 
-def test_a_bridging_sentence_joins_the_first_and_both_are_cited():
+def test_the_cover_adds_a_linked_sentence_naming_a_new_question_word_and_stops_when_none_does():
+    from ledgerscope.pipeline.generation.reading import answer_plan, answer_text
+
+    question = "Who signed the contract for the warehouse roof repair?"
+    scored = [
+        _item("The warehouse roof repair is covered by the Halden contract.", 0.6, "1"),
+        _item("Ines Duarte signed the Halden contract.", 0.5, "2"),
+        _item("Roof repairs on the warehouse are scheduled for May.", 0.45, "1"),  # no new question word
+        _item("Parking is free on weekends.", 0.2, "3"),
+    ]
+    chosen, reason = answer_plan(question, scored, 0.1, 0.1)
+    assert reason is None and [c["label"] for c in chosen] == ["1", "2"]  # both units cited
+    assert answer_text(question, chosen).startswith("Ines Duarte: The warehouse roof repair")
+    # the third sentence names only words already covered: it stays a competitor (lead 0.15 >= 0.1)
+    assert answer_plan(question, scored, 0.1, 0.16) == ([], "topical")
+    # on retrieved context a sentence naming a new question word but linked to nothing is not added:
+    # it stays a competitor
+    unlinked = [scored[0], _item("Ines Duarte signed it.", 0.5, "2"), *scored[2:]]
+    assert [c["label"] for c in answer_plan(question, unlinked, 0.1, 0.05)[0]] == ["1"]
+    assert answer_plan(question, unlinked, 0.1, 0.12) == ([], "topical")
+
+
+def test_a_lone_sentence_takes_a_bridge_from_another_unit_phrased_in_other_words():
     from ledgerscope.pipeline.generation.reading import answer_plan, answer_text
 
     question = "Who is in charge of booking business travel?"
     scored = [
         _item("Business travel is booked through the travel desk.", 0.6, "1"),
-        _item("The travel desk is run by Mara Lindqvist.", 0.5, "2"),
+        _item("The travel desk is run by Mara Lindqvist.", 0.5, "2"),  # "run by": no new question word
         _item("Trains are the default for short journeys.", 0.2, "1"),
     ]
     chosen, reason = answer_plan(question, scored, 0.3, 0.06)
@@ -147,6 +169,66 @@ def test_a_bridging_sentence_joins_the_first_and_both_are_cited():
     assert answer_text(question, chosen).startswith("Mara Lindqvist: Business travel")
     # without the bridge the two would be "topical" (they lead the rest by 0.4, each other by 0.1)
     assert answer_plan(question, scored[:1] + scored[2:], 0.3, 0.06)[0] == scored[:1]
+
+
+def test_the_cover_is_not_limited_to_two_sentences():
+    from ledgerscope.pipeline.generation.reading import cover
+
+    question = "Which team owns the billing service, and which region hosts its database?"
+    scored = [
+        _item("The billing service belongs to the Ledger team.", 0.6, "1"),
+        _item("The Ledger team owns the billing code.", 0.5, "2"),
+        _item("That database region hosts Ledger workloads in Frankfurt.", 0.4, "3"),
+        _item("Billing service dashboards are public.", 0.3, "4"),  # nothing new
+    ]
+    chosen = cover(question, scored, 0.1, linked=True)
+    # most new question words first: "region", "hosts", "database", then "owns"
+    assert [c["label"] for c in chosen] == ["1", "3", "2"]
+
+
+def test_a_sufficient_context_follows_a_name_to_the_next_hop_and_cites_every_unit():
+    from ledgerscope.pipeline.generation.reading import answer_plan
+
+    question = "What river flows through the birthplace of the author of Blue Harbour?"
+    scored = [
+        _item("Blue Harbour is a novel by Ama Owusu.", 0.5, "1"),
+        _item("The Subin River flows through Kumasi.", 0.45, "3"),
+        _item("Ama Owusu was born in Kumasi.", 0.2, "2"),  # no question word: reached through "Owusu"
+    ]
+    chosen, reason = answer_plan(question, scored, 0.1, 0.1, sufficient=True)
+    assert reason is None and sorted(c["label"] for c in chosen) == ["1", "2", "3"]
+    # the same sentences retrieved: the hop through a name is not followed, and the two close scores
+    # with no link between them are topical
+    assert answer_plan(question, scored, 0.1, 0.1) == ([], "topical")
+
+
+def test_a_sufficient_context_abstains_only_when_nothing_relates():
+    from ledgerscope.pipeline.generation.reading import answer_plan
+
+    question = "How long are temporary requests retained?"
+    close = [
+        _item("Temporary requests are retained for 7 days.", 0.5, "1"),
+        _item("Requests are retained for a month.", 0.48, "2"),  # no word linking it to the first
+        _item("2.1", 0.01, "3"),  # a heading: relates to nothing, so it is not cited
+    ]
+    chosen, reason = answer_plan(question, close, 0.1, 0.1, sufficient=True)
+    assert reason is None and [c["label"] for c in chosen] == ["1", "2"]
+    assert answer_plan(question, close, 0.1, 0.1) == ([], "topical")  # retrieved: too close to call
+    unrelated = [_item("The cafeteria opens at noon.", 0.05, "1")]
+    assert answer_plan(question, unrelated, 0.1, 0.1, sufficient=True) == ([], "below-threshold")
+    assert answer_plan("Are temporary requests retained?", close, 0.1, 0.1, sufficient=True) == (
+        [],
+        "yes-no question",
+    )
+
+
+def test_oracle_blocks_are_a_sufficient_context():
+    from ledgerscope.pipeline.generation.reader import is_oracle, oracle_blocks
+
+    blocks = oracle_blocks([("h1", "doc-a", "One."), ("h2", "doc-b", "Two.")])
+    assert is_oracle(blocks) and [b.label for b in blocks] == ["1", "2"]
+    assert not is_oracle([*blocks, ContextBlock("3", "u7", "doc-c", "Three.")])
+    assert not is_oracle([])
 
 
 def test_yes_no_abstains_with_its_reason_before_any_scoring():

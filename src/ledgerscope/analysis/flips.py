@@ -9,7 +9,10 @@ critical-condition error; an abstention is not a flip to wrong (the comparison c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 #: answer verdicts that count as wrong
 WRONG = ("wrong", "false-assertion", "critical-condition-error")
@@ -21,12 +24,12 @@ _VERDICTS_SQL = (
 _CUTS_SQL = "SELECT CAST(phase AS VARCHAR), doc_id, cut_chars FROM boundaries WHERE arm = ?"
 
 
-def _verdicts(con, arm: str) -> dict[tuple[str, str], tuple]:
+def _verdicts(con: DuckDBPyConnection, arm: str) -> dict[tuple[str, str], tuple[Any, ...]]:
     rows = con.execute(_VERDICTS_SQL, [arm]).fetchall()
     return {(q, p): (v, seg, ss, text) for q, p, v, seg, ss, text in rows}
 
 
-def boundary_words(spans: list, cuts: Mapping[str, list[int]]) -> str:
+def boundary_words(spans: list[Any], cuts: Mapping[str, list[int]]) -> str:
     """The chunk cuts at the gold spans, in words: a cut inside a span first, else the nearest cut."""
     inside = [(s, c) for s in spans for c in cuts.get(s.doc_id, []) if s.start < c < s.end]
     if inside:
@@ -45,8 +48,12 @@ def boundary_words(spans: list, cuts: Mapping[str, list[int]]) -> str:
 
 
 def find_flips(
-    con, candidate: str, baseline: str, base_con=None, fixtures: Mapping[str, Any] | None = None
-) -> list[dict]:
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    base_con: DuckDBPyConnection | None = None,
+    fixtures: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Per question, the phases where the baseline answered correctly and the candidate wrongly:
     ``{qid, segment, stress_set, question, phases: [{phase, baseline, candidate, step, step_name,
     boundary}]}``, the questions that flipped at most phases first."""
@@ -61,7 +68,7 @@ def find_flips(
     cuts: dict[str, dict[str, list[int]]] = {}
     for phase, doc, chars in con.execute(_CUTS_SQL, [candidate]).fetchall():
         cuts.setdefault(phase, {})[doc] = list(chars or [])
-    by_q: dict[str, dict] = {}
+    by_q: dict[str, dict[str, Any]] = {}
     for qid, phase in cells:
         verdict, segment, stress_set, question = cand[(qid, phase)]
         q = by_q.setdefault(

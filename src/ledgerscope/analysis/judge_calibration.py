@@ -23,9 +23,13 @@ the examples say where.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.stats.agreement import cohen_kappa, confusion_matrix, kappa_band
 from ledgerscope.common.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from ledgerscope.pipeline.judging.judge_llm import EndpointJudge
 
 VERDICT_ORDER = ("correct", "critical-condition-error", "abstained", "wrong", "false-assertion")
 _RECORDS_SQL = (
@@ -34,7 +38,9 @@ _RECORDS_SQL = (
 )
 
 
-def _llm_judge(manifest: dict, arm: str, endpoint: dict | None, where: str):
+def _llm_judge(
+    manifest: dict[str, Any], arm: str, endpoint: dict[str, Any] | None, where: str
+) -> tuple[EndpointJudge, bool]:
     """(judge, whether the recorded verdicts are its verdicts)."""
     from ledgerscope.pipeline.judging.judge_llm import EndpointJudge
 
@@ -55,10 +61,14 @@ def _llm_judge(manifest: dict, arm: str, endpoint: dict | None, where: str):
 
 
 def calibrate(
-    ledger: str | Path, arm: str, endpoint: dict | None = None, limit: int | None = None, examples: int = 5
-) -> dict:
+    ledger: str | Path,
+    arm: str,
+    endpoint: dict[str, Any] | None = None,
+    limit: int | None = None,
+    examples: int = 5,
+) -> dict[str, Any]:
     """Confusion matrix and Cohen's kappa of the LLM judge against the deterministic judge."""
-    from ledgerscope.analysis.diagnosis.feed import load_ledger_fixtures
+    from ledgerscope.ledger.fixtures import load_ledger_fixtures
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
     from ledgerscope.rules.judge import judge_answer, with_inferred_default
@@ -72,9 +82,9 @@ def calibrate(
     con = connect(ledger)
     fixtures, _texts = load_ledger_fixtures(con, ledger)
     rows = con.execute(_RECORDS_SQL, [arm]).fetchall()
-    graded: dict[tuple, tuple[str, str]] = {}
+    graded: dict[tuple[Any, ...], tuple[str, str]] = {}
     pairs: list[tuple[str, str]] = []
-    disagreements: list[dict] = []
+    disagreements: list[dict[str, Any]] = []
     skipped = 0
     for qid, phase, answer, abstained, verdict, reason in rows:
         fx = fixtures.get(qid)
@@ -114,14 +124,14 @@ def calibrate(
 
 def _summary(
     arm: str,
-    judge: dict,
+    judge: dict[str, Any],
     recorded: bool,
     records: int,
     pairs: list[tuple[str, str]],
     skipped: int,
     graded: int,
-    disagreements: list[dict],
-) -> dict:
+    disagreements: list[dict[str, Any]],
+) -> dict[str, Any]:
     """What ``judge calibrate`` reports: the confusion matrix, kappa and its band, the examples."""
     labels, matrix = confusion_matrix(pairs, VERDICT_ORDER)
     stats = cohen_kappa(pairs)

@@ -27,12 +27,12 @@ from ledgerscope.pipeline.run.resources import PRODUCTION, STAGES, summarize
 ORACLE_FILE = "resources.json"
 
 
-def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
+def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
     """{arm: {phase: resource record}} from every finished partition's ``_SUCCESS.json`` (with the
     partition's ledger bytes added); partitions without a record are left out. An interchange
     directory carries them in one file (:func:`ledgerscope.ledger.interchange.read_resources`)."""
     if is_interchange(Path(ledger)):
-        out_jsonl: dict[str, dict[str, dict]] = {}
+        out_jsonl: dict[str, dict[str, dict[str, Any]]] = {}
         for r in read_resources(ledger).get("partitions", []):
             out_jsonl.setdefault(r["arm"], {})[r["phase"]] = {
                 **r["resources"],
@@ -40,7 +40,7 @@ def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
             }
         return out_jsonl
     layout = ledger_layout(ledger)
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for part in finished_partitions(ledger, layout):
         try:
             meta = json.loads((part / "_SUCCESS.json").read_bytes())
@@ -59,7 +59,7 @@ def read_partitions(ledger: str | Path) -> dict[str, dict[str, dict]]:
     return out
 
 
-def read_oracle(ledger: str | Path, arm: str) -> dict | None:
+def read_oracle(ledger: str | Path, arm: str) -> dict[str, Any] | None:
     if is_interchange(Path(ledger)):
         return read_resources(ledger).get("oracle", {}).get(arm)
     path = ledger_layout(ledger).oracle_path(ledger, arm).with_name(ORACLE_FILE)
@@ -75,11 +75,11 @@ def _mean(values: list[float | None]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _sum(parts: list[dict], section: str, key: str) -> int:
+def _sum(parts: list[dict[str, Any]], section: str, key: str) -> int:
     return int(sum((p.get(section) or {}).get(key) or 0 for p in parts))
 
 
-def latency(parts: list[dict]) -> dict[str, dict]:
+def latency(parts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per stage (and the whole production query): quantiles of every question's milliseconds,
     pooled over the arm's phases."""
     out = {}
@@ -96,10 +96,12 @@ def latency(parts: list[dict]) -> dict[str, dict]:
     return out
 
 
-def usage(parts: list[dict], oracle: dict | None) -> dict[str, Any]:
+def usage(parts: list[dict[str, Any]], oracle: dict[str, Any] | None) -> dict[str, Any]:
     """What the arm's partitions (and its oracle run) sent, summed."""
     sources = {
-        section: sorted({(p.get(section) or {}).get("token_source") for p in parts} - {None})
+        section: sorted(
+            s for s in {(p.get(section) or {}).get("token_source") for p in parts} if s is not None
+        )
         for section in ("embedding", "generator")
     }
     gen_parts = parts + ([{"generator": oracle["generator"]}] if oracle and oracle.get("generator") else [])
@@ -127,7 +129,7 @@ def usage(parts: list[dict], oracle: dict | None) -> dict[str, Any]:
     }
 
 
-def _first(parts: list[dict], section: str, key: str) -> Any:
+def _first(parts: list[dict[str, Any]], section: str, key: str) -> Any:
     for p in parts:
         value = (p.get(section) or {}).get(key)
         if value is not None:
@@ -135,7 +137,7 @@ def _first(parts: list[dict], section: str, key: str) -> Any:
     return None
 
 
-def index_summary(parts: list[dict]) -> dict[str, Any]:
+def index_summary(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One phase's index, the mean over phases (a deployment builds one)."""
     idx = [p.get("index") or {} for p in parts]
     return {
@@ -150,7 +152,7 @@ def index_summary(parts: list[dict]) -> dict[str, Any]:
     }
 
 
-def costs(parts: list[dict], use: dict, prices: Prices | None) -> dict[str, Any]:
+def costs(parts: list[dict[str, Any]], use: dict[str, Any], prices: Prices | None) -> dict[str, Any]:
     """Money by the price table: indexing one phase, 1,000 queries, and the sweep as it ran.
     A stage whose model the table does not price makes the figure None and is named."""
     if prices is None:
@@ -183,7 +185,9 @@ def costs(parts: list[dict], use: dict, prices: Prices | None) -> dict[str, Any]
     return out
 
 
-def _amounts(parts: list[dict], use: dict) -> dict[str, list[tuple[str, str, dict[str, float]]]]:
+def _amounts(
+    parts: list[dict[str, Any]], use: dict[str, Any]
+) -> dict[str, list[tuple[str, str, dict[str, float]]]]:
     """What each figure is made of, per stage kind and model: indexing one phase (the units'
     tokens), 1,000 queries (the per-query means over phases) and the sweep as it ran."""
     emb, rer, gen = use["embedding"], use["rerank"], use["generator"]
@@ -240,14 +244,14 @@ def _amounts(parts: list[dict], use: dict) -> dict[str, list[tuple[str, str, dic
     }
 
 
-def _paid(kind: str, use: dict) -> bool:
+def _paid(kind: str, use: dict[str, Any]) -> bool:
     """Does the arm use this kind at all (a pass-through reranker is not a priced model)?"""
     if kind == "rerank":
         return use["rerank"].get("kind") not in (None, "none", "PassThroughReranker")
     return True
 
 
-def _scope(parts: list[dict]) -> dict:
+def _scope(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The arm's phase scope as its partitions recorded it ("all" when none says otherwise); the
     base phase cuts every document, the others only the phased ones (the smallest count)."""
     scoped = [p["phase_scope"] for p in parts if (p.get("phase_scope") or {}).get("scope") == "evidence"]
@@ -266,7 +270,7 @@ def arm_resources(
     ledger: str | Path,
     arm: str,
     prices: Prices | None = None,
-    parts: dict[str, dict[str, dict]] | None = None,
+    parts: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The arm's resource summary (see the module docstring)."""
     parts = read_partitions(ledger) if parts is None else parts
@@ -291,7 +295,7 @@ def arm_resources(
 
 def ledger_resources(
     ledger: str | Path, arms: list[str] | None = None, prices: Prices | None = None
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     parts = read_partitions(ledger)
     return {arm: arm_resources(ledger, arm, prices, parts) for arm in (arms or sorted(parts))}
 
@@ -304,7 +308,7 @@ def _diff(a: Any, b: Any) -> Any:
     return None
 
 
-def compare_resources(cand: dict, base: dict) -> dict[str, Any]:
+def compare_resources(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """Candidate, baseline and candidate minus baseline (numbers only; None where either lacks it)."""
     if not (cand.get("recorded") and base.get("recorded")):
         return {"candidate": cand, "baseline": base, "difference": None}
@@ -326,13 +330,13 @@ def price_table(path: str | Path | None, rule: Any = None) -> Prices | None:
 
 
 def attach(
-    comparison: dict,
+    comparison: dict[str, Any],
     ledger: str | Path,
     candidate: str,
     baseline_ledger: str | Path | None,
     baseline: str,
     prices: Prices | None,
-) -> dict:
+) -> dict[str, Any]:
     """Put the arms' resources and their difference into a comparison (``comparison["resources"]``),
     where the release rule's latency and cost checks read them."""
     cand = arm_resources(ledger, candidate, prices)

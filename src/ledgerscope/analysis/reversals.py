@@ -17,7 +17,10 @@ column, and the filter that keeps all but the questions that reverse out of Pyth
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 #: SQL: one question's records in one arm (a group) reverse, on support or on the answer
 REVERSED = "count(DISTINCT support_packed) > 1 OR count(DISTINCT coalesce(answer_verdict, '')) > 1"
@@ -74,7 +77,7 @@ def reversals_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
     return out
 
 
-def find_reversals(con, arm: str | None = None) -> list[dict[str, Any]]:
+def find_reversals(con: DuckDBPyConnection, arm: str | None = None) -> list[dict[str, Any]]:
     """Support and answer reversals over the ledger's records (optionally one arm)."""
     where, params = ("WHERE arm = ?", [arm]) if arm is not None else ("", [])
     # only questions with more than one distinct verdict reach Python

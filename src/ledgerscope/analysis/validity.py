@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 #: the share of answerable questions the oracle must answer correctly for the answer side to count
 DEFAULT_MIN_ORACLE_CORRECT = 0.8
@@ -82,7 +85,7 @@ def _block(outcomes: Sequence[str], threshold: float) -> dict[str, Any]:
     return out
 
 
-def meter(rows: Iterable[Mapping[str, Any]], threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> dict:
+def meter(rows: Iterable[Mapping[str, Any]], threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> dict[str, Any]:
     """Per arm: the counts over all its answerable questions, per segment, and per stress set (each with
     its segments). ``rows``: one per (arm, question) with ``arm``, ``answerable``, ``verdict``,
     ``feasible``, ``reason``, ``segment``, ``stress_set``. JSON-serialisable."""
@@ -108,14 +111,14 @@ def meter(rows: Iterable[Mapping[str, Any]], threshold: float = DEFAULT_MIN_ORAC
     return {"threshold": threshold, "arms": arms}
 
 
-def _split(items: list[tuple[str, str, str]], index: int, threshold: float) -> dict[str, dict]:
+def _split(items: list[tuple[str, str, str]], index: int, threshold: float) -> dict[str, dict[str, Any]]:
     return {
         key: _block([x[0] for x in items if x[index] == key], threshold)
         for key in sorted({x[index] for x in items})
     }
 
 
-def oracle_rows(con, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def oracle_rows(con: DuckDBPyConnection, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The meter's input from a connection made by :func:`ledgerscope.ledger.read.connect`."""
     where, params = ("", [])
     if arms:
@@ -135,7 +138,7 @@ def oracle_rows(con, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-def _has_oracle(con) -> bool:
+def _has_oracle(con: DuckDBPyConnection) -> bool:
     """Whether the connection has an ``oracle`` table or view (records made up in memory may not)."""
     return bool(
         con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'oracle'").fetchall()[
@@ -145,20 +148,20 @@ def _has_oracle(con) -> bool:
 
 
 def ledger_meter(
-    con, arms: Sequence[str] | None = None, threshold: float = DEFAULT_MIN_ORACLE_CORRECT
-) -> dict:
+    con: DuckDBPyConnection, arms: Sequence[str] | None = None, threshold: float = DEFAULT_MIN_ORACLE_CORRECT
+) -> dict[str, Any]:
     """:func:`meter` of a ledger's arms (all of them by default)."""
     return meter(oracle_rows(con, arms), threshold)
 
 
-def unverified_arms(con, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> frozenset[str]:
+def unverified_arms(con: DuckDBPyConnection, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> frozenset[str]:
     """The arms of a ledger whose answer side is unverified (what the diagnosis flags by)."""
     return frozenset(
         a for a, b in ledger_meter(con, None, threshold)["arms"].items() if b["status"] == "unverified"
     )
 
 
-def register_answer_side(con, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> str:
+def register_answer_side(con: DuckDBPyConnection, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> str:
     """Write :data:`TABLE` (arm, unverified) on the connection, for the SQL diagnosis; return its name.
 
     An in-memory table, not TEMP, so the connection's cursors see it (as the heads table)."""
@@ -217,8 +220,8 @@ def inconclusive_count(block: Mapping[str, Any]) -> str:
 
 
 def gate_checks(
-    checks: list, validity: Mapping[str, Any] | None, arms: Sequence[str], threshold: float
-) -> list:
+    checks: list[Any], validity: Mapping[str, Any] | None, arms: Sequence[str], threshold: float
+) -> list[Any]:
     """The decision's checks with every answer-side one (:data:`ANSWER_SIDE_TOLERANCES`) turned
     *inconclusive* where an arm's answer side is unverified in the check's stress set: it never passes
     (nor violates) on a generator that fails with full support."""

@@ -249,7 +249,8 @@ def report(
     prices: PricesOption = None,
 ) -> None:
     """One self-contained HTML file: decision, phase curves, funnel, steps, segments, reversals and their
-    boundaries. Opens offline, needs no JavaScript, prints."""
+    boundaries. Opens offline, needs no JavaScript, prints. (Long by its Typer options; the work is
+    :func:`ledgerscope.report.figures.gather` and :func:`ledgerscope.report.html.render`.)"""
     _one_blas_thread()
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.export._common import publish_mode

@@ -101,6 +101,23 @@ def import_contractnli_cmd(
     _print_import(report)
 
 
+@import_app.command("musique")
+def import_musique_cmd(
+    file: Annotated[Path, typer.Argument(help="A MuSiQue file (JSONL, or a JSON list of questions).")],
+    out: OutOption,
+) -> None:
+    """Import MuSiQue multi-hop questions: each hop's support sentence, all hops one joint sufficient set."""
+    from ledgerscope.inputs.importers.musique import import_musique
+
+    try:
+        with writing(out):
+            report = import_musique(file, out)
+    except LedgerscopeError as exc:
+        fail(exc)
+        return
+    _print_import(report)
+
+
 @import_app.command("table")
 def import_table_cmd(
     file: Annotated[Path, typer.Argument(help="A spreadsheet saved as CSV (or .tsv): one question a row.")],

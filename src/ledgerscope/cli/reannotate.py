@@ -92,7 +92,9 @@ def import_label_studio_cmd(
         bool, typer.Option("--json", help="The summary and the diff as one JSON object.")
     ] = False,
 ) -> None:
-    """Annotators' work back into a new fixture version: spans, sets, unanswerable marks, provenance."""
+    """Annotators' work back into a new fixture version: spans, sets, unanswerable marks, provenance.
+    (Long by its Typer options; the work is
+    :func:`ledgerscope.inputs.importers.reannotate.import_label_studio`.)"""
     from ledgerscope.inputs.fixtures.diff import diff_fixtures, diff_lines
     from ledgerscope.inputs.importers.reannotate import import_label_studio
 

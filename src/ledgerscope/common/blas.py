@@ -7,9 +7,10 @@ at a time: a BLAS thread pool per call would spin up and contend for the cores i
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 
-def single_threaded_blas():
+def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     """A context manager limiting BLAS to one thread inside it (a no-op without threadpoolctl)."""
     try:
         from threadpoolctl import threadpool_limits

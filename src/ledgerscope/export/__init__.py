@@ -32,10 +32,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
-from ledgerscope.export._common import atomic_dir
+from ledgerscope.export._common import ExportRequest, atomic_dir
 from ledgerscope.export.fixtures import export_fixtures
 from ledgerscope.export.jsonl import JSONL_FORMAT, export_jsonl
 from ledgerscope.export.label_studio import MODEL_VERSION, export_label_studio, label_config
@@ -75,7 +75,7 @@ class ExportResult:
     paths: list[Path]  # what was written
     questions: int = 0  # distinct questions written
     format: str = ""
-    redacted: dict | None = None  # what restricted text was withheld (Redactor.summary), if any
+    redacted: dict[str, Any] | None = None  # what restricted text was withheld (Redactor.summary), if any
 
 
 def export(
@@ -104,11 +104,11 @@ def export(
     redactor = Redactor.from_connection(con, include_restricted)
     if redactor.active:
         rows = [redactor.record(r) for r in rows]
-        paths, questions = _WRITERS[fmt](
-            con, ledger, manifest, predicate, rows, out, loaded, redactor=redactor
-        )
-    else:  # nothing to withhold: the writers as they always were, byte for byte
-        paths, questions = _WRITERS[fmt](con, ledger, manifest, predicate, rows, out, loaded)
+    # no redactor when nothing is withheld: the writers as they always were, byte for byte
+    request = ExportRequest(
+        con, ledger, manifest, predicate, rows, out, loaded, redactor if redactor.active else None
+    )
+    paths, questions = _WRITERS[fmt](request)
     return ExportResult(
         count=len(rows),
         paths=paths,
@@ -156,7 +156,9 @@ def _check_out(ledger: Path, out: Path, fmt: str) -> None:
                 )
 
 
-def _selection(con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tuple) -> list[dict]:
+def _selection(
+    con: DuckDBPyConnection, ledger: Path, predicate: str, loaded: tuple[Any, ...]
+) -> list[dict[str, Any]]:
     """The selected rows (record_view plus the diagnosis' evidence and walk), in a total order.
 
     Evidence is computed for the selected records only, from the partitions holding them.

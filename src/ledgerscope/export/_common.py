@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +23,31 @@ from ledgerscope.common.sql_tables import drop_tables
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
+    from ledgerscope.export.redaction import Redactor
+    from ledgerscope.inputs.fixtures import Fixture
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What every format's writer gets: the ledger's connection and manifest, the validated filter,
+    the selected rows, the fixtures and source texts read once, where to write, and the redactor
+    (None: nothing to withhold, the writers as they always were)."""
+
+    con: DuckDBPyConnection
+    ledger: Path
+    manifest: dict[str, Any]
+    predicate: str
+    rows: list[dict[str, Any]]
+    out: Path
+    loaded: tuple[dict[str, Fixture], dict[str, str]]
+    redactor: Redactor | None = None
+
+
 CANDIDATE_COLUMNS = ("rank", "unit_id", "doc_id", "start", "end", "score", "lineage")
 _SELECTION_TABLE = "_ls_export_selection"
 
 
-def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
+def _register_selection(con: DuckDBPyConnection, rows: list[dict[str, Any]]) -> str:
     """The selection's keys as a temp table, so candidates join against it instead of a huge IN list."""
     from ledgerscope.common.sql_tables import columns_table
 
@@ -46,10 +67,10 @@ def _register_selection(con: DuckDBPyConnection, rows: list[dict]) -> str:
 
 def stream_candidates(
     con: DuckDBPyConnection,
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     stages: Iterable[str] | None = None,
     cutoff_stage: str | None = None,
-) -> Iterator[tuple[int, list[dict]]]:
+) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     """(ord, candidate rows) per selected record that has any, in selection order, streamed.
 
     Streamed because a ledger's candidates can far outgrow memory. ``stages``
@@ -59,7 +80,7 @@ def stream_candidates(
     if not rows:
         return
     sel = _register_selection(con, rows)
-    params: list = []
+    params: list[Any] = []
     stage_filter = ""
     if stages is not None:
         stages = list(stages)
@@ -79,7 +100,7 @@ def stream_candidates(
         )
         names = [d[0] for d in cur.description]
         current: int | None = None
-        bucket: list[dict] = []
+        bucket: list[dict[str, Any]] = []
         while True:
             batch = cur.fetchmany(10_000)
             if not batch:
@@ -155,6 +176,6 @@ def source_texts(con: DuckDBPyConnection) -> dict[str, str]:
     return {d: t for d, t in con.execute("SELECT doc_id, text FROM sources").fetchall()}
 
 
-def count_questions(rows: list[dict]) -> int:
+def count_questions(rows: list[dict[str, Any]]) -> int:
     """The distinct questions among the selected records."""
     return len({r["qid"] for r in rows})

@@ -21,39 +21,29 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.export._common import publish_mode
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
+    from ledgerscope.export._common import ExportRequest
+    from ledgerscope.export.redaction import Redactor
+    from ledgerscope.inputs.fixtures import Fixture
+    from ledgerscope.inputs.sources import Corpus
 
-def export_fixtures(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict,
-    predicate: str,
-    rows: list[dict],
-    out: Path,
-    loaded: tuple,
-    redactor=None,
-) -> tuple[list[Path], int]:
+
+def export_fixtures(req: ExportRequest) -> tuple[list[Path], int]:
     """Write the fixtures of the selected questions to ``out``; (paths written, questions written)."""
+    con, ledger, manifest, predicate = req.con, req.ledger, req.manifest, req.predicate
+    rows, out, loaded, redactor = req.rows, req.out, req.loaded, req.redactor
     from ledgerscope.analysis.diagnosis import STEP_NAMES
     from ledgerscope.inputs.fixtures import write_fixtures
-    from ledgerscope.inputs.sources import Corpus, make_source
 
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
-    corpus = Corpus()
-    for doc_id, version, text, observed, access in con.execute(
-        "SELECT doc_id, version, text, observed, access FROM sources"
-    ).fetchall():
-        if redactor is not None and redactor.is_restricted(doc_id):
-            continue  # its text stays home: only its id and digest leave, on the spans
-        with contextlib.suppress(Exception):  # a damaged source: its fixtures fail validation, visibly
-            corpus.add(make_source(doc_id, text, version, observed, tuple(access or ())))
-    by_qid: dict[str, list[dict]] = {}
+    corpus = _corpus(con, redactor)
+    by_qid: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_qid.setdefault(r["qid"], []).append(r)
     identity = {k: manifest.get(k) for k in ("identity", "format", "created", "fixtures_digest")}
@@ -67,21 +57,7 @@ def export_fixtures(
         reason = "exported from ledger for re-annotation: steps " + ", ".join(
             f"{s} ({STEP_NAMES.get(s, '?')})" for s in steps
         )
-        records = [
-            {
-                "arm": r["arm"],
-                "phase": r["phase"],
-                "step": r["step"],
-                "step_name": r["step_name"],
-                "label": r["label"],
-                "flags": list(r.get("flags") or []),
-                "evidence": r["_evidence"],
-                "answer": r.get("answer"),
-                "answer_verdict": r.get("answer_verdict"),
-                "citation_verdict": r.get("citation_verdict"),
-            }
-            for r in recs
-        ]
+        records = [_record_note(r) for r in recs]
         annotations = {
             **fx.annotations,
             "ledgerscope": {"ledger": identity, "where": predicate, "records": records},
@@ -95,7 +71,38 @@ def export_fixtures(
     return [out], len(out_fixtures)
 
 
-def _redacted(fx, annotations: dict, redactor):
+def _corpus(con: DuckDBPyConnection, redactor: Any) -> Corpus:
+    """The ledger's sources as a corpus for the exported fixtures, restricted ones left out."""
+    from ledgerscope.inputs.sources import Corpus, make_source
+
+    corpus = Corpus()
+    for doc_id, version, text, observed, access in con.execute(
+        "SELECT doc_id, version, text, observed, access FROM sources"
+    ).fetchall():
+        if redactor is not None and redactor.is_restricted(doc_id):
+            continue  # its text stays home: only its id and digest leave, on the spans
+        with contextlib.suppress(Exception):  # a damaged source: its fixtures fail validation, visibly
+            corpus.add(make_source(doc_id, text, version, observed, tuple(access or ())))
+    return corpus
+
+
+def _record_note(r: dict[str, Any]) -> dict[str, Any]:
+    """One diagnosed record as the exported fixture notes it (why it was sent for re-annotation)."""
+    return {
+        "arm": r["arm"],
+        "phase": r["phase"],
+        "step": r["step"],
+        "step_name": r["step_name"],
+        "label": r["label"],
+        "flags": list(r.get("flags") or []),
+        "evidence": r["_evidence"],
+        "answer": r.get("answer"),
+        "answer_verdict": r.get("answer_verdict"),
+        "citation_verdict": r.get("citation_verdict"),
+    }
+
+
+def _redacted(fx: Fixture, annotations: dict[str, Any], redactor: Redactor) -> tuple[Fixture, dict[str, Any]]:
     """The fixture with the quotes of its restricted spans withheld, and what was withheld noted."""
     spans, withheld = [], []
     for span in fx.spans:

@@ -23,22 +23,14 @@ from ledgerscope.export._common import (
 )
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyConnection
+    from ledgerscope.export._common import ExportRequest
 
 JSONL_FORMAT = "ledgerscope-record-view/1"
 
 
-def export_jsonl(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict,
-    predicate: str,
-    rows: list[dict],
-    out: Path,
-    loaded: tuple,
-    redactor=None,
-) -> tuple[list[Path], int]:
+def export_jsonl(req: ExportRequest) -> tuple[list[Path], int]:
     """Write one line per record to ``out``, candidates streamed alongside the rows; (paths, questions)."""
+    con, rows, out = req.con, req.rows, req.out
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.ledger import schema
 
@@ -47,7 +39,7 @@ def export_jsonl(
     pending = next(stream, None)
     with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for r in rows:
-            cands: list[dict] = []
+            cands: list[dict[str, Any]] = []
             if pending is not None and pending[0] == r["_ord"]:
                 cands = pending[1]
                 pending = next(stream, None)
@@ -56,9 +48,11 @@ def export_jsonl(
     return [out], count_questions(rows)
 
 
-def _jsonl_row(r: dict, cands: list[dict], record_cols: list[str], stages: tuple[str, ...]) -> dict:
+def _jsonl_row(
+    r: dict[str, Any], cands: list[dict[str, Any]], record_cols: list[str], stages: tuple[str, ...]
+) -> dict[str, Any]:
     """One record's line: its columns, its candidates by stage in rank order, its diagnosis."""
-    by_stage: dict[str, list[dict]] = {s: [] for s in stages}
+    by_stage: dict[str, list[dict[str, Any]]] = {s: [] for s in stages}
     for c in cands:
         by_stage.setdefault(c["stage"], []).append({k: c[k] for k in CANDIDATE_COLUMNS})
     for lst in by_stage.values():

@@ -35,23 +35,16 @@ from xml.sax.saxutils import quoteattr
 from ledgerscope.export._common import count_questions, publish_mode, source_texts, stream_candidates
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyConnection
+    from ledgerscope.export._common import ExportRequest
+    from ledgerscope.export.redaction import Redactor
 
 MODEL_VERSION = "ledgerscope gold+retrieved"
 _COLOURS = {"gold": "#2e7d32", "packed": "#1565c0", "reranked": "#ef6c00"}
 
 
-def export_label_studio(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict,
-    predicate: str,
-    rows: list[dict],
-    out: Path,
-    loaded: tuple,
-    redactor=None,
-) -> tuple[list[Path], int]:
+def export_label_studio(req: ExportRequest) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
+    con, rows, out, loaded, redactor = req.con, req.rows, req.out, req.loaded, req.redactor
     from ledgerscope.common.atomic import atomic_path
 
     fixtures, _ = loaded  # load_ledger_fixtures, read once by export()
@@ -77,7 +70,9 @@ def export_label_studio(
     return [out, config], count_questions(rows)
 
 
-def _record_tasks(rec: dict, fx: Any, cands: list[dict], texts: dict[str, str]) -> Iterator[dict]:
+def _record_tasks(
+    rec: dict[str, Any], fx: Any, cands: list[dict[str, Any]], texts: dict[str, str]
+) -> Iterator[dict[str, Any]]:
     """One task per document the record involves: gold docs, then packed, then reranked (cutoff) docs."""
     spans = list(fx.spans) if fx is not None else []
     packed = sorted((c for c in cands if c["stage"] == "packed"), key=lambda c: c["rank"])
@@ -87,7 +82,7 @@ def _record_tasks(rec: dict, fx: Any, cands: list[dict], texts: dict[str, str]) 
         text = texts.get(doc)
         if text is None:
             continue
-        result = []
+        result: list[dict[str, Any]] = []
         for s in spans:
             if s.doc_id == doc and 0 <= s.start < s.end <= len(text):
                 result.append(_region(f"gold-{len(result) + 1}", text, s.start, s.end, f"gold:{s.span_id}"))
@@ -119,7 +114,7 @@ def _record_tasks(rec: dict, fx: Any, cands: list[dict], texts: dict[str, str]) 
         }
 
 
-def _redact_task(task: dict, redactor) -> dict:
+def _redact_task(task: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     """A task with its document's text and its regions' texts withheld if the document is restricted."""
     doc = task["data"]["doc_id"]
     if not redactor.is_restricted(doc):
@@ -140,7 +135,7 @@ def _label_order(name: str) -> tuple[int, int, str]:
     return (1 if kind == "packed" else 2), int(rest) if rest.isdigit() else 0, name
 
 
-def _region(region_id: str, text: str, start: int, end: int, label: str) -> dict:
+def _region(region_id: str, text: str, start: int, end: int, label: str) -> dict[str, Any]:
     """A region of ``text`` with one label, its covered text included as Label Studio stores it."""
     return {
         "id": region_id,

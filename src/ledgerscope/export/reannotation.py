@@ -28,31 +28,25 @@ from typing import TYPE_CHECKING, Any
 from ledgerscope.export._common import publish_mode, source_texts, stream_candidates
 
 if TYPE_CHECKING:
-    from duckdb import DuckDBPyConnection
+    from ledgerscope.export._common import ExportRequest
+    from ledgerscope.export.redaction import Redactor
 
 #: documents beyond the gold ones that a question's tasks show (most often packed first)
 EXTRA_DOCS = 3
 _CONTEXT_UNIT_CHARS = 600
 
 
-def export_reannotation(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict,
-    predicate: str,
-    rows: list[dict],
-    out: Path,
-    loaded: tuple,
-    redactor=None,
-) -> tuple[list[Path], int]:
+def export_reannotation(req: ExportRequest) -> tuple[list[Path], int]:
     """Write the tasks to ``out`` and the config beside it, both or neither; (paths, questions)."""
+    con, manifest, rows = req.con, req.manifest, req.rows
+    out, loaded, redactor = req.out, req.loaded, req.redactor
     from ledgerscope.common.atomic import atomic_path
     from ledgerscope.inputs.annotation_tasks import labeling_config, pad_slots
 
     fixtures, _ = loaded
     texts = source_texts(con)
     cands = dict(stream_candidates(con, rows, ("packed", "reranked"), cutoff_stage="reranked"))
-    by_qid: dict[str, list[dict]] = {}
+    by_qid: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_qid.setdefault(r["qid"], []).append(r)
     extra = {"fixtures_digest": manifest.get("fixtures_digest"), "ledger": manifest.get("identity")}
@@ -74,8 +68,13 @@ def export_reannotation(
 
 
 def question_tasks(
-    fx: Any, recs: list[dict], cands: dict[int, list[dict]], texts: dict[str, str], extra: dict, redactor=None
-) -> Iterator[dict]:
+    fx: Any,
+    recs: list[dict[str, Any]],
+    cands: dict[int, list[dict[str, Any]]],
+    texts: dict[str, str],
+    extra: dict[str, Any],
+    redactor: Redactor | None = None,
+) -> Iterator[dict[str, Any]]:
     """One question's tasks: one holding all its documents when its gold spans several, else one per
     document."""
     from ledgerscope.inputs.annotation_tasks import build_task
@@ -95,14 +94,18 @@ def question_tasks(
     groups = [docs] if len(gold_docs) > 1 else [[d] for d in docs]
     for group in groups:
         withheld = [d for d in group if redactor is not None and redactor.is_restricted(d)]
-        shown = [(d, redactor.document_text(d, texts[d]) if d in withheld else texts[d]) for d in group]
-        task = build_task(fx, qid, question, shown, _context(units, group, texts, redactor), meta)
+        documents = [
+            (d, redactor.document_text(d, texts[d]) if redactor is not None and d in withheld else texts[d])
+            for d in group
+        ]
+        task = build_task(fx, qid, question, documents, _context(units, group, texts, redactor), meta)
         yield _withhold(task, withheld, redactor) if withheld else task
 
 
-def _withhold(task: dict, withheld: list[str], redactor) -> dict:
+def _withhold(task: dict[str, Any], withheld: list[str], redactor: Redactor | None) -> dict[str, Any]:
     """A task whose restricted documents show only the placeholder: their gold regions are left out
     (their spans stay as they are on import) and the slot says why (``redacted``)."""
+    assert redactor is not None  # a task has withheld documents only under a redactor
     data = task["data"]
     slots = {f"doc{d['slot']}": d for d in data["documents"] if d["doc_id"] in withheld}
     for entry in slots.values():
@@ -114,10 +117,12 @@ def _withhold(task: dict, withheld: list[str], redactor) -> dict:
     return task
 
 
-def _context(units: list[dict], docs: list[str], texts: dict[str, str], redactor) -> str:
+def _context(
+    units: list[dict[str, Any]], docs: list[str], texts: dict[str, str], redactor: Redactor | None
+) -> str:
     """The packed and reranked units over the task's documents, each once, with the records that had
     them: plain text for a read-only ``Text``."""
-    seen: dict[tuple, dict] = {}
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c in units:
         if c["doc_id"] not in docs or c["start"] is None:
             continue

@@ -22,7 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 REDACTED = "[redacted: restricted source text]"
 WINDOW_WORDS = 5
@@ -83,18 +86,18 @@ def unit_doc(unit_id: str) -> str:
 class Redactor:
     """Withholds restricted text and counts it; with ``include`` set it withholds nothing."""
 
-    restricted: dict[str, dict] = field(default_factory=dict)  # doc_id -> version, access, chars
+    restricted: dict[str, dict[str, Any]] = field(default_factory=dict)  # doc_id -> version, access, chars
     texts: dict[str, str] = field(default_factory=dict)
     include: bool = False
     documents: set[str] = field(default_factory=set)
-    spans: set[tuple] = field(default_factory=set)
+    spans: set[tuple[Any, ...]] = field(default_factory=set)
     fields: int = 0
 
     def __post_init__(self) -> None:
         self._windows = {w for t in self.texts.values() for w in _windows(t)}
 
     @classmethod
-    def from_connection(cls, con, include: bool = False) -> Redactor:
+    def from_connection(cls, con: DuckDBPyConnection, include: bool = False) -> Redactor:
         """The restricted sources of a ledger's ``sources`` view."""
         rows = con.execute(
             "SELECT doc_id, version, access, text FROM sources WHERE access IS NOT NULL AND len(access) > 0"
@@ -173,7 +176,7 @@ class Redactor:
         """The restricted documents a record's reader was shown (its packed units)."""
         return [d for d in (unit_doc(u) for u in row.get("packed_unit_ids") or []) if self.is_restricted(d)]
 
-    def record(self, row: dict) -> dict:
+    def record(self, row: dict[str, Any]) -> dict[str, Any]:
         """A selected record (record_view row plus ``_evidence``) with restricted text withheld."""
         if not self.active:
             return row
@@ -190,7 +193,7 @@ class Redactor:
         out["_redacted"] = sorted(redacted)
         return out
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """What was withheld: documents, spans and other text fields, and the documents' ids."""
         return {
             "documents": len(self.documents),

@@ -30,6 +30,8 @@ from ledgerscope.export._common import atomic_dir, count_questions, stream_candi
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
+    from ledgerscope.export._common import ExportRequest
+
 TIE_EPSILON = 1e-9
 TREC_FILE_NAME = re.compile(r"^(run|qrels)\..+\.txt$")  # what a trec export directory may hold
 _UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
@@ -55,7 +57,7 @@ def _trec_id(value: Any, what: str) -> str:
     return text
 
 
-def trec_scores(cands: list[dict]) -> list[float]:
+def trec_scores(cands: list[dict[str, Any]]) -> list[float]:
     """Scores to write for a rank-ordered list: strictly decreasing, so trec_eval's order is the rank order.
 
     ``score - rank * 1e-9``; where that is not below the previous written score
@@ -72,22 +74,14 @@ def trec_scores(cands: list[dict]) -> list[float]:
     return out
 
 
-def export_trec(
-    con: DuckDBPyConnection,
-    ledger: Path,
-    manifest: dict,
-    predicate: str,
-    rows: list[dict],
-    out: Path,
-    loaded: tuple,
-    redactor=None,
-) -> tuple[list[Path], int]:
+def export_trec(req: ExportRequest) -> tuple[list[Path], int]:
     """Build the run and qrels files in a temporary directory swapped in for ``out``; (paths, questions).
 
     TREC files hold ids, ranks and scores only: no source text to withhold (``redactor`` unused)."""
+    con, rows, out, loaded = req.con, req.rows, req.out, req.loaded
     from ledgerscope.ledger.fixtures import gold_span_columns
 
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["arm"], r["phase"]), []).append(r)
     names: dict[str, tuple[str, str]] = {}
@@ -128,7 +122,7 @@ def export_trec(
     return paths, count_questions(rows)
 
 
-def _run_lines(qid: str, cands: list[dict], tag: str) -> Iterator[str]:
+def _run_lines(qid: str, cands: list[dict[str, Any]], tag: str) -> Iterator[str]:
     """The run file lines of one question's reranked list, in rank order."""
     cands = sorted(cands, key=lambda c: c["rank"])
     q = _trec_id(qid, "qid")
@@ -137,7 +131,11 @@ def _run_lines(qid: str, cands: list[dict], tag: str) -> Iterator[str]:
 
 
 def _qrels(
-    con: DuckDBPyConnection, arm: str, phase: str, recs: list[dict], spans: dict[str, tuple[str, list]]
+    con: DuckDBPyConnection,
+    arm: str,
+    phase: str,
+    recs: list[dict[str, Any]],
+    spans: dict[str, tuple[str, list[Any]]],
 ) -> list[tuple[str, str]]:
     """(qid, unit_id) of this arm and phase's units that overlap a gold span of a selected question."""
     from ledgerscope.common.sql_tables import columns_table, drop_tables

@@ -23,6 +23,7 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ledgerscope import __version__
 from ledgerscope.common.atomic import clear_stale
@@ -218,6 +219,34 @@ def _chunked(
     return out
 
 
+def _arm_entry(
+    arm: str, phases: list[str], recorded: list[str], chunked: str, tokenizer: str, oracle: str
+) -> dict[str, Any]:
+    """One config's manifest entry as an arm: the lists its traces recorded, the tree stages that
+    follows for (and those it does not), its digest, its phases."""
+    have = set(recorded)
+    tree = [
+        s for s in TREE_STAGES if (chunked == "recorded" if s == "chunked" else virtual_recorded(s, have))
+    ]
+    config = {
+        "name": arm,
+        "kind": "ingested",
+        "recorded_lists": recorded,
+        "tree_stages_recorded": tree,
+        "tree_stages_not_recorded": [s for s in TREE_STAGES if s not in tree],
+    }
+    digest = "sha256:" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    return {
+        "config": config,
+        "config_digest": digest,
+        "phases": [{"label": p, "offset": 0} for p in phases],
+        "components": {
+            "tokenizer": {"kind": "huggingface-tokenizers", "model": tokenizer},
+            "generator": {"kind": "external", "oracle": oracle},
+        },
+    }
+
+
 def manifest_for(
     opts: IngestOptions,
     inputs: dict,
@@ -231,32 +260,11 @@ def manifest_for(
     oracle: str,
 ) -> dict:
     """The ledger's manifest: each config an arm, and how the ledger was ingested."""
-    entries, not_recorded = {}, {}
-    for arm, phases in arms.items():
-        have = set(recorded[arm])
-        tree = [
-            s
-            for s in TREE_STAGES
-            if (chunked[arm] == "recorded" if s == "chunked" else virtual_recorded(s, have))
-        ]
-        not_recorded[arm] = [s for s in TREE_STAGES if s not in tree]
-        config = {
-            "name": arm,
-            "kind": "ingested",
-            "recorded_lists": recorded[arm],
-            "tree_stages_recorded": tree,
-            "tree_stages_not_recorded": not_recorded[arm],
-        }
-        digest = "sha256:" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
-        entries[arm] = {
-            "config": config,
-            "config_digest": digest,
-            "phases": [{"label": p, "offset": 0} for p in phases],
-            "components": {
-                "tokenizer": {"kind": "huggingface-tokenizers", "model": opts.tokenizer},
-                "generator": {"kind": "external", "oracle": oracle},
-            },
-        }
+    entries = {
+        arm: _arm_entry(arm, phases, recorded[arm], chunked[arm], opts.tokenizer, oracle)
+        for arm, phases in arms.items()
+    }
+    not_recorded = {arm: entry["config"]["tree_stages_not_recorded"] for arm, entry in entries.items()}
     inputs = {**inputs, "chunks": {**inputs["chunks"], "resolution": report.to_json()}}
     manifest = {
         "format": schema.FORMAT,
@@ -379,8 +387,9 @@ def ingest(opts: IngestOptions) -> IngestReport:
     return ingest_checked(opts, read_inputs(opts))
 
 
-def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
-    """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
+def _locate(opts: IngestOptions, checked: Checked) -> tuple[list[Resolution], ResolutionReport]:
+    """Every chunk located in its source, and the report of how; refused (strict: any chunk named
+    but not placed; else: more unplaced than ``--max-unlocated``) with the problems located."""
     con, corpus = checked.con, checked.corpus
     plugin = _plugin(opts.normalise)
     resolutions = resolve_chunks(
@@ -393,6 +402,22 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
             raise InputError(problems)
     else:
         checks.unlocated_share(report, opts.max_unlocated, checked.chunks_file, [s.doc_id for s in corpus])
+    return resolutions, report
+
+
+def _oracle(opts: IngestOptions, con: Any, arms: list[str], fixtures: dict[str, Fixture]) -> str:
+    """Run the oracle of ``--oracle-arm`` into the ledger's tables; what its labels say, or "not run"."""
+    if opts.oracle_arm is None:
+        return "not run"
+    from ledgerscope.ingest.derive.oracle import oracle_rows
+
+    return oracle_rows(con, opts.oracle_arm, arms, list(fixtures.values()))
+
+
+def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
+    """From checked inputs: locate the chunks, derive, write the ledger whole; the report."""
+    con, corpus = checked.con, checked.corpus
+    resolutions, report = _locate(opts, checked)
     used = checks.questions(con)
     fixtures = {f.qid: f for f in checked.fixtures if f.qid in used}
     arms = checks.arms(con)
@@ -402,11 +427,7 @@ def ingest_checked(opts: IngestOptions, checked: Checked) -> IngestReport:
     )
     if opts.strict:  # today's behaviour: the unplaced are no units at all
         resolutions = [r for r in resolutions if r.resolved]
-    oracle = "not run"
-    if opts.oracle_arm is not None:
-        from ledgerscope.ingest.derive.oracle import oracle_rows
-
-        oracle = oracle_rows(con, opts.oracle_arm, list(arms), list(fixtures.values()))
+    oracle = _oracle(opts, con, list(arms), fixtures)
     from ledgerscope.ingest.write import write_ledger
     from ledgerscope.inputs.fixtures import write_fixtures
 

@@ -18,6 +18,7 @@ from ledgerscope.ingest.derive.rows import CANDIDATES_OF, RECORDS_OF
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.read import connect
+from ledgerscope.ledger.sources import source_rows
 from ledgerscope.ledger.write import clear_staging, oracle_path, write_partition
 from ledgerscope.trace.spec import STAGE_ORDER
 
@@ -101,16 +102,7 @@ def write_ledger(
 
     (ledger / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
     sources = pa.Table.from_pylist(
-        [
-            {
-                "doc_id": s.doc_id,
-                "version": s.version,
-                "text": s.text,
-                "observed": s.observed,
-                "access": list(s.access),
-            }
-            for s in corpus
-        ],
+        source_rows(corpus),
         schema=schema.SOURCES,
     )
     pq.write_table(sources, ledger / "sources.parquet", compression="zstd")

@@ -1,5 +1,5 @@
-"""The ledger's ``sources`` table back into a :class:`~ledgerscope.inputs.sources.Corpus`, every
-digest re-checked (a ledger's sources are the only copy its readers trust)."""
+"""The ledger's ``sources`` table from a :class:`~ledgerscope.inputs.sources.Corpus` and back into
+one, every digest re-checked (a ledger's sources are the only copy its readers trust)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,20 @@ from ledgerscope.common.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from ledgerscope.inputs.sources import Corpus
+
+
+def source_rows(corpus: Corpus) -> list[dict[str, Any]]:
+    """The corpus as rows of the ledger's ``sources`` table (:data:`ledgerscope.ledger.schema.SOURCES`)."""
+    return [
+        {
+            "doc_id": s.doc_id,
+            "version": s.version,
+            "text": s.text,
+            "observed": s.observed,
+            "access": list(s.access),
+        }
+        for s in corpus
+    ]
 
 
 def sources_corpus(path: Path, rows: Iterable[Sequence[Any]]) -> Corpus:

@@ -15,13 +15,19 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.analysis.stats.power import detectable
 from ledgerscope.analysis.survival import SURVIVAL_STAGES, gold_in_context
 from ledgerscope.common.paths import shown_path
 from ledgerscope.export.redaction import Redactor
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
+    from ledgerscope.analysis.stats.compare import Matched
+    from ledgerscope.inputs.fixtures import Fixture
 
 CURVE_METRICS = ("support", "answer_correct")
 #: characters of source shown either side of the gold spans at a reversal's boundary
@@ -38,20 +44,20 @@ class Settings:
 @dataclass
 class ReportData:
     ledger: str
-    manifest: dict
+    manifest: dict[str, Any]
     candidate: str
     baseline: str
     settings: Settings
-    comparison: dict
-    decision: dict | None
-    rule: dict | None
-    curves: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
-    distributions: list[dict] = field(default_factory=list)
-    funnel: dict[str, list[dict]] = field(default_factory=dict)
+    comparison: dict[str, Any]
+    decision: dict[str, Any] | None
+    rule: dict[str, Any] | None
+    curves: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    distributions: list[dict[str, Any]] = field(default_factory=list)
+    funnel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     steps: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
-    strip: dict = field(default_factory=dict)
-    reversals: list[dict] = field(default_factory=list)
-    redaction: dict | None = None
+    strip: dict[str, Any] = field(default_factory=dict)
+    reversals: list[dict[str, Any]] = field(default_factory=list)
+    redaction: dict[str, Any] | None = None
 
 
 def gather(
@@ -93,12 +99,7 @@ def gather(
     attach(comparison, ledger, candidate, baseline_ledger, baseline, price_table(prices_path, loaded_rule))
     if loaded_rule is not None:
         decision = decide(loaded_rule, comparison).to_dict()
-        rule = {
-            "path": shown_path(rule_path),
-            "digest": loaded_rule.digest,
-            "description": loaded_rule.description,
-            "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences],
-        }
+        rule = _rule_summary(rule_path, loaded_rule)
     data = ReportData(
         shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison, decision, rule
     )
@@ -113,25 +114,42 @@ def gather(
     data.reversals = _reversal_cards(data, cons, loaded, redactors)
     counts = [r.summary() for r in by_con.values() if r.any()]
     if counts:
-        data.redaction = {k: sum(c[k] for c in counts) for k in ("spans", "fields")}
-        data.redaction["doc_ids"] = sorted({d for c in counts for d in c["doc_ids"]})
-        data.redaction["documents"] = len(data.redaction["doc_ids"])
+        data.redaction = _redaction_totals(counts)
     return data
 
 
-def _fixtures(con, ledger) -> tuple:
+def _rule_summary(rule_path: str | Path | None, loaded_rule: Any) -> dict[str, Any]:
+    """What the report shows of the release rule: where it is, its digest and its tolerances."""
+    return {
+        "path": shown_path(rule_path) if rule_path is not None else None,
+        "digest": loaded_rule.digest,
+        "description": loaded_rule.description,
+        "differences": [(t.metric, t.statistic, t.limit, t.key) for t in loaded_rule.differences],
+    }
+
+
+def _redaction_totals(counts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The redactors' counts summed over both ledgers: spans, fields and the documents they touched."""
+    out: dict[str, Any] = {k: sum(c[k] for c in counts) for k in ("spans", "fields")}
+    out["doc_ids"] = sorted({d for c in counts for d in c["doc_ids"]})
+    out["documents"] = len(out["doc_ids"])
+    return out
+
+
+def _fixtures(con: DuckDBPyConnection, ledger: str | Path | None) -> tuple[Any, ...]:
     from ledgerscope.ledger.fixtures import load_ledger_fixtures
 
+    assert ledger is not None  # a second connection exists only with the baseline's own ledger
     return load_ledger_fixtures(con, ledger)
 
 
-def _curves_and_distributions(data: ReportData, matched) -> None:
+def _curves_and_distributions(data: ReportData, matched: Matched) -> None:
     """Per stress set: each curve metric's per-phase rates with intervals, and the paired
     difference's replicates for each tolerance of the rule (the phase average without one)."""
     from ledgerscope.analysis.stats.replicates import difference_replicates, phase_intervals
 
     s = data.settings
-    boot = {"n_resamples": s.n_resamples, "seed": s.seed, "confidence": s.confidence}
+    boot: dict[str, Any] = {"n_resamples": s.n_resamples, "seed": s.seed, "confidence": s.confidence}
     checks = {(c["stress_set"], c["tolerance"]): c for c in (data.decision or {}).get("checks", [])}
     wanted = (
         [(m, st, lim, key) for m, st, lim, key in data.rule["differences"] if m in CURVE_METRICS]
@@ -157,7 +175,9 @@ def _curves_and_distributions(data: ReportData, matched) -> None:
             )
 
 
-def _arm_summaries(data: ReportData, arm: str, con, ledger, loaded: tuple) -> None:
+def _arm_summaries(
+    data: ReportData, arm: str, con: DuckDBPyConnection, ledger: str | Path | None, loaded: tuple[Any, ...]
+) -> None:
     """Records per diagnosis step and the stage survival funnel (phase average and worst phase)."""
     from ledgerscope.analysis.diagnosis import ledger_heads
     from ledgerscope.analysis.survival import survival
@@ -186,12 +206,12 @@ _CELLS_SQL = (
 )
 
 
-def _strip(data: ReportData, cons: dict) -> None:
+def _strip(data: ReportData, cons: dict[str, Any]) -> None:
     """Every question by phase, per arm: answer verdict and support, and which questions reverse."""
     from ledgerscope.analysis.reversals import find_reversals
 
     phases: dict[str, list[str]] = {}
-    questions: dict[str, dict] = {}
+    questions: dict[str, dict[str, Any]] = {}
     for arm, con in cons.items():
         order: dict[str, int] = {}
         for r in con.execute(_CELLS_SQL, [arm]).fetchall():
@@ -212,19 +232,21 @@ def _strip(data: ReportData, cons: dict) -> None:
     }
 
 
-def _flip(rev: dict, cells: dict[str, tuple]) -> tuple[str, str] | None:
+def _flip(rev: dict[str, Any], cells: dict[str, tuple[Any, ...]]) -> tuple[str, str] | None:
     """Two neighbouring phases on either side of the reversal: for support, kept then lost (or the
     reverse); for the answer, the first pair whose verdicts differ with one side correct if any."""
     order = [p for side in rev["phases"].values() for p in side]
     order = sorted(order, key=lambda p: list(cells).index(p) if p in cells else len(cells))
-    key = (lambda p: cells[p][1]) if rev["kind"] == "support" else (lambda p: cells[p][0])
-    pairs = [(a, b) for a, b in itertools.pairwise(order) if key(a) != key(b)]
+    column = 1 if rev["kind"] == "support" else 0  # support: kept or lost; answer: the verdict
+    pairs = [(a, b) for a, b in itertools.pairwise(order) if cells[a][column] != cells[b][column]]
     if rev["kind"] == "answer":
         pairs.sort(key=lambda ab: "correct" not in (cells[ab[0]][0], cells[ab[1]][0]))
     return pairs[0] if pairs else None
 
 
-def _reversal_cards(data: ReportData, cons: dict, loaded: dict, redactors: dict) -> list[dict]:
+def _reversal_cards(
+    data: ReportData, cons: dict[str, Any], loaded: dict[str, Any], redactors: dict[str, Redactor]
+) -> list[dict[str, Any]]:
     """Per reversal, both sides of its flip: verdicts, the chunk cuts at the gold spans, the
     packed context with the gold it kept; the candidate's first, answer flips to a wrong answer first."""
     from ledgerscope.analysis.reversals import find_reversals
@@ -286,7 +308,13 @@ _SIDE_COLUMNS = (
 )
 
 
-def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, dict]:
+def _side_rows(
+    con: DuckDBPyConnection, arm: str, keys: list[tuple[str, str]]
+) -> tuple[
+    dict[tuple[str, str], dict[str, Any]],
+    dict[tuple[str, str], list[dict[str, Any]]],
+    dict[tuple[str, str], list[Any]],
+]:
     """The records, packed units and chunk cuts of one arm's flip sides, three queries in all."""
     from ledgerscope.common.sql_tables import columns_table, drop_tables
 
@@ -303,7 +331,7 @@ def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, 
                 f"SELECT t.qid, k.phase, {cols} FROM records t {join}", [arm]
             ).fetchall()
         }
-        packed: dict[tuple[str, str], list[dict]] = {}
+        packed: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for q, p, *rest in con.execute(
             'SELECT t.qid, k.phase, t.doc_id, t.start, t."end", t."rank", t.unit_id '
             f"FROM candidates t {join} "
@@ -327,8 +355,14 @@ def _side_rows(con, arm: str, keys: list[tuple[str, str]]) -> tuple[dict, dict, 
 
 
 def _side(
-    row: dict, packed: list[dict], cuts: dict, phase: str, fx, texts: dict[str, str], redactor: Redactor
-) -> dict:
+    row: dict[str, Any],
+    packed: list[dict[str, Any]],
+    cuts: dict[tuple[str, str], list[Any]],
+    phase: str,
+    fx: Fixture | None,
+    texts: dict[str, str],
+    redactor: Redactor,
+) -> dict[str, Any]:
     """One phase of a flip: the record, the cuts and packed units over the gold spans' documents."""
     spans = list(fx.spans) if fx is not None else []
     excerpts = [
@@ -364,8 +398,13 @@ def _side(
 
 
 def _excerpt(
-    doc: str, text: str | None, spans: list, cuts: list[int], packed: list[dict], redactor: Redactor
-) -> dict:
+    doc: str,
+    text: str | None,
+    spans: list[Any],
+    cuts: list[int],
+    packed: list[dict[str, Any]],
+    redactor: Redactor,
+) -> dict[str, Any]:
     """The source around a document's gold spans: the spans, the chunk cuts and the packed units in it."""
     lo = max(0, min(s.start for s in spans) - EXCERPT_MARGIN)
     hi = max(s.end for s in spans) + EXCERPT_MARGIN

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -14,9 +15,9 @@ class GateOutcome:
     ledger: str
     baseline_ledger: str | None
     rule: str
-    comparison: dict
-    decision: dict
-    flips: list[dict] = field(default_factory=list)
+    comparison: dict[str, Any]
+    decision: dict[str, Any]
+    flips: list[dict[str, Any]] = field(default_factory=list)
     report: str | None = None  # the HTML report's path, when one was written
     exit_code: int = 0
     fail_on: str = "collect-more-evidence"

@@ -3,11 +3,13 @@ candidate minus baseline (the figures ``diagnose`` and ``compare`` print; escape
 
 from __future__ import annotations
 
+from typing import Any
+
 from ledgerscope.report.resources_view import SHOWN, difference_lines, resource_lines
 from ledgerscope.report.svg import esc
 
 
-def _latency_rows(arm: str, res: dict) -> str:
+def _latency_rows(arm: str, res: dict[str, Any]) -> str:
     lat = res.get("latency_ms") or {}
 
     def cell(stage: str, q: str) -> str:
@@ -22,7 +24,7 @@ def _latency_rows(arm: str, res: dict) -> str:
     )
 
 
-def resources_section(comparison: dict) -> str:
+def resources_section(comparison: dict[str, Any]) -> str:
     """``<section id="resources">``, or nothing when neither arm carries a resource record."""
     res = comparison.get("resources") or {}
     arms = [res.get(role) or {} for role in ("candidate", "baseline")]

@@ -7,6 +7,7 @@ tables, every arm name escaped), and the same lines feed the report and the TUI 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -34,12 +35,12 @@ def fmt_money(x: float | None, currency: str = "") -> str:
     return f"{x:.4f} {currency}".strip() if abs(x) < 100 else f"{x:,.2f} {currency}".strip()
 
 
-def _ms(stat: dict | None, key: str) -> str:
+def _ms(stat: dict[str, Any] | None, key: str) -> str:
     value = (stat or {}).get(key)
     return "-" if value is None else f"{value:.2f}"
 
 
-def latency_table(resources: dict[str, dict]) -> Table:
+def latency_table(resources: dict[str, dict[str, Any]]) -> Table:
     """Per arm and stage, p50/p95/p99 milliseconds over every phase's questions (batched stages
     are one batch's time shared evenly)."""
     table = Table(title="latency per query, ms, over every phase's questions", box=box.SIMPLE)
@@ -65,7 +66,7 @@ def latency_table(resources: dict[str, dict]) -> Table:
     return table
 
 
-def resource_lines(arm: str, res: dict) -> list[str]:
+def resource_lines(arm: str, res: dict[str, Any]) -> list[str]:
     """Plain lines (the terminal, the report and the TUI share them)."""
     name = safe(arm)
     if not res.get("recorded"):
@@ -105,16 +106,16 @@ def resource_lines(arm: str, res: dict) -> list[str]:
     return lines
 
 
-def diagnose_resources(resources: dict[str, dict]) -> Iterable:
+def diagnose_resources(resources: dict[str, dict[str, Any]]) -> Iterable[Any]:
     if not any(r.get("recorded") for r in resources.values()):
         return []
-    out: list = [latency_table(resources)]
+    out: list[Any] = [latency_table(resources)]
     for arm, res in resources.items():
         out.extend(Text(line) for line in resource_lines(arm, res))
     return out
 
 
-def difference_lines(comparison: dict | None) -> list[str]:
+def difference_lines(comparison: dict[str, Any] | None) -> list[str]:
     """Candidate minus baseline: latency p95 per stage, index size, cost."""
     if not comparison or comparison.get("difference") is None:
         return [] if not comparison else ["resources: not recorded for both arms"]

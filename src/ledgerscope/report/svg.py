@@ -9,8 +9,9 @@ check. Meaning never rests on colour alone: series differ in dash and marker, ce
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ledgerscope.common.safe_text import safe
 
@@ -95,22 +96,7 @@ def line_chart(
         f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{AXIS}"/>'
     )
     for k, s in enumerate(series):
-        points = [(xpos(i, k), ypos(v)) for i, v in enumerate(s.values) if v is not None]
-        for i, (lo, hi) in enumerate(zip(s.lows, s.highs, strict=True)):
-            if lo is not None and hi is not None:
-                x = xpos(i, k)
-                out.append(
-                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{ypos(lo):.1f}" y2="{ypos(hi):.1f}" '
-                    f'stroke="{s.colour}" stroke-width="1.2" opacity="0.7"/>'
-                )
-        if len(points) > 1:
-            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-            dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
-            out.append(
-                f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2"{dash} '
-                f'class="series"/>'
-            )
-        out.extend(_marker(s.marker, x, y, s.colour) for x, y in points)
+        out.extend(_series(s, partial(xpos, k=k), ypos))
     for k, i, label in marks:
         v = series[k].values[i]
         if v is None:
@@ -124,6 +110,28 @@ def line_chart(
     out.append(_legend(series, left + pw, 30))
     out.append("</svg>")
     return "".join(out)
+
+
+def _series(s: Series, xpos: Callable[[int], float], ypos: Callable[[float], float]) -> list[str]:
+    """One series of a line chart: each point's interval as a whisker, the line, the markers."""
+    out = []
+    points = [(xpos(i), ypos(v)) for i, v in enumerate(s.values) if v is not None]
+    for i, (lo, hi) in enumerate(zip(s.lows, s.highs, strict=True)):
+        if lo is not None and hi is not None:
+            x = xpos(i)
+            out.append(
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{ypos(lo):.1f}" y2="{ypos(hi):.1f}" '
+                f'stroke="{s.colour}" stroke-width="1.2" opacity="0.7"/>'
+            )
+    if len(points) > 1:
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
+        out.append(
+            f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2"{dash} '
+            f'class="series"/>'
+        )
+    out.extend(_marker(s.marker, x, y, s.colour) for x, y in points)
+    return out
 
 
 def _legend(series: Sequence[Series], right: float, y: float) -> str:
@@ -183,6 +191,26 @@ def bars(
     return "".join(out)
 
 
+def _x_range(
+    values: Sequence[float], lines: Sequence[tuple[float, str, str]], band: tuple[float, float] | None
+) -> tuple[float, float]:
+    """The histogram's x range: every value, line and band edge, with a margin of 4 % each side."""
+    xs = [float(v) for v in values] + [x for x, _l, _d in lines] + (list(band) if band else [])
+    lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.05, hi + 0.05
+    pad = (hi - lo) * 0.04
+    return lo - pad, hi + pad
+
+
+def _bin_counts(values: Sequence[float], lo: float, hi: float, bins: int) -> list[int]:
+    """How many values fall in each of ``bins`` equal bins over [lo, hi] (the edges clamped)."""
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, max(0, int((float(v) - lo) / (hi - lo) * bins)))] += 1
+    return counts
+
+
 def histogram(
     values: Sequence[float],
     *,
@@ -198,19 +226,12 @@ def histogram(
     vertical lines (x, label, dash) such as the estimate and a tolerance."""
     left, right, top, bottom = 14, 14, 40, 34
     pw, ph = width - left - right, height - top - bottom
-    xs = [float(v) for v in values] + [x for x, _l, _d in lines] + (list(band) if band else [])
-    lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if hi - lo < 1e-9:
-        lo, hi = lo - 0.05, hi + 0.05
-    pad = (hi - lo) * 0.04
-    lo, hi = lo - pad, hi + pad
+    lo, hi = _x_range(values, lines, band)
 
     def xpos(v: float) -> float:
         return left + pw * (v - lo) / (hi - lo)
 
-    counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, max(0, int((float(v) - lo) / (hi - lo) * bins)))] += 1
+    counts = _bin_counts(values, lo, hi, bins)
     top_count = max(counts) or 1
     out = [
         _open(width, height, title, element_id),

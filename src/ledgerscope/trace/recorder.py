@@ -191,15 +191,7 @@ class Recorder:
         order (ids with ``context_text``, or (id, text) pairs), ``answer`` the model's answer.
         Returns the line written (as a dict)."""
         ret_ids, ret_scores = _ids_scores(retrieved, "retrieved")
-        ctx = list(context)
-        if ctx and all(isinstance(c, tuple | list) and len(c) == 2 and isinstance(c[1], str) for c in ctx):
-            ctx_ids = _ids_scores([c[0] for c in ctx], "context")[0]
-            texts: str | list[str] = [c[1] for c in ctx] if context_text is None else context_text
-        else:
-            ctx_ids = _ids_scores(ctx, "context")[0]
-            if context_text is None:
-                raise ValueError("context_text: give the literal context, or context as (id, text) pairs")
-            texts = context_text if isinstance(context_text, str) else list(context_text)
+        ctx_ids, texts = _context(context, context_text)
         obj: dict[str, Any] = {"format": FORMAT, "qid": qid}
         for key, value in (
             ("config", config or self.config),
@@ -214,11 +206,7 @@ class Recorder:
                 obj["scores"] = ret_scores
         obj.update(context_ids=ctx_ids, context_text=texts, answer=answer)
         if stages:
-            body = {}
-            for name, items in stages.items():
-                ids, scores = _ids_scores(items, f"stages.{name}")
-                body[name] = {"ids": ids} if scores is None else {"ids": ids, "scores": scores}
-            obj["stages"] = body
+            obj["stages"] = _stage_lists(stages)
         for key, value in (
             ("stage_order", None if stage_order is None else list(stage_order)),
             ("citations", None if citations is None else list(citations)),
@@ -233,3 +221,26 @@ class Recorder:
             raise ValueError("this recorder was opened without a trace file (only a chunk store)")
         self._write(self._out, obj)
         return obj
+
+
+def _context(
+    context: Iterable[Any], context_text: str | Sequence[str] | None
+) -> tuple[list[str], str | list[str]]:
+    """The context's ids and its text: (id, text) pairs, or ids with ``context_text``."""
+    ctx = list(context)
+    if ctx and all(isinstance(c, tuple | list) and len(c) == 2 and isinstance(c[1], str) for c in ctx):
+        ids = _ids_scores([c[0] for c in ctx], "context")[0]
+        return ids, [c[1] for c in ctx] if context_text is None else context_text
+    ids = _ids_scores(ctx, "context")[0]
+    if context_text is None:
+        raise ValueError("context_text: give the literal context, or context as (id, text) pairs")
+    return ids, context_text if isinstance(context_text, str) else list(context_text)
+
+
+def _stage_lists(stages: Mapping[str, Iterable[Any]]) -> dict[str, dict[str, Any]]:
+    """Each recorded stage's list as ``{"ids": [...]}`` (with ``"scores"`` when given)."""
+    body = {}
+    for name, items in stages.items():
+        ids, scores = _ids_scores(items, f"stages.{name}")
+        body[name] = {"ids": ids} if scores is None else {"ids": ids, "scores": scores}
+    return body

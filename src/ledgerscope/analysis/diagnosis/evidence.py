@@ -13,24 +13,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# re-exported (``X as X``): callers import these from here too
+from ledgerscope.analysis.diagnosis.depths import FIRST_STAGE_DEPTH_KEYS as FIRST_STAGE_DEPTH_KEYS
+from ledgerscope.analysis.diagnosis.depths import depths_by_arm as depths_by_arm
+from ledgerscope.analysis.diagnosis.depths import first_stage_depths as first_stage_depths
 from ledgerscope.common.intervals import merge_intervals, uncovered
 from ledgerscope.inputs.fixtures import Fixture, GoldSpan
-
-#: a first-stage list's name in the diagnosis -> its depth's key in an arm's ``retrieval`` config
-FIRST_STAGE_DEPTH_KEYS = (("bm25", "bm25_top_n"), ("dense_exact", "dense_top_n"), ("dense_ann", "ann_top_n"))
-
-
-def first_stage_depths(arm_entry: Mapping[str, Any] | None) -> dict[str, int]:
-    """The configured depth of each first-stage list of one arm (its entry in the ledger's manifest):
-    the cutoff steps 3 and 4 report (a record's ``top_n``)."""
-    retrieval = ((arm_entry or {}).get("config") or {}).get("retrieval") or {}
-    return {name: int(retrieval[key]) for name, key in FIRST_STAGE_DEPTH_KEYS if key in retrieval}
-
-
-def depths_by_arm(manifest: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """:func:`first_stage_depths` of every arm of a ledger's manifest, by arm name."""
-    return {name: first_stage_depths(arm) for name, arm in (manifest.get("arms") or {}).items()}
-
 
 #: the candidate lists each step's evidence reads ("units" = the chunker's units table)
 EVIDENCE_STAGES: dict[int, tuple[str, ...]] = {
@@ -110,7 +98,7 @@ def _closest_set(
     Sets kept by ``before`` come first (None: every set counts as kept), then the
     fewest spans missing at ``after`` (None: nothing known, every span missing).
     """
-    best: tuple[tuple[int, int, int], int, list] | None = None
+    best: tuple[tuple[int, int, int], int, list[Any]] | None = None
     for i, sset in enumerate(fixture.sufficient_sets):
         spans = _spans_of(fixture, sset)
         if len(spans) < len(sset):  # names an unresolved span: it cannot be kept
@@ -120,6 +108,7 @@ def _closest_set(
             or len(fixture.sufficient_sets) == 1
             or all(not span_gaps(s, before, texts) for s in spans)
         )
+        missing: list[tuple[GoldSpan, list[tuple[int, int]] | None]]
         if after is None:
             missing = [(s, None) for s in spans]
         else:
@@ -138,7 +127,9 @@ def _trunc(text: str | None, n: int) -> str | None:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def span_json(span: GoldSpan, texts: Mapping[str, str], gaps: list[tuple[int, int]] | None = None) -> dict:
+def span_json(
+    span: GoldSpan, texts: Mapping[str, str], gaps: list[tuple[int, int]] | None = None
+) -> dict[str, Any]:
     quote = span.quote if span.quote is not None else (texts.get(span.doc_id) or "")[span.start : span.end]
     out: dict[str, Any] = {
         "span": span.span_id,
@@ -212,14 +203,23 @@ def stage_rows(
 # evidence per step
 
 
-def evidence_gold(record, fixture, texts) -> dict[str, Any]:
+def evidence_gold(
+    record: Mapping[str, Any], fixture: Fixture | None, texts: Mapping[str, str]
+) -> dict[str, Any]:
     ev: dict[str, Any] = {"stage": "corpus", "gold_status": record.get("gold_status")}
     if fixture is not None:
         ev["spans"] = [{**span_json(s, texts), "doc_in_corpus": s.doc_id in texts} for s in fixture.spans]
     return ev
 
 
-def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_support(
+    step: int,
+    stage: str,
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     """Steps 2-8: the missing spans of the closest sufficient set at ``stage``, the units around them."""
     ev: dict[str, Any] = {"stage": stage}
     if step == 2:
@@ -244,50 +244,13 @@ def evidence_support(step: int, stage: str, record, stages, fixture, texts) -> d
     for span, _ in missing:
         hits = list(_by_unit([r for r in before if _overlaps(r, span)]).values())
         hits.sort(key=lambda r: (_best(r["unit_id"], in_lists, index)[0] or NO_RANK, int(r["start"])))
-        for r in hits[:UNITS_PER_SPAN]:
-            uid = r["unit_id"]
-            in_rank, in_score = _best(uid, in_lists, index)
-            out_rank, out_score = _best(uid, out_lists, index)
-            entry: dict[str, Any] = {
-                "unit_id": uid,
-                "span": span.span_id,
-                "doc_id": r["doc_id"],
-                "start": int(r["start"]),
-                "end": int(r["end"]),
-                "input_rank": in_rank,
-                "input_score": in_score,
-                "output_rank": out_rank,
-                "output_score": out_score,
-                "ranks": {
-                    name: (
-                        None
-                        if (x := index[name].get(uid)) is None
-                        else {"rank": row_rank(x), "score": _score(x)}
-                    )
-                    for name in shown
-                },
-            }
-            u = index.get("union", {}).get(uid)
-            if u is not None and u.get("lineage") is not None:
-                entry["lineage"] = list(u["lineage"])
-            if step == 8:
-                entry.update(_packing_detail(uid, record))
-            units.append(entry)
+        units += [
+            _unit_entry(r, span, step, record, index, (in_lists, out_lists, shown))
+            for r in hits[:UNITS_PER_SPAN]
+        ]
     ev["units"] = units
     if step == 8:
-        ev["budget_tokens"] = record.get("budget_tokens")
-        ev["evidence_tokens"] = record.get("evidence_tokens")
-        ev["selection_depth"] = record.get("selection_depth")
-        # rank in the selection's input; None: the unit came in by neighbour expansion
-        rer = _by_unit(stage_rows("reranked", stages, record) or [])
-        ev["packed"] = [
-            {
-                "unit_id": r["unit_id"],
-                "rank": row_rank(r),
-                "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x),
-            }
-            for r in sorted(stages.get("packed") or [], key=row_rank)
-        ]
+        ev.update(_packing_summary(record, stages))
     return ev
 
 
@@ -302,7 +265,65 @@ def _best(
     return (None, None) if best is None else (row_rank(best), _score(best))
 
 
-def _cutoff(step: int, record, stages) -> Any:
+def _unit_entry(
+    r: Mapping[str, Any],
+    span: GoldSpan,
+    step: int,
+    record: Mapping[str, Any],
+    index: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    lists: tuple[Any, Any, Any],
+) -> dict[str, Any]:
+    """One unit near a missing span: its ranks going into and out of the step's stage, its rank in
+    each stage shown, its lineage, and at step 8 how it was packed."""
+    in_lists, out_lists, shown = lists
+    uid = r["unit_id"]
+    in_rank, in_score = _best(uid, in_lists, index)
+    out_rank, out_score = _best(uid, out_lists, index)
+    entry: dict[str, Any] = {
+        "unit_id": uid,
+        "span": span.span_id,
+        "doc_id": r["doc_id"],
+        "start": int(r["start"]),
+        "end": int(r["end"]),
+        "input_rank": in_rank,
+        "input_score": in_score,
+        "output_rank": out_rank,
+        "output_score": out_score,
+        "ranks": {
+            name: (None if (x := index[name].get(uid)) is None else {"rank": row_rank(x), "score": _score(x)})
+            for name in shown
+        },
+    }
+    u = index.get("union", {}).get(uid)
+    if u is not None and u.get("lineage") is not None:
+        entry["lineage"] = list(u["lineage"])
+    if step == 8:
+        entry.update(_packing_detail(uid, record))
+    return entry
+
+
+def _packing_summary(
+    record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """Step 8's budget figures and the packed units, each with its rank in the selection's input
+    (None: the unit came in by neighbour expansion)."""
+    rer = _by_unit(stage_rows("reranked", stages, record) or [])
+    return {
+        "budget_tokens": record.get("budget_tokens"),
+        "evidence_tokens": record.get("evidence_tokens"),
+        "selection_depth": record.get("selection_depth"),
+        "packed": [
+            {
+                "unit_id": r["unit_id"],
+                "rank": row_rank(r),
+                "reranked_rank": None if (x := rer.get(r["unit_id"])) is None else row_rank(x),
+            }
+            for r in sorted(stages.get("packed") or [], key=row_rank)
+        ],
+    }
+
+
+def _cutoff(step: int, record: Mapping[str, Any], stages: Mapping[str, Sequence[Mapping[str, Any]]]) -> Any:
     if step == 6:
         return record.get("rerank_depth")
     if step == 7:
@@ -316,7 +337,7 @@ def _cutoff(step: int, record, stages) -> Any:
     return None
 
 
-def _packing_detail(uid: str, record) -> dict[str, Any]:
+def _packing_detail(uid: str, record: Mapping[str, Any]) -> dict[str, Any]:
     overflow = [o for o in json_list(record.get("overflow_json")) if o.get("unit_id") == uid]
     dropped = [o for o in json_list(record.get("expansion_dropped_json")) if o.get("unit_id") == uid]
     out: dict[str, Any] = {"overflow": overflow}
@@ -325,7 +346,7 @@ def _packing_detail(uid: str, record) -> dict[str, Any]:
     return out
 
 
-def json_list(value: Any) -> list[dict]:
+def json_list(value: Any) -> list[dict[str, Any]]:
     if not value:
         return []
     if isinstance(value, list):
@@ -337,7 +358,12 @@ def json_list(value: Any) -> list[dict]:
     return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
-def _evidence_chunked(ev: dict[str, Any], stages, fixture, texts) -> dict[str, Any]:
+def _evidence_chunked(
+    ev: dict[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     units = stages.get("units")
     if fixture is None:
         ev["note"] = "no fixture for this question"
@@ -378,7 +404,7 @@ def _evidence_chunked(ev: dict[str, Any], stages, fixture, texts) -> dict[str, A
     return ev
 
 
-def _unit_around(u, span: GoldSpan, relation: str) -> dict[str, Any]:
+def _unit_around(u: Mapping[str, Any], span: GoldSpan, relation: str) -> dict[str, Any]:
     return {
         "unit_id": u["unit_id"],
         "span": span.span_id,
@@ -389,7 +415,7 @@ def _unit_around(u, span: GoldSpan, relation: str) -> dict[str, Any]:
     }
 
 
-def answer_json(record) -> dict[str, Any]:
+def answer_json(record: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "answer": _trunc(record.get("answer"), ANSWER_CHARS),
         "abstained": record.get("abstained"),
@@ -399,7 +425,13 @@ def answer_json(record) -> dict[str, Any]:
     }
 
 
-def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, Any]:
+def _packed_cover(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+    extra_rows: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The packed units that hold the kept set's spans, with their position in the context."""
     packed = sorted(stages.get("packed") or [], key=row_rank)
     out: dict[str, Any] = {"n_packed": len(record.get("packed_unit_ids") or []) or len(packed)}
@@ -423,11 +455,21 @@ def _packed_cover(record, stages, fixture, texts, extra_rows=None) -> dict[str, 
     return out
 
 
-def evidence_answer(record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_answer(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     return {"stage": "answer", **answer_json(record), **_packed_cover(record, stages, fixture, texts)}
 
 
-def evidence_citation(record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_citation(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     citations = json_list(record.get("citations_json"))
     cited_rows = [c for c in citations if c.get("doc_id") is not None and c.get("start") is not None]
     return {
@@ -440,7 +482,12 @@ def evidence_citation(record, stages, fixture, texts) -> dict[str, Any]:
     }
 
 
-def evidence_pass(record, stages, fixture, texts) -> dict[str, Any]:
+def evidence_pass(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+) -> dict[str, Any]:
     return {
         "stage": "pass",
         "answer_verdict": record.get("answer_verdict"),

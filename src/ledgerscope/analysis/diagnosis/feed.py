@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.evidence import EVIDENCE_STAGES, UNIT_WINDOW, depths_by_arm, row_rank
 from ledgerscope.analysis.diagnosis.span_fates import FATE_LISTS
@@ -20,6 +20,9 @@ from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
 from ledgerscope.analysis.validity import unverified_arms
 from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
 from ledgerscope.ledger.verify import load_manifest
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 _RECORD_COLUMNS = (
     "arm",
@@ -70,7 +73,9 @@ _CAND_COLUMNS = (
 _WHOLE = 1 << 30
 
 
-def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator[dict[str, Any]]:
+def diagnose_ledger(
+    con: DuckDBPyConnection, ledger: str | Path, arm: str | None = None
+) -> Iterator[dict[str, Any]]:
     """One JSON-ready diagnosis row per record of the ledger (optionally one arm).
 
     Reads the records once, then, in one query, only the candidate rows the
@@ -108,7 +113,7 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
     for rec, step in zip(records, steps, strict=True):
         fx = fixtures.get(rec["qid"])
         key = (rec["arm"], rec["phase"], rec["qid"])
-        stages: dict[str, list[dict]] = dict(grouped.get(key, {}))
+        stages: dict[str, list[dict[str, Any]]] = dict(grouped.get(key, {}))
         for stage in _stages_read(step):
             if stage == "units" and fx is not None:
                 stages["units"] = [
@@ -121,11 +126,13 @@ def diagnose_ledger(con, ledger: str | Path, arm: str | None = None) -> Iterator
         yield _row(rec, d, orow)
 
 
-def _needs(records: list[dict], steps: list[int], fixtures: dict) -> tuple[dict, dict]:
+def _needs(
+    records: list[dict[str, Any]], steps: list[int], fixtures: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Which candidate lists (per record and stage) and which units (per gold span's window) the
     records' evidence reads: one query each fetches them all."""
-    need: dict[str, list] = {"arm": [], "phase": [], "qid": [], "stage": [], "keep_rank": []}
-    unit_need: dict[str, list] = {"arm": [], "phase": [], "doc_id": [], "lo": [], "hi": []}
+    need: dict[str, list[Any]] = {"arm": [], "phase": [], "qid": [], "stage": [], "keep_rank": []}
+    unit_need: dict[str, list[Any]] = {"arm": [], "phase": [], "doc_id": [], "lo": [], "hi": []}
     for rec, step in zip(records, steps, strict=True):
         fx = fixtures.get(rec["qid"])
         if fx is None or rec.get("answerable") is False:
@@ -161,7 +168,7 @@ def _needs(records: list[dict], steps: list[int], fixtures: dict) -> tuple[dict,
     return need, unit_need
 
 
-def _row(rec: dict, d: Any, orow: dict | None) -> dict[str, Any]:
+def _row(rec: dict[str, Any], d: Any, orow: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON-ready diagnosis row of one record."""
     return {
         "qid": rec["qid"],
@@ -182,11 +189,13 @@ def _row(rec: dict, d: Any, orow: dict | None) -> dict[str, Any]:
     }
 
 
-def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str, list[dict]]]:
+def _fetch_candidates(
+    con: DuckDBPyConnection, need: dict[str, list[Any]], spans: Any
+) -> dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]]:
     """Candidate rows per (arm, phase, qid) and stage, sorted by rank, in one query."""
     import pyarrow as pa
 
-    grouped: dict[tuple, dict[str, list[dict]]] = {}
+    grouped: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
     if not need["arm"]:
         return grouped
     con.register("_ls_need", pa.table(need))
@@ -207,7 +216,7 @@ def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str
     finally:
         con.unregister("_ls_need")
         con.unregister("_ls_spans")
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     for r in rows:  # a row overlapping two spans comes twice
         key = (r["arm"], r["phase"], r["qid"], r["stage"], r["rank"])
         if key in seen:
@@ -220,11 +229,13 @@ def _fetch_candidates(con, need: dict[str, list], spans) -> dict[tuple, dict[str
     return grouped
 
 
-def _fetch_units(con, unit_need: dict[str, list]) -> dict[tuple, list[dict]]:
+def _fetch_units(
+    con: DuckDBPyConnection, unit_need: dict[str, list[Any]]
+) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     """Units near the gold spans of step-2/3 records, per (arm, phase, doc_id), by start."""
     import pyarrow as pa
 
-    units_by: dict[tuple, list[dict]] = {}
+    units_by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     if not unit_need["arm"]:
         return units_by
     con.register("_ls_unit_need", pa.table(unit_need))

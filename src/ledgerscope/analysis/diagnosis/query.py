@@ -31,11 +31,14 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.record_view import VIEW
 from ledgerscope.common.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 DEFAULT_ORDER = "arm, phase_offset, qid"
 
@@ -118,7 +121,7 @@ def _problem(reason: str, source: str) -> InputError:
 # the view
 
 
-def view_columns(con) -> list[str]:
+def view_columns(con: DuckDBPyConnection) -> list[str]:
     """The columns a predicate may name, in the view's order."""
     import duckdb
 
@@ -134,7 +137,7 @@ def view_columns(con) -> list[str]:
 # validation
 
 
-def validate_predicate(con, predicate: str, source: str = "filter") -> str:
+def validate_predicate(con: DuckDBPyConnection, predicate: str, source: str = "filter") -> str:
     """The normalised predicate, or :class:`InputError` (field ``where``) saying why not.
 
     ``source`` names where the predicate came from in the message. An empty or
@@ -228,14 +231,14 @@ def _check_tokens(text: str, source: str) -> str | None:
     return denied
 
 
-def _is_call(tokens, i: int, text: str) -> bool:
+def _is_call(tokens: Sequence[tuple[int, Any]], i: int, text: str) -> bool:
     if i + 1 >= len(tokens):
         return False
     offset = tokens[i + 1][0]
     return text[offset : offset + 1] == "("
 
 
-def _serialize(con, query: str, source: str) -> dict:
+def _serialize(con: DuckDBPyConnection, query: str, source: str) -> dict[str, Any]:
     raw = con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()[0][0]
     tree = json.loads(raw)
     if tree.get("error"):
@@ -249,7 +252,7 @@ def _serialize(con, query: str, source: str) -> dict:
     return tree
 
 
-def _single_select(tree: dict, source: str) -> dict:
+def _single_select(tree: dict[str, Any], source: str) -> dict[str, Any]:
     stmts = tree.get("statements") or []
     if len(stmts) != 1:
         raise _problem("one expression only", source)
@@ -281,7 +284,7 @@ def _single_select(tree: dict, source: str) -> dict:
     return node
 
 
-def _walk(node: Any, bound: frozenset[str]) -> Iterator[tuple[dict, frozenset[str]]]:
+def _walk(node: Any, bound: frozenset[str]) -> Iterator[tuple[dict[str, Any], frozenset[str]]]:
     """Every expression object under ``node`` with the lambda parameters in scope there."""
     if isinstance(node, list):
         for item in node:
@@ -301,7 +304,7 @@ def _walk(node: Any, bound: frozenset[str]) -> Iterator[tuple[dict, frozenset[st
             yield from _walk(value, bound)
 
 
-def _column_refs(node: Any) -> Iterator[tuple[dict, str]]:
+def _column_refs(node: Any) -> Iterator[tuple[dict[str, Any], str]]:
     for expr, _ in _walk(node, frozenset()):
         if expr.get("class") == "COLUMN_REF" and expr.get("column_names"):
             yield expr, str(expr["column_names"][-1])
@@ -310,7 +313,7 @@ def _column_refs(node: Any) -> Iterator[tuple[dict, str]]:
 _QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE", "SUBQUERY"})
 
 
-def _check_expression(where: dict, known: set[str], columns: list[str], source: str) -> None:
+def _check_expression(where: dict[str, Any], known: set[str], columns: list[str], source: str) -> None:
     for expr, bound in _walk(where, frozenset()):
         cls, typ = expr.get("class"), expr.get("type")
         if cls == "SUBQUERY" or typ in _QUERY_NODES or "from_table" in expr:
@@ -357,7 +360,7 @@ def _unknown_column(name: str, columns: list[str]) -> str:
     return f"unknown column {name!r}{hint} (columns include {', '.join(few)}; {len(columns)} in all)"
 
 
-def _render(con, tree: dict, text: str) -> str:
+def _render(con: DuckDBPyConnection, tree: dict[str, Any], text: str) -> str:
     """DuckDB's rendering of the WHERE expression when it parses back to the same tree, else ``text``."""
     try:
         sql = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
@@ -408,7 +411,7 @@ def _strip_locations(node: Any) -> Any:
     return node
 
 
-def _check_binds(con, predicate: str, source: str) -> None:
+def _check_binds(con: DuckDBPyConnection, predicate: str, source: str) -> None:
     import duckdb
 
     try:
@@ -446,7 +449,7 @@ def where_sql(normalised: str) -> str:
     return f" WHERE (\n{normalised}\n)" if normalised else ""
 
 
-def _order(con, order: str | None) -> str:
+def _order(con: DuckDBPyConnection, order: str | None) -> str:
     if not order:
         return " ORDER BY arm, phase, qid"
     if not _ORDER.match(order):
@@ -460,8 +463,8 @@ def _order(con, order: str | None) -> str:
 
 
 def select_records(
-    con, predicate: str, limit: int | None = None, order: str | None = DEFAULT_ORDER
-) -> list[dict]:
+    con: DuckDBPyConnection, predicate: str, limit: int | None = None, order: str | None = DEFAULT_ORDER
+) -> list[dict[str, Any]]:
     """The ``record_view`` rows the predicate selects (validated here), as dicts.
 
     ``order`` is a list of view columns (each optionally ``ASC``/``DESC``);
@@ -474,18 +477,18 @@ def select_records(
     return fetch_dicts(run_query(con, sql))
 
 
-def count_records(con, predicate: str) -> int:
+def count_records(con: DuckDBPyConnection, predicate: str) -> int:
     """How many ``record_view`` rows the predicate selects."""
     normalised = validate_predicate(con, predicate)
     return int(run_query(con, f"SELECT count(*) FROM {VIEW}{where_sql(normalised)}").fetchall()[0][0])
 
 
-def fetch_dicts(cursor) -> list[dict]:
+def fetch_dicts(cursor: DuckDBPyConnection) -> list[dict[str, Any]]:
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def run_query(con, sql: str, params: list | None = None):
+def run_query(con: DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> DuckDBPyConnection:
     """Execute a query built on a validated predicate (its result is ready to fetch).
 
     An error only evaluation finds (a cast that fails on some row) is still the

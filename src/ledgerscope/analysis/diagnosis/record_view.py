@@ -11,7 +11,7 @@ combination: milliseconds, no fixtures, no candidate rows. ``reversal`` is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.sql import head_join, heads_table
 from ledgerscope.analysis.diagnosis.sql.inputs import (
@@ -23,12 +23,15 @@ from ledgerscope.analysis.diagnosis.sql.inputs import (
 from ledgerscope.analysis.reversals import reversed_questions_sql
 from ledgerscope.analysis.validity import TABLE as VALIDITY_TABLE
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
 VIEW = "record_view"
 #: the heads, one row per distinct combination of what they depend on (:func:`heads_table`)
 HEADS_TABLE = "record_heads"
 
 
-def build_record_view(con) -> None:
+def build_record_view(con: DuckDBPyConnection) -> None:
     """Create ``record_view`` on a connection made by :func:`ledgerscope.ledger.read.connect`.
 
     A view (each query reads the records afresh) over a table of a few hundred heads; both are
@@ -47,7 +50,7 @@ def build_record_view(con) -> None:
     )
 
 
-def ledger_heads(con, arm: str | None = None) -> list[dict[str, Any]]:
+def ledger_heads(con: DuckDBPyConnection, arm: str | None = None) -> list[dict[str, Any]]:
     """Arm, phase, qid, step and step name of every record (optionally one arm), in ledger order:
     what the ``diagnose`` summary counts. Builds ``record_view``."""
     build_record_view(con)

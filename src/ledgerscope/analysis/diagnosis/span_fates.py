@@ -31,18 +31,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ledgerscope.analysis.diagnosis.evidence import span_gaps, stage_rows
-from ledgerscope.inputs.fixtures import Fixture
+from ledgerscope.analysis.diagnosis.steps import SUPPORT_WALK
+from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
-#: (step, record flag, stage) of the support walk, in cascade order (the tree's SUPPORT_WALK)
-FATE_WALK: tuple[tuple[int, str, str], ...] = (
-    (2, "support_chunked", "chunked"),
-    (3, "support_exact", "exact"),
-    (4, "support_production", "production"),
-    (5, "support_union", "union"),
-    (6, "support_fused", "fused"),
-    (7, "support_reranked", "reranked"),
-    (8, "support_packed", "packed"),
-)
+#: (step, record flag, stage) of the support walk, in cascade order
+FATE_WALK = SUPPORT_WALK
 KEPT, LOST, NOT_RECORDED = "K", "L", "N"
 #: the candidate lists (and "units") a span's marks read, for every stage of the walk
 FATE_LISTS = ("units", "bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "packed")
@@ -74,7 +67,7 @@ def fate_table() -> dict[str, dict[str, Any]]:
 
 def span_marks(
     record: Mapping[str, Any],
-    span,
+    span: GoldSpan,
     stages: Mapping[str, Sequence[Mapping[str, Any]]],
     texts: Mapping[str, str],
 ) -> str:

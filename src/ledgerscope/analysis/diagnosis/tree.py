@@ -105,60 +105,52 @@ from ledgerscope.analysis.diagnosis.evidence import (
     evidence_support,
 )
 from ledgerscope.analysis.diagnosis.span_fates import span_fates
+from ledgerscope.analysis.diagnosis.steps import (
+    INFRA,
+    NOT_RECORDED,
+    ORACLE_FAILURES,
+    PASSING_ANSWERS,
+    STAGE_OF_STEP,
+    STEP9_NAMES,
+    STEP_LABELS,
+    STEP_NAMES,
+    SUPPORT_WALK,
+    UNVERIFIABLE,
+    UNVERIFIABLE_NAME,
+    citation_fails,
+    collapsed,
+    diagnosis_step,
+    not_recorded,
+    resting_on_unlocated,
+    support_loss,
+    unverifiable_steps,
+)
 from ledgerscope.analysis.validity import UNVERIFIED
 from ledgerscope.inputs.fixtures import Fixture
 
-STEP_NAMES: dict[int, str] = {
-    0: "pass",
-    1: "gold absent from corpus",
-    2: "no unit contains it",
-    3: "exact retrievers miss",
-    4: "ANN misses",
-    5: "union/dedup drops it",
-    6: "fusion ranks it low",
-    7: "reranker removes it",
-    8: "selector omits it",
-    9: "answer ignores it",
-    10: "citation wrong",
-}
-STEP_LABELS: dict[int, str] = {
-    0: "pass",
-    1: "gold-absent-from-corpus",
-    2: "no-unit-contains-it",
-    3: "exact-retrievers-miss",
-    4: "ann-misses",
-    5: "union-dedup-drops-it",
-    6: "fusion-ranks-it-low",
-    7: "reranker-removes-it",
-    8: "selector-omits-it",
-    9: "answer-ignores-it",
-    10: "citation-wrong",
-}
-#: (step, record flag, stage that flag describes), in cascade order
-SUPPORT_WALK: tuple[tuple[int, str, str], ...] = (
-    (2, "support_chunked", "chunked"),
-    (3, "support_exact", "exact"),
-    (4, "support_production", "production"),
-    (5, "support_union", "union"),
-    (6, "support_fused", "fused"),
-    (7, "support_reranked", "reranked"),
-    (8, "support_packed", "packed"),
-)
-STAGE_OF_STEP = {step: stage for step, _, stage in SUPPORT_WALK}
-PASSING_ANSWERS = frozenset({"correct", "not-judged"})
-#: a citation verdict for a record whose pipeline recorded no citations (ingested traces)
-NOT_RECORDED = "not-recorded"
-#: the label, flag and step name of a verdict that rests on a chunk that could not be placed
-UNVERIFIABLE = "unverifiable-unlocated-chunk"
-UNVERIFIABLE_NAME = "unverifiable: unlocated chunk"
-ORACLE_FAILURES = frozenset({"critical-condition-error", "abstained", "wrong", "false-assertion"})
-INFRA = "infrastructure-failure"
-#: step 9's name where the answer was not the generator's judgement to blame: a failed request (never
-#: judged) and an unanswerable control that answered are not "answer ignores it"
-STEP9_NAMES = {
-    INFRA: "infrastructure failure (not judged)",
-    "control-false-assertion": "control answered (false assertion)",
-}
+#: what other modules read from here (the steps and the walk are defined in :mod:`.steps`)
+__all__ = [
+    "INFRA",
+    "NOT_RECORDED",
+    "ORACLE_FAILURES",
+    "PASSING_ANSWERS",
+    "STAGE_OF_STEP",
+    "STEP9_NAMES",
+    "STEP_LABELS",
+    "STEP_NAMES",
+    "SUPPORT_WALK",
+    "UNVERIFIABLE",
+    "UNVERIFIABLE_NAME",
+    "Diagnosis",
+    "collapsed",
+    "diagnose",
+    "diagnosis_step",
+    "not_recorded",
+    "recorded_stages",
+    "resting_on_unlocated",
+    "support_loss",
+    "unverifiable_steps",
+]
 
 
 @dataclass(frozen=True)
@@ -179,80 +171,6 @@ class Diagnosis:
             "flags": list(self.flags),
             "walk": self.walk,
         }
-
-
-# ---------------------------------------------------------------------------
-# the walk (flags only)
-
-
-def support_loss(record: Mapping[str, Any]) -> tuple[int | None, tuple[int, ...]]:
-    """(the step at which support is lost for good or None, steps lost and later regained).
-
-    Only recorded stages count (a NULL flag is a stage not recorded)."""
-    walked = [(step, bool(record.get(col))) for step, col, _ in SUPPORT_WALK if record.get(col) is not None]
-    steps = [step for step, _ in walked]
-    kept = [k for _, k in walked]
-    if not walked or kept[-1]:
-        return None, tuple(s for s, k in walked if not k)
-    last = max((i for i, k in enumerate(kept) if k), default=-1)
-    recovered = tuple(s for s, k in zip(steps[: last + 1], kept[: last + 1], strict=True) if not k)
-    return steps[last + 1], recovered
-
-
-def not_recorded(record: Mapping[str, Any]) -> tuple[int, ...]:
-    """The support steps whose stage the record does not record (NULL flags of an answerable record)."""
-    if record.get("answerable") is False or (record.get("gold_status") or "ok") != "ok":
-        return ()
-    return tuple(step for step, col, _ in SUPPORT_WALK if record.get(col) is None)
-
-
-def collapsed(record: Mapping[str, Any], lost: int) -> tuple[int, int] | None:
-    """(first, last) steps the loss at ``lost`` may lie in when the stages before it are not recorded."""
-    missing = set(not_recorded(record))
-    first = lost
-    while first - 1 in missing:
-        first -= 1
-    return (first, lost) if first < lost else None
-
-
-def unverifiable_steps(record: Mapping[str, Any]) -> tuple[int, ...]:
-    """The steps whose stage the record names in ``unverifiable_stages`` (10 for ``cited``)."""
-    names = set((record.get("unverifiable_stages") or "").split(","))
-    steps = tuple(step for step, _, stage in SUPPORT_WALK if stage in names)
-    return (*steps, 10) if "cited" in names else steps
-
-
-def resting_on_unlocated(record: Mapping[str, Any], step: int) -> tuple[int, ...]:
-    """The unverifiable steps a failure at ``step`` rests on: for a support loss, those from it to
-    the packed context; for step 10, step 10 itself."""
-    steps = unverifiable_steps(record)
-    if 2 <= step <= 8:
-        return tuple(s for s in steps if step <= s <= 8)
-    return (10,) if step == 10 and 10 in steps else ()
-
-
-def diagnosis_step(record: Mapping[str, Any]) -> int:
-    """The record's step from its flags and verdicts alone (cheap; no evidence)."""
-    verdict = record.get("answer_verdict")
-    if record.get("answerable") is False:
-        return 0 if verdict == "abstained" else 9
-    if (record.get("gold_status") or "ok") != "ok":
-        return 1
-    lost, _ = support_loss(record)
-    if lost is not None:
-        return lost
-    if verdict == INFRA or verdict not in PASSING_ANSWERS:
-        return 9
-    return 10 if _citation_fails(record) else 0
-
-
-def _citation_fails(record: Mapping[str, Any]) -> bool:
-    cv = record.get("citation_verdict")
-    if cv == NOT_RECORDED:
-        return False
-    if record.get("answer_verdict") == "not-judged":
-        return cv in ("unsupported", "unresolvable")
-    return cv != "supported"
 
 
 def _oracle_fields(record: Mapping[str, Any], oracle: Mapping[str, Any] | None) -> tuple[str | None, Any]:
@@ -289,16 +207,10 @@ def diagnose(
         flags.append(INFRA)
 
     if record.get("answerable") is False:
-        step, label = _control(record, walk)
-        evidence = {"stage": "control", **answer_json(record)}
-        if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
-            _mark_unverified(walk, flags)
-        return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags), walk)
+        return _control_diagnosis(record, walk, flags)
 
     gold_status = record.get("gold_status") or "ok"
     walk.append({"step": 1, "name": STEP_NAMES[1], "passed": gold_status == "ok", "detail": gold_status})
-    step: int
-    evidence: dict[str, Any]
     if gold_status != "ok":
         step = 1
         evidence = evidence_gold(record, fixture, texts)
@@ -310,9 +222,7 @@ def diagnose(
     if record.get("support_packed") and record.get("single_unit_complete") is False:
         flags.append("single-unit-incomplete")
 
-    label, step_name = STEP_LABELS[step], STEP_NAMES[step]
-    if 2 <= step <= 8 and (span := collapsed(record, step)) is not None:
-        label, step_name = f"lost-in-steps-{span[0]}-{span[1]}", f"support lost in steps {span[0]}-{span[1]}"
+    label, step_name = _step_label(record, step)
     if gold_status == "ok":
         _name_unrecorded(record, evidence, flags)
     label = _oracle_label(label, step, infra, oracle_verdict)
@@ -330,6 +240,23 @@ def diagnose(
         if step >= 2:
             label = UNVERIFIED
     return Diagnosis(step, step_name, label, evidence, tuple(flags), walk)
+
+
+def _control_diagnosis(record: Mapping[str, Any], walk: list[dict[str, Any]], flags: list[str]) -> Diagnosis:
+    """An unanswerable control's place, by its answer alone (it has no support to lose)."""
+    step, label = _control(record, walk)
+    evidence = {"stage": "control", **answer_json(record)}
+    if record.get("answer_unverified") and record.get("answer_verdict") == "abstained":
+        _mark_unverified(walk, flags)
+    return Diagnosis(step, STEP9_NAMES.get(label, STEP_NAMES[step]), label, evidence, tuple(flags), walk)
+
+
+def _step_label(record: Mapping[str, Any], step: int) -> tuple[str, str]:
+    """The step's label and name; a loss spread over several support steps is named as that span."""
+    label, step_name = STEP_LABELS[step], STEP_NAMES[step]
+    if 2 <= step <= 8 and (span := collapsed(record, step)) is not None:
+        label, step_name = f"lost-in-steps-{span[0]}-{span[1]}", f"support lost in steps {span[0]}-{span[1]}"
+    return label, step_name
 
 
 def _mark_unverified(walk: list[dict[str, Any]], flags: list[str]) -> None:
@@ -371,7 +298,9 @@ def _supported_step(
     return lost, evidence
 
 
-def _walk_support(record: Mapping[str, Any], lost: int | None, recovered, walk: list[dict[str, Any]]) -> None:
+def _walk_support(
+    record: Mapping[str, Any], lost: int | None, recovered: tuple[int, ...], walk: list[dict[str, Any]]
+) -> None:
     """One walk entry per support step up to the loss: not recorded (unknown, not passed), lost,
     lost then regained later, or kept; so the reader sees where the tree looked."""
     unrecorded = not_recorded(record)
@@ -502,7 +431,14 @@ def _control(record: Mapping[str, Any], walk: list[dict[str, Any]]) -> tuple[int
     return 9, INFRA if verdict == INFRA else "control-false-assertion"
 
 
-def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, dict[str, Any]]:
+def _after_support(
+    record: Mapping[str, Any],
+    stages: Mapping[str, Sequence[Mapping[str, Any]]],
+    fixture: Fixture | None,
+    texts: Mapping[str, str],
+    walk: list[dict[str, Any]],
+    flags: list[str],
+) -> tuple[int, dict[str, Any]]:
     verdict = record.get("answer_verdict")
     cv = record.get("citation_verdict")
     if verdict == "not-judged":
@@ -525,7 +461,7 @@ def _after_support(record, stages, fixture, texts, walk, flags) -> tuple[int, di
         )
         flags.append("citations-not-recorded")
         return 0, evidence_pass(record, stages, fixture, texts)
-    fails = _citation_fails(record)
+    fails = citation_fails(record)
     if fails and resting_on_unlocated(record, 10):
         walk.append(
             {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 _BANDS = ((0.0, "poor"), (0.20, "slight"), (0.40, "fair"), (0.60, "moderate"), (0.80, "substantial"))
 
@@ -33,7 +34,7 @@ def confusion_matrix(
     return order, matrix
 
 
-def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> dict:
+def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """Observed agreement, chance agreement and kappa (None where undefined)."""
     n = len(pairs)
     if not n:

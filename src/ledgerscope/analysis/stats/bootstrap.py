@@ -7,7 +7,9 @@ DuckDB, no Textual.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 
@@ -24,11 +26,11 @@ from ledgerscope.analysis.stats.resampling import intervals, units
 
 def _problem(
     pairs: Mapping[str, tuple[np.ndarray, np.ndarray, bool]],
-    clusters,
+    clusters: np.ndarray | None,
     confidence: float,
     statistics: Sequence[str],
     phase_labels: Sequence[str] | None,
-):
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, bool]], list[str], np.ndarray, int]:
     """Check one call's arguments: its metrics' matrices, phase labels, units and their number."""
     mats = {
         k: (np.asarray(c, dtype=float), np.asarray(b, dtype=float), bool(h)) for k, (c, b, h) in pairs.items()
@@ -52,9 +54,9 @@ def _problem(
 
 
 def _summary(
-    mats: dict,
+    mats: dict[str, Any],
     labels: list[str],
-    result: tuple,
+    result: tuple[Any, ...],
     *,
     n_units: int,
     clustered: bool,
@@ -64,17 +66,17 @@ def _summary(
     statistics: Sequence[str],
     injected: bool,
     return_replicates: bool = False,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """Per metric: estimates, percentile intervals and the phases attaining the aggregates."""
     reps, which_reps, point, point_which = result
     n_q, n_p = next(iter(mats.values()))[0].shape
     q = np.array([(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     diffs = {s: reps[s][0::2] - reps[s][1::2] for s in statistics}  # candidate minus baseline, per metric
     spread = {s: intervals(d, q) for s, d in diffs.items()}
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, Any]] = {}
     for i, (name, (_c, _b, h)) in enumerate(mats.items()):
-        stats_out: dict[str, dict] = {}
-        replicates: dict[str, dict] = {}
+        stats_out: dict[str, dict[str, Any]] = {}
+        replicates: dict[str, dict[str, Any]] = {}
         for s in statistics:
             entry = _stat_entry(spread[s], point[s], i)
             if s in ("worst_aggregate", "best_aggregate"):
@@ -105,7 +107,7 @@ def _summary(
     return results
 
 
-def _stat_entry(spread: tuple, point, i: int) -> dict:
+def _stat_entry(spread: tuple[Any, ...], point: np.ndarray, i: int) -> dict[str, Any]:
     """Metric ``i``'s difference, both arms' estimates and the interval; the bounds stay None
     when no replicate was valid and the standard error when only one was (it needs two)."""
     bounds, se, n_ok = (x[i] for x in spread)
@@ -128,10 +130,12 @@ def _stat_entry(spread: tuple, point, i: int) -> dict:
     return entry
 
 
-def _attaining_phases(point_which, which_reps, i: int, labels: list[str], n_p: int, n_resamples: int) -> dict:
+def _attaining_phases(
+    point_which: np.ndarray, which_reps: np.ndarray, i: int, labels: list[str], n_p: int, n_resamples: int
+) -> dict[str, Any]:
     """For a worst/best-phase aggregate, per arm: the phase attaining it on the data and how often
     each phase attains it across replicates (how stable "the worst phase" is)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for arm, j in {"candidate": 2 * i, "baseline": 2 * i + 1}.items():
         k = int(point_which[j])
         out[f"{arm}_phase"] = labels[k] if k >= 0 else None
@@ -153,7 +157,7 @@ def paired_bootstrap_many(
     indices: np.ndarray | None = None,
     chunk_elements: int = 1_000_000,
     return_replicates: bool = False,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """:func:`paired_bootstrap` for several metrics at once, every metric on the same draws.
 
     ``pairs`` maps a metric name to ``(candidate, baseline, higher_is_better)``,
@@ -207,8 +211,8 @@ def paired_bootstrap_batch(
     statistics: Sequence[str] = DEFAULT_STATISTICS,
     phase_labels: Sequence[str] | None = None,
     chunk_elements: int = 1_000_000,
-    submit=None,
-) -> list:
+    submit: Callable[..., Future[Any]] | None = None,
+) -> list[Future[Any]]:
     """:func:`paired_bootstrap_many` for each ``(pairs, clusters)`` call: one future per call (a
     :class:`concurrent.futures.Future`), whose result is that call's result exactly.
 
@@ -219,14 +223,16 @@ def paired_bootstrap_batch(
     submitted before it; without it all runs here. Arguments are checked here, in order, as
     each call would.
     """
-    checked = []
+    checked: list[tuple[dict[str, Any], list[str], np.ndarray, int] | None] = []
     for pairs, clusters in calls:  # each call's checks, in order, as the call would make them
         checked.append(_problem(pairs, clusters, confidence, statistics, phase_labels) if pairs else None)
         if pairs and n_resamples < 1:
             raise ValueError("n_resamples must be at least 1")
 
-    def summary(i: int, result: tuple) -> dict:
-        mats, labels, _unit_of, n_units = checked[i]
+    def summary(i: int, result: tuple[Any, ...]) -> dict[str, Any]:
+        entry = checked[i]
+        assert entry is not None  # a call without pairs has no summary
+        mats, labels, _unit_of, n_units = entry
         return _summary(
             mats,
             labels,
@@ -266,7 +272,7 @@ def paired_bootstrap(
     indices: np.ndarray | None = None,
     chunk_elements: int = 1_000_000,
     return_replicates: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Candidate minus baseline with a paired (optionally clustered) percentile bootstrap.
 
     ``cand`` and ``base`` are questions x phases on matched (question, phase

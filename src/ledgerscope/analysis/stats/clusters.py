@@ -19,8 +19,12 @@ Questions that share a document are not independent observations (seed 000,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 #: how questions are grouped into bootstrap clusters (``compare --clusters``)
 CLUSTER_RULES = ("first-document", "components")
@@ -33,7 +37,7 @@ RESAMPLING_UNITS = {
 CLUSTER_DISAGREEMENT = 0.5
 
 
-def question_documents(con, arms: Sequence[str]) -> dict[str, set[str]]:
+def question_documents(con: DuckDBPyConnection, arms: Sequence[str]) -> dict[str, set[str]]:
     """Every document each question's records name (``doc_ids``), over the given arms."""
     rows = con.execute(
         "SELECT DISTINCT qid, d FROM (SELECT qid, unnest(doc_ids) AS d FROM records "
@@ -71,7 +75,7 @@ def component_clusters(qids: Sequence[str], documents: dict[str, set[str]]) -> d
     return {q: smallest[labels[index[min(documents[q])]]] if documents.get(q) else f"qid:{q}" for q in qids}
 
 
-def cluster_report(first_document: np.ndarray, components: np.ndarray, rule: str) -> dict:
+def cluster_report(first_document: np.ndarray, components: np.ndarray, rule: str) -> dict[str, Any]:
     """Cluster counts under both rules, the rule used, and a warning when they disagree badly."""
     a, b = len(set(first_document.tolist())), len(set(components.tolist()))
     warning = None

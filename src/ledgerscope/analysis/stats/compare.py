@@ -1,19 +1,30 @@
 """Candidate minus baseline from a ledger: load both arms' records, match them, bootstrap.
 
 The statistics themselves are the pure functions of :mod:`ledgerscope.analysis.stats.metrics`.
+Each metric's bootstrap resamples only the questions where that metric applies in at least one
+arm (its denominator); metrics that apply to the same questions share one draw, and each result
+equals a :func:`.bootstrap.paired_bootstrap` call with the same seed. Per-arm phase tables are
+computed on the matched cells, so they agree with the point estimates. The bootstraps run on two
+threads (:func:`.bootstrap.paired_bootstrap_batch`); no number depends on their schedule.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+
+# re-exported: callers read one arm's records from here too
+from ledgerscope.analysis.stats.arm_records import ArmRecords as ArmRecords
+from ledgerscope.analysis.stats.arm_records import load_arm as load_arm
+from ledgerscope.analysis.stats.arm_records import load_arms as load_arms
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap_batch
 from ledgerscope.analysis.stats.clusters import (
     CLUSTER_RULES,
@@ -29,152 +40,15 @@ from ledgerscope.analysis.stats.metrics import (
     METRICS,
     WORST_PHASE_NOTE,
     phase_table,
-    record_metrics,
 )
 from ledgerscope.analysis.stats.power import annotate as annotate_power
 from ledgerscope.common.blas import single_threaded_blas
-from ledgerscope.common.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 
-@dataclass
-class ArmRecords:
-    """One arm's records as arrays (one entry per record)."""
-
-    arm: str
-    qid: np.ndarray
-    phase: np.ndarray
-    segment: np.ndarray
-    stress_set: np.ndarray
-    cluster: np.ndarray
-    values: dict[str, np.ndarray]
-    counts: dict[str, int]
-
-
-#: the columns read per record: name, SQL, stand-in for NULL (fetched without NULLs, so never as a
-#: masked array, each with its NULL flag); the token counts as floats, NULL as NaN
-_ARM_COLUMNS = [
-    ("qid", "qid", "''"),
-    ("phase", "phase", "''"),
-    ("segment", "segment", "''"),
-    ("stress_set", "stress_set", "''"),
-    ("answerable", "answerable", "false"),
-    ("support_only", "support_only", "false"),
-    ("first_doc", "doc_ids[1]", "''"),
-    ("support_packed", "support_packed", "false"),
-    ("answer_verdict", "answer_verdict", "''"),
-    ("citation_verdict", "citation_verdict", "''"),
-]
-_ARMS_SQL = (
-    "SELECT arm, "
-    + ", ".join(
-        f"coalesce({sql}, {null}) AS c{i}, {sql} IS NULL AS n{i}"
-        for i, (_name, sql, null) in enumerate(_ARM_COLUMNS)
-    )
-    + "".join(
-        f", coalesce(CAST({c} AS DOUBLE), 'NaN'::DOUBLE) AS {c}" for c in ("prompt_tokens", "evidence_tokens")
-    )
-    + " FROM records WHERE arm IN ({}) ORDER BY records.arm, records.qid, records.phase"
-)
-
-
-def _columns(fetched: dict) -> dict[str, np.ndarray]:
-    """The fetched columns by name, NULLs back as None (tokens: NaN)."""
-    cols = {
-        "arm": fetched["arm"],
-        "prompt_tokens": fetched["prompt_tokens"],
-        "evidence_tokens": fetched["evidence_tokens"],
-    }
-    for i, (name, _sql, _null) in enumerate(_ARM_COLUMNS):
-        values, null = fetched[f"c{i}"], fetched[f"n{i}"]
-        if null.any():
-            values = values.astype(object)
-            values[null] = None
-        cols[name] = values
-    return cols
-
-
-def load_arm(con, arm: str, *, source: str = "records") -> ArmRecords:
-    """Pull one arm's records from a connection's ``records`` view and score every metric."""
-    return load_arms(con, [arm], source=source)[0]
-
-
-def load_arms(con, arms: Sequence[str], *, source: str = "records") -> list[ArmRecords]:
-    """:func:`load_arm` for each arm, in order, from one query."""
-    cols = _columns(con.execute(_ARMS_SQL.format(", ".join("?" * len(arms))), list(arms)).fetchnumpy())
-    masks = [cols["arm"] == arm for arm in arms]
-    return [
-        _arm_records(con, arm, {k: v[mask] for k, v in cols.items()}, source)
-        for arm, mask in zip(arms, masks, strict=True)
-    ]
-
-
-def _arm_records(con, arm: str, cols: dict, source: str) -> ArmRecords:
-    n = len(cols["qid"])
-    if not n:
-        arms = [r[0] for r in con.execute("SELECT DISTINCT arm FROM records ORDER BY arm").fetchall()]
-        raise InputError(
-            Problem(
-                source,
-                None,
-                "arm",
-                f"no records for arm {arm!r}; arms present: {', '.join(arms) or 'none'}",
-            )
-        )
-    qid = np.asarray(cols["qid"], dtype=object)
-    phase = np.array([str(p) for p in cols["phase"].tolist()], dtype=object)
-    keys = list(zip(qid.tolist(), phase.tolist(), strict=True))
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise InputError(
-            Problem(
-                source,
-                None,
-                "records",
-                f"arm {arm!r} has more than one record for question {dup[0]!r}, phase {dup[1]!r}",
-            )
-        )
-    cluster = np.array(
-        [
-            d if d is not None else f"qid:{q}"
-            for q, d in zip(qid.tolist(), cols["first_doc"].tolist(), strict=True)
-        ],
-        dtype=object,
-    )
-    values = record_metrics(
-        **{
-            k: cols[k]
-            for k in (
-                "answerable",
-                "support_only",
-                "support_packed",
-                "answer_verdict",
-                "citation_verdict",
-                "prompt_tokens",
-                "evidence_tokens",
-            )
-        }
-    )
-    verdicts = cols["answer_verdict"].tolist()
-    counts = {
-        "records": n,
-        "questions": len(set(qid.tolist())),
-        "phases": len(set(phase.tolist())),
-        "infrastructure_failure": verdicts.count("infrastructure-failure"),
-        "not_judged": verdicts.count("not-judged"),
-    }
-    return ArmRecords(
-        arm,
-        qid,
-        phase,
-        np.asarray(cols["segment"], dtype=object),
-        np.asarray(cols["stress_set"], dtype=object),
-        cluster,
-        values,
-        counts,
-    )
-
-
-def _phase_key(label: str):
+def _phase_key(label: str) -> tuple[int, int, str]:
     try:
         return (0, int(label), label)
     except ValueError:
@@ -192,12 +66,12 @@ class Matched:
     cluster: np.ndarray
     candidate: dict[str, np.ndarray]
     baseline: dict[str, np.ndarray]
-    report: dict
+    report: dict[str, Any]
 
 
-def _first_per_question(recs: ArmRecords) -> dict[str, tuple]:
+def _first_per_question(recs: ArmRecords) -> dict[str, tuple[Any, ...]]:
     """Each question's (segment, stress set, cluster) as its first record has them."""
-    first: dict[str, tuple] = {}
+    first: dict[str, tuple[Any, ...]] = {}
     columns = (recs.qid, recs.segment, recs.stress_set, recs.cluster)
     for q, segment, stress, cluster in zip(*(c.tolist() for c in columns), strict=True):
         first.setdefault(q, (segment, stress, cluster))
@@ -252,7 +126,9 @@ def match_arms(cand: ArmRecords, base: ArmRecords, metrics: Sequence[str]) -> Ma
     )
 
 
-def _block_pairs(rows: np.ndarray, matched: Matched, metrics: Sequence[str]):
+def _block_pairs(
+    rows: np.ndarray, matched: Matched, metrics: Sequence[str]
+) -> tuple[np.ndarray, dict[str, tuple[Any, ...]], list[list[str]]]:
     """A subset of matched questions: its clusters, and per metric the questions where it applies
     in at least one arm (its denominator), grouped: metrics on the same questions share one draw."""
     clusters = matched.cluster[rows]
@@ -274,7 +150,7 @@ def _block_pairs(rows: np.ndarray, matched: Matched, metrics: Sequence[str]):
     return clusters, pairs, list(groups.values())
 
 
-def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) -> dict:
+def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) -> dict[str, Any]:
     out = {}
     for m in metrics:
         hib = METRICS[m].higher_is_better
@@ -286,7 +162,13 @@ def _phase_tables(rows: np.ndarray, matched: Matched, metrics: Sequence[str]) ->
     return out
 
 
-def _component_labels(con, candidate: str, baseline: str, baseline_con, matched: Matched) -> np.ndarray:
+def _component_labels(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    matched: Matched,
+) -> np.ndarray:
     """Each matched question's connected component of the question-document graph, over the
     documents of both arms (from both ledgers when the baseline is in a second one)."""
     documents = question_documents(con, [candidate] if baseline_con is not None else [candidate, baseline])
@@ -299,7 +181,7 @@ def _component_labels(con, candidate: str, baseline: str, baseline_con, matched:
 
 def _blocks(matched: Matched, segments: bool) -> list[tuple[str, str | None, np.ndarray]]:
     """(stress set, segment or None for the whole set, rows): every stress set, then its segments."""
-    blocks = []
+    blocks: list[tuple[str, str | None, np.ndarray]] = []
     for s in sorted({str(x) for x in matched.stress_set.tolist()}):
         rows = matched.stress_set == s
         blocks.append((s, None, rows))
@@ -312,20 +194,21 @@ def _blocks(matched: Matched, segments: bool) -> list[tuple[str, str | None, np.
 
 
 def _bootstrap_blocks(
-    blocks,
+    blocks: list[tuple[str, str | None, np.ndarray]],
     matched: Matched,
     metrics: Sequence[str],
-    boot: dict,
+    boot: dict[str, Any],
     by_rule: dict[str, np.ndarray],
     segments: bool,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """Per stress set (and segment) both arms' phase tables and the paired bootstrap of each metric.
 
     The bootstraps run on two threads (numpy releases the GIL) while this one builds the tables;
     metrics that apply to the same questions share one draw."""
-    by_set: dict[str, dict] = {}
+    by_set: dict[str, dict[str, Any]] = {}
     with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
-        jobs, calls = [], []
+        jobs: list[tuple[Any, list[tuple[list[str], int]]]] = []
+        calls: list[tuple[dict[str, Any], Any]] = []
         for _s, _g, rows in blocks:
             labels, pairs, groups = _block_pairs(rows, matched, metrics)
             jobs.append((labels, [(names, len(calls) + k) for k, names in enumerate(groups)]))
@@ -353,7 +236,7 @@ def _bootstrap_blocks(
 
 
 @contextlib.contextmanager
-def _no_gc_pauses():
+def _no_gc_pauses() -> Iterator[None]:
     """No cyclic garbage collection during a comparison (its many small objects live on anyway);
     the caller's setting comes back."""
     enabled = gc.isenabled()
@@ -365,7 +248,13 @@ def _no_gc_pauses():
             gc.enable()
 
 
-def _answer_validity(con, baseline_con, candidate: str, baseline: str, threshold: float | None) -> dict:
+def _answer_validity(
+    con: DuckDBPyConnection,
+    baseline_con: DuckDBPyConnection | None,
+    candidate: str,
+    baseline: str,
+    threshold: float | None,
+) -> dict[str, Any]:
     """Both arms' oracle meter, each from the ledger that holds it."""
     from ledgerscope.analysis.validity import DEFAULT_MIN_ORACLE_CORRECT, meter, oracle_rows
 
@@ -377,10 +266,10 @@ def _answer_validity(con, baseline_con, candidate: str, baseline: str, threshold
 
 @_no_gc_pauses()
 def compare_arms(
-    con,
+    con: DuckDBPyConnection,
     candidate: str,
     baseline: str,
-    baseline_con=None,
+    baseline_con: DuckDBPyConnection | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
     seed: int = DEFAULT_SEED,
     n_resamples: int = DEFAULT_N_RESAMPLES,
@@ -390,69 +279,37 @@ def compare_arms(
     segments: bool = True,
     clusters: str = "first-document",
     min_oracle_correct: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Candidate minus baseline from one ledger (or the baseline from a second connection).
 
     Matched (qid, phase label) records over the phase labels both arms share;
     unmatched records, phases and questions are counted under ``matching``.
-    Clusters for the bootstrap are, by default (``clusters="first-document"``),
-    each question's first document (``doc_ids[1]``; a question with no
-    document is its own cluster): the unit the seed names, and stable when a
-    corpus grows. ``clusters="components"`` resamples connected components of
-    the question-document graph instead (questions sharing any document stay
-    together: the conservative choice when questions span documents). Both
-    counts are reported under ``clusters``, with a warning when they disagree
-    badly (the smaller at most half the larger). Results
+    ``clusters`` names the bootstrap's resampling unit (:func:`_cluster_labels`). Results
     are split by stress set, never pooled: ``stress_sets[s]`` holds, per
     metric, both arms' :func:`phase_table` and the paired bootstrap
     (``difference``), and the same per segment. The dict is JSON-serialisable.
     ``answer_validity`` is both arms' oracle meter (:mod:`ledgerscope.analysis.validity`, threshold
-    ``min_oracle_correct``, default 0.8): what the answer-side figures are worth.
-
-    Each metric's bootstrap resamples only the questions where that metric
-    applies in at least one arm (its denominator); metrics that apply to the
-    same questions share one draw, and each result equals a
-    :func:`paired_bootstrap` call with the same seed. Per-arm phase tables are
-    computed on the matched cells, so they agree with the point estimates. The
-    bootstraps run on two threads (:func:`paired_bootstrap_batch`); no number
-    depends on their schedule.
+    ``min_oracle_correct``, default 0.8): what the answer-side figures are worth. How the
+    bootstrap draws: the module docstring.
     """
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown:
-        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
-    if baseline_con is None:
-        cand, base = load_arms(con, [candidate, baseline])
-    else:
-        cand, base = load_arm(con, candidate), load_arm(baseline_con, baseline)
+    cand, base = _load_both(con, candidate, baseline, baseline_con, metrics)
     if clusters not in CLUSTER_RULES:
         raise ValueError(f"unknown cluster rule {clusters!r}; known: {', '.join(CLUSTER_RULES)}")
     matched = match_arms(cand, base, metrics)
-    first_document = matched.cluster
-    components = _component_labels(con, candidate, baseline, baseline_con, matched)
-    cluster_info = cluster_report(first_document, components, clusters)
-    if clusters == "components":
-        matched.cluster = components
+    by_rule, cluster_info = _cluster_labels(con, candidate, baseline, baseline_con, matched, clusters)
     boot = {
         "n_resamples": n_resamples,
         "seed": seed,
         "confidence": confidence,
         "statistics": tuple(statistics),
     }
-    by_rule = {"first_document": first_document, "components": components}
     by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments)
     return annotate_power(
         {
             "format": FORMAT,
             "candidate": {"arm": candidate, "counts": cand.counts},
             "baseline": {"arm": baseline, "counts": base.counts},
-            "settings": {
-                "n_resamples": int(n_resamples),
-                "seed": int(seed),
-                "confidence": float(confidence),
-                "statistics": list(statistics),
-                "method": "percentile",
-                "resampling_unit": RESAMPLING_UNITS[clusters],
-            },
+            "settings": _settings(n_resamples, seed, confidence, statistics, clusters),
             "clusters": cluster_info,
             "matching": matched.report,
             "metrics": {m: METRICS[m].describe() for m in metrics},
@@ -461,3 +318,59 @@ def compare_arms(
             "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
         }
     )
+
+
+def _load_both(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    metrics: Sequence[str],
+) -> tuple[ArmRecords, ArmRecords]:
+    """Both arms' records, the baseline's from ``baseline_con`` when given; the metrics checked first."""
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
+    if baseline_con is None:
+        cand, base = load_arms(con, [candidate, baseline])
+        return cand, base
+    return load_arm(con, candidate), load_arm(baseline_con, baseline)
+
+
+def _cluster_labels(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    matched: Matched,
+    clusters: str,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Both cluster labellings of the matched questions (by rule name) and their report; the rule
+    ``clusters`` names becomes ``matched.cluster``, the bootstrap's resampling unit.
+
+    By default (``clusters="first-document"``) a cluster is each question's first document
+    (``doc_ids[1]``; a question with no document is its own cluster): the unit the seed names, and
+    stable when a corpus grows. ``clusters="components"`` resamples connected components of the
+    question-document graph instead (questions sharing any document stay together: the
+    conservative choice when questions span documents). Both counts are reported, with a warning
+    when they disagree badly (the smaller at most half the larger)."""
+    first_document = matched.cluster
+    components = _component_labels(con, candidate, baseline, baseline_con, matched)
+    cluster_info = cluster_report(first_document, components, clusters)
+    if clusters == "components":
+        matched.cluster = components
+    return {"first_document": first_document, "components": components}, cluster_info
+
+
+def _settings(
+    n_resamples: int, seed: int, confidence: float, statistics: Sequence[str], clusters: str
+) -> dict[str, Any]:
+    """The comparison's ``settings``: what the bootstrap was run with."""
+    return {
+        "n_resamples": int(n_resamples),
+        "seed": int(seed),
+        "confidence": float(confidence),
+        "statistics": list(statistics),
+        "method": "percentile",
+        "resampling_unit": RESAMPLING_UNITS[clusters],
+    }

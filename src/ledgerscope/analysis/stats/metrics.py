@@ -74,8 +74,9 @@ fast paths keep every number bit for bit.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,7 @@ class Metric:
     denominator: str
     binary: bool = True
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "definition": self.definition,
             "denominator": self.denominator,
@@ -180,10 +181,10 @@ def direction_label(higher_is_better: bool) -> str:
 # per-record outcomes
 
 
-def _col(values, n: int) -> np.ndarray:
+def _col(values: Any, n: int) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype == object and values.shape == (n,):
         return values
-    out = np.empty(n, dtype=object)
+    out: np.ndarray = np.empty(n, dtype=object)
     out[:] = list(values) if values is not None else [None] * n
     return out
 
@@ -201,19 +202,19 @@ class _Distinct:
         index = {v: i for i, v in enumerate(self.values)}
         self.codes = np.fromiter(map(index.__getitem__, col.tolist()), dtype=np.intp, count=len(col))
 
-    def test(self, fn) -> np.ndarray:
+    def test(self, fn: Callable[[Any], object]) -> np.ndarray:
         if self.codes is None:
             return np.array([bool(fn(v)) for v in self.col.tolist()], dtype=bool)
         return np.array([bool(fn(v)) for v in self.values], dtype=bool)[self.codes]
 
 
-def _truths(values) -> np.ndarray:
+def _truths(values: Any) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype == bool:
         return np.array(values, dtype=bool)
     return np.array([bool(a) for a in values])
 
 
-def _numbers(values, n: int) -> np.ndarray:
+def _numbers(values: Any, n: int) -> np.ndarray:
     """``float(v)`` per value, ``NaN`` for None."""
     if isinstance(values, np.ndarray) and values.dtype.kind in "iuf" and values.shape == (n,):
         return values.astype(float)
@@ -222,13 +223,13 @@ def _numbers(values, n: int) -> np.ndarray:
 
 def record_metrics(
     *,
-    answerable: Sequence,
-    support_only: Sequence,
-    support_packed: Sequence,
-    answer_verdict: Sequence,
-    citation_verdict: Sequence,
-    prompt_tokens: Sequence | None = None,
-    evidence_tokens: Sequence | None = None,
+    answerable: Sequence[Any],
+    support_only: Sequence[Any],
+    support_packed: Sequence[Any],
+    answer_verdict: Sequence[Any],
+    citation_verdict: Sequence[Any],
+    prompt_tokens: Sequence[Any] | None = None,
+    evidence_tokens: Sequence[Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every metric of :data:`METRICS` per record: float arrays, ``NaN`` outside the denominator."""
     n = len(answerable)
@@ -267,7 +268,7 @@ def record_metrics(
 # phase tables
 
 
-def finite_or_none(x) -> float | None:
+def finite_or_none(x: Any) -> float | None:
     """``float(x)``, or None for NaN (JSON has no NaN; an undefined mean is null)."""
     x = float(x)
     return None if np.isnan(x) else x
@@ -279,7 +280,9 @@ def _arg_extreme(values: np.ndarray, use_min: bool) -> int | None:
     return int(np.nanargmin(values) if use_min else np.nanargmax(values))
 
 
-def phase_table(matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True) -> dict:
+def phase_table(
+    matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_better: bool = True
+) -> dict[str, Any]:
     """Per phase, phase average and worst/best phase (both ways) of one arm's metric matrix.
 
     ``matrix`` is questions x phases, ``NaN`` where the metric does not apply.
@@ -330,7 +333,7 @@ def phase_table(matrix: np.ndarray, phase_labels: Sequence[str], *, higher_is_be
     return table
 
 
-def _phase_means(m: np.ndarray, valid: np.ndarray) -> tuple:
+def _phase_means(m: np.ndarray, valid: np.ndarray) -> tuple[Any, ...]:
     """Per phase: records where the metric applies, their sum and mean (NaN for an empty phase,
     without a warning), and the mean of those means (each phase weighs the same)."""
     n = valid.sum(axis=0)
@@ -344,7 +347,7 @@ def _phase_means(m: np.ndarray, valid: np.ndarray) -> tuple:
 
 def _extreme_phase(
     means: np.ndarray, labels: list[str], lo: np.ndarray, hi: np.ndarray, *, use_min: bool
-) -> dict:
+) -> dict[str, Any]:
     """The worst (or best) phase both ways: the extreme per-phase mean and its phase, and the mean
     over questions of each question's own extreme phase (``lo``/``hi``: per-question min/max)."""
     k = _arg_extreme(means, use_min)
@@ -368,7 +371,7 @@ def segment_breakdown(
     stress_sets: Sequence[str],
     *,
     higher_is_better: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """Phase tables per stress set, overall and per segment, with their denominators.
 
     ``{stress_set: {"all": table, "segments": {segment: table}}}``. Stress sets
@@ -378,7 +381,7 @@ def segment_breakdown(
     m = np.asarray(matrix, dtype=float)
     seg = np.asarray(segments, dtype=object)
     sset = np.asarray(stress_sets, dtype=object)
-    out: dict = {}
+    out: dict[str, Any] = {}
     for s in sorted(set(sset.tolist())):
         rows = sset == s
         out[s] = {

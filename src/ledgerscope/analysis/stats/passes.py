@@ -7,8 +7,9 @@ them over threads (the arithmetic, and why every number is exact, is in
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class Problem:
         self, mats: Sequence[tuple[np.ndarray, np.ndarray, bool]], unit_of: np.ndarray, n_units: int
     ) -> None:
         q_cols = np.hstack([question_columns(x, h) for c, b, h in mats for x in (c, b)])
-        self.hib = np.repeat([h for _c, _b, h in mats], 2).astype(bool)
+        self.hib: np.ndarray = np.repeat([h for _c, _b, h in mats], 2).astype(bool)
         self.n_units = n_units
         self.unit_matrix = unit_sums(q_cols, unit_of, n_units)
         self.exact = exact_product(self.unit_matrix)
@@ -44,7 +45,7 @@ class _Draw:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pieces: list[np.ndarray] | None = None
+        self.pieces: list[tuple[int, np.ndarray]] | None = None
 
 
 class Pass:
@@ -90,13 +91,13 @@ class Pass:
         )
         self.point = replicate_statistics(matrix.sum(axis=0)[sel][:, None], parts, *self.args)
         self.reps = {s: np.empty((len(hib), n_resamples)) for s in statistics}
-        self.which = {
+        self.which: dict[str, np.ndarray] = {
             s: np.empty((len(hib), n_resamples), dtype=np.int64)
             for s in statistics
             if s in ("worst_aggregate", "best_aggregate")
         }
 
-    def _draws(self):  # (first replicate, multiplicities) piece by piece
+    def _draws(self) -> Iterator[tuple[int, np.ndarray]]:  # (first replicate, multiplicities) piece by piece
         rng = np.random.Generator(np.random.PCG64(self.seed))
         for lo in range(0, self.n_resamples, self.chunk):
             hi = min(self.n_resamples, lo + self.chunk)
@@ -108,7 +109,7 @@ class Pass:
             for a in range(0, hi - lo, self.piece):
                 yield lo + a, counts(idx[a : a + self.piece], self.n_units)
 
-    def pieces(self, cache: dict | None = None):
+    def pieces(self, cache: dict[tuple[int, ...], _Draw] | None = None) -> Iterable[tuple[int, np.ndarray]]:
         """The draw's pieces: a list when kept (shared through ``cache``), else an iterator."""
         if self.indices is not None or self.n_resamples * self.n_units > CACHE_ELEMENTS:
             return self._draws()
@@ -137,7 +138,7 @@ class Pass:
                 for s, v in which.items():
                     self.which[s][:, cols] = v
 
-    def result(self, i: int) -> tuple[dict, dict, dict, dict]:
+    def result(self, i: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
         """Problem ``i``: replicates and phase indices per statistic (blocks x replicates), and the
         point statistics and phases (blocks)."""
         rows = self.at_row[self.offsets[i] : self.offsets[i + 1]]
@@ -150,9 +151,9 @@ class Pass:
         )
 
 
-def run_here(fn, *args) -> Future:
+def run_here(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """``fn(*args)`` now, as a finished future (a ``submit`` that runs everything at once)."""
-    future: Future = Future()
+    future: Future[Any] = Future()
     try:
         future.set_result(fn(*args))
     except Exception as exc:
@@ -161,16 +162,16 @@ def run_here(fn, *args) -> Future:
 
 
 def schedule(
-    calls: Sequence[tuple | None],
-    then,
+    calls: Sequence[tuple[Any, ...] | None],
+    then: Callable[[int, Any], Any],
     *,
     statistics: Sequence[str],
     n_resamples: int,
     seed: int,
     chunk_elements: int,
-    submit=run_here,
-    empty=dict,
-) -> list[Future]:
+    submit: Callable[..., Future[Any]] = run_here,
+    empty: Callable[[], Any] = dict,
+) -> list[Future[Any]]:
     """Each call's replicates (``(matrices, unit_of, n_units, n_phases)``, or None: ``empty()``),
     handed to ``then(i, result)`` (:meth:`Pass.result`): one future per call.
 
@@ -178,11 +179,11 @@ def schedule(
     waiting only on tasks submitted before it: per group its problems, passes and draw; two halves
     of each pass; ``then`` per call.
     """
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for i, c in enumerate(calls):
         if c is not None:
             groups.setdefault((c[2], c[3]), []).append(i)
-    draws: dict = {}
+    draws: dict[tuple[int, ...], _Draw] = {}
     settings = {
         "statistics": statistics,
         "n_resamples": n_resamples,
@@ -203,7 +204,9 @@ def schedule(
     return futures
 
 
-def _prepare(calls: list[tuple], draws: dict, settings: dict) -> list[tuple[Pass, list[int], object]]:
+def _prepare(
+    calls: list[tuple[Any, ...]], draws: dict[tuple[int, ...], _Draw], settings: dict[str, Any]
+) -> list[tuple[Pass, list[int], Iterable[tuple[int, np.ndarray]]]]:
     """The passes of calls with as many units: the exact ones together, any other alone; each
     with its members and its drawn pieces."""
     problems = [Problem(mats, unit_of, n_units) for mats, unit_of, n_units, _n_phases in calls]
@@ -223,7 +226,7 @@ def _prepare(calls: list[tuple], draws: dict, settings: dict) -> list[tuple[Pass
     return passes
 
 
-def _half(prepared: Future, h: int) -> None:
+def _half(prepared: Future[Any], h: int) -> None:
     """Every other piece of each pass's draw (an unkept draw: all of it, in the first half)."""
     for run, _members, pieces in prepared.result():
         if isinstance(pieces, list):
@@ -232,7 +235,9 @@ def _half(prepared: Future, h: int) -> None:
             run.compute(pieces)
 
 
-def _then(halves: list[Future], prepared: Future, k: int, then, i: int):
+def _then(
+    halves: list[Future[Any]], prepared: Future[Any], k: int, then: Callable[[int, Any], Any], i: int
+) -> Any:
     for h in halves:
         h.result()
     run, members, _pieces = next(p for p in prepared.result() if k in p[1])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ledgerscope.analysis.stats.release_rule import Check, Rule
 
@@ -54,7 +55,7 @@ def questions_needed(n_questions: int, mdd: float | None, tolerance: float) -> i
     return max(1, math.ceil(n_questions * (mdd / -tolerance) ** 2))
 
 
-def _differences(comparison: dict) -> Iterator[dict]:
+def _differences(comparison: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Every paired difference block of a comparison (stress sets and their segments)."""
     for block in (comparison.get("stress_sets") or {}).values():
         for scope in (block, *((block.get("segments") or {}).values())):
@@ -63,7 +64,7 @@ def _differences(comparison: dict) -> Iterator[dict]:
                     yield metric["difference"]
 
 
-def annotate(comparison: dict, power: float = POWER) -> dict:
+def annotate(comparison: dict[str, Any], power: float = POWER) -> dict[str, Any]:
     """Beside every paired difference of a :func:`..compare.compare_arms` result, in place:
     ``difference["detectable"][statistic] = {mdd, power, confidence, n_questions, n_clusters}``
     (``statistics`` stays exactly the bootstrap's). Returns the comparison."""
@@ -82,18 +83,20 @@ def annotate(comparison: dict, power: float = POWER) -> dict:
     return comparison
 
 
-def detectable(difference: dict | None, statistic: str = "mean") -> float | None:
+def detectable(difference: dict[str, Any] | None, statistic: str = "mean") -> float | None:
     """The MDD :func:`annotate` put beside one statistic of a difference (None if none)."""
     return (((difference or {}).get("detectable") or {}).get(statistic) or {}).get("mdd")
 
 
-def _entry(comparison: dict, stress_set: str, metric: str, statistic: str) -> tuple[dict | None, dict | None]:
+def _entry(
+    comparison: dict[str, Any], stress_set: str, metric: str, statistic: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     block = (comparison.get("stress_sets") or {}).get(stress_set) or {}
     diff = ((block.get("metrics") or {}).get(metric) or {}).get("difference")
     return diff, ((diff or {}).get("statistics") or {}).get(statistic)
 
 
-def check_power(rule: Rule, comparison: dict, check: Check) -> dict | None:
+def check_power(rule: Rule, comparison: dict[str, Any], check: Check) -> dict[str, Any] | None:
     """For a difference check: its MDD at the rule's confidence, the questions its tolerance needs,
     and whether the tolerance is smaller than the MDD (``underpowered``)."""
     tol = next((t for t in rule.differences if f"{t.key}.{t.statistic}" == check.tolerance), None)
@@ -117,7 +120,7 @@ def check_power(rule: Rule, comparison: dict, check: Check) -> dict | None:
     }
 
 
-def _power_words(p: dict) -> str:
+def _power_words(p: dict[str, Any]) -> str:
     needed = p["questions_needed"]
     need = (
         f"about {needed} questions would detect the tolerance {abs(p['tolerance']):.4f}"
@@ -130,7 +133,7 @@ def _power_words(p: dict) -> str:
     )
 
 
-def with_power(rule: Rule, comparison: dict, checks: Sequence[Check]) -> list[Check]:
+def with_power(rule: Rule, comparison: dict[str, Any], checks: Sequence[Check]) -> list[Check]:
     """The checks with their MDD in the reason (difference checks with a standard error)."""
     out = []
     for c in checks:
@@ -141,7 +144,9 @@ def with_power(rule: Rule, comparison: dict, checks: Sequence[Check]) -> list[Ch
     return out
 
 
-def underpowered_passes(rule: Rule, comparison: dict, checks: Sequence[Check]) -> list[tuple[Check, dict]]:
+def underpowered_passes(
+    rule: Rule, comparison: dict[str, Any], checks: Sequence[Check]
+) -> list[tuple[Check, dict[str, Any]]]:
     """Passing difference checks whose tolerance is smaller than what this run could detect."""
     found = []
     for c in checks:
@@ -153,7 +158,7 @@ def underpowered_passes(rule: Rule, comparison: dict, checks: Sequence[Check]) -
     return found
 
 
-def too_small_reason(found: Sequence[tuple[Check, dict]], becomes: str) -> str:
+def too_small_reason(found: Sequence[tuple[Check, dict[str, Any]]], becomes: str) -> str:
     """The line a decision carries when its ACCEPT rests on tolerances below the MDD."""
     worst = max(found, key=lambda cp: cp[1]["mdd"] / -cp[1]["tolerance"])
     c, p = worst
@@ -170,7 +175,7 @@ def too_small_reason(found: Sequence[tuple[Check, dict]], becomes: str) -> str:
 UNDERPOWERED = "underpowered_is_inconclusive"
 
 
-def headline(decision: dict) -> str:
+def headline(decision: dict[str, Any]) -> str:
     """The decision's outcome as a headline: an ACCEPT below the MDD is never shown as a clean pass."""
     outcome = str(decision.get("outcome", "")).upper()
     if outcome == "ACCEPT" and any(c.get("tolerance") == UNDERPOWERED for c in decision.get("checks", [])):

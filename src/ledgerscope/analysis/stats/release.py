@@ -91,6 +91,8 @@ clean pass: it becomes ``collect-more-evidence`` (``underpowered_is_inconclusive
 
 from __future__ import annotations
 
+from typing import Any
+
 from ledgerscope.analysis.stats.power import UNDERPOWERED, too_small_reason, underpowered_passes, with_power
 from ledgerscope.analysis.stats.release_rule import (  # re-exported: the public names live here too
     FORMAT,
@@ -136,7 +138,7 @@ def _fmt_plain(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
-def _check_settings(rule: Rule, comparison: dict) -> None:
+def _check_settings(rule: Rule, comparison: dict[str, Any]) -> None:
     problems = []
     settings = comparison.get("settings", {})
     for key in ("confidence", "n_resamples", "seed"):
@@ -186,7 +188,7 @@ def _gate(status: str, n: int | None, rule: Rule) -> tuple[str, str]:
 _VERB = {"pass": "within tolerance", "violates": "VIOLATES tolerance", "inconclusive": "inconclusive"}
 
 
-def _difference_checks(rule: Rule, s: str, block: dict) -> list[Check]:
+def _difference_checks(rule: Rule, s: str, block: dict[str, Any]) -> list[Check]:
     out = []
     conf = f"{rule.confidence:.0%}"
     for tol in rule.differences:
@@ -208,6 +210,7 @@ def _difference_checks(rule: Rule, s: str, block: dict) -> list[Check]:
                 )
             )
             continue
+        assert diff is not None  # the entry is one of its statistics
         n = diff.get("n_questions")
         low, high, est = entry["low"], entry["high"], entry.get("estimate")
         status, extra = _gate(_interval_status(low, high, tol.limit), n, rule)
@@ -226,7 +229,7 @@ def _clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def _segment_checks(rule: Rule, s: str, block: dict) -> list[Check]:
+def _segment_checks(rule: Rule, s: str, block: dict[str, Any]) -> list[Check]:
     out = []
     for lim in rule.critical_per_segment:
         name = f"max_critical_errors_per_segment.{lim.segment}"
@@ -275,7 +278,7 @@ def _segment_checks(rule: Rule, s: str, block: dict) -> list[Check]:
     return out
 
 
-def _token_checks(rule: Rule, s: str, block: dict) -> list[Check]:
+def _token_checks(rule: Rule, s: str, block: dict[str, Any]) -> list[Check]:
     tok = rule.tokens
     if tok is None:
         return []
@@ -313,13 +316,9 @@ def _token_checks(rule: Rule, s: str, block: dict) -> list[Check]:
     return out
 
 
-def decide(rule: Rule, comparison: dict) -> Decision:
-    """Apply a loaded rule to a :func:`ledgerscope.analysis.stats.compare.compare_arms` result."""
-    fmt = comparison.get("format")
-    if fmt not in (None, "ledgerscope-comparison/1"):
-        raise InputError(Problem("comparison", None, "format", f"unknown format {fmt!r}"))
-    _check_settings(rule, comparison)
-    by_set = comparison.get("stress_sets") or {}
+def _stress_set_checks(rule: Rule, by_set: dict[str, Any]) -> list[Check]:
+    """The difference, segment and token checks of every stress set the rule evaluates (all the
+    comparison holds when it names none); inconclusive where there is nothing to check."""
     wanted = list(rule.stress_sets) if rule.stress_sets else sorted(by_set)
     checks: list[Check] = []
     if not wanted:
@@ -349,6 +348,16 @@ def decide(rule: Rule, comparison: dict) -> Decision:
         checks += _difference_checks(rule, s, block)
         checks += _segment_checks(rule, s, block)
         checks += _token_checks(rule, s, block)
+    return checks
+
+
+def decide(rule: Rule, comparison: dict[str, Any]) -> Decision:
+    """Apply a loaded rule to a :func:`ledgerscope.analysis.stats.compare.compare_arms` result."""
+    fmt = comparison.get("format")
+    if fmt not in (None, "ledgerscope-comparison/1"):
+        raise InputError(Problem("comparison", None, "format", f"unknown format {fmt!r}"))
+    _check_settings(rule, comparison)
+    checks = _stress_set_checks(rule, comparison.get("stress_sets") or {})
     checks += resource_checks(rule.resources, comparison, rule.min_questions, Check)
     arms = [(comparison.get(a) or {}).get("arm") for a in ("candidate", "baseline")]
     checks = gate_checks(

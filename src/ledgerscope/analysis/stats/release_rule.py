@@ -124,7 +124,7 @@ class Decision:
     rule_digest: str
     checks: list[Check] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
             "reasons": list(self.reasons),
@@ -142,17 +142,18 @@ def rule_digest(path: str | Path) -> str:
     return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _is_number(v) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _is_int(v) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 class _Problems:
-    def __init__(self, path: str, text: str):
-        self.path, self.lines, self.items = path, text.splitlines(), []
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.lines = path, text.splitlines()
+        self.items: list[Problem] = []
 
     def line_of(self, dotted: str) -> int | None:
         """Best effort: the line that sets ``dotted`` (``table.key`` or ``key``)."""
@@ -188,7 +189,7 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = 
 }
 
 
-def _read_toml(path: Path) -> tuple[str, str, dict]:
+def _read_toml(path: Path) -> tuple[str, str, dict[str, Any]]:
     """The rule file's digest, text and parsed table; unreadable, non-UTF-8 or bad TOML is an error."""
     try:
         data = path.read_bytes()
@@ -206,14 +207,14 @@ def _read_toml(path: Path) -> tuple[str, str, dict]:
     return digest, text, doc
 
 
-def _settings(doc: dict, pr: _Problems) -> dict:
+def _settings(doc: dict[str, Any], pr: _Problems) -> dict[str, Any]:
     """The rule's keys, format, names and single-valued settings (see :data:`_SETTINGS`)."""
     for key in doc:
         if key not in _TOP_KEYS:
             pr.add(key, f"unknown key; known: {', '.join(_TOP_KEYS)}")
     if "format" in doc and doc["format"] != FORMAT:
         pr.add("format", f"unknown rule format {doc['format']!r} (expected {FORMAT})")
-    kw: dict = {}
+    kw: dict[str, Any] = {}
     for key in ("description", "candidate", "baseline"):
         if key in doc:
             if isinstance(doc[key], str) and (doc[key] or key == "description"):
@@ -241,7 +242,7 @@ def _settings(doc: dict, pr: _Problems) -> dict:
     return kw
 
 
-def _differences(doc: dict, pr: _Problems) -> tuple[DifferenceTolerance, ...]:
+def _differences(doc: dict[str, Any], pr: _Problems) -> tuple[DifferenceTolerance, ...]:
     """``max_*_loss``: a number (for the mean and the worst phase) or a table of statistic = limit."""
     diffs: list[DifferenceTolerance] = []
     for key, metric in DIFFERENCE_KEYS.items():
@@ -266,7 +267,7 @@ def _differences(doc: dict, pr: _Problems) -> tuple[DifferenceTolerance, ...]:
     return tuple(diffs)
 
 
-def _critical_limits(doc: dict, pr: _Problems) -> tuple[SegmentLimit, ...]:
+def _critical_limits(doc: dict[str, Any], pr: _Problems) -> tuple[SegmentLimit, ...]:
     """``max_critical_errors_per_segment``: per segment a count (an int) or a rate (a float)."""
     crit: list[SegmentLimit] = []
     if "max_critical_errors_per_segment" not in doc:
@@ -292,7 +293,7 @@ def _critical_limits(doc: dict, pr: _Problems) -> tuple[SegmentLimit, ...]:
     return tuple(crit)
 
 
-def _token_ceiling(doc: dict, pr: _Problems) -> TokenCeiling | None:
+def _token_ceiling(doc: dict[str, Any], pr: _Problems) -> TokenCeiling | None:
     """``max_evidence_tokens``: a number (most prompt tokens) or a table of field, mean, max."""
     key = "max_evidence_tokens"
     if key not in doc:

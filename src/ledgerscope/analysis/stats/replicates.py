@@ -12,20 +12,25 @@ confidence, so every interval here equals the one the comparison reports for the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ledgerscope.analysis.stats.arm_records import load_arm, load_arms
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap
-from ledgerscope.analysis.stats.compare import Matched, load_arm, load_arms, match_arms
+from ledgerscope.analysis.stats.compare import Matched, match_arms
 from ledgerscope.analysis.stats.metrics import DEFAULT_STATISTICS, METRICS
 from ledgerscope.analysis.stats.resampling import intervals
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
 
 def matched_arms(
-    con,
+    con: DuckDBPyConnection,
     candidate: str,
     baseline: str,
-    baseline_con=None,
+    baseline_con: DuckDBPyConnection | None = None,
     metrics: Sequence[str] = ("support", "answer_correct"),
 ) -> Matched:
     """Both arms on their shared (question, phase label) cells, loaded as the comparison loads them."""
@@ -54,7 +59,7 @@ def difference_replicates(
     n_resamples: int,
     seed: int,
     confidence: float,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """The paired difference's replicates for one statistic, with its estimate and interval.
 
     None when the metric applies to no question of the stress set.
@@ -91,14 +96,14 @@ def difference_replicates(
 
 def phase_intervals(
     matched: Matched, stress_set: str, metric: str, *, n_resamples: int, seed: int, confidence: float
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Per shared phase: each arm's rate with its percentile interval (same draw design as the
     comparison: the phase's column, questions resampled by document), and its denominator."""
     c, b, clusters = _block(matched, stress_set, metric)
     q = np.array([(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     out = []
     for j, label in enumerate(matched.phases):
-        entry: dict = {"phase": label}
+        entry: dict[str, Any] = {"phase": label}
         col_c, col_b = c[:, j : j + 1], b[:, j : j + 1]
         keep = ~np.isnan(col_c[:, 0]) | ~np.isnan(col_b[:, 0])
         if not keep.any():

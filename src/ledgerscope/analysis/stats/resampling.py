@@ -25,7 +25,8 @@ Every number equals the straightforward per-block computation, bit for bit:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ def unit_sums(rows: np.ndarray, unit_of: np.ndarray, n_units: int) -> np.ndarray
     return out
 
 
-def selection(order: np.ndarray, n_phases: int, wanted: Iterable[str]) -> tuple[np.ndarray, dict]:
+def selection(order: np.ndarray, n_phases: int, wanted: Iterable[str]) -> tuple[np.ndarray, dict[str, Any]]:
     """The unit-matrix columns the statistics read, phase-major, and each part's positions in them.
 
     A block owns ``2 p + 4`` columns: phase sums, phase counts, worst sum/count, best
@@ -152,7 +153,14 @@ def phase_sum(x: np.ndarray) -> np.ndarray:
     return _pairwise(x) if _SAME_ORDER[n] else np.add.reduce(np.moveaxis(x, 0, -1).copy(), axis=-1)
 
 
-def _extreme(per_phase: np.ndarray, low: slice, high: slice, fill, out: np.ndarray, which: np.ndarray):
+def _extreme(
+    per_phase: np.ndarray,
+    low: slice,
+    high: slice,
+    fill: np.ndarray | None,
+    out: np.ndarray,
+    which: np.ndarray,
+) -> None:
     """``out``: the minimum over the phases (NaN ignored) of the blocks in ``low``, the maximum of
     those in ``high``; ``which``: the first phase attaining it (as ``np.argmin`` of the values,
     NaN filled with ``fill``), -1 where every phase is NaN."""
@@ -170,12 +178,12 @@ def _extreme(per_phase: np.ndarray, low: slice, high: slice, fill, out: np.ndarr
 
 def replicate_statistics(
     agg: np.ndarray,
-    parts: dict,
+    parts: dict[str, Any],
     n_higher: int,
     wanted: Iterable[str],
     finite: bool = True,
     nonneg: bool = False,
-):
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Statistics of every block per replicate column of ``agg`` (aggregates x replicates; ``parts``:
     the rows and shape of each part, as :func:`selection`): ``{name: (blocks x replicates)}``,
     plus the phase index (-1: none) that attains each ``*_aggregate``. The first ``n_higher``
@@ -252,7 +260,9 @@ def exact_product(unit_matrix: np.ndarray, cols: np.ndarray | None = None) -> bo
     return bound <= 2.0**53 and np.array_equal(unit_matrix, np.round(unit_matrix))
 
 
-def product(unit_matrix: np.ndarray, sel: np.ndarray):
+def product(
+    unit_matrix: np.ndarray, sel: np.ndarray
+) -> tuple[Callable[[np.ndarray], np.ndarray], np.ndarray, bool]:
     """``(multiply, rows, exact)``: row ``rows[i]`` of ``multiply(W)`` is column ``sel[i]`` of
     ``W @ unit_matrix``; ``exact``: its sums are exact, so any split of the replicates gives them.
     Exact: once per distinct selected column, in float32 when no aggregate can pass 2**24;
@@ -268,7 +278,7 @@ def product(unit_matrix: np.ndarray, sel: np.ndarray):
     )
     distinct = sel[np.flatnonzero(np.diff(np.maximum.accumulate(rows), prepend=-1) > 0)]
     if n_units * np.abs(unit_matrix[:, distinct]).max(initial=0.0) <= 2.0**24 and n_units <= 1 << 24:
-        u32 = unit_matrix[:, distinct].T.astype(np.float32)
+        u32: np.ndarray = unit_matrix[:, distinct].T.astype(np.float32)
         return (lambda w: u32 @ w.astype(np.float32, copy=False).T), rows, True
     u64 = unit_matrix[:, distinct].T.copy()
     return (lambda w: u64 @ w.astype(np.float64).T), rows, True

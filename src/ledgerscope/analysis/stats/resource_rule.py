@@ -46,7 +46,7 @@ def _positive(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
 
 
-def _stage_table(doc: dict, key: str, pr: Any, what: str) -> tuple[tuple[str, float], ...]:
+def _stage_table(doc: dict[str, Any], key: str, pr: Any, what: str) -> tuple[tuple[str, float], ...]:
     v = doc.get(key)
     if v is None:
         return ()
@@ -64,7 +64,7 @@ def _stage_table(doc: dict, key: str, pr: Any, what: str) -> tuple[tuple[str, fl
     return tuple(out)
 
 
-def parse_limits(doc: dict, pr: Any, rule_path: Path) -> ResourceLimits | None:
+def parse_limits(doc: dict[str, Any], pr: Any, rule_path: Path) -> ResourceLimits | None:
     """The three tables, checked; problems go to the rule loader's collector ``pr``."""
     if not any(k in doc for k in KEYS):
         return None
@@ -94,7 +94,9 @@ def parse_limits(doc: dict, pr: Any, rule_path: Path) -> ResourceLimits | None:
     return ResourceLimits(latency, ratio, tuple(cost), prices)
 
 
-def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questions: int, check: Any) -> list:
+def resource_checks(
+    limits: ResourceLimits | None, comparison: dict[str, Any], min_questions: int, check: Any
+) -> list[Any]:
     """The latency and cost checks as the rule's :class:`Check` (passed in: ``check``)."""
     if not limits:
         return []
@@ -148,7 +150,7 @@ def resource_checks(limits: ResourceLimits | None, comparison: dict, min_questio
     return out
 
 
-def _p95(arm: dict, stage: str) -> float | None:
+def _p95(arm: dict[str, Any], stage: str) -> float | None:
     """An arm's recorded p95 latency of one stage (None: no resource record, or no such stage)."""
     if not arm.get("recorded"):
         return None

@@ -131,48 +131,55 @@ def fixture_tables(con, fixtures: Mapping[str, Fixture], corpus: Corpus) -> None
     and ``_ig_set`` (sufficient set members)."""
     fx = list(fixtures.values())
     texts = {s.doc_id: s.text for s in corpus}
+    create_table(con, "_ig_fx", _question_table(fx, texts))
+    create_table(con, "_ig_span", _span_table(fx, texts))
+    create_table(con, "_ig_set", _set_table(fx))
+
+
+def _question_table(fx: list[Fixture], texts: Mapping[str, str]) -> pa.Table:
+    """One row per question: its fields, whether the tree walks it, and whether its gold is in the corpus."""
     gold_ok = [all(s.doc_id in texts for s in f.spans) for f in fx]
     missing = [sorted({s.doc_id for s in f.spans if s.doc_id not in texts}) for f in fx]
-    create_table(
-        con,
-        "_ig_fx",
-        pa.table(
-            {
-                "qid": pa.array([f.qid for f in fx], STR),
-                "question": pa.array([f.question for f in fx], STR),
-                "segment": pa.array([f.segment for f in fx], STR),
-                "fx_answerable": pa.array([f.answerable for f in fx], pa.bool_()),
-                "walked": pa.array([f.answerable and bool(f.sufficient_sets) for f in fx], pa.bool_()),
-                "support_only": pa.array([f.support_only for f in fx], pa.bool_()),
-                "stress_set": pa.array([f.stress_set for f in fx], STR),
-                "doc_ids": pa.array([list(f.doc_ids) for f in fx], STRS),
-                "gold_status": pa.array(
-                    [
-                        "ok" if ok else f"not in the corpus: {', '.join(m)}"
-                        for ok, m in zip(gold_ok, missing, strict=True)
-                    ],
-                    STR,
-                ),
-            }
-        ),
+    return pa.table(
+        {
+            "qid": pa.array([f.qid for f in fx], STR),
+            "question": pa.array([f.question for f in fx], STR),
+            "segment": pa.array([f.segment for f in fx], STR),
+            "fx_answerable": pa.array([f.answerable for f in fx], pa.bool_()),
+            "walked": pa.array([f.answerable and bool(f.sufficient_sets) for f in fx], pa.bool_()),
+            "support_only": pa.array([f.support_only for f in fx], pa.bool_()),
+            "stress_set": pa.array([f.stress_set for f in fx], STR),
+            "doc_ids": pa.array([list(f.doc_ids) for f in fx], STRS),
+            "gold_status": pa.array(
+                [
+                    "ok" if ok else f"not in the corpus: {', '.join(m)}"
+                    for ok, m in zip(gold_ok, missing, strict=True)
+                ],
+                STR,
+            ),
+        }
     )
+
+
+def _span_table(fx: list[Fixture], texts: Mapping[str, str]) -> pa.Table:
+    """The gold spans of the questions the tree walks, with their text (None outside the corpus)."""
     spans = [(f, s) for f in fx if f.answerable and f.sufficient_sets for s in f.spans]
-    create_table(
-        con,
-        "_ig_span",
-        pa.table(
-            {
-                "qid": pa.array([f.qid for f, _ in spans], STR),
-                "span_id": pa.array([s.span_id for _, s in spans], STR),
-                "doc_id": pa.array([s.doc_id for _, s in spans], STR),
-                "s": pa.array([s.start for _, s in spans], pa.int64()),
-                "e": pa.array([s.end for _, s in spans], pa.int64()),
-                "span_text": pa.array(
-                    [texts[s.doc_id][s.start : s.end] if s.doc_id in texts else None for _, s in spans], STR
-                ),
-            }
-        ),
+    return pa.table(
+        {
+            "qid": pa.array([f.qid for f, _ in spans], STR),
+            "span_id": pa.array([s.span_id for _, s in spans], STR),
+            "doc_id": pa.array([s.doc_id for _, s in spans], STR),
+            "s": pa.array([s.start for _, s in spans], pa.int64()),
+            "e": pa.array([s.end for _, s in spans], pa.int64()),
+            "span_text": pa.array(
+                [texts[s.doc_id][s.start : s.end] if s.doc_id in texts else None for _, s in spans], STR
+            ),
+        }
     )
+
+
+def _set_table(fx: list[Fixture]) -> pa.Table:
+    """The members of every sufficient set of the answerable questions: (qid, set index, span id)."""
     members = [
         (f.qid, i, sid)
         for f in fx
@@ -180,14 +187,10 @@ def fixture_tables(con, fixtures: Mapping[str, Fixture], corpus: Corpus) -> None
         for i, sset in enumerate(f.sufficient_sets)
         for sid in sset
     ]
-    create_table(
-        con,
-        "_ig_set",
-        pa.table(
-            {
-                "qid": pa.array([m[0] for m in members], STR),
-                "set_index": pa.array([m[1] for m in members], pa.int32()),
-                "span_id": pa.array([m[2] for m in members], STR),
-            }
-        ),
+    return pa.table(
+        {
+            "qid": pa.array([m[0] for m in members], STR),
+            "set_index": pa.array([m[1] for m in members], pa.int32()),
+            "span_id": pa.array([m[2] for m in members], STR),
+        }
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ledgerscope.common.errors import Problem
 from ledgerscope.ingest.read.lines import MAX_PROBLEMS, kind_of, read_objects, string_problem
@@ -41,6 +42,36 @@ class Chunk:
     partial: tuple[str, ...] = ()
 
 
+def _field_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, reason) for an unknown field, another format version, a missing required field and
+    each field of the wrong kind, in that order."""
+    out: list[tuple[str, str]] = []
+    unknown = [k for k in obj if k not in spec.CHUNK_FIELDS]
+    if unknown:
+        out.append((unknown[0][:60], f"unknown field (known: {', '.join(spec.CHUNK_FIELDS)})"))
+    if "format" in obj and obj["format"] != spec.FORMAT:
+        out.append(
+            (
+                "format",
+                f"unknown format version {str(obj['format'])[:60]!r} (this version reads {spec.FORMAT})",
+            )
+        )
+    for name, (kind, required) in spec.CHUNK_FIELDS.items():
+        if name not in obj:
+            if required:
+                out.append((name, "missing (required)"))
+            continue
+        value = obj[name]
+        if kind == "string" and name != "format":
+            if why := string_problem(value, empty_ok=name in ("prefix", "suffix")):
+                out.append((name, why))
+        elif kind == "offset" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            out.append((name, f"must be a non-negative integer, not {kind_of(value)}"))
+        elif kind == "boolean" and not isinstance(value, bool):
+            out.append((name, f"must be true or false, not {kind_of(value)}"))
+    return out
+
+
 def _chunk_problems(
     obj: dict, file: str, line: int, coordinates: str | None, problems: list[Problem]
 ) -> Chunk | None:
@@ -49,26 +80,8 @@ def _chunk_problems(
     def bad(fieldname: str, reason: str) -> None:
         problems.append(Problem(file, line, fieldname, reason))
 
-    unknown = [k for k in obj if k not in spec.CHUNK_FIELDS]
-    if unknown:
-        bad(unknown[0][:60], f"unknown field (known: {', '.join(spec.CHUNK_FIELDS)})")
-    if "format" in obj and obj["format"] != spec.FORMAT:
-        bad(
-            "format", f"unknown format version {str(obj['format'])[:60]!r} (this version reads {spec.FORMAT})"
-        )
-    for name, (kind, required) in spec.CHUNK_FIELDS.items():
-        if name not in obj:
-            if required:
-                bad(name, "missing (required)")
-            continue
-        value = obj[name]
-        if kind == "string" and name != "format":
-            if why := string_problem(value, empty_ok=name in ("prefix", "suffix")):
-                bad(name, why)
-        elif kind == "offset" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            bad(name, f"must be a non-negative integer, not {kind_of(value)}")
-        elif kind == "boolean" and not isinstance(value, bool):
-            bad(name, f"must be true or false, not {kind_of(value)}")
+    for fieldname, reason in _field_problems(obj):
+        bad(fieldname, reason)
     configs = obj.get("config")
     if isinstance(configs, str):
         configs = [configs]

@@ -42,7 +42,7 @@ from ledgerscope.inputs.fixtures import (
     resolve,
 )
 from ledgerscope.inputs.importers.adjudicate import Decision, agreed_spans, decide
-from ledgerscope.inputs.importers.label_studio import Task, read_export
+from ledgerscope.inputs.importers.label_studio import Region, Task, read_export
 from ledgerscope.inputs.sources import Corpus, make_source
 
 
@@ -177,19 +177,7 @@ def rebuild(old: Fixture | None, decisions: list[Decision], prev_digest: str | N
             prior = old.span(r.gold_id) if old is not None and r.gold_id in used - taken else None
             sid = prior.span_id if prior is not None else _new_id(used | taken)
             taken.add(sid)
-            text = d.task.docs[r.doc_id][1]
-            spans.append(
-                GoldSpan(
-                    sid,
-                    r.doc_id,
-                    r.start,
-                    r.end,
-                    version=r.version,
-                    quote=text[r.start : r.end],
-                    dependency=dependency_for(r.role, prior.dependency if prior else None),
-                    label=prior.label if prior is not None else "",
-                )
-            )
+            spans.append(_gold_span(sid, r, d.task.docs[r.doc_id][1], prior))
             prov[sid] = _provenance(d, r, prior, old)
             for n in r.sets:
                 names.setdefault(n, []).append(sid)
@@ -210,11 +198,7 @@ def rebuild(old: Fixture | None, decisions: list[Decision], prev_digest: str | N
         support_only=True,
         origin="from-trace",
     )
-    segment = base.segment
-    if (answerable and segment == "unanswerable") or not base.spans:
-        segment = "joint-evidence" if len({s.doc_id for s in spans}) > 1 else "rule-exception"
-    if not answerable and segment != "unanswerable" and not base.spans:
-        segment = "unanswerable"
+    segment = _segment(base, answerable, spans)
     ls = {
         "previous_fixtures": prev_digest,
         "exported_from": first.fixtures_digest,
@@ -232,6 +216,32 @@ def rebuild(old: Fixture | None, decisions: list[Decision], prev_digest: str | N
         adjudication=_adjudication(old, decisions),
         annotations={**base.annotations, "label_studio": ls},
     )
+
+
+def _gold_span(sid: str, r: Region, text: str, prior: GoldSpan | None) -> GoldSpan:
+    """An annotated region as gold span ``sid`` of its document ``text``, keeping what the span it
+    revises (``prior``) said of its dependency and label."""
+    return GoldSpan(
+        sid,
+        r.doc_id,
+        r.start,
+        r.end,
+        version=r.version,
+        quote=text[r.start : r.end],
+        dependency=dependency_for(r.role, prior.dependency if prior else None),
+        label=prior.label if prior is not None else "",
+    )
+
+
+def _segment(base: Fixture, answerable: bool, spans: list[GoldSpan]) -> str:
+    """The new version's segment: the previous one, unless the annotators changed what it can be
+    (a question that became answerable or unanswerable, or one the traces brought without spans)."""
+    segment = base.segment
+    if (answerable and segment == "unanswerable") or not base.spans:
+        segment = "joint-evidence" if len({s.doc_id for s in spans}) > 1 else "rule-exception"
+    if not answerable and segment != "unanswerable" and not base.spans:
+        segment = "unanswerable"
+    return segment
 
 
 def _kept_spans(old: Fixture | None, decisions: list[Decision]) -> tuple[list, dict, dict]:

@@ -164,11 +164,11 @@ def import_squad(
                 if fx is not None:
                     fixtures.append(fx)
 
-    _write(out, corpus, fixtures, repairs if repair else None, report)
+    write_import(out, corpus, fixtures, repairs if repair else None, report)
     return report
 
 
-def _write(
+def write_import(
     out: Path,
     corpus: Corpus,
     fixtures: list[Fixture],
@@ -325,6 +325,23 @@ def _locate_answers(
     return located
 
 
+def _context_span(span_id: str, source: Any, context: str, start: int, end: int, label: str = "") -> GoldSpan:
+    """A primary gold span over ``context[start:end]`` of ``source``, with the quote and its context."""
+    prefix, suffix = quote_context(context, start, end)
+    return GoldSpan(
+        span_id,
+        source.doc_id,
+        start,
+        end,
+        version=source.version,
+        quote=context[start:end],
+        prefix=prefix,
+        suffix=suffix,
+        dependency="primary",
+        label=label,
+    )
+
+
 def _answer_fixture(located: list[tuple[int, int, str]], source: Any, base: dict[str, Any]) -> Fixture:
     """One span per distinct located answer, each a sufficient set alone; the first answer's text is
     expected, the others aliases; a number in it makes the segment number-scope."""
@@ -333,20 +350,7 @@ def _answer_fixture(located: list[tuple[int, int, str]], source: Any, base: dict
     for start, end, _text in located:
         if any(s.start == start and s.end == end for s in spans):
             continue
-        prefix, suffix = quote_context(context, start, end)
-        spans.append(
-            GoldSpan(
-                f"a{len(spans)}",
-                source.doc_id,
-                start,
-                end,
-                version=source.version,
-                quote=context[start:end],
-                prefix=prefix,
-                suffix=suffix,
-                dependency="primary",
-            )
-        )
+        spans.append(_context_span(f"a{len(spans)}", source, context, start, end))
     texts = list(dict.fromkeys(t.strip() for _s, _e, t in located))
     expected = texts[0]
     segment = "number-scope" if _NUMBER.search(expected) else "definition-referent"
@@ -380,21 +384,7 @@ def _with_support(fx: Fixture, source: Any, support: str, cache: dict) -> Fixtur
     intervals = list(dict.fromkeys(support_interval(sentences, s.start, s.end) for s in fx.spans))
     spans = []
     for k, (start, end) in enumerate(intervals):
-        prefix, suffix = quote_context(context, start, end)
-        spans.append(
-            GoldSpan(
-                f"s{k}",
-                source.doc_id,
-                start,
-                end,
-                version=source.version,
-                quote=context[start:end],
-                prefix=prefix,
-                suffix=suffix,
-                dependency="primary",
-                label="support sentence(s)",
-            )
-        )
+        spans.append(_context_span(f"s{k}", source, context, start, end, "support sentence(s)"))
     annotations["answer_spans"] = [[s.start, s.end] for s in fx.spans]
     return replace(
         fx, spans=tuple(spans), sufficient_sets=tuple((s.span_id,) for s in spans), annotations=annotations

@@ -103,6 +103,38 @@ def _segment(row: dict[str, str], n_spans: int, answerable: bool) -> tuple[str, 
     return ("number-scope" if numeric else "definition-referent"), True
 
 
+def _quotes(
+    line: int, row: dict[str, str], docs: list[str], corpus: Corpus, where: str, problems: list[Problem]
+) -> list[tuple[str, str]]:
+    """An answerable row's evidence as (document, quote): the evidence column's quotes, each found
+    verbatim in one of the row's documents, else the answer located in them; problems appended."""
+    answer = row.get("answer", "")
+    quotes: list[tuple[str, str]] = []
+    for q in _split(row.get("evidence", ""), EVIDENCE_SEPARATOR):
+        doc = next((d for d in docs if q in corpus.get(d).text), None)
+        if doc is None:
+            problems.append(
+                Problem(where, line, "evidence", f"quote not found verbatim in {', '.join(docs)}: {q[:60]!r}")
+            )
+        quotes.append((doc or "", q))
+    if not quotes and answer:
+        found = _locate(answer, docs, corpus)
+        if found is None:
+            problems.append(
+                Problem(
+                    where,
+                    line,
+                    "answer",
+                    f"{answer[:60]!r} occurs in none of {', '.join(docs)}; give the evidence column",
+                )
+            )
+        else:
+            quotes.append(found)
+    if not quotes and not answer:
+        problems.append(Problem(where, line, "evidence", "empty, and no answer to locate it by"))
+    return quotes
+
+
 def _fixture(
     line: int, row: dict[str, str], corpus: Corpus, where: str, problems: list[Problem]
 ) -> dict[str, Any] | None:
@@ -120,32 +152,7 @@ def _fixture(
             problems.append(Problem(where, line, "doc_id", f"{doc!r} is not in the corpus"))
     if len(problems) > n0:
         return None
-    quotes: list[tuple[str, str]] = []
-    if answerable:
-        for q in _split(row.get("evidence", ""), EVIDENCE_SEPARATOR):
-            doc = next((d for d in docs if q in corpus.get(d).text), None)
-            if doc is None:
-                problems.append(
-                    Problem(
-                        where, line, "evidence", f"quote not found verbatim in {', '.join(docs)}: {q[:60]!r}"
-                    )
-                )
-            quotes.append((doc or "", q))
-        if not quotes and answer:
-            found = _locate(answer, docs, corpus)
-            if found is None:
-                problems.append(
-                    Problem(
-                        where,
-                        line,
-                        "answer",
-                        f"{answer[:60]!r} occurs in none of {', '.join(docs)}; give the evidence column",
-                    )
-                )
-            else:
-                quotes.append(found)
-        if not quotes and not answer:
-            problems.append(Problem(where, line, "evidence", "empty, and no answer to locate it by"))
+    quotes = _quotes(line, row, docs, corpus, where, problems) if answerable else []
     if len(problems) > n0:
         return None
     segment, inferred = _segment(row, len(quotes), answerable)

@@ -18,9 +18,12 @@ sentence against the question:
 
 What it answers with is :func:`~ledgerscope.pipeline.generation.reading.answer_plan`'s choice (the
 rules are in that module): yes/no and comparison questions abstain with the reason recorded
-(``yes-no question``); otherwise the best sentence, plus at most one bridging sentence from any unit
-or document (joint evidence: every unit quoted is cited), with the answer span first when the
-question asks for a date, quantity or name; unless the context is only **topical**:
+(``yes-no question``); otherwise the smallest set of sentences that covers the question's words,
+greedily, across units and documents (joint evidence: every unit quoted is cited), with the answer
+span first when the question asks for a date, quantity or name. An oracle prompt (:func:`is_oracle`:
+every block a gold span) is sufficient by construction: it is answered unless nothing in it relates
+to the question (the threshold), the answer follows names to the next hop and cites every unit that
+relates. On retrieved context the reader also abstains when the context is only **topical**:
 
 * ``abstain_threshold``: the best sentence scores below it (nothing in the context is about the
   question), or
@@ -172,10 +175,12 @@ class ExtractiveReader:
             "abstain_margin": self.abstain_margin,
             "scoring": f"0.5*coverage (words sharing {STEM_LETTERS} letters) + 0.5*MaxSim; "
             f"x{NO_QUANTITY_FACTOR} without a number when a quantity is asked; "
-            "abstain on yes/no and comparison questions, below the threshold, or when "
-            "the answer's sentences (the best one and a bridging one) lead the next "
-            "(not a repeat or fragment of them) by less than the margin; the answer "
-            "span first where a date, quantity or name is asked",
+            "abstain on yes/no and comparison questions, below the threshold, or (retrieved "
+            "context) when the answer's sentences (a greedy cover of the question's words "
+            "across units) lead the next (not a repeat or fragment of them) by less than the "
+            "margin; an oracle prompt is answered unless below the threshold, following names "
+            "to the next hop and citing every unit that relates; the answer span first where "
+            "a date, quantity or name is asked",
             "tokenizer": "embedding model",
         }
         if self.reader_model is not None:
@@ -269,13 +274,18 @@ class ExtractiveReader:
         prompt_tokens = self.count_tokens(self.template.prompt(question, blocks))
         kind = question_kind(question)
         scored = [] if kind is not None else self.score_sentences(question, blocks)
-        chosen, reason = answer_plan(question, scored, self.abstain_threshold, self.abstain_margin)
+        sufficient = is_oracle(blocks)
+        chosen, reason = answer_plan(
+            question, scored, self.abstain_threshold, self.abstain_margin, sufficient=sufficient
+        )
         detail = {"top": scored[:3], "margin": round(lead(scored, chosen or scored[:1]), 6)}
+        if sufficient:
+            detail["context"] = "sufficient"
         if reason is None:
             answer = answer_text(question, chosen)
             labels = list(dict.fromkeys(c["label"] for c in chosen))
             if len(chosen) > 1:
-                detail["bridge"] = chosen[1]
+                detail["also"] = chosen[1:]
             return GenerationResult(
                 answer, labels, False, prompt_tokens, self.count_tokens(answer), detail=detail
             )
@@ -285,6 +295,16 @@ class ExtractiveReader:
         )
 
 
+ORACLE_UNIT = "oracle:"
+
+
 def oracle_blocks(texts: list[tuple[str, str, str]]) -> list[ContextBlock]:
     """Blocks for an oracle prompt: (span id, doc id, text) in set order."""
-    return [ContextBlock(str(i + 1), f"oracle:{sid}", doc, text) for i, (sid, doc, text) in enumerate(texts)]
+    return [
+        ContextBlock(str(i + 1), f"{ORACLE_UNIT}{sid}", doc, text) for i, (sid, doc, text) in enumerate(texts)
+    ]
+
+
+def is_oracle(blocks: list[ContextBlock]) -> bool:
+    """Whether the context is an oracle prompt (every block a gold span): sufficient by construction."""
+    return bool(blocks) and all(b.unit_id.startswith(ORACLE_UNIT) for b in blocks)

@@ -4,6 +4,8 @@ The partitions' resource records attribute usage to (arm, phase) and the oracle'
 run also sends what belongs to neither (each endpoint's one-text probe when the runtime is built).
 This record counts every request and token each endpoint component sent during the run, from its
 own counters, so it equals what the servers served; a capped run that stopped writes it too.
+The embedding cache's share of the run (texts encoded, texts served from the cache) is counted
+here as well, into the sweep's result.
 """
 
 from __future__ import annotations
@@ -84,3 +86,46 @@ def read_runs(ledger: str | Path) -> list[dict]:
         if isinstance(data, dict):
             out.append(data)
     return out
+
+
+def encoder_counts(runtimes: dict[str, Any]) -> dict[int, tuple[int, int, int, float]]:
+    """Per distinct encoder: texts encoded, cache hits, cache messages and model seconds so far
+    (models are shared across sweeps in one process, so a sweep reports its own share)."""
+    out = {}
+    for rt in runtimes.values():
+        for enc in rt.caches():
+            report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
+            out[id(enc)] = (
+                getattr(enc, "forward_texts", 0),
+                report.get("cached", 0),
+                len(report.get("messages", [])),
+                _model_seconds(enc),
+            )
+    return out
+
+
+def _model_seconds(enc: object) -> float:
+    """Seconds an encoder has spent in its model (a local forward pass, an endpoint's requests)."""
+    return float(getattr(enc, "forward_seconds", getattr(enc, "request_seconds", 0.0)) or 0.0)
+
+
+def cache_totals(result: Any, runtimes: dict[str, Any], before: dict[int, Any]) -> None:
+    """Texts encoded and served by the persistent cache in this sweep, over every distinct model, added
+    to ``result`` (the sweep's :class:`.sweep.SweepResult`: not imported, sweep imports this module);
+    then the cache is pruned to its size limit (least recently used first)."""
+    encoders = {id(e): e for rt in runtimes.values() for e in rt.caches()}
+    roots = set()
+    for key, enc in encoders.items():
+        encoded0, cached0, said0, seconds0 = before.get(key, (0, 0, 0, 0.0))
+        result.encoded_texts += getattr(enc, "forward_texts", 0) - encoded0
+        result.encode_seconds += _model_seconds(enc) - seconds0
+        report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
+        result.cached_texts += report.get("cached", 0) - cached0
+        result.cache_messages.extend(report.get("messages", [])[said0:])
+        if report.get("cache"):
+            roots.add(report["cache"])
+    if roots:
+        from ledgerscope.pipeline.embedding.cache import max_bytes, prune
+
+        for root in roots:
+            prune(Path(root), max_bytes())

@@ -24,6 +24,7 @@ from ledgerscope.common.atomic import atomic_write_text
 from ledgerscope.inputs.fixtures import Fixture, write_fixtures
 from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
+from ledgerscope.ledger.sources import source_rows
 from ledgerscope.ledger.write import (
     check_out,
     clear_staging,
@@ -212,37 +213,17 @@ def sweep(
     progress = progress or Progress()
     # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
     fixtures = [with_inferred_default(f) for f in fixtures]
-    check_arm_names(arms)
-    check_api_keys(arms)
-    check_out(out, sweep_identity(arms, fixtures, corpus))  # before any model loads
-    check_chunkers(arms, list(corpus), out)
-    check_endpoints(arms)
+    _check_inputs(arms, corpus, out, sweep_identity(arms, fixtures, corpus))  # before any model loads
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
-    before = _encoder_counts(runtimes)
-    from ledgerscope.pipeline.run.runs import start_counters, write_run_record
+    from ledgerscope.pipeline.run.runs import cache_totals, encoder_counts, start_counters, write_run_record
 
+    before = encoder_counts(runtimes)
     run_start = start_counters(runtimes)
     manifest = build_manifest(arms, runtimes, fixtures, corpus)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
-    if not (out / "sources.parquet").is_file():
-        write_table(
-            out / "sources.parquet",
-            [
-                {
-                    "doc_id": s.doc_id,
-                    "version": s.version,
-                    "text": s.text,
-                    "observed": s.observed,
-                    "access": list(s.access),
-                }
-                for s in corpus
-            ],
-            schema.SOURCES,
-        )
-    if not (out / "fixtures.jsonl").is_file():
-        write_fixtures(list(fixtures), out / "fixtures.jsonl")
+    _write_inputs(out, corpus, fixtures)
     result = SweepResult(out)
     plan = {cfg.name: [p.label for p in cfg.phase_list()] for cfg in arms}
     progress.start({"arms": plan, "questions": len(fixtures)})
@@ -255,16 +236,50 @@ def sweep(
         progress,
         _guard(caps, fixtures, corpus, arms, out, runtimes, encoder_factory, executor),
     )
+    _run(job, result, executor, embedders)
+    result.seconds = time.perf_counter() - t0
+    cache_totals(result, runtimes, before)
+    result.run_record = write_run_record(out, runtimes, run_start, result, getattr(caps, "prices", None))
+    if result.stopped:
+        return result
+    _mark_done(out, manifest, plan)
+    return result
+
+
+def _run(job: SweepJob, result: SweepResult, executor: Executor | None, embedders: dict[tuple, Any]) -> None:
+    """The pending partitions, by ``executor`` (here by default); the endpoint embedders' connections
+    closed after, whatever happens."""
     try:
         (executor or run_local)(job, result)
     finally:
         for embedder in embedders.values():
             embedder.client.close()
-    result.seconds = time.perf_counter() - t0
-    _cache_totals(result, runtimes, before)
-    result.run_record = write_run_record(out, runtimes, run_start, result, getattr(caps, "prices", None))
-    if result.stopped:
-        return result
+
+
+def _check_inputs(arms: Sequence[ArmConfig], corpus: Corpus, out: Path, identity: str) -> None:
+    """Everything a sweep refuses with an input problem, before any model loads; ``identity`` is
+    what a ledger already in ``out`` must have been swept as."""
+    check_arm_names(arms)
+    check_api_keys(arms)
+    check_out(out, identity)
+    check_chunkers(arms, list(corpus), out)
+    check_endpoints(arms)
+
+
+def _write_inputs(out: Path, corpus: Corpus, fixtures: Sequence[Fixture]) -> None:
+    """The ledger's sources and fixtures, unless a resumed sweep already wrote them."""
+    if not (out / "sources.parquet").is_file():
+        write_table(
+            out / "sources.parquet",
+            source_rows(corpus),
+            schema.SOURCES,
+        )
+    if not (out / "fixtures.jsonl").is_file():
+        write_fixtures(list(fixtures), out / "fixtures.jsonl")
+
+
+def _mark_done(out: Path, manifest: dict[str, Any], plan: dict[str, list[str]]) -> None:
+    """``_SWEEP_DONE.json`` after the last partition: the identity and the partition count."""
     atomic_write_text(
         out / "_SWEEP_DONE.json",
         json.dumps(
@@ -272,7 +287,6 @@ def sweep(
             indent=2,
         ),
     )
-    return result
 
 
 def _guard(
@@ -310,48 +324,6 @@ def _guard(
             why = "needs --prices" if caps.prices is None else f"has no price for {', '.join(missing)}"
             raise InputError(Problem("--max-cost", None, "prices", f"a cost cap {why}"))
     return Guard(caps, plan, runtimes, start)
-
-
-def _encoder_counts(runtimes: dict[str, ArmRuntime]) -> dict[int, tuple[int, int, int, float]]:
-    """Per distinct encoder: texts encoded, cache hits, cache messages and model seconds so far
-    (models are shared across sweeps in one process, so a sweep reports its own share)."""
-    out = {}
-    for rt in runtimes.values():
-        for enc in rt.caches():
-            report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
-            out[id(enc)] = (
-                getattr(enc, "forward_texts", 0),
-                report.get("cached", 0),
-                len(report.get("messages", [])),
-                _model_seconds(enc),
-            )
-    return out
-
-
-def _model_seconds(enc: object) -> float:
-    """Seconds an encoder has spent in its model (a local forward pass, an endpoint's requests)."""
-    return float(getattr(enc, "forward_seconds", getattr(enc, "request_seconds", 0.0)) or 0.0)
-
-
-def _cache_totals(result: SweepResult, runtimes: dict[str, ArmRuntime], before: dict) -> None:
-    """Texts encoded and served by the persistent cache in this sweep, over every distinct model;
-    then the cache is pruned to its size limit (least recently used first)."""
-    encoders = {id(e): e for rt in runtimes.values() for e in rt.caches()}
-    roots = set()
-    for key, enc in encoders.items():
-        encoded0, cached0, said0, seconds0 = before.get(key, (0, 0, 0, 0.0))
-        result.encoded_texts += getattr(enc, "forward_texts", 0) - encoded0
-        result.encode_seconds += _model_seconds(enc) - seconds0
-        report = enc.cache_report() if callable(getattr(enc, "cache_report", None)) else {}
-        result.cached_texts += report.get("cached", 0) - cached0
-        result.cache_messages.extend(report.get("messages", [])[said0:])
-        if report.get("cache"):
-            roots.add(report["cache"])
-    if roots:
-        from ledgerscope.pipeline.embedding.cache import max_bytes, prune
-
-        for root in roots:
-            prune(Path(root), max_bytes())
 
 
 def check_chunkers(arms: Sequence[ArmConfig], sources: Sequence, out: Path) -> None:

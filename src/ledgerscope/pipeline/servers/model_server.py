@@ -137,6 +137,17 @@ def rerank_response(models: Models, body: dict, name: str) -> dict:
     return {"model": name, "results": results}
 
 
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or the 400 that says why it is not one."""
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestError(400, f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "body must be a JSON object")
+    return body
+
+
 def make_handler(models: Models, name: str, api_key: str | None) -> type[BaseHTTPRequestHandler]:
     routes = {
         "/v1/embeddings": embeddings_response,
@@ -190,13 +201,7 @@ def make_handler(models: Models, name: str, api_key: str | None) -> type[BaseHTT
                     raise RequestError(401, "missing or wrong API key")
                 if route is None:
                     raise RequestError(404, f"no route {self.path}")
-                try:
-                    body = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                    raise RequestError(400, f"body is not JSON: {exc}") from None
-                if not isinstance(body, dict):
-                    raise RequestError(400, "body must be a JSON object")
-                self._send(200, route(models, body, name))
+                self._send(200, route(models, _json_object(raw), name))
             except RequestError as exc:
                 self._send(exc.status, {"error": {"message": str(exc), "code": exc.status}})
 

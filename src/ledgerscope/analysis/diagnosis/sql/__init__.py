@@ -38,11 +38,17 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ledgerscope.analysis.diagnosis.sql import coverage, evidence, inputs
 from ledgerscope.common.safe_text import json_escaped
 from ledgerscope.common.sql_tables import columns_table, drop_tables
+
+if TYPE_CHECKING:
+    from ledgerscope.inputs.fixtures import Fixture
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 #: candidate rows per query. The query's memory grows with the rows it reads (about half a
 #: gigabyte per million), so a larger ledger is diagnosed in consecutive slices of ledger order,
@@ -54,11 +60,11 @@ Slice = tuple[int, int] | None
 
 
 def prepare(
-    con,
+    con: DuckDBPyConnection,
     ledger: str | Path,
     arm: str | None,
     max_rows: int | None = None,
-    fixtures: tuple | None = None,
+    fixtures: tuple[dict[str, Fixture], dict[str, str]] | None = None,
     keys: str | None = None,
 ) -> list[Slice]:
     """Register the small inputs (fixtures, stage members, depths, records, heads); return the
@@ -68,15 +74,15 @@ def prepare(
     already; ``keys``: a table of (arm, phase, qid) to diagnose only those records."""
     from ledgerscope.ledger.fixtures import load_ledger_fixtures  # pyarrow: only when run
 
-    fixtures, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
-    inputs.register_fixtures(con, fixtures, texts)
+    by_qid, texts = fixtures if fixtures is not None else load_ledger_fixtures(con, ledger)
+    inputs.register_fixtures(con, by_qid, texts)
     inputs.register_lists(con, ledger)
     inputs.register_records(con, arm, keys)
     inputs.register_heads(con)
     return inputs.slices(con, arm, max_rows or SLICE_ROWS, selected=keys is not None)
 
 
-def slice_query(con, part: Slice, columns: str) -> str:
+def slice_query(con: DuckDBPyConnection, part: Slice, columns: str) -> str:
     """Point the diagnosis at the records of ``part`` (and the partitions holding them); the SQL
     selecting ``columns`` (over the ``_ls_d`` CTE) for each of them, in ledger order."""
     inputs.select_slice(con, part)
@@ -101,13 +107,13 @@ def slice_query(con, part: Slice, columns: str) -> str:
     return f"WITH {body}\n{final}"
 
 
-def drop_inputs(con) -> None:
+def drop_inputs(con: DuckDBPyConnection) -> None:
     """Remove what :func:`prepare` and :func:`slice_query` registered on the connection."""
     inputs.drop(con)
 
 
 def diagnosis_lines(
-    con, ledger: str | Path, arm: str | None = None, max_rows: int | None = None
+    con: DuckDBPyConnection, ledger: str | Path, arm: str | None = None, max_rows: int | None = None
 ) -> list[str]:
     """The JSON lines of ``diagnose --json`` (escaped for a terminal), in ledger order."""
     lines: list[str] = []
@@ -120,7 +126,7 @@ def diagnosis_lines(
     return lines
 
 
-def heads_table(con, table: str) -> None:
+def heads_table(con: DuckDBPyConnection, table: str) -> None:
     """The table ``table``: the heads of every distinct combination of :data:`.inputs.HEAD_COLUMNS`
     among the ledger's records, ``flags`` a list (milliseconds: no fixtures, no candidate rows); a
     record finds its row with :func:`head_join`. An in-memory table, not TEMP, so the connection's
@@ -144,18 +150,22 @@ def head_join(records: str, table: str) -> str:
 
 
 def diagnosis_evidence(
-    con,
+    con: DuckDBPyConnection,
     ledger: str | Path,
     keys: list[tuple[str, str, str]],
     max_rows: int | None = None,
-    fixtures: tuple | None = None,
+    fixtures: tuple[dict[str, Fixture], dict[str, str]] | None = None,
 ) -> dict[tuple[str, str, str], tuple[str, str]]:
     """(arm, phase, qid) -> (evidence JSON, walk JSON) for the records ``keys`` name, reading only
     the partitions that hold them."""
     out: dict[tuple[str, str, str], tuple[str, str]] = {}
     if not keys:
         return out
-    columns = {"arm": ("VARCHAR", []), "phase": ("VARCHAR", []), "qid": ("VARCHAR", [])}
+    columns: dict[str, tuple[str, list[Any]]] = {
+        "arm": ("VARCHAR", []),
+        "phase": ("VARCHAR", []),
+        "qid": ("VARCHAR", []),
+    }
     for key in keys:
         for (_, values), value in zip(columns.values(), key, strict=True):
             values.append(value)
@@ -172,7 +182,11 @@ def diagnosis_evidence(
 
 
 def write_json_lines(
-    con, ledger: str | Path, out: BinaryIO, arm: str | None = None, max_rows: int | None = None
+    con: DuckDBPyConnection,
+    ledger: str | Path,
+    out: BinaryIO,
+    arm: str | None = None,
+    max_rows: int | None = None,
 ) -> int:
     """Write ``diagnose --json`` to the binary stream ``out``; return the number of lines.
 
@@ -202,7 +216,7 @@ def write_json_lines(
     return n
 
 
-def _utf8(arr) -> bytes:
+def _utf8(arr: Any) -> bytes:
     """The concatenated UTF-8 of an Arrow string array, straight from its data buffer."""
     import numpy as np
     import pyarrow as pa

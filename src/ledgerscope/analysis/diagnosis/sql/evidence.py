@@ -7,6 +7,7 @@ JSON text per record.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ledgerscope.analysis.diagnosis.evidence import ANSWER_CHARS, NO_RANK, TRANSITIONS, UNITS_PER_SPAN
 from ledgerscope.analysis.diagnosis.sql.coverage import CTEs
@@ -272,7 +273,7 @@ def _cutoff_sql() -> str:
         GROUP BY r.rid"""
 
 
-def _branches() -> list[tuple[str, list[tuple]]]:
+def _branches() -> list[tuple[str, list[tuple[Any, ...]]]]:
     """(condition, evidence object fields) per kind of record, in CASE order
     (diagnosis_evidence.evidence_*)."""
     oracle = (
@@ -321,7 +322,7 @@ def _branches() -> list[tuple[str, list[tuple]]]:
     ]
 
 
-def _answer_fields() -> list[tuple]:
+def _answer_fields() -> list[tuple[Any, ...]]:
     """The generator's answer (truncated as in the Python path), verdict and error."""
     return [
         ("answer", j(trunc("r.answer", ANSWER_CHARS))),
@@ -332,7 +333,7 @@ def _answer_fields() -> list[tuple]:
     ]
 
 
-def _loss_head(stage: tuple) -> list[tuple]:
+def _loss_head(stage: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """Steps 3-8: the losing stage, the stage it read from and the cutoff that applied there
     (rerank depth, selection depth, token budget, none for the union, else the list's own)."""
     inputs = " ".join(f"WHEN {s} THEN {jlit(t[0])}" for s, t in TRANSITIONS.items())
@@ -343,7 +344,7 @@ def _loss_head(stage: tuple) -> list[tuple]:
     return [stage, ("input_stage", f"CASE r.step {inputs} END"), ("cutoff", cutoff)]
 
 
-def _step8_fields() -> list[tuple]:
+def _step8_fields() -> list[tuple[Any, ...]]:
     """Step 8 (packing) only: the budget, what the evidence cost and what was packed."""
     return [
         ("budget_tokens", j("r.budget_tokens"), "r.step = 8"),
@@ -353,7 +354,7 @@ def _step8_fields() -> list[tuple]:
     ]
 
 
-def _late_stage_fields() -> tuple[list[tuple], list[tuple], list[tuple]]:
+def _late_stage_fields() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The fields of a citation failure (step 10), a pass, and a corpus failure (step 1)."""
     citations = [
         ("stage", jlit("citations")),

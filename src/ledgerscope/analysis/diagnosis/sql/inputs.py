@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.evidence import UNIT_WINDOW, depths_by_arm, span_json
 from ledgerscope.analysis.diagnosis.span_fates import document_title, fate_table
@@ -19,6 +20,9 @@ from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose, recorded
 from ledgerscope.analysis.validity import register_answer_side
 from ledgerscope.common.sql_tables import columns_table, sql_literal
 from ledgerscope.inputs.fixtures import Fixture
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
 KEY_COLUMNS = (
@@ -76,16 +80,18 @@ TABLES = (
 VIEWS = ("_ls_rec", "_ls_rec_all", "_ls_cand", "_ls_unit")
 
 
-def _table(**types: str) -> dict[str, tuple[str, list]]:
+def _table(**types: str) -> dict[str, tuple[str, list[Any]]]:
     return {col: (typ, []) for col, typ in types.items()}
 
 
-def _add(table: dict[str, tuple[str, list]], **values) -> None:
+def _add(table: dict[str, tuple[str, list[Any]]], **values: Any) -> None:
     for col, value in values.items():
         table[col][1].append(value)
 
 
-def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]) -> None:
+def register_fixtures(
+    con: DuckDBPyConnection, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
+) -> None:
     """``_ls_fx`` (per question), ``_ls_span`` (per gold span), ``_ls_set`` (per set member).
 
     A span's JSON (``base``, without its closing brace) and its text (for the
@@ -141,7 +147,7 @@ def register_fixtures(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, 
     columns_table(con, "_ls_set", st)
 
 
-def register_lists(con, ledger: str | Path) -> None:
+def register_lists(con: DuckDBPyConnection, ledger: str | Path) -> None:
     """``_ls_members`` (virtual stage -> lists), ``_ls_top`` (per arm, configured first-stage depths)."""
     from ledgerscope.ledger.verify import load_manifest  # pyarrow, for the schemas: only when run
 
@@ -157,7 +163,7 @@ def register_lists(con, ledger: str | Path) -> None:
     columns_table(con, "_ls_top", top)
 
 
-def register_records(con, arm: str | None, keys: str | None = None) -> None:
+def register_records(con: DuckDBPyConnection, arm: str | None, keys: str | None = None) -> None:
     """The view ``_ls_rec_all``: the record columns the diagnosis reads, the oracle's verdict and
     feasibility (``_ls_rec``, which the query reads, is its current slice: :func:`select_slice`).
     ``keys``: a table of (arm, phase, qid) the records are limited to (a selection)."""
@@ -179,7 +185,7 @@ def register_records(con, arm: str | None, keys: str | None = None) -> None:
         LEFT JOIN _ls_fx fx ON fx.qid = r.qid {semi} {where}""")
 
 
-def register_heads(con) -> None:
+def register_heads(con: DuckDBPyConnection) -> None:
     """``_ls_head``: one row per distinct combination of :data:`HEAD_COLUMNS` in ``_ls_rec_all`` (a
     few hundred at most), those columns with the step, step name, label, flags (JSON text) and walk
     the pure tree gives it; a record finds its row with :func:`head_match`.
@@ -239,7 +245,9 @@ def head_match(record: str, head: str = "h") -> str:
     return " AND ".join(f'{record}."{c}" IS NOT DISTINCT FROM {head}."{c}"' for c in HEAD_COLUMNS)
 
 
-def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[tuple[int, int] | None]:
+def slices(
+    con: DuckDBPyConnection, arm: str | None, max_rows: int, selected: bool = False
+) -> list[tuple[int, int] | None]:
     """Consecutive ranges of ledger order (first and last record number), as many as it takes
     for each to hold about ``max_rows`` candidate rows, of about equal size; ``[None]`` when
     the whole ledger is one. Record numbers are kept in ``_ls_order`` (arm, phase, qid, rid);
@@ -273,7 +281,7 @@ def slices(con, arm: str | None, max_rows: int, selected: bool = False) -> list[
     return [(int(lo), int(hi)) for lo, hi in rows]
 
 
-def select_slice(con, part: tuple[int, int] | None) -> None:
+def select_slice(con: DuckDBPyConnection, part: tuple[int, int] | None) -> None:
     """The views the query reads: ``_ls_rec`` (the records of ``part``), ``_ls_cand`` and
     ``_ls_unit`` (candidates and units, cut to the arms and phases holding them, so that a
     slice reads only its partitions' files)."""
@@ -296,7 +304,7 @@ def select_slice(con, part: tuple[int, int] | None) -> None:
         )
 
 
-def drop(con) -> None:
+def drop(con: DuckDBPyConnection) -> None:
     """Remove what the register_* and slice functions created."""
     for name in VIEWS:
         con.execute(f"DROP VIEW IF EXISTS {name}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ledgerscope.common.sql_tables import sql_literal
 
@@ -22,7 +23,7 @@ def num(expr: str) -> str:
     return j(f"CASE WHEN isfinite(CAST({expr} AS DOUBLE)) THEN CAST({expr} AS DOUBLE) END")
 
 
-def obj_parts(*fields: tuple) -> list[str]:
+def obj_parts(*fields: tuple[Any, ...]) -> list[str]:
     """The pieces of a JSON object's text, for ``concat``, from ``(key, json_sql)`` or
     ``(key, json_sql, condition)``; a conditional field is left out where its condition is not true."""
     parts = ["'{'"]
@@ -38,7 +39,7 @@ def obj_parts(*fields: tuple) -> list[str]:
     return parts
 
 
-def obj(*fields: tuple) -> str:
+def obj(*fields: tuple[Any, ...]) -> str:
     """SQL for a JSON object's text (see :func:`obj_parts`): one ``concat``, where a chain of ``||``
     would copy every prefix."""
     return f"concat({', '.join(obj_parts(*fields))})"

@@ -154,7 +154,7 @@ def test_a_loss_after_unrecorded_stages_collapses_into_one_span():
     st = full_stages(union=rows(U_RULE, U_HEAD))
     d = diag(rec, st)
     assert (d.step, d.label, d.step_name) == (5, "lost-in-steps-3-5", "support lost in steps 3-5")
-    assert d.flags == ("answer-correct-without-support", "stages-not-recorded",)
+    assert d.flags == ("answer-correct-without-support", "stages-not-recorded")
     assert d.evidence["stages_recorded"] == ["chunked", "union", "fused", "reranked", "packed", "citations"]
     assert d.evidence["stages_not_recorded"] == ["exact", "production"]
     assert d.walk == [
@@ -191,7 +191,7 @@ def test_an_unrecorded_stage_not_next_to_the_loss_keeps_the_step_name():
     st = full_stages(reranked=rows((U_RULE, 0.9), (U_HEAD, 0.8), (U_QUAL, 0.1)))
     d = diag(rec, st)
     assert (d.step, d.label, d.step_name) == (7, "reranker-removes-it", STEP_NAMES[7])
-    assert d.flags == ("answer-correct-without-support", "stages-not-recorded",)
+    assert d.flags == ("answer-correct-without-support", "stages-not-recorded")
     assert d.walk[2] == unrecorded(3, "BM25 + exact dense")
     assert d.walk[-1]["detail"] == (
         "support lost: the reranked list cut at selection depth (missing: qualifier)"
@@ -250,7 +250,7 @@ def test_a_loss_at_a_stage_holding_an_unplaced_chunk_is_unverifiable():
     st = full_stages(fused=rows(U_RULE, U_HEAD, U_HEAD | {"unit_id": "x"}, U_QUAL))
     d = diag(rec, st)
     assert (d.step, d.label, d.step_name) == (6, UNVERIFIABLE, UNVERIFIABLE_NAME)
-    assert d.flags == ("answer-correct-without-support", UNVERIFIABLE,)
+    assert d.flags == ("answer-correct-without-support", UNVERIFIABLE)
     assert d.walk[:-1] == PASS_WALK[:5]
     assert d.walk[-1] == {
         "step": 6,
@@ -266,7 +266,7 @@ def test_a_loss_that_a_later_unplaced_chunk_may_regain_is_unverifiable():
     rec = record("union", unverifiable_stages="reranked,packed")
     d = diag(rec, full_stages(union=rows(U_RULE, U_HEAD)))
     assert (d.step, d.label, d.step_name) == (5, UNVERIFIABLE, UNVERIFIABLE_NAME)
-    assert d.flags == ("answer-correct-without-support", UNVERIFIABLE,)
+    assert d.flags == ("answer-correct-without-support", UNVERIFIABLE)
     assert d.walk[-1] == {
         "step": 5,
         "name": STEP_NAMES[5],
@@ -335,7 +335,7 @@ def test_an_unverified_answer_side_relabels_a_support_loss_and_drops_annotation_
     rec = record("reranked", answer_unverified=True)
     d = diag(rec, lost, oracle={"answer_verdict": "wrong", "feasible": True})
     assert (d.step, d.step_name, d.label) == (7, STEP_NAMES[7], UNVERIFIED)
-    assert d.flags == ("answer-correct-without-support", UNVERIFIED,)
+    assert d.flags == ("answer-correct-without-support", UNVERIFIED)
     assert all("answer_side" not in w for w in d.walk)  # the walk stopped before the answer side
     # the same record in a verified arm: both fail, check the annotation
     d = diag(record("reranked"), lost, oracle={"answer_verdict": "wrong", "feasible": True})

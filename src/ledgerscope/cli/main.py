@@ -17,6 +17,7 @@ from ledgerscope.cli import analyse, browse, inputs, records
 from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.release import gate
 from ledgerscope.cli.shared.machine import EXIT_IO, MachineError, machine_error, writing
+from ledgerscope.cli.shared.options import RepeatsOption
 from ledgerscope.cli.shared.output import console as _console
 from ledgerscope.cli.shared.output import fail as _fail
 from ledgerscope.cli.shared.output import print_error as _print_error
@@ -166,6 +167,7 @@ def sweep(
             "(embedding, rerank, generation) over this number; rerun to resume.",
         ),
     ] = None,
+    repeats: RepeatsOption = 1,
 ) -> None:
     """Run a boundary-phase sweep of every arm over its preregistered phases into a ledger. (Long by
     its Typer options; the work is :func:`ledgerscope.pipeline.run.sweep.sweep`.)"""
@@ -176,13 +178,16 @@ def sweep(
     from ledgerscope.pipeline.arm.config import load_arm, with_lines
 
     try:
+        from ledgerscope.pipeline.run.repeats import check_repeats
+
+        check_repeats(repeats)
         require_extra("sweep", "ledgerscope sweep")
         arms = [load_arm(a) for a in arm]
         base = load_corpus(corpus) if corpus else None
         fixture_list, merged = load_fixtures(fixtures, base)
         caps = caps_from(prices, max_cost, max_requests)
         if estimate:
-            print_estimate(fixture_list, merged, arms, out, caps, json_out)
+            print_estimate(fixture_list, merged, arms, out, caps, json_out, repeats)
             return
     except LedgerscopeError as exc:
         _fail(exc)
@@ -190,7 +195,7 @@ def sweep(
     try:
         run_on = _sweep_executor(executor, ray_address)
         with writing(out):
-            result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on, caps)
+            result = _run_sweep(fixture_list, merged, arms, out, quiet, run_on, caps, repeats)
     except LedgerscopeError as exc:
         _fail(with_lines(exc, arms))  # a problem with an arm's key: the key's line in its file
         return
@@ -200,14 +205,16 @@ def sweep(
         raise typer.Exit(1)
 
 
-def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor, caps=None):
+def _run_sweep(fixture_list, merged, arms, out: Path, quiet: bool, executor, caps=None, repeats: int = 1):
     from ledgerscope.cli.shared.progress import RichSweepProgress
     from ledgerscope.pipeline.run.sweep import sweep as run_sweep
 
     if quiet:
-        return run_sweep(fixture_list, merged, arms, out, executor=executor, caps=caps)
+        return run_sweep(fixture_list, merged, arms, out, executor=executor, caps=caps, repeats=repeats)
     with RichSweepProgress() as progress:
-        return run_sweep(fixture_list, merged, arms, out, progress=progress, executor=executor, caps=caps)
+        return run_sweep(
+            fixture_list, merged, arms, out, progress=progress, executor=executor, caps=caps, repeats=repeats
+        )
 
 
 def _print_sweep(result, out: Path, n_questions: int) -> None:

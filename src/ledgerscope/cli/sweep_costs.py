@@ -24,14 +24,14 @@ def caps_from(prices: Path | None, max_cost: float | None, max_requests: int | N
     return Caps(max_cost, max_requests, load_prices(prices) if prices is not None else None)
 
 
-def print_estimate(fixtures, corpus, arms, out: Path, caps, json_out: bool) -> None:
+def print_estimate(fixtures, corpus, arms, out: Path, caps, json_out: bool, repeats: int = 1) -> None:
     """The plan (after the caches) and a calibrated time; no endpoint is called."""
     from ledgerscope.pipeline.run.costs.calibrate import estimate_seconds
     from ledgerscope.pipeline.run.costs.estimate import plan_sweep, summary
     from ledgerscope.pipeline.run.sweep import check_arm_names
 
     check_arm_names(arms)
-    plan = plan_sweep(fixtures, corpus, arms, out)
+    plan = plan_sweep(fixtures, corpus, arms, out, repeats=repeats)
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
 
     seconds = estimate_seconds(plan, arms, fixtures, corpus, shared_encoder)

@@ -303,7 +303,7 @@ def derive_all(
 ) -> None:
     """Every derivation step, in order, into ``_ig_rec``, ``_ig_compared``, ``_ig_units``, ``_ig_bounds``
     (the writer joins them with ``_ig_trace`` and ``_ig_stage``); intermediate tables dropped."""
-    from ledgerscope.ingest.derive.tokens import count_texts
+    from ledgerscope.ingest.derive import tokens
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
 
     chunk_table(con, resolutions, corpus)
@@ -317,12 +317,9 @@ def derive_all(
     texts = {s.doc_id: s.text for s in corpus}
     verdicts.answer_table(con, fixtures)
     verdicts.citation_table(con, fixtures, texts)
-    counter = TokenCounter(opts.tokenizer)
-    verdicts.token_table(
-        con,
-        lambda texts: count_texts(
-            counter.tokenizer, texts, lambda part: count_tokens(counter.tokenizer, part)
-        ),
+    tokenizer = TokenCounter(opts.tokenizer).tokenizer
+    tokens.token_table(
+        con, lambda texts: count_tokens(tokenizer, texts), tokens.additive_at_line_breaks(tokenizer)
     )
     verdicts.context_table(con)
     verdicts.verdict_table(con)

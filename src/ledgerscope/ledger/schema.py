@@ -7,6 +7,7 @@ Layout of a ledger directory (format 2)::
     fixtures.jsonl                     the resolved canonical fixtures
     partitions/arm-A/phase-L/          one partition per arm and phase, renamed into place whole
         units.parquet  boundaries.parquet  candidates.parquet  records.parquet  repairs.parquet
+        repeats.parquet                (only a sweep with --repeats K > 1: every answer)
         _SUCCESS.json
     oracle/arm-A/oracle.parquet        the oracle run per question and arm
 
@@ -73,9 +74,9 @@ SUPPORT_COLUMNS = (
 )
 
 #: the partition tables, in the order every reader lists them (names only: no pyarrow needed)
-TABLE_NAMES = ("units", "boundaries", "candidates", "records", "repairs")
+TABLE_NAMES = ("units", "boundaries", "candidates", "records", "repairs", "repeats")
 #: partition tables a partition may lack (added within the format): read as empty
-OPTIONAL_TABLES = frozenset({"repairs"})
+OPTIONAL_TABLES = frozenset({"repairs", "repeats"})
 
 #: each table's columns as (name, type): the one declaration both the Arrow schemas (below, built on
 #: first use) and DuckDB's empty tables (:func:`duckdb_columns`, no pyarrow) are made from
@@ -212,6 +213,26 @@ REPAIRS_COLUMNS = (
     ("note", "string"),
 )
 
+#: every answer of a sweep run with ``--repeats K`` (K > 1 only): one row per (arm, phase, qid, repeat);
+#: repeat 0 is the record's own answer (:mod:`ledgerscope.pipeline.run.repeats`)
+REPEATS_COLUMNS = (
+    ("arm", "string"),
+    ("phase", "string"),
+    ("qid", "string"),
+    ("repeat", "int32"),
+    ("seed", "int64"),
+    ("answer", "string"),
+    ("abstained", "bool"),
+    ("citations_json", "string"),
+    ("cited_unit_ids", "list<string>"),
+    ("answer_verdict", "string"),
+    ("answer_reason", "string"),
+    ("citation_verdict", "string"),
+    ("citation_reason", "string"),
+    ("generator_error", "string"),
+    ("latency_s", "float64"),
+)
+
 #: table name -> its columns, every table a ledger holds
 COLUMNS = {
     "units": UNITS_COLUMNS,
@@ -219,6 +240,7 @@ COLUMNS = {
     "candidates": CANDIDATES_COLUMNS,
     "records": RECORDS_COLUMNS,
     "repairs": REPAIRS_COLUMNS,
+    "repeats": REPEATS_COLUMNS,
     "oracle": ORACLE_COLUMNS,
     "sources": SOURCES_COLUMNS,
 }
@@ -251,7 +273,17 @@ def duckdb_columns(table: str) -> str:
 
 #: the Arrow schemas, built on first use (PEP 562): ``schema.RECORDS`` imports pyarrow, ``schema.FORMAT``
 #: does not, so a reader that only names tables (the TUI's first screen) never loads it
-_ARROW_NAMES = ("UNITS", "BOUNDARIES", "CANDIDATES", "RECORDS", "REPAIRS", "ORACLE", "SOURCES", "TABLES")
+_ARROW_NAMES = (
+    "UNITS",
+    "BOUNDARIES",
+    "CANDIDATES",
+    "RECORDS",
+    "REPAIRS",
+    "REPEATS",
+    "ORACLE",
+    "SOURCES",
+    "TABLES",
+)
 
 
 def _arrow_schemas() -> dict[str, Any]:

@@ -74,7 +74,6 @@ def gather(
     """Read one ledger (and optionally the baseline's own) into the report's figures."""
     from ledgerscope.analysis.stats.compare import compare_arms
     from ledgerscope.analysis.stats.release import decide, load_rule
-    from ledgerscope.analysis.stats.replicates import matched_arms
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.verify import load_manifest
 
@@ -103,8 +102,10 @@ def gather(
     data = ReportData(
         shown_path(ledger), load_manifest(ledger), candidate, baseline, settings, comparison, decision, rule
     )
-    matched = matched_arms(con, candidate, baseline, base_con, CURVE_METRICS)
-    _curves_and_distributions(data, matched)
+    from ledgerscope.analysis.stats.replicates import matched_with_repeats
+
+    matched, stacks = matched_with_repeats(con, candidate, baseline, base_con, CURVE_METRICS)
+    _curves_and_distributions(data, matched, stacks)
     loaded = {arm: _fixtures(c, ledger if c is con else baseline_ledger) for arm, c in cons.items()}
     by_con = {id(c): Redactor.from_connection(c, include_restricted) for c in cons.values()}
     redactors = {arm: by_con[id(c)] for arm, c in cons.items()}
@@ -143,7 +144,9 @@ def _fixtures(con: DuckDBPyConnection, ledger: str | Path | None) -> tuple[Any, 
     return load_ledger_fixtures(con, ledger)
 
 
-def _curves_and_distributions(data: ReportData, matched: Matched) -> None:
+def _curves_and_distributions(
+    data: ReportData, matched: Matched, stacks: dict[str, Any] | None = None
+) -> None:
     """Per stress set: each curve metric's per-phase rates with intervals, and the paired
     difference's replicates for each tolerance of the rule (the phase average without one)."""
     from ledgerscope.analysis.stats.replicates import difference_replicates, phase_intervals
@@ -159,7 +162,7 @@ def _curves_and_distributions(data: ReportData, matched: Matched) -> None:
     for stress_set in data.comparison["stress_sets"]:
         data.curves[stress_set] = {m: phase_intervals(matched, stress_set, m, **boot) for m in CURVE_METRICS}
         for metric, statistic, limit, key in wanted:
-            dist = difference_replicates(matched, stress_set, metric, statistic, **boot)
+            dist = difference_replicates(matched, stress_set, metric, statistic, stacks=stacks, **boot)
             if dist is None:
                 continue
             check = checks.get((stress_set, f"{key}.{statistic}")) if key else None

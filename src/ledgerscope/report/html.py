@@ -114,12 +114,16 @@ def _header(data: ReportData, title: str, generated: str) -> str:
 
 def _answer_side(data: ReportData) -> str:
     """The oracle's validity meter, beside the decision: what the answer-side verdicts are worth."""
+    from ledgerscope.analysis.stats.repeat_noise import noise_lines
     from ledgerscope.analysis.validity import validity_lines
 
     lines = validity_lines(data.comparison.get("answer_validity"))
-    if not lines:
-        return ""
-    return '<pre class="answer-side" id="answer-side">' + "\n".join(esc(x) for x in lines) + "</pre>"
+    noise = noise_lines(data.comparison.get("noise"))  # --repeats: noisy questions counted apart
+    out = '<pre class="answer-side" id="answer-side">' + "\n".join(esc(x) for x in lines) + "</pre>"
+    out = out if lines else ""
+    if noise:
+        out += '<pre class="noise" id="noise">' + "\n".join(esc(x) for x in noise) + "</pre>"
+    return out
 
 
 def _decision(data: ReportData) -> str:

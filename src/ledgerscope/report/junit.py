@@ -60,7 +60,11 @@ def flip_message(flip: dict) -> str:
         f"{p['step']} ({p['step_name']}); boundary: {p['boundary']}"
         for p in flip["phases"]
     ]
-    return (
+    noisy = ""
+    if flip.get("noisy"):  # --repeats: its verdict also flips between repeats of one record
+        rates = ", ".join(f"{side} {r:.2f}" for side, r in sorted(flip.get("flip_rates", {}).items()))
+        noisy = f"[noisy: the verdict differs between repeats; flip rate {rates}] "
+    return noisy + (
         f"{flip['qid']} ({flip['segment']}, {flip['stress_set']}) flipped from correct to wrong at "
         f"{len(flip['phases'])} phase(s): " + " | ".join(parts)
     )
@@ -69,7 +73,8 @@ def flip_message(flip: dict) -> str:
 def _flip_case(flip: dict) -> ET.Element:
     case = ET.Element("testcase", classname=f"flips.{_t(flip['segment'])}", name=_t(flip["qid"]))
     message = _t(flip_message(flip))
-    failure = ET.SubElement(case, "failure", message=message, type="correct-to-wrong")
+    kind = "correct-to-wrong-noisy" if flip.get("noisy") else "correct-to-wrong"
+    failure = ET.SubElement(case, "failure", message=message, type=kind)
     failure.text = message + "\nquestion: " + _t(flip["question"])
     return case
 

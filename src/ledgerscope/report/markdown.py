@@ -59,14 +59,25 @@ def _flips(gate: GateOutcome) -> list[str]:
         "| question | segment | phases | diagnosis step | boundary |",
         "| --- | --- | --- | --- | --- |",
     ]
+    noisy = sum(bool(f.get("noisy")) for f in gate.flips)
+    if noisy:  # --repeats: a flip whose verdict also flips between repeats may be run-to-run noise
+        rows[0] += f" ({noisy} of these questions are noisy, listed last and marked ~)"
     for f in gate.flips[:WORST_FLIPS]:
         first = f["phases"][0]
         phases = ", ".join(p["phase"] for p in f["phases"])
         rows.append(
-            f"| {md(f['qid'])} | {md(f['segment'])} | {md(phases)} "
+            f"| {'~ ' if f.get('noisy') else ''}{md(f['qid'])} | {md(f['segment'])} | {md(phases)} "
             f"| {md(first['step'])} {md(first['step_name'])} | {md(first['boundary'])} |"
         )
     return rows
+
+
+def _noise(gate: GateOutcome) -> list[str]:
+    """``--repeats``: the run-to-run noise, counted apart (nothing without repeats)."""
+    from ledgerscope.analysis.stats.repeat_noise import noise_lines
+
+    lines = noise_lines(gate.comparison.get("noise"))
+    return ["", "### Run-to-run noise", "", *(f"- {md(x.strip())}" for x in lines)] if lines else []
 
 
 def _figures(gate: GateOutcome) -> list[str]:
@@ -123,6 +134,7 @@ def markdown_summary(gate: GateOutcome) -> str:
         "### Figures",
         "",
         *_figures(gate),
+        *_noise(gate),
         "",
     ]
     return "\n".join(parts)

@@ -200,6 +200,10 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
 
     for line in validity_lines(comparison.get("answer_validity")):
         yield Text(safe(line))
+    from ledgerscope.analysis.stats.repeat_noise import noise_lines
+
+    for line in noise_lines(comparison.get("noise")):  # --repeats: noisy questions counted apart
+        yield Text(safe(line))
     if decision is not None:
         yield Text(
             f"release decision: {headline(decision)}  (rule {decision['rule_digest']})",

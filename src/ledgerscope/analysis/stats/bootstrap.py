@@ -305,3 +305,8 @@ def paired_bootstrap(
         return_replicates=return_replicates,
     )
     return res["metric"]
+
+
+#: the argument checks and the per-metric summary, shared with the bootstrap over repeats
+#: (:mod:`.repeat_bootstrap`), which draws the same units and summarises the same way
+check_arguments, summarise = _problem, _summary

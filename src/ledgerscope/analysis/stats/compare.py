@@ -200,20 +200,29 @@ def _bootstrap_blocks(
     boot: dict[str, Any],
     by_rule: dict[str, np.ndarray],
     segments: bool,
+    stacks: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per stress set (and segment) both arms' phase tables and the paired bootstrap of each metric.
 
     The bootstraps run on two threads (numpy releases the GIL) while this one builds the tables;
-    metrics that apply to the same questions share one draw."""
+    metrics that apply to the same questions share one draw. ``stacks`` (``--repeats``: per metric
+    the arms' repeats, :func:`.repeat_noise.repeat_stacks`): a call whose answers differ between
+    repeats resamples them too (:mod:`.repeat_bootstrap`)."""
     by_set: dict[str, dict[str, Any]] = {}
     with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
         jobs: list[tuple[Any, list[tuple[list[str], int]]]] = []
         calls: list[tuple[dict[str, Any], Any]] = []
+        questions: list[np.ndarray] = []
         for _s, _g, rows in blocks:
             labels, pairs, groups = _block_pairs(rows, matched, metrics)
             jobs.append((labels, [(names, len(calls) + k) for k, names in enumerate(groups)]))
             calls += [({m: pairs[m][:3] for m in names}, pairs[names[0]][3]) for names in groups]
+            questions += [np.flatnonzero(rows)[pairs[names[0]][4]] for names in groups]
         futures = paired_bootstrap_batch(calls, phase_labels=matched.phases, submit=pool.submit, **boot)
+        if stacks is not None:
+            from ledgerscope.analysis.stats.repeat_noise import over_repeats
+
+            futures = over_repeats(futures, calls, questions, stacks, matched.phases, boot)
         tables = [_phase_tables(rows, matched, metrics) for _s, _g, rows in blocks]
         for (s, g, rows), (labels, slots), out in zip(blocks, jobs, tables, strict=True):
             for names, call in slots:
@@ -303,7 +312,10 @@ def compare_arms(
         "confidence": confidence,
         "statistics": tuple(statistics),
     }
-    by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments)
+    from ledgerscope.analysis.stats.repeat_noise import noise_of, repeat_stacks
+
+    stacks = repeat_stacks(con, baseline_con, cand, base, matched, metrics, match_arms)  # None: no repeats
+    by_set = _bootstrap_blocks(_blocks(matched, segments), matched, metrics, boot, by_rule, segments, stacks)
     return annotate_power(
         {
             "format": FORMAT,
@@ -316,6 +328,7 @@ def compare_arms(
             "stress_sets": by_set,
             "answer_validity": _answer_validity(con, baseline_con, candidate, baseline, min_oracle_correct),
             "note": WORST_PHASE_NOTE + " Stress sets are reported apart and never pooled.",
+            **noise_of(con, baseline_con, candidate, baseline),  # {"noise": ...} with --repeats, else {}
         }
     )
 

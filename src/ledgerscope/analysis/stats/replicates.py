@@ -41,6 +41,24 @@ def matched_arms(
     return match_arms(cand, base, metrics)
 
 
+def matched_with_repeats(
+    con: DuckDBPyConnection,
+    candidate: str,
+    baseline: str,
+    baseline_con: DuckDBPyConnection | None,
+    metrics: Sequence[str],
+) -> tuple[Matched, dict[str, Any] | None]:
+    """:func:`matched_arms` and the arms' repeat stacks (``--repeats``; None without repeats)."""
+    from ledgerscope.analysis.stats.repeat_noise import repeat_stacks
+
+    if baseline_con is None:
+        cand, base = load_arms(con, [candidate, baseline])
+    else:
+        cand, base = load_arm(con, candidate), load_arm(baseline_con, baseline)
+    matched = match_arms(cand, base, metrics)
+    return matched, repeat_stacks(con, baseline_con, cand, base, matched, metrics, match_arms)
+
+
 def _block(matched: Matched, stress_set: str, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The metric's candidate and baseline matrices and clusters over the stress set's questions
     where it applies in at least one arm (the comparison's denominator)."""
@@ -59,27 +77,44 @@ def difference_replicates(
     n_resamples: int,
     seed: int,
     confidence: float,
+    stacks: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The paired difference's replicates for one statistic, with its estimate and interval.
 
-    None when the metric applies to no question of the stress set.
+    None when the metric applies to no question of the stress set. ``stacks`` (``--repeats``:
+    :func:`matched_with_repeats`): where the answers differ between repeats, the
+    replicates resample them, as the comparison's do.
     """
     c, b, clusters = _block(matched, stress_set, metric)
     if not len(c):
         return None
     statistics = tuple(DEFAULT_STATISTICS) + ((statistic,) if statistic not in DEFAULT_STATISTICS else ())
-    res = paired_bootstrap(
-        c,
-        b,
-        clusters,
-        n_resamples=n_resamples,
-        seed=seed,
-        confidence=confidence,
-        statistics=statistics,
-        higher_is_better=METRICS[metric].higher_is_better,
-        phase_labels=matched.phases,
-        return_replicates=True,
-    )
+    boot: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "statistics": statistics,
+    }
+    from ledgerscope.analysis.stats.repeat_noise import block_repeats
+
+    over = block_repeats(stacks, matched, stress_set, metric)
+    if over is not None:
+        from ledgerscope.analysis.stats.repeat_bootstrap import paired_bootstrap_repeats
+
+        pairs = {"metric": (*over, METRICS[metric].higher_is_better)}
+        res = paired_bootstrap_repeats(
+            pairs, clusters, phase_labels=matched.phases, return_replicates=True, **boot
+        )["metric"]
+    else:
+        res = paired_bootstrap(
+            c,
+            b,
+            clusters,
+            higher_is_better=METRICS[metric].higher_is_better,
+            phase_labels=matched.phases,
+            return_replicates=True,
+            **boot,
+        )
     entry = res["statistics"][statistic]
     reps = np.asarray(res["replicates"][statistic]["difference"], dtype=float)
     return {

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ledgerscope.cli.release.decision_exit import FailOnOption, check_fail_on, decision_exit
-from ledgerscope.cli.shared.options import BaselineLedgerOption
+from ledgerscope.cli.shared.options import BaselineLedgerOption, RepeatsOption
 from ledgerscope.cli.shared.output import console, fail, reading, say
 from ledgerscope.common.errors import InputError, LedgerscopeError, Problem
 from ledgerscope.common.paths import shown_path
@@ -41,6 +41,10 @@ def gate_outcome(
 
     fixtures, _texts = load_ledger_fixtures(con, ledger)
     flips = find_flips(con, candidate, baseline, base_con, fixtures)
+    if comparison.get("noise"):  # --repeats: noisy questions flagged, listed after the steady flips
+        from ledgerscope.analysis.stats.repeat_noise import mark_noisy
+
+        flips = mark_noisy(flips, comparison["noise"])
     return GateOutcome(
         candidate,
         baseline,
@@ -103,7 +107,7 @@ def _name(cfg, given: str | None, declared: str | None, which: str) -> str:
     return name
 
 
-def _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet) -> list[str]:
+def _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet, repeats=1) -> list[str]:
     """Plan and run the sweeps (fixtures and arm configs given), else check the ledger exists."""
     from ledgerscope.cli.release.gate_sweep import plan_sweeps, run_sweeps
 
@@ -122,7 +126,7 @@ def _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet)
     from ledgerscope.inputs.sources import load_corpus
 
     fixture_list, merged = load_fixtures(fixtures, load_corpus(corpus) if corpus else None)
-    plan = plan_sweeps(ledger, cand_cfg, base_cfg, baseline_ledger, fixture_list, merged)
+    plan = plan_sweeps(ledger, cand_cfg, base_cfg, baseline_ledger, fixture_list, merged, repeats)
     return plan.notes + run_sweeps(plan, fixture_list, merged, quiet)
 
 
@@ -153,6 +157,7 @@ def gate(
     ] = None,
     fail_on: FailOnOption = "collect-more-evidence",
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars, no comparison tables.")] = False,
+    repeats: RepeatsOption = 1,
 ) -> None:
     """The release gate for CI: sweep what is missing, compare, decide with the rule, write the HTML
     report, JUnit XML and a Markdown summary (also to $GITHUB_STEP_SUMMARY), exit with the decision.
@@ -160,12 +165,14 @@ def gate(
     check_fail_on(fail_on)
     try:
         from ledgerscope.cli.shared.vocabulary import rule_settings
+        from ledgerscope.pipeline.run.repeats import check_repeats
 
+        check_repeats(repeats)
         loaded = rule_settings(rule, None, None)
         cand_cfg, base_cfg = _arm(candidate_arm), _arm(baseline_arm)
         cand_name = _name(cand_cfg, candidate, loaded.candidate, "candidate")
         base_name = _name(base_cfg, baseline, loaded.baseline, "baseline")
-        for line in _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet):
+        for line in _sweep(ledger, cand_cfg, base_cfg, baseline_ledger, fixtures, corpus, quiet, repeats):
             say(console(), line)
         gate_run = _decide_and_write(
             ledger, baseline_ledger, cand_name, base_name, rule, loaded, out, fail_on

@@ -23,6 +23,7 @@ class SweepPlan:
 
     runs: list[tuple[Path, list]] = field(default_factory=list)  # (ledger, arm configs) to sweep
     notes: list[str] = field(default_factory=list)
+    repeats: int = 1  # --repeats K: every sweep of the plan asks the generator K times per record
 
 
 def _done_identity(ledger: Path) -> str | None:
@@ -32,7 +33,7 @@ def _done_identity(ledger: Path) -> str | None:
         return None
 
 
-def _baseline_mismatch(ledger: Path, cfg, fixtures, corpus) -> str | None:
+def _baseline_mismatch(ledger: Path, cfg, fixtures, corpus, repeats: int = 1) -> str | None:
     """Why an existing baseline ledger cannot stand for this baseline arm (None: it can)."""
     from ledgerscope.ledger.verify import load_manifest
     from ledgerscope.pipeline.run.sweep import fixtures_digest
@@ -47,13 +48,15 @@ def _baseline_mismatch(ledger: Path, cfg, fixtures, corpus) -> str | None:
         return "it was swept over other fixtures"
     if manifest.get("sources") != {s.doc_id: s.version for s in corpus}:
         return "it was swept over other source versions"
+    if manifest.get("repeats", 1) != repeats:
+        return f"it was swept with --repeats {manifest.get('repeats', 1)}, not {repeats}"
     if _done_identity(ledger) != manifest.get("identity"):
         return "its sweep did not finish"
     return None
 
 
 def plan_sweeps(
-    ledger: Path, candidate, baseline, baseline_ledger: Path | None, fixtures, corpus
+    ledger: Path, candidate, baseline, baseline_ledger: Path | None, fixtures, corpus, repeats: int = 1
 ) -> SweepPlan:
     """The sweeps the gate must run: the candidate (and baseline) into ``ledger``, or the baseline
     into a ``baseline_ledger`` that does not exist yet; complete ledgers are left alone."""
@@ -67,7 +70,7 @@ def plan_sweeps(
         if not (baseline_ledger / "manifest.json").is_file():
             plan.runs.append((baseline_ledger, [baseline]))
             plan.notes.append(f"baseline ledger {shown_path(baseline_ledger)}: not there yet, sweeping it")
-        elif (why := _baseline_mismatch(baseline_ledger, baseline, fixtures, corpus)) is not None:
+        elif (why := _baseline_mismatch(baseline_ledger, baseline, fixtures, corpus, repeats)) is not None:
             raise InputError(
                 Problem(
                     str(baseline_ledger),
@@ -81,7 +84,8 @@ def plan_sweeps(
             plan.notes.append(f"baseline ledger {shown_path(baseline_ledger)}: its manifest matches, reused")
     elif baseline is not None:
         here.append(baseline)
-    if _done_identity(ledger) == sweep_identity(here, fixtures, corpus):
+    plan.repeats = repeats
+    if _done_identity(ledger) == sweep_identity(here, fixtures, corpus, repeats):
         plan.notes.append(
             f"ledger {shown_path(ledger)}: complete for {', '.join(c.name for c in here)}, nothing to sweep"
         )
@@ -104,12 +108,12 @@ def run_sweeps(plan: SweepPlan, fixtures, corpus, quiet: bool) -> list[str]:
     for out, arms in plan.runs:
         with writing(out):
             if quiet:
-                result = sweep(fixtures, corpus, arms, out)
+                result = sweep(fixtures, corpus, arms, out, repeats=plan.repeats)
             else:
                 from ledgerscope.cli.shared.progress import RichSweepProgress
 
                 with RichSweepProgress() as progress:
-                    result = sweep(fixtures, corpus, arms, out, progress=progress)
+                    result = sweep(fixtures, corpus, arms, out, progress=progress, repeats=plan.repeats)
         lines.append(
             f"ledger {shown_path(out)}: {len(result.written)} partition(s) swept, "
             f"{len(result.skipped)} already done, texts: {result.cached_texts} from the embedding "

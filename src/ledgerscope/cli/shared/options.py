@@ -12,6 +12,15 @@ from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 BaselineLedgerOption = Annotated[
     Path | None, typer.Option("--baseline-ledger", help="A second ledger holding the baseline arm.")
 ]
+RepeatsOption = Annotated[
+    int,
+    typer.Option(
+        "--repeats",
+        help="Ask the generator K times per record and keep every answer (a sampling endpoint's "
+        "run-to-run noise: flip rates, noisy questions, a bootstrap over repeats; docs/repeats.md). "
+        "K >= 1; default 1.",
+    ),
+]
 ResamplesOption = Annotated[
     int | None,
     typer.Option(

@@ -1,14 +1,11 @@
-"""What Python decides for the derivation, each once per distinct input: verdicts, token counts, claims.
+"""What Python decides for the derivation, each once per distinct input: verdicts and claims.
 
 * answer verdicts by :func:`ledgerscope.rules.judge.judge_answer` (a trace
   with an ``error`` is an ``infrastructure-failure``, never judged);
 * citation verdicts by :func:`ledgerscope.rules.judge.judge_citations` over
   the cited chunks' intervals (``not-recorded`` when the trace has no
   ``citations``);
-* evidence tokens: the named tokenizer's count of ``context_text`` (or the sum
-  over its items when it is a list, one text per context chunk); prompt tokens:
-  the count of ``prompt`` where the trace records it, otherwise NULL (the
-  instructions around the context are not in a trace, and are not guessed);
+* evidence and prompt tokens: :mod:`.tokens`;
 * the literal context checked against the chunk store: every context chunk's
   text occurs in ``context_text`` (or equals its item), exactly or after
   whitespace normalisation; chunks that do not are named in the record's detail;
@@ -18,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 
@@ -101,28 +98,6 @@ def citation_table(con, fixtures: Mapping[str, Fixture], texts: Mapping[str, str
              AND v.verdict = d.verdict AND v.k = d.k""")
     con.execute("DROP TABLE _ig_cited")
     con.execute("DROP TABLE _ig_cv")
-
-
-def token_table(con, count_many: Callable[[list[str]], list[int]]) -> None:
-    """``_ig_tokens``: per trace, evidence and prompt tokens (each distinct text counted once)."""
-    texts = [
-        r[0]
-        for r in con.execute("""
-        SELECT DISTINCT x FROM (
-            SELECT context_text AS x FROM _ig_trace WHERE context_text IS NOT NULL
-            UNION ALL SELECT unnest(context_items) FROM _ig_trace WHERE context_items IS NOT NULL
-            UNION ALL SELECT prompt FROM _ig_trace WHERE prompt IS NOT NULL)""").fetchall()
-    ]
-    counts = count_many(texts) if texts else []
-    create_table(con, "_ig_count", pa.table({"x": pa.array(texts, STR), "n": pa.array(counts, pa.int64())}))
-    con.execute("""CREATE OR REPLACE TABLE _ig_tokens AS
-        WITH items AS (SELECT tid, unnest(context_items) AS x FROM _ig_trace WHERE context_items IS NOT NULL),
-        ev AS (
-            SELECT i.tid, sum(c.n) AS n FROM items i JOIN _ig_count c USING (x) GROUP BY i.tid
-            UNION ALL
-            SELECT t.tid, c.n FROM _ig_trace t JOIN _ig_count c ON c.x = t.context_text)
-        SELECT t.tid, coalesce(ev.n, 0) AS evidence_tokens, p.n AS prompt_tokens
-        FROM _ig_trace t LEFT JOIN ev USING (tid) LEFT JOIN _ig_count p ON p.x = t.prompt""")
 
 
 def _norm(expr: str) -> str:

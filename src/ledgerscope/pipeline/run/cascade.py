@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -51,6 +52,7 @@ from ledgerscope.pipeline.ranking.rerank import MaxSimReranker, PassThroughReran
 from ledgerscope.pipeline.ranking.select import expand, visible
 from ledgerscope.pipeline.ranking.select import pack as pack_units
 from ledgerscope.pipeline.run.record import CandidateSink, build_record, record_candidates
+from ledgerscope.pipeline.run.repeats import run_repeats
 from ledgerscope.pipeline.run.resources import Laps, timed
 from ledgerscope.pipeline.run.runtime import ArmRuntime, build_runtime
 from ledgerscope.rules import judge as judging
@@ -457,9 +459,12 @@ def run_questions(
     oracle: dict[str, dict],
     on_question: Callable[[], None] | None = None,
     laps: Laps | None = None,
+    repeats: int = 1,
+    repeat_rows: list[dict] | None = None,
 ) -> tuple[list[dict], CandidateSink]:
     """Every question down the cascade at this phase; returns (records, candidate sink).
-    ``laps`` (the resource record) gets each question's stage seconds and generation result."""
+    ``laps`` (the resource record) gets each question's stage seconds and generation result;
+    ``repeats`` > 1: each record's answers, repeat 0's first, go to ``repeat_rows`` (:mod:`.repeats`)."""
     questions = [f.question for f in fixtures]
     t0 = time.perf_counter()
     rt.encoder.encode(questions)  # one batch (an endpoint retries here what failed at an earlier phase)
@@ -477,6 +482,9 @@ def run_questions(
         for i, (fx, hits, upto) in enumerate(zip(fixtures, retrieved, packed, strict=True)):
             times: dict[str, float] = {}
             trace = finish(rt, fx, hits, upto, texts, times)
+            if repeats > 1 and repeat_rows is not None:  # --repeats: repeat 0 is this trace
+                again = partial(finish, rt, fx, hits, upto, texts, times)
+                repeat_rows += run_repeats(again, rt, index.phase.label, trace, repeats)
             if laps is not None:
                 laps.add(i, times)
                 laps.results.append(trace.generated.result)

@@ -24,6 +24,7 @@ from ledgerscope.pipeline.contracts.stages import PhaseIndex
 from ledgerscope.pipeline.contracts.units import Phase
 from ledgerscope.pipeline.run.cascade import build_phase, doc_offset, run_questions
 from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
+from ledgerscope.pipeline.run.repeats import manifest_repeats
 from ledgerscope.pipeline.run.resources import (
     Laps,
     StageMarks,
@@ -65,7 +66,18 @@ def run_partition(
     index = build_phase(rt, phase, sources, on_stage=marks)
     texts = {s.doc_id: s.text for s in sources}
     laps = Laps(len(fixtures))
-    records, cands = run_questions(rt, index, fixtures, texts, oracle, on_question=on_question, laps=laps)
+    repeats, repeat_rows = manifest_repeats(out), []
+    records, cands = run_questions(
+        rt,
+        index,
+        fixtures,
+        texts,
+        oracle,
+        on_question=on_question,
+        laps=laps,
+        repeats=repeats,
+        repeat_rows=repeat_rows,
+    )
     resources = partition_resources(
         rt, index, fixtures, laps, usage_delta(before, usage_snapshot(rt)), marks.seconds
     )
@@ -87,18 +99,23 @@ def run_partition(
         for b in index.boundaries
     ]
     repair_rows = repair_table(cfg.name, phase.label, corpus, index.boundaries)
+    tables = {
+        "units": unit_rows,
+        "boundaries": bound_rows,
+        "candidates": cands.table(),
+        "records": records,
+        "repairs": repair_rows,
+    }
+    more = {"repeats": len(repeat_rows)} if repeats > 1 else {}
+    if repeats > 1:  # written only with --repeats K > 1: a K = 1 partition is what it always was
+        tables["repeats"] = repeat_rows
     write_partition(
         out,
         cfg.name,
         phase.label,
+        tables,
         {
-            "units": unit_rows,
-            "boundaries": bound_rows,
-            "candidates": cands.table(),
-            "records": records,
-            "repairs": repair_rows,
-        },
-        {
+            **more,
             "arm": cfg.name,
             "phase": phase.label,
             "phase_offset": phase.offset,

@@ -31,6 +31,7 @@ from ledgerscope.pipeline.contracts.units import Phase
 from ledgerscope.pipeline.embedding.encoder import shared_encoder
 from ledgerscope.pipeline.run.cascade import build_phase, run_questions
 from ledgerscope.pipeline.run.oracle import run_oracle
+from ledgerscope.pipeline.run.repeats import manifest_repeats
 from ledgerscope.pipeline.run.runtime import build_runtime, unreachable_endpoints
 
 SCORE_TOLERANCE = 1e-4
@@ -152,11 +153,17 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
     index = build_phase(rt, phases[phase], list(corpus))
     fresh_oracle = run_oracle(rt, fx)
     texts = {s.doc_id: s.text for s in corpus}
-    records, cands = run_questions(rt, index, [fx], texts, {qid: fresh_oracle})
+    k = manifest_repeats(ledger)  # --repeats K: every repeat is asked again with its recorded seed
+    fresh_repeats: list[dict] = []
+    records, cands = run_questions(
+        rt, index, [fx], texts, {qid: fresh_oracle}, repeats=k, repeat_rows=fresh_repeats
+    )
 
     diff = RerunDiff(arm, qid, phase, fresh=records[0], devices=_device_change(entry, rt))
     _compare_record(recorded[0] if recorded else {}, records[0], diff)
     _compare_candidates(recorded_cands, cands.rows(), diff)
+    if k > 1:
+        _compare_repeats(_read_rows(part / "repeats.parquet", qid), fresh_repeats, diff)
     if recorded_oracle:
         for key in ("answer", "answer_verdict", "feasible", "context"):
             if recorded_oracle[0].get(key) != fresh_oracle.get(key):
@@ -209,6 +216,18 @@ def _compare_record(old: dict, new: dict, diff: RerunDiff) -> None:
             same = _close(before, value)
         if not same:
             diff.differences.append({"field": key, "recorded": before, "fresh": value})
+
+
+def _compare_repeats(old: list[dict], new: list[dict], diff: RerunDiff) -> None:
+    """Each repeat's answer side against the recorded one (latency is the machine's, not compared)."""
+    recorded = {r["repeat"]: r for r in old}
+    for row in new:
+        before = recorded.get(row["repeat"], {})
+        for key, value in row.items():
+            if key != "latency_s" and not _close(before.get(key), value):
+                diff.differences.append(
+                    {"field": f"repeats[{row['repeat']}].{key}", "recorded": before.get(key), "fresh": value}
+                )
 
 
 def _compare_candidates(old: list[dict], new: list[dict], diff: RerunDiff) -> None:

@@ -110,6 +110,7 @@ def build_manifest(
     runtimes: dict[str, ArmRuntime],
     fixtures: Sequence[Fixture],
     corpus: Corpus,
+    repeats: int = 1,
 ) -> dict:
     arm_entries = {}
     for cfg in arms:
@@ -126,7 +127,9 @@ def build_manifest(
         "format": schema.FORMAT,
         "ledgerscope_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "identity": sweep_identity(arms, fixtures, corpus),
+        "identity": sweep_identity(arms, fixtures, corpus, repeats),
+        # --repeats K > 1 only (a K = 1 manifest is what it always was): resume, rerun, Ray read it
+        **({"repeats": repeats} if repeats > 1 else {}),
         "fixtures_digest": fixtures_digest(fixtures),
         "fixture_count": len(fixtures),
         "sources": sources,
@@ -135,16 +138,19 @@ def build_manifest(
     }
 
 
-def sweep_identity(arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpus: Corpus) -> str:
-    """What a resumed sweep must match: arm config digests, fixtures digest, source versions."""
-    blob = json.dumps(
-        {
-            "arms": {cfg.name: cfg.digest() for cfg in arms},
-            "fixtures": fixtures_digest(fixtures),
-            "sources": {s.doc_id: s.version for s in corpus},
-        },
-        sort_keys=True,
-    )
+def sweep_identity(
+    arms: Sequence[ArmConfig], fixtures: Sequence[Fixture], corpus: Corpus, repeats: int = 1
+) -> str:
+    """What a resumed sweep must match: arm config digests, fixtures digest, source versions, and
+    ``--repeats`` when above 1 (so a K = 1 identity is unchanged)."""
+    ident: dict[str, Any] = {
+        "arms": {cfg.name: cfg.digest() for cfg in arms},
+        "fixtures": fixtures_digest(fixtures),
+        "sources": {s.doc_id: s.version for s in corpus},
+    }
+    if repeats > 1:
+        ident["repeats"] = repeats
+    blob = json.dumps(ident, sort_keys=True)
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -199,6 +205,7 @@ def sweep(
     encoder_factory: Callable[[str, int], object] = shared_encoder,
     executor: Executor | None = None,
     caps: Any = None,
+    repeats: int = 1,
 ) -> SweepResult:
     """Run (or resume) a sweep into the ledger directory ``out``.
 
@@ -206,21 +213,26 @@ def sweep(
     ``_SWEEP_DONE.json`` after the last; ``executor`` runs the pending partitions in between
     (:func:`run_local`, in this process, by default; :class:`.ray_executor.RayExecutor` on a cluster).
     ``caps`` (:class:`.estimate.Caps`) stops it cleanly before a partition that would exceed them;
-    ``result.stopped`` says where, and rerunning resumes.
+    ``result.stopped`` says where, and rerunning resumes. ``repeats`` > 1 asks the generator that
+    many times per record and keeps every answer (:mod:`.repeats`).
     """
+    from ledgerscope.pipeline.run.repeats import check_repeats
+
+    check_repeats(repeats)
     t0 = time.perf_counter()
     out = Path(out)
     progress = progress or Progress()
     # defaults the judge infers from rule spans are recorded in the ledger's answer contracts
     fixtures = [with_inferred_default(f) for f in fixtures]
-    _check_inputs(arms, corpus, out, sweep_identity(arms, fixtures, corpus))  # before any model loads
+    # before any model loads
+    _check_inputs(arms, corpus, out, sweep_identity(arms, fixtures, corpus, repeats))
     embedders: dict[tuple, Any] = {}  # one endpoint embedder per server and model, for every arm
     runtimes = {cfg.name: build_runtime(cfg, encoder_factory, embedders) for cfg in arms}
     from ledgerscope.pipeline.run.runs import cache_totals, encoder_counts, start_counters, write_run_record
 
     before = encoder_counts(runtimes)
     run_start = start_counters(runtimes)
-    manifest = build_manifest(arms, runtimes, fixtures, corpus)
+    manifest = build_manifest(arms, runtimes, fixtures, corpus, repeats)
     write_or_check_manifest(out, manifest)
     clear_staging(out)
     _write_inputs(out, corpus, fixtures)
@@ -234,7 +246,7 @@ def sweep(
         list(fixtures),
         corpus,
         progress,
-        _guard(caps, fixtures, corpus, arms, out, runtimes, encoder_factory, executor),
+        _guard(caps, fixtures, corpus, arms, out, runtimes, encoder_factory, executor, repeats),
     )
     _run(job, result, executor, embedders)
     result.seconds = time.perf_counter() - t0
@@ -298,6 +310,7 @@ def _guard(
     runtimes: dict[str, ArmRuntime],
     encoder_factory: Any,
     executor: Any,
+    repeats: int = 1,
 ) -> Any:
     """The caps' guard (the plan of every pending partition), or None without caps."""
     if caps is None or (caps.max_cost is None and caps.max_requests is None):
@@ -317,7 +330,7 @@ def _guard(
             )
         )
     start = start_counters(runtimes)
-    plan = plan_sweep(fixtures, corpus, arms, out, encoder_factory)
+    plan = plan_sweep(fixtures, corpus, arms, out, encoder_factory, repeats)
     if caps.max_cost is not None:
         _, missing = plan.cost(caps.prices)
         if caps.prices is None or missing:

@@ -200,9 +200,15 @@ def _counter(cfg: ArmConfig) -> tuple[Any, Any]:
 
 
 def plan_sweep(
-    fixtures: Sequence[Any], corpus: Any, arms: Sequence[ArmConfig], out: Path, encoder_factory: Any = None
+    fixtures: Sequence[Any],
+    corpus: Any,
+    arms: Sequence[ArmConfig],
+    out: Path,
+    encoder_factory: Any = None,
+    repeats: int = 1,
 ) -> Plan:
-    """What the sweep of ``arms`` into ``out`` will send, step by step (no endpoint is called)."""
+    """What the sweep of ``arms`` into ``out`` will send, step by step (no endpoint is called);
+    ``repeats``: ``--repeats K``, K generations per record."""
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
     from ledgerscope.pipeline.run.cascade import chunk_phase
     from ledgerscope.pipeline.run.runtime import ArmRuntime, build_chunker
@@ -234,7 +240,7 @@ def plan_sweep(
             units, _ = chunk_phase(rt, phase, visible)
             usage = embeddings.encode(cfg, [u.text for u in units], count)
             usage.add(embeddings.encode(cfg, questions, count))
-            usage.add(_query_side(cfg, fixtures, counter))
+            usage.add(_query_side(cfg, fixtures, counter, repeats))
             plan.steps.append(
                 Step(
                     cfg.name,
@@ -293,19 +299,20 @@ def _oracle_usage(
     return usage
 
 
-def _query_side(cfg: ArmConfig, fixtures: Sequence[Any], counter: Any) -> Usage:
-    """Per question at one phase: a rerank request (up to ``rerank_depth`` pairs) and a generation."""
+def _query_side(cfg: ArmConfig, fixtures: Sequence[Any], counter: Any, repeats: int = 1) -> Usage:
+    """Per question at one phase: a rerank request (up to ``rerank_depth`` pairs) and ``repeats``
+    generations."""
     usage = Usage()
     n = len(fixtures)
     if cfg.rerank.get("kind") == "endpoint":
         usage.rerank_requests += n
         usage.rerank_pairs += n * cfg.rerank_depth
     if cfg.generator.get("kind") == "endpoint":
-        usage.gen_requests += n
-        usage.prompt_tokens += sum(
+        usage.gen_requests += n * repeats
+        usage.prompt_tokens += repeats * sum(
             cfg.budget_tokens + counter.count(f.question) + PROMPT_ALLOWANCE for f in fixtures
         )
-        usage.completion_tokens += n * int(cfg.generator.get("max_tokens", 128))
+        usage.completion_tokens += repeats * n * int(cfg.generator.get("max_tokens", 128))
     return usage
 
 

@@ -210,8 +210,6 @@ LONG_FILES: dict[str, str] = {
     "section in the same session: the sections move to their own module after that merge",
     "testing/synthetic.py": "one generator whose columns depend on each other (the support funnel, the "
     "verdicts, the intervals): split, each part would need the others' arrays",
-    "tui/data.py": "LedgerSession's worker-safe queries; issue 25t reshapes it in the same session (TUI "
-    "speed): its split goes with that work",
 }
 
 
@@ -222,7 +220,6 @@ LONG_FUNCTIONS_PENDING: dict[str, str] = {
     "testing/synthetic.py:make_synthetic_ledger": "issue 31 edits the module (ledger paths)",
     "pipeline/run/partition.py:run_partition": "issues 27 (repeats) and 31 (ledger paths) edit its body",
     "pipeline/run/rerun.py:rerun_record": "issues 27 (repeats) and 31 (ledger paths) edit its body",
-    "tui/record_data.py:read_record_rows": "issue 25t reshapes the record's reading (TUI speed)",
 }
 
 

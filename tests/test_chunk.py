@@ -479,3 +479,70 @@ def test_sentence_chunker_real_tokenizer_unicode(counter):
         for phase in range(5):
             units, bounds = chunk_sentences(src, offs, capacity, phase)
             check_units(src, offs, units, bounds, capacity=capacity)
+
+
+# ---------------------------------------------------------------------------
+# tokenizers that emit whitespace tokens, and the chunkers an arm names
+
+
+def test_a_trailing_whitespace_token_alone_in_a_window_makes_no_unit():
+    # a tokenizer that keeps the final newline as a token: the last window holds only it
+    text = "a b c\n"
+    src = make_source("nl", text)
+    offs = [(0, 1), (2, 3), (4, 5), (5, 6)]
+    units, bounds = chunk_tokens(src, offs, 3, 0, 0)
+    assert [u.text for u in units] == ["a b c"]
+    assert bounds == Boundaries("nl", (3,), (5,), 4)
+    check_units(src, offs, units, bounds)
+
+
+def test_a_whitespace_token_between_sentences_joins_the_sentence_before_it():
+    # "\n\n" is a token of its own, lying between two sentences: the sentence ranges still
+    # tile every token, the units are still whole sentences, and the blank line counts
+    # against the first sentence's capacity
+    text = "One two.\n\nThree four."
+    src = make_source("gap", text)
+    offs = [(0, 3), (4, 7), (7, 8), (8, 10), (10, 15), (16, 20), (20, 21)]
+    units, bounds = chunk_sentences(src, offs, 4, 0)
+    assert [(u.token_start, u.token_end, u.text) for u in units] == [
+        (0, 4, "One two."),
+        (4, 7, "Three four."),
+    ]
+    assert bounds == Boundaries("gap", (4,), (10,), 7)
+    check_units(src, offs, units, bounds, capacity=4)
+    # capacity 3 cannot hold the first sentence with its blank line: it is split by window
+    units, bounds = chunk_sentences(src, offs, 3, 0)
+    assert [(u.token_start, u.token_end) for u in units] == [(0, 3), (4, 7)]
+    assert bounds.cut_tokens == (3, 4)
+
+
+def test_a_document_whose_only_token_starts_in_whitespace_is_one_unit():
+    # a leading-space token (" x.") starts before the only sentence: no sentence holds a token start
+    text = " x."
+    src = make_source("lead", text)
+    for phase in (0, 1):
+        units, bounds = chunk_sentences(src, [(0, 3)], 4, phase)
+        assert [(u.start, u.end, u.text, u.token_start, u.token_end) for u in units] == [(1, 3, "x.", 0, 1)]
+        assert bounds == Boundaries("lead", (), (), 1)
+
+
+def test_the_arm_chunkers_apply_their_settings():
+    from ledgerscope.pipeline.chunking.chunk import SentenceChunker, TokenChunker
+
+    src = make_source("d", " ".join(f"t{i}" for i in range(10)), access=["x"])
+    offs = ws_offsets(src.text)
+    units, bounds = TokenChunker(4, 1).chunk(src, offs, 2)
+    assert [(u.token_start, u.token_end) for u in units] == [(0, 3), (2, 6), (5, 9), (8, 10)]
+    assert bounds == Boundaries("d", (2, 5, 8), tuple(offs[c][0] for c in (2, 5, 8)), 10)
+    assert all(u.access == ("x",) for u in units)
+    units, _ = TokenChunker(4, 0, "merge-short").chunk(src, offs, 1)
+    assert [(u.token_start, u.token_end) for u in units] == [(0, 5), (5, 10)]
+    assert TokenChunker(4, 0).edge_policy == "keep-short"
+    units, _ = TokenChunker(4, 0).chunk(src, offs, 1)
+    assert [(u.token_start, u.token_end) for u in units] == [(0, 1), (1, 5), (5, 9), (9, 10)]
+
+    sents = make_source("s", SENT_DOC)
+    offs = ws_offsets(SENT_DOC)
+    units, bounds = SentenceChunker(6).chunk(sents, offs, 1)
+    assert [u.text for u in units] == ["One two three.", "Four five. Six seven eight nine.", "Ten."]
+    assert bounds == Boundaries("s", (3, 9), (SENT_DOC.index("Four"), SENT_DOC.index("Ten")), 10)

@@ -50,3 +50,16 @@ def test_empty_runs_fuse_to_nothing():
     assert fuse({}, "rrf") == []
     assert fuse({"a": []}, "combsum") == []
     assert fuse({"a": [], "b": [(1, 0.5)]}, "combmnz") == [(1, 0.0)]
+
+
+NAN = float("nan")
+
+
+def test_nan_scores_keep_a_deterministic_order():
+    # a run whose scores are all NaN keeps the retriever's own order
+    got = fuse({"a": [(2, NAN), (1, NAN)]}, "combsum")
+    assert [i for i, _ in got] == [2, 1] and all(v != v for _, v in got)
+    # beside a NaN, the other units still rank by score, ties by unit index
+    got = fuse({"a": [(5, 0.5), (4, 0.5), (6, 0.9), (8, 0.1)], "b": [(7, NAN)]}, "combsum")
+    assert [i for i, _ in got][:4] == [6, 4, 5, 8]
+    assert got[4][0] == 7 and got[4][1] != got[4][1]

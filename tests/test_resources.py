@@ -357,6 +357,7 @@ def test_the_report_and_the_stats_pane_show_the_resources(uncapped, prices, tmp_
 
 def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, tmp_path):
     from ledgerscope.ledger.read import connect
+    from ledgerscope.pipeline.run import scope as scope_mod
     from ledgerscope.pipeline.run.rerun import rerun_record
 
     fixtures, corpus = inputs
@@ -373,7 +374,7 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     sweep(fixtures, corpus, [arm], out)
     meta = json.loads(marker_path(out, "remote", "5").read_text())
     scope = meta["phase_scope"]
-    assert scope["scope"] == "evidence" and scope["base_phase"] == "0"
+    assert scope["scope"] == "evidence" and scope["base_phase"] == "0" and scope["reach"] == "packed"
     gold = {s.doc_id for f in fixtures for s in f.spans}
     phased, every = set(scope["phased_documents"]), {s.doc_id for s in corpus}
     assert gold <= phased < every
@@ -385,6 +386,18 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     for doc in every - phased:  # cut once, at the base phase, shared by every phase
         assert cuts[("5", doc)] == cuts[("9", doc)] == cuts[("0", doc)]
     assert any(cuts[("5", d)] != cuts[("0", d)] for d in phased)
+    # the unphased documents' base units are embedded once (the cache is off here: the sweep keeps
+    # them for the later phases): a later phase encodes only the phased documents' new unit texts
+    seen = {t for (t,) in con.execute("SELECT text FROM units WHERE phase = '0'").fetchall()}
+    for label in ("5", "9"):
+        texts = {t for (t,) in con.execute("SELECT text FROM units WHERE phase = ?", [label]).fetchall()}
+        marker = out / "partitions" / "arm-remote" / f"phase-{label}" / "_SUCCESS.json"
+        part = json.loads(marker.read_text())
+        assert part["resources"]["embedding"]["encoded"] == len(texts - seen)
+        seen |= texts
+    # the criteria are nested: what the reader saw, within what the reranker kept, within its input
+    nested = [scope_mod.phased_documents(out, arm, "0", fixtures, c) for c in ("packed", "reranked", "fused")]
+    assert gold <= nested[0] <= nested[1] <= nested[2] and nested[0] == phased
     summary = arm_resources(out, "remote")
     assert summary["phase_scope"] == {
         "scope": "evidence",
@@ -395,6 +408,17 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     qid = fixtures[0].qid
     diff = rerun_record(out, "remote", qid, "9")
     assert diff.identical, diff.differences
+    # with the base phase on disk, --estimate's plan cuts the later phases as the sweep did
+    counts = dict(con.execute("SELECT phase, count(*) FROM units GROUP BY phase").fetchall())
+    con.close()
+    for label in ("5", "9"):
+        shutil.rmtree(out / "partitions" / "arm-remote" / f"phase-{label}")
+    plan = plan_sweep(fixtures, corpus, [arm], out)
+    planned = {s.phase: s.units for s in plan.steps if s.phase in ("5", "9")}
+    assert planned == {"5": counts["5"], "9": counts["9"]}
+    assert not any("upper bound" in n for n in plan.notes)
+    fresh = plan_sweep(fixtures, corpus, [arm], tmp_path / "fresh")
+    assert any("upper bound" in n for n in fresh.notes)
 
 
 def test_phase_scope_is_validated_and_listed_by_config_default():
@@ -406,3 +430,16 @@ def test_phase_scope_is_validated_and_listed_by_config_default():
     with pytest.raises(InputError) as err:
         arm_from_dict({"name": "x", "phase_scope": "gold"})
     assert any(p.field == "phase_scope" for p in err.value.problems)
+
+
+def test_forward_shape_follows_the_encoders_batching():
+    """--estimate's model time follows passes and token positions: one token count a batch, at most
+    batch_size rows, a short batch run with copies of its rows (Encoder.batches, min_rows)."""
+    from ledgerscope.pipeline.embedding.encoder import min_rows
+    from ledgerscope.pipeline.run.costs.estimate import forward_shape
+
+    assert min_rows(10) == 7 and min_rows(100) == 2
+    assert forward_shape([10] * 130, 64) == (3, 64 * 10 * 2 + 7 * 10)
+    assert forward_shape([100], 64) == (1, 2 * 100)
+    assert forward_shape([10, 11, 12], 64) == (3, 7 * 10 + 6 * 11 + 6 * 12)
+    assert forward_shape([], 64) == (0, 0)

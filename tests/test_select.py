@@ -179,3 +179,34 @@ def test_expansion_stays_inside_the_document_and_drops_other_versions_and_hidden
 )
 def test_visible_needs_every_label(access, clearance, seen):
     assert visible(unit(0, 1, access=access), clearance) is seen
+
+
+# ---------------------------------------------------------------------------
+# what the packed context spends on characters it already holds (overlapping units)
+
+DOC_TEXT = "abcdefghijklmnopqrstuvwxyz"
+
+
+def span_unit(start: int, end: int, doc: str = "d", version: str = "v1") -> Unit:
+    return Unit(f"{doc}@{start}-{end}", doc, version, 0, start, end, DOC_TEXT[start:end], 0, 0, start, end)
+
+
+def test_repeated_source_tokens_counts_each_overlap_once_per_document_version():
+    from ledgerscope.pipeline.ranking.select import repeated_source_tokens
+
+    a, b, inner = span_unit(0, 10), span_unit(5, 15), span_unit(12, 14)
+    other_doc, other_version = span_unit(0, 10, doc="e"), span_unit(3, 8, version="v2")
+    touching = span_unit(15, 20)
+    # b repeats 5 characters of a; inner lies inside b (2); the rest repeat nothing
+    units = [touching, inner, other_doc, b, other_version, a]
+    assert repeated_source_tokens(units, len) == 7
+    assert repeated_source_tokens([a, b], len) == 5
+    assert repeated_source_tokens([b, a], len) == 5  # order in the context does not matter
+    assert repeated_source_tokens([a, touching, other_doc, other_version], len) == 0
+    assert repeated_source_tokens([span_unit(0, 4), span_unit(0, 4)], len) == 4  # a duplicate repeats all
+    assert repeated_source_tokens([], len) == 0
+
+
+def test_pack_itself_withholds_nothing_by_access():
+    p = pack([unit(0, 3), unit(1, 3)], words, budget=None)
+    assert p.dropped_access == [] and [u.unit_id for u in p.considered] == ids([unit(0, 3), unit(1, 3)])

@@ -199,6 +199,18 @@ def test_record_metrics_support_needs_an_answerable_record_with_a_flag():
     np.testing.assert_array_equal(m["support"], [nan, 1.0, nan])
 
 
+def test_record_metrics_citations_not_recorded_give_no_figure():
+    """An answer whose trace recorded no citations is not a citation record: no figure, never 0."""
+    m = record_metrics(
+        answerable=[True, True, True],
+        support_only=[False] * 3,
+        support_packed=[True] * 3,
+        answer_verdict=["correct", "wrong", "correct"],
+        citation_verdict=["not-recorded", "not-recorded", "supported"],
+    )
+    np.testing.assert_array_equal(m["citation_supported"], [nan, nan, 1.0])
+
+
 def test_record_metrics_accept_unhashable_values():
     """A column value that cannot be hashed is tested one by one, with the same outcome."""
     odd = {"verdict": "supported"}  # unhashable, equal to no verdict

@@ -102,6 +102,69 @@ async def test_moving_across_questions_and_phases_updates_the_panes(ledger):  # 
         assert len(app.main.timings["question"]) >= 3 and len(app.main.timings["phase"]) >= 3
 
 
+async def test_a_stale_record_never_paints_over_a_newer_one(ledger):  # noqa: F811
+    """Two quick moves: the first record's load is held back until the second is shown; the
+    panes keep the second, and the first load, cancelled, posts nothing."""
+    import threading
+
+    from ledgerscope.tui import messages as msg
+
+    app = make_app(ledger)
+    session = app.main.session
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, "5")  # the answer pane: a record move redraws it
+        ql = app.query_one(QueryList)
+        first, second = ql.row(1).qid, ql.row(2).qid
+        release, held = threading.Event(), threading.Event()
+        store = session._details
+        real_load = store._load
+
+        def load(qid, phases, cancelled=None):
+            if qid == first:
+                held.set()
+                release.wait(10)
+            return real_load(qid, phases, cancelled)
+
+        store._load = load
+        store._kept.clear()  # nothing kept: both moves load
+        app.main._records.prefetch = lambda keys: None  # and no prefetch loads them
+        posted: list[tuple] = []
+        real_post = app.main.post_message
+
+        def post(message):
+            if isinstance(message, msg.DetailLoaded):
+                posted.append(message.key)
+            return real_post(message)
+
+        app.main.post_message = post
+        await pilot.press("j")  # the first record: its load waits
+        assert await _wait(pilot, held.is_set)
+        await pilot.press("j")  # the second: loads at once, shown
+        assert await _wait(pilot, lambda: app.main.detail.qid == second)
+        release.set()
+        await settle(pilot)
+        assert current_qid(app) == second and app.main.detail.qid == second
+        from ledgerscope.tui.render import answer_text
+
+        expected = answer_text(app.main.detail.arms["candidate"], app.palette).plain
+        assert pane(app, "answer").split() == expected.split()  # the second record's text, as drawn
+        assert (first, "0") not in posted  # cancelled: nothing posted
+
+
+async def _wait(pilot, cond, seconds: float = 10.0) -> bool:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await pilot.pause()
+        await asyncio.sleep(0.01)
+    return True
+
+
 async def test_every_pane_shows_the_selected_record(ledger):  # noqa: F811
     app = make_app(ledger)
     async with app.run_test(size=SIZE) as pilot:

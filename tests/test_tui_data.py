@@ -63,6 +63,22 @@ def test_record_view_matches_diagnose_on_a_real_ledger(session, ledger):  # noqa
 
 
 @pytest.mark.slow
+def test_one_question_read_whole_diagnoses_as_the_bulk_feed(session, ledger):  # noqa: F811
+    """The two ways a record reaches the tree, held to one result: one question's records with
+    every row (``analysis.diagnosis.record``, the TUI's) and the whole ledger with the evidence rows
+    only (``feed.diagnose_ledger``)."""
+    roles = {session.arms[r].name: r for r in session.roles}
+    cur = session.cursor("candidate")
+    checked = 0
+    for d in diagnose_ledger(cur, ledger):
+        diag = session.detail(d["qid"], d["phase"]).arms[roles[d["arm"]]].diagnosis
+        mine = (diag.step, diag.step_name, diag.label, list(diag.flags), diag.evidence, diag.walk)
+        assert mine == (d["step"], d["step_name"], d["label"], d["flags"], d["evidence"], d["walk"]), d
+        checked += 1
+    assert checked == 40
+
+
+@pytest.mark.slow
 def test_record_view_has_the_columns_of_query_build_record_view(session, ledger):  # noqa: F811
     from ledgerscope.analysis.diagnosis.query import view_columns
     from ledgerscope.ledger.read import connect
@@ -334,7 +350,7 @@ def test_built_in_theme_files_load_and_a_user_file_overrides_one(tmp_path, monke
 def test_data_and_render_modules_and_headless_cli_do_not_import_textual():
     code = (
         "import sys, ledgerscope.cli.main, ledgerscope.tui.data, ledgerscope.tui.render, "
-        "ledgerscope.tui.model, ledgerscope.tui.record_data, "
+        "ledgerscope.tui.model, ledgerscope.tui.details, "
         "ledgerscope.tui.render_source, ledgerscope.tui.keymap\n"
         "assert 'textual' not in sys.modules, 'textual imported'\n"
         "assert 'torch' not in sys.modules"
@@ -451,7 +467,7 @@ def _views_over_rows(tables: dict[str, list[dict]]):
 
 
 def test_a_record_is_read_through_the_views_alone():
-    from ledgerscope.tui.record_data import read_record_rows
+    from ledgerscope.analysis.diagnosis.record import Cancelled, read_record_rows
 
     def cand(arm, stage, rank, doc):
         key = {"arm": arm, "phase": "p", "qid": "q", "stage": stage, "rank": rank}
@@ -478,47 +494,94 @@ def test_a_record_is_read_through_the_views_alone():
             "oracle": [{"arm": "b", "qid": "q", "answer_verdict": "correct"}],
         }
     )
-    rows = read_record_rows(con, ["a", "b", "c"], "p", "q", None)
-    assert set(rows) == {"a", "b"}  # arm c holds no such record
-    a, b = rows["a"], rows["b"]
+    rows = read_record_rows(con, ["a", "b", "c"], ["p"], "q", None, unverified={"b"})
+    assert set(rows) == {("a", "p"), ("b", "p")}  # arm c holds no such record
+    a, b = rows[("a", "p")], rows[("b", "p")]
     assert a.record["answer"] == "a/p/q" and b.record["answer"] == "b/p/q"
+    assert not a.record["answer_unverified"] and b.record["answer_unverified"]
     assert [c["rank"] for c in a.stages["packed"]] == [1, 2] and "arm" not in a.stages["packed"][0]
     assert a.docs == ["d1", "d2"]  # no gold documents given: those of the packed context
     assert [u["unit_id"] for u in a.units] == ["u1", "u2", "u3"] and a.cuts == {"d1": [5]}
     assert b.docs == [] and b.units == [] and a.oracle is None and b.oracle["answer_verdict"] == "correct"
-    gold = read_record_rows(con, ["a"], "p", "q", ["d3"])["a"]
+    gold = read_record_rows(con, ["a"], ["p"], "q", ["d3"])[("a", "p")]
     assert gold.docs == ["d3"] and [u["unit_id"] for u in gold.units] == ["u4"]
-    assert read_record_rows(con, ["a"], "p", "nope", None) == {}
+    assert read_record_rows(con, ["a"], ["p"], "nope", None) == {}
+    # several phases in one read: each record keeps its own rows
+    both = read_record_rows(con, ["a"], ["p", "other"], "q", None)
+    assert set(both) == {("a", "p"), ("a", "other")} and both[("a", "other")].stages == {}
+    assert both[("a", "p")].stages == a.stages and both[("a", "other")].record["answer"] == "a/other/q"
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) > 1  # the second check: after the candidates were read
+
+    with pytest.raises(Cancelled):
+        read_record_rows(con, ["a"], ["p"], "q", None, cancelled=stop)
+    assert len(calls) == 2
 
 
-def test_only_the_latest_wanted_record_is_delivered():
-    from ledgerscope.tui.loading import LatestOnly
+def test_a_record_is_loaded_once_whichever_thread_asks_and_a_cancelled_load_keeps_nothing():
+    import threading
 
-    loaded = []
+    from ledgerscope.analysis.diagnosis.record import Cancelled
+    from ledgerscope.tui.details import DetailStore
 
-    def load(key: str) -> str:
-        if key == "a":  # while "a" loads, the cursor moves on twice
-            assert latest.want("b", lambda _: False) == "queued"
-            assert latest.want("c", lambda _: True) == "queued"  # cached, but a load runs: it picks it up
-        loaded.append(key)
-        if key == "boom":
-            raise ValueError("no such record")
-        return key.upper()
+    loads: list[tuple[str, list[str]]] = []
+    started, release = threading.Event(), threading.Event()
 
-    latest: LatestOnly[str, str] = LatestOnly(load)
-    assert latest.want("a", lambda _: False) == "start" and latest.running
-    assert latest.run() == ("c", "C", None) and loaded == ["a", "c"] and not latest.running
-    assert latest.want("a", lambda _: True) == "ready" and not latest.running
-    assert latest.want("boom", lambda _: False) == "start"
-    assert latest.run() == ("boom", None, "ValueError: no such record")
+    def load(qid, phases, cancelled=None):
+        loads.append((qid, list(phases)))
+        if qid == "slow":
+            started.set()
+            release.wait(5)
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        return {p: f"{qid}@{p}" for p in phases}
+
+    store = DetailStore(load)
+    assert store.get("q", ["0", "1"]) == {"0": "q@0", "1": "q@1"} and store.cached("q", "1")
+    assert store.get("q", ["1", "2"]) == {"1": "q@1", "2": "q@2"}
+    assert loads == [("q", ["0", "1"]), ("q", ["2"])]  # kept ones are not read again
+    # a load in flight is waited for, not run twice
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault("a", store.get("slow", ["0", "1"])))
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=lambda: got.setdefault("b", store.get("slow", ["1"])))
+    second.start()
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert got == {"a": {"0": "slow@0", "1": "slow@1"}, "b": {"1": "slow@1"}}
+    assert loads.count(("slow", ["0", "1"])) == 1 and ("slow", ["1"]) not in loads
+    # a cancelled load keeps nothing and leaves nothing in flight
+    with pytest.raises(Cancelled):
+        store.get("gone", ["0"], cancelled=lambda: True)
+    assert not store.cached("gone", "0") and store.get("gone", ["0"]) == {"0": "gone@0"}
 
 
 def test_neighbours_and_move_timing():
-    from ledgerscope.tui.loading import MoveTimer, neighbour_keys
+    from ledgerscope.tui.loading import MoveTimer, by_question, neighbour_keys
 
     phases = ("0", "1", "2")
     assert neighbour_keys(["b", None], "2", phases, "a") == [("b", "2"), ("a", "0"), ("a", "1")]
+    assert neighbour_keys(["b", None], "2", phases, "a", phases_first=True) == [
+        ("a", "0"),
+        ("a", "1"),
+        ("b", "2"),
+        ("b", "0"),
+        ("b", "1"),
+    ]
     assert neighbour_keys([None, None], "9", phases, "a") == []
+    five = ("0", "1", "2", "3", "4")  # after a phase move every other phase, the nearest first
+    assert [p for _, p in neighbour_keys([], "0", five, "a")] == ["1", "4"]
+    assert [p for _, p in neighbour_keys([], "0", five, "a", phases_first=True)] == ["1", "4", "2", "3"]
+    assert by_question([("b", "2"), ("a", "0"), ("a", "1"), ("b", "0")]) == [
+        ("b", ["2"]),
+        ("a", ["0", "1"]),
+        ("b", ["0"]),
+    ]
     timer = MoveTimer()
     timer.start("question")
     timer.cancel()

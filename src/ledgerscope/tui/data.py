@@ -4,7 +4,8 @@ Every method of :class:`LedgerSession` may run in a worker thread: each one
 takes its own DuckDB cursor (DuckDB connections are not shared across threads)
 and returns plain data. Everything is read through the views of
 :func:`ledgerscope.ledger.read.connect` (its checks included), never from
-partition paths; one record's rows and diagnosis come from :mod:`.record_data`.
+partition paths; one question's records, rows and diagnoses come from
+:mod:`ledgerscope.analysis.diagnosis.record`, kept by :mod:`.details`.
 Nothing is written to the ledger directory: the helper tables (``tui_index``,
 ``tui_list``) live in the in-memory DuckDB database.
 
@@ -26,20 +27,20 @@ The plain data the methods return (rows, details, filters) is in :mod:`.model`.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ledgerscope.analysis.diagnosis import build_record_view, first_stage_depths
+from ledgerscope.analysis.diagnosis import build_record_view, fetch_dicts, first_stage_depths
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sql_tables import sql_in
 from ledgerscope.ledger.read import check_ledger, open_unchecked
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.tui.model import Cell, Detail, Filters, ListRow, RecordDetail, span_coverage
-from ledgerscope.tui.record_data import RecordRows, diagnose_record, fetch_dicts, read_record_rows
+from ledgerscope.tui.details import DetailStore, load_details
+from ledgerscope.tui.model import Cell, Detail, Filters, ListRow
 
 ROLES = ("candidate", "baseline")
 
@@ -114,8 +115,6 @@ def resolve_arms(
 class LedgerSession:
     """One or two ledgers opened for browsing (candidate and baseline roles)."""
 
-    DETAIL_CACHE = 64
-
     def __init__(
         self,
         ledger: str | Path,
@@ -136,8 +135,8 @@ class LedgerSession:
         self._open_error: BaseException | None = None
         self._fixtures: dict[Path, tuple[dict, dict]] = {}
         self._fixture_lock = threading.Lock()
-        self._details: OrderedDict[tuple[str, str], Detail] = OrderedDict()
-        self._inflight: dict[tuple[str, str], threading.Event] = {}
+        self._details = DetailStore(partial(load_details, self))
+        self._unverified: dict[Path, frozenset[str]] = {}
         self._survival: dict[str, dict[str, dict]] = {}
 
     # -- connections -------------------------------------------------------
@@ -219,7 +218,7 @@ class LedgerSession:
     def _fetch(self, role: str, sql: str, params: Sequence[Any] = ()) -> list[dict]:
         cur = self.cursor(role)
         try:
-            return fetch_dicts(cur, sql, params)
+            return fetch_dicts(cur.execute(sql, list(params)))
         finally:
             cur.close()
 
@@ -370,83 +369,31 @@ class LedgerSession:
                     cur.close()
             return self._fixtures[ledger]
 
-    def detail(self, qid: str, phase: str) -> Detail:
-        """Both arms' records for (question, phase), with the full diagnosis; cached, one load per key."""
-        key = (qid, phase)
-        while True:
-            with self._lock:
-                if key in self._details:
-                    self._details.move_to_end(key)
-                    return self._details[key]
-                waiting = self._inflight.get(key)
-                if waiting is None:
-                    done = self._inflight[key] = threading.Event()
-                    break
-            waiting.wait()  # another thread is loading it (a prefetch)
-        try:
-            d = self._load_detail(qid, phase)
-            with self._lock:
-                self._details[key] = d
-                while len(self._details) > self.DETAIL_CACHE:
-                    self._details.popitem(last=False)
-            return d
-        finally:
-            with self._lock:
-                self._inflight.pop(key, None)
-            done.set()
+    def details(
+        self, qid: str, phases: Sequence[str], cancelled: Callable[[], bool] | None = None
+    ) -> dict[str, Detail]:
+        """Both roles' records of ``qid`` at each of ``phases``, with their full diagnoses; kept, the
+        missing ones read in one set of queries (:class:`~ledgerscope.tui.details.DetailStore`).
+        ``cancelled`` is asked between the queries (then
+        :class:`~ledgerscope.analysis.diagnosis.record.Cancelled` is raised)."""
+        return self._details.get(qid, phases, cancelled)
+
+    def detail(self, qid: str, phase: str, cancelled: Callable[[], bool] | None = None) -> Detail:
+        """Both roles' records for (question, phase): :meth:`details` of one phase."""
+        return self._details.get(qid, [phase], cancelled)[phase]
 
     def cached(self, qid: str, phase: str) -> bool:
-        with self._lock:
-            return (qid, phase) in self._details
+        return self._details.cached(qid, phase)
 
-    def _load_detail(self, qid: str, phase: str) -> Detail:
-        """Every role's record: one set of queries per ledger for the roles it holds."""
-        found: dict[str, RecordDetail] = {}
-        for roles in self._roles_by_ledger():
-            fixtures, texts = self.fixtures(roles[0])
-            fx = fixtures.get(qid)
-            names = [self.arms[r].name for r in roles if phase in self.arms[r].phases]
-            rows: dict[str, RecordRows] = {}
-            if names:
-                cur = self.cursor(roles[0])
-                try:
-                    rows = read_record_rows(cur, names, phase, qid, fx.doc_ids if fx is not None else None)
-                finally:
-                    cur.close()
-            for role in roles:
-                found[role] = self._record_detail(role, phase, fx, texts, rows.get(self.arms[role].name))
-        return Detail(qid, phase, {role: found[role] for role in self.roles})
+    def unverified(self, role: str, cur) -> frozenset[str]:
+        """The arms of the role's ledger whose answer side is unverified, read once (``cur``: a cursor
+        of that ledger's connection)."""
+        from ledgerscope.analysis.diagnosis.record import registered_unverified
 
-    def _roles_by_ledger(self) -> list[list[str]]:
-        groups: dict[Path, list[str]] = {}
-        for role in self.roles:
-            groups.setdefault(self.arms[role].ledger.resolve(), []).append(role)
-        return list(groups.values())
-
-    def _record_detail(
-        self, role: str, phase: str, fx, texts: Mapping[str, str], rows: RecordRows | None
-    ) -> RecordDetail:
-        arm = self.arms[role]
-        if rows is None:
-            return RecordDetail(role, arm.name, phase, None, {}, [], {}, None, fx, {})
-        diag = diagnose_record(rows, fx, texts, arm.top_n)
-        shown = set(rows.docs) | {c["doc_id"] for s in rows.stages.values() for c in s if c.get("doc_id")}
-        doc_texts = {d: texts[d] for d in shown if d in texts}
-        cov = span_coverage(fx, rows.stages.get("packed", []), texts) if fx is not None else {}
-        return RecordDetail(
-            role,
-            arm.name,
-            phase,
-            rows.record,
-            rows.stages,
-            rows.units,
-            rows.cuts,
-            rows.oracle,
-            fx,
-            doc_texts,
-            diag,
-            cov,
-        )
+        ledger = self.arms[role].ledger.resolve()
+        if ledger not in self._unverified:
+            self._unverified[ledger] = registered_unverified(cur)
+        return self._unverified[ledger]
 
     # -- aggregates --------------------------------------------------------
 

@@ -1,89 +1,58 @@
-"""Loading records as the cursor moves: the latest wanted, the neighbours, the time taken.
+"""Loading records as the cursor moves: the one asked for, its neighbours, the time taken.
 
-Holding ``j`` asks for a record per key press; loading each in turn would put
-the panes ever further behind the cursor. :class:`LatestOnly` keeps the key
-asked for last; the single running load, when done, delivers its result only
-if its key is still the one wanted, and otherwise loads the new one.
-:class:`RecordFeed` runs it (and the prefetch of the neighbours) in a node's
-thread workers; the rest is plain Python.
+Holding ``j`` asks for a record per key press; each request runs in a Textual thread worker of
+the ``detail`` group with ``exclusive=True``, so a newer request cancels the one in flight: the
+cancelled load stops between two queries (``cancelled`` of
+:func:`~ledgerscope.analysis.diagnosis.record.read_record_rows`) and posts nothing, and the screen
+drops any result whose key is not the one it asked for last (a result posted just before the
+cancel). The prefetch of the neighbours is one more exclusive group. :class:`RecordFeed` runs
+them in a node's workers; the rest is plain Python.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
+from ledgerscope.analysis.diagnosis.record import Cancelled
 from ledgerscope.tui import messages as msg
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
+    from textual.worker import Worker
 
     from ledgerscope.tui.data import LedgerSession
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class LatestOnly(Generic[K, V]):
-    """The wanted key and whether a load runs, under one lock (the UI thread and a worker share it)."""
-
-    def __init__(self, load: Callable[[K], V]) -> None:
-        self._load = load
-        self._lock = threading.Lock()
-        self._wanted: K | None = None
-        self._running = False
-
-    @property
-    def wanted(self) -> K | None:
-        with self._lock:
-            return self._wanted
-
-    @property
-    def running(self) -> bool:
-        with self._lock:
-            return self._running
-
-    def want(self, key: K, ready: Callable[[K], bool]) -> str:
-        """Ask for ``key``: ``"ready"`` (no load runs and ``ready(key)``: load it inline, it is
-        cached), ``"start"`` (start a worker running :meth:`run`) or ``"queued"`` (the running
-        load picks it up)."""
-        with self._lock:
-            self._wanted = key
-            if self._running:
-                return "queued"
-            if ready(key):
-                return "ready"
-            self._running = True
-            return "start"
-
-    def run(self) -> tuple[K, V | None, str | None]:
-        """In the worker: load until the key loaded is still the one wanted; (key, value, error)."""
-        while True:
-            with self._lock:
-                key = self._wanted
-            try:
-                value, error = self._load(key), None
-            except Exception as exc:  # reported to the caller; the UI keeps going
-                value, error = None, f"{type(exc).__name__}: {exc}"
-            with self._lock:
-                if key == self._wanted:
-                    self._running = False
-                    return key, value, error
-
 
 def neighbour_keys(
-    next_qids: Sequence[str | None], phase: str, phases: Sequence[str], shown_qid: str | None
+    next_qids: Sequence[str | None],
+    phase: str,
+    phases: Sequence[str],
+    shown_qid: str | None,
+    phases_first: bool = False,
 ) -> list[tuple[str, str]]:
-    """The records to load before they are asked for: the next and previous questions at this phase
-    (``next_qids``, None where there is none), the next and previous phases of the record shown."""
-    keys = [(qid, phase) for qid in next_qids if qid is not None]
-    if shown_qid is not None and phase in phases:
-        i = phases.index(phase)
-        keys += [(shown_qid, phases[(i + delta) % len(phases)]) for delta in (1, -1)]
-    return keys
+    """The records to load before they are asked for: the next and previous questions (``next_qids``,
+    None where there is none) at this phase, then the next and previous phases of the record shown
+    (one load reads both). After a phase move (``phases_first``), every other phase of the record
+    shown comes first, nearest first, then the neighbouring questions at every phase: one load
+    each, not one per phase moved to (a question move keeps the background work small, for the
+    next key press)."""
+    around = _nearest_first(phases, phase) if phase in phases else []
+    qids = [q for q in next_qids if q is not None]
+    if phases_first:
+        others = [(shown_qid, p) for p in around] if shown_qid is not None else []
+        return others + [(q, p) for q in qids for p in [phase, *around]]
+    near = [(shown_qid, p) for p in around[:2]] if shown_qid is not None else []
+    return [(q, phase) for q in qids] + near
+
+
+def _nearest_first(phases: Sequence[str], phase: str) -> list[str]:
+    """The phases other than ``phase``: the next, the previous, the one after next... wrapping around."""
+    i, n = phases.index(phase), len(phases)
+    order = [phases[(i + sign * step) % n] for step in range(1, n // 2 + 1) for sign in (1, -1)]
+    return [p for p in dict.fromkeys(order) if p != phase]
 
 
 class MoveTimer:
@@ -110,51 +79,77 @@ class MoveTimer:
 
 
 class RecordFeed:
-    """The record pairs the cursor asks for, loaded in ``node``'s thread workers: the one asked
-    for last (:class:`LatestOnly`), then its neighbours; each result is posted to ``node`` as
-    :class:`~ledgerscope.tui.messages.DetailLoaded`."""
+    """The record pairs the cursor asks for, loaded in ``node``'s thread workers (the one asked for
+    last; a newer request cancels an older one), then its neighbours; each result is posted to
+    ``node`` as :class:`~ledgerscope.tui.messages.DetailLoaded`."""
 
     def __init__(self, node: DOMNode, session: LedgerSession) -> None:
         self._node = node
         self._session = session
-        self._latest: LatestOnly[tuple[str, str], object] = LatestOnly(lambda key: session.detail(*key))
+        self._wanted: tuple[str, str] | None = None
+        self._worker: Worker | None = None
 
     @property
     def wanted(self) -> tuple[str, str] | None:
-        return self._latest.wanted
+        """The key asked for last: the only one whose result the screen shows."""
+        return self._wanted
 
     @property
     def loading(self) -> bool:
-        return self._latest.running
+        """The worker loading the key asked for last has not finished."""
+        return self._worker is not None and not self._worker.is_finished
 
     def request(self, key: tuple[str, str]) -> bool:
-        """Ask for ``key``: True while a worker loads it, False when it was cached (posted at once)."""
-        state = self._latest.want(key, lambda k: self._session.cached(*k))
-        if state == "ready":  # a dict lookup: no worker needed
+        """Ask for ``key``: True while a worker loads it, False when it was kept (posted at once)."""
+        self._wanted = key
+        if self._session.cached(*key):  # a dict lookup: no worker needed; one in flight is cancelled
+            self._node.workers.cancel_group(self._node, "detail")
+            self._worker = None
             self._node.post_message(msg.DetailLoaded(key, self._session.detail(*key)))
             return False
-        if state == "start":
-            self._node.run_worker(self._load, thread=True, group="detail")
+        self._worker = self._node.run_worker(
+            partial(self._load, key), thread=True, exclusive=True, group="detail", exit_on_error=False
+        )
         return True
 
-    def _load(self) -> None:
-        self._node.post_message(msg.DetailLoaded(*self._latest.run()))
+    def _load(self, key: tuple[str, str]) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        try:
+            detail, error = self._session.detail(*key, cancelled=lambda: worker.is_cancelled), None
+        except Cancelled:
+            return
+        except Exception as exc:  # reported on screen; the UI keeps going
+            detail, error = None, f"{type(exc).__name__}: {exc}"
+        if not worker.is_cancelled:
+            self._node.post_message(msg.DetailLoaded(key, detail, error))
 
     def prefetch(self, keys: Sequence[tuple[str, str]]) -> None:
-        """Load ``keys`` not cached yet, in order, in one worker (a new prefetch cancels it)."""
+        """Load ``keys`` not kept yet, in order (the phases of one question together), in one worker
+        (a new prefetch cancels it)."""
         keys = [k for k in keys if not self._session.cached(*k)]
         if keys:
             load = partial(self._prefetch, keys)
-            self._node.run_worker(load, thread=True, exclusive=True, group="prefetch")
+            self._node.run_worker(load, thread=True, exclusive=True, group="prefetch", exit_on_error=False)
 
     def _prefetch(self, keys: list[tuple[str, str]]) -> None:
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
-        for key in keys:
-            if worker.is_cancelled:
-                return
+        for qid, phases in by_question(keys):
             try:
-                self._session.detail(*key)
-            except Exception:  # a prefetch failure surfaces when the record is really asked for
+                self._session.details(qid, phases, cancelled=lambda: worker.is_cancelled)
+            except Exception:  # cancelled, or a failure that surfaces when the record is asked for
                 return
+
+
+def by_question(keys: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """``keys`` (qid, phase) as runs of one question's phases, in order: each run is one load."""
+    runs: list[tuple[str, list[str]]] = []
+    for qid, phase in keys:
+        if runs and runs[-1][0] == qid:
+            runs[-1][1].append(phase)
+        else:
+            runs.append((qid, [phase]))
+    return runs

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from textual.message import Message
+from textual.message_pump import MessagePump
 
 
 @dataclass
@@ -88,3 +89,12 @@ class ChecksDone(Message):
     """The ledger's integrity checks finished: ``problems`` empty when it passed them."""
 
     problems: list[str]
+
+
+def post_if_current(node: MessagePump, message: Message) -> None:
+    """Post ``message`` from a worker to ``node`` unless the worker was cancelled: in an exclusive
+    group a newer request cancels it, and its result, now stale, must not paint over the newer one."""
+    from textual.worker import get_current_worker
+
+    if not get_current_worker().is_cancelled:
+        node.post_message(message)

@@ -215,3 +215,54 @@ def opaque_id(qid: str) -> bool:
     """An id that says nothing about its question (a hash, a number, ``q000123``): no four letters in
     a row in its last part, hexadecimal digits aside. The list shows the question's start beside it."""
     return not any(not _HEX.fullmatch(w) for w in _WORD.findall(re.split(r"[/:]", qid)[-1]))
+
+
+def worst_column(summary: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The phase with the lowest correct rate (``summary``: phase -> rates), when the phases differ."""
+    vals = [(r["correct"], p) for p, r in summary.items() if r.get("correct") is not None]
+    if not vals:
+        return None
+    low = min(v for v, _ in vals)
+    if low == max(v for v, _ in vals):
+        return None
+    return next(p for v, p in vals if v == low)
+
+
+def survived_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int, str]]:
+    """(start, end, span id) ranges of ``context`` that hold a gold span's text kept by a packed unit."""
+    from ledgerscope.analysis.survival import gold_in_context
+
+    fx = rd.fixture
+    if fx is None or not context:
+        return []
+    return gold_in_context(context, fx.spans, rd.stages.get("packed", []), rd.texts)
+
+
+def generated_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int]]:
+    """(start, end) ranges of ``context`` holding the generated context of a packed unit (its units
+    row's ``context_json`` parts of kind ``generated``), each found after the previous."""
+    import json
+
+    packed = [r.get("unit_id") for r in sorted(rd.stages.get("packed", []), key=lambda r: int(r["rank"]))]
+    by_id = {u.get("unit_id"): u for u in rd.units if u.get("context_json")}
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for uid in packed:
+        unit = by_id.get(uid)
+        if unit is None:
+            continue
+        try:
+            parts = json.loads(unit["context_json"])
+        except ValueError:
+            continue
+        for part in parts if isinstance(parts, list) else []:
+            text = str(part.get("text") or "").strip() if isinstance(part, dict) else ""
+            if part.get("kind") != "generated" or not text:
+                continue
+            i = context.find(text, pos)
+            if i < 0:
+                i = context.find(text)
+            if i >= 0:
+                out.append((i, i + len(text)))
+                pos = i + len(text)
+    return sorted(set(out))

@@ -22,7 +22,7 @@ from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from ledgerscope.tui import messages as msg
 from ledgerscope.tui.data import LedgerSession
-from ledgerscope.tui.model import Detail, StatsState
+from ledgerscope.tui.model import Detail, StatsState, worst_column
 from ledgerscope.tui.render import Palette, answer_text, compare_texts, diagnosis_text
 from ledgerscope.tui.render_source import context_text, source_text
 from ledgerscope.tui.render_summary import grid_caption, stats_text
@@ -170,18 +170,19 @@ def load_summaries(node: DOMNode, session: LedgerSession, role: str) -> None:
 
     def load() -> None:
         summaries = {r: session.phase_summary(r) for r in session.roles}
-        node.post_message(msg.SummaryLoaded(summaries, session.choices(role)))
+        msg.post_if_current(node, msg.SummaryLoaded(summaries, session.choices(role)))
 
     node.run_worker(load, thread=True, exclusive=True, group="summary")
 
 
 def load_survival(node: DOMNode, session: LedgerSession, role: str) -> None:
-    """The role's stage survival counts, in a thread worker; ``SurvivalLoaded`` is posted to ``node``."""
+    """The role's stage survival counts, in a thread worker; ``SurvivalLoaded`` is posted to ``node``.
+    One load per role at a time (a result is the role's, so one role's never supersedes another's)."""
 
     def load() -> None:
-        node.post_message(msg.SurvivalLoaded(role, session.survival(role)))
+        msg.post_if_current(node, msg.SurvivalLoaded(role, session.survival(role)))
 
-    node.run_worker(load, thread=True, exclusive=True, group="survival")
+    node.run_worker(load, thread=True, exclusive=True, group=f"survival-{role}")
 
 
 def load_comparison(
@@ -202,7 +203,7 @@ def load_comparison(
 
 
 def configure_grid(root: Widget, view: PaneView) -> None:
-    """Give the phase grid what every line depends on (redrawn only if it changed), then follow the list."""
+    """Give the phase grid what its lines depend on (it redraws what changed), then follow the list."""
     roles = view.session.roles
     worst = {r: worst_column(view.summaries.get(r, {})) for r in roles}
     arms = {r: view.session.arms[r].name for r in roles}
@@ -217,8 +218,7 @@ def configure_grid(root: Widget, view: PaneView) -> None:
     }
     grid = root.query_one(PhaseGrid)
     grid.list = root.query_one(QueryList)
-    if any(getattr(grid, k) != v for k, v in settings.items()):
-        grid.configure(**settings)
+    if grid.configure(**settings) - {"phase"}:  # the caption does not name the phase
         root.query_one("#grid-caption", Static).update(grid_caption(view.role, arms, view.compare, worst))
     follow_grid(root)
 
@@ -228,14 +228,3 @@ def follow_grid(root: Widget) -> None:
     ql = root.query_one(QueryList)
     for grid in root.query(PhaseGrid):
         grid.follow(round(ql.scroll_y), ql.cursor)
-
-
-def worst_column(summary: dict) -> str | None:
-    """The phase with the lowest correct rate, when the phases differ."""
-    vals = [(r["correct"], p) for p, r in summary.items() if r.get("correct") is not None]
-    if not vals:
-        return None
-    low = min(v for v, _ in vals)
-    if low == max(v for v, _ in vals):
-        return None
-    return next(p for v, p in vals if v == low)

@@ -9,7 +9,6 @@ appended through ``safe`` into ``Text``, never parsed as markup.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -17,9 +16,9 @@ from rich.style import Style
 from rich.text import Text
 
 from ledgerscope.analysis.diagnosis.span_fates import document_title
-from ledgerscope.analysis.survival import gold_in_context
+from ledgerscope.common.intervals import merge_intervals
 from ledgerscope.common.safe_text import safe
-from ledgerscope.tui.model import RecordDetail
+from ledgerscope.tui.model import RecordDetail, generated_ranges, survived_ranges
 from ledgerscope.tui.render import COVER_GLYPHS, MAX_TEXT, Palette, bar, fmt, lit, pick
 
 SOURCE_STAGES = ("packed", "selected", "reranked", "fused", "union", "dense_ann", "dense_exact", "bm25")
@@ -210,14 +209,6 @@ def _append_plain(out: Text, chunk: str, gold: int, ret: int, palette: Palette) 
 # context
 
 
-def survived_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int, str]]:
-    """(start, end, span id) ranges of ``context`` that hold a gold span's text kept by a packed unit."""
-    fx = rd.fixture
-    if fx is None or not context:
-        return []
-    return gold_in_context(context, fx.spans, rd.stages.get("packed", []), rd.texts)
-
-
 def context_text(rd: RecordDetail, palette: Palette) -> Text:
     """The budget line, gold coverage, then the packed context verbatim with surviving gold emphasised."""
     rec = rd.record or {}
@@ -248,7 +239,7 @@ def context_text(rd: RecordDetail, palette: Palette) -> Text:
         out.append("(empty)\n", style=pick(palette, "muted"))
         return out
     generated = generated_ranges(context, rd)
-    gold = _merge_ranges(survived_ranges(context, rd))
+    gold = merge_intervals((a, b) for a, b, _ in survived_ranges(context, rd))
     _styled_context(out, context, gold, generated, palette)
     if generated:
         out.append("\n" + "─" * 40 + " ", style=pick(palette, "muted"))
@@ -261,36 +252,6 @@ def context_text(rd: RecordDetail, palette: Palette) -> Text:
     return out
 
 
-def generated_ranges(context: str, rd: RecordDetail) -> list[tuple[int, int]]:
-    """(start, end) ranges of ``context`` holding the generated context of a packed unit (its units
-    row's ``context_json`` parts of kind ``generated``), each found after the previous."""
-    import json
-
-    packed = [r.get("unit_id") for r in sorted(rd.stages.get("packed", []), key=lambda r: int(r["rank"]))]
-    by_id = {u.get("unit_id"): u for u in rd.units if u.get("context_json")}
-    out: list[tuple[int, int]] = []
-    pos = 0
-    for uid in packed:
-        unit = by_id.get(uid)
-        if unit is None:
-            continue
-        try:
-            parts = json.loads(unit["context_json"])
-        except ValueError:
-            continue
-        for part in parts if isinstance(parts, list) else []:
-            text = str(part.get("text") or "").strip() if isinstance(part, dict) else ""
-            if part.get("kind") != "generated" or not text:
-                continue
-            i = context.find(text, pos)
-            if i < 0:
-                i = context.find(text)
-            if i >= 0:
-                out.append((i, i + len(text)))
-                pos = i + len(text)
-    return sorted(set(out))
-
-
 def _styled_context(out: Text, context: str, gold, generated, palette: Palette) -> None:
     """The literal context, gold ranges in the gold style and generated ranges in their own (gold wins
     where they meet, which they never should)."""
@@ -298,7 +259,7 @@ def _styled_context(out: Text, context: str, gold, generated, palette: Palette) 
         {
             0,
             len(context),
-            *(x for a, b, _ in gold for x in (a, b)),
+            *(x for a, b in gold for x in (a, b)),
             *(x for a, b in generated for x in (a, b)),
         }
     )
@@ -307,7 +268,7 @@ def _styled_context(out: Text, context: str, gold, generated, palette: Palette) 
             continue
         style = (
             "gold"
-            if any(g0 <= a and b <= g1 for g0, g1, _ in gold)
+            if any(g0 <= a and b <= g1 for g0, g1 in gold)
             else "generated"
             if any(g0 <= a and b <= g1 for g0, g1 in generated)
             else None
@@ -330,13 +291,3 @@ def unlocated_lines(out: Text, rd: RecordDetail, doc: str, palette: Palette, exa
             f"{lit(u.get('placement_note') or '', 160)}\n",
             style=pick(palette, "muted"),
         )
-
-
-def _merge_ranges(ranges: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    merged: list[list] = []
-    for a, b, sid in sorted(ranges):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b, sid])
-    return [(a, b, s) for a, b, s in merged]

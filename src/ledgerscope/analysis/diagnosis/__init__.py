@@ -21,9 +21,10 @@ The names of the steps, and a record's JSON list columns (``citations_json``) re
 Modules: ``tree`` (the definition), ``evidence`` (what shows each step), ``sql/`` (the same rules
 in DuckDB for whole ledgers: the heads run the pure tree once per distinct combination, the
 evidence is mirrored in SQL for speed), ``feed`` (the pure tree fed from a ledger record by
-record: the Python form ``tests/test_diagnose_sql.py`` holds the SQL form to), ``record_view``,
-``query``. Reversals are :mod:`ledgerscope.analysis.reversals`. The modules of this package import
-one another, never this package.
+record: the Python form ``tests/test_diagnose_sql.py`` holds the SQL form to), ``record`` (one
+question's records with every row, fed to the tree as ``feed`` feeds it: the TUI's panes),
+``record_view``, ``query``. Reversals are :mod:`ledgerscope.analysis.reversals`. The modules of
+this package import one another, never this package.
 """
 
 from ledgerscope.analysis.diagnosis.evidence import first_stage_depths, json_list

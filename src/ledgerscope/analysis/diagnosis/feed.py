@@ -10,7 +10,7 @@ DuckDB, and the tests compare the two record for record. Both read the fixtures 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,9 +102,7 @@ def diagnose_ledger(
 
     unverified = unverified_arms(con)
     for rec in records:
-        rec["answer_unverified"] = rec["arm"] in unverified
-        if rec["arm"] in top_n:
-            rec["top_n"] = top_n[rec["arm"]]
+        prepare_record(rec, rec["arm"] in unverified, top_n.get(rec["arm"]))
     steps = [diagnosis_step(rec) for rec in records]
     need, unit_need = _needs(records, steps, fixtures)
     grouped = _fetch_candidates(con, need, gold_spans_table(fixtures))
@@ -124,6 +122,15 @@ def diagnose_ledger(
         orow = oracle.get((rec["arm"], rec["qid"]))
         d = diagnose(rec, stages, fx, texts, orow)
         yield _row(rec, d, orow)
+
+
+def prepare_record(rec: dict[str, Any], unverified: bool, top_n: Mapping[str, int] | None) -> None:
+    """What the tree reads beside the record's columns: whether its arm's answer side is unverified,
+    and the arm's configured list depths (``top_n``, when known). The one way a record is made ready
+    for :func:`.tree.diagnose`, here and in :mod:`.record`."""
+    rec["answer_unverified"] = bool(unverified)
+    if top_n is not None:
+        rec["top_n"] = dict(top_n)
 
 
 def _needs(

@@ -194,6 +194,8 @@ class ArmRuntime:
     #: ``phase_scope = "evidence"`` once the base phase ran: (its offset, the documents re-chunked per
     #: phase); every other document is cut at the base offset in every phase (:mod:`.scope`)
     phase_scope: tuple[int, frozenset[str]] | None = None
+    #: the criterion that fixed ``phase_scope`` (:data:`.scope.REACH`)
+    phase_reach: str | None = None
 
     @property
     def count_tokens(self) -> Callable[[str], int]:

@@ -390,8 +390,9 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
             result.stopped = why
             return
         oracle = oracle_for_arm(out, rt, fixtures)
-        if is_done(out, cfg.name, cfg.phase_list()[0].label):
-            apply_scope(out, rt, fixtures)  # a resumed sweep: the base phase is on disk
+        if is_done(out, cfg.name, cfg.phase_list()[0].label) and apply_scope(out, rt, fixtures) and last_use:
+            # a resumed sweep: the base phase is on disk (replanned as below)
+            last_use = _plan_last_use(out, job.arms, job.runtimes, list(job.corpus), position)
         for phase in cfg.phase_list():
             if is_done(out, cfg.name, phase.label):
                 result.skipped.append((cfg.name, phase.label))
@@ -412,7 +413,10 @@ def run_local(job: SweepJob, result: SweepResult) -> None:
                 on_question=lambda a=cfg.name, p=phase.label: progress.question(a, p),
             )
             count_offsets(result.offsets.setdefault(cfg.name, Counter()), index.boundaries)
-            apply_scope(out, rt, fixtures)  # phase_scope = "evidence": fixed once the base phase ran
+            # phase_scope = "evidence": fixed once the base phase ran; the unphased documents' units
+            # are now the base phase's in every later phase, so a cache that cannot read back keeps them
+            if apply_scope(out, rt, fixtures) and last_use:
+                last_use = _plan_last_use(out, job.arms, job.runtimes, list(job.corpus), position)
             drop_phase_texts(rt.caches(), {u.text for u in index.units}, keep_texts, last_use, position)
             progress.partition_done(cfg.name, phase.label)
             result.written.append((cfg.name, phase.label))
@@ -444,7 +448,7 @@ def _can_read_back(cache: object) -> bool:
 
 
 def _plan_last_use(
-    out: Path, arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime], sources: Sequence
+    out: Path, arms: Sequence[ArmConfig], runtimes: dict[str, ArmRuntime], sources: Sequence, done: int = 0
 ) -> dict[tuple[int, str], int]:
     """For each (cache, unit text), the last partition (1-based, in sweep order) that needs it.
 
@@ -455,7 +459,7 @@ def _plan_last_use(
     embedder per server), so the key is the cache, not the arm.
     """
     last: dict[tuple[int, str], int] = {}
-    position = 0
+    position = done  # the partitions this run already wrote
     for cfg in arms:
         rt = runtimes[cfg.name]
         visible = [s for s in sources if set(s.access) <= cfg.clearance]

@@ -54,9 +54,7 @@ class BrowseActions:
         self.phase = new
 
     def watch_phase(self) -> None:
-        ql = self.query_list
-        ql.phase = self.phase
-        ql.invalidate()
+        self.query_list.show_phase(self.phase)
         self._request_detail()
         if self._active_tab() == "grid":
             self._refresh_panes()

@@ -14,8 +14,10 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
+from textual.worker import Worker
 
 from ledgerscope.common.safe_text import safe
+from ledgerscope.tui.messages import post_if_current
 
 DEFAULT_NAMES = {
     "jsonl": "ledgerscope-export.jsonl",
@@ -40,6 +42,7 @@ class ExportScreen(ModalScreen[None]):
         self.directory = directory or Path.cwd()
         self.result = None
         self.count: tuple[int, int] | None = None
+        self._exporting: Worker | None = None
 
     def compose(self) -> ComposeResult:
         from ledgerscope.export import FORMATS
@@ -89,9 +92,9 @@ class ExportScreen(ModalScreen[None]):
         try:
             count = self.session.count_records(self.role, where)
         except Exception as exc:  # an invalid predicate: say why, inline
-            self.post_message(self.Counted(None, str(exc)))
+            post_if_current(self, self.Counted(None, str(exc)))
             return
-        self.post_message(self.Counted(count, None))
+        post_if_current(self, self.Counted(count, None))  # a newer predicate's count supersedes it
 
     def on_export_screen_counted(self, m: Counted) -> None:
         count, error = m.count, m.error
@@ -113,10 +116,14 @@ class ExportScreen(ModalScreen[None]):
         if not out:
             self.query_one("#x-result", Static).update(Text("✗ give an output path"))
             return
+        if self._exporting is not None and not self._exporting.is_finished:
+            # a second export does not supersede the first (its files are being written): one at a time
+            self.app.notify("an export is running: wait for its result", markup=False)
+            return
         self.query_one("#x-result", Static).update(Text(f"⟳ exporting to {safe(out)}…"))
-        self._export(str(fmt), Path(out).expanduser(), where)
+        self._exporting = self._export(str(fmt), Path(out).expanduser(), where)
 
-    @work(thread=True, exclusive=True, group="export")
+    @work(thread=True, group="export")
     def _export(self, fmt: str, out: Path, where: str) -> None:
         from ledgerscope.export import export
 

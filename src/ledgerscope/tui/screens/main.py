@@ -94,6 +94,7 @@ class MainScreen(BrowseActions, PaneDrawing, Screen):
         self.reruns: dict[tuple[str, str, str], msg.RerunDone] = {}  # results, kept for the session
         self._t0 = time.perf_counter() if started is None else started
         self._timer = MoveTimer()
+        self._last_move = "question"  # what the prefetch loads first: the next question, or phases
         self._records = RecordFeed(self, session)
         self._pending_detail = False  # a record is wanted once its list page arrives
         self._stats_waiting = False  # the stats pane was asked for before the checks passed
@@ -351,10 +352,12 @@ class MainScreen(BrowseActions, PaneDrawing, Screen):
         rows = [ql.row(ql.cursor + delta) for delta in (1, -1)]
         shown = self.detail.qid if self.detail is not None else None
         qids = [r.qid if r else None for r in rows]
-        self._records.prefetch(neighbour_keys(qids, self.phase, self.session.phases, shown))
+        phases_first = self._last_move == "phase"
+        self._records.prefetch(neighbour_keys(qids, self.phase, self.session.phases, shown, phases_first))
 
     def _start_move(self, kind: str) -> None:
         """Time this move until the panes show its record; a question move that moves nothing is not."""
+        self._last_move = kind
         self._timer.start(kind)
         if kind == "question":
             self.call_later(self._check_move, self.query_list.cursor)

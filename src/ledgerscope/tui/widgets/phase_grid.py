@@ -1,13 +1,15 @@
 """The phase grid: questions × phases, a Line-API widget aligned with the questions list.
 
 It shows the same rows the list shows (the list's scroll window), so a cursor
-move redraws two lines, and rows are cached as strips until the phase, the
-arms shown or the palette change.
+move redraws two lines, and rows are cached as strips until the arms shown,
+the phases or the palette change. The phase shown is marked in the header
+only: a phase move redraws one line.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from rich.style import Style
 from rich.text import Text
@@ -39,12 +41,19 @@ class PhaseGrid(Widget):
         self._cursor = 0
         self._strips: OrderedDict[tuple, Strip] = OrderedDict()
 
-    def configure(self, **settings) -> None:
-        """Change what every line depends on (phase, arms, compare, palette...) and redraw all."""
-        for k, v in settings.items():
-            setattr(self, k, v)
-        self._strips.clear()
-        self.refresh()
+    def configure(self, **settings) -> set[str]:
+        """Change what the lines depend on (phase, arms, compare, palette...) and redraw what changed:
+        the header alone when only the phase did (rows do not mark it), else every line. Returns the
+        names of the settings that changed."""
+        changed = {k for k, v in settings.items() if getattr(self, k) != v}
+        for k in changed:
+            setattr(self, k, settings[k])
+        if changed == {"phase"}:
+            self.refresh_line(0)  # the header's strip is keyed by the phase
+        elif changed:
+            self._strips.clear()
+            self.refresh()
+        return changed
 
     def follow(self, top: int, cursor: int) -> None:
         """Track the list's scroll position and cursor, the cursor's row always on screen (the grid
@@ -81,21 +90,23 @@ class PhaseGrid(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.content_region.width or self.size.width
         if y == 0:
-            return self._strip(self._header(), width, ("header", width))
+            return self._strip(self._header, width, ("header", width, self.phase))
         if y == 1:
-            return self._strip(Text("─" * width, style=self.palette.get("muted")), width, ("rule", width))
+            rule = Text("─" * width, style=self.palette.get("muted"))
+            return self._strip(lambda: rule, width, ("rule", width))
         index = self._top + y - 2
         row = self.list.row(index) if self.list is not None else None
         if row is None:
             return Strip.blank(width, self.rich_style)
-        key = (index, row.qid, width, index == self._cursor)
-        return self._strip(self._row(row, index == self._cursor), width, key)
+        current = index == self._cursor
+        return self._strip(lambda: self._row(row, current), width, (index, row.qid, width, current))
 
-    def _strip(self, text: Text, width: int, key: tuple) -> Strip:
+    def _strip(self, text: Callable[[], Text], width: int, key: tuple) -> Strip:
+        """The line kept under ``key``, else ``text()`` drawn (a scroll redraws every line: most are kept)."""
         cached = self._strips.get(key)
         if cached is not None:
             return cached
-        strip = Strip(list(text.render(self.app.console))).crop_extend(0, width, self.rich_style)
+        strip = Strip(list(text().render(self.app.console))).crop_extend(0, width, self.rich_style)
         strip = strip.apply_style(self.rich_style)
         self._strips[key] = strip
         while len(self._strips) > 300:

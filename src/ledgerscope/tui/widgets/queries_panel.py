@@ -13,7 +13,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
-from textual.worker import get_current_worker
 
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import safe
@@ -68,10 +67,9 @@ class QueriesPanel(Vertical):
             cursor = (s.locate(role, keep_qid) or 0) if keep_qid is not None else 0
             rows = s.page(role, (cursor // PAGE_SIZE) * PAGE_SIZE, PAGE_SIZE)
         except LedgerscopeError as exc:  # a filter that does not evaluate: shown under the bar
-            self.post_message(msg.ListFailed(str(exc), typed=filters.where))
+            msg.post_if_current(self, msg.ListFailed(str(exc), typed=filters.where))
             return
-        if not get_current_worker().is_cancelled:
-            self.post_message(msg.ListReady(0, count, total, predicate, rows, cursor, role, filters))
+        msg.post_if_current(self, msg.ListReady(0, count, total, predicate, rows, cursor, role, filters))
 
     def on_list_ready(self, m: msg.ListReady) -> None:
         self._generation += 1
@@ -99,7 +97,7 @@ class QueriesPanel(Vertical):
     @work(thread=True, exclusive=True, group="search")
     def search(self, role: str, text: str) -> None:
         """In a worker: the list positions whose qid or question holds ``text``; ``SearchDone`` bubbles up."""
-        self.post_message(msg.SearchDone(text, self.session.search(role, text)))
+        msg.post_if_current(self, msg.SearchDone(text, self.session.search(role, text)))
 
     # -- pages -------------------------------------------------------------
 

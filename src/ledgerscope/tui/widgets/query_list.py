@@ -13,6 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -27,6 +28,10 @@ from ledgerscope.tui.render import VERDICT_STYLE, reversal_mark
 
 PAGE_SIZE = 100
 MAX_PAGES = 40
+_DIM = Style(dim=True)
+_REVERSE = Style(reverse=True)
+#: rendered rows kept: a screen's rows at every phase of a large sweep
+MAX_STRIPS = 1200
 
 
 class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
@@ -110,13 +115,6 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         i = index % PAGE_SIZE
         return page[i] if i < len(page) else None
 
-    def rows_around(self, index: int, count: int) -> list[ListRow]:
-        """Loaded rows in a window of ``count`` rows that holds ``index`` (for the phase grid)."""
-        start = max(0, min(index - count // 2, self.total - count))
-        return [
-            r for r in (self.row(i) for i in range(start, min(self.total, start + count))) if r is not None
-        ]
-
     def _request(self, page: int) -> None:
         if page in self._requested:
             return
@@ -146,12 +144,16 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
         self.post_message(self.CursorMoved(index, self.row(index)))
 
     def invalidate(self) -> None:
-        """Forget the rendered rows (the phase, arm, palette or matches changed) and redraw."""
+        """Forget the rendered rows (the arm, palette or matches changed) and redraw."""
         self._strips.clear()
         self.refresh()
 
-    def move(self, delta: int) -> None:
-        self.move_to(self.cursor + delta)
+    def show_phase(self, phase: str) -> None:
+        """Mark ``phase`` in every row: rendered rows are kept per phase, so moving back and forth
+        between phases redraws from them."""
+        if phase != self.phase:
+            self.phase = phase
+            self.refresh()
 
     @property
     def page_height(self) -> int:
@@ -192,51 +194,58 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
                 return strip.apply_style(self.rich_style)
             return Strip.blank(width, self.rich_style)
         row = self.row(index)
-        key = (index, width, index == self.cursor, index in self.matches)
+        key = (index, width, index == self.cursor, index in self.matches, self.phase)
         if row is not None and key in self._strips:
             return self._strips[key]
         if row is None:
-            text = Text(
-                f"  {MISSING_GLYPH} loading…", style=self.get_component_rich_style("querylist--placeholder")
-            )
+            placeholder = self.get_component_rich_style("querylist--placeholder")
+            pieces: list[tuple[str, Style | None]] = [(f"  {MISSING_GLYPH} loading…", placeholder)]
         else:
-            text = self.row_text(row, width)
+            pieces = self.row_pieces(row, width)
         if index in self.matches:
-            text.stylize(self.get_component_rich_style("querylist--match"), 0, 1)
+            first, style = pieces[0]
+            pieces[0] = (first[:1], (style or Style()) + self.get_component_rich_style("querylist--match"))
+            if first[1:]:
+                pieces.insert(1, (first[1:], style))
         base = self.rich_style
         if index == self.cursor:
             base = base + self.get_component_rich_style("querylist--cursor")
-        segments = list(text.render(self.app.console))
-        strip = Strip(segments).crop_extend(0, width, base).apply_style(base)
+        strip = Strip([Segment(t, s) for t, s in pieces]).crop_extend(0, width, base).apply_style(base)
         if row is not None:
             self._strips[key] = strip
-            while len(self._strips) > 400:
+            while len(self._strips) > MAX_STRIPS:
                 self._strips.popitem(last=False)
         return strip
 
     def row_text(self, row: ListRow, width: int) -> Text:
+        """The row as it is drawn (without the cursor's and a match's highlight)."""
+        return Text.assemble(*self.row_pieces(row, width), no_wrap=True, overflow="ellipsis")
+
+    def row_pieces(self, row: ListRow, width: int) -> list[tuple[str, Style | None]]:
+        """The row's text in styled pieces, drawn as segments (no rich ``Text`` to lay out: a phase move
+        redraws every visible row)."""
         cells = row.cells.get(self.role, {})
         n = len(self.phases)
         fixed = 2 + 2 + n + 1 + 3  # marks, glyph strip, step
         # the segment shows when the qid keeps at least 16 columns
         seg_w = 14 if width - fixed - 15 >= 16 else (10 if width - fixed - 11 >= 16 else 0)
         qid_w = max(6, width - fixed - (seg_w + 1 if seg_w else 0))
-        text = Text(no_wrap=True, overflow="ellipsis")
-        current = self.current_index_marker(row)
-        text.append(current)
-        text.append(reversal_mark(row, self.role) + " ")
+        out: list[tuple[str, Style | None]] = [
+            ("▶" if row.ord == self.cursor else " ", None),
+            (reversal_mark(row, self.role) + " ", None),
+        ]
         if opaque_id(row.qid) and row.question:  # an id that says nothing: the question's start beside it
             qid = safe(row.qid)
-            text.append(qid[:qid_w])
+            out.append((qid[:qid_w], None))
             if len(qid) + 2 < qid_w:
-                text.append(" " + _fit(safe_line(row.question), qid_w - len(qid) - 1), style="dim")
+                out.append((" " + _fit(safe_line(row.question), qid_w - len(qid) - 1), _DIM))
             else:
-                text.append(" " * max(0, qid_w - len(qid)))
-            text.append(" ")
+                out.append((" " * max(0, qid_w - len(qid)), None))
+            out.append((" ", None))
         else:
-            text.append(_fit(safe(row.qid), qid_w) + " ")
+            out.append((_fit(safe(row.qid), qid_w) + " ", None))
         if seg_w:
-            text.append(_fit(safe(row.segment), seg_w) + " ", style="dim")
+            out.append((_fit(safe(row.segment), seg_w) + " ", _DIM))
         for p in self.phases:
             cell = cells.get(p)
             glyph = verdict_glyph(cell.verdict if cell else None)
@@ -244,15 +253,12 @@ class QueryList(ScrollView, can_focus=True, inherit_bindings=False):
                 VERDICT_STYLE.get(cell.verdict if cell and cell.verdict else "", "v-muted")
             )
             if p == self.phase:
-                style = (style or Style()) + Style(reverse=True)
-            text.append(glyph, style=style)
+                style = (style or Style()) + _REVERSE
+            out.append((glyph, style))
         cell = cells.get(self.phase) if self.phase is not None else None
         step = "" if cell is None or cell.step is None else str(cell.step)
-        text.append(f" {step:>2}")
-        return text
-
-    def current_index_marker(self, row: ListRow) -> str:
-        return "▶" if row.ord == self.cursor else " "
+        out.append((f" {step:>2}", None))
+        return out
 
 
 def _fit(s: str, width: int) -> str:

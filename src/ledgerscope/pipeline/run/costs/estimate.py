@@ -29,6 +29,7 @@ from ledgerscope.ledger.write import is_done
 from ledgerscope.ledger.write import oracle_path as _oracle_path
 from ledgerscope.pipeline.arm.config import ArmConfig
 from ledgerscope.pipeline.run.costs.prices import Prices
+from ledgerscope.pipeline.run.scope import plan_scope
 
 #: tokens a prompt template adds around the evidence and the question (an allowance, not a count)
 PROMPT_ALLOWANCE = 40
@@ -41,6 +42,10 @@ class Usage:
     texts: int = 0
     emb_tokens: int = 0
     emb_requests: int = 0
+    #: a local model's forward passes and the token positions they run, short batches' copied rows
+    #: included (the batching rule of :meth:`Encoder.batches`): what its time follows
+    emb_batches: int = 0
+    emb_forward_tokens: int = 0
     rerank_requests: int = 0
     rerank_pairs: int = 0
     gen_requests: int = 0
@@ -166,9 +171,12 @@ class _Embeddings:
         seen = self.seen.setdefault(key, set())
         new = sorted({t for t in texts if t not in seen and not self._cached(key, cfg, t)})
         seen.update(new)
-        usage = Usage(texts=len(new), emb_tokens=sum(count(t) for t in new))
+        counts = [count(t) for t in new]
+        usage = Usage(texts=len(new), emb_tokens=sum(counts))
         if key[0] == "endpoint":
             usage.emb_requests = math.ceil(len(new) / max(1, int(cfg.embedding.get("batch_size", 64))))
+        else:
+            usage.emb_batches, usage.emb_forward_tokens = forward_shape(counts, key[2])
         return usage
 
     def _cached(self, key: tuple, cfg: ArmConfig, text: str) -> bool:
@@ -184,6 +192,23 @@ class _Embeddings:
             )
         has = getattr(enc, "has", None)
         return bool(has(text)) if callable(has) else False
+
+
+def forward_shape(counts: Sequence[int], batch_size: int) -> tuple[int, int]:
+    """Forward passes and token positions a local model runs for texts of these token counts:
+    one count per batch, at most ``batch_size`` rows, a short batch padded with copies of its
+    rows (:meth:`Encoder.batches`, :func:`min_rows`)."""
+    from ledgerscope.pipeline.embedding.encoder import min_rows
+
+    rows: dict[int, int] = {}
+    for c in counts:
+        rows[c] = rows.get(c, 0) + 1
+    batches = positions = 0
+    for c, n in rows.items():
+        full, rest = divmod(n, batch_size)
+        batches += full + (rest > 0)
+        positions += full * max(batch_size, min_rows(c)) * c + (max(rest, min_rows(c)) * c if rest else 0)
+    return batches, positions
 
 
 def _counter(cfg: ArmConfig) -> tuple[Any, Any]:
@@ -235,6 +260,7 @@ def plan_sweep(
                 )
             )
         rt = ArmRuntime(cfg, None, counter, build_chunker(cfg, None, counter), None, None, None)
+        plan.notes.extend(filter(None, [plan_scope(rt, out, fixtures)]))  # an evidence arm's cut
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]
         for phase in pending:
             units, _ = chunk_phase(rt, phase, visible)

@@ -391,7 +391,7 @@ def test_evidence_scope_moves_only_gold_and_retrieved_documents(server, inputs, 
     seen = {t for (t,) in con.execute("SELECT text FROM units WHERE phase = '0'").fetchall()}
     for label in ("5", "9"):
         texts = {t for (t,) in con.execute("SELECT text FROM units WHERE phase = ?", [label]).fetchall()}
-        marker = out / "partitions" / "arm-remote" / f"phase-{label}" / "_SUCCESS.json"
+        marker = marker_path(out, "remote", label)
         part = json.loads(marker.read_text())
         assert part["resources"]["embedding"]["encoded"] == len(texts - seen)
         seen |= texts

@@ -124,7 +124,7 @@ class Arm(StrictTable):
     phase_scope: Literal["all", "evidence"] = key(
         "all",
         "which documents are re-chunked per phase: all, or only those holding gold support plus "
-        "the distractors reaching candidate lists at the base phase",
+        "the distractors the reader saw (packed context and top-k view) at the base phase",
         later=True,
     )
     chunker: Chunker = table(Chunker, "how documents are cut into units")

@@ -238,9 +238,14 @@ SHARED_SWEEPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """One worker group per module (its module-scoped fixtures built once), and one group for all
-    the modules that read the same expensive session ledger (:data:`SHARED_SWEEPS`)."""
+    the modules that read the same expensive session ledger (:data:`SHARED_SWEEPS`).
+
+    First among the hooks: xdist turns the groups into node ids in its own hook, which otherwise
+    runs before this one and sees no group (every test then went to any worker, and each worker
+    built the module and session fixtures it met)."""
     by_module: dict[str, list] = {}
     for item in items:
         by_module.setdefault(item.module.__name__, []).append(item)

@@ -11,7 +11,6 @@ import pytest
 from ledgerscope.inputs.validate import validate_fixtures
 from ledgerscope.ledger import digest
 from ledgerscope.ledger.read import connect
-from ledgerscope.ledger.schema import OPTIONAL_COLUMNS
 from ledgerscope.ledger.verify import load_manifest
 from ledgerscope.pipeline.run.rerun import load_ledger_inputs
 
@@ -45,6 +44,7 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
     from ledgerscope.pipeline.arm.config import arm_from_dict
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
     from ledgerscope.pipeline.run.cascade import ArmRuntime, chunk_phase
+    from ledgerscope.pipeline.run.partition import unit_table
 
     manifest, corpus, _ = load_ledger_inputs(ledger)
     units, bounds = [], []
@@ -58,27 +58,7 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
         visible = [s for s in corpus if set(s.access) <= cfg.clearance]
         for phase in phases:
             us, bs = chunk_phase(rt, phase, visible)
-            units += [
-                {
-                    "arm": name,
-                    "phase": phase.label,
-                    "unit_id": u.unit_id,
-                    "doc_id": u.doc_id,
-                    "version": u.version,
-                    "ordinal": u.ordinal,
-                    "start": u.start,
-                    "end": u.end,
-                    "core_start": u.core_start,
-                    "core_end": u.core_end,
-                    "token_start": u.token_start,
-                    "token_end": u.token_end,
-                    "n_tokens": u.token_end - u.token_start,
-                    "text": u.text,
-                    "access": list(u.access),
-                    **dict.fromkeys(OPTIONAL_COLUMNS["units"]),  # placement: an ingest's
-                }
-                for u in us
-            ]
+            units += unit_table(name, phase.label, us)
             bounds += [
                 {
                     "arm": name,

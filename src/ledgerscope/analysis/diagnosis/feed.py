@@ -19,6 +19,7 @@ from ledgerscope.analysis.diagnosis.span_fates import FATE_LISTS
 from ledgerscope.analysis.diagnosis.tree import diagnose, diagnosis_step
 from ledgerscope.analysis.validity import unverified_arms
 from ledgerscope.ledger.fixtures import gold_spans_table, load_ledger_fixtures
+from ledgerscope.ledger.schema import SUPPORT_COLUMNS
 from ledgerscope.ledger.verify import load_manifest
 
 if TYPE_CHECKING:
@@ -33,18 +34,7 @@ _RECORD_COLUMNS = (
     "answerable",
     "support_only",
     "gold_status",
-    "support_chunked",
-    "support_bm25",
-    "support_dense_exact",
-    "support_exact",
-    "support_dense_ann",
-    "support_production",
-    "support_union",
-    "support_fused",
-    "support_reranked",
-    "support_selected",
-    "support_packed",
-    "support_cited",
+    *(c for c in SUPPORT_COLUMNS if c != "support_topk"),  # the top-k view is not on the walk
     "covered_set",
     "single_unit_complete",
     "packed_unit_ids",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ledgerscope.common.blas import single_threaded_blas
@@ -21,7 +21,7 @@ from ledgerscope.inputs.sources import Corpus
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.write import oracle_path, oracle_resources_path, write_partition, write_table
 from ledgerscope.pipeline.contracts.stages import PhaseIndex
-from ledgerscope.pipeline.contracts.units import Phase
+from ledgerscope.pipeline.contracts.units import Phase, Unit
 from ledgerscope.pipeline.run.cascade import build_phase, doc_offset, run_questions
 from ledgerscope.pipeline.run.oracle import prepare_oracle, run_oracle
 from ledgerscope.pipeline.run.repeats import manifest_repeats
@@ -84,7 +84,7 @@ def run_partition(
     scope = scope_record(rt, phase, len(index.boundaries))
     resources["phase_scope"] = {k: v for k, v in scope.items() if k != "phased_documents"}
     on_stage("retrieve+generate")
-    unit_rows = unit_table(cfg.name, phase.label, index)
+    unit_rows = unit_table(cfg.name, phase.label, index.units)
     bound_rows = [
         {
             "arm": cfg.name,
@@ -133,7 +133,8 @@ def run_partition(
     return index
 
 
-def unit_table(arm: str, phase: str, index: PhaseIndex) -> list[dict]:
+def unit_table(arm: str, phase: str, units: Iterable[Unit]) -> list[dict]:
+    """The units table's rows of one partition (the sample check builds its expected rows here too)."""
     return [
         {
             "arm": arm,
@@ -154,7 +155,7 @@ def unit_table(arm: str, phase: str, index: PhaseIndex) -> list[dict]:
             # placement is an ingest's question: a swept unit is sliced from its source, so NULL
             **dict.fromkeys(schema.OPTIONAL_COLUMNS["units"]),
         }
-        for u in index.units
+        for u in units
     ]
 
 

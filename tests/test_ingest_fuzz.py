@@ -69,3 +69,33 @@ def test_the_bulk_reader_declines_blank_lines_of_any_length(tmp_path, blank):
         assert not con.execute("SELECT count(*) FROM duckdb_tables()").fetchall()[0][0]  # nothing left
     finally:
         fastread.MIN_BYTES = saved
+
+
+def test_the_bulk_reader_takes_a_null_answer_but_not_a_missing_one(tmp_path):
+    """A failed request's answer is null (accepted, the same tables as the line reader's); a line with
+    no answer key reads as null too, and only the line reader may refuse it (with its location)."""
+    from ledgerscope.ingest.derive.tables import trace_tables
+    from ledgerscope.ingest.read import fastread
+    from ledgerscope.ingest.read.traceformat import read_traces
+
+    rows = fi.base_traces(QIDS, CHUNK_IDS, staged=False)
+    rows[1]["answer"], rows[-1]["answer"] = None, None
+    null, missing = tmp_path / "null.jsonl", tmp_path / "missing.jsonl"
+    null.write_bytes(fi._dump(rows))
+    rows[-1].pop("answer")
+    missing.write_bytes(fi._dump(rows)[:-1])  # the last line without its newline too
+    saved, fastread.MIN_BYTES = fastread.MIN_BYTES, 0
+    try:
+        con = duckdb.connect()
+        assert fastread.read_fast(con, [null], None, {str(null): null.name})
+        tables = ("_ig_trace", "_ig_stage")
+        got = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables]
+        traces, problems = read_traces([null])
+        assert not problems
+        trace_tables(con, traces, {str(null): null.name})
+        assert got == [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables]
+        assert not fastread.read_fast(duckdb.connect(), [missing], None, {str(missing): missing.name})
+        _, problems = read_traces([missing])
+        assert [(p.line, p.field) for p in problems] == [(len(rows), "answer")], problems
+    finally:
+        fastread.MIN_BYTES = saved

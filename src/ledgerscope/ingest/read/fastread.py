@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ingest.read.traceformat import DEFAULT_PHASE
+from ledgerscope.inputs.sources import strict_loads
 from ledgerscope.ledger.layout import ARM_NAME, PHASE_LABEL
 from ledgerscope.trace.spec import FORMAT, MAX_LINE_BYTES
 
@@ -63,6 +64,20 @@ def _lines(path: Path) -> int:
             n += block.count(b"\n")
             last = block[-1:]
     return n + (last != b"\n")
+
+
+def _lines_and(path: Path, wanted: list[int]) -> tuple[int, list[bytes]]:
+    """:func:`_lines`, and the lines numbered ``wanted`` (1-based, ascending), in one pass."""
+    if not wanted:
+        return _lines(path), []
+    got, n, want = [], 0, iter(wanted)
+    nxt = next(want)
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            if n == nxt:
+                got.append(line)
+                nxt = next(want, 0)
+    return n, got
 
 
 def _types(con, path: Path) -> dict[str, str] | None:
@@ -178,18 +193,24 @@ def _build(
         con.execute(f"DROP TABLE _fr_{i}")
 
 
-def _null_answers(con, i: int) -> int:
-    return con.execute(f"SELECT count(*) FROM _fr_{i} WHERE answer IS NULL").fetchall()[0][0]
+def _null_answer_lines(con, i: int) -> list[int]:
+    """The line numbers of ``_fr_{i}``'s rows with a null answer (a failed request's)."""
+    sql = f"SELECT rowid FROM _fr_{i} WHERE answer IS NULL ORDER BY rowid"
+    return [r[0] + 1 for r in con.execute(sql).fetchall()]
 
 
-def _lines_without_answer(con, path: Path) -> int:
-    """Lines with no ``answer`` key at all (required; null is allowed): typed reading cannot tell an
-    absent key from a null, a second pass over the objects can (only when some answer is null)."""
-    return con.execute(
-        "SELECT count(*) FROM read_json_objects(?, format='newline_delimited', "
-        f"maximum_object_size={MAX_LINE_BYTES}) WHERE NOT json_exists(json, '$.answer')",
-        [str(path)],
-    ).fetchall()[0][0]
+def _answer_keys(lines: list[bytes]) -> bool:
+    """Every line holds an ``answer`` key (required; null is allowed): typed reading cannot tell an
+    absent key from a null, so the lines with a null answer are decoded as the line reader does
+    (a line it would refuse makes this False too)."""
+    for line in lines:
+        try:
+            obj = strict_loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, StrictJSONError
+            return False
+        if not isinstance(obj, dict) or "answer" not in obj:
+            return False
+    return True
 
 
 def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None:
@@ -213,8 +234,7 @@ def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None
             f"SELECT count(*) FROM _fr_{i} WHERE {_violations(default_config, kind)}"
         ).fetchall()[0][0]
         pairs = con.execute(f"SELECT DISTINCT config, phase FROM _fr_{i}").fetchall()
-        if not bad and _null_answers(con, i):  # a failed request's answer is null: is the key there?
-            bad = _lines_without_answer(con, path)
+        nulls = _null_answer_lines(con, i)  # a failed request's answer is null: is the key there?
     except duckdb.Error:
         return None
     names_ok = all(
@@ -222,7 +242,10 @@ def _read_one(con, i: int, path: Path, default_config: str | None) -> str | None
         and PHASE_LABEL.fullmatch(DEFAULT_PHASE if p is None else p)
         for c, p in pairs
     )
-    return kind if not bad and names_ok and rows == _lines(path) else None
+    if bad or not names_ok:
+        return None
+    lines, null_lines = _lines_and(path, nulls)
+    return kind if rows == lines and _answer_keys(null_lines) else None
 
 
 def read_fast(con, paths: list[Path], default_config: str | None, names: dict[str, str]) -> bool:

@@ -46,6 +46,9 @@ TREE_STAGES = ("chunked", "exact", "production", "union", "fused", "reranked", "
 DEFAULT_MAX_UNLOCATED = 0.1
 #: DuckDB's share of the machine: an ingest stays within a gigabyte
 MEMORY_LIMIT = "450MB"
+#: the in-memory database the ingest's tables live in, compressed: the traces' texts (framework traces
+#: carry their literal prompts) and ids otherwise outgrow MEMORY_LIMIT and spill to disk
+DATABASE = "ingest"
 
 __all__ = ["IngestOptions", "IngestReport", "ingest"]
 
@@ -109,7 +112,8 @@ def check_out(out: Path, inputs: list[Path]) -> None:
 
 
 def connection():
-    """The ingest's DuckDB connection (bounded memory, spilling to a temporary directory)."""
+    """The ingest's DuckDB connection (bounded memory, spilling to a temporary directory), using a
+    compressed in-memory database (:data:`DATABASE`; a cursor must ``USE`` it too)."""
     import tempfile
 
     import duckdb
@@ -119,6 +123,8 @@ def connection():
     weakref.finalize(con, shutil.rmtree, spill, True)
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("SET temp_directory = ?", [spill])
+    con.execute(f"ATTACH ':memory:' AS {DATABASE} (COMPRESS)")
+    con.execute(f"USE {DATABASE}")
     return con
 
 

@@ -61,9 +61,11 @@ def as_table(
     return got.select(table_schema.names).cast(table_schema).combine_chunks()
 
 
-def _partition(con, ledger: Path, arm: str, phase: str, tids: tuple[int, int]) -> int:
-    """One (arm, phase) written; ``tids``: the first and last trace number of its traces."""
+def _partition(con, database: str, ledger: Path, arm: str, phase: str, tids: tuple[int, int]) -> int:
+    """One (arm, phase) written; ``tids``: the first and last trace number of its traces; ``database``:
+    the connection's (a cursor starts in the default one)."""
     cur = con.cursor()
+    cur.execute(f"USE {database}")
     try:
         tables = {
             name: as_table(
@@ -113,8 +115,10 @@ def write_ledger(
             "SELECT arm, phase, min(tid), max(tid) FROM _ig_trace GROUP BY arm, phase"
         ).fetchall()
     }
+    db = con.execute("SELECT current_database()").fetchall()[0][0]
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        counts = dict(zip(keys, pool.map(lambda k: _partition(con, ledger, *k, tids[k]), keys), strict=True))
+        written = pool.map(lambda k: _partition(con, db, ledger, *k, tids[k]), keys)
+        counts = dict(zip(keys, written, strict=True))
     for arm in arms:
         oracle = (
             as_table(con, "SELECT * FROM _ig_oracle_rows WHERE arm = $1 ORDER BY qid", [arm], schema.ORACLE)

@@ -239,8 +239,9 @@ def _framework(rnd: random.Random, trace: dict, question: str) -> dict:
     return out
 
 
-def _child(code: list[str], env: dict, log: Path) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB, output) of a child process (its own rusage, from wait4)."""
+def _child(code: list[str], env: dict, log: Path) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS in MB, output, CPU seconds: user + system) of a child process (its own
+    rusage, from wait4; the CPU seconds vary less than the wall time on a shared machine)."""
     t0 = time.perf_counter()
     with log.open("w") as fh:
         proc = subprocess.Popen(code, stdout=fh, stderr=subprocess.STDOUT, env=env)
@@ -250,7 +251,7 @@ def _child(code: list[str], env: dict, log: Path) -> tuple[float, float, str]:
     out = log.read_text()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(code[:4])} failed ({proc.returncode}): {out[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, out
+    return wall, usage.ru_maxrss / 1024, out, usage.ru_utime + usage.ru_stime
 
 
 #: the floor's two tables: a candidate row per ranked id with its chunk's interval, a record per trace
@@ -338,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
             "read_json(?, format='newline_delimited')\", [sys.argv[1]]); "
             "print(con.execute('SELECT count(*) FROM t').fetchall()[0][0])"
         )
-        ref, ref_mb, _ = _child([sys.executable, "-c", read, str(files["traces"])], env, root / "read.log")
+        ref, ref_mb, _, ref_cpu = _child(
+            [sys.executable, "-c", read, str(files["traces"])], env, root / "read.log"
+        )
         floor_out, out = root / "floor", root / "ledger"
         shutil.rmtree(floor_out, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
@@ -348,12 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             for old, new in FRAMEWORK_FLOOR.items():
                 candidates, records = candidates.replace(old, new), records.replace(old, new)
         code = f"CANDIDATES = {candidates!r}\nRECORDS = {records!r}\n{FLOOR}"
-        floor, floor_mb, _ = _child(
+        floor, floor_mb, _, floor_cpu = _child(
             [sys.executable, "-c", code, str(files["traces"]), str(files["chunks"]), str(floor_out)],
             env,
             root / "floor.log",
         )
-        ing, ing_mb, log = _child(
+        ing, ing_mb, log, ing_cpu = _child(
             [
                 sys.executable,
                 "-m",
@@ -388,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
             f"ratio to the read {ratio:.2f} (target <= 3); to the floor {floor_ratio:.2f}; "
             f"peak memory {ing_mb:.0f} MB (target < 1024)"
         )
+        print(
+            f"CPU seconds (user + system): read {ref_cpu:.1f}, floor {floor_cpu:.1f}, ingest {ing_cpu:.1f} "
+            f"({ing_cpu / floor_cpu:.2f} x the floor's); load average {os.getloadavg()[0]:.1f}"
+        )
         if args.json:
             args.json.write_text(
                 json.dumps(
@@ -407,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
                         "ingest_peak_mb": round(ing_mb),
                         "floor_peak_mb": round(floor_mb),
                         "read_peak_mb": round(ref_mb),
+                        "duckdb_read_cpu_s": round(ref_cpu, 2),
+                        "floor_cpu_s": round(floor_cpu, 2),
+                        "ingest_cpu_s": round(ing_cpu, 2),
+                        "cpu_floor_ratio": round(ing_cpu / floor_cpu, 2),
+                        "load_average": round(os.getloadavg()[0], 1),
                     }
                 )
             )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import itertools
 from collections.abc import Iterable
+from typing import Any
 
 from ledgerscope.analysis.stats.power import headline
 from ledgerscope.report.figures import ReportData
@@ -150,7 +151,7 @@ def _decision(data: ReportData) -> str:
     )
 
 
-def _rule_description(rule: dict) -> str:
+def _rule_description(rule: dict[str, Any]) -> str:
     return f" · {esc(rule['description'])}" if rule.get("description") else ""
 
 
@@ -180,7 +181,7 @@ def _nav() -> str:
     return "<nav><ul>" + "".join(f'<li><a href="#{a}">{t}</a></li>' for a, t in parts) + "</ul></nav>"
 
 
-def _series(data: ReportData, entries: list[dict]) -> list[Series]:
+def _series(data: ReportData, entries: list[dict[str, Any]]) -> list[Series]:
     out = []
     for arm, name, colour, dash, marker in (
         ("candidate", data.candidate, CANDIDATE_COLOUR, "", "circle"),
@@ -243,7 +244,7 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
-def _curve_table(metric: str, entries: list[dict]) -> str:
+def _curve_table(metric: str, entries: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{esc(e['phase'])}</th>" for e in entries)
     rows = []
     for arm in ("candidate", "baseline"):
@@ -413,7 +414,7 @@ def _strip(data: ReportData) -> str:
     )
 
 
-def _cell(kind: str, value: tuple | None) -> Cell | None:
+def _cell(kind: str, value: tuple[str, bool | None] | None) -> Cell | None:
     if value is None:
         return None
     verdict, support = value
@@ -442,7 +443,7 @@ def _reversals(data: ReportData) -> str:
     return "".join(out)
 
 
-def _card(i: int, c: dict) -> str:
+def _card(i: int, c: dict[str, Any]) -> str:
     sides_text = " | ".join(f"{esc(k)} {esc(', '.join(v))}" for k, v in c["phases"].items())
     sides = "".join(_side_html(c["kind"], s) for s in c["sides"])
     return (
@@ -453,7 +454,7 @@ def _card(i: int, c: dict) -> str:
     )
 
 
-def _side_html(kind: str, s: dict) -> str:
+def _side_html(kind: str, s: dict[str, Any]) -> str:
     support = {True: "support kept ●", False: "support lost ○", None: "no support flag"}[s["support_packed"]]
     glyph = VERDICTS.get(s["answer_verdict"], ("~", ""))[0]
     head = (
@@ -470,7 +471,7 @@ def _side_html(kind: str, s: dict) -> str:
     return f'<div class="side">{"".join(parts)}</div>'
 
 
-def _excerpt_html(e: dict) -> str:
+def _excerpt_html(e: dict[str, Any]) -> str:
     where = f"{esc(e['doc_id'])} [{e['start']}, {e['end']})"
     if e.get("withheld"):
         w = e["withheld"]
@@ -494,7 +495,7 @@ def _excerpt_html(e: dict) -> str:
     return f'<p class="meta">{where}: {esc(note)}</p><div class="text">{_marked_source(e)}</div>'
 
 
-def _marked_source(e: dict) -> str:
+def _marked_source(e: dict[str, Any]) -> str:
     """The excerpt's text with gold spans, packed units and chunk cuts marked (positions in the document)."""
     base, text = e["start"], e["text"]
     end = base + len(text)
@@ -504,7 +505,7 @@ def _marked_source(e: dict) -> str:
     for a, b, _r in e["packed"]:
         points.update((min(max(base, a), end), min(max(base, b), end)))
     cuts = set(e["cuts"])
-    out = []
+    out: list[str] = []
     ordered = sorted(points)
     for a, b in itertools.pairwise(ordered):
         out.extend(f'<span class="lbl">⟪{esc(sid)}</span>' for sid, s0, _e in e["spans"] if s0 == a)
@@ -522,7 +523,7 @@ def _marked_source(e: dict) -> str:
     return "".join(out)
 
 
-def _marked_context(s: dict) -> str:
+def _marked_context(s: dict[str, Any]) -> str:
     context = s["context"] or ""
     if not context:
         return "(empty)"

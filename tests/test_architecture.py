@@ -208,19 +208,12 @@ LONG_FILES: dict[str, str] = {
     "to bottom: tokens, parse tree, binds, then the select that runs only a validated predicate",
     "report/html.py": "one page rendered section by section in reading order; issue 27 adds its repeats "
     "section in the same session: the sections move to their own module after that merge",
-    "testing/synthetic.py": "one generator whose columns depend on each other (the support funnel, the "
-    "verdicts, the intervals): split, each part would need the others' arrays",
 }
 
 
-#: long functions in files other branches of the same session edit (issue 27: repeats, 31: ledger paths,
-#: 25t: TUI speed); split after their merge, then drop the entry (path:function -> why it waits)
-LONG_FUNCTIONS_PENDING: dict[str, str] = {
-    "testing/multidoc.py:make_multidoc_ledger": "issue 31 edits its body (ledger paths)",
-    "testing/synthetic.py:make_synthetic_ledger": "issue 31 edits the module (ledger paths)",
-    "pipeline/run/partition.py:run_partition": "issues 27 (repeats) and 31 (ledger paths) edit its body",
-    "pipeline/run/rerun.py:rerun_record": "issues 27 (repeats) and 31 (ledger paths) edit its body",
-}
+#: long functions waiting for a split, each with why it waits (path:function -> why); empty when none
+#: does. A branch that cannot split one now (another branch edits the same body) lists it here.
+LONG_FUNCTIONS_PENDING: dict[str, str] = {}
 
 
 def _long_functions(source: str) -> list[tuple[int, str, int, str]]:

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ledgerscope.common.safe_text import safe
+from ledgerscope.common.values import format_value as _fmt
 
 METRIC_TITLES = {
     "support": "support",
@@ -146,14 +147,6 @@ def recall_table(rows: list[dict[str, Any]]) -> Table | None:
                 )
             table.add_row(Text(safe(arm)) if i == 0 else "", stage, *cells)
     return table
-
-
-def _fmt(value: object, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
 
 
 def _interval(stat: dict[str, Any], digits: int) -> str:

@@ -206,8 +206,6 @@ LONG_FILES: dict[str, str] = {
     "the docstring; the trace package installs on its own, so it stays one module",
     "analysis/diagnosis/query.py": "the filter predicate's validation is one security boundary, read top "
     "to bottom: tokens, parse tree, binds, then the select that runs only a validated predicate",
-    "report/html.py": "one page rendered section by section in reading order; issue 27 adds its repeats "
-    "section in the same session: the sections move to their own module after that merge",
 }
 
 

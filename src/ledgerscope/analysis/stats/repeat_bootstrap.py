@@ -125,7 +125,8 @@ def paired_bootstrap_repeats(
 ) -> dict[str, dict[str, Any]]:
     """:func:`.bootstrap.paired_bootstrap_many` over repeats: ``pairs`` maps a metric to
     ``(candidate, baseline, higher_is_better)`` with each a (repeats x questions x phases) stack
-    (repeat 0 first: the records). Each metric's result adds ``repeats`` (K per arm)."""
+    (repeat 0 first: the records). Each metric's result adds ``repeats`` (K per arm). Its keyword
+    arguments are ``paired_bootstrap_many``'s on purpose (a drop-in; a test holds K = 1 equal to it)."""
     if not pairs:
         return {}
     first = {k: (np.asarray(c)[0], np.asarray(b)[0], h) for k, (c, b, h) in pairs.items()}

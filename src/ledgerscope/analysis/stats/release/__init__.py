@@ -10,7 +10,8 @@ The public names are importable from here (``from ledgerscope.analysis.stats.rel
 
 from __future__ import annotations
 
-from ledgerscope.analysis.stats.release.decision import (
+from ledgerscope.analysis.stats.release.decision import decide
+from ledgerscope.analysis.stats.release.rule import (
     FORMAT,
     OUTCOMES,
     Check,
@@ -19,7 +20,6 @@ from ledgerscope.analysis.stats.release.decision import (
     Rule,
     SegmentLimit,
     TokenCeiling,
-    decide,
     load_rule,
     rule_digest,
 )

@@ -95,36 +95,9 @@ from typing import Any
 
 from ledgerscope.analysis.stats.power import UNDERPOWERED, too_small_reason, underpowered_passes, with_power
 from ledgerscope.analysis.stats.release.resource_limits import resource_checks
-from ledgerscope.analysis.stats.release.rule import (  # re-exported: the public names live here too
-    FORMAT,
-    OUTCOMES,
-    STAT_WORDS,
-    Check,
-    Decision,
-    DifferenceTolerance,
-    Rule,
-    SegmentLimit,
-    TokenCeiling,
-    load_rule,
-    rule_digest,
-)
+from ledgerscope.analysis.stats.release.rule import STAT_WORDS, Check, Decision, Rule
 from ledgerscope.analysis.validity import gate_checks
 from ledgerscope.common.errors import InputError, Problem
-
-__all__ = [
-    "FORMAT",
-    "OUTCOMES",
-    "Check",
-    "Decision",
-    "DifferenceTolerance",
-    "Rule",
-    "SegmentLimit",
-    "TokenCeiling",
-    "decide",
-    "load_rule",
-    "rule_digest",
-]
-
 
 # ---------------------------------------------------------------------------
 # deciding

@@ -1,7 +1,7 @@
 """The release rule's file side: its dataclasses, :func:`rule_digest` and :func:`load_rule`.
 
-Apart from the decision (:mod:`.decision`, which with the package re-exports these names
-and documents the file format) so each module stays one stage: reading a rule versus applying it.
+Apart from the decision (:mod:`.decision`, which documents the file format; the package re-exports
+these names) so each module stays one stage: reading a rule versus applying it.
 """
 
 from __future__ import annotations

@@ -195,6 +195,8 @@ def test_no_module_imports_another_modules_private_names() -> None:
 
 MAX_FUNCTION_LINES = 60
 MAX_FILE_LINES = 500
+#: modules (``__init__`` aside) in one package folder: a larger group becomes a subpackage named for its job
+MAX_FOLDER_MODULES = 15
 #: how a function over MAX_FUNCTION_LINES says why it stays whole: a docstring sentence "(Long by ...)"
 #: or "(Long because ...)"
 LONG_REASON = re.compile(r"\(Long (only )?(by|because)\b")
@@ -272,3 +274,14 @@ def test_a_file_over_500_lines_is_listed_with_its_reason() -> None:
     stale = sorted(name for name in LONG_FILES if sizes.get(name, 0) <= MAX_FILE_LINES)
     assert not stale, f"LONG_FILES entries no longer over {MAX_FILE_LINES} lines: {stale}"
     assert all(reason.strip() for reason in LONG_FILES.values())
+
+
+def test_no_package_folder_holds_more_than_15_modules() -> None:
+    """A reader finds a module by its folder: past about 15 the listing is read top to bottom. Group
+    what grows into a subpackage that says its job (as ``analysis/stats/release/``)."""
+    from collections import Counter
+
+    modules = [path for path in _sources() if path.name != "__init__.py"]
+    counts = Counter(str(path.parent.relative_to(SRC / "ledgerscope")) for path in modules)
+    crowded = {folder: n for folder, n in counts.items() if n > MAX_FOLDER_MODULES}
+    assert not crowded, f"folders over {MAX_FOLDER_MODULES} modules: {crowded}"

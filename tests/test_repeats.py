@@ -347,6 +347,7 @@ def anyio_backend():
 async def test_the_tui_stats_pane_shows_the_noise(noisy_ledger):
     from ledgerscope.tui.app import LedgerscopeApp
     from ledgerscope.tui.data import LedgerSession
+    from ledgerscope.tui.widgets.query_list import QueryList
 
     from .tui_pilot import settle
 
@@ -358,6 +359,13 @@ async def test_the_tui_stats_pane_shows_the_noise(noisy_ledger):
         assert app.query_one("TabbedContent").active == "stats"
         stats = " ".join(app.query_one("#stats-view").text.split())
         noise = app.main.stats.comparison["noise"]
+        for key in ("slash", "w", "e", "e", "k", "l", "y", "enter", "c"):  # search "weekly", compare
+            await pilot.press(key)
+        await settle(pilot)
+        assert app.query_one(QueryList).current.qid == "backup-weekly" and app.main.compare
+        cand, base = (app.query_one(f"#compare-{r}").text for r in ("candidate", "baseline"))
+        assert "~ noisy: flip rate 0.33 over 3 repeats (flips at phase 0, 5)" in cand
+        assert "run-to-run noise: steady over 3 repeats" in base
     assert noise["noisy_questions"] == ["backup-weekly"]  # analysis/'s figures, rendered as compare's lines
     lines = noise_lines(noise)
     assert len(lines) == 3 and all(" ".join(line.split()) in stats for line in lines)
@@ -367,7 +375,7 @@ async def test_the_tui_stats_pane_shows_the_noise(noisy_ledger):
 
 
 def test_the_tui_noise_lines_are_data_not_markup():
-    from ledgerscope.tui.render_summary import noise_tail
+    from ledgerscope.tui.render_summary import noise_tail, question_noise_text
 
     side = {
         "arm": "[bold]arm[/bold]",
@@ -379,6 +387,10 @@ def test_the_tui_noise_lines_are_data_not_markup():
     assert "q[red]x\\x1b[2J (0.50)" in text.plain and "\x1b" not in text.plain
     assert "baseline: one answer per record" in text.plain
     assert noise_tail(None, {}).plain == ""  # without repeats the pane is what it was
+    noisy = side["noisy"][0] | {"phases_flipped": ["[b]0"]}
+    line = question_noise_text({"candidate": side | {"noisy": [noisy]}}, "candidate", noisy["qid"], {})
+    assert line.plain == "\n~ noisy: flip rate 0.50 over 3 repeats (flips at phase [b]0)\n"
+    assert question_noise_text({"candidate": side}, "baseline", "q", {}).plain == ""
 
 
 # --- rejudge over the repeats table ----------------------------------------------------------------

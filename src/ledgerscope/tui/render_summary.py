@@ -105,6 +105,22 @@ def noise_tail(noise: Mapping | None, palette: Palette) -> Text:
     return text
 
 
+def question_noise_text(noise: Mapping | None, role: str, qid: str, palette: Palette) -> Text:
+    """The compare view's word on one question in one arm (``--repeats``, once the Stats pane's
+    comparison is in): does its verdict flip between repeats? A difference between the arms on a
+    noisy question may be nothing but the generator's noise."""
+    side = (noise or {}).get(role)
+    if not side:
+        return Text()
+    q = next((q for q in side.get("noisy", []) if q["qid"] == qid), None)
+    k = side["repeats"]
+    if q is None:
+        return Text(f"\nrun-to-run noise: steady over {k} repeats\n", style=pick(palette, "muted"))
+    phases = ", ".join(lit(ph) for ph in q["phases_flipped"])
+    line = f"\n~ noisy: flip rate {q['flip_rate']:.2f} over {k} repeats (flips at phase {phases})\n"
+    return Text(line, style=pick(palette, "boundary"))
+
+
 def _table(title: Text | None = None):
     """The Stats pane's table style: a simple head, no edges, the title on the left."""
     from rich import box

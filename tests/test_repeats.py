@@ -351,7 +351,7 @@ async def test_the_tui_stats_pane_shows_the_noise(noisy_ledger):
 
     from .tui_pilot import settle
 
-    app = LedgerscopeApp(LedgerSession(noisy_ledger), n_resamples=300, tune_gc=False)
+    app = LedgerscopeApp(LedgerSession(noisy_ledger), n_resamples=50, tune_gc=False)  # the lines, not the CIs
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         await pilot.press("s")

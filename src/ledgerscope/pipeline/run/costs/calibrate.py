@@ -212,13 +212,13 @@ def estimate_seconds(
     encoder_factory: Any,
     startup: float | None = None,
 ) -> dict[str, Any]:
-    """The sweep command's estimated wall time: ``startup`` (its process's start, measured on this
-    one), each model's load once, and every step at its model's calibrated rates."""
+    """The sweep command's estimated wall time: one calibration per local embedding model, then
+    :func:`plan_seconds`."""
     rates: dict[tuple, dict] = {}
-    total, notes = startup or 0.0, []
+    by_arm: dict[str, dict] = {}
+    notes = []
     for cfg in arms:
-        steps = [s for s in plan.steps if s.arm == cfg.name]
-        if not any(s.phase not in ("setup", "oracle") for s in steps):
+        if not any(s.arm == cfg.name and s.phase not in ("setup", "oracle") for s in plan.steps):
             continue
         if not _endpoint_free(cfg):
             notes.append(
@@ -228,13 +228,23 @@ def estimate_seconds(
         key = (cfg.embedding.get("model"), cfg.embedding.get("device"))
         if key not in rates:
             rates[key] = calibrate_arm(cfg, fixtures, corpus, encoder_factory)
-            if any(s.usage.texts for s in plan.steps):  # the sweep loads the model only to encode
-                total += rates[key]["load_seconds"] + (rates[key]["forward"] or {}).get("warmup_seconds", 0.0)
-        total += sum(step_seconds(rates[key], s, rates[key]["plans_last_use"]) for s in steps)
+        by_arm[cfg.name] = rates[key]
     return {
-        "total": round(total, 1),
+        "total": round(plan_seconds(plan, by_arm, startup), 1),
         "startup_seconds": None if startup is None else round(startup, 3),
         "calibration": {f"{k[0]}": v for k, v in rates.items()},
         "notes": notes,
     }
 
+
+def plan_seconds(plan: Plan, rates: dict[str, dict[str, Any]], startup: float | None = None) -> float:
+    """``startup``, each model's load and warm-up once (arms sharing a model share one ``rates``
+    dict; paid only when the plan encodes something with it: the sweep loads a model to encode),
+    and every step of the arms in ``rates`` at their rates."""
+    total = startup or 0.0
+    for r in {id(r): r for r in rates.values()}.values():
+        arms = [a for a, x in rates.items() if x is r]
+        if any(s.usage.texts for s in plan.steps if s.arm in arms):
+            total += r["load_seconds"] + (r.get("forward") or {}).get("warmup_seconds", 0.0)
+        total += sum(step_seconds(r, s, r.get("plans_last_use", False)) for s in plan.steps if s.arm in arms)
+    return total

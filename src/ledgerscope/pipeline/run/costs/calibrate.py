@@ -130,13 +130,13 @@ def calibrate_arm(cfg: Any, fixtures: Sequence[Any], corpus: Any, encoder_factor
     from ledgerscope.pipeline.run.cascade import build_phase, run_questions
     from ledgerscope.pipeline.run.resources import StageMarks
     from ledgerscope.pipeline.run.runtime import build_runtime
-    from ledgerscope.pipeline.run.sweep import _can_read_back
 
     t0 = time.perf_counter()
     rt = build_runtime(cfg, encoder_factory)
     enc = rt.encoder
     # a cache that cannot read a dropped text back makes the sweep chunk every partition up front
-    plans_last_use = not all(_can_read_back(c) for c in rt.caches())
+    reads_back = [callable(getattr(c, "can_read_back", None)) and c.can_read_back() for c in rt.caches()]
+    plans_last_use = not all(reads_back)
     if getattr(enc, "loaded", True) is False:
         _ = enc.model  # loaded here if the plan did not need it
     sample_q = list(fixtures)[:SAMPLE_QUESTIONS]

@@ -190,6 +190,7 @@ def test_with_the_cache_a_reused_text_leaves_memory_and_comes_back_from_disk(enc
     assert text not in enc._cache
 
 
+@pytest.mark.slow
 def test_the_estimates_calibration_times_its_passes_and_writes_nothing_to_the_cache(encoder, tmp_path):
     """``sweep --estimate`` runs one small real partition: every forward pass is timed (both rates
     fitted), the model's load is the encoder's own figure (whoever loaded it), and the persistent

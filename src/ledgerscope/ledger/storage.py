@@ -225,18 +225,27 @@ def _prune(local: Path, keep: set[str]) -> None:
             path.rmdir()
 
 
-def fetch(loc: Location) -> Path:
-    """A local copy of the remote ledger's committed files, for reading (see the module doc)."""
+def fetch(loc: Location, direct: bool = False) -> Path:
+    """A local copy of the remote ledger's committed files, for reading (see the module doc).
+
+    ``direct``: copy only the small files (manifest, markers, oracle, sources, fixtures); the reader
+    reads the partition tables from the bucket through DuckDB (:mod:`.remote_read`)."""
+    from ledgerscope.ledger.remote_read import DIRECT
+
     fs = loc.filesystem()
     with _remote_errors(loc):
         layout = _remote_layout(fs, loc.path)
         if layout is None:
             raise _bad(loc.url, "not a ledger: manifest.json is missing")
         wanted = committed_files(fs, loc.path, layout)
-        local = local_dir(loc, "read")
+        if direct:
+            wanted = {rel: None for rel, record in wanted.items() if record is None}
+        local = local_dir(loc, "direct" if direct else "read")
         local.mkdir(parents=True, exist_ok=True)
         _download(fs, loc.path, local, wanted)
     _prune(local, set(wanted))
+    if direct:
+        (local / DIRECT).write_text(json.dumps({"url": loc.url}))
     return local
 
 

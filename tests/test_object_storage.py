@@ -243,7 +243,8 @@ def test_duckdb_reads_the_tables_from_the_bucket_through_fsspec(s3, remote, loca
     local = storage.fetch(storage.parse(remote), direct=True)
     assert not list(local.glob("*/arm=*/phase=*/*.parquet"))  # no partition table copied
     assert _table_counts(local) == _table_counts(local_ledger)
-    sql = connect(local).execute("SELECT sql FROM duckdb_views() WHERE view_name = 'records'").fetchall()[0][0]
+    views = connect(local).execute("SELECT view_name, sql FROM duckdb_views()").fetchall()
+    sql = dict(views)["records"]
     assert "'s3://ledgers/runs/first/records/arm=stride8/phase=3/part-0.parquet'" in sql
     verified = json.loads((local.parent / VERIFIED).read_text())
     assert len(verified) >= 4 * 4 and SECRET not in json.dumps(verified)

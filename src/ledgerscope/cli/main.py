@@ -16,6 +16,7 @@ import typer
 from ledgerscope.cli import analyse, browse, inputs, records
 from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.release import gate
+from ledgerscope.cli.shared.file_urls import FileUrlGroup
 from ledgerscope.cli.shared.locations import ledger_locations
 from ledgerscope.cli.shared.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.shared.options import RepeatsOption
@@ -74,6 +75,7 @@ def _internal(exc: BaseException) -> None:
 
 
 app = _App(
+    cls=FileUrlGroup,
     name="ledgerscope",
     help="Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary.",
     no_args_is_help=True,

@@ -168,7 +168,8 @@ def verify_direct(ledger: Path) -> dict[str, Any]:
     problems += verify_remote_files(ledger, layout)
     for arm, path in layout.oracle_files(ledger):
         if arm not in arms:
-            problems.append(Problem(str(path), None, "arm", "an oracle table of an arm the manifest does not list"))
+            reason = "an oracle table of an arm the manifest does not list"
+            problems.append(Problem(str(path), None, "arm", reason))
         problems.extend(parquet_problems(path, schema.ORACLE))
     src = layout.sources_path(ledger)
     if src.is_file():

@@ -249,6 +249,21 @@ def fetch(loc: Location, direct: bool = False) -> Path:
     return local
 
 
+#: how a command reads a bucket: DuckDB over the bucket's file system (:mod:`.remote_read`), or a
+#: verified local copy of every committed file; ``LEDGERSCOPE_REMOTE_READ`` overrides a command's choice
+READ_MODES = ("direct", "copy")
+
+
+def reader_dir(loc: Location, mode: str | None = None, default: str = "copy") -> Path:
+    """The local directory a reader opens for the remote ledger ``loc`` (:func:`fetch`), read the
+    ``mode`` way (else ``LEDGERSCOPE_REMOTE_READ``'s, else ``default``)."""
+    mode = mode or os.environ.get("LEDGERSCOPE_REMOTE_READ") or default
+    if mode not in READ_MODES:
+        reason = f"LEDGERSCOPE_REMOTE_READ={mode!r}: expected one of {', '.join(READ_MODES)}"
+        raise _bad(loc.url, reason)
+    return fetch(loc, direct=mode == "direct")
+
+
 def bind(loc: Location, new: bool = False) -> Path:
     """A local working directory for writing the remote ledger ``loc``: what the bucket has
     committed (nothing else), and the binding that makes partition writes upload themselves.

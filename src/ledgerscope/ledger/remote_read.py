@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.layout import Layout, layout_for
+from ledgerscope.ledger.remote_sync import version_tag
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -89,13 +90,6 @@ def register(ledger: Path, con: DuckDBPyConnection) -> None:
     con.register_filesystem(parse(str(direct_url(ledger))).filesystem())
 
 
-def _etag(info: dict[str, Any]) -> str | None:
-    for key in ("ETag", "etag", "md5Hash", "generation"):
-        if info.get(key):
-            return str(info[key])
-    return None
-
-
 def _sha256(fs: Any, path: str) -> str:
     digest = hashlib.sha256()
     with fs.open(path, "rb", block_size=8 << 20) as fh:
@@ -134,7 +128,7 @@ def verify_remote_files(ledger: Path, layout: Layout) -> list[Problem]:
             reason = f"{info.get('size')} bytes, but the commit marker records {want.get('bytes')}"
             problems.append(Problem(where, None, "bytes", reason + " (truncated or replaced)"))
         else:
-            seen = {"etag": _etag(info), "bytes": info.get("size"), "sha256": want.get("sha256")}
+            seen = {"etag": version_tag(info), "bytes": info.get("size"), "sha256": want.get("sha256")}
             if seen["etag"] is None or verified.get(rel) != seen:
                 to_hash.append((rel, seen))
     with _remote_errors(loc), ThreadPoolExecutor(max_workers=4) as pool:

@@ -12,8 +12,11 @@ A remote ledger is worked on through a local directory bound to its URL:
 
 * to read it, :func:`fetch` copies its committed files (the manifest, every partition with a commit
   marker and the files the marker lists, the oracle and sources tables) into a cache directory,
-  re-using files already there whose size and SHA-256 match the marker, and removes what is no longer
-  committed; every reader then runs on that copy, with the integrity checks it runs on local disk;
+  re-using files already fetched at the version the bucket still lists (:mod:`.remote_sync`), and
+  removes what is no longer committed; every reader then runs on that copy, with the integrity checks
+  it runs on local disk. ``fetch(direct=True)`` copies only the small files, and DuckDB reads the
+  partition tables from the bucket (:mod:`.remote_read`); which one a command uses:
+  :func:`reader_dir`;
 * to write it, :func:`bind` prepares a working directory holding what the bucket already committed
   (so a killed sweep resumes), and :func:`publish_partition` (called by
   :func:`.write.write_partition`) uploads a partition's files and then its commit marker: a reader
@@ -35,6 +38,7 @@ from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger.layout import CURRENT, Layout, layout_for
+from ledgerscope.ledger.remote_sync import sync
 
 #: scheme -> (fsspec protocol, the package that implements it, the extra that installs it)
 SCHEMES = {
@@ -237,13 +241,10 @@ def fetch(loc: Location, direct: bool = False) -> Path:
         layout = _remote_layout(fs, loc.path)
         if layout is None:
             raise _bad(loc.url, "not a ledger: manifest.json is missing")
-        wanted = committed_files(fs, loc.path, layout)
-        if direct:
-            wanted = {rel: None for rel, record in wanted.items() if record is None}
         local = local_dir(loc, "direct" if direct else "read")
         local.mkdir(parents=True, exist_ok=True)
-        _download(fs, loc.path, local, wanted)
-    _prune(local, set(wanted))
+        keep = sync(fs, loc.path, local, layout, tables=not direct)
+    _prune(local, keep)
     if direct:
         (local / DIRECT).write_text(json.dumps({"url": loc.url}))
     return local

@@ -289,9 +289,9 @@ def offsets_line(arm: str, counts) -> str:
 
 app.command()(records.convert)
 app.command()(records.rerun)
-app.command()(ledger_locations(read=("ledger",))(records.export))
+app.command()(ledger_locations(read=("ledger",), upload=("out",))(records.export))
 app.command("open")(ledger_locations(read=("ledger", "baseline_ledger"))(browse.open_ledger))
-app.command()(ledger_locations(read=("ledger",))(analyse.report))
+app.command()(ledger_locations(read=("ledger", "baseline_ledger"), upload=("out",))(analyse.report))
 app.command("gate")(gate.gate)
 app.command()(ledger_locations(read=("ledger",))(browse.serve))
 

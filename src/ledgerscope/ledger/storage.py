@@ -299,6 +299,16 @@ def working_dir(out: str | Path) -> Path:
     return local
 
 
+def upload_output(local: Path, loc: Location) -> None:
+    """Upload a command's output file (or directory, e.g. ``export --format trec``) to ``loc``."""
+    fs = loc.filesystem()
+    with _remote_errors(loc):
+        if local.is_dir():
+            fs.put(str(local), loc.path, recursive=True)
+        else:
+            fs.put_file(str(local), loc.path)
+
+
 #: (remote file, size, mtime) of what this process uploaded: a run-level file is sent again only if changed
 _SENT: set[tuple[str, int, int]] = set()
 

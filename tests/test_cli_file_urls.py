@@ -1,6 +1,7 @@
 """``file://`` URLs on the command line: ``file:///abs`` and ``file://localhost/abs`` are the local path,
 a URL naming another host is an input error (exit 2) for every command that takes a ledger or an
-output location, checked before ``pathlib`` would collapse ``file://host/run`` into ``/host/run``."""
+output location, checked before ``pathlib`` would collapse ``file://host/run`` into ``/host/run``;
+a bucket URL given to a command without object-storage support is an input error too."""
 
 from __future__ import annotations
 
@@ -50,6 +51,21 @@ def test_a_file_url_naming_another_host_is_an_input_error(args, tmp_path, monkey
     assert result.exit_code == 2, result.output
     assert "naming the host 'otherhost'" in result.output and "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []  # nothing written, no /host/run guessed
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["convert", str(SAMPLE), "--to", "parquet", "--out", "s3://b/new"],
+        ["rejudge", "gs://b/run", "--out", "new"],
+        ["import", "label-studio", "x.json", "--out=az://c/fixtures.jsonl"],
+    ],
+)
+def test_a_bucket_url_where_only_local_paths_go_is_an_input_error(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "takes local paths only" in result.output, result.output
+    assert list(tmp_path.iterdir()) == []  # no local folder named s3:
 
 
 def test_file_urls_name_the_local_ledger_and_output(tmp_path):

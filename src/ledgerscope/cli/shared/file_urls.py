@@ -10,6 +10,7 @@ ledger on another machine is read through object storage or a mount, never by gu
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote
 
@@ -36,6 +37,26 @@ def local_file_url(value: str) -> str:
     raise InputError(Problem(value, None, "location", reason))
 
 
+#: a bucket URL on the command line
+_BUCKET_URL = re.compile(r"^(s3|gs|gcs|az|abfs)://", re.IGNORECASE)
+#: the commands whose ledger (and report/export output) arguments take a bucket URL (cli/main.py)
+URL_COMMANDS = frozenset({"diagnose", "compare", "report", "export", "open", "serve", "sweep", "ingest"})
+
+
+def bucket_urls_allowed(args: list[str]) -> None:
+    """A bucket URL given to a command that reads and writes local paths only is an input error (its
+    ``Path`` would otherwise become a local folder named ``s3:``)."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command is None or command in URL_COMMANDS:
+        return
+    for arg in args:
+        value = arg.partition("=")[2] if arg.startswith("--") else arg
+        if _BUCKET_URL.match(value):
+            takes = ", ".join(sorted(URL_COMMANDS))
+            reason = f"`ledgerscope {command}` takes local paths only (bucket URLs: {takes})"
+            raise InputError(Problem(value, None, "location", reason))
+
+
 def local_file_args(args: list[str]) -> list[str]:
     """Every argument (and every ``--option=value``'s value) through :func:`local_file_url`."""
     out = []
@@ -55,6 +76,7 @@ class FileUrlGroup(TyperGroup):
         from ledgerscope.cli.shared.output import fail
 
         try:
+            bucket_urls_allowed(args)
             args = local_file_args(args)
         except InputError as exc:
             fail(exc)

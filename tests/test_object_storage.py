@@ -118,15 +118,18 @@ def _timeless(value):
     return value
 
 
-def test_commands_read_from_the_bucket(s3, remote, local_ledger, tmp_path):
+def test_commands_read_from_the_bucket(s3, remote, local_ledger, tmp_path, monkeypatch):
+    """Each command's output from the bucket (a local copy; for diagnose also read directly by DuckDB,
+    ``LEDGERSCOPE_REMOTE_READ=direct``) equals its output from the local ledger."""
     compare = ["compare", "--candidate", "stride16", "--baseline", "stride8", "--json"]
-    for args in (["diagnose", "--json"], compare):
+    for args, modes in ((["diagnose", "--json"], ("copy", "direct")), (compare, ("copy",))):
         outputs = []
-        for where in (remote, str(local_ledger)):
+        for where, mode in [(remote, m) for m in modes] + [(str(local_ledger), "copy")]:
+            monkeypatch.setenv("LEDGERSCOPE_REMOTE_READ", mode)
             result = runner.invoke(app, [args[0], where, *args[1:]])
             assert result.exit_code == 0, result.output
             outputs.append([_timeless(json.loads(line)) for line in result.output.splitlines()])
-        assert outputs[0] and outputs[0] == outputs[1]
+        assert outputs[0] and all(out == outputs[0] for out in outputs)
     out = tmp_path / "export.jsonl"
     result = runner.invoke(app, ["export", remote, "--format", "jsonl", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -247,6 +250,12 @@ def test_duckdb_reads_the_tables_from_the_bucket_through_fsspec(s3, remote, loca
             connect(local)
     finally:
         s3.pipe_file(key, saved)
+
+
+def test_an_unknown_remote_read_mode_is_an_input_error(s3, remote, monkeypatch):
+    monkeypatch.setenv("LEDGERSCOPE_REMOTE_READ", "stream")
+    result = runner.invoke(app, ["diagnose", remote, "--json"])
+    assert result.exit_code == 2 and "expected one of direct, copy" in result.output
 
 
 def test_report_reads_the_bucket_and_writes_to_the_bucket(s3, remote, tmp_path, monkeypatch):

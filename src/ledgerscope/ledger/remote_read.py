@@ -27,13 +27,11 @@ from typing import TYPE_CHECKING, Any
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.layout import Layout, layout_for
-from ledgerscope.ledger.remote_sync import version_tag
+from ledgerscope.ledger.remote_sync import DIRECT, version_tag
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
-#: the file in a direct-read directory naming the remote ledger whose tables it reads (the URL only)
-DIRECT = ".remote-read.json"
 #: object versions whose bytes matched their marker's digest, beside the direct-read directory
 VERIFIED = "verified.json"
 

@@ -19,6 +19,9 @@ from ledgerscope.ledger.layout import Layout
 
 #: {relative path: the version tag it was fetched at}, in the local directory
 FETCHED = ".fetched.json"
+#: the file in a direct-read directory naming the remote ledger whose tables it reads (the URL only;
+#: :mod:`.remote_read`)
+DIRECT = ".remote-read.json"
 
 
 def version_tag(info: dict[str, Any]) -> str | None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger.layout import CURRENT, Layout, layout_for
-from ledgerscope.ledger.remote_sync import sync
+from ledgerscope.ledger.remote_sync import DIRECT, sync
 
 #: scheme -> (fsspec protocol, the package that implements it, the extra that installs it)
 SCHEMES = {
@@ -234,8 +234,6 @@ def fetch(loc: Location, direct: bool = False) -> Path:
 
     ``direct``: copy only the small files (manifest, markers, oracle, sources, fixtures); the reader
     reads the partition tables from the bucket through DuckDB (:mod:`.remote_read`)."""
-    from ledgerscope.ledger.remote_read import DIRECT
-
     fs = loc.filesystem()
     with _remote_errors(loc):
         layout = _remote_layout(fs, loc.path)

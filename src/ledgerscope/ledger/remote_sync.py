@@ -64,7 +64,9 @@ def _table_files(local: Path, layout: Layout, markers: list[str]) -> list[str]:
     return out
 
 
-def _get(fs: Any, root: str, local: Path, rels: list[str], infos: dict[str, Any], fetched: dict) -> None:
+def _get(
+    fs: Any, root: str, local: Path, rels: list[str], infos: dict[str, Any], fetched: dict[str, Any]
+) -> None:
     """Download the ``rels`` whose local copy is missing or was fetched at another tag (in one batch)."""
     stale = []
     for rel in rels:

@@ -107,12 +107,12 @@ def _load_verified(path: Path) -> dict[str, Any]:
 def verify_remote_files(ledger: Path, layout: Layout) -> list[Problem]:
     """Every listed partition file in the bucket, with its marker's size and SHA-256 (hashed once per
     object version, see the module doc). Problems name the file's URL."""
-    from ledgerscope.ledger.storage import _remote_errors, parse
+    from ledgerscope.ledger.storage import parse, remote_errors
 
     url = str(direct_url(ledger))
     loc = parse(url)
     fs = loc.filesystem()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         infos = {p[len(loc.path) + 1 :]: i for p, i in fs.find(loc.path, detail=True).items()}
     cache_file = ledger.parent / VERIFIED
     verified = _load_verified(cache_file)
@@ -129,7 +129,7 @@ def verify_remote_files(ledger: Path, layout: Layout) -> list[Problem]:
             seen = {"etag": version_tag(info), "bytes": info.get("size"), "sha256": want.get("sha256")}
             if seen["etag"] is None or verified.get(rel) != seen:
                 to_hash.append((rel, seen))
-    with _remote_errors(loc), ThreadPoolExecutor(max_workers=4) as pool:
+    with remote_errors(loc), ThreadPoolExecutor(max_workers=4) as pool:
         digests = list(pool.map(lambda item: _sha256(fs, f"{loc.path}/{item[0]}"), to_hash))
     for (rel, seen), digest in zip(to_hash, digests, strict=True):
         if digest != seen["sha256"]:

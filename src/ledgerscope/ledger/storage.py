@@ -235,7 +235,7 @@ def fetch(loc: Location, direct: bool = False) -> Path:
     ``direct``: copy only the small files (manifest, markers, oracle, sources, fixtures); the reader
     reads the partition tables from the bucket through DuckDB (:mod:`.remote_read`)."""
     fs = loc.filesystem()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         layout = _remote_layout(fs, loc.path)
         if layout is None:
             raise _bad(loc.url, "not a ledger: manifest.json is missing")
@@ -270,7 +270,7 @@ def bind(loc: Location, new: bool = False) -> Path:
     fs = loc.filesystem()
     local = local_dir(loc, "write")
     shutil.rmtree(local, ignore_errors=True)  # only what the bucket committed counts
-    with _remote_errors(loc):
+    with remote_errors(loc):
         layout = _remote_layout(fs, loc.path)
         if new:
             if layout is not None:
@@ -300,7 +300,7 @@ def working_dir(out: str | Path) -> Path:
 def upload_output(local: Path, loc: Location) -> None:
     """Upload a command's output file (or directory, e.g. ``export --format trec``) to ``loc``."""
     fs = loc.filesystem()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         if local.is_dir():
             fs.put(str(local), loc.path, recursive=True)
         else:
@@ -346,7 +346,7 @@ def publish_partition(ledger: Path, arm: str, phase: str) -> None:
         path.relative_to(ledger).as_posix() for path in CURRENT.partition_files(ledger, arm, phase).values()
     ]
     marker = CURRENT.marker_path(ledger, arm, phase).relative_to(ledger).as_posix()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         _upload(fs, ledger, loc.path, [*_run_level(ledger), *files])
         _upload(fs, ledger, loc.path, [marker])
 
@@ -357,7 +357,7 @@ def publish_run_level(ledger: Path) -> None:
     if url is None:
         return
     loc = parse(url)
-    with _remote_errors(loc):
+    with remote_errors(loc):
         _upload(loc.filesystem(), ledger, loc.path, _run_level(ledger))
 
 
@@ -368,7 +368,7 @@ def is_published(ledger: Path, arm: str, phase: str) -> bool:
         return False
     loc = parse(url)
     rel = CURRENT.marker_path("", arm, phase).as_posix()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         return bool(loc.filesystem().exists(f"{loc.path}/{rel}"))
 
 
@@ -380,7 +380,7 @@ def publish_all(ledger: Path, loc: Location) -> None:
     if bound_url(ledger) is None:
         (ledger / BINDING).write_text(json.dumps({"url": loc.url}))
     fs = loc.filesystem()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         _upload(fs, ledger, loc.path, _run_level(ledger))
         for arm, phase in CURRENT.finished(ledger):
             files = CURRENT.partition_files(ledger, arm, phase).values()
@@ -390,7 +390,7 @@ def publish_all(ledger: Path, loc: Location) -> None:
 
 
 @contextlib.contextmanager
-def _remote_errors(loc: Location) -> Iterator[None]:
+def remote_errors(loc: Location) -> Iterator[None]:
     """A bucket that cannot be reached or refuses us is a machine condition or an input problem, named."""
     try:
         yield

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -30,12 +29,15 @@ def test_sample_fixtures_validate():
 
 
 def _digest(rows: list[dict], table: str) -> dict:
-    """{"rows", "sha256"} of ``rows`` as :func:`table_digests` computes it for ``table``."""
-    keys = [k.strip().strip('"') for k in digest.ORDER[table].split(",")]
-    h = hashlib.sha256()
-    for row in sorted(rows, key=lambda r: [r[k] for k in keys]):
-        h.update(json.dumps(digest._canon(row), sort_keys=True, ensure_ascii=False).encode() + b"\n")
-    return {"rows": len(rows), "sha256": h.hexdigest()}
+    """{"rows", "sha256"} of ``rows`` as :func:`table_digests` computes it for ``table``, the rows typed
+    as the ledger's own table (Arrow, then the same DuckDB serialisation)."""
+    import duckdb
+    import pyarrow as pa
+
+    typed = connect(LEDGER).sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table().schema
+    con = duckdb.connect()
+    con.register("derived", pa.Table.from_pylist(rows, schema=typed))
+    return digest.relation_digest(con, "derived", digest.ORDER[table])
 
 
 def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:

@@ -219,11 +219,11 @@ def test_ray_workers_write_their_partitions_to_the_bucket(s3, ray_cluster, input
     assert table_digests(storage.fetch(loc)) == table_digests(local_ledger)
 
 
-def _table_counts(ledger: Path) -> dict[str, int]:
+def _table_counts(ledger: Path, con=None) -> dict[str, int]:
     from ledgerscope.ledger.read import connect
     from ledgerscope.ledger.schema import TABLE_NAMES
 
-    con = connect(ledger)
+    con = con or connect(ledger)
     return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in (*TABLE_NAMES, "oracle")}
 
 
@@ -236,8 +236,9 @@ def test_duckdb_reads_the_tables_from_the_bucket_through_fsspec(s3, remote, loca
 
     local = storage.fetch(storage.parse(remote), direct=True)
     assert not list(local.glob("*/arm=*/phase=*/*.parquet"))  # no partition table copied
-    assert _table_counts(local) == _table_counts(local_ledger)
-    views = connect(local).execute("SELECT view_name, sql FROM duckdb_views()").fetchall()
+    con = connect(local)
+    assert _table_counts(local, con) == _table_counts(local_ledger)
+    views = con.execute("SELECT view_name, sql FROM duckdb_views()").fetchall()
     sql = dict(views)["records"]
     assert "'s3://ledgers/runs/first/records/arm=stride8/phase=3/part-0.parquet'" in sql
     verified = json.loads((local.parent / VERIFIED).read_text())

@@ -41,12 +41,13 @@ def _digest(rows: list[dict], table: str) -> dict:
 
 
 def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
-    """Units and boundaries rows re-derived by chunking the ledger's sources with its arms' configs."""
+    """Units and boundaries rows re-derived by chunking the ledger's sources with its arms' configs (the
+    rows built by the sweep's own builders)."""
     from ledgerscope.pipeline.arm import kinds
     from ledgerscope.pipeline.arm.config import arm_from_dict
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
     from ledgerscope.pipeline.run.cascade import ArmRuntime, chunk_phase
-    from ledgerscope.pipeline.run.partition import unit_table
+    from ledgerscope.pipeline.run.partition import boundary_table, unit_table
 
     manifest, corpus, _ = load_ledger_inputs(ledger)
     units, bounds = [], []
@@ -61,19 +62,7 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
         for phase in phases:
             us, bs = chunk_phase(rt, phase, visible)
             units += unit_table(name, phase.label, us)
-            bounds += [
-                {
-                    "arm": name,
-                    "phase": phase.label,
-                    "phase_offset": phase.offset,
-                    "doc_id": b.doc_id,
-                    "version": corpus.sources[b.doc_id].version,
-                    "n_tokens": b.n_tokens,
-                    "cut_tokens": list(b.cut_tokens),
-                    "cut_chars": list(b.cut_chars),
-                }
-                for b in bs
-            ]
+            bounds += boundary_table(rt, phase, corpus, bs)
     return units, bounds
 
 

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from ledgerscope.common.atomic import clear_stale
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.out_dirs import refuse_foreign_directory, refuse_inside
 from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.fixtures import load_ledger_fixtures
@@ -124,25 +125,11 @@ _INTERCHANGE_FILES = {f"{name}.jsonl" for name in TABLES} | {
 
 def _check_jsonl_out(ledger: Path, out: Path) -> None:
     """``out`` is outside the ledger and is new or an earlier interchange directory (it is replaced)."""
-    led, dst = ledger.resolve(), out.resolve()
-    if dst == led or led in dst.parents or dst in led.parents:
-        raise InputError(
-            Problem(str(out), None, "out", "must lie outside the ledger (the ledger is only read)")
-        )
+    refuse_inside(ledger, out, "must lie outside the ledger (the ledger is only read)")
+    dst = out.resolve()
     if dst.exists() and not dst.is_dir():
         raise InputError(Problem(str(out), None, "out", "exists and is not a directory"))
-    if dst.is_dir():
-        foreign = sorted(p.name for p in dst.iterdir() if p.name not in _INTERCHANGE_FILES)
-        if foreign:
-            raise InputError(
-                Problem(
-                    str(out),
-                    None,
-                    "out",
-                    "refusing to replace a directory that holds more than an "
-                    f"interchange export (found {foreign[0]})",
-                )
-            )
+    refuse_foreign_directory(out, lambda p: p.name in _INTERCHANGE_FILES, "an interchange export", shown=1)
 
 
 def from_jsonl(src: str | Path, ledger: str | Path) -> dict[str, int]:

@@ -195,6 +195,8 @@ def test_no_module_imports_another_modules_private_names() -> None:
 
 MAX_FUNCTION_LINES = 60
 MAX_FILE_LINES = 500
+#: modules (``__init__`` aside) in one package folder: a larger group becomes a subpackage named for its job
+MAX_FOLDER_MODULES = 15
 #: how a function over MAX_FUNCTION_LINES says why it stays whole: a docstring sentence "(Long by ...)"
 #: or "(Long because ...)"
 LONG_REASON = re.compile(r"\(Long (only )?(by|because)\b")
@@ -206,21 +208,12 @@ LONG_FILES: dict[str, str] = {
     "the docstring; the trace package installs on its own, so it stays one module",
     "analysis/diagnosis/query.py": "the filter predicate's validation is one security boundary, read top "
     "to bottom: tokens, parse tree, binds, then the select that runs only a validated predicate",
-    "report/html.py": "one page rendered section by section in reading order; issue 27 adds its repeats "
-    "section in the same session: the sections move to their own module after that merge",
-    "testing/synthetic.py": "one generator whose columns depend on each other (the support funnel, the "
-    "verdicts, the intervals): split, each part would need the others' arrays",
 }
 
 
-#: long functions in files other branches of the same session edit (issue 27: repeats, 31: ledger paths,
-#: 25t: TUI speed); split after their merge, then drop the entry (path:function -> why it waits)
-LONG_FUNCTIONS_PENDING: dict[str, str] = {
-    "testing/multidoc.py:make_multidoc_ledger": "issue 31 edits its body (ledger paths)",
-    "testing/synthetic.py:make_synthetic_ledger": "issue 31 edits the module (ledger paths)",
-    "pipeline/run/partition.py:run_partition": "issues 27 (repeats) and 31 (ledger paths) edit its body",
-    "pipeline/run/rerun.py:rerun_record": "issues 27 (repeats) and 31 (ledger paths) edit its body",
-}
+#: long functions waiting for a split, each with why it waits (path:function -> why); empty when none
+#: does. A branch that cannot split one now (another branch edits the same body) lists it here.
+LONG_FUNCTIONS_PENDING: dict[str, str] = {}
 
 
 def _long_functions(source: str) -> list[tuple[int, str, int, str]]:
@@ -281,3 +274,14 @@ def test_a_file_over_500_lines_is_listed_with_its_reason() -> None:
     stale = sorted(name for name in LONG_FILES if sizes.get(name, 0) <= MAX_FILE_LINES)
     assert not stale, f"LONG_FILES entries no longer over {MAX_FILE_LINES} lines: {stale}"
     assert all(reason.strip() for reason in LONG_FILES.values())
+
+
+def test_no_package_folder_holds_more_than_15_modules() -> None:
+    """A reader finds a module by its folder: past about 15 the listing is read top to bottom. Group
+    what grows into a subpackage that says its job (as ``analysis/stats/release/``)."""
+    from collections import Counter
+
+    modules = [path for path in _sources() if path.name != "__init__.py"]
+    counts = Counter(str(path.parent.relative_to(SRC / "ledgerscope")) for path in modules)
+    crowded = {folder: n for folder, n in counts.items() if n > MAX_FOLDER_MODULES}
+    assert not crowded, f"folders over {MAX_FOLDER_MODULES} modules: {crowded}"

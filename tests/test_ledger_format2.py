@@ -3,6 +3,8 @@ sample, written before format 3) reads as it did before format 3, and upgrades t
 
 The digests in tests/data/ledger-format2-digests.json were taken with the format 2 reader, before
 the change: every row of every table, canonically ordered (:func:`ledgerscope.ledger.digest.table_digests`).
+When the digest's serialisation moved into DuckDB they were re-recorded, after the old digests were
+checked to still hold on the same reader.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap_many
 from ledgerscope.analysis.stats.repeat_bootstrap import paired_bootstrap_repeats, repeat_draw
-from ledgerscope.analysis.stats.repeat_noise import flip_rate, majority
+from ledgerscope.analysis.stats.repeat_noise import arm_noise, flip_rate, majority, noise_lines
 from ledgerscope.cli.main import app
 from ledgerscope.common.errors import InputError
 from ledgerscope.inputs.fixtures import load_fixtures
@@ -228,13 +228,18 @@ def noisy_ledger(rule_exception_inputs, tmp_path_factory) -> Path:
     """Two phases, --repeats 3; the candidate's generator abstains on every other call for the
     weekly-snapshot question, the baseline is the embedded reader."""
     fixtures, corpus = _inputs(rule_exception_inputs)
-    cand = tomllib.loads(Path(rule_exception_inputs["candidate"]).read_text())
-    cand.update(phases=[0, 5], generator={"kind": "python", "callable": "tests.test_repeats:flaky_weekly"})
-    base = tomllib.loads(Path(rule_exception_inputs["baseline"]).read_text())
-    base["phases"] = {"0": 0, "5": 5}
     out = tmp_path_factory.mktemp("repeats-noisy") / "ledger"
-    sweep(fixtures, corpus, [arm_from_dict(cand), arm_from_dict(base)], out, repeats=3)
+    _CALLS.clear()
+    sweep(fixtures, corpus, _noisy_arms(rule_exception_inputs), out, repeats=3)
     return out
+
+
+def _noisy_arms(paths: dict) -> list:
+    cand = tomllib.loads(Path(paths["candidate"]).read_text())
+    cand.update(phases=[0, 5], generator={"kind": "python", "callable": "tests.test_repeats:flaky_weekly"})
+    base = tomllib.loads(Path(paths["baseline"]).read_text())
+    base["phases"] = {"0": 0, "5": 5}
+    return [arm_from_dict(cand), arm_from_dict(base)]
 
 
 def _independent_flip_rates(ledger: Path, arm: str) -> dict[str, float]:
@@ -328,6 +333,111 @@ def test_noisy_flips_are_flagged_and_listed_last():
     head = "[noisy: the verdict differs between repeats; flip rate candidate 0.50]"
     assert flip_message(marked[-1]).startswith(head)
     assert not flip_message(marked[0]).startswith("[noisy")
+
+
+# --- the TUI's stats pane -------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_tui_stats_pane_shows_the_noise(noisy_ledger):
+    from ledgerscope.tui.app import LedgerscopeApp
+    from ledgerscope.tui.data import LedgerSession
+    from ledgerscope.tui.widgets.query_list import QueryList
+
+    from .tui_pilot import settle
+
+    app = LedgerscopeApp(LedgerSession(noisy_ledger), n_resamples=50, tune_gc=False)  # the lines, not the CIs
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        assert app.query_one("TabbedContent").active == "stats"
+        stats = " ".join(app.query_one("#stats-view").text.split())
+        noise = app.main.stats.comparison["noise"]
+        for key in ("slash", "w", "e", "e", "k", "l", "y", "enter", "c"):  # search "weekly", compare
+            await pilot.press(key)
+        await settle(pilot)
+        assert app.query_one(QueryList).current.qid == "backup-weekly" and app.main.compare
+        cand, base = (app.query_one(f"#compare-{r}").text for r in ("candidate", "baseline"))
+        assert "~ noisy: flip rate 0.33 over 3 repeats (flips at phase 0, 5)" in cand
+        assert "run-to-run noise: steady over 3 repeats" in base
+    assert noise["noisy_questions"] == ["backup-weekly"]  # analysis/'s figures, rendered as compare's lines
+    lines = noise_lines(noise)
+    assert len(lines) == 3 and all(" ".join(line.split()) in stats for line in lines)
+    assert "candidate candidate: 3 repeats, 1 of 3 questions noisy" in stats
+    assert "2 of 6 records, mean flip rate 0.111; noisiest: backup-weekly (0.33)" in stats
+    assert "baseline baseline: 3 repeats, 0 of 3 questions noisy" in stats
+
+
+def test_the_tui_noise_lines_are_data_not_markup():
+    from ledgerscope.tui.render_summary import noise_tail, question_noise_text
+
+    side = {
+        "arm": "[bold]arm[/bold]",
+        **{"repeats": 3, "records": 2, "records_flipped": 1, "flip_rate": 0.5, "questions": 1},
+        **{"noisy_questions": 1, "noisy": [{"qid": "q[red]x\x1b[2J", "flip_rate": 0.5}]},
+    }
+    text = noise_tail({"bootstrap": "b", "candidate": side, "baseline": None}, {})
+    assert "candidate [bold]arm[/bold]: 3 repeats, 1 of 1 questions noisy" in text.plain
+    assert "q[red]x\\x1b[2J (0.50)" in text.plain and "\x1b" not in text.plain
+    assert "baseline: one answer per record" in text.plain
+    assert noise_tail(None, {}).plain == ""  # without repeats the pane is what it was
+    noisy = side["noisy"][0] | {"phases_flipped": ["[b]0"]}
+    line = question_noise_text({"candidate": side | {"noisy": [noisy]}}, "candidate", noisy["qid"], {})
+    assert line.plain == "\n~ noisy: flip rate 0.50 over 3 repeats (flips at phase [b]0)\n"
+    assert question_noise_text({"candidate": side}, "baseline", "q", {}).plain == ""
+
+
+# --- rejudge over the repeats table ----------------------------------------------------------------
+
+_VERDICTS = "answer_verdict, answer_reason, citation_verdict, citation_reason"
+
+
+def _answers_and_verdicts(ledger: Path, table: str) -> dict[tuple, tuple]:
+    key = "arm, phase, qid" + (", repeat" if table == "repeats" else "")
+    sql = f"SELECT {key}, answer, abstained, citations_json, {_VERDICTS} FROM {table}"
+    rows = connect(ledger).execute(sql)
+    n = key.count(",") + 1
+    return {tuple(r[:n]): tuple(r[n:]) for r in rows.fetchall()}
+
+
+def test_rejudge_judges_every_repeat_as_it_judges_the_records(noisy_ledger, rule_exception_inputs, tmp_path):
+    from ledgerscope.pipeline.run.rejudge import rejudge
+
+    before = _answers_and_verdicts(noisy_ledger, "repeats")
+    fixtures = [json.loads(line) for line in (noisy_ledger / "fixtures.jsonl").read_text().splitlines()]
+    for f in fixtures:
+        if f["qid"] == "backup-weekly":
+            f["answer"]["expected"] = "30 days"  # the answer key changes, the support does not
+    v2 = tmp_path / "fixtures.v2.jsonl"
+    v2.write_text("".join(json.dumps(f) + "\n" for f in fixtures), encoding="utf-8")
+    result = rejudge(noisy_ledger, v2, tmp_path / "v2", no_oracle=True)
+    after = _answers_and_verdicts(tmp_path / "v2", "repeats")
+    records = _answers_and_verdicts(tmp_path / "v2", "records")
+    assert {k[2] for k in after if after[k] != before[k]} == {"backup-weekly"}  # reasons name the key
+    changed = {k for k in after if (after[k][3], after[k][5]) != (before[k][3], before[k][5])}
+    assert changed and result.changed_repeats == len(changed) and result.repeats == len(before) == 36
+    assert {before[k][3] for k in changed} == {"correct"} and {after[k][3] for k in changed} != {"correct"}
+    for k, row in after.items():
+        assert row[:3] == before[k][:3]  # the answers are kept, only judged again
+        if row[:3] == records[k[:3]][:3]:  # the record's own answer: the record's verdicts
+            assert row[3:] == records[k[:3]][3:], k
+        if k[3] == 0:
+            assert row == records[k[:3]]  # repeat 0 is still the record
+    _CALLS.clear()  # a fresh sweep with the new fixtures (the noisy arm, phase 0: a few seconds)
+    cand = _noisy_arms(rule_exception_inputs)[0]
+    cand.phases = cand.phases[:1]
+    new_fixtures, corpus = load_fixtures(v2, load_corpus(rule_exception_inputs["corpus"]))
+    sweep(new_fixtures, corpus, [cand], tmp_path / "fresh", repeats=3)
+    fresh = _answers_and_verdicts(tmp_path / "fresh", "repeats")
+    assert len(fresh) == 9 and changed & fresh.keys() and fresh == {k: after[k] for k in fresh}
+    noisy = arm_noise(connect(tmp_path / "v2"), "candidate")  # abstained or now wrong: still noisy
+    assert [q["qid"] for q in noisy["noisy"]] == ["backup-weekly"] and noisy["records_flipped"] == 2
 
 
 # --- the estimate -------------------------------------------------------------------------------

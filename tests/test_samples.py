@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -30,21 +29,25 @@ def test_sample_fixtures_validate():
 
 
 def _digest(rows: list[dict], table: str) -> dict:
-    """{"rows", "sha256"} of ``rows`` as :func:`table_digests` computes it for ``table``."""
-    keys = [k.strip().strip('"') for k in digest.ORDER[table].split(",")]
-    h = hashlib.sha256()
-    for row in sorted(rows, key=lambda r: [r[k] for k in keys]):
-        h.update(json.dumps(digest._canon(row), sort_keys=True, ensure_ascii=False).encode() + b"\n")
-    return {"rows": len(rows), "sha256": h.hexdigest()}
+    """{"rows", "sha256"} of ``rows`` as :func:`table_digests` computes it for ``table``, the rows typed
+    as the ledger's own table (Arrow, then the same DuckDB serialisation)."""
+    import duckdb
+    import pyarrow as pa
+
+    typed = connect(LEDGER).sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table().schema
+    con = duckdb.connect()
+    con.register("derived", pa.Table.from_pylist(rows, schema=typed))
+    return digest.relation_digest(con, "derived", digest.ORDER[table])
 
 
 def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
-    """Units and boundaries rows re-derived by chunking the ledger's sources with its arms' configs."""
+    """Units and boundaries rows re-derived by chunking the ledger's sources with its arms' configs (the
+    rows built by the sweep's own builders)."""
     from ledgerscope.pipeline.arm import kinds
     from ledgerscope.pipeline.arm.config import arm_from_dict
     from ledgerscope.pipeline.embedding.encoder import TokenCounter
     from ledgerscope.pipeline.run.cascade import ArmRuntime, chunk_phase
-    from ledgerscope.pipeline.run.partition import unit_table
+    from ledgerscope.pipeline.run.partition import boundary_table, unit_table
 
     manifest, corpus, _ = load_ledger_inputs(ledger)
     units, bounds = [], []
@@ -59,19 +62,7 @@ def _rechunk(ledger: Path) -> tuple[list[dict], list[dict]]:
         for phase in phases:
             us, bs = chunk_phase(rt, phase, visible)
             units += unit_table(name, phase.label, us)
-            bounds += [
-                {
-                    "arm": name,
-                    "phase": phase.label,
-                    "phase_offset": phase.offset,
-                    "doc_id": b.doc_id,
-                    "version": corpus.sources[b.doc_id].version,
-                    "n_tokens": b.n_tokens,
-                    "cut_tokens": list(b.cut_tokens),
-                    "cut_chars": list(b.cut_chars),
-                }
-                for b in bs
-            ]
+            bounds += boundary_table(rt, phase, corpus, bs)
     return units, bounds
 
 

@@ -7,8 +7,9 @@ The command bodies live here to keep :mod:`.main` short; :mod:`.main` registers 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +17,9 @@ from ledgerscope.cli.shared.machine import writing
 from ledgerscope.cli.shared.output import console, fail, say
 from ledgerscope.common.errors import LedgerscopeError
 from ledgerscope.common.safe_text import json_text, safe, safe_line
+
+if TYPE_CHECKING:
+    from ledgerscope.inputs.importers import ImportReport
 
 import_app = typer.Typer(
     help="Import public QA datasets as a corpus and canonical fixtures, or annotators' "
@@ -75,13 +79,7 @@ def import_squad_cmd(
     """Import a SQuAD-format file (for example COVID-QA)."""
     from ledgerscope.inputs.importers.squad import import_squad
 
-    try:
-        with writing(out):
-            report = import_squad(file, out, repair=repair_offsets, support=support)
-    except LedgerscopeError as exc:
-        fail(exc)
-        return
-    _print_import(report)
+    _run_import(out, lambda: import_squad(file, out, repair=repair_offsets, support=support))
 
 
 @import_app.command("contractnli")
@@ -92,13 +90,7 @@ def import_contractnli_cmd(
     """Import ContractNLI: hypotheses become support-only questions over evidence spans."""
     from ledgerscope.inputs.importers.contractnli import import_contractnli
 
-    try:
-        with writing(out):
-            report = import_contractnli(file, out)
-    except LedgerscopeError as exc:
-        fail(exc)
-        return
-    _print_import(report)
+    _run_import(out, lambda: import_contractnli(file, out))
 
 
 @import_app.command("musique")
@@ -109,13 +101,7 @@ def import_musique_cmd(
     """Import MuSiQue multi-hop questions: each hop's support sentence, all hops one joint sufficient set."""
     from ledgerscope.inputs.importers.musique import import_musique
 
-    try:
-        with writing(out):
-            report = import_musique(file, out)
-    except LedgerscopeError as exc:
-        fail(exc)
-        return
-    _print_import(report)
+    _run_import(out, lambda: import_musique(file, out))
 
 
 @import_app.command("table")
@@ -128,16 +114,22 @@ def import_table_cmd(
     with quote selectors, validated (docs/fixtures.md)."""
     from ledgerscope.inputs.importers.table import import_table
 
+    _run_import(out, lambda: import_table(file, corpus, out))
+
+
+def _run_import(out: Path, run: Callable[[], ImportReport]) -> None:
+    """Run an importer that writes ``out`` and print its report; an input problem is reported (exit 2),
+    a machine condition while writing (a full disk) too (:func:`writing`)."""
     try:
         with writing(out):
-            report = import_table(file, corpus, out)
+            report = run()
     except LedgerscopeError as exc:
         fail(exc)
         return
     _print_import(report)
 
 
-def _print_import(report) -> None:
+def _print_import(report: ImportReport) -> None:
     """The importer's report: each offset mismatch and skip, the counts, the files written."""
     out = console()
     for line in report.offset_mismatches:

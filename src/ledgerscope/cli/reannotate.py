@@ -206,6 +206,8 @@ def rejudge_cmd(
         "seconds": round(r.seconds, 2),
         "changes": r.changes,
     }
+    if r.repeats:  # a --repeats K ledger: every repeat's answer judged again too
+        summary.update(repeats=r.repeats, changed_repeats=r.changed_repeats)
     if json_out:
         print(json_text(summary))
         return
@@ -220,6 +222,8 @@ def rejudge_cmd(
         say(shown, f"  {c['arm']}@{c['phase']} {c['qid']}: {fields}")
     if len(r.changes) > _SHOWN:
         say(shown, f"  ... {len(r.changes) - _SHOWN} more (--json lists them all)")
+    if r.repeats:
+        say(shown, f"repeats: {r.repeats} answer(s) judged again, {r.changed_repeats} changed a verdict")
     if r.oracle_rerun:
         say(shown, f"oracle re-run: {', '.join(r.oracle_rerun)}")
     if r.oracle_stale:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.common.out_dirs import refuse_foreign_directory, refuse_inside
 from ledgerscope.export._common import ExportRequest, atomic_dir
 from ledgerscope.export.fixtures import export_fixtures
 from ledgerscope.export.jsonl import JSONL_FORMAT, export_jsonl
@@ -120,33 +121,16 @@ def export(
 
 def _check_out(ledger: Path, out: Path, fmt: str) -> None:
     """Refuse, before reading the ledger, an ``out`` inside it or one where the wrong kind is in the way."""
-    led, dst = ledger.resolve(), out.resolve()
-    if dst == led or led in dst.parents or dst in led.parents:
-        raise InputError(
-            Problem(
-                str(out),
-                None,
-                "out",
-                "the export must be written outside the ledger (the ledger is never modified)",
-            )
-        )
+    refuse_inside(ledger, out, "the export must be written outside the ledger (the ledger is never modified)")
+    dst = out.resolve()
     if fmt == "trec":
         if dst.exists() and not dst.is_dir():
             raise InputError(
                 Problem(str(out), None, "out", "a trec export is a directory; a file is in the way")
             )
-        if dst.is_dir():
-            foreign = [p.name for p in dst.iterdir() if not (p.is_file() and TREC_FILE_NAME.match(p.name))]
-            if foreign:
-                raise InputError(
-                    Problem(
-                        str(out),
-                        None,
-                        "out",
-                        "refusing to replace a directory that holds more than a trec export "
-                        f"(found {', '.join(sorted(foreign)[:3])})",
-                    )
-                )
+        refuse_foreign_directory(
+            out, lambda p: p.is_file() and bool(TREC_FILE_NAME.match(p.name)), "a trec export"
+        )
     else:
         paths = [dst, dst.with_name(dst.name + ".config.xml")] if fmt.startswith("label-studio") else [dst]
         for p in paths:

@@ -4,13 +4,15 @@ File bytes are not (manifests and partition markers carry timestamps), so a
 rebuilt ledger is compared by what it records: every row of every table,
 canonically ordered and serialised, scores rounded to 6 decimals (a forward
 pass in a different thread schedule may move the last float bits).
+
+DuckDB serialises the rows (one JSON object per row, keys sorted, NaN as null):
+the sample ledger's 300k candidate rows digest in about a second, where a
+``json.dumps`` per row took ten.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -27,31 +29,36 @@ ORDER = {
     "sources": "doc_id",
 }
 
+_FLOATS = {"DOUBLE", "FLOAT", "REAL"}
 
-def _canon(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 6)
-    if isinstance(value, list):
-        return [_canon(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _canon(v) for k, v in value.items()}
-    return value
+
+def relation_digest(con: Any, relation: str, order: str) -> dict[str, Any]:
+    """``{"rows": n, "sha256": digest}`` of a table or view named ``relation`` in ``con``, its rows in
+    ``order``: what :func:`table_digests` records per table, for rows from anywhere (a test digests
+    rows it derived by registering them as an Arrow table)."""
+    columns = sorted(con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall())
+    fields = ", ".join(_canonical(name, typ) for name, typ, *_ in columns)
+    reader = con.sql(
+        f"SELECT CAST(to_json(struct_pack({fields})) AS VARCHAR) AS j FROM {relation} ORDER BY {order}"
+    ).to_arrow_reader(batch_size=50_000)
+    h, n = hashlib.sha256(), 0
+    for batch in reader:
+        rows = batch.column(0).to_pylist()
+        if rows:
+            h.update(("\n".join(rows) + "\n").encode())
+            n += len(rows)
+    return {"rows": n, "sha256": h.hexdigest()}
+
+
+def _canonical(name: str, typ: str) -> str:
+    """The struct field of one column: floats rounded to 6 decimals, NaN as null."""
+    col = '"' + name.replace('"', '""') + '"'
+    if typ in _FLOATS:
+        return f"{col} := CASE WHEN isnan({col}) THEN NULL ELSE round({col}, 6) END"
+    return f"{col} := {col}"
 
 
 def table_digests(ledger: str | Path) -> dict[str, dict[str, Any]]:
     """{table: {"rows": n, "sha256": digest}} for every ledger table."""
     con = connect(ledger)
-    out = {}
-    for table, order in ORDER.items():
-        h = hashlib.sha256()
-        n = 0
-        reader = con.sql(f"SELECT * FROM {table} ORDER BY {order}").to_arrow_reader(batch_size=50_000)
-        for batch in reader:
-            for row in batch.to_pylist():
-                if table == "records":  # generator details hold rounded floats already; keep as is
-                    row = dict(row)
-                h.update(json.dumps(_canon(row), sort_keys=True, ensure_ascii=False).encode())
-                h.update(b"\n")
-                n += 1
-        out[table] = {"rows": n, "sha256": h.hexdigest()}
-    return out
+    return {table: relation_digest(con, table, order) for table, order in ORDER.items()}

@@ -65,6 +65,7 @@ READABLE_FORMATS = (FORMAT, FORMAT_2, FORMAT_1)
 
 STAGES = ("bm25", "dense_exact", "dense_ann", "union", "fused", "reranked", "selected", "packed", "topk")
 
+#: (trace/spec.py spells these out as CLAIM_FLAGS, all but support_topk: a test holds them equal)
 SUPPORT_COLUMNS = (
     "support_chunked",
     "support_bm25",

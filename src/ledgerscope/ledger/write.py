@@ -128,6 +128,22 @@ def check_out(ledger: Path, identity: str) -> None:
                 )
             )
         return
+    _check_same_sweep(ledger, identity)
+
+
+def write_or_check_manifest(ledger: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest before any retrieval, or check a resumed sweep matches it."""
+    path = ledger / "manifest.json"
+    if path.is_file():
+        _check_same_sweep(ledger, manifest["identity"])
+        return
+    ledger.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _check_same_sweep(ledger: Path, identity: str) -> None:
+    """A sweep resumes only a ledger of its own format built from the same inputs (its identity)."""
+    path = ledger / "manifest.json"
     old = load_manifest(ledger)
     _check_format(old, path)
     if old.get("identity") != identity:
@@ -140,27 +156,6 @@ def check_out(ledger: Path, identity: str) -> None:
                 f"(identity {old.get('identity')} vs {identity}); write to a new --out",
             )
         )
-
-
-def write_or_check_manifest(ledger: Path, manifest: dict[str, Any]) -> None:
-    """Write the manifest before any retrieval, or check a resumed sweep matches it."""
-    path = ledger / "manifest.json"
-    if path.is_file():
-        old = load_manifest(ledger)
-        _check_format(old, path)
-        if old.get("identity") != manifest["identity"]:
-            raise InputError(
-                Problem(
-                    str(path),
-                    None,
-                    "manifest",
-                    "this ledger was built from different fixtures, sources or arm configurations "
-                    f"(identity {old.get('identity')} vs {manifest['identity']}); write to a new --out",
-                )
-            )
-        return
-    ledger.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def _check_format(manifest: dict[str, Any], path: Path) -> None:

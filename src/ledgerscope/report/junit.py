@@ -11,12 +11,13 @@ characters are made visible (XML 1.0 cannot carry most controls at all).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from ledgerscope.common.safe_text import safe
 from ledgerscope.report.gate_inputs import GateOutcome
 
 
-def _t(text) -> str:
+def _t(text: object) -> str:
     return safe(str(text))
 
 
@@ -37,7 +38,7 @@ def _suite(parent: ET.Element, name: str, cases: list[ET.Element]) -> None:
     suite.extend(cases)
 
 
-def _check_case(check: dict, inconclusive_fails: bool) -> ET.Element:
+def _check_case(check: dict[str, Any], inconclusive_fails: bool) -> ET.Element:
     case = ET.Element(
         "testcase", classname=f"release-rule.{_t(check['stress_set'])}", name=_t(check["tolerance"])
     )
@@ -53,7 +54,7 @@ def _check_case(check: dict, inconclusive_fails: bool) -> ET.Element:
     return case
 
 
-def flip_message(flip: dict) -> str:
+def flip_message(flip: dict[str, Any]) -> str:
     """One question's flip in words: phases, verdicts, diagnosis step and boundary per phase."""
     parts = [
         f"phase {p['phase']}: baseline correct, candidate {p['candidate']}; diagnosis step "
@@ -70,7 +71,7 @@ def flip_message(flip: dict) -> str:
     )
 
 
-def _flip_case(flip: dict) -> ET.Element:
+def _flip_case(flip: dict[str, Any]) -> ET.Element:
     case = ET.Element("testcase", classname=f"flips.{_t(flip['segment'])}", name=_t(flip["qid"]))
     message = _t(flip_message(flip))
     kind = "correct-to-wrong-noisy" if flip.get("noisy") else "correct-to-wrong"

@@ -24,12 +24,12 @@ _OUTCOME = {"accept": "✅ ACCEPT", "reject": "❌ REJECT", "collect-more-eviden
 _FIGURES = (("support", "support"), ("answer_correct", "correct"), ("citation_supported", "cited-ok"))
 
 
-def md(text) -> str:
+def md(text: object) -> str:
     """Untrusted text as literal Markdown on one line."""
     return _MD_PUNCT.sub(r"\\\1", html.escape(safe_line(str(text), 500), quote=False))
 
 
-def code(text) -> str:
+def code(text: object) -> str:
     """Untrusted text as a Markdown code span (shown literally; no backtick can close it)."""
     return "`" + safe_line(str(text), 500).replace("`", "'").replace("|", "\\|") + "`"
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from ledgerscope.common.safe_text import safe
+from ledgerscope.common.values import format_value as _fmt
 
 METRIC_TITLES = {
     "support": "support",
@@ -28,7 +30,7 @@ METRIC_TITLES = {
 }
 
 
-def diagnosis_table(rows: list[dict]) -> Table:
+def diagnosis_table(rows: list[dict[str, Any]]) -> Table:
     """Counts per (arm, step) and the first failing records."""
     table = Table(
         title="diagnosis: records per step",
@@ -41,8 +43,8 @@ def diagnosis_table(rows: list[dict]) -> Table:
     table.add_column("name")
     table.add_column("records", justify="right")
     table.add_column("examples (qid@phase)")
-    counts: Counter = Counter()
-    examples: dict[tuple, list[str]] = {}
+    counts: Counter[tuple[str, int, str]] = Counter()
+    examples: dict[tuple[str, int, str], list[str]] = {}
     for r in rows:
         key = (r["arm"], r["step"], r["step_name"])
         counts[key] += 1
@@ -62,7 +64,7 @@ _FUNNEL = ("chunked", "exact", "production", "union", "fused", "reranked", "pack
 _FUNNEL_TITLES = ("chunk", "exact", "prod", "union", "fused", "rrank", "pack", "cite")
 
 
-def survival_table(rows: list[dict]) -> Group:
+def survival_table(rows: list[dict[str, Any]]) -> Group:
     """Stage survival per arm: % of answerable questions still supported after each stage.
 
     One row with the phase average, one with the worst phase.
@@ -107,19 +109,19 @@ def _per_arm_table(title: str, second: str) -> Table:
     return table
 
 
-def _by_arm(rows: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def _by_arm(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         out.setdefault(r["arm"], []).append(r)
     return out
 
 
-def _mean_of(phases: list[dict], key: str) -> float | None:
+def _mean_of(phases: list[dict[str, Any]], key: str) -> float | None:
     values = [p[key] for p in phases if p.get(key) is not None]
     return sum(values) / len(values) if values else None
 
 
-def recall_table(rows: list[dict]) -> Table | None:
+def recall_table(rows: list[dict[str, Any]]) -> Table | None:
     """recall@k of each ranked stage per arm: phase average (worst phase), in percent of answerable
     questions; k beyond a stage's longest list is left out. None when no row has recall@k."""
     rows = [r for r in rows if r.get("recall_at_k")]
@@ -147,22 +149,16 @@ def recall_table(rows: list[dict]) -> Table | None:
     return table
 
 
-def _fmt(value, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _interval(stat: dict, digits: int) -> str:
+def _interval(stat: dict[str, Any], digits: int) -> str:
     if not stat:
         return "-"
     low, high = _fmt(stat.get("low"), digits), _fmt(stat.get("high"), digits)
     return f"{_fmt(stat.get('estimate'), digits)} [{low},{high}]"
 
 
-def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
+def comparison_report(
+    comparison: dict[str, Any], decision: dict[str, Any] | None
+) -> Iterable[RenderableType]:
     """The comparison as terminal renderables: a settings line, per stress set its metric table
     (and segment table), then the release decision when one was made."""
     from ledgerscope.analysis.stats.power import headline
@@ -213,7 +209,7 @@ def comparison_report(comparison: dict, decision: dict | None) -> Iterable:
             yield Text("  - " + safe(reason))
 
 
-def _metric_table(set_name: str, block: dict, comparison: dict) -> Table:
+def _metric_table(set_name: str, block: dict[str, Any], comparison: dict[str, Any]) -> Table:
     """One stress set's metrics: both arms' phase averages and worst phases, and the mean and
     worst-phase differences with their intervals (token counts without decimals)."""
     table = Table(
@@ -248,7 +244,7 @@ def _metric_table(set_name: str, block: dict, comparison: dict) -> Table:
     return table
 
 
-def detectable_line(block: dict, confidence: float) -> str | None:
+def detectable_line(block: dict[str, Any], confidence: float) -> str | None:
     """What this stress set could detect: each metric's minimum detectable difference (phase average
     / worst phase) at 80% power and the rule's confidence, for its questions and clusters."""
     from ledgerscope.analysis.stats.power import POWER, detectable
@@ -270,7 +266,7 @@ def detectable_line(block: dict, confidence: float) -> str | None:
     )
 
 
-def _segment_table(set_name: str, segs: dict) -> Table:
+def _segment_table(set_name: str, segs: dict[str, Any]) -> Table:
     """Support and critical-error phase averages per segment, both arms: where a difference sits."""
     seg = Table(
         title=f"segments ({set_name}): support and critical errors, phase average",
@@ -293,7 +289,7 @@ def _segment_table(set_name: str, segs: dict) -> Table:
     return seg
 
 
-def _other_rule(block: dict, comparison: dict) -> str:
+def _other_rule(block: dict[str, Any], comparison: dict[str, Any]) -> str:
     """The same block's cluster count under the rule not used (", 2 by components")."""
     both = block.get("n_clusters_by_rule")
     rule = (comparison.get("clusters") or {}).get("rule")
@@ -303,7 +299,7 @@ def _other_rule(block: dict, comparison: dict) -> str:
     return f"; {both[other]} by {other.replace('_', ' ')}"
 
 
-def clusters_line(clusters: dict) -> str:
+def clusters_line(clusters: dict[str, Any]) -> str:
     """One line: the bootstrap's clusters under both rules, which one is used, and any warning."""
     line = (
         f"bootstrap clusters: {clusters['first_document']} by first document, "
@@ -315,7 +311,7 @@ def clusters_line(clusters: dict) -> str:
     return line
 
 
-def calibration_report(result: dict) -> Iterable:
+def calibration_report(result: dict[str, Any]) -> Iterable[RenderableType]:
     """``judge calibrate``: the confusion matrix (deterministic rows, LLM columns), kappa, examples."""
     endpoint = result["judge"].get("endpoint", {})
     yield Text(
@@ -357,7 +353,7 @@ def calibration_report(result: dict) -> Iterable:
         )
 
 
-def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:
+def reversals_table(reversals: list[dict[str, Any]], examples: int = 2) -> Table | None:
     """Questions whose support or answer verdict flips with the phase, per arm and kind, with the
     first few and the phases on each side. None when there are none."""
     if not reversals:
@@ -365,7 +361,7 @@ def reversals_table(reversals: list[dict], examples: int = 2) -> Table | None:
     table = _per_arm_table("reversals: questions whose verdict changes with the phase", "kind")
     table.add_column("questions", justify="right")
     table.add_column("examples (phases on each side)")
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in reversals:
         groups.setdefault((r["arm"], r["kind"]), []).append(r)
     for (arm, kind), revs in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] != "support")):

@@ -13,7 +13,6 @@ so the ledger passes the integrity checks ``ledgerscope open`` runs.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -21,19 +20,22 @@ import pyarrow as pa
 
 from ledgerscope.inputs.sources import text_version
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.write import sources_path, write_partition, write_table
 from ledgerscope.testing.synthetic import (
     FUNNEL,
     STAGE_SIZES,
     WORDS,
     answer_fields,
     funnel_of,
-    manifest,
     record_constants,
-    repairs,
     support_flags,
     units_of,
+)
+from ledgerscope.testing.synthetic_files import (
+    manifest,
+    phase_list_of,
+    write_inputs,
     write_oracle,
+    write_synthetic_partition,
 )
 
 TITLES = (
@@ -67,44 +69,21 @@ def make_multidoc_ledger(
         body = " ".join(rng.choice(WORDS, size=70))
         docs[doc_id] = f"# {TITLES[d % len(TITLES)]} {d // len(TITLES) or ''}".rstrip() + "\n\n" + body + "."
     doc_ids = sorted(docs)
-    out.mkdir(parents=True, exist_ok=True)
-    write_table(
-        sources_path(out),
-        [
-            {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-            for k, v in docs.items()
-        ],
-        schema.SOURCES,
-    )
     plan = _plan(questions, phases, list(docs))
-    (out / "fixtures.jsonl").write_text(
-        "\n".join(json.dumps(_fixture(qid, p, docs)) for qid, p in plan.items()) + "\n", encoding="utf-8"
-    )
     labels = [str(p) for p in range(phases)]
-    phase_list = [
-        {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
-    ]
+    phase_list = phase_list_of(labels, unit_chars)
     arms = ("candidate", "baseline")
-    (out / "manifest.json").write_text(
-        json.dumps(manifest(docs, arms, phase_list, unit_chars, questions, phases, seed), indent=2)
+    write_inputs(
+        out,
+        docs,
+        [_fixture(qid, p, docs) for qid, p in plan.items()],
+        manifest(docs, arms, phase_list, unit_chars, questions, phases, seed),
     )
     for arm in arms:
         for i, p in enumerate(phase_list):
             units, bounds, index = units_of(docs, doc_ids, arm, p, unit_chars)
             recs, cands = _records(rng, arm, p, i, plan, docs, index)
-            write_partition(
-                out,
-                arm,
-                p["label"],
-                {
-                    "units": units,
-                    "boundaries": bounds,
-                    "candidates": cands,
-                    "records": recs,
-                    "repairs": repairs(units[:1]),
-                },
-                {"arm": arm, "phase": p["label"], "synthetic": True},
-            )
+            write_synthetic_partition(out, arm, p, units, bounds, recs, cands)
         write_oracle(
             out,
             arm,

@@ -10,18 +10,23 @@ column by column with numpy, so a million candidate rows take seconds.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ledgerscope.inputs.fixtures import SEGMENTS
 from ledgerscope.inputs.sources import text_version
 from ledgerscope.ledger import schema
-from ledgerscope.ledger.write import oracle_path, sources_path, write_partition, write_table
+from ledgerscope.testing.synthetic_files import (
+    manifest,
+    phase_list_of,
+    repairs,
+    write_inputs,
+    write_oracle,
+    write_synthetic_partition,
+)
 
 #: (stage, list length) per record: about 67 candidate rows per record
 STAGE_SIZES = (
@@ -96,40 +101,21 @@ def make_synthetic_ledger(
     n_docs = max(1, questions // 4)
     docs = _documents(rng, n_docs, doc_chars)
     doc_ids = sorted(docs)
-    _write_sources(out, docs)
-
     q_doc = np.array([doc_ids[q % n_docs] for q in range(questions)], dtype=object)
     q_seg = np.array([SEGMENTS[q % len(SEGMENTS)] for q in range(questions)], dtype=object)
     fixtures, spans_of = _fixtures(rng, q_doc, q_seg, docs, texts)
-    (out / "fixtures.jsonl").write_text("\n".join(json.dumps(f) for f in fixtures) + "\n", encoding="utf-8")
+    phase_list = phase_list_of(labels, unit_chars)
+    write_inputs(out, docs, fixtures, manifest(docs, arms, phase_list, unit_chars, questions, phases, seed))
 
-    phase_list = [
-        {"label": label, "offset": p * (unit_chars // max(1, phases))} for p, label in enumerate(labels)
-    ]
-    manifest = _manifest(docs, arms, phase_list, unit_chars, questions, phases, seed)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
-
-    total_cands = total_records = total_units = 0
+    totals = {"records": 0, "candidates": 0, "units": 0}
     for arm in arms:
         for p in phase_list:
             units, bounds, unit_index = _units(docs, doc_ids, arm, p, unit_chars)
             recs, cands = _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts)
-            write_partition(
-                out,
-                arm,
-                p["label"],
-                {
-                    "units": units,
-                    "boundaries": bounds,
-                    "candidates": cands,
-                    "records": recs,
-                    "repairs": _repairs(units[:1]),
-                },
-                {"arm": arm, "phase": p["label"], "synthetic": True},
-            )
-            total_cands += cands.num_rows
-            total_records += len(recs)
-            total_units += len(units)
+            write_synthetic_partition(out, arm, p, units, bounds, recs, cands)
+            totals["candidates"] += cands.num_rows
+            totals["records"] += len(recs)
+            totals["units"] += len(units)
         write_oracle(
             out,
             arm,
@@ -138,16 +124,7 @@ def make_synthetic_ledger(
             budget_tokens=320,
             answer="7 days",
         )
-    return {"records": total_records, "candidates": total_cands, "units": total_units}
-
-
-def _write_sources(out: Path, docs: dict[str, str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    rows = [
-        {"doc_id": k, "version": text_version(v), "text": v, "observed": None, "access": []}
-        for k, v in docs.items()
-    ]
-    write_table(sources_path(out), rows, schema.SOURCES)
+    return totals
 
 
 def _documents(rng, n_docs: int, doc_chars: int) -> dict[str, str]:
@@ -215,48 +192,6 @@ def _fixtures(
     return fixtures, spans_of
 
 
-def _manifest(
-    docs: Mapping[str, str],
-    arms: Sequence[str],
-    phase_list: list[dict],
-    unit_chars: int,
-    questions: int,
-    phases: int,
-    seed: int,
-) -> dict:
-    """The ledger's manifest: every arm with the same synthetic config over the same phases."""
-    manifest = {
-        "format": schema.FORMAT,
-        "ledgerscope_version": "synthetic",
-        "created": "synthetic",
-        "identity": f"synthetic:{questions}:{phases}:{seed}",
-        "fixtures_digest": "synthetic",
-        "fixture_count": questions,
-        "sources": {k: text_version(v) for k, v in docs.items()},
-        "arms": {
-            arm: {
-                "config": {
-                    "name": arm,
-                    "capacity": unit_chars,
-                    "overlap": 0,
-                    "budget_tokens": 320,
-                    "rerank_depth": 12,
-                    "retrieval": {"bm25_top_n": 8, "dense_top_n": 8, "ann_top_n": 8},
-                    "rerank": {"selection_depth": 10},
-                },
-                "config_digest": f"synthetic:{arm}",
-                "phases": phase_list,
-                "stride": unit_chars,
-                "edge_policy": "keep-short",
-                "components": {},
-            }
-            for arm in arms
-        },
-        "stages": list(schema.STAGES),
-    }
-    return manifest
-
-
 def record_constants(config_digest: str) -> dict:
     """The record columns every synthetic record shares: nothing overflowed or dropped, one
     generator attempt, reasons that say ``synthetic``, an oracle that answered correctly."""
@@ -273,33 +208,6 @@ def record_constants(config_digest: str) -> dict:
         "oracle_feasible": True,
         "config_digest": config_digest,
     }
-
-
-def write_oracle(
-    out: Path, arm: str, verdicts: Mapping[str, str], *, evidence_tokens: int, budget_tokens: int, answer: str
-) -> None:
-    """The arm's oracle table: per question (qid -> its answer verdict) one feasible support set."""
-    rows = [
-        {
-            "arm": arm,
-            "qid": qid,
-            "support_set": 0,
-            "feasible": True,
-            "evidence_tokens": evidence_tokens,
-            "budget_tokens": budget_tokens,
-            "context": "",
-            "answer": answer,
-            "abstained": False,
-            "answer_verdict": verdict,
-            "answer_reason": "synthetic",
-            "generator_error": None,
-            "attempts": 1,
-        }
-        for qid, verdict in verdicts.items()
-    ]
-    path = oracle_path(out, arm)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema.ORACLE), path)
 
 
 def _units(docs, doc_ids, arm, p, unit_chars):
@@ -345,29 +253,6 @@ def _units(docs, doc_ids, arm, p, unit_chars):
             }
         )
     return rows, bounds, index
-
-
-def _repairs(units: list[dict]) -> list[dict]:
-    """One offset repair per partition (the first unit, as if an external chunker had returned it
-    one code point off), so every ledger table has rows."""
-    return [
-        {
-            "arm": u["arm"],
-            "phase": u["phase"],
-            "doc_id": u["doc_id"],
-            "version": u["version"],
-            "position": 0,
-            "side": "whole",
-            "status": "repaired",
-            "text": u["text"],
-            "given_start": u["start"] + 1,
-            "given_end": u["end"] + 1,
-            "start": u["start"],
-            "end": u["end"],
-            "note": "synthetic",
-        }
-        for u in units
-    ]
 
 
 def _records(rng, arm, p, questions, q_doc, q_seg, spans_of, docs, unit_index, texts):
@@ -493,10 +378,27 @@ def _funnel_of(stage: str) -> str:
     }[stage]
 
 
-# the parts other builders of small ledgers reuse (:mod:`.multidoc`)
-manifest = _manifest
+# the parts other builders of small ledgers reuse (:mod:`.multidoc`); the files around the rows
+# (manifest, repairs, write_oracle, ...) are :mod:`.synthetic_files`'s, importable from here too
+__all__ = [
+    "FUNNEL",
+    "STAGE_SIZES",
+    "WORDS",
+    "answer_fields",
+    "funnel_of",
+    "make_synthetic_ledger",
+    "manifest",
+    "phase_list_of",
+    "record_constants",
+    "repairs",
+    "rows_per_record",
+    "support_flags",
+    "units_of",
+    "write_inputs",
+    "write_oracle",
+    "write_synthetic_partition",
+]
 units_of = _units
-repairs = _repairs
 support_flags = _support_flags
 answer_fields = _answer_fields
 funnel_of = _funnel_of

@@ -48,6 +48,8 @@ TRACE_FIELDS: dict[str, tuple[str, bool]] = {
 }
 
 #: what a producer may claim about its own record (kept beside ledgerscope's derivation, compared)
+#: (the ledger's SUPPORT_COLUMNS but support_topk, spelled out on purpose: the trace package installs and
+#: imports without ledger/; tests/test_ingest_format.py holds the two lists equal)
 CLAIM_FLAGS = (
     "support_chunked",
     "support_bm25",

@@ -25,7 +25,7 @@ from ledgerscope.tui.data import LedgerSession
 from ledgerscope.tui.model import Detail, StatsState, worst_column
 from ledgerscope.tui.render import Palette, answer_text, compare_texts, diagnosis_text
 from ledgerscope.tui.render_source import context_text, source_text
-from ledgerscope.tui.render_summary import grid_caption, stats_text
+from ledgerscope.tui.render_summary import grid_caption, question_noise_text, stats_text
 from ledgerscope.tui.widgets.phase_grid import PhaseGrid
 from ledgerscope.tui.widgets.query_list import QueryList
 from ledgerscope.tui.widgets.text_pane import TextPane
@@ -144,6 +144,9 @@ def draw_pane(root: Widget, tab: str, view: PaneView) -> None:
         if view.detail is None:
             return
         texts = compare_texts(view.detail.arms, p)
+        if noise := (view.stats.comparison or {}).get("noise"):  # --repeats: is this question noisy?
+            for role, text in texts.items():
+                text.append_text(question_noise_text(noise, role, view.detail.qid, p))
         for role in ("candidate", "baseline"):
             root.query_one(f"#compare-{role}", TextPane).show(
                 texts.get(role, Text("no baseline arm", style=p.get("muted"))), key=key

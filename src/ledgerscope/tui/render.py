@@ -14,6 +14,7 @@ styles from the palette only add emphasis, so ``NO_COLOR`` loses nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from rich.text import Text
 
 from ledgerscope.analysis.diagnosis import json_list
 from ledgerscope.common.safe_text import safe
+from ledgerscope.common.values import format_value
 from ledgerscope.tui.model import (
     CITATION_GLYPHS,
     MISSING_GLYPH,
@@ -119,12 +121,8 @@ def bar(fraction: float | None, width: int = 20) -> str:
     return "█" * full + "░" * (width - full)
 
 
-def fmt(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
+#: a value for a cell: a float to ``digits`` digits; an en dash for a missing one
+fmt = functools.partial(format_value, missing="–")
 
 
 # ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def stats_text(
         if segs := block.get("segments") or {}:
             parts.append(_segment_table(set_name, segs))
     parts.append(_answer_side(comparison, palette))
+    parts.append(noise_tail(comparison.get("noise"), palette))
     parts.append(_decision_tail(decision, comparison.get("note", ""), palette))
     parts.append(_resources_tail(comparison.get("resources"), palette))
     return Group(*parts)
@@ -86,6 +87,38 @@ def _answer_side(comparison: Mapping, palette: Palette) -> Text:
     for line in validity_lines(comparison.get("answer_validity")):
         text.append(lit(line) + "\n", style=pick(palette, "fail") if "UNVERIFIED" in line else None)
     return text
+
+
+def noise_tail(noise: Mapping | None, palette: Palette) -> Text:
+    """``--repeats``: per arm its repeats, noisy questions and flip rate, as ``compare`` prints them
+    (the lines come from analysis/; qids and arm names are data: escaped, appended, never markup)."""
+    text = Text()
+    if not noise:
+        return text
+    from ledgerscope.analysis.stats.repeat_noise import noise_lines
+
+    head, *sides = noise_lines(dict(noise))
+    text.append("\n" + lit(head) + "\n", style=pick(palette, "heading"))
+    for side, line in zip(("candidate", "baseline"), sides, strict=True):
+        noisy = bool((noise.get(side) or {}).get("noisy_questions"))  # a warning colour, the words say it
+        text.append(lit(line) + "\n", style=pick(palette, "boundary" if noisy else "muted"))
+    return text
+
+
+def question_noise_text(noise: Mapping | None, role: str, qid: str, palette: Palette) -> Text:
+    """The compare view's word on one question in one arm (``--repeats``, once the Stats pane's
+    comparison is in): does its verdict flip between repeats? A difference between the arms on a
+    noisy question may be nothing but the generator's noise."""
+    side = (noise or {}).get(role)
+    if not side:
+        return Text()
+    q = next((q for q in side.get("noisy", []) if q["qid"] == qid), None)
+    k = side["repeats"]
+    if q is None:
+        return Text(f"\nrun-to-run noise: steady over {k} repeats\n", style=pick(palette, "muted"))
+    phases = ", ".join(lit(ph) for ph in q["phases_flipped"])
+    line = f"\n~ noisy: flip rate {q['flip_rate']:.2f} over {k} repeats (flips at phase {phases})\n"
+    return Text(line, style=pick(palette, "boundary"))
 
 
 def _table(title: Text | None = None):

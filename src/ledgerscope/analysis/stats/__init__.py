@@ -1,5 +1,5 @@
 """Statistics over phases: `metrics` (definitions), `resampling`, `passes` and `bootstrap` (paired,
-clustered), `compare` (candidate minus baseline), `release` and `release_rule` (the preregistered rule).
+clustered), `compare` (candidate minus baseline), `release/` (the preregistered rule and its decision).
 """
 
 #: the paired bootstrap's settings when nothing else says: ``compare``, ``report`` and the TUI's stats

@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ledgerscope.analysis.stats.release_rule import Check, Rule
+if TYPE_CHECKING:  # types only: the release rule's package imports this module when it loads
+    from ledgerscope.analysis.stats.release.rule import Check, Rule
 
 #: the power every MDD is reported at
 POWER = 0.8

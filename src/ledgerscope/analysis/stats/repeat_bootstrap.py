@@ -123,9 +123,9 @@ def paired_bootstrap_repeats(
     chunk_elements: int = 1_000_000,
     return_replicates: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """:func:`.bootstrap.paired_bootstrap_many` over repeats: ``pairs`` maps a metric to
-    ``(candidate, baseline, higher_is_better)`` with each a (repeats x questions x phases) stack
-    (repeat 0 first: the records). Each metric's result adds ``repeats`` (K per arm)."""
+    """:func:`.bootstrap.paired_bootstrap_many` over repeats, a drop-in (its keywords; K = 1 equals it):
+    ``pairs`` maps a metric to ``(candidate, baseline, higher_is_better)``, each a (repeats x questions
+    x phases) stack (repeat 0 first: the records). Each metric's result adds ``repeats`` (K per arm)."""
     if not pairs:
         return {}
     first = {k: (np.asarray(c)[0], np.asarray(b)[0], h) for k, (c, b, h) in pairs.items()}

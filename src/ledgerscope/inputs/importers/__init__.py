@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
+from ledgerscope.inputs.fixtures import AnswerContract, Fixture
 
 
 @dataclass
@@ -49,3 +50,19 @@ def read_json_file(file: Path) -> Any:
             Problem(str(file), getattr(exc, "lineno", None), "file", f"not valid JSON: {exc}")
         ) from exc
     return data
+
+
+def unanswerable_fixture(
+    base: dict[str, Any], annotations: dict[str, Any], expected: str | None = None
+) -> Fixture:
+    """An unanswerable control as every importer writes it: no spans and no sufficient set; ``expected``
+    is the dataset's own label for "not answerable" where it has one (None otherwise)."""
+    return Fixture(
+        segment="unanswerable",
+        spans=(),
+        sufficient_sets=(),
+        answerable=False,
+        answer=AnswerContract(expected=expected),
+        annotations=annotations,
+        **base,
+    )

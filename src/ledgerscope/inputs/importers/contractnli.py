@@ -51,7 +51,7 @@ from typing import Any
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, write_fixtures
-from ledgerscope.inputs.importers import ImportReport, read_json_file
+from ledgerscope.inputs.importers import ImportReport, read_json_file, unanswerable_fixture
 from ledgerscope.inputs.sources import Corpus, make_source, write_corpus_jsonl
 
 CUES = ("except", "unless", "provided that", "notwithstanding", "subject to")
@@ -170,20 +170,13 @@ def _fixture(
             report.notes.append(f"{qid}: NotMentioned with evidence spans; the spans are ignored")
         # An unanswerable control is scored by abstention / false assertion, so not support-only.
         base["support_only"] = False
-        return Fixture(
-            segment="unanswerable",
-            spans=(),
-            sufficient_sets=(),
-            answerable=False,
-            answer=AnswerContract(expected=choice),
-            annotations={
-                "segment_inferred": True,
-                "segment_rule": SEGMENT_RULE,
-                "doc_id": source.doc_id,
-                **extra,
-            },
-            **base,
-        )
+        annotations = {
+            "segment_inferred": True,
+            "segment_rule": SEGMENT_RULE,
+            "doc_id": source.doc_id,
+            **extra,
+        }
+        return unanswerable_fixture(base, annotations, expected=choice)
 
     indices = ann.get("spans") or []
     spans, cues_found, adjacent = _evidence(

@@ -39,7 +39,7 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sentences import split_sentences
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan
-from ledgerscope.inputs.importers import ImportReport
+from ledgerscope.inputs.importers import ImportReport, unanswerable_fixture
 from ledgerscope.inputs.importers.squad import SEGMENT_RULE, write_import
 from ledgerscope.inputs.sources import Corpus, Source, make_source
 
@@ -153,14 +153,8 @@ def _fixture(item: dict, qid: str, sources: dict[int, Source], report: ImportRep
     }
     hops = item.get("question_decomposition") or []
     if not item.get("answerable", True):
-        return Fixture(
-            segment="unanswerable",
-            spans=(),
-            sufficient_sets=(),
-            answerable=False,
-            answer=AnswerContract(expected=None),
-            annotations={"doc_ids": sorted({s.doc_id for s in sources.values()}), "hops": len(hops)},
-            **base,
+        return unanswerable_fixture(
+            base, {"doc_ids": sorted({s.doc_id for s in sources.values()}), "hops": len(hops)}
         )
     answer = item.get("answer")
     if not isinstance(answer, str) or not answer.strip():

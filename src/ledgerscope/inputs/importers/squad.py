@@ -72,7 +72,7 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sentences import split_sentences
 from ledgerscope.inputs.coords import quote_context
 from ledgerscope.inputs.fixtures import AnswerContract, Fixture, GoldSpan, write_fixtures
-from ledgerscope.inputs.importers import ImportReport, read_json_file
+from ledgerscope.inputs.importers import ImportReport, read_json_file, unanswerable_fixture
 from ledgerscope.inputs.sources import Corpus, make_source, write_corpus_jsonl
 
 MAX_SHIFT = 3
@@ -246,14 +246,8 @@ def _question(
         "stress_set": "representative",
     }
     if qa.get("is_impossible"):
-        return Fixture(
-            segment="unanswerable",
-            spans=(),
-            sufficient_sets=(),
-            answerable=False,
-            answer=AnswerContract(expected=None),
-            annotations={"segment_inferred": True, "segment_rule": SEGMENT_RULE, "doc_id": source.doc_id},
-            **base,
+        return unanswerable_fixture(
+            base, {"segment_inferred": True, "segment_rule": SEGMENT_RULE, "doc_id": source.doc_id}
         )
     if not isinstance(answers, list) or not answers:
         report.skipped.append(f"{qid}: no answers and not marked is_impossible; skipped")

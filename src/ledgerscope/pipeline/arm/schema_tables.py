@@ -81,6 +81,20 @@ class Chunker(StrictTable):
     )
 
 
+def _request_path(default: str) -> Any:
+    return key(default, "endpoint: the request path under base_url", optional=True, kinds="endpoint")
+
+
+def _key_env(example: str) -> Any:
+    return key(
+        "",
+        "endpoint: NAME of the environment variable holding the key",
+        optional=True,
+        example=example,
+        kinds="endpoint",
+    )
+
+
 def _timeout() -> Any:
     return key(60.0, "endpoint: seconds per request", ge=0.001, optional=True, kinds="endpoint")
 
@@ -124,16 +138,8 @@ class Embedding(StrictTable):
         example="http://127.0.0.1:8080",
         kinds="endpoint",
     )
-    path: UrlPath = key(
-        "/v1/embeddings", "endpoint: the request path under base_url", optional=True, kinds="endpoint"
-    )
-    api_key_env: KeyEnv = key(
-        "",
-        "endpoint: NAME of the environment variable holding the key",
-        optional=True,
-        example="EMBEDDINGS_KEY",
-        kinds="endpoint",
-    )
+    path: UrlPath = _request_path("/v1/embeddings")
+    api_key_env: KeyEnv = _key_env("EMBEDDINGS_KEY")
     timeout: float = _timeout()
     retries: int = _retries(2)
     backoff: float = _backoff()
@@ -232,16 +238,8 @@ class Rerank(StrictTable):
     base_url: Url = key(
         "", "endpoint: the server", optional=True, example="http://127.0.0.1:8080", kinds="endpoint"
     )
-    path: UrlPath = key(
-        "/v1/rerank", "endpoint: the request path under base_url", optional=True, kinds="endpoint"
-    )
-    api_key_env: KeyEnv = key(
-        "",
-        "endpoint: NAME of the environment variable holding the key",
-        optional=True,
-        example="RERANK_KEY",
-        kinds="endpoint",
-    )
+    path: UrlPath = _request_path("/v1/rerank")
+    api_key_env: KeyEnv = _key_env("RERANK_KEY")
     timeout: float = _timeout()
     retries: int = _retries(2)
     backoff: float = _backoff()

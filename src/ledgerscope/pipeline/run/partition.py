@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledgerscope.common.blas import single_threaded_blas
 from ledgerscope.inputs.fixtures import Fixture
@@ -35,6 +36,9 @@ from ledgerscope.pipeline.run.resources import (
 )
 from ledgerscope.pipeline.run.runtime import ArmRuntime
 from ledgerscope.pipeline.run.scope import scope_record
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: seconds to pause after each partition (env LEDGERSCOPE_PARTITION_PAUSE_S); used by the
 #: kill-and-resume tests to interrupt a sweep at a chosen point. Zero by default.
@@ -84,10 +88,54 @@ def run_partition(
     scope = scope_record(rt, phase, len(index.boundaries))
     resources["phase_scope"] = {k: v for k, v in scope.items() if k != "phased_documents"}
     on_stage("retrieve+generate")
-    unit_rows = unit_table(cfg.name, phase.label, index.units)
-    bound_rows = [
+    tables = {
+        "units": unit_table(cfg.name, phase.label, index.units),
+        "boundaries": boundary_table(rt, phase, corpus, index.boundaries),
+        "candidates": cands.table(),
+        "records": records,
+        "repairs": repair_table(cfg.name, phase.label, corpus, index.boundaries),
+    }
+    if repeats > 1:  # written only with --repeats K > 1: a K = 1 partition is what it always was
+        tables["repeats"] = repeat_rows
+    counts = {"candidates": len(cands), "offsets_checked": sum(b.checked for b in index.boundaries)}
+    meta = partition_meta(rt, phase, tables, counts, resources, scope)
+    write_partition(out, cfg.name, phase.label, tables, meta)
+    on_stage("write")
+    return index
+
+
+def partition_meta(
+    rt: ArmRuntime,
+    phase: Phase,
+    tables: dict[str, list[dict] | pa.Table],
+    counts: dict[str, int],
+    resources: dict,
+    scope: dict,
+) -> dict:
+    """The partition's commit-marker fields: row counts (``repeats`` first, and only when its table
+    is written), the configuration digest, resources and evidence scope."""
+    more = {"repeats": len(tables["repeats"])} if "repeats" in tables else {}
+    return {
+        **more,
+        "arm": rt.config.name,
+        "phase": phase.label,
+        "phase_offset": phase.offset,
+        "config_digest": rt.config.digest(),
+        "units": len(tables["units"]),
+        "records": len(tables["records"]),
+        "candidates": counts["candidates"],
+        "repairs": len(tables["repairs"]),
+        "offsets_checked": counts["offsets_checked"],
+        "resources": resources,
+        "phase_scope": scope,
+    }
+
+
+def boundary_table(rt: ArmRuntime, phase: Phase, corpus: Corpus, boundaries: Sequence) -> list[dict]:
+    """The ``boundaries`` rows of one partition: each document's chunk cuts, in tokens and characters."""
+    return [
         {
-            "arm": cfg.name,
+            "arm": rt.config.name,
             "phase": phase.label,
             "phase_offset": doc_offset(rt, phase, b.doc_id),
             "doc_id": b.doc_id,
@@ -96,41 +144,8 @@ def run_partition(
             "cut_tokens": list(b.cut_tokens),
             "cut_chars": list(b.cut_chars),
         }
-        for b in index.boundaries
+        for b in boundaries
     ]
-    repair_rows = repair_table(cfg.name, phase.label, corpus, index.boundaries)
-    tables = {
-        "units": unit_rows,
-        "boundaries": bound_rows,
-        "candidates": cands.table(),
-        "records": records,
-        "repairs": repair_rows,
-    }
-    more = {"repeats": len(repeat_rows)} if repeats > 1 else {}
-    if repeats > 1:  # written only with --repeats K > 1: a K = 1 partition is what it always was
-        tables["repeats"] = repeat_rows
-    write_partition(
-        out,
-        cfg.name,
-        phase.label,
-        tables,
-        {
-            **more,
-            "arm": cfg.name,
-            "phase": phase.label,
-            "phase_offset": phase.offset,
-            "config_digest": cfg.digest(),
-            "units": len(unit_rows),
-            "records": len(records),
-            "candidates": len(cands),
-            "repairs": len(repair_rows),
-            "offsets_checked": sum(b.checked for b in index.boundaries),
-            "resources": resources,
-            "phase_scope": scope,
-        },
-    )
-    on_stage("write")
-    return index
 
 
 def unit_table(arm: str, phase: str, units: Iterable[Unit]) -> list[dict]:

@@ -9,6 +9,9 @@ again by the arm's judge (:func:`.cascade.judge`'s rules). Nothing is retrieved,
 generated, except the oracle: it is re-run for the questions whose support (spans, sets,
 answerability) changed, with the arm's own generator, or with ``no_oracle`` its rows are kept and
 the questions named stale in the manifest. Records of an infrastructure failure keep their verdicts.
+A ledger swept with ``--repeats K`` has every repeat's answer judged again by the same code as the
+records' (:func:`judge_answer`), so its ``repeats`` verdicts are what a sweep with the new fixtures
+would give those answers, and repeat 0 stays equal to its record.
 A stage an ingested trace did not record keeps its flag NULL (*not recorded*).
 
 The new ledger (written in the current format, whatever the old one's) holds the same units,
@@ -82,6 +85,9 @@ class RejudgeResult:
     seconds: float = 0.0
     #: every record whose verdicts or packed support changed: arm, phase, qid, and each field's before/after
     changes: list[dict] = field(default_factory=list)
+    #: ``repeats`` rows (a ``--repeats K`` ledger) judged again, and how many of them changed a verdict
+    repeats: int = 0
+    changed_repeats: int = 0
 
 
 def support_changed(old: Fixture | None, new: Fixture | None) -> bool:
@@ -226,6 +232,8 @@ def _partition(
             result.changed_records += 1
             result.changes.append({"arm": arm, "phase": phase, "qid": row["qid"], **diff})
     tables["records"] = pa.Table.from_pylist(rows, schema=tables["records"].schema)
+    if "repeats" in tables:
+        tables["repeats"] = _rejudge_repeats(tables["repeats"], fixtures, texts, judge, result)
     meta = json.loads(layout.marker_path(ledger, arm, phase).read_text())
     meta.pop("files", None)
     write_partition(staging, arm, phase, tables, meta)
@@ -276,17 +284,46 @@ def _rejudge_row(
     packed = by_stage["packed"]
     row["covered_set"] = supporting.kept_set(fx, packed, texts) if answerable else None
     row["single_unit_complete"] = supporting.single_unit_complete(fx, packed, texts) if answerable else None
-    if not row.get("generator_error"):
-        aj = judge.judge(row.get("answer"), bool(row.get("abstained")), fx)
-        row.update(answer_verdict=aj.verdict, answer_reason=aj.reason)
-        if row.get("citation_verdict") != "not-recorded":  # a trace without citations stays so
-            cj = judging.judge_citations(
-                [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, aj.verdict
-            )
-            row.update(citation_verdict=cj.verdict, citation_reason=cj.reason)
+    judge_answer(row, fx, texts, judge)
     o = oracle.get(fx.qid)
     if o is not None:
         row.update(oracle_verdict=o.get("answer_verdict"), oracle_feasible=o.get("feasible"))
+
+
+def judge_answer(row: dict, fx: Fixture, texts: dict, judge) -> None:
+    """A recorded answer and its citations (``answer``, ``abstained``, ``citations_json``) judged again
+    against ``fx``, in place: a record's or a repeat's, by this one function, so the two agree. A
+    generator failure keeps its infrastructure verdicts; a trace without citations stays so."""
+    if row.get("generator_error"):
+        return
+    aj = judge.judge(row.get("answer"), bool(row.get("abstained")), fx)
+    row.update(answer_verdict=aj.verdict, answer_reason=aj.reason)
+    if row.get("citation_verdict") != "not-recorded":
+        citations = json.loads(row.get("citations_json") or "[]")
+        cj = judging.judge_citations(
+            [(c["label"], c["doc_id"], c["start"], c["end"]) for c in citations], fx, texts, aj.verdict
+        )
+        row.update(citation_verdict=cj.verdict, citation_reason=cj.reason)
+
+
+#: the ``repeats`` verdicts whose change :attr:`RejudgeResult.changed_repeats` counts
+_REPEAT_VERDICTS = ("answer_verdict", "citation_verdict")
+
+
+def _rejudge_repeats(
+    table: pa.Table, fixtures: dict[str, Fixture], texts: dict, judge, result: RejudgeResult
+) -> pa.Table:
+    """Every repeat's answer judged again (``--repeats K``), as the records are."""
+    rows = table.to_pylist()
+    for row in rows:
+        fx = fixtures.get(row["qid"])
+        if fx is None:
+            continue
+        before = [row.get(k) for k in _REPEAT_VERDICTS]
+        judge_answer(row, fx, texts, judge)
+        result.repeats += 1
+        result.changed_repeats += before != [row.get(k) for k in _REPEAT_VERDICTS]
+    return pa.Table.from_pylist(rows, schema=table.schema)
 
 
 def _recorded_stages(row: dict) -> list[str] | None:

@@ -15,18 +15,19 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ledgerscope.common.errors import InputError, Problem
-from ledgerscope.inputs.fixtures import read_fixtures, resolve
+from ledgerscope.inputs.fixtures import Fixture, read_fixtures, resolve
 from ledgerscope.inputs.sources import Corpus
-from ledgerscope.ledger.layout import layout_for, ledger_layout
+from ledgerscope.ledger.layout import Layout, layout_for, ledger_layout
 from ledgerscope.ledger.read import connect
 from ledgerscope.ledger.sources import sources_corpus
 from ledgerscope.ledger.verify import load_manifest
-from ledgerscope.pipeline.arm.config import arm_from_dict
+from ledgerscope.pipeline.arm.config import ArmConfig, arm_from_dict
 from ledgerscope.pipeline.contracts.units import Phase
 from ledgerscope.pipeline.embedding.encoder import shared_encoder
 from ledgerscope.pipeline.run.cascade import build_phase, run_questions
@@ -107,9 +108,58 @@ def load_ledger_inputs(ledger: Path) -> tuple[dict, Corpus, list]:
     return manifest, corpus, fixtures
 
 
+class _Target(NamedTuple):
+    """The recorded partition and question a rerun re-executes, each checked against the manifest."""
+
+    entry: dict
+    phase: Phase
+    fixture: Fixture
+    layout: Layout
+    marker: Path
+    config: ArmConfig
+
+
 def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDiff:
     ledger = Path(ledger)
     manifest, corpus, fixtures = load_ledger_inputs(ledger)
+    entry, at, fx, layout, marker, cfg = _target(ledger, manifest, fixtures, arm, qid, phase)
+
+    oracle_path = layout.oracle_path(ledger, arm)
+    recorded = _read_rows(layout.table_file(ledger, "records", arm, phase), qid)
+    recorded_cands = _read_rows(layout.table_file(ledger, "candidates", arm, phase), qid)
+    recorded_oracle = _read_rows(oracle_path, qid) if oracle_path.is_file() else []
+
+    # the same external stages the sweep used (endpoints, callables): say plainly if one is gone
+    unreachable = unreachable_endpoints(cfg)
+    if unreachable:
+        raise InputError(unreachable)
+    rt = build_runtime(cfg, shared_encoder)
+    from ledgerscope.pipeline.run.scope import restore_scope
+
+    restore_scope(rt, json.loads(marker.read_text(encoding="utf-8")))  # evidence scope
+    index = build_phase(rt, at, list(corpus))
+    fresh_oracle = run_oracle(rt, fx)
+    texts = {s.doc_id: s.text for s in corpus}
+    k = manifest_repeats(ledger)  # --repeats K: every repeat is asked again with its recorded seed
+    fresh_repeats: list[dict] = []
+    records, cands = run_questions(
+        rt, index, [fx], texts, {qid: fresh_oracle}, repeats=k, repeat_rows=fresh_repeats
+    )
+
+    diff = RerunDiff(arm, qid, phase, fresh=records[0], devices=_device_change(entry, rt))
+    _compare_record(recorded[0] if recorded else {}, records[0], diff)
+    _compare_candidates(recorded_cands, cands.rows(), diff)
+    if k > 1:
+        recorded_repeats = _read_rows(layout.table_file(ledger, "repeats", arm, phase), qid)
+        _compare_repeats(recorded_repeats, fresh_repeats, diff)
+    if recorded_oracle:
+        _compare_oracle(recorded_oracle[0], fresh_oracle, diff)
+    return diff
+
+
+def _target(ledger: Path, manifest: dict, fixtures: list, arm: str, qid: str, phase: str) -> _Target:
+    """The arm, phase and question asked for, checked in that order; then the partition's commit marker
+    and the stored configuration against its digest. Each missing piece is an input error."""
     where = str(ledger / "manifest.json")
     if arm not in manifest["arms"]:
         raise InputError(Problem(where, None, "arm", f"no arm {arm!r}; arms: {', '.join(manifest['arms'])}"))
@@ -136,46 +186,16 @@ def rerun_record(ledger: str | Path, arm: str, qid: str, phase: str) -> RerunDif
         raise InputError(
             Problem(where, None, "config_digest", "stored configuration does not match its digest")
         )
+    return _Target(entry, phases[phase], fx, layout, marker, cfg)
 
-    oracle_path = layout.oracle_path(ledger, arm)
-    recorded = _read_rows(layout.table_file(ledger, "records", arm, phase), qid)
-    recorded_cands = _read_rows(layout.table_file(ledger, "candidates", arm, phase), qid)
-    recorded_oracle = _read_rows(oracle_path, qid) if oracle_path.is_file() else []
 
-    # the same external stages the sweep used (endpoints, callables): say plainly if one is gone
-    unreachable = unreachable_endpoints(cfg)
-    if unreachable:
-        raise InputError(unreachable)
-    rt = build_runtime(cfg, shared_encoder)
-    from ledgerscope.pipeline.run.scope import restore_scope
-
-    restore_scope(rt, json.loads(marker.read_text(encoding="utf-8")))  # evidence scope
-    index = build_phase(rt, phases[phase], list(corpus))
-    fresh_oracle = run_oracle(rt, fx)
-    texts = {s.doc_id: s.text for s in corpus}
-    k = manifest_repeats(ledger)  # --repeats K: every repeat is asked again with its recorded seed
-    fresh_repeats: list[dict] = []
-    records, cands = run_questions(
-        rt, index, [fx], texts, {qid: fresh_oracle}, repeats=k, repeat_rows=fresh_repeats
-    )
-
-    diff = RerunDiff(arm, qid, phase, fresh=records[0], devices=_device_change(entry, rt))
-    _compare_record(recorded[0] if recorded else {}, records[0], diff)
-    _compare_candidates(recorded_cands, cands.rows(), diff)
-    if k > 1:
-        recorded_repeats = _read_rows(layout.table_file(ledger, "repeats", arm, phase), qid)
-        _compare_repeats(recorded_repeats, fresh_repeats, diff)
-    if recorded_oracle:
-        for key in ("answer", "answer_verdict", "feasible", "context"):
-            if recorded_oracle[0].get(key) != fresh_oracle.get(key):
-                diff.differences.append(
-                    {
-                        "field": f"oracle.{key}",
-                        "recorded": recorded_oracle[0].get(key),
-                        "fresh": fresh_oracle.get(key),
-                    }
-                )
-    return diff
+def _compare_oracle(old: dict, new: dict, diff: RerunDiff) -> None:
+    """The oracle's answer side (answer, verdict, feasibility, context) against the recorded one."""
+    for key in ("answer", "answer_verdict", "feasible", "context"):
+        if old.get(key) != new.get(key):
+            diff.differences.append(
+                {"field": f"oracle.{key}", "recorded": old.get(key), "fresh": new.get(key)}
+            )
 
 
 def _device_change(entry: dict, rt) -> tuple[str, str] | None:

@@ -1,7 +1,7 @@
 """The release rule's file side: its dataclasses, :func:`rule_digest` and :func:`load_rule`.
 
-Apart from the decision (:mod:`ledgerscope.analysis.stats.release`, which re-exports these names
-and documents the file format) so each module stays one stage: reading a rule versus applying it.
+Apart from the decision (:mod:`.decision`, which documents the file format; the package re-exports
+these names) so each module stays one stage: reading a rule versus applying it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerscope.analysis.stats import DEFAULT_N_RESAMPLES, DEFAULT_SEED
-from ledgerscope.analysis.stats.resource_rule import KEYS as RESOURCE_KEYS
-from ledgerscope.analysis.stats.resource_rule import ResourceLimits, parse_limits
+from ledgerscope.analysis.stats.release.resource_limits import KEYS as RESOURCE_KEYS
+from ledgerscope.analysis.stats.release.resource_limits import ResourceLimits, parse_limits
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.inputs.fixtures import SEGMENTS, STRESS_SETS
 
@@ -97,9 +97,9 @@ class Rule:
     critical_per_segment: tuple[SegmentLimit, ...] = ()
     tokens: TokenCeiling | None = None
     #: an ACCEPT whose passing tolerances are below the minimum detectable difference becomes
-    #: collect-more-evidence (:mod:`.power`); false: accepted with a warning
+    #: collect-more-evidence (:mod:`ledgerscope.analysis.stats.power`); false: accepted with a warning
     underpowered_is_inconclusive: bool = True
-    #: latency allowance and cost boundary (:mod:`.resource_rule`)
+    #: latency allowance and cost boundary (:mod:`.resource_limits`)
     resources: ResourceLimits | None = None
 
 

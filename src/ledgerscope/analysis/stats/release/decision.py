@@ -59,7 +59,7 @@ an interval). A bare integer is the ``max`` of ``prompt_tokens``::
     max = 1200                        # largest single record
 
 Latency allowance and cost boundary (``[max_latency]``, ``[max_latency_vs_baseline]``,
-``[max_cost]``): see :mod:`.resource_rule`; they read the comparison's ``resources``.
+``[max_cost]``): see :mod:`.resource_limits`; they read the comparison's ``resources``.
 
 Unknown keys, wrong types and out-of-range values are errors naming the file,
 line (where it can be found) and field.
@@ -83,7 +83,7 @@ looks fine is inconclusive), but a violation still counts. The outcome is
 inconclusive or has no data, else ``accept``. Every check yields a reason
 naming the stress set, metric, observed value or interval, and the tolerance;
 a difference check's reason also gives its minimum detectable difference at 80%
-power and the questions its tolerance would need (:mod:`.power`). An ``accept``
+power and the questions its tolerance would need (:mod:`ledgerscope.analysis.stats.power`). An ``accept``
 with a passing tolerance smaller than its minimum detectable difference is not a
 clean pass: it becomes ``collect-more-evidence`` (``underpowered_is_inconclusive
 = false``: stays ``accept`` with the warning as its first reason).
@@ -94,37 +94,10 @@ from __future__ import annotations
 from typing import Any
 
 from ledgerscope.analysis.stats.power import UNDERPOWERED, too_small_reason, underpowered_passes, with_power
-from ledgerscope.analysis.stats.release_rule import (  # re-exported: the public names live here too
-    FORMAT,
-    OUTCOMES,
-    STAT_WORDS,
-    Check,
-    Decision,
-    DifferenceTolerance,
-    Rule,
-    SegmentLimit,
-    TokenCeiling,
-    load_rule,
-    rule_digest,
-)
-from ledgerscope.analysis.stats.resource_rule import resource_checks
+from ledgerscope.analysis.stats.release.resource_limits import resource_checks
+from ledgerscope.analysis.stats.release.rule import STAT_WORDS, Check, Decision, Rule
 from ledgerscope.analysis.validity import gate_checks
 from ledgerscope.common.errors import InputError, Problem
-
-__all__ = [
-    "FORMAT",
-    "OUTCOMES",
-    "Check",
-    "Decision",
-    "DifferenceTolerance",
-    "Rule",
-    "SegmentLimit",
-    "TokenCeiling",
-    "decide",
-    "load_rule",
-    "rule_digest",
-]
-
 
 # ---------------------------------------------------------------------------
 # deciding

@@ -105,6 +105,10 @@ def child(ledger: str, moves: int, pane: str = "grid") -> None:
 
     from ledgerscope.tui.data import LedgerSession
 
+    if "://" in ledger:  # a bucket, opened as `ledgerscope open URL` opens it (scripts/bench_tui_s3.py)
+        from ledgerscope.ledger import storage
+
+        ledger = str(storage.reader_dir(storage.parse(ledger), os.environ.get("BENCH_REMOTE_READ")))
     session = LedgerSession(ledger)
     session.start_open()  # as `ledgerscope open` does: DuckDB opens the ledger while Textual is imported
     from ledgerscope.tui.app import LedgerscopeApp

@@ -190,6 +190,30 @@ def test_with_the_cache_a_reused_text_leaves_memory_and_comes_back_from_disk(enc
     assert text not in enc._cache
 
 
+@pytest.mark.slow
+def test_the_estimates_calibration_times_its_passes_and_writes_nothing_to_the_cache(encoder, tmp_path):
+    """``sweep --estimate`` runs one small real partition: every forward pass is timed (both rates
+    fitted), the model's load is the encoder's own figure (whoever loaded it), and the persistent
+    cache gets none of its vectors (the sweep must encode what the plan said)."""
+    from ledgerscope.inputs.fixtures import load_fixtures
+    from ledgerscope.inputs.sources import load_corpus
+    from ledgerscope.pipeline.arm.config import load_arm
+    from ledgerscope.pipeline.run.costs.calibrate import calibrate_arm
+
+    from .sweep_data import write_inputs
+
+    paths = write_inputs(tmp_path / "in")
+    fixtures, corpus = load_fixtures(paths["fixtures"], load_corpus(paths["corpus"]))
+    enc = _with_store(encoder, tmp_path / "c")
+    rates = calibrate_arm(load_arm(paths["candidate"]), fixtures, corpus, lambda *a, **k: enc)
+    assert enc.store is not None and entries(tmp_path / "c") == [] and enc.forward_texts > 0
+    assert rates["passes_timed"] >= 4 and rates["forward"]["seconds_per_position"] > 0
+    assert rates["load_seconds"] == round(enc.load_seconds, 3) > 0
+    assert rates["plans_last_use"] is False  # a cache that reads back: the sweep plans no last uses
+    assert rates["per_question"]["other"] >= 0 and rates["sample_units"] > 0
+    enc.store = None
+
+
 # -- sweeps -------------------------------------------------------------------------------------
 
 

@@ -118,15 +118,18 @@ def _timeless(value):
     return value
 
 
-def test_commands_read_from_the_bucket(s3, remote, local_ledger, tmp_path):
+def test_commands_read_from_the_bucket(s3, remote, local_ledger, tmp_path, monkeypatch):
+    """Each command's output from the bucket (a local copy; for diagnose also read directly by DuckDB,
+    ``LEDGERSCOPE_REMOTE_READ=direct``) equals its output from the local ledger."""
     compare = ["compare", "--candidate", "stride16", "--baseline", "stride8", "--json"]
-    for args in (["diagnose", "--json"], compare):
+    for args, modes in ((["diagnose", "--json"], ("copy", "direct")), (compare, ("copy",))):
         outputs = []
-        for where in (remote, str(local_ledger)):
+        for where, mode in [(remote, m) for m in modes] + [(str(local_ledger), "copy")]:
+            monkeypatch.setenv("LEDGERSCOPE_REMOTE_READ", mode)
             result = runner.invoke(app, [args[0], where, *args[1:]])
             assert result.exit_code == 0, result.output
             outputs.append([_timeless(json.loads(line)) for line in result.output.splitlines()])
-        assert outputs[0] and outputs[0] == outputs[1]
+        assert outputs[0] and all(out == outputs[0] for out in outputs)
     out = tmp_path / "export.jsonl"
     result = runner.invoke(app, ["export", remote, "--format", "jsonl", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -194,15 +197,6 @@ def test_a_sweep_killed_mid_partition_resumes_from_the_bucket(s3, inputs, local_
     assert table_digests(storage.fetch(storage.parse(url))) == table_digests(local_ledger)
 
 
-def test_no_object_holds_the_secret_key(s3, remote, inputs):
-    objects = s3.find("ledgers")
-    assert objects
-    leaked = [o for o in objects if SECRET.encode() in s3.cat_file(o)]
-    assert not leaked
-    cache = Path(os.environ["LEDGERSCOPE_REMOTE_CACHE"])
-    assert not [p for p in cache.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
-
-
 @pytest.mark.slow
 def test_ray_workers_write_their_partitions_to_the_bucket(s3, ray_cluster, inputs, local_ledger):
     """Workers get the bucket's URL, not a path on the driver's disk: each writes its partition to a
@@ -223,3 +217,135 @@ def test_ray_workers_write_their_partitions_to_the_bucket(s3, ray_cluster, input
     assert len(result.written) == 4
     assert not list(out.glob("records/*/*/*.parquet"))  # the driver's directory holds no partition
     assert table_digests(storage.fetch(loc)) == table_digests(local_ledger)
+
+
+def _table_counts(ledger: Path, con=None) -> dict[str, int]:
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.ledger.schema import TABLE_NAMES
+
+    con = con or connect(ledger)
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in (*TABLE_NAMES, "oracle")}
+
+
+def test_duckdb_reads_the_tables_from_the_bucket_through_fsspec(s3, remote, local_ledger):
+    """Direct reading: only the small files are copied; the views read ``s3://`` through the registered
+    file system, every file's digest checked once per object version."""
+    from ledgerscope.common.errors import InputError
+    from ledgerscope.ledger.read import connect
+    from ledgerscope.ledger.remote_read import VERIFIED
+
+    local = storage.fetch(storage.parse(remote), direct=True)
+    assert not list(local.glob("*/arm=*/phase=*/*.parquet"))  # no partition table copied
+    con = connect(local)
+    assert _table_counts(local, con) == _table_counts(local_ledger)
+    views = con.execute("SELECT view_name, sql FROM duckdb_views()").fetchall()
+    sql = dict(views)["records"]
+    assert "'s3://ledgers/runs/first/records/arm=stride8/phase=3/part-0.parquet'" in sql
+    verified = json.loads((local.parent / VERIFIED).read_text())
+    assert len(verified) >= 4 * 4 and SECRET not in json.dumps(verified)
+    key = "ledgers/runs/first/records/arm=stride8/phase=3/part-0.parquet"
+    saved = s3.cat_file(key)
+    s3.pipe_file(key, saved[:-9] + bytes(9))  # same size, other bytes (a new ETag): hashed again
+    try:
+        with pytest.raises(InputError, match="corrupted"):
+            connect(local)
+    finally:
+        s3.pipe_file(key, saved)
+
+
+def test_an_unknown_remote_read_mode_is_an_input_error(s3, remote, monkeypatch):
+    monkeypatch.setenv("LEDGERSCOPE_REMOTE_READ", "stream")
+    result = runner.invoke(app, ["diagnose", remote, "--json"])
+    assert result.exit_code == 2 and "expected one of direct, copy" in result.output
+
+
+def test_report_reads_the_bucket_and_writes_to_the_bucket(s3, remote, tmp_path, monkeypatch):
+    """Read from the bucket, the HTML uploaded once written (a local --out is the same command with
+    no upload: the report tests cover it)."""
+    monkeypatch.chdir(tmp_path)
+    args = ["report", remote, "--candidate", "stride16", "--baseline", "stride8", "--n-resamples", "50"]
+    result = runner.invoke(app, [*args, "--out", "s3://ledgers/reports/run1.html"])
+    assert result.exit_code == 0, result.output
+    page = s3.cat_file("ledgers/reports/run1.html")
+    assert page.lstrip().lower().startswith(b"<!doctype html") and b"stride16" in page
+    assert list(tmp_path.iterdir()) == []  # no local folder named after the URL
+
+
+def test_open_through_the_cli_loads_the_ledger_from_the_bucket(s3, remote, monkeypatch):
+    """``ledgerscope open s3://...`` as the CLI runs it, the app driven headless (Textual's run_test)
+    until its first screen is filled and the ledger's checks have passed."""
+    import asyncio
+
+    from ledgerscope.tui.app import LedgerscopeApp
+
+    seen: dict = {}
+
+    def run_headless(self, *args, **kwargs):
+        async def drive():
+            async with self.run_test(size=(120, 40)) as pilot:
+                deadline = time.monotonic() + 60
+                while self.main.timings["first_list"] is None or self.main.trust == "checking":
+                    assert time.monotonic() < deadline, "the first screen or the checks never came"
+                    await pilot.pause(0.05)
+                seen["trust"] = self.main.trust
+                seen["questions"] = self.main.session.total_questions("candidate")
+                seen["ledger"] = self.main.session.arms["candidate"].ledger
+
+        asyncio.run(drive())
+
+    monkeypatch.setattr(LedgerscopeApp, "run", run_headless)
+    result = runner.invoke(app, ["open", remote, "--candidate", "stride16", "--baseline", "stride8"])
+    assert result.exit_code == 0, result.output
+    assert seen["trust"] == "verified" and seen["questions"] > 0
+    assert Path(os.environ["LEDGERSCOPE_REMOTE_CACHE"]) in Path(seen["ledger"]).parents
+
+
+@pytest.mark.slow
+def test_serve_serves_a_ledger_in_a_bucket(s3, remote, tmp_path):
+    import urllib.request
+
+    from tests.served import serving
+
+    log = tmp_path / "serve.log"
+    with serving(remote, log) as (_, port), urllib.request.urlopen(f"http://127.0.0.1:{port}/") as res:
+        assert res.status == 200 and b"ledgerscope" in res.read()
+    assert SECRET not in (tmp_path / "serve.log").read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory) -> Path:
+    pytest.importorskip("langchain_text_splitters")
+    from tests import ingest_pipeline as pipe
+
+    root = tmp_path_factory.mktemp("s3-traces")
+    for config in pipe.CONFIGS:
+        pipe.run(config, root / "traces.jsonl", root / "chunks.jsonl")
+    return root
+
+
+def test_ingest_writes_a_new_ledger_to_the_bucket(s3, traces):
+    from tests import ingest_pipeline as pipe
+
+    def ingest_args(out: str) -> list[str]:
+        return [
+            "ingest", str(traces / "traces.jsonl"), "--chunks", str(traces / "chunks.jsonl"),
+            "--fixtures", str(pipe.FIXTURES), "--corpus", str(pipe.CORPUS), "--out", out,
+        ]  # fmt: skip
+
+    url = "s3://ledgers/ingested/run1"
+    result = runner.invoke(app, ingest_args(url))
+    assert result.exit_code == 0, result.output
+    assert set(_table_counts(storage.fetch(storage.parse(url))).values()) - {0}  # committed, readable
+    again = runner.invoke(app, ingest_args(url))
+    assert again.exit_code == 2 and "already holds a ledger" in again.output
+
+
+def test_no_object_holds_the_secret_key(s3, remote, inputs):
+    """Last in the module: every object and cache file the tests above wrote (sweeps, ingest, report,
+    the direct reader's verified.json) is searched."""
+    objects = s3.find("ledgers")
+    assert objects
+    leaked = [o for o in objects if SECRET.encode() in s3.cat_file(o)]
+    assert not leaked
+    cache = Path(os.environ["LEDGERSCOPE_REMOTE_CACHE"])
+    assert not [p for p in cache.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]

@@ -16,6 +16,7 @@ import typer
 from ledgerscope.cli import analyse, browse, inputs, records
 from ledgerscope.cli.cache import cache_app
 from ledgerscope.cli.release import gate
+from ledgerscope.cli.shared.file_urls import FileUrlGroup
 from ledgerscope.cli.shared.locations import ledger_locations
 from ledgerscope.cli.shared.machine import EXIT_IO, MachineError, machine_error, writing
 from ledgerscope.cli.shared.options import RepeatsOption
@@ -74,6 +75,7 @@ def _internal(exc: BaseException) -> None:
 
 
 app = _App(
+    cls=FileUrlGroup,
     name="ledgerscope",
     help="Boundary-phase sweeps for RAG: which answers broke, at which stage, because of which boundary.",
     no_args_is_help=True,
@@ -287,9 +289,9 @@ def offsets_line(arm: str, counts) -> str:
 
 app.command()(records.convert)
 app.command()(records.rerun)
-app.command()(ledger_locations(read=("ledger",))(records.export))
+app.command()(ledger_locations(read=("ledger",), upload=("out",))(records.export))
 app.command("open")(ledger_locations(read=("ledger", "baseline_ledger"))(browse.open_ledger))
-app.command()(ledger_locations(read=("ledger",))(analyse.report))
+app.command()(ledger_locations(read=("ledger", "baseline_ledger"), upload=("out",))(analyse.report))
 app.command("gate")(gate.gate)
 app.command()(ledger_locations(read=("ledger",))(browse.serve))
 

@@ -26,15 +26,16 @@ def caps_from(prices: Path | None, max_cost: float | None, max_requests: int | N
 
 def print_estimate(fixtures, corpus, arms, out: Path, caps, json_out: bool, repeats: int = 1) -> None:
     """The plan (after the caches) and a calibrated time; no endpoint is called."""
-    from ledgerscope.pipeline.run.costs.calibrate import estimate_seconds
+    from ledgerscope.pipeline.run.costs.calibrate import estimate_seconds, process_age
     from ledgerscope.pipeline.run.costs.estimate import plan_sweep, summary
     from ledgerscope.pipeline.run.sweep import check_arm_names
 
+    startup = process_age()  # the sweep command's own start (imports, the inputs read) is this one's
     check_arm_names(arms)
     plan = plan_sweep(fixtures, corpus, arms, out, repeats=repeats)
     from ledgerscope.pipeline.embedding.encoder import shared_encoder
 
-    seconds = estimate_seconds(plan, arms, fixtures, corpus, shared_encoder)
+    seconds = estimate_seconds(plan, arms, fixtures, corpus, shared_encoder, startup)
     result = summary(plan, caps.prices, seconds)
     if json_out:
         print(json_text(result))

@@ -14,6 +14,7 @@ rows while the checks run and trusts none of them until they pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.common.sql_tables import sql_literal
 from ledgerscope.ledger import schema
 from ledgerscope.ledger.layout import CURRENT, Layout, is_interchange, layout_for
+from ledgerscope.ledger.remote_read import direct_url
 from ledgerscope.ledger.sources import sources_corpus  # noqa: F401 - part of this module's interface
 from ledgerscope.ledger.verify import finished_partitions, oracle_files, verify_ledger
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
 
 
-def _sql_list(paths: list[Path]) -> str:
+def _sql_list(paths: Sequence[str | Path]) -> str:
     return "[" + ", ".join(sql_literal(str(p)) for p in paths) + "]"
 
 
@@ -53,10 +55,10 @@ def connect(ledger: str | Path, con: DuckDBPyConnection | None = None) -> DuckDB
     if con is None:
         with ThreadPoolExecutor(max_workers=1) as pool:  # a new database starts while the files are checked
             opened = pool.submit(duckdb.connect)
-            layout = layout_for(verify_ledger(ledger, schemas))
+            layout = layout_for(_verify(ledger, schemas))
             con = opened.result()
     else:
-        layout = layout_for(verify_ledger(ledger, schemas))
+        layout = layout_for(_verify(ledger, schemas))
     files = _create_views(con, ledger, layout, schemas)
     problems = row_problems(con, ledger, files["records"], files["candidates"], layout)
     if problems:
@@ -92,27 +94,46 @@ def check_ledger(ledger: str | Path, con: DuckDBPyConnection) -> None:
     ledger = Path(ledger)
     if is_interchange(ledger):
         return  # open_unchecked read it with connect_jsonl's checks
-    layout = layout_for(verify_ledger(ledger))
+    layout = layout_for(_verify(ledger))
     files = _table_files(ledger, layout)
     problems = row_problems(con, ledger, files["records"], files["candidates"], layout)
     if problems:
         raise InputError(problems)
 
 
-def _table_files(ledger: Path, layout: Layout) -> dict[str, list[Path]]:
-    """Each partition table's files in the finished partitions, in partition order."""
+def _verify(ledger: Path, schemas: dict[Path, Any] | None = None) -> dict[str, Any]:
+    """:func:`.verify.verify_ledger`, or for a directory reading its tables from a bucket
+    :func:`.remote_read.verify_direct`; returns the manifest."""
+    if direct_url(ledger) is not None:
+        from ledgerscope.ledger.remote_read import verify_direct
+
+        return verify_direct(ledger)
+    return verify_ledger(ledger, schemas)
+
+
+def _table_files(ledger: Path, layout: Layout) -> dict[str, list[Path]] | dict[str, list[str]]:
+    """Each partition table's files in the finished partitions, in partition order (URLs in the
+    bucket for a directory that reads its tables from there: :mod:`.remote_read`)."""
+    if direct_url(ledger) is not None:
+        from ledgerscope.ledger.remote_read import table_urls
+
+        return table_urls(ledger, layout)
     found = [layout.partition_files(ledger, arm, phase) for arm, phase in finished_partitions(ledger, layout)]
     return {name: [files[name] for files in found if name in files] for name in schema.TABLE_NAMES}
 
 
 def _create_views(
     con: DuckDBPyConnection, ledger: Path, layout: Layout, schemas: dict[Path, Any] | None
-) -> dict[str, list[Path]]:
+) -> dict[str, list[Path]] | dict[str, list[str]]:
     """The views; ``schemas`` (file -> Arrow schema, from the checks) lets files that all share one
     schema skip DuckDB's column matching; None (unchecked): match by name. Returns the files."""
     files = _table_files(ledger, layout)
+    if direct_url(ledger) is not None:
+        from ledgerscope.ledger.remote_read import register
+
+        register(ledger, con)
     for name, paths in files.items():
-        found = [(schemas or {}).get(f) for f in paths]
+        found = [(schemas or {}).get(f) for f in paths if isinstance(f, Path)]
         alike = bool(found) and all(x is not None and x.equals(found[0]) for x in found)
         _view(con, name, paths, union=not alike)
     _view(con, "oracle", oracle_files(ledger, layout))
@@ -152,8 +173,8 @@ def _record_counts(con: DuckDBPyConnection, src: str, misfiled: str) -> tuple[in
 def row_problems(
     con: DuckDBPyConnection,
     ledger: Path,
-    record_files: list[Path],
-    candidate_files: list[Path],
+    record_files: Sequence[str | Path],
+    candidate_files: Sequence[str | Path],
     layout: Layout = CURRENT,
 ) -> list[Problem]:
     """Rows no analysis can use: duplicate or misfiled records, records without a key, non-finite scores.
@@ -186,7 +207,7 @@ def row_problems(
     return out
 
 
-def _numbered_scan(files: list[Path]) -> str | None:
+def _numbered_scan(files: Sequence[str | Path]) -> str | None:
     """A ``read_parquet`` over ``files`` that keeps each row's file and row number (for the
     problem text) and reads every file's columns by name; None when there are no files."""
     if not files:
@@ -274,7 +295,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _view(con: DuckDBPyConnection, name: str, files: list[Path], union: bool = True) -> None:
+def _view(con: DuckDBPyConnection, name: str, files: Sequence[str | Path], union: bool = True) -> None:
     """``union``: files may differ in columns (matched by name); off when all share one schema. A
     table with no files is a view over an empty in-memory table, which the connection's cursors
     (the TUI's worker threads) read too."""

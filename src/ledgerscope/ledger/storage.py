@@ -12,8 +12,11 @@ A remote ledger is worked on through a local directory bound to its URL:
 
 * to read it, :func:`fetch` copies its committed files (the manifest, every partition with a commit
   marker and the files the marker lists, the oracle and sources tables) into a cache directory,
-  re-using files already there whose size and SHA-256 match the marker, and removes what is no longer
-  committed; every reader then runs on that copy, with the integrity checks it runs on local disk;
+  re-using files already fetched at the version the bucket still lists (:mod:`.remote_sync`), and
+  removes what is no longer committed; every reader then runs on that copy, with the integrity checks
+  it runs on local disk. ``fetch(direct=True)`` copies only the small files, and DuckDB reads the
+  partition tables from the bucket (:mod:`.remote_read`); which one a command uses:
+  :func:`reader_dir`;
 * to write it, :func:`bind` prepares a working directory holding what the bucket already committed
   (so a killed sweep resumes), and :func:`publish_partition` (called by
   :func:`.write.write_partition`) uploads a partition's files and then its commit marker: a reader
@@ -35,6 +38,7 @@ from typing import Any
 
 from ledgerscope.common.errors import InputError, Problem
 from ledgerscope.ledger.layout import CURRENT, Layout, layout_for
+from ledgerscope.ledger.remote_sync import DIRECT, sync
 
 #: scheme -> (fsspec protocol, the package that implements it, the extra that installs it)
 SCHEMES = {
@@ -225,19 +229,38 @@ def _prune(local: Path, keep: set[str]) -> None:
             path.rmdir()
 
 
-def fetch(loc: Location) -> Path:
-    """A local copy of the remote ledger's committed files, for reading (see the module doc)."""
+def fetch(loc: Location, direct: bool = False) -> Path:
+    """A local copy of the remote ledger's committed files, for reading (see the module doc).
+
+    ``direct``: copy only the small files (manifest, markers, oracle, sources, fixtures); the reader
+    reads the partition tables from the bucket through DuckDB (:mod:`.remote_read`)."""
     fs = loc.filesystem()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         layout = _remote_layout(fs, loc.path)
         if layout is None:
             raise _bad(loc.url, "not a ledger: manifest.json is missing")
-        wanted = committed_files(fs, loc.path, layout)
-        local = local_dir(loc, "read")
+        local = local_dir(loc, "direct" if direct else "read")
         local.mkdir(parents=True, exist_ok=True)
-        _download(fs, loc.path, local, wanted)
-    _prune(local, set(wanted))
+        keep = sync(fs, loc.path, local, layout, tables=not direct)
+    _prune(local, keep)
+    if direct:
+        (local / DIRECT).write_text(json.dumps({"url": loc.url}))
     return local
+
+
+#: how a command reads a bucket: DuckDB over the bucket's file system (:mod:`.remote_read`), or a
+#: verified local copy of every committed file; ``LEDGERSCOPE_REMOTE_READ`` overrides a command's choice
+READ_MODES = ("direct", "copy")
+
+
+def reader_dir(loc: Location, mode: str | None = None, default: str = "copy") -> Path:
+    """The local directory a reader opens for the remote ledger ``loc`` (:func:`fetch`), read the
+    ``mode`` way (else ``LEDGERSCOPE_REMOTE_READ``'s, else ``default``)."""
+    mode = mode or os.environ.get("LEDGERSCOPE_REMOTE_READ") or default
+    if mode not in READ_MODES:
+        reason = f"LEDGERSCOPE_REMOTE_READ={mode!r}: expected one of {', '.join(READ_MODES)}"
+        raise _bad(loc.url, reason)
+    return fetch(loc, direct=mode == "direct")
 
 
 def bind(loc: Location, new: bool = False) -> Path:
@@ -247,7 +270,7 @@ def bind(loc: Location, new: bool = False) -> Path:
     fs = loc.filesystem()
     local = local_dir(loc, "write")
     shutil.rmtree(local, ignore_errors=True)  # only what the bucket committed counts
-    with _remote_errors(loc):
+    with remote_errors(loc):
         layout = _remote_layout(fs, loc.path)
         if new:
             if layout is not None:
@@ -272,6 +295,16 @@ def working_dir(out: str | Path) -> Path:
     local = Path(tempfile.mkdtemp(prefix="ledgerscope-part-"))
     (local / BINDING).write_text(json.dumps({"url": loc.url}))
     return local
+
+
+def upload_output(local: Path, loc: Location) -> None:
+    """Upload a command's output file (or directory, e.g. ``export --format trec``) to ``loc``."""
+    fs = loc.filesystem()
+    with remote_errors(loc):
+        if local.is_dir():
+            fs.put(str(local), loc.path, recursive=True)
+        else:
+            fs.put_file(str(local), loc.path)
 
 
 #: (remote file, size, mtime) of what this process uploaded: a run-level file is sent again only if changed
@@ -313,7 +346,7 @@ def publish_partition(ledger: Path, arm: str, phase: str) -> None:
         path.relative_to(ledger).as_posix() for path in CURRENT.partition_files(ledger, arm, phase).values()
     ]
     marker = CURRENT.marker_path(ledger, arm, phase).relative_to(ledger).as_posix()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         _upload(fs, ledger, loc.path, [*_run_level(ledger), *files])
         _upload(fs, ledger, loc.path, [marker])
 
@@ -324,7 +357,7 @@ def publish_run_level(ledger: Path) -> None:
     if url is None:
         return
     loc = parse(url)
-    with _remote_errors(loc):
+    with remote_errors(loc):
         _upload(loc.filesystem(), ledger, loc.path, _run_level(ledger))
 
 
@@ -335,7 +368,7 @@ def is_published(ledger: Path, arm: str, phase: str) -> bool:
         return False
     loc = parse(url)
     rel = CURRENT.marker_path("", arm, phase).as_posix()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         return bool(loc.filesystem().exists(f"{loc.path}/{rel}"))
 
 
@@ -347,7 +380,7 @@ def publish_all(ledger: Path, loc: Location) -> None:
     if bound_url(ledger) is None:
         (ledger / BINDING).write_text(json.dumps({"url": loc.url}))
     fs = loc.filesystem()
-    with _remote_errors(loc):
+    with remote_errors(loc):
         _upload(fs, ledger, loc.path, _run_level(ledger))
         for arm, phase in CURRENT.finished(ledger):
             files = CURRENT.partition_files(ledger, arm, phase).values()
@@ -357,7 +390,7 @@ def publish_all(ledger: Path, loc: Location) -> None:
 
 
 @contextlib.contextmanager
-def _remote_errors(loc: Location) -> Iterator[None]:
+def remote_errors(loc: Location) -> Iterator[None]:
     """A bucket that cannot be reached or refuses us is a machine condition or an input problem, named."""
     try:
         yield

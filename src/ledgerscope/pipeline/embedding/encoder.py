@@ -149,6 +149,7 @@ class Encoder:
         self.forward_seconds = 0.0  # wall seconds those forward passes took (the sweep reports it)
         self.forward_tokens = 0  # tokens of those texts, special tokens included (the resource record)
         self.forward_batches = 0
+        self.load_seconds = 0.0
         self._model_id: bytes | None = None
         self._files: str | None = None
         self.store = _open_store(self) if cache else None
@@ -161,6 +162,7 @@ class Encoder:
         """Load the model (once): sentence-transformers and torch import here, not before."""
         if self._model is not None:
             return self._model
+        t0 = time.perf_counter()
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
@@ -176,6 +178,7 @@ class Encoder:
                 f"model loaded says {facts}; run `ledgerscope cache prune --verify`"
             )
         self._facts, self._model = facts, model
+        self.load_seconds = time.perf_counter() - t0  # imports and weights: what --estimate charges once
         if self.store is not None:  # model.json, written with the first entry, carries the facts
             self.store.describe.update(facts)
         return model

@@ -15,6 +15,7 @@ import pytest
 from ledgerscope.analysis.validity import (
     UNVERIFIED,
     YES_NO_REASON,
+    arm_statuses,
     gate_checks,
     ledger_meter,
     meter,
@@ -140,6 +141,39 @@ def test_gate_turns_answer_checks_inconclusive_and_leaves_support_checks():
     out = gate_checks(checks, validity, ["c"], 0.8)
     assert [c.status for c in out] == ["inconclusive", "inconclusive", "pass"]
     assert "generator fails with full support on 1 of 1 questions" in out[0].reason
+
+
+@pytest.mark.parametrize("with_oracle", [True, False])
+def test_arm_statuses_are_the_meters(with_oracle):
+    """The statuses from counts of alike questions (what a ledger's open reads) are the meter's, over
+    every outcome, several records per question, records without an oracle row, and no oracle view."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE records (arm VARCHAR, phase VARCHAR, qid VARCHAR, stress_set VARCHAR, "
+        "segment VARCHAR, answerable BOOLEAN, oracle_verdict VARCHAR, oracle_feasible BOOLEAN)"
+    )
+    verdicts = ["correct", "abstained", "wrong", "infrastructure-failure", "not-judged", None]
+    rows = []
+    for arm, n in (("verified", 10), ("unverified", 7), ("unmeasured", 3)):
+        for i in range(n):
+            verdict = "correct" if arm == "verified" and i < 9 else verdicts[i % len(verdicts)]
+            if arm == "unmeasured":
+                verdict = "not-judged"
+            answerable, feasible = arm == "verified" or i % 5 != 4, arm == "verified" or i % 4 != 3
+            for phase in ("0", "1"):
+                rows.append((arm, phase, f"q{i}", f"s{i % 2}", f"g{i % 3}", answerable, verdict, feasible))
+    con.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    if with_oracle:
+        con.execute(
+            "CREATE TABLE oracle AS SELECT arm, qid, any_value(oracle_verdict) AS answer_verdict, "
+            f"any_value(oracle_feasible) AS feasible, '{YES_NO_REASON}' AS answer_reason FROM records "
+            "WHERE qid <> 'q0' GROUP BY arm, qid"
+        )
+    statuses = {arm: block["status"] for arm, block in ledger_meter(con)["arms"].items()}
+    assert arm_statuses(con) == statuses
+    assert set(statuses.values()) == {"verified", "unverified", "not-measured"}
 
 
 # ---------------------------------------------------------------------------

@@ -41,17 +41,31 @@ ANSWER_SIDE_TOLERANCES = ("max_answer_loss", "max_critical_errors_per_segment")
 #: the in-memory table :func:`register_answer_side` writes: (arm, unverified)
 TABLE = "answer_side_arms"
 
-#: one row per (arm, question): its segment, stress set, answerability, oracle verdict, feasibility
-#: and reason (the oracle table's, else the records' own oracle columns, as ingested ledgers have)
-_ROWS_SQL = """
-SELECT r.arm, r.qid, any_value(r.stress_set) AS stress_set, any_value(r.segment) AS segment,
+#: one row per (arm, question): its answerability, oracle verdict, feasibility and reason (the oracle
+#: table's, else the records' own oracle columns, as ingested ledgers have); ``{extra}``: more columns
+_QUESTION_SQL = """
+SELECT r.arm, r.qid,{extra}
        bool_or(coalesce(r.answerable, true)) AS answerable,
        coalesce(any_value(o.answer_verdict), any_value(r.oracle_verdict)) AS verdict,
        CASE WHEN any_value(o.arm) IS NOT NULL THEN any_value(o.feasible)
             ELSE any_value(r.oracle_feasible) END AS feasible,
        any_value(o.answer_reason) AS reason
 FROM records r LEFT JOIN oracle o ON o.arm = r.arm AND o.qid = r.qid
-{where} GROUP BY r.arm, r.qid ORDER BY r.arm, r.qid"""
+{where} GROUP BY r.arm, r.qid"""
+#: the meter's rows: each question's with its segment and stress set, in (arm, qid) order
+_ROWS_SQL = (
+    _QUESTION_SQL.replace(
+        "{extra}", " any_value(r.stress_set) AS stress_set, any_value(r.segment) AS segment,"
+    )
+    + " ORDER BY r.arm, r.qid"
+)
+#: the arms' statuses' input: how many questions share each (arm, answerability, verdict, feasibility,
+#: reason); the segment and stress set, which only the meter's blocks need, are not read
+_COUNTS_SQL = (
+    "SELECT arm, answerable, verdict, feasible, reason, count(*) AS n FROM ("
+    + _QUESTION_SQL.replace("{extra}", "")
+    + ") GROUP BY ALL"
+)
 
 
 def oracle_outcome(verdict: str | None, feasible: bool | None, reason: str | None) -> str | None:
@@ -120,13 +134,19 @@ def _split(items: list[tuple[str, str, str]], index: int, threshold: float) -> d
 
 def oracle_rows(con: DuckDBPyConnection, arms: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The meter's input from a connection made by :func:`ledgerscope.ledger.read.connect`."""
+    return _fetch(con, _ROWS_SQL, arms)
+
+
+def _fetch(con: DuckDBPyConnection, template: str, arms: Sequence[str] | None) -> list[dict[str, Any]]:
+    """``template`` (``_ROWS_SQL`` or ``_COUNTS_SQL``) run over the records of ``arms`` (all: None),
+    against a null oracle where the connection has no ``oracle`` view."""
     where, params = ("", [])
     if arms:
         where, params = f"WHERE r.arm IN ({', '.join('?' for _ in arms)})", list(arms)
     sql = (
-        _ROWS_SQL
+        template
         if _has_oracle(con)
-        else _ROWS_SQL.replace(
+        else template.replace(
             "LEFT JOIN oracle o ON o.arm = r.arm AND o.qid = r.qid",
             "LEFT JOIN (SELECT NULL::VARCHAR AS arm, NULL::VARCHAR AS answer_verdict, "
             "NULL::BOOLEAN AS feasible, "
@@ -154,23 +174,35 @@ def ledger_meter(
     return meter(oracle_rows(con, arms), threshold)
 
 
+def arm_statuses(con: DuckDBPyConnection, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> dict[str, str]:
+    """Each arm's ``status`` in :func:`ledger_meter` (``verified``, ``unverified``, ``not-measured``),
+    from counts of alike questions: what the diagnosis needs, without the meter's per-question rows
+    (a ledger's open reads it before its first screen)."""
+    counted: dict[str, list[int]] = {}  # arm -> [correct, counted]
+    for r in _fetch(con, _COUNTS_SQL, None):
+        tally = counted.setdefault(r["arm"], [0, 0])
+        outcome = oracle_outcome(r["verdict"], r["feasible"], r["reason"])
+        if r["answerable"] is False or outcome is None:
+            continue
+        tally[0] += r["n"] if outcome == "correct" else 0
+        tally[1] += r["n"]
+    return {arm: status({"correct": c, "answerable": n}, threshold) for arm, (c, n) in counted.items()}
+
+
 def unverified_arms(con: DuckDBPyConnection, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> frozenset[str]:
     """The arms of a ledger whose answer side is unverified (what the diagnosis flags by)."""
-    return frozenset(
-        a for a, b in ledger_meter(con, None, threshold)["arms"].items() if b["status"] == "unverified"
-    )
+    return frozenset(a for a, st in arm_statuses(con, threshold).items() if st == "unverified")
 
 
 def register_answer_side(con: DuckDBPyConnection, threshold: float = DEFAULT_MIN_ORACLE_CORRECT) -> str:
     """Write :data:`TABLE` (arm, unverified) on the connection, for the SQL diagnosis; return its name.
 
     An in-memory table, not TEMP, so the connection's cursors see it (as the heads table)."""
-    arms = ledger_meter(con, None, threshold)["arms"]
+    arms = arm_statuses(con, threshold)
     con.execute(f"CREATE OR REPLACE TABLE {TABLE} (arm VARCHAR, unverified BOOLEAN)")
     if arms:
-        con.executemany(
-            f"INSERT INTO {TABLE} VALUES (?, ?)", [[a, b["status"] == "unverified"] for a, b in arms.items()]
-        )
+        rows = [[a, st == "unverified"] for a, st in arms.items()]
+        con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?)", rows)
     return TABLE
 
 

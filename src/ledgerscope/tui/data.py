@@ -179,6 +179,9 @@ class LedgerSession:
             con = duckdb.connect()
             # a record's lookup touches every partition's file footer: keep them parsed in memory
             con.execute("SET parquet_metadata_cache = true")
+            # one DuckDB thread while the views are built: the main thread is busy starting Textual,
+            # and these small queries cost more CPU split in two (the default is set back after)
+            con.execute("SET threads = 1")
             open_unchecked(ledger, con)
             build_record_view(con)
             names = [a.name for a in self.arms.values() if a.ledger.resolve() == ledger.resolve()]
@@ -188,6 +191,7 @@ class LedgerSession:
                 f"label, reversal FROM record_view WHERE arm IN {sql_in(names)}"
             )
             con.execute("CREATE OR REPLACE TABLE tui_list (ord BIGINT, qid VARCHAR)")
+            con.execute("RESET threads")
             self._cons[ledger.resolve()] = con
 
     def check(self) -> None:

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ledgerscope.analysis.diagnosis.record import Cancelled
 from ledgerscope.tui import messages as msg
 
 if TYPE_CHECKING:
@@ -114,6 +113,8 @@ class RecordFeed:
 
     def _load(self, key: tuple[str, str]) -> None:
         from textual.worker import get_current_worker
+
+        from ledgerscope.analysis.diagnosis.record import Cancelled  # the reader: not before the first screen
 
         worker = get_current_worker()
         try:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # re-exported (``X as X``): callers import these from here too
 from ledgerscope.analysis.diagnosis.depths import FIRST_STAGE_DEPTH_KEYS as FIRST_STAGE_DEPTH_KEYS
 from ledgerscope.analysis.diagnosis.depths import depths_by_arm as depths_by_arm
 from ledgerscope.analysis.diagnosis.depths import first_stage_depths as first_stage_depths
 from ledgerscope.common.intervals import merge_intervals, uncovered
-from ledgerscope.inputs.fixtures import Fixture, GoldSpan
+
+if TYPE_CHECKING:  # annotations only
+    from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
 #: the candidate lists each step's evidence reads ("units" = the chunker's units table)
 EVIDENCE_STAGES: dict[int, tuple[str, ...]] = {

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.evidence import span_gaps, stage_rows
 from ledgerscope.analysis.diagnosis.steps import SUPPORT_WALK
-from ledgerscope.inputs.fixtures import Fixture, GoldSpan
+
+if TYPE_CHECKING:  # annotations only
+    from ledgerscope.inputs.fixtures import Fixture, GoldSpan
 
 #: (step, record flag, stage) of the support walk, in cascade order
 FATE_WALK = SUPPORT_WALK

@@ -94,7 +94,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerscope.analysis.diagnosis.evidence import (
     answer_json,
@@ -126,7 +126,9 @@ from ledgerscope.analysis.diagnosis.steps import (
     unverifiable_steps,
 )
 from ledgerscope.analysis.validity import UNVERIFIED
-from ledgerscope.inputs.fixtures import Fixture
+
+if TYPE_CHECKING:  # annotations only: the heads of a ledger's open need no fixture code
+    from ledgerscope.inputs.fixtures import Fixture
 
 #: what other modules read from here (the steps and the walk are defined in :mod:`.steps`)
 __all__ = [

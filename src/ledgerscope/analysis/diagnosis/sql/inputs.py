@@ -19,10 +19,11 @@ from ledgerscope.analysis.diagnosis.span_fates import document_title, fate_table
 from ledgerscope.analysis.diagnosis.tree import SUPPORT_WALK, diagnose, recorded_stages
 from ledgerscope.analysis.validity import register_answer_side
 from ledgerscope.common.sql_tables import columns_table, sql_literal
-from ledgerscope.inputs.fixtures import Fixture
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
+
+    from ledgerscope.inputs.fixtures import Fixture
 
 #: the record columns a diagnosis head depends on (with the oracle's verdict and feasibility)
 KEY_COLUMNS = (
@@ -90,9 +91,10 @@ def _add(table: dict[str, tuple[str, list[Any]]], **values: Any) -> None:
 
 
 def register_fixtures(
-    con: DuckDBPyConnection, fixtures: Mapping[str, Fixture], texts: Mapping[str, str]
+    con: DuckDBPyConnection, fixtures: Mapping[str, Fixture], texts: Mapping[str, str], fates: bool = True
 ) -> None:
-    """``_ls_fx`` (per question), ``_ls_span`` (per gold span), ``_ls_set`` (per set member).
+    """``_ls_fx`` (per question), ``_ls_span`` (per gold span), ``_ls_set`` (per set member), and
+    ``_ls_fates`` unless ``fates`` is False (the heads, which read no span, go without it).
 
     A span's JSON (``base``, without its closing brace) and its text (for the
     whitespace test on gaps) are computed here, once per span, not per record.
@@ -138,10 +140,11 @@ def register_fixtures(
         for i, sset in enumerate(f.sufficient_sets):
             for pos, sid in enumerate(sset):
                 _add(st, qid=qid, set_index=i, pos=pos, span_id=sid, resolved=sid in ids)
-    fates = _table(marks="VARCHAR", fate="VARCHAR")
-    for marks, fate in fate_table().items():  # the span fates' pure function, on every marks string
-        _add(fates, marks=marks, fate=json.dumps(fate)[1:-1])
-    columns_table(con, "_ls_fates", fates)
+    if fates:
+        table = _table(marks="VARCHAR", fate="VARCHAR")
+        for marks, fate in fate_table().items():  # the span fates' pure function, on every marks string
+            _add(table, marks=marks, fate=json.dumps(fate)[1:-1])
+        columns_table(con, "_ls_fates", table)
     columns_table(con, "_ls_fx", fx)
     columns_table(con, "_ls_span", sp)
     columns_table(con, "_ls_set", st)

@@ -147,7 +147,7 @@ def verify_direct(ledger: Path) -> dict[str, Any]:
     """:func:`.verify.verify_ledger` for a direct-read directory: the manifest, each partition's arm and
     phase, the local oracle and sources tables, and the bucket's partition files
     (:func:`verify_remote_files`). Returns the manifest; raises :class:`InputError`."""
-    from ledgerscope.ledger.verify import load_manifest, parquet_problems
+    from ledgerscope.ledger.verify import load_manifest, run_level_problems
 
     manifest = load_manifest(ledger)
     arms, layout = manifest["arms"], layout_for(manifest)
@@ -158,14 +158,7 @@ def verify_direct(ledger: Path) -> dict[str, Any]:
             where = str(layout.marker_path(ledger, arm, phase))
             problems.append(Problem(where, None, "arm/phase", "a partition the manifest does not list"))
     problems += verify_remote_files(ledger, layout)
-    for arm, path in layout.oracle_files(ledger):
-        if arm not in arms:
-            reason = "an oracle table of an arm the manifest does not list"
-            problems.append(Problem(str(path), None, "arm", reason))
-        problems.extend(parquet_problems(path, schema.ORACLE))
-    src = layout.sources_path(ledger)
-    if src.is_file():
-        problems.extend(parquet_problems(src, schema.SOURCES))
+    problems += run_level_problems(ledger, layout, arms)
     if problems:
         raise InputError(problems)
     return manifest

@@ -383,15 +383,22 @@ def verify_ledger(ledger: str | Path, schemas: dict[Path, Any] | None = None) ->
             finished_partitions(ledger, layout),
         )
         problems = [p for part_problems in found for p in part_problems]
+    problems += run_level_problems(ledger, layout, arms)
+    if problems:
+        raise InputError(problems)
+    return manifest
+
+
+def run_level_problems(ledger: Path, layout: Layout, arms: dict[str, Any]) -> list[Problem]:
+    """What is wrong with the tables beside the partitions: each arm's oracle table (an arm the
+    manifest lists, the oracle schema) and the sources table (its schema)."""
+    problems: list[Problem] = []
     for arm, path in layout.oracle_files(ledger):
         if arm not in arms:
-            problems.append(
-                Problem(str(path), None, "arm", "an oracle table of an arm the manifest does not list")
-            )
+            reason = "an oracle table of an arm the manifest does not list"
+            problems.append(Problem(str(path), None, "arm", reason))
         problems.extend(parquet_problems(path, schema.ORACLE))
     src = layout.sources_path(ledger)
     if src.is_file():
         problems.extend(parquet_problems(src, schema.SOURCES))
-    if problems:
-        raise InputError(problems)
-    return manifest
+    return problems

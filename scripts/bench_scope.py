@@ -312,10 +312,11 @@ def main() -> int:
         }
     full_units = phase_units(full, corpus)
     report["gold"] = gold_share(corpus, fixtures, full_units, args.phases)
-    base = next((args.work / n for n in ("all", "single") if (args.work / n / "partitions").is_dir()), None)
+    swept = [args.work / n for n in ("all", "single") if (args.work / n / "manifest.json").is_file()]
+    base = swept[0] if swept else None
     if base is not None:
         report["predicted"] = predicted(base, full, fixtures, corpus, full_units, args.predict.split(","))
-    if (args.work / "all" / "partitions").is_dir():  # per phase over the phases both have written
+    if (args.work / "all" / "manifest.json").is_file():  # per phase over the phases both have written
         report["agreement_vs_all"] = {
             k: agreement(args.work / "all", args.work / k) for k in by if k.startswith("evidence-")
         }

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ledgerscope.analysis.stats.bootstrap import paired_bootstrap_many
+from ledgerscope.analysis.stats.metrics import STATISTICS
 from ledgerscope.analysis.stats.repeat_bootstrap import paired_bootstrap_repeats, repeat_draw
 from ledgerscope.analysis.stats.repeat_noise import arm_noise, flip_rate, majority, noise_lines
 from ledgerscope.cli.main import app
@@ -32,14 +33,6 @@ from ledgerscope.pipeline.run.repeats import repeat_seed
 from ledgerscope.pipeline.run.sweep import sweep
 
 runner = CliRunner()
-ALL_STATISTICS = (
-    "mean",
-    "pooled_mean",
-    "worst_aggregate",
-    "worst_per_question",
-    "best_aggregate",
-    "best_per_question",
-)
 _CALLS: Counter = Counter()
 
 
@@ -179,7 +172,7 @@ def _synthetic(seed: int = 1, n_q: int = 40, n_p: int = 5):
 
 def test_one_repeat_is_the_bootstrap_bit_for_bit():
     _rng, c, b, tokens, clusters = _synthetic()
-    kw = {"n_resamples": 2000, "seed": 3, "statistics": ALL_STATISTICS, "chunk_elements": 5000}
+    kw = {"n_resamples": 2000, "seed": 3, "statistics": STATISTICS, "chunk_elements": 5000}
     plain = paired_bootstrap_many({"m": (c, b, True), "t": (tokens, tokens[::-1], False)}, clusters, **kw)
     over = paired_bootstrap_repeats(
         {"m": (c[None], b[None], True), "t": (tokens[None], tokens[::-1][None], False)}, clusters, **kw
